@@ -1,0 +1,11 @@
+// oneflow.h: everything. `#include <oneflow/oneflow.h>` and `namespace of = oneflow;`.
+#pragma once
+#include "oneflow/device.h"
+#include "oneflow/dtype.h"
+#include "oneflow/error.h"
+#include "oneflow/ops.h"
+#include "oneflow/runtime.h"
+#include "oneflow/scalar.h"
+#include "oneflow/tensor.h"
+
+namespace of = oneflow;

@@ -1,0 +1,123 @@
+// CPU caching allocator. NOTE [CPU allocator]: sizes are rounded up to a bucket (multiples of
+// 64 B up to 1 KiB, then four buckets per power of two) and freed blocks are kept in a free
+// list per bucket, so a steady training loop stops calling malloc after its first step.
+#include "allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_backend.h"
+
+namespace oneflow {
+namespace {
+
+size_t bucket_size(size_t n) {
+  if (n <= 1024) return n == 0 ? 64 : (n + 63) & ~size_t(63);
+  size_t p = size_t(1) << (63 - __builtin_clzll(n - 1));  // largest power of two < n
+  size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
+
+class CpuAllocator {
+ public:
+  void* allocate(size_t nbytes, size_t* bucket_out) {
+    size_t b = bucket_size(nbytes);
+    *bucket_out = b;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++stats_.num_allocs;
+      stats_.allocated += b;
+      if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+      auto it = free_.find(b);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        ++stats_.num_cache_hits;
+        return p;
+      }
+      stats_.reserved += b;
+    }
+    void* p = std::aligned_alloc(64, b);
+    if (!p) {
+      empty_cache();
+      p = std::aligned_alloc(64, b);
+    }
+    if (!p) {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.allocated -= b;
+      stats_.reserved -= b;
+      fail("[allocator] out of memory allocating {} bytes on cpu", nbytes);
+    }
+    return p;
+  }
+  void release(void* p, size_t b) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.allocated -= b;
+    free_[b].push_back(p);
+  }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [b, list] : free_) {
+      for (void* p : list) std::free(p);
+      stats_.reserved -= b * list.size();
+      list.clear();
+    }
+  }
+  memory::Stats stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.peak_allocated = stats_.allocated;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  memory::Stats stats_;
+};
+
+CpuAllocator& cpu_allocator() {
+  static auto* a = new CpuAllocator();  // never destroyed: storages may outlive static teardown
+  return *a;
+}
+
+}  // namespace
+
+Storage allocate_storage(size_t nbytes, Device device) {
+  if (device.is_cuda()) return cuda_backend::allocate_storage(nbytes, device.index());
+  size_t bucket;
+  void* p = cpu_allocator().allocate(nbytes, &bucket);
+  return std::make_shared<StorageImpl>(p, nbytes, device,
+                                       [bucket](void* q) { cpu_allocator().release(q, bucket); });
+}
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  if (n == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  cuda_backend::copy_bytes(dst, dst_dev, src, src_dev, n);
+}
+
+namespace memory {
+Stats stats(Device device) {
+  if (device.is_cuda()) return cuda_backend::stats(device.index());
+  return cpu_allocator().stats();
+}
+void reset_peak_stats(Device device) {
+  if (device.is_cuda()) return cuda_backend::reset_peak_stats(device.index());
+  cpu_allocator().reset_peak();
+}
+void empty_cache(Device device) {
+  if (device.is_cuda()) return cuda_backend::empty_cache(device.index());
+  cpu_allocator().empty_cache();
+}
+}  // namespace memory
+
+}  // namespace oneflow

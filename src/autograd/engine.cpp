@@ -1,0 +1,332 @@
+// The autograd tape and engine: recording nodes at dispatch time, and running VJPs backward.
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+
+namespace oneflow {
+
+Tensor VjpCtx::input(size_t i) const { return node_.unpack(node_.saved_inputs[i], false, i); }
+Tensor VjpCtx::output(size_t i) const { return node_.unpack(node_.saved_outputs[i], true, i); }
+
+namespace autograd {
+namespace {
+std::atomic<uint64_t> g_sequence{0};
+
+std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src) {
+  auto a = std::make_shared<TensorImpl>();
+  a->storage = src.storage;
+  a->offset = src.offset;
+  a->sizes = src.sizes;
+  a->strides = src.strides;
+  a->numel = src.numel;
+  a->dtype = src.dtype;
+  a->device = src.device;
+  a->is_contiguous = src.is_contiguous;
+  return a;
+}
+}  // namespace
+
+Edge gradient_edge(const Tensor& t) {
+  TensorImpl* i = t.impl();
+  if (i->grad_fn) return {i->grad_fn, i->output_nr};
+  if (!i->requires_grad) return {};
+  if (!i->grad_accumulator) i->grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return {i->grad_accumulator, 0};
+}
+
+void record(const OpDef& op, const TensorList& inputs, const Attrs& attrs, TensorList& outputs,
+            const TensorList* saved_override) {
+  auto node = std::make_shared<OpNode>();
+  node->op = &op;
+  node->attrs = attrs;
+  node->sequence_nr = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  const size_t n_in = inputs.size();
+  node->next_edges.resize(n_in);
+  node->saved_inputs.resize(n_in);
+  node->input_metas.reserve(n_in);
+  for (size_t i = 0; i < n_in; ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined()) {
+      node->input_metas.push_back({{}, kFloat32, Device(kCPU)});
+      continue;
+    }
+    node->input_metas.push_back({t.impl()->sizes, t.dtype(), t.device()});
+    if (!((op.nondiff_inputs >> i) & 1u) && t.requires_grad()) {
+      node->next_edges[i] = gradient_edge(t);
+      node->needs_grad_mask |= 1u << i;
+    }
+    if ((op.save_inputs >> i) & 1u) {
+      const Tensor& s = saved_override ? (*saved_override)[i] : t;
+      node->saved_inputs[i] = {s.impl_ptr(), s._version(), false, true};
+    }
+  }
+  node->saved_outputs.resize(outputs.size());
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    TensorImpl* o = outputs[j].impl();
+    node->output_metas.push_back({o->sizes, o->dtype, o->device});
+    if ((op.save_outputs >> j) & 1u) {
+      // Saved outputs hold a detached alias: holding the output itself would form a cycle.
+      node->saved_outputs[j] = {alias_impl(*o), o->storage->version.load(), true, true};
+    }
+    if (is_floating_point(o->dtype)) {
+      o->grad_fn = node;
+      o->output_nr = uint32_t(j);
+      o->requires_grad = true;
+    }
+  }
+}
+
+Tensor OpNode::unpack(const SavedTensor& s, bool output, size_t index) const {
+  if (released)
+    fail("[autograd] Trying to backward through the graph a second time (or directly access "
+         "saved tensors after they have already been freed). Saved intermediate values of the "
+         "graph are freed when you call backward(); specify retain_graph=true if you need to "
+         "backward through the graph a second time");
+  if (!s.defined)
+    fail("[autograd] internal error: {} reads {} {} which the op did not save", name(),
+         output ? "output" : "input", index);
+  uint32_t now = s.impl->storage->version.load();
+  if (now != s.version)
+    fail("[autograd] one of the variables needed for gradient computation has been modified by "
+         "an inplace operation: {} {} of {} with shape {} is at version {}; expected version {}",
+         output ? "output" : "input", index, name(), shape_str(s.impl->sizes), now, s.version);
+  if (!output) return Tensor(s.impl);
+  auto a = alias_impl(*s.impl);
+  if (is_floating_point(a->dtype)) {
+    a->grad_fn = std::const_pointer_cast<Node>(shared_from_this());
+    a->output_nr = uint32_t(index);
+    a->requires_grad = true;
+  }
+  return Tensor(a);
+}
+
+void OpNode::release_variables() {
+  released = true;
+  for (auto& s : saved_inputs) s.impl.reset();
+  for (auto& s : saved_outputs) s.impl.reset();
+}
+
+Tensor OpNode::zeros_for_output(size_t i) const {
+  const auto& m = output_metas[i];
+  return zeros(m.sizes, TensorOptions().dtype(m.dtype).device(m.device));
+}
+
+TensorList OpNode::apply(TensorList&& grads) {
+  if (released) unpack(SavedTensor{}, false, 0);  // raises the "second time" error
+  VjpCtx ctx(*this);
+  TensorList r = op->vjp(ctx, grads);
+  if (r.size() != input_metas.size())
+    fail("[autograd] internal error: VJP of {} returned {} gradients for {} inputs", op->name,
+         r.size(), input_metas.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!((needs_grad_mask >> i) & 1u)) {
+      r[i] = Tensor();
+      continue;
+    }
+    if (!r[i].defined()) continue;
+    const auto& m = input_metas[i];
+    if (!(r[i].sizes() == IntArrayRef(m.sizes)))
+      fail("[autograd] internal error: VJP of {} produced a gradient of shape {} for input {} of "
+           "shape {}", op->name, shape_str(r[i].sizes()), i, shape_str(m.sizes));
+    if (r[i].dtype() != m.dtype) r[i] = r[i].to(m.dtype);
+  }
+  return r;
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  auto var = variable.lock();
+  if (!var || !grads[0].defined()) return {};
+  Tensor g = std::move(grads[0]);
+  const bool create = grad_mode_enabled();
+  Tensor& slot = grad_slot(var.get());
+  if (!slot.defined()) {
+    if (create) {
+      slot = g;
+    } else if (g.is_contiguous() && g.use_count() == 1 && !g.impl()->view_base &&
+               g.impl()->grad_fn == nullptr) {
+      slot = g;
+    } else {
+      slot = g.detach().clone();
+    }
+  } else if (create || slot.requires_grad()) {
+    slot = slot + g;
+  } else {
+    slot.add_(g.detach());
+  }
+  return {};
+}
+
+namespace {
+
+struct NodeHash {
+  size_t operator()(const Node* n) const { return std::hash<const void*>()(n); }
+};
+
+void add_grad(Tensor& slot, Tensor g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? slot + g : std::move(g);
+}
+
+}  // namespace
+
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
+                                 const std::vector<Tensor>& grads, bool keep_graph,
+                                 bool create_graph, const std::vector<Tensor>& capture,
+                                 bool allow_unused) {
+  OF_CHECK(grads.empty() || grads.size() == roots.size(),
+           "[backward] got {} tensors and {} gradients", roots.size(), grads.size());
+  // Root edges and their initial gradients.
+  std::vector<Edge> root_edges;
+  TensorList root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    OF_CHECK(r.defined(), "[backward] tensor {} is undefined", i);
+    if (!r.requires_grad())
+      fail("[backward] element {} of tensors does not require grad and does not have a grad_fn",
+           i);
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      if (r.numel() != 1)
+        fail("[backward] grad can be implicitly created only for scalar outputs; got a tensor "
+             "of shape {}", shape_str(r.sizes()));
+      g = ones_like(r);
+    } else if (!(g.sizes() == r.sizes())) {
+      fail("[backward] gradient of shape {} does not match the output shape {}",
+           shape_str(g.sizes()), shape_str(r.sizes()));
+    }
+    root_edges.push_back(gradient_edge(r));
+    root_grads.push_back(g);
+  }
+  // Captured edges (autograd::grad): the gradient arriving at (node, slot).
+  std::vector<Edge> cap_edges;
+  for (size_t i = 0; i < capture.size(); ++i) {
+    const Tensor& t = capture[i];
+    OF_CHECK(t.defined() && t.requires_grad(),
+             "[autograd::grad] input {} does not require grad", i);
+    cap_edges.push_back(gradient_edge(t));
+  }
+  std::vector<Tensor> captured(capture.size());
+  const bool capturing = !capture.empty();
+
+  // Dependencies: how many edges from reachable nodes point at each node.
+  std::unordered_map<Node*, int, NodeHash> deps;
+  {
+    std::vector<Node*> stack;
+    std::unordered_set<Node*, NodeHash> seen;
+    for (auto& e : root_edges)
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (auto& e : n->next_edges) {
+        if (!e.fn) continue;
+        ++deps[e.fn.get()];
+        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+  std::unordered_map<Node*, TensorList, NodeHash> buffers;
+  auto buffer_of = [&](Node* n) -> TensorList& {
+    auto& b = buffers[n];
+    if (b.size() < n->num_outputs()) b.resize(n->num_outputs());
+    return b;
+  };
+  auto cmp = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
+    return a->sequence_nr < b->sequence_nr;  // latest node first
+  };
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(cmp)>
+      ready(cmp);
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    auto& e = root_edges[i];
+    add_grad(buffer_of(e.fn.get())[e.input_nr], root_grads[i]);
+  }
+  {
+    std::unordered_set<Node*, NodeHash> queued;
+    for (auto& e : root_edges)
+      if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn);
+  }
+
+  bool prev = grad_mode_enabled();
+  set_grad_enabled(create_graph);
+  try {
+    while (!ready.empty()) {
+      std::shared_ptr<Node> node = ready.top();
+      ready.pop();
+      TensorList in = std::move(buffer_of(node.get()));
+      buffers.erase(node.get());
+      for (size_t c = 0; c < cap_edges.size(); ++c)
+        if (cap_edges[c].fn.get() == node.get() && cap_edges[c].input_nr < in.size())
+          captured[c] = in[cap_edges[c].input_nr];
+      for (auto& [slot, weak] : node->retained) {
+        if (auto impl = weak.lock(); impl && slot < in.size() && in[slot].defined()) {
+          Tensor g = create_graph ? in[slot] : in[slot].detach();
+          Tensor& slot = grad_slot(impl.get());
+          slot = slot.defined() ? slot + g : g.clone();
+        }
+      }
+      TensorList out;
+      if (dynamic_cast<AccumulateGrad*>(node.get())) {
+        if (!capturing) node->apply(std::move(in));
+      } else {
+        bool any = false;
+        for (auto& g : in) any |= g.defined();
+        if (any) {
+          for (size_t k = 0; k < in.size(); ++k)
+            if (!in[k].defined()) in[k] = node->zeros_for_output(k);
+          out = node->apply(std::move(in));
+        }
+        if (!keep_graph) node->release_variables();
+      }
+      for (size_t k = 0; k < node->next_edges.size(); ++k) {
+        auto& e = node->next_edges[k];
+        if (!e.fn) continue;
+        if (k < out.size()) add_grad(buffer_of(e.fn.get())[e.input_nr], out[k]);
+        if (--deps[e.fn.get()] == 0) ready.push(e.fn);
+      }
+    }
+  } catch (...) {
+    set_grad_enabled(prev);
+    throw;
+  }
+  set_grad_enabled(prev);
+  if (capturing) {
+    for (size_t c = 0; c < captured.size(); ++c) {
+      if (!captured[c].defined() && !allow_unused)
+        fail("[autograd::grad] one of the differentiated tensors (input {}) appears to not have "
+             "been used in the graph; set allow_unused=true if this is the desired behavior", c);
+      if (captured[c].defined() && !create_graph) captured[c] = captured[c].detach();
+    }
+  }
+  return captured;
+}
+
+}  // namespace autograd
+
+// ---------------------------------------------------------------- public entry points
+
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
+  autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph,
+                         {}, false);
+}
+
+namespace autograd {
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
+  OF_CHECK(!inputs.empty(), "[autograd::grad] expected at least one input");
+  return run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph,
+                      inputs, allow_unused);
+}
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph) {
+  run_backward(tensors, grad_tensors, retain_graph.value_or(create_graph), create_graph, {},
+               false);
+}
+}  // namespace autograd
+
+}  // namespace oneflow

@@ -1,0 +1,168 @@
+// loops.h (internal): the CPU elementwise engine every elementwise kernel runs on.
+// NOTE [Elementwise loops]: operands (output first) are broadcast to the output's shape with
+// zero strides, adjacent dims that stay linear for every operand are merged, and the flat
+// index range is split over the thread pool. The innermost run calls a loop specialised for
+// "all contiguous" and "one operand is a scalar", which the compiler vectorises.
+#pragma once
+#include <array>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+#include "dispatch.h"
+#include "thread_pool.h"
+
+namespace oneflow::cpu {
+
+inline constexpr int kMaxOperands = 5;
+
+struct ElementwiseIter {
+  int ntensors = 0;
+  DimVector shape;  // coalesced iteration shape (outermost first)
+  std::array<DimVector, kMaxOperands> strides;  // in bytes, per operand
+  std::array<char*, kMaxOperands> base{};
+  int64_t numel = 1;
+
+  // out first, then inputs (each broadcastable to out's shape).
+  ElementwiseIter(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+    const int64_t nd = out.dim();
+    ntensors = 1 + int(inputs.size());
+    shape = DimVector(out.sizes().begin(), out.sizes().end());
+    numel = out.numel();
+    auto fill = [&](int k, const Tensor& t) {
+      base[k] = static_cast<char*>(t.data_ptr());
+      const int64_t es = int64_t(t.element_size());
+      DimVector st(nd, 0);
+      const int64_t off = nd - t.dim();
+      for (int64_t d = 0; d < t.dim(); ++d)
+        st[off + d] = t.sizes()[d] == 1 && shape[off + d] != 1 ? 0 : t.strides()[d] * es;
+      strides[k] = std::move(st);
+    };
+    fill(0, out);
+    int k = 1;
+    for (const Tensor* t : inputs) fill(k++, *t);
+    coalesce();
+  }
+
+  void coalesce() {
+    // Drop size-1 dims, then merge neighbours that are linear for every operand.
+    DimVector ns;
+    std::array<DimVector, kMaxOperands> nst;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) continue;
+      bool merge = !ns.empty();
+      for (int k = 0; merge && k < ntensors; ++k)
+        if (nst[k].back() != strides[k][d] * shape[d]) merge = false;
+      if (merge) {
+        ns.back() *= shape[d];
+        for (int k = 0; k < ntensors; ++k) nst[k].back() = strides[k][d];
+      } else {
+        ns.push_back(shape[d]);
+        for (int k = 0; k < ntensors; ++k) nst[k].push_back(strides[k][d]);
+      }
+    }
+    if (ns.empty()) {
+      ns.push_back(1);
+      for (int k = 0; k < ntensors; ++k) nst[k].push_back(0);
+    }
+    shape = std::move(ns);
+    for (int k = 0; k < ntensors; ++k) strides[k] = std::move(nst[k]);
+  }
+
+  // Calls inner(ptrs, inner_strides, n) for consecutive runs along the innermost dim,
+  // covering flat indices [begin, end).
+  template <class Inner> void run_range(int64_t begin, int64_t end, Inner& inner) const {
+    const int64_t nd = int64_t(shape.size());
+    const int64_t inner_n = shape[nd - 1];
+    DimVector idx(nd, 0);
+    int64_t rem = begin;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      idx[d] = rem % shape[d];
+      rem /= shape[d];
+    }
+    std::array<char*, kMaxOperands> row;  // operand pointers at the start of the current row
+    std::array<char*, kMaxOperands> ptr;
+    std::array<int64_t, kMaxOperands> inner_st;
+    for (int k = 0; k < ntensors; ++k) {
+      inner_st[k] = strides[k][nd - 1];
+      char* p = base[k];
+      for (int64_t d = 0; d < nd - 1; ++d) p += idx[d] * strides[k][d];
+      row[k] = p;
+      ptr[k] = p + idx[nd - 1] * inner_st[k];
+    }
+    int64_t pos = begin;
+    int64_t col = idx[nd - 1];
+    for (;;) {
+      int64_t n = std::min(inner_n - col, end - pos);
+      inner(ptr.data(), inner_st.data(), n);
+      pos += n;
+      if (pos >= end) break;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        for (int k = 0; k < ntensors; ++k) row[k] += strides[k][d];
+        if (++idx[d] < shape[d]) break;
+        for (int k = 0; k < ntensors; ++k) row[k] -= strides[k][d] * shape[d];
+        idx[d] = 0;
+      }
+      col = 0;
+      for (int k = 0; k < ntensors; ++k) ptr[k] = row[k];
+    }
+  }
+
+  template <class Inner> void for_each(Inner inner, int64_t grain = kParallelGrain) const {
+    if (numel == 0) return;
+    parallel_for(0, numel, grain, [&](int64_t b, int64_t e) { run_range(b, e, inner); });
+  }
+};
+
+template <class T> inline compute_t<T> load(const char* p) {
+  return compute_t<T>(*reinterpret_cast<const T*>(p));
+}
+
+// out = f(in...) elementwise. Out and In are storage types; f sees compute types.
+template <class Out, class... In, class F>
+void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins, F f,
+                int64_t grain = kParallelGrain) {
+  constexpr int N = int(sizeof...(In));
+  auto make_iter = [&]<size_t... I>(std::index_sequence<I...>) {
+    return ElementwiseIter(out, {ins[I]...});
+  };
+  ElementwiseIter it = make_iter(std::make_index_sequence<N>{});
+  auto inner = [&](char** p, const int64_t* s, int64_t n) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      bool contig = s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...);
+      Out* __restrict o = reinterpret_cast<Out*>(p[0]);
+      if (contig) {
+        std::tuple<const In* __restrict...> in{reinterpret_cast<const In*>(p[I + 1])...};
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = Out(f(compute_t<In>(std::get<I>(in)[i])...));
+        return;
+      }
+      if constexpr (N == 2) {
+        // one operand constant along the run (x + scalar, bias add)
+        using A = std::tuple_element_t<0, std::tuple<In...>>;
+        using B = std::tuple_element_t<1, std::tuple<In...>>;
+        if (s[0] == int64_t(sizeof(Out)) && s[1] == 0 && s[2] == int64_t(sizeof(B))) {
+          const compute_t<A> a = load<A>(p[1]);
+          const B* __restrict b = reinterpret_cast<const B*>(p[2]);
+          for (int64_t i = 0; i < n; ++i) o[i] = Out(f(a, compute_t<B>(b[i])));
+          return;
+        }
+        if (s[0] == int64_t(sizeof(Out)) && s[2] == 0 && s[1] == int64_t(sizeof(A))) {
+          const A* __restrict a = reinterpret_cast<const A*>(p[1]);
+          const compute_t<B> b = load<B>(p[2]);
+          for (int64_t i = 0; i < n; ++i) o[i] = Out(f(compute_t<A>(a[i]), b));
+          return;
+        }
+      }
+      const int64_t so = s[0];
+      char* po = p[0];
+      std::array<const char*, N> pi{p[I + 1]...};
+      for (int64_t i = 0; i < n; ++i) {
+        *reinterpret_cast<Out*>(po + i * so) = Out(f(load<In>(pi[I] + i * s[I + 1])...));
+      }
+    }(std::make_index_sequence<N>{});
+  };
+  it.for_each(inner, grain);
+}
+
+}  // namespace oneflow::cpu

@@ -1,0 +1,130 @@
+// runtime.cpp: CUDA device queries, synchronization and byte copies; the error helpers behind
+// OF_CUDA_CHECK / OF_CUBLAS_CHECK; the public oneflow::cuda functions.
+#include <cstring>
+#include <string>
+
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_check.h"
+
+namespace oneflow::cuda_backend {
+
+void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
+  cudaGetLastError();  // clear the (non-sticky) error so later checks do not report it again
+  fail("[cuda] {} failed: {}: {} ({}:{})", expr, cudaGetErrorName(err), cudaGetErrorString(err),
+       file, line);
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
+  fail("[cuda] {} failed: {}: {} ({}:{})", expr, cublasGetStatusName(status),
+       cublasGetStatusString(status), file, line);
+}
+
+namespace {
+
+// The device count, probed once. No driver or no device is "0 devices", never an error here.
+struct Probe {
+  int count = 0;
+  cudaError_t err = cudaSuccess;
+};
+
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    r.err = cudaGetDeviceCount(&r.count);
+    if (r.err != cudaSuccess) {
+      cudaGetLastError();
+      r.count = 0;
+    }
+    return r;
+  }();
+  return p;
+}
+
+}  // namespace
+
+int resolve_device(int index) {
+  const Probe& p = probe();
+  if (p.count == 0) {
+    if (p.err != cudaSuccess)
+      fail("[cuda] no CUDA device is available (cudaGetDeviceCount failed: {}: {})",
+           cudaGetErrorName(p.err), cudaGetErrorString(p.err));
+    fail("[cuda] no CUDA device is available (cudaGetDeviceCount found 0 devices)");
+  }
+  if (index < 0) {
+    int current = 0;
+    OF_CUDA_CHECK(cudaGetDevice(&current));
+    return current;
+  }
+  OF_CHECK(index < p.count, "[cuda] device cuda:{} does not exist ({} CUDA device{} visible)",
+           index, p.count, p.count == 1 ? " is" : "s are");
+  return index;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  int current = 0;
+  OF_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) {
+    OF_CUDA_CHECK(cudaSetDevice(device));
+    prev_ = current;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (prev_ >= 0) cudaSetDevice(prev_);  // destructors must not throw; the set cannot fail here
+}
+
+bool built() { return true; }
+bool is_available() { return probe().count > 0; }
+int device_count() { return probe().count; }
+int current_device() { return resolve_device(-1); }
+
+void synchronize(int device) {
+  DeviceGuard guard(resolve_device(device));
+  OF_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  if (n == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  // Everything runs on the legacy default stream, so stream order already protects readers;
+  // the synchronizations below make "returns after the copy is complete" literally true.
+  if (src_dev.is_cpu()) {
+    DeviceGuard guard(resolve_device(dst_dev.index()));
+    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    OF_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    return;
+  }
+  const int s = resolve_device(src_dev.index());
+  if (dst_dev.is_cpu()) {
+    DeviceGuard guard(s);
+    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    return;
+  }
+  const int d = resolve_device(dst_dev.index());
+  if (s == d) {
+    DeviceGuard guard(s);
+    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice));
+    OF_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    return;
+  }
+  {
+    DeviceGuard guard(d);
+    OF_CUDA_CHECK(cudaMemcpyPeer(dst, d, src, s, n));
+    OF_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  DeviceGuard guard(s);
+  OF_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace oneflow::cuda_backend
+
+namespace oneflow::cuda {
+
+bool is_available() { return cuda_backend::is_available(); }
+int device_count() { return cuda_backend::device_count(); }
+void synchronize(int device) { cuda_backend::synchronize(device); }
+
+}  // namespace oneflow::cuda

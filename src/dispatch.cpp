@@ -1,0 +1,351 @@
+#include "dispatch.h"
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "allocator.h"
+#include "autograd/node.h"
+
+namespace oneflow {
+
+thread_local TraceHook g_trace_hook = nullptr;
+GlobalDispatchHook g_global_dispatch_hook = nullptr;
+
+namespace {
+
+thread_local bool t_grad_enabled = true;
+thread_local int t_kernel_depth = 0;  // >0 while a kernel runs: nested ops are not traced
+
+struct OpTable {
+  std::deque<OpDef> ops;
+  std::unordered_map<std::string, const OpDef*> by_name;
+  OpTable() {
+    struct Scope {
+      OpTable* t;
+      Scope(OpTable* tt) : t(tt) { current() = t; }
+      ~Scope() { current() = nullptr; }
+    } scope(this);
+    register_core_ops();
+    register_unary_ops();
+    register_binary_ops();
+    register_reduce_ops();
+    register_linalg_ops();
+    register_shape_ops();
+    register_index_ops();
+    register_random_ops();
+  }
+  static OpTable*& current() {
+    static OpTable* c = nullptr;
+    return c;
+  }
+};
+
+OpTable& table() {
+  static OpTable* t = new OpTable();
+  return *t;
+}
+
+}  // namespace
+
+const OpDef* register_op(OpDef def) {
+  OpTable* t = OpTable::current();
+  if (!t) throw Error("[register_op] ops are registered only while the op table is built");
+  OF_CHECK(!t->by_name.count(def.name), "[register_op] op '{}' registered twice", def.name);
+  OF_CHECK(def.infer_meta != nullptr, "[register_op] op '{}' has no infer_meta", def.name);
+  t->ops.push_back(std::move(def));
+  const OpDef* p = &t->ops.back();
+  t->by_name.emplace(p->name, p);
+  return p;
+}
+
+const OpDef& find_op(std::string_view name) {
+  auto& t = table();
+  auto it = t.by_name.find(std::string(name));
+  if (it == t.by_name.end()) fail("[find_op] no op named '{}'", name);
+  return *it->second;
+}
+
+std::vector<const OpDef*> all_ops() {
+  std::vector<const OpDef*> v;
+  for (auto& op : table().ops) v.push_back(&op);
+  return v;
+}
+
+bool grad_mode_enabled() { return t_grad_enabled; }
+bool is_grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool e) { t_grad_enabled = e; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
+
+// ---------------------------------------------------------------- helpers
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);  // 0-d tensors accept dim 0 and -1
+  if (dim < -n || dim >= n)
+    fail("[{}] dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
+         n - 1, dim);
+  return dim < 0 ? dim + n : dim;
+}
+
+DimVector contiguous_strides(IntArrayRef sizes) {
+  DimVector st(sizes.size(), 1);
+  int64_t acc = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= std::max<int64_t>(sizes[d], 1);
+  }
+  return st;
+}
+
+int64_t checked_numel(IntArrayRef sizes, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) fail("[{}] negative dimension {} in size {}", op, s, shape_str(sizes));
+    if (s != 0 && n > (int64_t(1) << 62) / s)
+      fail("[{}] size {} overflows the number of elements", op, shape_str(sizes));
+    n *= s;
+  }
+  return n;
+}
+
+std::string shape_str(IntArrayRef sizes) {
+  std::string s = "(";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(sizes[i]);
+  }
+  if (sizes.size() == 1) s += ",";
+  return s + ")";
+}
+
+void TensorImpl::refresh_contiguous() {
+  numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  is_contiguous = true;
+  if (numel <= 1) return;
+  int64_t expected = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) {
+      is_contiguous = false;
+      return;
+    }
+    expected *= sizes[d];
+  }
+}
+
+Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device) {
+  int64_t n = checked_numel(sizes, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = allocate_storage(size_t(n) * itemsize(dtype), device);
+  impl->sizes = sizes.dims();
+  impl->strides = contiguous_strides(sizes);
+  impl->numel = n;
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->is_contiguous = true;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  const TensorImpl* b = base.impl();
+  impl->storage = b->storage;
+  impl->sizes = sizes.dims();
+  impl->strides = strides.dims();
+  impl->offset = offset;
+  impl->dtype = b->dtype;
+  impl->device = b->device;
+  impl->view_base = b->view_base ? b->view_base : base.impl_ptr();
+  impl->refresh_contiguous();
+  return Tensor(std::move(impl));
+}
+
+Tensor wrap_scalar(const Scalar& s, ScalarType dtype, Device device) {
+  Tensor t = make_empty({}, dtype, Device(kCPU));
+  dispatch_dtype(dtype, [&](auto v) {
+    using T = decltype(v);
+    *static_cast<T*>(t.data_ptr()) = s.to<compute_t<T>>();
+  });
+  if (device.is_cuda()) t = t.to(device);
+  t.impl()->is_wrapped_number = true;
+  return t;
+}
+
+namespace {
+// PyTorch's combine_categories: the higher-priority result wins unless it is a lower category.
+std::optional<ScalarType> combine(std::optional<ScalarType> higher, std::optional<ScalarType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_floating_point(*higher)) return higher;
+  if (*higher == kBool || is_floating_point(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+void update(std::optional<ScalarType>& r, ScalarType t) { r = r ? promote_types(*r, t) : t; }
+}  // namespace
+
+ScalarType result_type(const TensorList& operands) {
+  std::optional<ScalarType> dim_r, zero_r, wrapped_r;
+  for (const Tensor& t : operands) {
+    if (!t.defined()) continue;
+    const TensorImpl* i = t.impl();
+    if (i->is_wrapped_number) {
+      update(wrapped_r, is_floating_point(i->dtype) ? kFloat32 : i->dtype);
+    } else if (i->sizes.empty()) {
+      update(zero_r, i->dtype);
+    } else {
+      update(dim_r, i->dtype);
+    }
+  }
+  auto r = combine(dim_r, combine(zero_r, wrapped_r));
+  return r.value_or(kFloat32);
+}
+
+ScalarType result_type(const Tensor& a, const Tensor& b) { return result_type(TensorList{a, b}); }
+ScalarType result_type(const Tensor& a, const Scalar& b) {
+  return result_type(TensorList{a, wrap_scalar(b, b.default_dtype() == kFloat32 ? kFloat64 : b.default_dtype(), Device(kCPU))});
+}
+
+Tensor cast_if_needed(const Tensor& t, ScalarType dtype) {
+  if (!t.defined() || t.dtype() == dtype) return t;
+  if (t.impl()->is_wrapped_number && t.is_cpu()) {
+    // Re-wrap instead of dispatching a cast: keeps scalars cheap and out of the autograd graph.
+    Scalar s = t.item();
+    return wrap_scalar(s, dtype, t.device());
+  }
+  return t.to(dtype);
+}
+
+// ---------------------------------------------------------------- dispatch
+
+namespace {
+
+[[noreturn]] void device_mismatch(const OpDef& op, const TensorList& inputs) {
+  std::string devs;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!devs.empty()) devs += ", ";
+    devs += t.device().str();
+  }
+  fail("[{}] expected all tensors to be on the same device, but found tensors on {}", op.name,
+       devs);
+}
+
+void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
+  if (!(out.sizes() == IntArrayRef(m.sizes)))
+    fail("[{}] output with shape {} doesn't match the result shape {}", op.name,
+         shape_str(out.sizes()), shape_str(m.sizes));
+  if (!can_cast(m.dtype, out.dtype()))
+    fail("[{}] result type {} can't be cast to the desired output type {}", op.name,
+         dtype_name(m.dtype), dtype_name(out.dtype()));
+  if (out.device() != m.device)
+    fail("[{}] output is on {}, but the result is on {}", op.name, out.device().str(),
+         m.device.str());
+}
+
+}  // namespace
+
+TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
+  // 1. validate devices; global tensors go to the global layer
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (t.impl()->global) {
+      if (!g_global_dispatch_hook)
+        fail("[{}] global tensors need the global layer, which is not initialized", op.name);
+      return g_global_dispatch_hook(op, std::move(inputs), std::move(attrs));
+    }
+    if (!first) {
+      first = &t;
+    } else if (t.device() != first->device()) {
+      // CPU 0-d wrapped numbers are moved by the op wrappers; anything else is an error.
+      device_mismatch(op, inputs);
+    }
+  }
+  // 2. infer output metadata (throws before any state changes)
+  MetaList metas;
+  op.infer_meta(inputs, attrs, metas);
+  if (out) check_out(op, *out, metas[0]);
+  // 3. in-place/out= autograd rules, checked before anything is written
+  const bool grad_on = t_grad_enabled && op.vjp;
+  bool needs_grad = false;
+  if (grad_on) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!((op.nondiff_inputs >> i) & 1u) && inputs[i].defined() && inputs[i].requires_grad())
+        needs_grad = true;
+  }
+  int out_alias = -1;
+  TensorList snapshot;
+  if (out) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].is_same(*out)) out_alias = int(i);
+    if (needs_grad || (out->requires_grad() && t_grad_enabled)) {
+      if (out_alias < 0)
+        fail("[{}] out= arguments don't support automatic differentiation, but one of the "
+             "arguments requires grad", op.name);
+      if (out->is_leaf() && out->requires_grad())
+        fail("[{}] a leaf tensor that requires grad is being used in an in-place operation",
+             op.name);
+      if (out->impl()->view_base && out->impl()->view_base->requires_grad)
+        fail("[{}] in-place operation on a view of a tensor that requires grad is not "
+             "supported; use the out-of-place form", op.name);
+      needs_grad = grad_on;
+      if (needs_grad && ((op.save_inputs >> out_alias) & 1u)) {
+        snapshot = inputs;  // the VJP must see the value before it is overwritten
+        NoGradGuard ng;
+        snapshot[out_alias] = inputs[out_alias].clone();
+      }
+    }
+  }
+  // 4. allocate outputs
+  TensorList outputs;
+  Tensor staged;  // when out's dtype/layout needs a copy after the kernel
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorMeta& m = metas[i];
+    if (m.view_of >= 0) {
+      const Tensor& b = inputs[m.view_of];
+      outputs.push_back(make_view(b, m.sizes, m.strides.empty() ? contiguous_strides(m.sizes)
+                                                                : m.strides, m.offset));
+    } else if (i == 0 && out) {
+      if (out->dtype() == m.dtype && (out->is_contiguous() || op.has(kElementwise))) {
+        outputs.push_back(*out);
+      } else {
+        staged = make_empty(m.sizes, m.dtype, m.device);
+        outputs.push_back(staged);
+      }
+    } else {
+      outputs.push_back(make_empty(m.sizes, m.dtype, m.device));
+    }
+  }
+  // 5. kernel
+  if (!op.has(kView)) {
+    const Device dev = first ? first->device() : metas[0].device;
+    KernelFn k = dev.is_cuda() ? op.cuda : op.cpu;
+    if (!k) fail("[{}] has no {} implementation", op.name, dev.is_cuda() ? "CUDA" : "CPU");
+    struct KernelScope {
+      NoGradGuard ng;  // kernels that call public ops must not record
+      KernelScope() { ++t_kernel_depth; }
+      ~KernelScope() { --t_kernel_depth; }
+    } scope;
+    k(KernelArgs{inputs, attrs, outputs});
+  }
+  if (out) {
+    if (staged.defined()) {
+      NoGradGuard ng;
+      out->copy_(staged);
+      outputs[0] = *out;
+    } else {
+      out->impl()->storage->version.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // 6. autograd
+  if (needs_grad) autograd::record(op, inputs, attrs, outputs, snapshot.empty() ? nullptr : &snapshot);
+  // 7. tracer
+  if (g_trace_hook && t_kernel_depth == 0) g_trace_hook(op, inputs, attrs, outputs);
+  return outputs;
+}
+
+}  // namespace oneflow

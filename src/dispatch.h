@@ -1,0 +1,135 @@
+// dispatch.h (internal): OpDef, the op table, and the one dispatch path every op runs through.
+// NOTE [Dispatch path]: validate + infer meta -> [global hook] -> allocate -> kernel ->
+// [autograd: record node] -> [tracer hook]. Ops never allocate or record on their own.
+#pragma once
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "oneflow/ops.h"
+#include "oneflow/tensor.h"
+
+namespace oneflow {
+
+using TensorList = SmallVector<Tensor, 4>;
+using AttrValue =
+    std::variant<std::monostate, int64_t, double, bool, DimVector, ScalarType, std::string, Scalar>;
+
+// Op attributes, positional; names live in OpDef::attr_names (for printing and serialization).
+struct Attrs {
+  SmallVector<AttrValue, 4> values;
+  Attrs() = default;
+  Attrs(std::initializer_list<AttrValue> il) : values(il) {}
+  int64_t i(size_t k) const { return std::get<int64_t>(values[k]); }
+  double f(size_t k) const { return std::get<double>(values[k]); }
+  bool b(size_t k) const { return std::get<bool>(values[k]); }
+  const DimVector& ints(size_t k) const { return std::get<DimVector>(values[k]); }
+  ScalarType dtype(size_t k) const { return std::get<ScalarType>(values[k]); }
+  const std::string& str(size_t k) const { return std::get<std::string>(values[k]); }
+  const Scalar& scalar(size_t k) const { return std::get<Scalar>(values[k]); }
+  size_t size() const { return values.size(); }
+};
+
+// What infer_meta produces for each output. view_of >= 0 makes the output a view of that
+// input's storage with the given strides and offset (no kernel runs for it).
+struct TensorMeta {
+  DimVector sizes;
+  DimVector strides;  // empty: contiguous (only used for views)
+  int64_t offset = 0;
+  ScalarType dtype = kFloat32;
+  Device device;
+  int view_of = -1;
+};
+using MetaList = SmallVector<TensorMeta, 2>;
+
+enum OpTrait : uint32_t {
+  kElementwise = 1u << 0,
+  kReduction = 1u << 1,
+  kView = 1u << 2,
+  kInplaceOk = 1u << 3,   // out may alias input 0 (elementwise with same indexing)
+  kRandom = 1u << 4,      // consumes the generator
+  kSyncsHost = 1u << 5,   // reads tensor data on the host to know output shapes
+  kCollective = 1u << 6,
+  kNonDifferentiable = 1u << 7,
+  kFactory = 1u << 8,     // no tensor inputs
+};
+
+struct KernelArgs {
+  const TensorList& inputs;
+  const Attrs& attrs;
+  TensorList& outputs;
+};
+
+class VjpCtx;  // defined in autograd/node.h
+
+using InferMetaFn = void (*)(const TensorList& inputs, const Attrs& attrs, MetaList& out);
+using KernelFn = void (*)(const KernelArgs& args);
+// Gradients for each input (undefined where none), written with public ops.
+using VjpFn = TensorList (*)(const VjpCtx& ctx, const TensorList& grad_outputs);
+
+struct OpDef {
+  std::string name;
+  uint32_t traits = 0;
+  std::vector<std::string> attr_names;
+  InferMetaFn infer_meta = nullptr;
+  KernelFn cpu = nullptr;
+  KernelFn cuda = nullptr;  // null: "[op] has no CUDA implementation"
+  VjpFn vjp = nullptr;      // null: not differentiable
+  uint32_t save_inputs = 0;    // bitmask of inputs the VJP reads
+  uint32_t save_outputs = 0;   // bitmask of outputs the VJP reads
+  uint32_t nondiff_inputs = 0; // bitmask of inputs that never receive gradients
+  const void* sbp_rule = nullptr;  // filled by the global layer (later)
+  bool has(OpTrait t) const { return (traits & t) != 0; }
+};
+
+// Registers an op (called from the register_*_ops functions); names are unique.
+const OpDef* register_op(OpDef def);
+// The op with this name; throws of::Error if there is none.
+const OpDef& find_op(std::string_view name);
+// Every registered op, in registration order.
+std::vector<const OpDef*> all_ops();
+
+// Runs `op` on `inputs`. `out`, when given, receives the result (out= and in-place forms):
+// its shape must equal the inferred one and the result dtype must be castable to its dtype.
+TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr);
+inline Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr) {
+  return dispatch(op, std::move(inputs), std::move(attrs), out)[0];
+}
+
+// Hooks for the tracer and the global layer (null when inactive).
+using TraceHook = void (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                           const TensorList& outputs);
+extern thread_local TraceHook g_trace_hook;
+using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs);
+extern GlobalDispatchHook g_global_dispatch_hook;
+
+// ---- helpers shared by op definitions ----
+// Normalizes a possibly negative dim against `ndim`; [op] error when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+DimVector contiguous_strides(IntArrayRef sizes);
+int64_t checked_numel(IntArrayRef sizes, const char* op);  // errors on negative/overflowing sizes
+std::string shape_str(IntArrayRef sizes);                   // "(2, 3)"
+// Allocates an uninitialized contiguous tensor (no autograd, no dispatch).
+Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device);
+// A new impl viewing `base`'s storage.
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
+// A 0-d tensor from a Scalar, marked as a wrapped number for promotion.
+Tensor wrap_scalar(const Scalar& s, ScalarType dtype, Device device);
+// PyTorch's result type over tensors (with wrapped numbers ranked lower).
+ScalarType result_type(const TensorList& operands);
+// Casts (through the dispatched `to` op, so it is differentiable) when dtypes differ.
+Tensor cast_if_needed(const Tensor& t, ScalarType dtype);
+bool grad_mode_enabled();
+
+// Registration entry points, one per op family (called once by the op table).
+void register_core_ops();
+void register_unary_ops();
+void register_binary_ops();
+void register_reduce_ops();
+void register_linalg_ops();
+void register_shape_ops();
+void register_index_ops();
+void register_random_ops();
+
+}  // namespace oneflow

@@ -1,0 +1,570 @@
+// Binary (and ternary) elementwise ops with broadcasting and PyTorch type promotion.
+#include <cmath>
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+
+namespace oneflow {
+
+Tensor prepare_operand(const Tensor& t, ScalarType dtype, Device device) {
+  Tensor r = cast_if_needed(t, dtype);
+  if (r.device() != device && r.impl()->is_wrapped_number) r = wrap_scalar(r.item(), dtype, device);
+  return r;
+}
+
+Tensor scalar_operand(const Scalar& s) {
+  return wrap_scalar(s, s.is_floating_point() ? kFloat64 : s.default_dtype(), Device(kCPU));
+}
+
+namespace {
+
+// Integer division, fmod and remainder by zero would trap: check the divisor first.
+template <class F> void int_safe_kernel(const KernelArgs& k) {
+  const Tensor& b = k.inputs[1];
+  if (!is_floating_point(b.dtype())) {
+    bool zero = false;
+    dispatch_dtype(b.dtype(), [&](auto z) {
+      using T = decltype(z);
+      Tensor bc = b.contiguous();
+      const T* p = static_cast<const T*>(bc.data_ptr());
+      for (int64_t i = 0; i < bc.numel() && !zero; ++i) zero = p[i] == T(0);
+    });
+    if (zero) fail("[div] ZeroDivisionError: integer division or modulo by zero");
+  }
+  binary_kernel_all<F>(k);
+}
+
+TensorList add_vjp(const VjpCtx& c, const TensorList& g) {
+  return {sum_to_size(g[0], c.input_sizes(0)), sum_to_size(g[0], c.input_sizes(1))};
+}
+TensorList sub_vjp(const VjpCtx& c, const TensorList& g) {
+  return {sum_to_size(g[0], c.input_sizes(0)), sum_to_size(-g[0], c.input_sizes(1))};
+}
+TensorList mul_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor ga, gb;
+  if (c.needs_input_grad(0)) ga = sum_to_size(g[0] * c.input(1), c.input_sizes(0));
+  if (c.needs_input_grad(1)) gb = sum_to_size(g[0] * c.input(0), c.input_sizes(1));
+  return {ga, gb};
+}
+TensorList div_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor b = c.input(1);
+  Tensor ga, gb;
+  if (c.needs_input_grad(0)) ga = sum_to_size(g[0] / b, c.input_sizes(0));
+  if (c.needs_input_grad(1)) gb = sum_to_size(-g[0] * c.input(0) / (b * b), c.input_sizes(1));
+  return {ga, gb};
+}
+TensorList div_round_vjp(const VjpCtx& c, const TensorList& g) {
+  return {sum_to_size(zeros_like(g[0]), c.input_sizes(0)),
+          sum_to_size(zeros_like(g[0]), c.input_sizes(1))};
+}
+// maximum/minimum: the gradient goes to the selected operand, split evenly on ties.
+TensorList max_min_vjp(const VjpCtx& c, const TensorList& g, bool is_max) {
+  Tensor a = c.input(0), b = c.input(1);
+  Tensor a_wins = (is_max ? a > b : a < b).to(g[0].dtype());
+  Tensor tie = (a == b).to(g[0].dtype());
+  Tensor wa = a_wins + 0.5 * tie;
+  Tensor wb = 1 - wa;
+  return {sum_to_size(g[0] * wa, c.input_sizes(0)), sum_to_size(g[0] * wb, c.input_sizes(1))};
+}
+TensorList maximum_vjp(const VjpCtx& c, const TensorList& g) { return max_min_vjp(c, g, true); }
+TensorList minimum_vjp(const VjpCtx& c, const TensorList& g) { return max_min_vjp(c, g, false); }
+TensorList fmod_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor q = div(c.input(0), c.input(1), "trunc");
+  return {sum_to_size(g[0], c.input_sizes(0)), sum_to_size(-g[0] * q, c.input_sizes(1))};
+}
+TensorList remainder_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor q = div(c.input(0), c.input(1), "floor");
+  return {sum_to_size(g[0], c.input_sizes(0)), sum_to_size(-g[0] * q, c.input_sizes(1))};
+}
+TensorList atan2_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor a = c.input(0), b = c.input(1);
+  Tensor r = a * a + b * b;
+  return {sum_to_size(g[0] * b / r, c.input_sizes(0)), sum_to_size(-g[0] * a / r, c.input_sizes(1))};
+}
+TensorList pow_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor a = c.input(0), b = c.input(1);
+  Tensor ga, gb;
+  if (c.needs_input_grad(0)) {
+    Tensor d = b * pow(a, b - 1);
+    d = where(b == 0, zeros_like(d), d);
+    ga = sum_to_size(g[0] * d, c.input_sizes(0));
+  }
+  if (c.needs_input_grad(1)) {
+    Tensor d = c.output(0) * a.log();
+    d = where((a == 0) & (b >= 0), zeros_like(d), d);
+    gb = sum_to_size(g[0] * d, c.input_sizes(1));
+  }
+  return {ga, gb};
+}
+TensorList pow_scalar_vjp(const VjpCtx& c, const TensorList& g) {
+  double e = c.attrs().f(0);
+  if (e == 0) return {zeros_like(g[0])};
+  return {g[0] * e * pow(c.input(0), e - 1)};
+}
+TensorList where_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor cond = c.input(0);
+  Tensor z = zeros_like(g[0]);
+  Tensor gx, gy;
+  if (c.needs_input_grad(1)) gx = sum_to_size(where(cond, g[0], z), c.input_sizes(1));
+  if (c.needs_input_grad(2)) gy = sum_to_size(where(cond, z, g[0]), c.input_sizes(2));
+  return {Tensor(), gx, gy};
+}
+TensorList clamp_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  const Attrs& a = c.attrs();
+  Tensor keep = ones_like(x, kBool);
+  if (a.b(0)) keep = keep & (x >= a.f(1));
+  if (a.b(2)) keep = keep & (x <= a.f(3));
+  return {g[0] * keep.to(g[0].dtype())};
+}
+
+void pow_scalar_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  elementwise_meta(in, a, out);
+}
+void pow_scalar_cpu(const KernelArgs& k) {
+  const double e = k.attrs.f(0);
+  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
+    using T = decltype(z);
+    using C = compute_t<T>;
+    if constexpr (std::is_floating_point_v<C>) {
+      if (e == 2) {
+        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [](C x) { return x * x; });
+      } else if (e == 0.5) {
+        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [](C x) { return std::sqrt(x); });
+      } else {
+        const C ce = C(e);
+        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return std::pow(x, ce); });
+      }
+    } else {
+      const C ce = C(e);
+      cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return fn::Pow{}(x, ce); });
+    }
+  });
+}
+void clamp_cpu(const KernelArgs& k) {
+  const Attrs& a = k.attrs;
+  const bool has_lo = a.b(0), has_hi = a.b(2);
+  const double lo = a.f(1), hi = a.f(3);
+  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
+    using T = decltype(z);
+    using C = compute_t<T>;
+    const C l = has_lo ? C(lo) : C(0), h = has_hi ? C(hi) : C(0);
+    cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [=](C x) {
+      if constexpr (std::is_floating_point_v<C>) { if (x != x) return x; }
+      C r = x;
+      if (has_lo && r < l) r = l;
+      if (has_hi && r > h) r = h;
+      return r;
+    });
+  });
+}
+void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  OF_CHECK(in[0].dtype() == kBool, "[where] condition must be a bool tensor, got {}",
+           dtype_name(in[0].dtype()));
+  DimVector s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes()), in[2].sizes());
+  out.push_back({std::move(s), {}, 0, in[1].dtype(), in[1].device()});
+}
+void where_cpu(const KernelArgs& k) {
+  dispatch_dtype(k.inputs[1].dtype(), [&](auto z) {
+    using T = decltype(z);
+    using C = compute_t<T>;
+    cpu::cpu_kernel<T, bool, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1], &k.inputs[2]},
+                                   [](bool c, C x, C y) { return c ? x : y; });
+  });
+}
+
+enum class Kind { kArith, kFloat, kCompare, kLogical };
+struct BinaryRow {
+  const char* name;
+  Kind kind;
+  KernelFn cpu;
+  VjpFn vjp;
+  uint32_t save_in;
+  uint32_t save_out;
+};
+
+const BinaryRow kRows[] = {
+    {"add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0},
+    {"sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0},
+    {"mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, 3, 0},
+    {"div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, 3, 0},
+    {"div_trunc", Kind::kArith, int_safe_kernel<fn::DivTrunc>, div_round_vjp, 0, 0},
+    {"div_floor", Kind::kArith, int_safe_kernel<fn::DivFloor>, div_round_vjp, 0, 0},
+    {"maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, 3, 0},
+    {"minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, 3, 0},
+    {"fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, 3, 0},
+    {"remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, 3, 0},
+    {"atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, 3, 0},
+    {"pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, 3, 1},
+    {"eq", Kind::kCompare, binary_kernel_bool<fn::Eq>, nullptr, 0, 0},
+    {"ne", Kind::kCompare, binary_kernel_bool<fn::Ne>, nullptr, 0, 0},
+    {"lt", Kind::kCompare, binary_kernel_bool<fn::Lt>, nullptr, 0, 0},
+    {"le", Kind::kCompare, binary_kernel_bool<fn::Le>, nullptr, 0, 0},
+    {"gt", Kind::kCompare, binary_kernel_bool<fn::Gt>, nullptr, 0, 0},
+    {"ge", Kind::kCompare, binary_kernel_bool<fn::Ge>, nullptr, 0, 0},
+    {"logical_and", Kind::kLogical, binary_kernel_bool<fn::LogicalAnd>, nullptr, 0, 0},
+    {"logical_or", Kind::kLogical, binary_kernel_bool<fn::LogicalOr>, nullptr, 0, 0},
+    {"logical_xor", Kind::kLogical, binary_kernel_bool<fn::LogicalXor>, nullptr, 0, 0},
+};
+enum RowId {
+  kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum, kFmod, kRemainder, kAtan2,
+  kPow, kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor
+};
+const OpDef* g_ops[std::size(kRows)];
+
+ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
+  switch (r.kind) {
+    case Kind::kFloat: return is_floating_point(common) ? common : kFloat32;
+    case Kind::kLogical: return kBool;
+    default: return common;
+  }
+}
+
+Device operand_device(const Tensor& a, const Tensor& b) {
+  if (a.impl()->is_wrapped_number) return b.device();
+  if (b.impl()->is_wrapped_number) return a.device();
+  if (a.dim() == 0 && a.is_cpu()) return b.device();  // CPU 0-d tensors mix with any device
+  return a.device();
+}
+
+Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
+  const BinaryRow& r = kRows[id];
+  OF_CHECK(a.defined() && b.defined(), "[{}] got an undefined tensor", r.name);
+  ScalarType common = result_type(a, b);
+  if (id == kSub && common == kBool)
+    fail("[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
+         "logical_xor() instead (shapes {} and {})", shape_str(a.sizes()), shape_str(b.sizes()));
+  ScalarType ct = compute_dtype(r, common);
+  Device dev = operand_device(a, b);
+  Tensor x = prepare_operand(a, ct, dev), y = prepare_operand(b, ct, dev);
+  if (x.device() != y.device() && x.dim() == 0 && x.is_cpu()) x = x.to(y.device());
+  if (x.device() != y.device() && y.dim() == 0 && y.is_cpu()) y = y.to(x.device());
+  return dispatch1(*g_ops[id], {x, y});
+}
+
+Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
+  const BinaryRow& r = kRows[id];
+  OF_CHECK(self.defined() && b.defined(), "[{}_] got an undefined tensor", r.name);
+  ScalarType common = result_type(self, b);
+  ScalarType ct = compute_dtype(r, common);
+  if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ct = common;
+  if (!can_cast(ct, self.dtype()))
+    fail("[{}_] result type {} can't be cast to the desired output type {}", r.name,
+         dtype_name(ct), dtype_name(self.dtype()));
+  if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) {
+    // The result is bool: compute out of place, then write back with conversion.
+    Tensor res = run_binary(id, self, b);
+    self.copy_(res);
+    return self;
+  }
+  Tensor y = prepare_operand(b, self.dtype(), self.device());
+  dispatch(*g_ops[id], {self, y}, {}, &self);
+  return self;
+}
+
+int div_id(std::optional<std::string_view> mode) {
+  if (!mode) return kDiv;
+  if (*mode == "trunc") return kDivTrunc;
+  if (*mode == "floor") return kDivFloor;
+  fail("[div] expected rounding_mode to be one of None, 'trunc' or 'floor' but found '{}'", *mode);
+}
+
+const OpDef* g_pow_scalar;
+const OpDef* g_where;
+const OpDef* g_clamp;
+
+}  // namespace
+
+void register_binary_ops() {
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    const BinaryRow& r = kRows[i];
+    OpDef d;
+    d.name = r.name;
+    d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
+    d.infer_meta = (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ? elementwise_bool_meta
+                                                                           : elementwise_meta;
+    d.cpu = r.cpu;
+    d.vjp = r.vjp;
+    d.save_inputs = r.save_in;
+    d.save_outputs = r.save_out;
+    g_ops[i] = register_op(std::move(d));
+  }
+  g_pow_scalar = register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,
+                              .attr_names = {"exponent"}, .infer_meta = pow_scalar_meta,
+                              .cpu = pow_scalar_cpu, .vjp = pow_scalar_vjp, .save_inputs = 1});
+  g_where = register_op({.name = "where", .traits = kElementwise, .infer_meta = where_meta,
+                         .cpu = where_cpu, .vjp = where_vjp, .save_inputs = 1,
+                         .nondiff_inputs = 1});
+  g_clamp = register_op({.name = "clamp", .traits = kElementwise | kInplaceOk,
+                         .attr_names = {"has_min", "min", "has_max", "max"},
+                         .infer_meta = elementwise_meta, .cpu = clamp_cpu, .vjp = clamp_vjp,
+                         .save_inputs = 1});
+}
+
+// ---------------------------------------------------------------- public functions
+
+#define OF_BINARY_DEF(name, id)                                                        \
+  Tensor name(const Tensor& a, const Tensor& b) { return run_binary(id, a, b); }      \
+  Tensor name(const Tensor& a, const Scalar& b) {                                      \
+    return run_binary(id, a, scalar_operand(b));                                       \
+  }                                                                                    \
+  Tensor Tensor::name(const Tensor& o) const { return run_binary(id, *this, o); }     \
+  Tensor Tensor::name(const Scalar& o) const {                                         \
+    return run_binary(id, *this, scalar_operand(o));                                   \
+  }                                                                                    \
+  Tensor& Tensor::name##_(const Tensor& o) { return run_binary_(id, *this, o); }      \
+  Tensor& Tensor::name##_(const Scalar& o) {                                           \
+    return run_binary_(id, *this, scalar_operand(o));                                  \
+  }
+OF_BINARY_DEF(mul, kMul)
+OF_BINARY_DEF(maximum, kMaximum)
+OF_BINARY_DEF(minimum, kMinimum)
+OF_BINARY_DEF(fmod, kFmod)
+OF_BINARY_DEF(remainder, kRemainder)
+OF_BINARY_DEF(atan2, kAtan2)
+OF_BINARY_DEF(eq, kEq)
+OF_BINARY_DEF(ne, kNe)
+OF_BINARY_DEF(lt, kLt)
+OF_BINARY_DEF(le, kLe)
+OF_BINARY_DEF(gt, kGt)
+OF_BINARY_DEF(ge, kGe)
+OF_BINARY_DEF(logical_and, kLogicalAnd)
+OF_BINARY_DEF(logical_or, kLogicalOr)
+OF_BINARY_DEF(logical_xor, kLogicalXor)
+#undef OF_BINARY_DEF
+
+namespace {
+bool is_one(const Scalar& s) { return s.to_double() == 1.0; }
+Tensor scaled(const Tensor& b, const Scalar& alpha) { return is_one(alpha) ? b : b * alpha; }
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return run_binary(kAdd, a, scaled(b, alpha));
+}
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return run_binary(kAdd, a, scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return run_binary(kSub, a, scaled(b, alpha));
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return run_binary(kSub, a, scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
+}
+Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return sub(b, a, alpha); }
+Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return run_binary(kSub, scalar_operand(b), scaled(a, alpha));
+}
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> mode) {
+  return run_binary(div_id(mode), a, b);
+}
+Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> mode) {
+  return run_binary(div_id(mode), a, scalar_operand(b));
+}
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  Tensor y = scaled(b, alpha);
+  ScalarType ct = result_type(a, y);
+  Device dev = operand_device(a, y);
+  dispatch(*g_ops[kAdd], {prepare_operand(a, ct, dev), prepare_operand(y, ct, dev)}, {}, &out);
+  return out;
+}
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  ScalarType ct = result_type(a, b);
+  Device dev = operand_device(a, b);
+  dispatch(*g_ops[kMul], {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {}, &out);
+  return out;
+}
+
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return oneflow::add(*this, o, alpha); }
+Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return oneflow::add(*this, o, alpha); }
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) { return run_binary_(kAdd, *this, scaled(o, alpha)); }
+Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
+  return run_binary_(kAdd, *this, scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
+}
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return oneflow::sub(*this, o, alpha); }
+Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return oneflow::sub(*this, o, alpha); }
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return run_binary_(kSub, *this, scaled(o, alpha)); }
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
+  return run_binary_(kSub, *this, scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
+}
+Tensor Tensor::div(const Tensor& o, std::optional<std::string_view> m) const { return oneflow::div(*this, o, m); }
+Tensor Tensor::div(const Scalar& o, std::optional<std::string_view> m) const { return oneflow::div(*this, o, m); }
+Tensor& Tensor::div_(const Tensor& o, std::optional<std::string_view> m) { return run_binary_(div_id(m), *this, o); }
+Tensor& Tensor::div_(const Scalar& o, std::optional<std::string_view> m) {
+  return run_binary_(div_id(m), *this, scalar_operand(o));
+}
+
+Tensor pow(const Tensor& base, const Tensor& exponent) { return run_binary(kPow, base, exponent); }
+Tensor pow(const Tensor& base, const Scalar& e) {
+  OF_CHECK(base.defined(), "[pow] got an undefined tensor");
+  ScalarType dt = result_type(base, scalar_operand(e));
+  if (!is_floating_point(dt) && e.is_integral() && e.to_long() < 0)
+    fail("[pow] integers to negative integer powers are not allowed (base {}, exponent {})",
+         dtype_name(base.dtype()), e.to_long());
+  return dispatch1(*g_pow_scalar, {cast_if_needed(base, dt)}, {e.to_double()});
+}
+Tensor pow(const Scalar& base, const Tensor& exponent) {
+  return run_binary(kPow, scalar_operand(base), exponent);
+}
+Tensor Tensor::pow(const Tensor& e) const { return oneflow::pow(*this, e); }
+Tensor Tensor::pow(const Scalar& e) const { return oneflow::pow(*this, e); }
+Tensor& Tensor::pow_(const Scalar& e) {
+  ScalarType dt = result_type(*this, scalar_operand(e));
+  if (!can_cast(dt, dtype()))
+    fail("[pow_] result type {} can't be cast to the desired output type {}", dtype_name(dt),
+         dtype_name(dtype()));
+  dispatch(*g_pow_scalar, {*this}, {e.to_double()}, this);
+  return *this;
+}
+
+Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
+  OF_CHECK(cond.defined() && x.defined() && y.defined(), "[where] got an undefined tensor");
+  OF_CHECK(cond.dtype() == kBool, "[where] condition must be a bool tensor, got {}",
+           dtype_name(cond.dtype()));
+  ScalarType ct = result_type(x, y);
+  Device dev = cond.device();
+  if (!x.impl()->is_wrapped_number && !(x.dim() == 0 && x.is_cpu())) dev = x.device();
+  else if (!y.impl()->is_wrapped_number && !(y.dim() == 0 && y.is_cpu())) dev = y.device();
+  Tensor xx = prepare_operand(x, ct, dev), yy = prepare_operand(y, ct, dev);
+  if (xx.device() != dev && xx.dim() == 0) xx = xx.to(dev);
+  if (yy.device() != dev && yy.dim() == 0) yy = yy.to(dev);
+  return dispatch1(*g_where, {cond, xx, yy});
+}
+Tensor where(const Tensor& cond, const Scalar& x, const Tensor& y) {
+  return where(cond, scalar_operand(x), y);
+}
+Tensor where(const Tensor& cond, const Tensor& x, const Scalar& y) {
+  return where(cond, x, scalar_operand(y));
+}
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return oneflow::where(condition, *this, other);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  OF_CHECK(mask.defined() && mask.dtype() == kBool,
+           "[masked_fill] expected a bool mask, got {}", mask.defined() ? dtype_name(mask.dtype()) : "undefined");
+  DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
+  if (!(IntArrayRef(b) == x.sizes()))
+    fail("[masked_fill] mask of shape {} cannot be broadcast to the input shape {}",
+         shape_str(mask.sizes()), shape_str(x.sizes()));
+  Tensor v = wrap_scalar(value, x.dtype(), x.device());
+  return dispatch1(*g_where, {mask, v, x});
+}
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  OF_CHECK(value.dim() == 0, "[masked_fill] only supports a 0-dimensional value tensor, got shape {}",
+           shape_str(value.sizes()));
+  OF_CHECK(mask.defined() && mask.dtype() == kBool, "[masked_fill] expected a bool mask");
+  DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
+  if (!(IntArrayRef(b) == x.sizes()))
+    fail("[masked_fill] mask of shape {} cannot be broadcast to the input shape {}",
+         shape_str(mask.sizes()), shape_str(x.sizes()));
+  return dispatch1(*g_where, {mask, cast_if_needed(value, x.dtype()).to(x.device()), x});
+}
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& v) const {
+  return oneflow::masked_fill(*this, mask, v);
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) {
+  Tensor r = oneflow::masked_fill(*this, mask, v);
+  if (requires_grad() || r.requires_grad()) {
+    // Express the in-place fill through where so autograd sees it.
+    Tensor vt = wrap_scalar(v, dtype(), device());
+    dispatch(*g_where, {mask, vt, *this}, {}, this);
+  } else {
+    copy_(r);
+  }
+  return *this;
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  return start + weight * (end - start);
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  return start + weight * (end - start);
+}
+Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const { return oneflow::lerp(*this, end, w); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return oneflow::lerp(*this, end, w); }
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  OF_CHECK(x.defined(), "[clamp] got an undefined tensor");
+  OF_CHECK(min || max, "[clamp] at least one of 'min' or 'max' must not be None");
+  OF_CHECK(x.dtype() != kBool, "[clamp] is not supported for bool tensors");
+  ScalarType dt = x.dtype();
+  if (!x.is_floating_point() && ((min && min->is_floating_point()) || (max && max->is_floating_point())))
+    dt = kFloat32;
+  return dispatch1(*g_clamp, {cast_if_needed(x, dt)},
+                   {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0});
+}
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  OF_CHECK((min && min->defined()) || (max && max->defined()),
+           "[clamp] at least one of 'min' or 'max' must not be None");
+  Tensor r = x;
+  if (min && min->defined()) r = maximum(r, *min);
+  if (max && max->defined()) r = minimum(r, *max);
+  return r;
+}
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  OF_CHECK(min || max, "[clamp_] at least one of 'min' or 'max' must not be None");
+  dispatch(*g_clamp, {x}, {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
+  return x;
+}
+Tensor clamp_min(const Tensor& x, const Scalar& m) { return clamp(x, m, std::nullopt); }
+Tensor clamp_max(const Tensor& x, const Scalar& m) { return clamp(x, std::nullopt, m); }
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return oneflow::clamp(*this, min, max);
+}
+Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const {
+  return oneflow::clamp(*this, min, max);
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  return oneflow::clamp_(*this, min, max);
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return isclose(a, b, rtol, atol, equal_nan).all().item<bool>();
+}
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  OF_CHECK(a.dtype() == b.dtype(), "[isclose] expected tensors of the same dtype, got {} and {}",
+           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  NoGradGuard ng;
+  Tensor ad = a.to(kFloat64), bd = b.to(kFloat64);
+  Tensor close = (ad - bd).abs() <= (atol + rtol * bd.abs());
+  close = close | (ad == bd);
+  if (equal_nan) close = close | (ad.isnan() & bd.isnan());
+  return close;
+}
+bool equal(const Tensor& a, const Tensor& b) {
+  if (!(a.sizes() == b.sizes()) || a.dtype() != b.dtype()) return false;
+  return eq(a, b).all().item<bool>();
+}
+
+// ---------------------------------------------------------------- operators
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return run_binary(kAdd, a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return run_binary(kAdd, a, scalar_operand(b)); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return run_binary(kAdd, b, scalar_operand(a)); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return run_binary(kSub, a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return run_binary(kSub, a, scalar_operand(b)); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return run_binary(kSub, scalar_operand(a), b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return run_binary(kMul, a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return run_binary(kMul, a, scalar_operand(b)); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return run_binary(kMul, b, scalar_operand(a)); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return run_binary(kDiv, a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return run_binary(kDiv, a, scalar_operand(b)); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return run_binary(kDiv, scalar_operand(a), b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return logical_xor(a, b); }
+Tensor operator~(const Tensor& a) { return logical_not(a); }
+
+}  // namespace oneflow

@@ -1,0 +1,424 @@
+// Core ops: dtype casts and copies, device transfer, fills and the deterministic factories.
+#include <cmath>
+#include <cstring>
+
+#include "allocator.h"
+#include "autograd/node.h"
+#include "cpu/loops.h"
+#include "cuda/cuda_backend.h"
+#include "dispatch.h"
+
+namespace oneflow {
+namespace {
+
+const OpDef* g_copy;      // contiguous copy with optional dtype conversion
+const OpDef* g_to_device;
+const OpDef* g_copy_;     // in-place copy with broadcast and conversion
+const OpDef* g_fill_;
+const OpDef* g_full;
+const OpDef* g_arange;
+const OpDef* g_linspace;
+const OpDef* g_eye;
+
+// ---- copy (cast / contiguous / clone)
+void copy_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  out.push_back({in[0].sizes().dims(), {}, 0, a.dtype(0), in[0].device()});
+}
+void convert_cpu(const Tensor& dst, const Tensor& src) {
+  dispatch_dtype(dst.dtype(), [&](auto o) {
+    using O = decltype(o);
+    dispatch_dtype(src.dtype(), [&](auto i) {
+      using I = decltype(i);
+      if constexpr (std::is_same_v<O, bool>) {
+        cpu::cpu_kernel<O, I>(dst, {&src}, [](compute_t<I> v) { return v != compute_t<I>(0); });
+      } else {
+        cpu::cpu_kernel<O, I>(dst, {&src}, [](compute_t<I> v) { return compute_t<O>(v); });
+      }
+    });
+  });
+}
+void copy_cpu(const KernelArgs& k) { convert_cpu(k.outputs[0], k.inputs[0]); }
+TensorList copy_vjp(const VjpCtx& c, const TensorList& g) {
+  return {cast_if_needed(g[0], c.input_dtype(0))};
+}
+
+// ---- to_device
+void to_device_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  Device d(DeviceType(a.i(0)), int(a.i(1)));
+  out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), d});
+}
+void to_device_kernel(const KernelArgs& k) {
+  const Tensor& src = k.inputs[0];  // contiguous (the wrapper ensures it)
+  const Tensor& dst = k.outputs[0];
+  copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), src.nbytes());
+}
+TensorList to_device_vjp(const VjpCtx& c, const TensorList& g) {
+  return {g[0].to(c.input_device(0))};
+}
+
+// ---- copy_ (self <- src)
+void copy__meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& self = in[0];
+  const Tensor& src = in[1];
+  DimVector b = broadcast_shapes(self.sizes(), src.sizes());
+  if (!(IntArrayRef(b) == self.sizes()))
+    fail("[copy_] source of shape {} cannot be broadcast to the destination shape {}",
+         shape_str(src.sizes()), shape_str(self.sizes()));
+  out.push_back({self.sizes().dims(), {}, 0, self.dtype(), self.device()});
+}
+void copy__cpu(const KernelArgs& k) { convert_cpu(k.outputs[0], k.inputs[1]); }
+TensorList copy__vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor gs = c.needs_input_grad(1) ? sum_to_size(g[0], c.input_sizes(1)) : Tensor();
+  return {Tensor(), gs};
+}
+
+// ---- fill_
+void fill__meta(const TensorList& in, const Attrs&, MetaList& out) {
+  out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
+}
+void fill_cpu(const Tensor& t, const Scalar& v) {
+  dispatch_dtype(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T val = T(v.to<compute_t<T>>());
+    if (t.is_contiguous()) {
+      T* p = static_cast<T*>(t.data_ptr());
+      parallel_for(0, t.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+        std::fill(p + b, p + e, val);
+      });
+    } else {
+      cpu::cpu_kernel<T>(t, {}, [&]() { return compute_t<T>(val); });
+    }
+  });
+}
+void fill__kernel(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(0)); }
+TensorList fill__vjp(const VjpCtx&, const TensorList&) { return {Tensor()}; }
+
+// ---- factories
+Device factory_device(const Attrs& a, size_t k) { return Device(DeviceType(a.i(k)), int(a.i(k + 1))); }
+void full_meta(const TensorList&, const Attrs& a, MetaList& out) {
+  checked_numel(a.ints(0), "full");
+  out.push_back({a.ints(0), {}, 0, a.dtype(2), factory_device(a, 3)});
+}
+void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(1)); }
+
+int64_t arange_count(double start, double end, double step) {
+  OF_CHECK(step != 0, "[arange] step must be nonzero");
+  OF_CHECK(std::isfinite(start) && std::isfinite(end),
+           "[arange] unsupported range: {} -> {}", start, end);
+  OF_CHECK((step > 0 && end >= start) || (step < 0 && end <= start),
+           "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
+           "step {})", start, end, step);
+  return int64_t(std::ceil((end - start) / step));
+}
+void arange_meta(const TensorList&, const Attrs& a, MetaList& out) {
+  int64_t n = arange_count(a.f(0), a.f(1), a.f(2));
+  out.push_back({{n}, {}, 0, a.dtype(3), factory_device(a, 4)});
+}
+void arange_cpu(const KernelArgs& k) {
+  const Tensor& t = k.outputs[0];
+  double start = k.attrs.f(0), step = k.attrs.f(2);
+  dispatch_dtype(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(compute_t<T>(start + double(i) * step));
+  });
+}
+void linspace_meta(const TensorList&, const Attrs& a, MetaList& out) {
+  OF_CHECK(a.i(2) >= 0, "[linspace] number of steps must be non-negative, got {}", a.i(2));
+  out.push_back({{a.i(2)}, {}, 0, a.dtype(3), factory_device(a, 4)});
+}
+void linspace_cpu(const KernelArgs& k) {
+  const Tensor& t = k.outputs[0];
+  double start = k.attrs.f(0), end = k.attrs.f(1);
+  int64_t n = k.attrs.i(2);
+  double step = n > 1 ? (end - start) / double(n - 1) : 0;
+  dispatch_dtype(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(t.data_ptr());
+    // Symmetric evaluation (as PyTorch): the second half counts back from `end`.
+    for (int64_t i = 0; i < n; ++i) {
+      double v = i < n / 2 ? start + step * double(i) : end - step * double(n - 1 - i);
+      p[i] = T(compute_t<T>(v));
+    }
+  });
+}
+void eye_meta(const TensorList&, const Attrs& a, MetaList& out) {
+  OF_CHECK(a.i(0) >= 0 && a.i(1) >= 0, "[eye] n and m must be non-negative, got {} and {}",
+           a.i(0), a.i(1));
+  out.push_back({{a.i(0), a.i(1)}, {}, 0, a.dtype(2), factory_device(a, 3)});
+}
+void eye_cpu(const KernelArgs& k) {
+  const Tensor& t = k.outputs[0];
+  fill_cpu(t, 0);
+  int64_t n = t.size(0), m = t.size(1);
+  dispatch_dtype(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = T(compute_t<T>(1));
+  });
+}
+
+AttrValue dev_type(Device d) { return int64_t(d.type()); }
+AttrValue dev_index(Device d) { return int64_t(d.is_cuda() ? std::max(d.index(), 0) : -1); }
+
+Tensor finish_factory(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad()) t.set_requires_grad(true);
+  return t;
+}
+
+}  // namespace
+
+void register_core_ops() {
+  g_copy = register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
+                        .infer_meta = copy_meta, .cpu = copy_cpu,
+                        .cuda = cuda_backend::copy_strided_kernel, .vjp = copy_vjp});
+  g_to_device = register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
+                             .infer_meta = to_device_meta, .cpu = to_device_kernel,
+                             .cuda = to_device_kernel, .vjp = to_device_vjp});
+  g_copy_ = register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
+                         .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp});
+  g_fill_ = register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
+                         .attr_names = {"value"}, .infer_meta = fill__meta, .cpu = fill__kernel,
+                         .vjp = fill__vjp});
+  g_full = register_op({.name = "full", .traits = kFactory,
+                        .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
+                        .infer_meta = full_meta, .cpu = full_cpu});
+  g_arange = register_op({.name = "arange", .traits = kFactory,
+                          .attr_names = {"start", "end", "step", "dtype", "device_type",
+                                         "device_index"},
+                          .infer_meta = arange_meta, .cpu = arange_cpu});
+  g_linspace = register_op({.name = "linspace", .traits = kFactory,
+                            .attr_names = {"start", "end", "steps", "dtype", "device_type",
+                                           "device_index"},
+                            .infer_meta = linspace_meta, .cpu = linspace_cpu});
+  g_eye = register_op({.name = "eye", .traits = kFactory,
+                       .attr_names = {"n", "m", "dtype", "device_type", "device_index"},
+                       .infer_meta = eye_meta, .cpu = eye_cpu});
+}
+
+// ---------------------------------------------------------------- public functions
+
+namespace {
+const OpDef& op_copy() { static const OpDef& o = find_op("copy"); return o; }
+const OpDef& op_to_device() { static const OpDef& o = find_op("to_device"); return o; }
+const OpDef& op_copy_() { static const OpDef& o = find_op("copy_"); return o; }
+const OpDef& op_fill_() { static const OpDef& o = find_op("fill_"); return o; }
+const OpDef& op_full() { static const OpDef& o = find_op("full"); return o; }
+
+// Factories that run on CUDA are built on the CPU and moved (no CUDA fill kernels yet).
+Tensor on_device(const OpDef& op, Attrs attrs, Device dev, size_t dev_attr) {
+  if (dev.is_cpu()) return dispatch1(op, {}, std::move(attrs));
+  attrs.values[dev_attr] = int64_t(kCPU);
+  attrs.values[dev_attr + 1] = int64_t(-1);
+  return dispatch1(op, {}, std::move(attrs)).to(dev);
+}
+}  // namespace
+
+Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy) const {
+  (void)non_blocking;
+  check_impl();
+  if (t == dtype() && !copy) return *this;
+  return dispatch1(op_copy(), {*this}, {t});
+}
+
+Tensor Tensor::to(Device d, bool non_blocking, bool copy) const {
+  (void)non_blocking;
+  check_impl();
+  if (d == device() && !copy) return *this;
+  if (d == device()) return clone();
+  if (d.is_cuda() && !cuda_backend::is_available())
+    fail("[to] cannot move a tensor to {}: {}", d.str(),
+         cuda_backend::built() ? "no CUDA device is available"
+                               : "oneflow was built without CUDA support");
+  Tensor src = contiguous();
+  return dispatch1(op_to_device(), {src}, {dev_type(d), dev_index(d)});
+}
+
+Tensor Tensor::to(Device d, ScalarType t, bool non_blocking, bool copy) const {
+  return to(d, non_blocking, copy).to(t, non_blocking, false);
+}
+
+Tensor Tensor::to(const TensorOptions& o, bool non_blocking, bool copy) const {
+  Tensor r = *this;
+  if (o.has_device()) r = r.to(o.device(), non_blocking, copy);
+  if (o.has_dtype()) r = r.to(o.dtype(), non_blocking, copy && r.is_same(*this));
+  return r;
+}
+
+Tensor Tensor::clone() const { return dispatch1(op_copy(), {*this}, {dtype()}); }
+Tensor clone(const Tensor& t) { return t.clone(); }
+
+Tensor Tensor::contiguous() const {
+  if (check_impl()->is_contiguous) return *this;
+  return clone();
+}
+Tensor contiguous(const Tensor& t) { return t.contiguous(); }
+Tensor detach(const Tensor& t) { return t.detach(); }
+
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  check_impl();
+  OF_CHECK(src.defined(), "[copy_] source tensor is undefined");
+  Tensor s = src;
+  if (s.device() != device()) s = s.to(device());
+  dispatch(op_copy_(), {*this, s}, {}, this);
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& v) {
+  check_impl();
+  if (is_cuda()) {
+    // No CUDA fill kernel yet: fill on the host and copy (correct, not fast).
+    Tensor h = full(sizes(), v, TensorOptions().dtype(dtype()));
+    return copy_(h);
+  }
+  if (!oneflow::is_floating_point(dtype()) && v.is_floating_point() && dtype() != kBool) {
+    double d = v.to_double();
+    OF_CHECK(std::isfinite(d), "[fill_] value {} cannot be converted to {} without overflow", d,
+             dtype_name(dtype()));
+  }
+  dispatch(op_fill_(), {*this}, {v}, this);
+  return *this;
+}
+Tensor& Tensor::zero_() { return fill_(0); }
+
+Tensor empty(IntArrayRef size, TensorOptions o) {
+  checked_numel(size, "empty");
+  if (o.device().is_cuda() && !cuda_backend::is_available())
+    fail("[empty] cannot allocate on {}: {}", o.device().str(),
+         cuda_backend::built() ? "no CUDA device is available" : "built without CUDA support");
+  return finish_factory(make_empty(size, o.dtype(), o.device()), o);
+}
+Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
+  OF_CHECK(size.size() == stride.size(), "[empty_strided] got {} sizes and {} strides",
+           size.size(), stride.size());
+  int64_t extent = 1;
+  for (size_t d = 0; d < size.size(); ++d) {
+    OF_CHECK(stride[d] >= 0, "[empty_strided] negative stride {}", stride[d]);
+    if (size[d] == 0) { extent = 0; break; }
+    extent += (size[d] - 1) * stride[d];
+  }
+  checked_numel(size, "empty_strided");
+  Tensor base = make_empty({extent}, o.dtype(), o.device());
+  return finish_factory(make_view(base, size, stride, 0).detach(), o);
+}
+
+Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
+  ScalarType dt = o.has_dtype() ? o.dtype() : (v.is_boolean() ? kBool : v.is_integral() ? kInt64 : kFloat32);
+  Attrs a{size.dims(), v, dt, dev_type(o.device()), dev_index(o.device())};
+  return finish_factory(on_device(op_full(), std::move(a), o.device(), 3), o);
+}
+Tensor zeros(IntArrayRef size, TensorOptions o) { return full(size, 0, o.dtype(o.dtype())); }
+Tensor ones(IntArrayRef size, TensorOptions o) { return full(size, 1, o.dtype(o.dtype())); }
+Tensor scalar_tensor(const Scalar& s, TensorOptions o) {
+  return full({}, s, o.has_dtype() ? o : o.dtype(kFloat32));
+}
+
+namespace {
+ScalarType range_dtype(const TensorOptions& o, std::initializer_list<Scalar> vals) {
+  if (o.has_dtype()) return o.dtype();
+  for (auto& v : vals)
+    if (v.is_floating_point()) return kFloat32;
+  return kInt64;
+}
+}  // namespace
+
+Tensor arange(const Scalar& end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(const Scalar& start, const Scalar& end, TensorOptions o) {
+  return arange(start, end, 1, o);
+}
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o) {
+  ScalarType dt = range_dtype(o, {start, end, step});
+  Attrs a{start.to_double(), end.to_double(), step.to_double(), dt, dev_type(o.device()),
+          dev_index(o.device())};
+  return finish_factory(on_device(find_op("arange"), std::move(a), o.device(), 4), o);
+}
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions o) {
+  Attrs a{start.to_double(), end.to_double(), steps, o.dtype(), dev_type(o.device()),
+          dev_index(o.device())};
+  return finish_factory(on_device(find_op("linspace"), std::move(a), o.device(), 4), o);
+}
+Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
+Tensor eye(int64_t n, int64_t m, TensorOptions o) {
+  Attrs a{n, m, o.dtype(), dev_type(o.device()), dev_index(o.device())};
+  return finish_factory(on_device(find_op("eye"), std::move(a), o.device(), 3), o);
+}
+
+namespace {
+TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o) {
+  TensorOptions r = t.options();
+  if (o) {
+    if (o->has_dtype()) r = r.dtype(o->dtype());
+    if (o->has_device()) r = r.device(o->device());
+    r = r.requires_grad(o->requires_grad());
+  }
+  return r;
+}
+}  // namespace
+
+Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o)); }
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o)); }
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { return ones(t.sizes(), like(t, o)); }
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> o) {
+  return full(t.sizes(), v, like(t, o));
+}
+Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) { return rand(t.sizes(), like(t, o)); }
+Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { return randn(t.sizes(), like(t, o)); }
+
+Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptions o) {
+  OF_CHECK(data != nullptr || checked_numel(sizes, "from_blob") == 0,
+           "[from_blob] data pointer is null");
+  OF_CHECK(sizes.size() == strides.size(), "[from_blob] got {} sizes and {} strides",
+           sizes.size(), strides.size());
+  int64_t extent = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) { extent = 0; break; }
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  checked_numel(sizes, "from_blob");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(data, size_t(extent) * itemsize(o.dtype()),
+                                                o.device(), nullptr);
+  impl->sizes = sizes.dims();
+  impl->strides = strides.dims();
+  impl->dtype = o.dtype();
+  impl->device = o.device();
+  impl->refresh_contiguous();
+  return finish_factory(Tensor(std::move(impl)), o);
+}
+Tensor from_blob(void* data, IntArrayRef sizes, TensorOptions o) {
+  return from_blob(data, sizes, contiguous_strides(sizes), o);
+}
+Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter,
+                 TensorOptions o) {
+  Tensor t = from_blob(data, sizes, o);
+  t.impl()->storage->release = std::move(deleter);
+  return t;
+}
+
+template <class T> Tensor tensor(const std::vector<T>& values, IntArrayRef shape, TensorOptions o) {
+  DimVector sizes = shape.empty() ? DimVector{int64_t(values.size())} : shape.dims();
+  int64_t n = checked_numel(sizes, "tensor");
+  OF_CHECK(n == int64_t(values.size()), "[tensor] {} values cannot fill shape {}", values.size(),
+           shape_str(sizes));
+  ScalarType src = scalar_type_of<T>;
+  Tensor t = make_empty(sizes, src, Device(kCPU));
+  if constexpr (std::is_same_v<T, bool>) {
+    for (size_t i = 0; i < values.size(); ++i) static_cast<bool*>(t.data_ptr())[i] = values[i];
+  } else {
+    std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(T));
+  }
+  if (o.has_dtype() && o.dtype() != src) t = t.to(o.dtype());
+  if (o.has_device()) t = t.to(o.device());
+  return finish_factory(t, o);
+}
+template Tensor tensor<float>(const std::vector<float>&, IntArrayRef, TensorOptions);
+template Tensor tensor<double>(const std::vector<double>&, IntArrayRef, TensorOptions);
+template Tensor tensor<int32_t>(const std::vector<int32_t>&, IntArrayRef, TensorOptions);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, IntArrayRef, TensorOptions);
+template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, IntArrayRef, TensorOptions);
+template Tensor tensor<bool>(const std::vector<bool>&, IntArrayRef, TensorOptions);
+template Tensor tensor<Half>(const std::vector<Half>&, IntArrayRef, TensorOptions);
+template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, IntArrayRef, TensorOptions);
+
+}  // namespace oneflow

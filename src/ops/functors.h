@@ -1,0 +1,200 @@
+// functors.h (internal): elementwise math, defined once for CPU loops, CUDA kernels and fusion.
+// NOTE [Fast float math]: exp and erf for float use branch-free polynomial versions (Cephes
+// style, ~1-2 ulp) so loops vectorize without -ffast-math; double uses <cmath>.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "oneflow/dtype.h"
+
+namespace oneflow::fn {
+
+OF_HD inline float bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+OF_HD inline float fast_exp(float x) {
+  // exp(x) = 2^n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]
+  const float hi = 88.3762626647949f, lo = -87.3365447504f;
+  float xc = x > hi ? hi : (x < lo ? lo : x);
+  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * r * r + r + 1.0f;
+  float scale = bits_to_float(uint32_t(int32_t(n) + 127) << 23);
+  float res = e * scale;
+  res = x > hi ? INFINITY : res;
+  res = x < -103.0f ? 0.0f : res;
+  return x != x ? x : res;
+}
+
+// erf for float, max abs error ~2e-7 (rational approximation of erfc*exp, A&S 7.1.26 refined).
+OF_HD inline float fast_erf(float x) {
+  float ax = std::fabs(x);
+  // small |x|: Taylor-like odd polynomial keeps relative accuracy
+  float x2 = x * x;
+  float small = x * (1.12837916709551257f + x2 * (-0.376126389031837538f +
+                 x2 * (0.112837916709551257f + x2 * (-0.0268661706451312521f +
+                 x2 * 0.00522397762544218f))));
+  float t = 1.0f / (1.0f + 0.5f * ax);
+  float poly = -ax * ax - 1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f +
+               t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f +
+               t * (-0.82215223f + t * 0.17087277f))))))));
+  float big = 1.0f - t * fast_exp(poly);
+  big = x < 0 ? -big : big;
+  return ax < 0.5f ? small : big;
+}
+
+template <class T> OF_HD inline T exp_(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_exp(x);
+  else return std::exp(x);
+}
+template <class T> OF_HD inline T erf_(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_erf(x);
+  else return std::erf(x);
+}
+template <class T> OF_HD inline T sigmoid_(T x) { return T(1) / (T(1) + exp_(-x)); }
+template <class T> OF_HD inline T tanh_(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    // tanh = sign * (1 - 2 / (exp(2|x|) + 1)); small |x| uses the odd series (no cancellation)
+    float ax = std::fabs(x);
+    float e = fast_exp(2.0f * ax);
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    big = x < 0 ? -big : big;
+    float x2 = x * x;
+    float small = x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * (-0.0539682540f +
+                  x2 * 0.0218694885f))));
+    float r = ax < 0.25f ? small : big;
+    return x != x ? x : r;
+  } else {
+    return std::tanh(x);
+  }
+}
+
+#define OF_FN1(Name, expr) \
+  struct Name { template <class T> OF_HD T operator()(T x) const { return expr; } };
+#define OF_FN2(Name, expr) \
+  struct Name { template <class T> OF_HD T operator()(T a, T b) const { return expr; } };
+
+// ---- unary
+OF_FN1(Neg, T(-x))
+OF_FN1(Abs, x < T(0) ? T(-x) : x)
+OF_FN1(Sign, T((T(0) < x) - (x < T(0))))
+OF_FN1(Exp, exp_(x))
+OF_FN1(Exp2, std::exp2(x))
+OF_FN1(Log, std::log(x))
+OF_FN1(Log2, std::log2(x))
+OF_FN1(Log1p, std::log1p(x))
+OF_FN1(Expm1, std::expm1(x))
+OF_FN1(Sqrt, std::sqrt(x))
+OF_FN1(Rsqrt, T(1) / std::sqrt(x))
+OF_FN1(Reciprocal, T(1) / x)
+OF_FN1(Square, x * x)
+OF_FN1(Sin, std::sin(x))
+OF_FN1(Cos, std::cos(x))
+OF_FN1(Tan, std::tan(x))
+OF_FN1(Tanh, tanh_(x))
+OF_FN1(Sigmoid, sigmoid_(x))
+OF_FN1(Relu, x > T(0) ? x : T(0))
+OF_FN1(Silu, x * sigmoid_(x))
+OF_FN1(Erf, std::erf(x))
+OF_FN1(Floor, std::floor(x))
+OF_FN1(Ceil, std::ceil(x))
+OF_FN1(Round, std::nearbyint(x))
+OF_FN1(Trunc, std::trunc(x))
+OF_FN1(GeluErf, T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440))))
+OF_FN1(GeluTanh, T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+struct IsNan { template <class T> OF_HD bool operator()(T x) const { return x != x; } };
+struct IsInf {
+  template <class T> OF_HD bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
+    else return false;
+  }
+};
+struct LogicalNot { template <class T> OF_HD bool operator()(T x) const { return !bool(x); } };
+
+// ---- binary
+OF_FN2(Add, a + b)
+OF_FN2(Sub, a - b)
+OF_FN2(Mul, a * b)
+OF_FN2(Div, a / b)
+struct DivTrunc {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return T(a / b);
+    else return std::trunc(a / b);
+  }
+};
+struct DivFloor {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      T q = T(a / b);
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+    } else {
+      return std::floor(a / b);
+    }
+  }
+};
+struct Maximum {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
+    return a > b ? a : b;
+  }
+};
+struct Minimum {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
+    return a < b ? a : b;
+  }
+};
+struct Fmod {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return T(a % b);
+    else return std::fmod(a, b);
+  }
+};
+struct Remainder {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      T r = T(a % b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    } else {
+      T r = std::fmod(a, b);
+      return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+    }
+  }
+};
+OF_FN2(Atan2, std::atan2(a, b))
+struct Pow {
+  template <class T> OF_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      T r = 1;
+      T base = a;
+      auto e = b;
+      while (e) { if (e & 1) r = T(r * base); base = T(base * base); e >>= 1; }
+      return r;
+    } else {
+      return std::pow(a, b);
+    }
+  }
+};
+struct Eq { template <class T> OF_HD bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <class T> OF_HD bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <class T> OF_HD bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <class T> OF_HD bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <class T> OF_HD bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <class T> OF_HD bool operator()(T a, T b) const { return a >= b; } };
+struct LogicalAnd { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) && bool(b); } };
+struct LogicalOr { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) || bool(b); } };
+struct LogicalXor { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) != bool(b); } };
+
+#undef OF_FN1
+#undef OF_FN2
+
+}  // namespace oneflow::fn

@@ -1,0 +1,155 @@
+// Random factories and in-place fills, from the counter-based generator (generator.h).
+#include <cmath>
+#include <numeric>
+
+#include "dispatch.h"
+#include "generator.h"
+#include "thread_pool.h"
+
+namespace oneflow {
+namespace {
+
+// attrs for the random ops: {size, dtype, device_type, device_index, seed, offset, a, b}
+void random_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  if (!in.empty()) {  // in-place fills
+    out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
+    return;
+  }
+  checked_numel(a.ints(0), "random");
+  out.push_back({a.ints(0), {}, 0, a.dtype(1), Device(DeviceType(a.i(2)), int(a.i(3)))});
+}
+
+// Element i takes word (i % 4) of counter (offset + i / 4).
+template <class F> void fill_random(const Tensor& t, uint64_t seed, uint64_t offset, F f) {
+  const bool contig = t.is_contiguous();
+  Tensor dst = contig ? t : make_empty(t.sizes(), t.dtype(), t.device());
+  dispatch_dtype(dst.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(dst.data_ptr());
+    const int64_t n = dst.numel();
+    const int64_t nctr = (n + 3) / 4;
+    parallel_for(0, nctr, 4096, [&](int64_t c0, int64_t c1) {
+      uint32_t w[4];
+      for (int64_t c = c0; c < c1; ++c) {
+        Philox::generate(seed, offset + uint64_t(c), w);
+        for (int k = 0; k < 4 && c * 4 + k < n; ++k) p[c * 4 + k] = T(f(w, k));
+      }
+    });
+  });
+  if (!contig) Tensor(t).copy_(dst);
+}
+
+void uniform_kernel(const KernelArgs& k) {
+  const Attrs& a = k.attrs;
+  const double lo = a.f(6), hi = a.f(7);
+  const bool dbl = k.outputs[0].dtype() == kFloat64;
+  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+    double u = dbl ? Philox::u01d(w[j], w[(j + 1) & 3]) : double(Philox::u01f(w[j]));
+    return lo + (hi - lo) * u;
+  });
+}
+
+void normal_kernel(const KernelArgs& k) {
+  const Attrs& a = k.attrs;
+  const double mean = a.f(6), stdv = a.f(7);
+  // Box-Muller on word pairs (0,1) and (2,3): both outputs of each pair are used.
+  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+    int p = j & 2;
+    double u1 = (double(w[p]) + 1.0) * (1.0 / 4294967297.0);
+    double u2 = double(w[p + 1]) * (1.0 / 4294967296.0);
+    double r = std::sqrt(-2.0 * std::log(u1));
+    double z = (j & 1) ? r * std::sin(2 * M_PI * u2) : r * std::cos(2 * M_PI * u2);
+    return mean + stdv * z;
+  });
+}
+
+void randint_kernel(const KernelArgs& k) {
+  const Attrs& a = k.attrs;
+  const int64_t lo = int64_t(a.f(6)), hi = int64_t(a.f(7));
+  const uint64_t range = uint64_t(hi - lo);
+  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+    uint64_t v = (uint64_t(w[j]) << 32) | w[(j + 1) & 3];
+    return double(lo + int64_t(v % range));
+  });
+}
+
+const OpDef* g_uniform;
+const OpDef* g_normal;
+const OpDef* g_randint;
+
+Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
+  GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
+  Device d = o.device();
+  return Attrs{size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed),
+               int64_t(s.offset), a, b};
+  (void)d;
+}
+
+Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o, double a, double b) {
+  int64_t n = checked_numel(size, op.name.c_str());
+  Tensor t = dispatch1(op, {}, random_attrs(size, o, n, a, b));
+  if (o.device().is_cuda()) t = t.to(o.device());  // generated on the host (no CUDA RNG yet)
+  if (o.requires_grad()) t.set_requires_grad(true);
+  return t;
+}
+
+}  // namespace
+
+void register_random_ops() {
+  std::vector<std::string> names = {"size", "dtype", "device_type", "device_index", "seed",
+                                    "offset", "a", "b"};
+  g_uniform = register_op({.name = "uniform", .traits = kRandom | kFactory, .attr_names = names,
+                           .infer_meta = random_meta, .cpu = uniform_kernel});
+  g_normal = register_op({.name = "normal", .traits = kRandom | kFactory, .attr_names = names,
+                          .infer_meta = random_meta, .cpu = normal_kernel});
+  g_randint = register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
+                           .infer_meta = random_meta, .cpu = randint_kernel});
+}
+
+Tensor rand(IntArrayRef size, TensorOptions o) {
+  OF_CHECK(is_floating_point(o.dtype()), "[rand] expected a floating-point dtype, got {}",
+           dtype_name(o.dtype()));
+  return random_factory(*g_uniform, size, o, 0.0, 1.0);
+}
+Tensor randn(IntArrayRef size, TensorOptions o) {
+  OF_CHECK(is_floating_point(o.dtype()), "[randn] expected a floating-point dtype, got {}",
+           dtype_name(o.dtype()));
+  return random_factory(*g_normal, size, o, 0.0, 1.0);
+}
+Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) { return randint(0, high, size, o); }
+Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
+  OF_CHECK(low < high, "[randint] random_ expects 'from' to be less than 'to', but got from={} >= to={}",
+           low, high);
+  OF_CHECK(o.dtype() != kBool, "[randint] bool dtype is not supported");
+  return random_factory(*g_randint, size, o, double(low), double(high));
+}
+Tensor randperm(int64_t n, TensorOptions o) {
+  OF_CHECK(n >= 0, "[randperm] n must be non-negative, got {}", n);
+  // Sort random keys: a deterministic permutation from the generator.
+  Tensor keys = random_factory(*g_randint, {n}, TensorOptions(kInt64), 0.0, 9.0e15);
+  std::vector<int64_t> k = keys.to_vector<int64_t>();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
+  Tensor r = tensor(idx, {}, TensorOptions(kInt64));
+  return r.to(o.has_device() ? o.device() : Device(kCPU)).to(o.dtype());
+}
+
+Tensor& Tensor::uniform_(double from, double to) {
+  OF_CHECK(oneflow::is_floating_point(dtype()), "[uniform_] expected a floating-point tensor, got {}",
+           dtype_name(dtype()));
+  OF_CHECK(from <= to, "[uniform_] expects from <= to, got from={} to={}", from, to);
+  Tensor r = random_factory(*g_uniform, sizes(), TensorOptions(dtype()), from, to);
+  NoGradGuard ng;
+  return copy_(r);
+}
+Tensor& Tensor::normal_(double mean, double std) {
+  OF_CHECK(oneflow::is_floating_point(dtype()), "[normal_] expected a floating-point tensor, got {}",
+           dtype_name(dtype()));
+  OF_CHECK(std >= 0, "[normal_] expects std >= 0.0, got {}", std);
+  Tensor r = random_factory(*g_normal, sizes(), TensorOptions(dtype()), mean, std);
+  NoGradGuard ng;
+  return copy_(r);
+}
+
+}  // namespace oneflow

@@ -1,0 +1,197 @@
+// Reductions: sum and mean here; the others follow the same pattern (reduce_common.h).
+#include <cmath>
+
+#include "autograd/node.h"
+#include "cpu/reduce.h"
+#include "ops/reduce_common.h"
+
+namespace oneflow {
+
+DimVector normalize_reduce_dims(const Tensor& x, IntArrayRef dims, const char* op) {
+  DimVector r;
+  const int64_t nd = x.dim();
+  if (dims.empty()) {
+    for (int64_t d = 0; d < nd; ++d) r.push_back(d);
+    return r;
+  }
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, nd, op);
+    if (std::find(r.begin(), r.end(), w) != r.end())
+      fail("[{}] dim {} appears multiple times in the list of dims", op, w);
+    r.push_back(w);
+  }
+  std::sort(r.begin(), r.end());
+  if (nd == 0) r.clear();
+  return r;
+}
+
+DimVector reduced_shape(IntArrayRef sizes, const DimVector& dims, bool keepdim) {
+  DimVector s;
+  for (int64_t d = 0; d < int64_t(sizes.size()); ++d) {
+    bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!red) s.push_back(sizes[d]);
+    else if (keepdim) s.push_back(1);
+  }
+  return s;
+}
+
+Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims,
+                           bool keepdim) {
+  Tensor r = g;
+  if (!keepdim) r = r.reshape(reduced_shape(in_sizes, dims, true));
+  return r.expand(in_sizes);
+}
+
+void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  out.push_back({reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2),
+                 in[0].device()});
+}
+
+namespace {
+
+template <class C> struct SumOp {
+  using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+  static Acc init() { return Acc(0); }
+  static Acc step(Acc a, C x) { return a + Acc(x); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C> struct MeanOp : SumOp<C> {
+  using Acc = double;
+  static Acc init() { return 0; }
+  static Acc step(Acc a, C x) { return a + Acc(x); }
+  static Acc finish(Acc a, int64_t n) { return n ? a / double(n) : NAN; }
+};
+
+// Float inputs accumulate in double inside each output (see NOTE [Reductions]).
+template <template <class> class Op> void reduce_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  dispatch_dtype(x.dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    dispatch_dtype(out.dtype(), [&](auto zo) {
+      using O = decltype(zo);
+      struct Wrapped : Op<compute_t<T>> {
+        using Base = Op<compute_t<T>>;
+        static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
+      };
+      cpu::reduce_kernel<T, O, Wrapped>(x, k.attrs.ints(0), out);
+    });
+  });
+}
+
+TensorList sum_vjp(const VjpCtx& c, const TensorList& g) {
+  return {expand_reduced_grad(g[0], c.input_sizes(0), c.attrs().ints(0), c.attrs().b(1))};
+}
+TensorList mean_vjp(const VjpCtx& c, const TensorList& g) {
+  IntArrayRef in = c.input_sizes(0);
+  int64_t n = 1;
+  for (int64_t d : c.attrs().ints(0)) n *= in[d];
+  return {expand_reduced_grad(g[0] / double(std::max<int64_t>(n, 1)), in, c.attrs().ints(0),
+                              c.attrs().b(1))};
+}
+
+template <class C> struct AllOp {
+  using Acc = bool;
+  static Acc init() { return true; }
+  static Acc step(Acc a, C x) { return a && bool(x); }
+  static Acc merge(Acc a, Acc b) { return a && b; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C> struct AnyOp {
+  using Acc = bool;
+  static Acc init() { return false; }
+  static Acc step(Acc a, C x) { return a || bool(x); }
+  static Acc merge(Acc a, Acc b) { return a || b; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+
+const OpDef* g_sum;
+const OpDef* g_mean;
+const OpDef* g_all;
+const OpDef* g_any;
+
+}  // namespace
+
+void register_reduce_ops() {
+  g_sum = register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
+                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp>, .vjp = sum_vjp});
+  g_mean = register_op({.name = "mean", .traits = kReduction,
+                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                        .cpu = reduce_cpu<MeanOp>, .vjp = mean_vjp});
+  g_all = register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
+                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                       .cpu = reduce_cpu<AllOp>});
+  g_any = register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
+                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                       .cpu = reduce_cpu<AnyOp>});
+  extern void register_reduce_ops_extra();
+  register_reduce_ops_extra();
+}
+
+// ---------------------------------------------------------------- public functions
+
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  OF_CHECK(x.defined(), "[sum] got an undefined tensor");
+  DimVector d = normalize_reduce_dims(x, dims, "sum");
+  ScalarType out = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
+  Tensor in = dtype && is_floating_point(*dtype) ? cast_if_needed(x, *dtype) : x;
+  return dispatch1(*g_sum, {in}, {d, keepdim, out});
+}
+Tensor sum(const Tensor& x, std::optional<ScalarType> dtype) { return sum(x, {}, false, dtype); }
+Tensor Tensor::sum(std::optional<ScalarType> dtype) const { return oneflow::sum(*this, dtype); }
+Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) const {
+  return oneflow::sum(*this, dims, keepdim, dtype);
+}
+
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  OF_CHECK(x.defined(), "[mean] got an undefined tensor");
+  ScalarType out = dtype.value_or(x.dtype());
+  if (!is_floating_point(out))
+    fail("[mean] could not infer output dtype: input dtype must be floating point, got {}; "
+         "pass dtype= or convert the input", dtype_name(x.dtype()));
+  DimVector d = normalize_reduce_dims(x, dims, "mean");
+  return dispatch1(*g_mean, {cast_if_needed(x, out)}, {d, keepdim, out});
+}
+Tensor mean(const Tensor& x, std::optional<ScalarType> dtype) { return mean(x, {}, false, dtype); }
+Tensor Tensor::mean(std::optional<ScalarType> dtype) const { return oneflow::mean(*this, dtype); }
+Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) const {
+  return oneflow::mean(*this, dims, keepdim, dtype);
+}
+
+namespace {
+Tensor all_any(const OpDef& op, const Tensor& x, IntArrayRef dims, bool keepdim) {
+  OF_CHECK(x.defined(), "[{}] got an undefined tensor", op.name);
+  DimVector d = normalize_reduce_dims(x, dims, op.name.c_str());
+  return dispatch1(op, {x}, {d, keepdim, kBool});
+}
+}  // namespace
+Tensor all(const Tensor& x) { return all_any(*g_all, x, {}, false); }
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return all_any(*g_all, x, {dim}, keepdim); }
+Tensor any(const Tensor& x) { return all_any(*g_any, x, {}, false); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return all_any(*g_any, x, {dim}, keepdim); }
+Tensor Tensor::all() const { return oneflow::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return oneflow::all(*this, dim, keepdim); }
+Tensor Tensor::any() const { return oneflow::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return oneflow::any(*this, dim, keepdim); }
+
+Tensor sum_to_size(const Tensor& x, IntArrayRef size) {
+  if (x.sizes() == size) return x;
+  const int64_t nd = x.dim(), ns = int64_t(size.size());
+  OF_CHECK(ns <= nd, "[sum_to_size] size {} is not expandable to the tensor's size {}",
+           shape_str(size), shape_str(x.sizes()));
+  DimVector dims;
+  for (int64_t d = 0; d < nd; ++d) {
+    int64_t j = d - (nd - ns);
+    if (j < 0) { dims.push_back(d); continue; }
+    if (size[j] == 1 && x.sizes()[d] != 1) dims.push_back(d);
+    else if (size[j] != x.sizes()[d])
+      fail("[sum_to_size] size {} is not expandable to the tensor's size {}", shape_str(size),
+           shape_str(x.sizes()));
+  }
+  Tensor r = dims.empty() ? x : sum(x, dims, true);
+  return r.reshape(size);
+}
+Tensor Tensor::sum_to_size(IntArrayRef size) const { return oneflow::sum_to_size(*this, size); }
+
+}  // namespace oneflow

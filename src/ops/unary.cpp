@@ -1,0 +1,230 @@
+// Unary elementwise ops. Each is one row: functor (ops/functors.h), dtype rule, VJP.
+#include <cmath>
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+
+namespace oneflow {
+
+void elementwise_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  DimVector shape = in[0].sizes().dims();
+  for (size_t i = 1; i < in.size(); ++i) shape = broadcast_shapes(shape, in[i].sizes());
+  out.push_back({std::move(shape), {}, 0, in.back().dtype(), in[0].device()});
+}
+void elementwise_bool_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  elementwise_meta(in, a, out);
+  out[0].dtype = kBool;
+}
+
+namespace {
+
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+
+TensorList neg_vjp(const VjpCtx&, const TensorList& g) { return {-g[0]}; }
+TensorList abs_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * c.input(0).sign()}; }
+TensorList zero_vjp(const VjpCtx&, const TensorList& g) { return {zeros_like(g[0])}; }
+TensorList exp_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * c.output(0)}; }
+TensorList exp2_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * c.output(0) * kLn2}; }
+TensorList log_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] / c.input(0)}; }
+TensorList log2_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] / (c.input(0) * kLn2)}; }
+TensorList log1p_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] / (c.input(0) + 1)}; }
+TensorList expm1_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * (c.output(0) + 1)}; }
+TensorList sqrt_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] / (2 * c.output(0))}; }
+TensorList rsqrt_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  return {g[0] * (y * y * y) * -0.5};
+}
+TensorList reciprocal_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  return {-g[0] * y * y};
+}
+TensorList square_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * c.input(0) * 2}; }
+TensorList sin_vjp(const VjpCtx& c, const TensorList& g) { return {g[0] * c.input(0).cos()}; }
+TensorList cos_vjp(const VjpCtx& c, const TensorList& g) { return {-g[0] * c.input(0).sin()}; }
+TensorList tan_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  return {g[0] * (1 + y * y)};
+}
+TensorList tanh_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  return {g[0] * (1 - y * y)};
+}
+TensorList sigmoid_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  return {g[0] * y * (1 - y)};
+}
+TensorList relu_vjp(const VjpCtx& c, const TensorList& g) {
+  return {g[0] * (c.output(0) > 0).to(g[0].dtype())};
+}
+TensorList silu_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  Tensor s = x.sigmoid();
+  return {g[0] * s * (1 + x * (1 - s))};
+}
+TensorList erf_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  return {g[0] * kTwoOverSqrtPi * (-(x * x)).exp()};
+}
+TensorList gelu_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  if (c.attrs().str(0) == "tanh") {
+    constexpr double k = 0.79788456080286535588, a = 0.044715;
+    Tensor inner = k * (x + a * x * x * x);
+    Tensor th = inner.tanh();
+    Tensor d_inner = k * (1 + 3 * a * x * x);
+    return {g[0] * (0.5 * (1 + th) + 0.5 * x * (1 - th * th) * d_inner)};
+  }
+  Tensor cdf = 0.5 * (1 + (x * kInvSqrt2).erf());
+  Tensor pdf = kInvSqrt2Pi * (-0.5 * x * x).exp();
+  return {g[0] * (cdf + x * pdf)};
+}
+
+void gelu_cpu(const KernelArgs& k) {
+  if (k.attrs.str(0) == "tanh") unary_kernel_float<fn::GeluTanh>(k);
+  else unary_kernel_float<fn::GeluErf>(k);
+}
+
+enum class Kind { kFloat, kAll, kBoolOut };
+struct UnaryRow {
+  const char* name;
+  Kind kind;
+  KernelFn cpu;
+  VjpFn vjp;
+  bool save_in, save_out;
+};
+
+const UnaryRow kRows[] = {
+    {"neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false},
+    {"abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false},
+    {"sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false},
+    {"exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true},
+    {"exp2", Kind::kFloat, unary_kernel_float<fn::Exp2>, exp2_vjp, false, true},
+    {"log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false},
+    {"log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false},
+    {"log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false},
+    {"expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true},
+    {"sqrt", Kind::kFloat, unary_kernel_float<fn::Sqrt>, sqrt_vjp, false, true},
+    {"rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true},
+    {"reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true},
+    {"square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false},
+    {"sin", Kind::kFloat, unary_kernel_float<fn::Sin>, sin_vjp, true, false},
+    {"cos", Kind::kFloat, unary_kernel_float<fn::Cos>, cos_vjp, true, false},
+    {"tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true},
+    {"tanh", Kind::kFloat, unary_kernel_float<fn::Tanh>, tanh_vjp, false, true},
+    {"sigmoid", Kind::kFloat, unary_kernel_float<fn::Sigmoid>, sigmoid_vjp, false, true},
+    {"relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true},
+    {"silu", Kind::kFloat, unary_kernel_float<fn::Silu>, silu_vjp, true, false},
+    {"erf", Kind::kFloat, unary_kernel_float<fn::Erf>, erf_vjp, true, false},
+    {"floor", Kind::kAll, unary_kernel_all<fn::Floor>, zero_vjp, false, false},
+    {"ceil", Kind::kAll, unary_kernel_all<fn::Ceil>, zero_vjp, false, false},
+    {"round", Kind::kAll, unary_kernel_all<fn::Round>, zero_vjp, false, false},
+    {"trunc", Kind::kAll, unary_kernel_all<fn::Trunc>, zero_vjp, false, false},
+    {"isnan", Kind::kBoolOut, unary_kernel_bool<fn::IsNan>, nullptr, false, false},
+    {"isinf", Kind::kBoolOut, unary_kernel_bool<fn::IsInf>, nullptr, false, false},
+    {"logical_not", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
+};
+
+const OpDef* g_ops[std::size(kRows)];
+
+int row_index(const char* name) {
+  for (size_t i = 0; i < std::size(kRows); ++i)
+    if (std::string_view(kRows[i].name) == name) return int(i);
+  return -1;
+}
+
+// Input dtype handling: float ops promote integers to float32; integer-capable ops reject bool
+// where PyTorch does.
+Tensor unary_input(const UnaryRow& r, const Tensor& x) {
+  OF_CHECK(x.defined(), "[{}] input tensor is undefined", r.name);
+  if (r.kind == Kind::kFloat && !x.is_floating_point()) return x.to(kFloat32);
+  if (r.kind == Kind::kAll && x.dtype() == kBool) {
+    std::string_view n = r.name;
+    if (n == "neg" || n == "sign" || n == "abs" || n == "square" || n == "relu")
+      fail("[{}] is not supported for bool tensors (got a bool tensor of shape {})", r.name,
+           shape_str(x.sizes()));
+  }
+  return x;
+}
+
+Tensor run_unary(int idx, const Tensor& x) {
+  const UnaryRow& r = kRows[idx];
+  return dispatch1(*g_ops[idx], {unary_input(r, x)});
+}
+
+Tensor& run_unary_(int idx, Tensor& x) {
+  const UnaryRow& r = kRows[idx];
+  Tensor in = unary_input(r, x);
+  if (in.dtype() != x.dtype())
+    fail("[{}_] result type {} can't be cast to the desired output type {}", r.name,
+         dtype_name(in.dtype()), dtype_name(x.dtype()));
+  dispatch(*g_ops[idx], {x}, {}, &x);
+  return x;
+}
+
+}  // namespace
+
+void register_unary_ops() {
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    const UnaryRow& r = kRows[i];
+    OpDef d;
+    d.name = r.name;
+    d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
+    d.infer_meta = r.kind == Kind::kBoolOut ? elementwise_bool_meta : elementwise_meta;
+    d.cpu = r.cpu;
+    d.vjp = r.vjp;
+    d.save_inputs = r.save_in ? 1u : 0u;
+    d.save_outputs = r.save_out ? 1u : 0u;
+    g_ops[i] = register_op(std::move(d));
+  }
+  register_op({.name = "gelu", .traits = kElementwise | kInplaceOk, .attr_names = {"approximate"},
+               .infer_meta = elementwise_meta, .cpu = gelu_cpu, .vjp = gelu_vjp, .save_inputs = 1});
+}
+
+#define OF_UNARY_DEF(name)                                             \
+  Tensor name(const Tensor& x) {                                       \
+    static const int idx = row_index(#name);                           \
+    return run_unary(idx, x);                                          \
+  }                                                                    \
+  Tensor& name##_(Tensor& x) {                                         \
+    static const int idx = row_index(#name);                           \
+    return run_unary_(idx, x);                                         \
+  }                                                                    \
+  Tensor Tensor::name() const { return oneflow::name(*this); }         \
+  Tensor& Tensor::name##_() { return oneflow::name##_(*this); }
+OF_UNARY_DEF(neg) OF_UNARY_DEF(abs) OF_UNARY_DEF(sign) OF_UNARY_DEF(exp) OF_UNARY_DEF(exp2)
+OF_UNARY_DEF(log) OF_UNARY_DEF(log2) OF_UNARY_DEF(log1p) OF_UNARY_DEF(expm1) OF_UNARY_DEF(sqrt)
+OF_UNARY_DEF(rsqrt) OF_UNARY_DEF(reciprocal) OF_UNARY_DEF(square) OF_UNARY_DEF(sin)
+OF_UNARY_DEF(cos) OF_UNARY_DEF(tan) OF_UNARY_DEF(tanh) OF_UNARY_DEF(sigmoid) OF_UNARY_DEF(relu)
+OF_UNARY_DEF(silu) OF_UNARY_DEF(erf) OF_UNARY_DEF(floor) OF_UNARY_DEF(ceil) OF_UNARY_DEF(round)
+OF_UNARY_DEF(trunc)
+#undef OF_UNARY_DEF
+
+Tensor isnan(const Tensor& x) {
+  static const int idx = row_index("isnan");
+  return run_unary(idx, x);
+}
+Tensor isinf(const Tensor& x) {
+  static const int idx = row_index("isinf");
+  return run_unary(idx, x);
+}
+Tensor logical_not(const Tensor& x) {
+  static const int idx = row_index("logical_not");
+  return run_unary(idx, x);
+}
+Tensor Tensor::isnan() const { return oneflow::isnan(*this); }
+Tensor Tensor::isinf() const { return oneflow::isinf(*this); }
+Tensor Tensor::logical_not() const { return oneflow::logical_not(*this); }
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  static const OpDef& op = find_op("gelu");
+  OF_CHECK(approximate == "none" || approximate == "tanh",
+           "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
+  Tensor in = x.is_floating_point() ? x : x.to(kFloat32);
+  return dispatch1(op, {in}, {std::string(approximate)});
+}
+Tensor Tensor::gelu(std::string_view approximate) const { return oneflow::gelu(*this, approximate); }
+
+}  // namespace oneflow

@@ -1,0 +1,129 @@
+// Tensor handle methods that are not ops: metadata, data access, autograd accessors.
+#include <cstring>
+
+#include "allocator.h"
+#include "autograd/node.h"
+#include "dispatch.h"
+
+namespace oneflow {
+
+int64_t Tensor::size(int64_t dim) const {
+  auto* i = check_impl();
+  dim = wrap_dim(dim, int64_t(i->sizes.size()), "size");
+  OF_CHECK(!i->sizes.empty(), "[size] a 0-d tensor has no dimension {}", dim);
+  return i->sizes[dim];
+}
+
+int64_t Tensor::stride(int64_t dim) const {
+  auto* i = check_impl();
+  dim = wrap_dim(dim, int64_t(i->sizes.size()), "stride");
+  OF_CHECK(!i->strides.empty(), "[stride] a 0-d tensor has no dimension {}", dim);
+  return i->strides[dim];
+}
+
+template <class T> T Tensor::item() const {
+  auto* i = check_impl();
+  OF_CHECK(i->numel == 1,
+           "[item] a Tensor with {} elements cannot be converted to a Scalar (shape {})",
+           i->numel, shape_str(i->sizes));
+  Tensor c = is_cpu() ? *this : to(Device(kCPU));
+  T v{};
+  dispatch_dtype(c.dtype(), [&](auto z) {
+    using S = decltype(z);
+    v = T(compute_t<S>(*static_cast<const S*>(c.data_ptr())));
+  });
+  return v;
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int32_t Tensor::item<int32_t>() const;
+template int64_t Tensor::item<int64_t>() const;
+template uint8_t Tensor::item<uint8_t>() const;
+template bool Tensor::item<bool>() const;
+template Half Tensor::item<Half>() const;
+template BFloat16 Tensor::item<BFloat16>() const;
+
+Scalar Tensor::item() const {
+  ScalarType t = dtype();
+  if (oneflow::is_floating_point(t)) return Scalar(item<double>());
+  if (t == kBool) return Scalar(item<bool>());
+  return Scalar(item<int64_t>());
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  check_impl();
+  Tensor c = contiguous();
+  if (!c.is_cpu()) c = c.to(Device(kCPU));
+  std::vector<T> out(size_t(c.numel()));
+  dispatch_dtype(c.dtype(), [&](auto z) {
+    using S = decltype(z);
+    const S* p = static_cast<const S*>(c.data_ptr());
+    for (size_t k = 0; k < out.size(); ++k) out[k] = T(compute_t<S>(p[k]));
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  auto* i = check_impl();
+  if (r) {
+    OF_CHECK(oneflow::is_floating_point(i->dtype),
+             "[requires_grad_] only tensors of floating point dtype can require gradients, got {}",
+             dtype_name(i->dtype));
+  }
+  if (!r && i->grad_fn)
+    fail("[requires_grad_] you can only change requires_grad flags of leaf variables; use "
+         "detach() to get a tensor that does not require grad");
+  i->requires_grad = r;
+  return *this;
+}
+
+const Tensor& Tensor::grad() const {
+  static const Tensor undefined;
+  auto* i = check_impl();
+  return i->grad_holder ? i->grad_holder->grad : undefined;
+}
+
+Tensor& Tensor::mutable_grad() { return grad_slot(check_impl()); }
+
+void Tensor::retain_grad() {
+  auto* i = check_impl();
+  OF_CHECK(i->requires_grad, "[retain_grad] can't retain_grad on a tensor that doesn't require grad");
+  if (!i->grad_fn || i->retains_grad) return;
+  i->retains_grad = true;
+  i->grad_fn->retained.push_back({i->output_nr, impl_});
+}
+
+Tensor Tensor::detach() const {
+  auto* i = check_impl();
+  auto a = std::make_shared<TensorImpl>();
+  a->storage = i->storage;
+  a->offset = i->offset;
+  a->sizes = i->sizes;
+  a->strides = i->strides;
+  a->numel = i->numel;
+  a->dtype = i->dtype;
+  a->device = i->device;
+  a->is_contiguous = i->is_contiguous;
+  a->view_base = i->view_base;
+  a->global = i->global;
+  return Tensor(std::move(a));
+}
+
+Tensor& Tensor::detach_() {
+  auto* i = check_impl();
+  i->grad_fn.reset();
+  i->requires_grad = false;
+  return *this;
+}
+
+std::string Tensor::toString() const { return fmt::format("{}", *this); }
+
+}  // namespace oneflow

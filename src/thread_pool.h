@@ -1,0 +1,25 @@
+// thread_pool.h (internal): parallel_for over index ranges for CPU kernels.
+// NOTE [Thread pool]: workers sleep on a futex (std::atomic::wait) after a short spin, and
+// work is handed out in small chunks from an atomic counter, so a worker that the OS
+// deschedules (another process holds its core) delays at most one chunk instead of the whole
+// op — OpenMP's static schedule with spin-waiting slows down ~10x in that situation.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace oneflow {
+
+// Below this many elements of elementwise work, kernels stay single-threaded.
+inline constexpr int64_t kParallelGrain = 32768;
+
+int num_threads();
+void set_threads(int n);
+bool in_parallel_region();
+
+// Calls f(begin, end) over disjoint subranges of [begin, end) of at least `grain` elements,
+// on up to num_threads() threads (the caller included). Serial when the range is small,
+// when called from inside a parallel region, or with one thread.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& f);
+
+}  // namespace oneflow

@@ -1,0 +1,224 @@
+// test_cuda.cpp: the CUDA backend against the CPU. Cases skip cleanly without a device; the
+// first one runs everywhere and checks the error a CUDA request gives when there is none.
+#include <doctest/doctest.h>
+
+#include <oneflow/oneflow.h>
+
+#include <string>
+#include <vector>
+
+namespace of = oneflow;
+
+namespace {
+
+const of::Device kCuda0("cuda:0");
+
+#define SKIP_WITHOUT_CUDA()                  \
+  do {                                       \
+    if (!of::cuda::is_available()) {         \
+      MESSAGE("no CUDA device: skipped");    \
+      return;                                \
+    }                                        \
+  } while (0)
+
+// The message of the of::Error `f` throws ("" when it does not throw).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const of::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void check_same_values(const of::Tensor& got, const of::Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  CHECK(got.to_vector<double>() == want.to_vector<double>());
+}
+
+void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double rtol, double atol) {
+  REQUIRE(gpu.is_cuda());
+  const of::Tensor back = gpu.cpu();
+  REQUIRE(back.sizes() == cpu.sizes());
+  CHECK(back.dtype() == cpu.dtype());
+  CHECK(of::allclose(back, cpu, rtol, atol));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a CUDA request without a device is a clear error") {
+  if (of::cuda::is_available()) {
+    const int n = of::cuda::device_count();
+    CHECK(n > 0);
+    const std::string msg = error_of([&] { of::zeros({2}).to(of::Device(of::kCUDA, n)); });
+    CHECK(msg.find("cuda") != std::string::npos);
+    return;
+  }
+  CHECK(of::cuda::device_count() == 0);
+  const std::string msg = error_of([] { of::zeros({2}).to(of::Device("cuda:0")); });
+  INFO("error: " << msg);
+  CHECK(msg.find("cuda") != std::string::npos);
+}
+
+TEST_CASE("cuda: to() round trips keep values, dtype and shape") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(0);
+  const of::Tensor f = of::randn({3, 4});
+  const of::Tensor fd = f.to(kCuda0);
+  CHECK(fd.is_cuda());
+  CHECK(fd.device() == kCuda0);
+  CHECK(fd.dtype() == of::kFloat32);
+  check_same_values(fd.cpu(), f);
+
+  const of::Tensor h = of::randn({5, 7}).to(of::kHalf);
+  const of::Tensor hd = h.to(kCuda0);
+  CHECK(hd.dtype() == of::kHalf);
+  CHECK(hd.cpu().to_vector<float>() == h.to_vector<float>());
+
+  const of::Tensor i = of::arange(12, of::kInt32).reshape({3, 4});
+  check_same_values(i.to(kCuda0).cpu(), i);
+  const of::Tensor l = of::arange(10, of::kInt64);
+  check_same_values(l.cuda().cpu(), l);
+
+  // Non-contiguous on the host: made contiguous before the copy.
+  const of::Tensor x = of::randn({4, 6});
+  check_same_values(x.t().to(kCuda0).cpu(), x.t().contiguous());
+  // Non-contiguous on the device: the strided copy kernel.
+  const of::Tensor xd = x.to(kCuda0);
+  check_same_values(xd.t().contiguous().cpu(), x.t().contiguous());
+  check_same_values(xd.t().cpu(), x.t().contiguous());
+  check_same_values(xd.slice(1, 1, 6, 2).cpu(), x.slice(1, 1, 6, 2).contiguous());
+  const of::Tensor x3 = of::randn({2, 3, 4, 5});
+  check_same_values(x3.cuda().permute({3, 1, 0, 2}).contiguous().cpu(),
+                    x3.permute({3, 1, 0, 2}).contiguous());
+  check_same_values(i.to(kCuda0).t().cpu(), i.t().contiguous());
+}
+
+TEST_CASE("cuda: dtype conversion on the device matches the CPU") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(1);
+  const of::Tensor x = of::randn({6, 5}).mul(100);
+  const of::Tensor xd = x.to(kCuda0);
+  for (of::ScalarType t : {of::kFloat64, of::kHalf, of::kBFloat16, of::kInt32, of::kInt64,
+                           of::kBool}) {
+    INFO("dtype " << of::dtype_name(t));
+    const of::Tensor got = xd.to(t).cpu();
+    CHECK(got.dtype() == t);
+    CHECK(got.to_vector<double>() == x.to(t).to_vector<double>());
+    // Converting a transposed view: strided read + conversion in one kernel.
+    CHECK(xd.t().to(t).cpu().to_vector<double>() == x.t().to(t).to_vector<double>());
+  }
+}
+
+TEST_CASE("cuda: mm and matmul match the CPU (float32, float64, transposed inputs)") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(2);
+  const int64_t m = 37, k = 53, n = 29;
+  for (of::ScalarType t : {of::kFloat32, of::kFloat64}) {
+    INFO("dtype " << of::dtype_name(t));
+    const of::Tensor a = of::randn({m, k}, t), b = of::randn({k, n}, t);
+    const of::Tensor at = of::randn({k, m}, t).t(), bt = of::randn({n, k}, t).t();
+    // Strided in both dims: cuBLAS cannot read it, the kernel copies it first.
+    const of::Tensor as =
+        of::randn({2 * m, 2 * k}, t).slice(0, 0, 2 * m, 2).slice(1, 0, 2 * k, 2);
+    for (const of::Tensor& lhs : {a, at, as}) {
+      for (const of::Tensor& rhs : {b, bt}) {
+        const of::Tensor want = of::mm(lhs, rhs);
+        // Host-side views are made contiguous by to(); device-side views reach the kernel.
+        check_close(of::mm(lhs.cuda(), rhs.cuda()), want, 1e-4, 1e-5);
+        check_close(of::matmul(lhs.cuda(), rhs.cuda()), want, 1e-4, 1e-5);
+      }
+    }
+    // Transposed views living on the device reach cuBLAS without a copy (CUBLAS_OP_T).
+    const of::Tensor ad = a.cuda(), bd = b.cuda();
+    const of::Tensor at_dev = at.t().contiguous().cuda().t();  // == at, strides (1, m)
+    const of::Tensor bt_dev = bt.t().contiguous().cuda().t();  // == bt, strides (1, k)
+    check_close(of::mm(at_dev, bd), of::mm(at, b), 1e-4, 1e-5);
+    check_close(of::mm(ad, bt_dev), of::mm(a, bt), 1e-4, 1e-5);
+    check_close(of::mm(at_dev, bt_dev), of::mm(at, bt), 1e-4, 1e-5);
+    check_close(of::matmul(at_dev, bt_dev), of::matmul(at, bt), 1e-4, 1e-5);
+    // Row stride larger than the row (a row slice with a step) and a both-dims-strided view.
+    check_close(of::mm(ad.slice(0, 0, m, 3), bd), of::mm(a.slice(0, 0, m, 3), b), 1e-4, 1e-5);
+    const of::Tensor big = of::randn({2 * m, 2 * k}, t), big_d = big.cuda();
+    check_close(of::mm(big_d.slice(0, 0, 2 * m, 2).slice(1, 0, 2 * k, 2), bd),
+                of::mm(big.slice(0, 0, 2 * m, 2).slice(1, 0, 2 * k, 2), b), 1e-4, 1e-5);
+    // Degenerate shapes.
+    check_close(of::mm(ad.slice(0, 0, 1), bd), of::mm(a.slice(0, 0, 1), b), 1e-4, 1e-5);
+    check_close(of::mm(ad, bd.slice(1, 0, 1)), of::mm(a, b.slice(1, 0, 1)), 1e-4, 1e-5);
+    check_close(of::mm(ad.slice(1, 0, 0), bd.slice(0, 0, 0)), of::zeros({m, n}, t), 0, 0);
+  }
+}
+
+TEST_CASE("cuda: mm rejects an unsupported dtype clearly") {
+  SKIP_WITHOUT_CUDA();
+  const of::Tensor a = of::arange(6, of::kInt64).reshape({2, 3}).cuda();
+  const std::string msg = error_of([&] { of::mm(a, a.t()); });
+  INFO("error: " << msg);
+  CHECK(msg.find("[mm]") != std::string::npos);
+}
+
+TEST_CASE("cuda: bmm and batched matmul match the CPU") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(3);
+  const int64_t batch = 4, m = 9, k = 17, n = 11;
+  for (of::ScalarType t : {of::kFloat32, of::kFloat64}) {
+    INFO("dtype " << of::dtype_name(t));
+    const of::Tensor a = of::randn({batch, m, k}, t), b = of::randn({batch, k, n}, t);
+    check_close(of::bmm(a.cuda(), b.cuda()), of::bmm(a, b), 1e-4, 1e-5);
+    // Transposed inner matrices on the device (no copy) and broadcast operands.
+    const of::Tensor at = of::randn({batch, k, m}, t), bt = of::randn({batch, n, k}, t);
+    check_close(of::bmm(at.cuda().transpose(1, 2), bt.cuda().transpose(1, 2)),
+                of::bmm(at.transpose(1, 2), bt.transpose(1, 2)), 1e-4, 1e-5);
+    const of::Tensor w = of::randn({k, n}, t);
+    check_close(of::matmul(a.cuda(), w.cuda()), of::matmul(a, w), 1e-4, 1e-5);
+    check_close(of::matmul(a.cuda(), w.cuda().expand({batch, k, n})),
+                of::matmul(a, w.expand({batch, k, n})), 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("cuda: float16 and bfloat16 mm accumulate in float") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(4);
+  const of::Tensor a = of::randn({16, 32}), b = of::randn({32, 8});
+  for (of::ScalarType t : {of::kHalf, of::kBFloat16}) {
+    INFO("dtype " << of::dtype_name(t));
+    const of::Tensor want = of::mm(a.to(t).to(of::kFloat32), b.to(t).to(of::kFloat32));
+    const of::Tensor got = of::mm(a.to(t).cuda(), b.to(t).cuda());
+    CHECK(got.dtype() == t);
+    CHECK(of::allclose(got.cpu().to(of::kFloat32), want, 2e-2, 5e-2));
+  }
+}
+
+TEST_CASE("cuda: caching allocator statistics and block reuse") {
+  SKIP_WITHOUT_CUDA();
+  of::cuda::synchronize();
+  of::memory::empty_cache(kCuda0);
+  const of::memory::Stats s0 = of::memory::stats(kCuda0);
+  CHECK(s0.reserved == s0.allocated);  // nothing cached after empty_cache
+  const int64_t rows = 256, cols = 300;  // 307200 bytes: a 512-byte bucket
+  const size_t bytes = size_t(rows * cols) * 4;
+  of::memory::Stats s1;
+  {
+    of::Tensor t = of::empty({rows, cols}, kCuda0);
+    s1 = of::memory::stats(kCuda0);
+    CHECK(s1.allocated >= s0.allocated + bytes);
+    CHECK(s1.num_allocs > s0.num_allocs);
+    CHECK(s1.peak_allocated >= s1.allocated);
+    CHECK(s1.reserved >= s1.allocated);
+  }
+  const of::memory::Stats s2 = of::memory::stats(kCuda0);
+  CHECK(s2.allocated == s0.allocated);  // back in the cache...
+  CHECK(s2.reserved == s1.reserved);    // ...not returned to the driver
+  {
+    of::Tensor t = of::empty({rows, cols}, kCuda0);
+    const of::memory::Stats s3 = of::memory::stats(kCuda0);
+    CHECK(s3.num_cache_hits > s2.num_cache_hits);  // the cached block was reused
+    CHECK(s3.reserved == s2.reserved);
+  }
+  of::memory::reset_peak_stats(kCuda0);
+  CHECK(of::memory::stats(kCuda0).peak_allocated == of::memory::stats(kCuda0).allocated);
+  of::memory::empty_cache(kCuda0);
+  const of::memory::Stats s4 = of::memory::stats(kCuda0);
+  CHECK(s4.reserved == s4.allocated);
+}
