@@ -31,10 +31,10 @@ class CpuAllocator {
       ++stats_.num_allocs;
       stats_.allocated += b;
       if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
-      auto it = free_.find(b);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+      auto& list = free_list(b);
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
         ++stats_.num_cache_hits;
         return p;
       }
@@ -56,15 +56,17 @@ class CpuAllocator {
   void release(void* p, size_t b) {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.allocated -= b;
-    free_[b].push_back(p);
+    free_list(b).push_back(p);
   }
   void empty_cache() {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [b, list] : free_) {
+    auto drain = [&](size_t b, std::vector<void*>& list) {
       for (void* p : list) std::free(p);
       stats_.reserved -= b * list.size();
       list.clear();
-    }
+    };
+    for (size_t i = 0; i < kSmall; ++i) drain((i + 1) * 64, small_[i]);
+    for (auto& [b, list] : large_) drain(b, list);
   }
   memory::Stats stats() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -76,8 +78,15 @@ class CpuAllocator {
   }
 
  private:
+  // Buckets up to 1 KiB live in an array (the hot path of small tensors); larger in a map.
+  static constexpr size_t kSmall = 16;
+  std::vector<void*>& free_list(size_t b) {
+    if (b <= kSmall * 64) return small_[b / 64 - 1];
+    return large_[b];
+  }
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::vector<void*> small_[kSmall];
+  std::unordered_map<size_t, std::vector<void*>> large_;
   memory::Stats stats_;
 };
 

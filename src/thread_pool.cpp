@@ -135,15 +135,26 @@ ThreadPool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
+namespace {
+std::atomic<int> g_num_threads{0};  // cached pool size (avoids the pool's static guard)
+}
+int num_threads() {
+  int n = g_num_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = pool().size();
+    g_num_threads.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 void set_threads(int n) {
   OF_CHECK(n >= 1, "[set_num_threads] expected a positive thread count, got {}", n);
   pool().resize(n);
+  g_num_threads.store(n, std::memory_order_relaxed);
 }
 bool in_parallel_region() { return t_in_parallel; }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& f) {
+void parallel_for_pool(int64_t begin, int64_t end, int64_t grain,
+                       const std::function<void(int64_t, int64_t)>& f) {
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);

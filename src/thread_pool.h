@@ -19,7 +19,15 @@ bool in_parallel_region();
 // Calls f(begin, end) over disjoint subranges of [begin, end) of at least `grain` elements,
 // on up to num_threads() threads (the caller included). Serial when the range is small,
 // when called from inside a parallel region, or with one thread.
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& f);
+void parallel_for_pool(int64_t begin, int64_t end, int64_t grain,
+                       const std::function<void(int64_t, int64_t)>& f);
+template <class F> inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+  // The serial case stays inline: small ops must not pay for a std::function.
+  if (end - begin <= grain || in_parallel_region() || num_threads() == 1) {
+    if (end > begin) f(begin, end);
+    return;
+  }
+  parallel_for_pool(begin, end, grain, std::function<void(int64_t, int64_t)>(std::ref(f)));
+}
 
 }  // namespace oneflow

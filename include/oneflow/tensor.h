@@ -388,6 +388,9 @@ template <class T> T* Tensor::data_ptr() const {
   return static_cast<T*>(i->raw_data());
 }
 
+// "(2, 3)": how errors and printing show shapes.
+std::string shape_str(IntArrayRef sizes);
+
 // The printed form of a tensor (what operator<< and fmt::format("{}", t) produce).
 std::string format_tensor(const Tensor& t);
 

@@ -123,6 +123,46 @@ template <class Out, class... In, class F>
 void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins, F f,
                 int64_t grain = kParallelGrain) {
   constexpr int N = int(sizeof...(In));
+  const int64_t numel = out.numel();
+  if (numel == 0) return;
+  // Fast paths without building an iterator: everything dense in the same order, or (binary)
+  // one operand a single element.
+  if (out.is_contiguous()) {
+    bool all_dense = true;
+    for (int k = 0; k < N; ++k)
+      all_dense = all_dense && ins[k]->is_contiguous() && ins[k]->numel() == numel;
+    Out* __restrict o = static_cast<Out*>(out.data_ptr());
+    if (all_dense) {
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        std::tuple<const In*...> in{static_cast<const In*>(ins[I]->data_ptr())...};
+        parallel_for(0, numel, grain, [&](int64_t b, int64_t e) {
+          std::tuple<const In* __restrict...> p{std::get<I>(in)...};
+          for (int64_t i = b; i < e; ++i) o[i] = Out(f(compute_t<In>(std::get<I>(p)[i])...));
+        });
+      }(std::make_index_sequence<N>{});
+      return;
+    }
+    if constexpr (N == 2) {
+      using A = std::tuple_element_t<0, std::tuple<In...>>;
+      using B = std::tuple_element_t<1, std::tuple<In...>>;
+      if (ins[0]->is_contiguous() && ins[0]->numel() == numel && ins[1]->numel() == 1) {
+        const A* __restrict a = static_cast<const A*>(ins[0]->data_ptr());
+        const compute_t<B> bv = compute_t<B>(*static_cast<const B*>(ins[1]->data_ptr()));
+        parallel_for(0, numel, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) o[i] = Out(f(compute_t<A>(a[i]), bv));
+        });
+        return;
+      }
+      if (ins[1]->is_contiguous() && ins[1]->numel() == numel && ins[0]->numel() == 1) {
+        const B* __restrict bp = static_cast<const B*>(ins[1]->data_ptr());
+        const compute_t<A> av = compute_t<A>(*static_cast<const A*>(ins[0]->data_ptr()));
+        parallel_for(0, numel, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) o[i] = Out(f(av, compute_t<B>(bp[i])));
+        });
+        return;
+      }
+    }
+  }
   auto make_iter = [&]<size_t... I>(std::index_sequence<I...>) {
     return ElementwiseIter(out, {ins[I]...});
   };

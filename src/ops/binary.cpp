@@ -230,7 +230,7 @@ Device operand_device(const Tensor& a, const Tensor& b) {
 Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
   const BinaryRow& r = kRows[id];
   OF_CHECK(a.defined() && b.defined(), "[{}] got an undefined tensor", r.name);
-  ScalarType common = result_type(a, b);
+  ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
   if (id == kSub && common == kBool)
     fail("[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
          "logical_xor() instead (shapes {} and {})", shape_str(a.sizes()), shape_str(b.sizes()));

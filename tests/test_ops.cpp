@@ -1,0 +1,128 @@
+// Runs every row of the op table (see harness.h) and checks op-table coverage.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "dispatch.h"
+#include "harness.h"
+
+namespace {
+
+std::vector<of::Tensor> make_inputs(const th::OpRow& row, uint64_t seed) {
+  if (row.make) return row.make(seed);
+  of::manual_seed(seed);
+  std::vector<of::Tensor> in;
+  for (auto& s : row.shapes) in.push_back(of::rand(s, of::kFloat64) * (row.hi - row.lo) + row.lo);
+  return in;
+}
+
+bool is_nondiff(const th::OpRow& row, size_t i) {
+  return std::find(row.nondiff.begin(), row.nondiff.end(), int(i)) != row.nondiff.end();
+}
+
+std::vector<of::Tensor> cast_inputs(const th::OpRow& row, const std::vector<of::Tensor>& in,
+                                    of::ScalarType dt, bool nc) {
+  std::vector<of::Tensor> r;
+  for (size_t i = 0; i < in.size(); ++i) {
+    of::Tensor t = in[i];
+    if (t.is_floating_point() && !is_nondiff(row, i)) t = t.to(dt);
+    if (nc) t = th::noncontig(t);
+    r.push_back(t);
+  }
+  return r;
+}
+
+std::vector<th::Ref> refs_of(const std::vector<of::Tensor>& in) {
+  std::vector<th::Ref> r;
+  for (auto& t : in) r.push_back(th::to_ref(t));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("op table: forward vs float64 reference, contiguous and non-contiguous") {
+  REQUIRE(!th::rows().empty());
+  for (const auto& row : th::rows()) {
+    std::vector<of::Tensor> in64 = make_inputs(row, 42);
+    for (of::ScalarType dt : {of::kFloat64, of::kFloat32}) {
+      if (dt == of::kFloat32 && !row.float32) continue;
+      for (bool nc : {false, true}) {
+        if (nc && !row.noncontig) continue;
+        std::vector<of::Tensor> in = cast_inputs(row, in64, dt, nc);
+        th::Ref expect = row.ref(refs_of(in));  // reference sees the (rounded) input values
+        std::string err;
+        try {
+          of::Tensor out = row.fn(in);
+          if (out.is_floating_point() && dt == of::kFloat32 && out.dtype() != of::kFloat32)
+            err = "float32 inputs gave a " + std::string(of::dtype_name(out.dtype())) + " result";
+          else
+            err = th::compare(out, expect, dt == of::kFloat64 ? 1e-10 : row.rtol,
+                              dt == of::kFloat64 ? 1e-10 : row.atol);
+        } catch (const std::exception& e) {
+          err = std::string("threw: ") + e.what();
+        }
+        INFO("row ", row.name, " dtype ", of::dtype_name(dt), nc ? " non-contiguous" : " contiguous");
+        CHECK_MESSAGE(err.empty(), err);
+      }
+    }
+  }
+}
+
+TEST_CASE("op table: VJP vs central finite differences (float64)") {
+  for (const auto& row : th::rows()) {
+    if (!row.grad) continue;
+    std::vector<of::Tensor> in = make_inputs(row, 7);
+    std::string err;
+    try {
+      err = th::gradcheck(row.fn, in, row.nondiff);
+    } catch (const std::exception& e) {
+      err = std::string("threw: ") + e.what();
+    }
+    INFO("row ", row.name);
+    CHECK_MESSAGE(err.empty(), err);
+  }
+}
+
+TEST_CASE("op table: every op has a table row") {
+  std::set<std::string> covered;
+  for (const auto& row : th::rows())
+    for (const auto& o : row.ops) covered.insert(o);
+  std::vector<std::string> missing;
+  for (const of::OpDef* op : of::all_ops()) {
+    if (!covered.count(op->name)) missing.push_back(op->name);
+  }
+  std::string list;
+  for (auto& m : missing) list += m + " ";
+  CHECK_MESSAGE(missing.empty(), "ops without a table row: ", list);
+  for (const auto& name : covered) {
+    bool known = false;
+    for (const of::OpDef* op : of::all_ops()) known |= op->name == name;
+    CHECK_MESSAGE(known, "a row names op '", name, "' which is not in the op table");
+  }
+}
+
+TEST_CASE("README lists exactly the ops in the op table") {
+  std::ifstream f(ONEFLOW_SOURCE_ROOT "/README.md");
+  REQUIRE_MESSAGE(f.good(), "README.md not found");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  auto b = text.find("<!-- ops:begin -->"), e = text.find("<!-- ops:end -->");
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  std::string block = text.substr(b, e - b);
+  std::set<std::string> listed;
+  for (size_t p = 0; (p = block.find('`', p)) != std::string::npos;) {
+    size_t q = block.find('`', p + 1);
+    if (q == std::string::npos) break;
+    listed.insert(block.substr(p + 1, q - p - 1));
+    p = q + 1;
+  }
+  std::set<std::string> table;
+  for (const of::OpDef* op : of::all_ops()) table.insert(op->name);
+  for (auto& n : table) CHECK_MESSAGE(listed.count(n), "op '", n, "' is missing from README");
+  for (auto& n : listed) CHECK_MESSAGE(table.count(n), "README lists '", n, "' which is not an op");
+}
