@@ -1,1 +1,232 @@
-#include "dispatch.h"
+// blas.cpp: CPU GEMM glue on OpenBLAS (see NOTE [CPU GEMM operands] in cpu/blas.h).
+#include "cpu/blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/loops.h"
+#include "thread_pool.h"
+
+namespace oneflow::cpu {
+namespace {
+
+// Below this m*n*k OpenBLAS runs a GEMM on one thread (SMP_THRESHOLD_MIN * 4 in 0.3.x), so a
+// batch of such GEMMs is better spread over our own pool.
+constexpr double kSmallGemm = 262144.0;
+
+// One GEMM operand as BLAS reads it.
+struct Operand {
+  const char* data = nullptr;
+  bool trans = false;
+  int64_t ld = 1;
+  int64_t bstride = 0;  // elements between consecutive batch matrices (0: broadcast)
+  Tensor keep;          // owns a contiguous copy when one was needed
+};
+
+bool map_inner(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
+  const bool row_major = (cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1));
+  const bool col_major = (rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1));
+  if (row_major) {
+    trans = false;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+  } else if (col_major) {
+    trans = true;
+    ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+  } else {
+    return false;
+  }
+  return ld <= int64_t(std::numeric_limits<blasint>::max());
+}
+
+Operand make_operand(const Tensor& t) {
+  const int64_t nd = t.dim();
+  const bool batched = nd == 3;
+  const IntArrayRef s = t.sizes(), st = t.strides();
+  const int64_t rows = s[nd - 2], cols = s[nd - 1];
+  Operand o;
+  if (map_inner(rows, cols, st[nd - 2], st[nd - 1], o.trans, o.ld)) {
+    o.data = static_cast<const char*>(t.data_ptr());
+    o.bstride = batched && s[0] != 1 ? st[0] : 0;
+    return o;
+  }
+  // Strided in both inner dims: copy. A broadcast batch (stride 0) is copied once.
+  const bool bcast = batched && s[0] > 1 && st[0] == 0;
+  o.keep = bcast ? t.select(0, 0).contiguous() : t.contiguous();
+  o.data = static_cast<const char*>(o.keep.data_ptr());
+  o.trans = false;
+  o.ld = std::max<int64_t>(cols, 1);
+  o.bstride = batched && s[0] != 1 && !bcast ? rows * cols : 0;
+  return o;
+}
+
+// OpenBLAS follows of::set_num_threads (checked outside parallel regions only).
+void sync_blas_threads() {
+  static std::atomic<int> current{0};
+  if (in_parallel_region()) return;
+  const int n = num_threads();
+  if (current.load(std::memory_order_relaxed) != n) {
+    openblas_set_num_threads(n);
+    current.store(n, std::memory_order_relaxed);
+  }
+}
+
+inline void blas_gemm(bool ta, bool tb, blasint m, blasint n, blasint k, float alpha,
+                      const float* a, blasint lda, const float* b, blasint ldb, float beta,
+                      float* c, blasint ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void blas_gemm(bool ta, bool tb, blasint m, blasint n, blasint k, double alpha,
+                      const double* a, blasint lda, const double* b, blasint ldb, double beta,
+                      double* c, blasint ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Calls f(i) for every batch index, spread over the pool when each GEMM is small.
+template <class F> void for_batches(int64_t batch, int64_t m, int64_t n, int64_t k, F&& f) {
+  const double work = double(m) * double(n) * double(std::max<int64_t>(k, 1));
+  if (batch > 1 && work < kSmallGemm && num_threads() > 1 && !in_parallel_region()) {
+    const int64_t grain = std::max<int64_t>(1, int64_t(32768.0 / std::max(work, 1.0)));
+    parallel_for(0, batch, grain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(i);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) f(i);
+  }
+}
+
+template <class T>
+void gemm_float(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, int64_t m,
+                int64_t n, int64_t k, T alpha, T beta, const char* op) {
+  constexpr int64_t kMaxInt = int64_t(std::numeric_limits<blasint>::max());
+  OF_CHECK(m <= kMaxInt && n <= kMaxInt && k <= kMaxInt,
+           "[{}] dimensions m={}, n={}, k={} are too large for BLAS", op, m, n, k);
+  const Operand oa = make_operand(a), ob = make_operand(b);
+  T* cp = static_cast<T*>(c.data_ptr());
+  const int64_t sc = m * n;
+  sync_blas_threads();
+  for_batches(batch, m, n, k, [&](int64_t i) {
+    const T* ap = reinterpret_cast<const T*>(oa.data) + i * oa.bstride;
+    const T* bp = reinterpret_cast<const T*>(ob.data) + i * ob.bstride;
+    blas_gemm(oa.trans, ob.trans, blasint(m), blasint(n), blasint(k), alpha, ap, blasint(oa.ld),
+              bp, blasint(ob.ld), beta, cp + i * sc, blasint(std::max<int64_t>(n, 1)));
+  });
+}
+
+// Integer GEMM: int64 accumulation, reads strided operands directly.
+template <class T>
+void gemm_int(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, int64_t m,
+              int64_t n, int64_t k, int64_t alpha, int64_t beta) {
+  const bool ba = a.dim() == 3, bb = b.dim() == 3;
+  const int64_t sab = ba && a.size(0) != 1 ? a.stride(0) : 0;
+  const int64_t sbb = bb && b.size(0) != 1 ? b.stride(0) : 0;
+  const int64_t sar = a.stride(-2), sak = a.stride(-1), sbk = b.stride(-2), sbn = b.stride(-1);
+  const T* ap = static_cast<const T*>(a.data_ptr());
+  const T* bp = static_cast<const T*>(b.data_ptr());
+  T* cp = static_cast<T*>(c.data_ptr());
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(n * k, 1));
+  parallel_for(0, batch * m, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> acc(static_cast<size_t>(n), 0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t bi = r / m, i = r % m;
+      std::fill(acc.begin(), acc.end(), 0);
+      const T* arow = ap + bi * sab + i * sar;
+      const T* bmat = bp + bi * sbb;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t av = int64_t(arow[kk * sak]);
+        if (av == 0) continue;
+        const T* brow = bmat + kk * sbk;
+        for (int64_t j = 0; j < n; ++j) acc[size_t(j)] += av * int64_t(brow[j * sbn]);
+      }
+      T* crow = cp + r * n;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t v = alpha * acc[size_t(j)];
+        crow[j] = beta == 0 ? T(v) : T(beta * int64_t(crow[j]) + v);
+      }
+    }
+  });
+}
+
+bool same_storage(const Tensor& x, const Tensor& y) {
+  return x.impl()->storage.get() == y.impl()->storage.get();
+}
+
+}  // namespace
+
+bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  bool t;
+  int64_t ld;
+  return map_inner(rows, cols, rs, cs, t, ld);
+}
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha,
+          const Scalar& beta, const char* op) {
+  OF_CHECK(c.is_contiguous(), "[{}] internal: the GEMM output must be contiguous", op);
+  const ScalarType t = c.dtype();
+  OF_CHECK(a.dtype() == t && b.dtype() == t && t != kBool,
+           "[{}] internal: GEMM dtypes {}, {} -> {} are not supported", op, dtype_name(a.dtype()),
+           dtype_name(b.dtype()), dtype_name(t));
+  const int64_t nd = c.dim();
+  const int64_t batch = nd == 3 ? c.size(0) : 1;
+  const int64_t m = c.size(-2), n = c.size(-1), k = a.size(-1);
+  if (batch == 0 || m == 0 || n == 0) return;
+  const bool beta_zero = beta.to_double() == 0.0;
+  if (same_storage(c, a) || same_storage(c, b)) {
+    // The output overlaps an operand (out= aliasing): compute into a temporary.
+    Tensor tmp = beta_zero ? make_empty(c.sizes(), t, c.device()) : c.clone();
+    gemm(a, b, tmp, alpha, beta, op);
+    std::memcpy(c.data_ptr(), tmp.data_ptr(), c.nbytes());
+    return;
+  }
+  if (k == 0) {  // empty sum: c = beta * c
+    dispatch_dtype(t, [&](auto z) {
+      using T = decltype(z);
+      T* p = static_cast<T*>(c.data_ptr());
+      const int64_t total = c.numel();
+      if (beta_zero) {
+        std::fill(p, p + total, T(0));
+      } else {
+        using C = compute_t<T>;
+        const C bv = beta.to<C>();
+        for (int64_t i = 0; i < total; ++i) p[i] = T(bv * C(p[i]));
+      }
+    });
+    return;
+  }
+  switch (t) {
+    case kFloat32:
+      gemm_float<float>(a, b, c, batch, m, n, k, alpha.to<float>(), beta.to<float>(), op);
+      return;
+    case kFloat64:
+      gemm_float<double>(a, b, c, batch, m, n, k, alpha.to<double>(), beta.to<double>(), op);
+      return;
+    case kFloat16:
+    case kBFloat16: {
+      // Widen to float32, run sgemm (float accumulation), narrow into c.
+      Tensor af = a.to(kFloat32), bf = b.to(kFloat32);
+      Tensor cf = beta_zero ? make_empty(c.sizes(), kFloat32, c.device()) : c.to(kFloat32);
+      gemm(af, bf, cf, alpha, beta, op);
+      dispatch_float(t, op, [&](auto z) {
+        using T = decltype(z);
+        cpu_kernel<T, float>(c, {&cf}, [](float x) { return x; });
+      });
+      return;
+    }
+    default:
+      dispatch_dtype(t, [&](auto z) {
+        using T = decltype(z);
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+          gemm_int<T>(a, b, c, batch, m, n, k, alpha.to_long(), beta.to_long());
+      });
+      return;
+  }
+}
+
+}  // namespace oneflow::cpu

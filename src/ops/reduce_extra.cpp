@@ -1,4 +1,1150 @@
-#include "dispatch.h"
+// Reductions beyond sum/mean/all/any: prod, amax/amin (max()/min()), max/min over a dim,
+// argmax/argmin, var/std, logsumexp, norm, cumsum/cumprod, softmax/log_softmax.
+// NOTE [Reduce extra kernels]: order-free reductions (prod, amax, norm) run on the shared engine
+// (cpu/reduce.h). The others view the input as [outer, n, inner] (reduced/scanned dims in the
+// middle, contiguous; non-contiguous inputs or scattered dims are copied once) and run either a
+// row loop (inner == 1: lane accumulators, vectorizable) or a column loop (blocks of kW lanes
+// along inner, walked over n). Work is split over outputs only, or over fixed blocks of a single
+// long row merged in order, so results do not depend on the thread count.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/node.h"
+#include "cpu/reduce.h"
+#include "ops/functors.h"
+#include "ops/reduce_common.h"
+#include "thread_pool.h"
+
 namespace oneflow {
-void register_reduce_ops_extra() {}
+
+namespace {
+
+const OpDef* g_prod;
+const OpDef* g_amax;
+const OpDef* g_amin;
+const OpDef* g_max_dim;
+const OpDef* g_min_dim;
+const OpDef* g_argmax;
+const OpDef* g_argmin;
+const OpDef* g_var;
+const OpDef* g_std;
+const OpDef* g_logsumexp;
+const OpDef* g_norm;
+const OpDef* g_cumsum;
+const OpDef* g_cumprod;
+const OpDef* g_softmax;
+const OpDef* g_log_softmax;
+
+// The op table is built lazily (on first find_op/dispatch through it): make sure it exists
+// before dereferencing the OpDef pointers registered below.
+const OpDef& use(const OpDef* const& g) {
+  static const bool ready = (find_op("prod"), true);
+  (void)ready;
+  return *g;
+}
+
+constexpr int kL = 16;        // lane accumulators in row loops
+constexpr int64_t kW = 64;    // lanes per block in column loops
+constexpr int64_t kBlock = 1 << 16;  // fixed block of a single long row
+
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_item));
+}
+
+// ---------------------------------------------------------------- validation
+
+void check_defined(const Tensor& x, const char* op) {
+  OF_CHECK(x.defined(), "[{}] got an undefined tensor", op);
+}
+void check_float(const Tensor& x, const char* op) {
+  if (!is_floating_point(x.dtype()))
+    fail("[{}] expected a floating-point tensor, got {}", op, dtype_name(x.dtype()));
+}
+// Reduce dims in attrs must be normalized (sorted, in range) for this input.
+void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
+  const int64_t nd = x.dim();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= std::max<int64_t>(nd, 1) || (nd == 0 && dims[i] != 0))
+      fail("[{}] dimension {} out of range for a tensor of shape {}", op, dims[i],
+           shape_str(x.sizes()));
+    if (i && dims[i] <= dims[i - 1])
+      fail("[{}] reduce dims must be sorted and unique, got dim {} after {}", op, dims[i],
+           dims[i - 1]);
+  }
+}
+// Reductions without an identity (max, argmax, ...) refuse zero-size reduced dims.
+void check_nonempty(const Tensor& x, const DimVector& dims, const char* op) {
+  if (x.dim() == 0) return;
+  for (int64_t d : dims)
+    if (x.sizes()[d] == 0)
+      fail("[{}] cannot reduce over dimension {} of size 0 (input shape {}): the operation has "
+           "no identity", op, d, shape_str(x.sizes()));
+}
+DimVector all_dims(const Tensor& x) {
+  DimVector r;
+  for (int64_t d = 0; d < x.dim(); ++d) r.push_back(d);
+  return r;
+}
+int64_t reduced_count(IntArrayRef sizes, const DimVector& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[d];
+  return n;
+}
+// g of a reduction output, reshaped to keepdim form (broadcastable against the input).
+Tensor keepdim_view(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims, bool keepdim) {
+  return keepdim ? g : g.reshape(reduced_shape(in_sizes, dims, true));
+}
+
+// ---------------------------------------------------------------- [outer, n, inner] views
+
+struct Canon {
+  Tensor x;  // contiguous
+  int64_t outer = 1, n = 1, inner = 1;
+};
+// Dim `d` of x in the middle (0-d tensors: n = 1).
+Canon canon_dim(const Tensor& x, int64_t d) {
+  Canon c;
+  c.x = x.contiguous();
+  const int64_t nd = x.dim();
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < d) c.outer *= x.sizes()[i];
+    else if (i == d) c.n = x.sizes()[i];
+    else c.inner *= x.sizes()[i];
+  }
+  return c;
+}
+// Reduced dims (sorted) in the middle: in place when they are consecutive, else moved last.
+Canon canon_reduce(const Tensor& x, const DimVector& dims) {
+  Canon c;
+  const int64_t nd = x.dim();
+  if (dims.empty()) {
+    c.x = x.contiguous();
+    c.inner = x.numel();
+    return c;
+  }
+  bool consecutive = true;
+  for (size_t i = 1; i < dims.size(); ++i) consecutive &= dims[i] == dims[i - 1] + 1;
+  if (consecutive) {
+    c.x = x.contiguous();
+    for (int64_t i = 0; i < nd; ++i) {
+      if (i < dims.front()) c.outer *= x.sizes()[i];
+      else if (i <= dims.back()) c.n *= x.sizes()[i];
+      else c.inner *= x.sizes()[i];
+    }
+    return c;
+  }
+  DimVector perm;
+  for (int64_t i = 0; i < nd; ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
+      perm.push_back(i);
+      c.outer *= x.sizes()[i];
+    }
+  for (int64_t d : dims) {
+    perm.push_back(d);
+    c.n *= x.sizes()[d];
+  }
+  c.x = x.permute(perm).contiguous();
+  return c;
+}
+
+// Runs row(o) for each row (inner == 1) or col(o, j0, w) for lane blocks (inner > 1), in
+// parallel over outputs.
+template <class Row, class Col>
+void drive(int64_t outer, int64_t n, int64_t inner, const Row& row, const Col& col) {
+  if (outer * inner == 0) return;
+  if (inner == 1) {
+    parallel_for(0, outer, grain_for(n), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) row(o);
+    });
+  } else {
+    const int64_t nblk = (inner + kW - 1) / kW;
+    parallel_for(0, outer * nblk, grain_for(n * std::min(kW, inner)), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / nblk, j0 = (t % nblk) * kW;
+        col(o, j0, std::min(kW, inner - j0));
+      }
+    });
+  }
+}
+
+// Fixed blocks of [0, n) reduced by f(b0, b1) in parallel and merged in order.
+template <class Acc, class F, class M> Acc blocked(int64_t n, const F& f, const M& merge) {
+  const int64_t nb = (n + kBlock - 1) / kBlock;
+  if (nb <= 1) return f(0, n);
+  std::vector<Acc> part(static_cast<size_t>(nb));
+  parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) part[size_t(b)] = f(b * kBlock, std::min(n, (b + 1) * kBlock));
+  });
+  Acc acc = part[0];
+  for (int64_t b = 1; b < nb; ++b) acc = merge(acc, part[size_t(b)]);
+  return acc;
+}
+
+// ---------------------------------------------------------------- row helpers (lane accumulators)
+
+template <class C> constexpr C lowest_v() {
+  if constexpr (std::is_floating_point_v<C>) return -std::numeric_limits<C>::infinity();
+  else return std::numeric_limits<C>::lowest();
+}
+template <class C> constexpr C highest_v() {
+  if constexpr (std::is_floating_point_v<C>) return std::numeric_limits<C>::infinity();
+  else return std::numeric_limits<C>::max();
+}
+template <class C> inline bool is_nan_v(C v) {
+  if constexpr (std::is_floating_point_v<C>) return v != v;
+  else return false;
+}
+// v replaces best: strictly better, or the first NaN (NaN propagates).
+template <bool IsMax, class C> inline bool better(C v, C best) {
+  bool b = IsMax ? v > best : v < best;
+  if constexpr (std::is_floating_point_v<C>) b = b || (v != v && best == best);
+  return b;
+}
+
+// max (or min) of a row, NaN-propagating.
+template <bool IsMax, class T> compute_t<T> row_extreme(const T* p, int64_t n) {
+  using C = compute_t<T>;
+  C m[kL];
+  for (int l = 0; l < kL; ++l) m[l] = IsMax ? lowest_v<C>() : highest_v<C>();
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) {
+      C v = C(p[k + l]);
+      m[l] = (IsMax ? v > m[l] : v < m[l]) || is_nan_v(v) ? v : m[l];
+    }
+  for (; k < n; ++k) {
+    C v = C(p[k]);
+    m[0] = (IsMax ? v > m[0] : v < m[0]) || is_nan_v(v) ? v : m[0];
+  }
+  C r = m[0];
+  for (int l = 1; l < kL; ++l) r = (IsMax ? m[l] > r : m[l] < r) || is_nan_v(m[l]) ? m[l] : r;
+  return r;
+}
+// max of a row ignoring NaN (-inf for an empty/all-NaN row): the shift for exp sums.
+template <class T> compute_t<T> row_max_shift(const T* p, int64_t n) {
+  using C = compute_t<T>;
+  C m[kL];
+  for (int l = 0; l < kL; ++l) m[l] = -std::numeric_limits<C>::infinity();
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) {
+      C v = C(p[k + l]);
+      m[l] = v > m[l] ? v : m[l];
+    }
+  for (; k < n; ++k) {
+    C v = C(p[k]);
+    m[0] = v > m[0] ? v : m[0];
+  }
+  C r = m[0];
+  for (int l = 1; l < kL; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+template <class T> double row_sum_d(const T* p, int64_t n) {
+  double s[kL] = {};
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) s[l] += double(compute_t<T>(p[k + l]));
+  for (; k < n; ++k) s[0] += double(compute_t<T>(p[k]));
+  double r = 0;
+  for (int l = 0; l < kL; ++l) r += s[l];
+  return r;
+}
+template <class T> double row_sqdev_d(const T* p, int64_t n, double mean) {
+  double s[kL] = {};
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) {
+      double d = double(compute_t<T>(p[k + l])) - mean;
+      s[l] += d * d;
+    }
+  for (; k < n; ++k) {
+    double d = double(compute_t<T>(p[k])) - mean;
+    s[0] += d * d;
+  }
+  double r = 0;
+  for (int l = 0; l < kL; ++l) r += s[l];
+  return r;
+}
+template <class T> double row_sumexp_d(const T* p, int64_t n, compute_t<T> m) {
+  using C = compute_t<T>;
+  double s[kL] = {};
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) s[l] += double(fn::exp_<C>(C(p[k + l]) - m));
+  for (; k < n; ++k) s[0] += double(fn::exp_<C>(C(p[k]) - m));
+  double r = 0;
+  for (int l = 0; l < kL; ++l) r += s[l];
+  return r;
+}
+
+// ---------------------------------------------------------------- engine-based reductions
+
+template <class C> struct ProdOp {
+  using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+  static Acc init() { return Acc(1); }
+  static Acc step(Acc a, C x) { return a * Acc(x); }
+  static Acc merge(Acc a, Acc b) { return a * b; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C, bool IsMax> struct ExtremeOp {
+  using Acc = C;
+  static Acc init() { return IsMax ? lowest_v<C>() : highest_v<C>(); }
+  static Acc step(Acc a, C x) { return (IsMax ? x > a : x < a) || is_nan_v(x) ? x : a; }
+  static Acc merge(Acc a, Acc b) { return step(a, b); }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C> using MaxOp = ExtremeOp<C, true>;
+template <class C> using MinOp = ExtremeOp<C, false>;
+// Vector norms (float inputs only; accumulate in double).
+template <class C> struct Norm1Op {
+  using Acc = double;
+  static Acc init() { return 0; }
+  static Acc step(Acc a, C x) { return a + std::fabs(double(x)); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C> struct Norm2Op : Norm1Op<C> {
+  static double step(double a, C x) { return a + double(x) * double(x); }
+  static double finish(double a, int64_t) { return std::sqrt(a); }
+};
+template <class C> struct Norm0Op : Norm1Op<C> {
+  static double step(double a, C x) { return a + (x != C(0) ? 1.0 : 0.0); }
+};
+template <class C> struct NormInfOp {
+  using Acc = double;
+  static Acc init() { return 0; }
+  static Acc step(Acc a, C x) {
+    double v = std::fabs(double(x));
+    return v > a || v != v ? v : a;
+  }
+  static Acc merge(Acc a, Acc b) { return b > a || b != b ? b : a; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+template <class C> struct NormNegInfOp {
+  using Acc = double;
+  static Acc init() { return INFINITY; }
+  static Acc step(Acc a, C x) {
+    double v = std::fabs(double(x));
+    return v < a || v != v ? v : a;
+  }
+  static Acc merge(Acc a, Acc b) { return b < a || b != b ? b : a; }
+  static Acc finish(Acc a, int64_t) { return a; }
+};
+
+template <class T, class O, template <class> class Op>
+void run_engine(const Tensor& x, const DimVector& dims, const Tensor& out) {
+  struct Wrapped : Op<compute_t<T>> {
+    using Base = Op<compute_t<T>>;
+    static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
+  };
+  cpu::reduce_kernel<T, O, Wrapped>(x, dims, out);
+}
+
+void prod_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  dispatch_dtype(x.dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    if (out.dtype() == x.dtype()) run_engine<T, T, ProdOp>(x, k.attrs.ints(0), out);
+    else if (out.dtype() == kInt64) run_engine<T, int64_t, ProdOp>(x, k.attrs.ints(0), out);
+    else fail("[prod] unsupported output dtype {} for input {}", dtype_name(out.dtype()),
+              dtype_name(x.dtype()));
+  });
+}
+template <bool IsMax> void extreme_cpu(const KernelArgs& k) {
+  dispatch_dtype(k.inputs[0].dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    if constexpr (IsMax) run_engine<T, T, MaxOp>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
+    else run_engine<T, T, MinOp>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
+  });
+}
+void norm_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const DimVector& dims = k.attrs.ints(0);
+  const double p = k.attrs.f(3);
+  dispatch_float(x.dtype(), "norm", [&](auto zi) {
+    using T = decltype(zi);
+    const Tensor& o = k.outputs[0];
+    if (p == 2) run_engine<T, T, Norm2Op>(x, dims, o);
+    else if (p == 1) run_engine<T, T, Norm1Op>(x, dims, o);
+    else if (p == 0) run_engine<T, T, Norm0Op>(x, dims, o);
+    else if (std::isinf(p) && p > 0) run_engine<T, T, NormInfOp>(x, dims, o);
+    else if (std::isinf(p)) run_engine<T, T, NormNegInfOp>(x, dims, o);
+    else {
+      // general p: (sum |x|^p)^(1/p) in float64 (kernels run without grad or tracing)
+      Tensor r = x.to(kFloat64).abs().pow(p).sum(dims, k.attrs.b(1)).pow(1.0 / p);
+      Tensor dst = o;
+      dst.copy_(r.reshape(o.sizes()));
+    }
+  });
+}
+
+// ---------------------------------------------------------------- max/min over a dim, argmax
+
+// For each lane of [outer, n, inner]: the extreme value (NaN-propagating) and its first index.
+template <bool IsMax, class T>
+void arg_extreme(const Canon& c, T* vals, int64_t* idx) {
+  using C = compute_t<T>;
+  const T* x = static_cast<const T*>(c.x.data_ptr());
+  const int64_t n = c.n, inner = c.inner;
+  auto find_first = [&](const T* p, int64_t b, int64_t e, C m) {
+    int64_t k = b;
+    if (is_nan_v(m)) {
+      while (k < e && !is_nan_v(C(p[k]))) ++k;
+    } else {
+      while (k < e && C(p[k]) != m) ++k;
+    }
+    return k;
+  };
+  auto row = [&](int64_t o) {
+    const T* p = x + o * n;
+    C m = row_extreme<IsMax>(p, n);
+    if (vals) vals[o] = T(m);
+    idx[o] = find_first(p, 0, n, m);
+  };
+  auto col = [&](int64_t o, int64_t j0, int64_t w) {
+    const T* p = x + o * n * inner + j0;
+    C best[kW];
+    int64_t bi[kW];
+    for (int64_t j = 0; j < w; ++j) { best[j] = C(p[j]); bi[j] = 0; }
+    for (int64_t k = 1; k < n; ++k) {
+      const T* q = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        C v = C(q[j]);
+        bool b = better<IsMax>(v, best[j]);
+        best[j] = b ? v : best[j];
+        bi[j] = b ? k : bi[j];
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) {
+      if (vals) vals[o * inner + j0 + j] = T(best[j]);
+      idx[o * inner + j0 + j] = bi[j];
+    }
+  };
+  if (c.outer == 1 && inner == 1 && n > 2 * kBlock) {
+    struct Best { C v; int64_t i; };
+    Best r = blocked<Best>(
+        n,
+        [&](int64_t b, int64_t e) {
+          C m = row_extreme<IsMax>(x + b, e - b);
+          return Best{m, find_first(x, b, e, m)};
+        },
+        [](Best a, Best b) { return better<IsMax>(b.v, a.v) ? b : a; });
+    if (vals) vals[0] = T(r.v);
+    idx[0] = r.i;
+    return;
+  }
+  drive(c.outer, n, inner, row, col);
+}
+
+template <bool IsMax> void max_dim_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  Canon c = canon_dim(x, k.attrs.i(0));
+  dispatch_dtype(x.dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    arg_extreme<IsMax, T>(c, static_cast<T*>(k.outputs[0].data_ptr()),
+                          static_cast<int64_t*>(k.outputs[1].data_ptr()));
+  });
+}
+bool has_dim(const Attrs& a) { return std::holds_alternative<int64_t>(a.values[0]); }
+template <bool IsMax> void argmax_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  Canon c;
+  if (has_dim(k.attrs)) {
+    c = canon_dim(x, k.attrs.i(0));
+  } else {
+    c.x = x.contiguous();
+    c.n = x.numel();
+  }
+  dispatch_dtype(x.dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    arg_extreme<IsMax, T>(c, nullptr, static_cast<int64_t*>(k.outputs[0].data_ptr()));
+  });
+}
+
+// ---------------------------------------------------------------- var/std, logsumexp
+
+template <class T>
+void var_kernel(const Canon& c, T* out, double correction, bool take_sqrt) {
+  using C = compute_t<T>;
+  const T* x = static_cast<const T*>(c.x.data_ptr());
+  const int64_t n = c.n, inner = c.inner;
+  const double denom = std::max(0.0, double(n) - correction);
+  auto fin = [&](double ss) {
+    double v = ss / denom;
+    return T(C(take_sqrt ? std::sqrt(v) : v));
+  };
+  if (c.outer == 1 && inner == 1 && n > 2 * kBlock) {
+    auto add = [](double a, double b) { return a + b; };
+    double s = blocked<double>(n, [&](int64_t b, int64_t e) { return row_sum_d(x + b, e - b); }, add);
+    const double mean = s / double(n);
+    double ss = blocked<double>(
+        n, [&](int64_t b, int64_t e) { return row_sqdev_d(x + b, e - b, mean); }, add);
+    out[0] = fin(ss);
+    return;
+  }
+  auto row = [&](int64_t o) {
+    const T* p = x + o * n;
+    const double mean = row_sum_d(p, n) / double(n);
+    out[o] = fin(row_sqdev_d(p, n, mean));
+  };
+  auto col = [&](int64_t o, int64_t j0, int64_t w) {
+    const T* p = x + o * n * inner + j0;
+    double s[kW] = {}, ss[kW] = {};
+    for (int64_t k = 0; k < n; ++k) {
+      const T* q = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) s[j] += double(C(q[j]));
+    }
+    for (int64_t j = 0; j < w; ++j) s[j] /= double(n);
+    for (int64_t k = 0; k < n; ++k) {
+      const T* q = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        double d = double(C(q[j])) - s[j];
+        ss[j] += d * d;
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) out[o * inner + j0 + j] = fin(ss[j]);
+  };
+  drive(c.outer, n, inner, row, col);
+}
+template <bool Sqrt> void var_cpu(const KernelArgs& k) {
+  Canon c = canon_reduce(k.inputs[0], k.attrs.ints(0));
+  dispatch_float(k.inputs[0].dtype(), Sqrt ? "std" : "var", [&](auto zi) {
+    using T = decltype(zi);
+    var_kernel<T>(c, static_cast<T*>(k.outputs[0].data_ptr()), double(k.attrs.i(3)), Sqrt);
+  });
+}
+
+template <class T> void logsumexp_kernel(const Canon& c, T* out) {
+  using C = compute_t<T>;
+  const T* x = static_cast<const T*>(c.x.data_ptr());
+  const int64_t n = c.n, inner = c.inner;
+  auto shift_of = [](C m) { return std::isinf(m) ? C(0) : m; };  // all -inf rows: log(0) = -inf
+  if (c.outer == 1 && inner == 1 && n > 2 * kBlock) {
+    C m = blocked<C>(
+        n, [&](int64_t b, int64_t e) { return row_max_shift(x + b, e - b); },
+        [](C a, C b) { return b > a ? b : a; });
+    m = shift_of(m);
+    double s = blocked<double>(
+        n, [&](int64_t b, int64_t e) { return row_sumexp_d(x + b, e - b, m); },
+        [](double a, double b) { return a + b; });
+    out[0] = T(C(double(m) + std::log(s)));
+    return;
+  }
+  auto row = [&](int64_t o) {
+    const T* p = x + o * n;
+    C m = shift_of(row_max_shift(p, n));
+    out[o] = T(C(double(m) + std::log(row_sumexp_d(p, n, m))));
+  };
+  auto col = [&](int64_t o, int64_t j0, int64_t w) {
+    const T* p = x + o * n * inner + j0;
+    C m[kW];
+    double s[kW] = {};
+    for (int64_t j = 0; j < w; ++j) m[j] = -std::numeric_limits<C>::infinity();
+    for (int64_t k = 0; k < n; ++k) {
+      const T* q = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        C v = C(q[j]);
+        m[j] = v > m[j] ? v : m[j];
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) m[j] = shift_of(m[j]);
+    for (int64_t k = 0; k < n; ++k) {
+      const T* q = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) s[j] += double(fn::exp_<C>(C(q[j]) - m[j]));
+    }
+    for (int64_t j = 0; j < w; ++j) out[o * inner + j0 + j] = T(C(double(m[j]) + std::log(s[j])));
+  };
+  drive(c.outer, n, inner, row, col);
+}
+void logsumexp_cpu(const KernelArgs& k) {
+  Canon c = canon_reduce(k.inputs[0], k.attrs.ints(0));
+  dispatch_float(k.inputs[0].dtype(), "logsumexp", [&](auto zi) {
+    using T = decltype(zi);
+    logsumexp_kernel<T>(c, static_cast<T*>(k.outputs[0].data_ptr()));
+  });
+}
+
+// ---------------------------------------------------------------- softmax, log_softmax
+
+template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
+  using C = compute_t<T>;
+  const T* x = static_cast<const T*>(c.x.data_ptr());
+  const int64_t n = c.n, inner = c.inner;
+  auto row = [&](int64_t o) {
+    const T* __restrict p = x + o * n;
+    T* __restrict q = y + o * n;
+    const C m = row_max_shift(p, n);
+    C s[kL] = {};
+    int64_t k = 0;
+    if constexpr (Log) {
+      for (; k + kL <= n; k += kL)
+        for (int l = 0; l < kL; ++l) s[l] += fn::exp_<C>(C(p[k + l]) - m);
+      for (; k < n; ++k) s[0] += fn::exp_<C>(C(p[k]) - m);
+    } else {
+      for (; k + kL <= n; k += kL)
+        for (int l = 0; l < kL; ++l) {
+          C e = fn::exp_<C>(C(p[k + l]) - m);
+          q[k + l] = T(e);
+          s[l] += e;
+        }
+      for (; k < n; ++k) {
+        C e = fn::exp_<C>(C(p[k]) - m);
+        q[k] = T(e);
+        s[0] += e;
+      }
+    }
+    C sum = 0;
+    for (int l = 0; l < kL; ++l) sum += s[l];
+    if constexpr (Log) {
+      const C lse = m + std::log(sum);
+      for (int64_t i = 0; i < n; ++i) q[i] = T(C(p[i]) - lse);
+    } else {
+      const C inv = C(1) / sum;
+      for (int64_t i = 0; i < n; ++i) q[i] = T(C(q[i]) * inv);
+    }
+  };
+  auto col = [&](int64_t o, int64_t j0, int64_t w) {
+    const T* p = x + o * n * inner + j0;
+    T* q = y + o * n * inner + j0;
+    C m[kW], s[kW];
+    for (int64_t j = 0; j < w; ++j) { m[j] = -std::numeric_limits<C>::infinity(); s[j] = 0; }
+    for (int64_t k = 0; k < n; ++k) {
+      const T* pk = p + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        C v = C(pk[j]);
+        m[j] = v > m[j] ? v : m[j];
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const T* pk = p + k * inner;
+      T* qk = q + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        C e = fn::exp_<C>(C(pk[j]) - m[j]);
+        if constexpr (!Log) qk[j] = T(e);
+        s[j] += e;
+      }
+    }
+    if constexpr (Log) {
+      for (int64_t j = 0; j < w; ++j) s[j] = m[j] + std::log(s[j]);
+    } else {
+      for (int64_t j = 0; j < w; ++j) s[j] = C(1) / s[j];
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const T* pk = p + k * inner;
+      T* qk = q + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (Log) qk[j] = T(C(pk[j]) - s[j]);
+        else qk[j] = T(C(qk[j]) * s[j]);
+      }
+    }
+  };
+  drive(c.outer, n, inner, row, col);
+}
+template <bool Log> void softmax_cpu(const KernelArgs& k) {
+  Canon c = canon_dim(k.inputs[0], k.attrs.i(0));
+  dispatch_float(k.inputs[0].dtype(), Log ? "log_softmax" : "softmax", [&](auto zi) {
+    using T = decltype(zi);
+    softmax_kernel<Log, T>(c, static_cast<T*>(k.outputs[0].data_ptr()));
+  });
+}
+
+// ---------------------------------------------------------------- cumsum, cumprod
+
+template <bool Prod, bool Reverse, class T> void scan_kernel(const Canon& c, T* y) {
+  using C = compute_t<T>;
+  using Acc = std::conditional_t<is_floating_v<T>, double, int64_t>;
+  const T* x = static_cast<const T*>(c.x.data_ptr());
+  const int64_t n = c.n, inner = c.inner;
+  auto row = [&](int64_t o) {
+    const T* p = x + o * n;
+    T* q = y + o * n;
+    Acc a = Acc(Prod ? 1 : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = Reverse ? n - 1 - i : i;
+      if constexpr (Prod) a *= Acc(C(p[k]));
+      else a += Acc(C(p[k]));
+      q[k] = T(C(a));
+    }
+  };
+  auto col = [&](int64_t o, int64_t j0, int64_t w) {
+    const T* p = x + o * n * inner + j0;
+    T* q = y + o * n * inner + j0;
+    Acc a[kW];
+    for (int64_t j = 0; j < w; ++j) a[j] = Acc(Prod ? 1 : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = Reverse ? n - 1 - i : i;
+      const T* pk = p + k * inner;
+      T* qk = q + k * inner;
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (Prod) a[j] *= Acc(C(pk[j]));
+        else a[j] += Acc(C(pk[j]));
+        qk[j] = T(C(a[j]));
+      }
+    }
+  };
+  drive(c.outer, n, inner, row, col);
+}
+template <bool Prod> void scan_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  Canon c = canon_dim(x, k.attrs.i(0));
+  const bool reverse = k.attrs.b(1);
+  dispatch_dtype(x.dtype(), [&](auto zi) {
+    using T = decltype(zi);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
+                  std::is_same_v<T, int32_t>) {
+      fail("[{}] internal: expected int64 or floating input, got {}", Prod ? "cumprod" : "cumsum",
+           dtype_name(x.dtype()));
+    } else {
+      T* y = static_cast<T*>(k.outputs[0].data_ptr());
+      if (reverse) scan_kernel<Prod, true, T>(c, y);
+      else scan_kernel<Prod, false, T>(c, y);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- infer_meta
+
+void prod_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  check_reduce_dims(in[0], a.ints(0), "prod");
+  reduce_meta(in, a, out);
+}
+template <bool IsMax> void extreme_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = IsMax ? "amax" : "amin";
+  check_reduce_dims(in[0], a.ints(0), op);
+  check_nonempty(in[0], a.ints(0), op);
+  reduce_meta(in, a, out);
+  out[0].dtype = in[0].dtype();
+}
+template <bool IsMax> void max_dim_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = IsMax ? "max" : "min";
+  const Tensor& x = in[0];
+  const int64_t d = wrap_dim(a.i(0), x.dim(), op);
+  DimVector dims;
+  if (x.dim() > 0) dims.push_back(d);
+  check_nonempty(x, dims, op);
+  DimVector shape = reduced_shape(x.sizes(), dims, a.b(1));
+  out.push_back({shape, {}, 0, x.dtype(), x.device()});
+  out.push_back({shape, {}, 0, kInt64, x.device()});
+}
+template <bool IsMax> void argmax_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = IsMax ? "argmax" : "argmin";
+  const Tensor& x = in[0];
+  DimVector shape;
+  if (has_dim(a)) {
+    const int64_t d = wrap_dim(a.i(0), x.dim(), op);
+    DimVector dims;
+    if (x.dim() > 0) dims.push_back(d);
+    check_nonempty(x, dims, op);
+    shape = reduced_shape(x.sizes(), dims, a.b(1));
+  } else {
+    if (x.numel() == 0)
+      fail("[{}] cannot take the {} of an empty tensor of shape {}: specify a dim of nonzero size",
+           op, op, shape_str(x.sizes()));
+    if (a.b(1)) shape = DimVector(size_t(x.dim()), 1);
+  }
+  out.push_back({shape, {}, 0, kInt64, x.device()});
+}
+template <bool Sqrt> void var_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = Sqrt ? "std" : "var";
+  check_float(in[0], op);
+  check_reduce_dims(in[0], a.ints(0), op);
+  reduce_meta(in, a, out);
+  out[0].dtype = in[0].dtype();
+}
+void logsumexp_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  check_float(in[0], "logsumexp");
+  check_reduce_dims(in[0], a.ints(0), "logsumexp");
+  reduce_meta(in, a, out);
+  out[0].dtype = in[0].dtype();
+}
+void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  check_float(in[0], "norm");
+  check_reduce_dims(in[0], a.ints(0), "norm");
+  const double p = a.f(3);
+  if (std::isnan(p)) fail("[norm] p must not be NaN");
+  if (std::isinf(p)) check_nonempty(in[0], a.ints(0), "norm");
+  reduce_meta(in, a, out);
+  out[0].dtype = in[0].dtype();
+}
+template <bool Log> void softmax_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = Log ? "log_softmax" : "softmax";
+  check_float(in[0], op);
+  wrap_dim(a.i(0), in[0].dim(), op);
+  out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
+}
+template <bool Prod> void scan_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = Prod ? "cumprod" : "cumsum";
+  const ScalarType t = in[0].dtype();
+  if (t != kInt64 && !is_floating_point(t))
+    fail("[{}] internal: input must be int64 or floating point, got {}", op, dtype_name(t));
+  wrap_dim(a.i(0), in[0].dim(), op);
+  out.push_back({in[0].sizes().dims(), {}, 0, t, in[0].device()});
+}
+
+// ---------------------------------------------------------------- dispatch helpers
+
+Tensor prod_impl(const Tensor& x, const DimVector& dims, bool keepdim, ScalarType out) {
+  return dispatch1(use(g_prod), {x}, {dims, keepdim, out});
+}
+Tensor extreme_impl(bool is_max, const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
+  check_defined(x, op);
+  DimVector d = normalize_reduce_dims(x, dims, op);
+  check_nonempty(x, d, op);
+  return dispatch1(is_max ? use(g_amax) : use(g_amin), {x}, {d, keepdim, x.dtype()});
+}
+Tensor scan_impl(bool prod, const Tensor& x, int64_t dim, bool reverse) {
+  return dispatch1(prod ? use(g_cumprod) : use(g_cumsum), {x}, {dim, reverse});
+}
+
+// ---------------------------------------------------------------- VJPs (public ops only)
+
+TensorList prod_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  const DimVector& dims = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  Tensor gk = keepdim_view(g[0], in, dims, c.attrs().b(1));
+  // zeros handled like PyTorch: one zero gets the product of the others, two or more give 0
+  Tensor z = x == 0;
+  Tensor cnt = sum(z, dims, true);
+  Tensor xs = where(z, Scalar(1.0), x);
+  Tensor p = prod_impl(xs, dims, true, x.dtype());
+  Tensor r = where(cnt == 0, p / xs, where(z & (cnt == 1), p, Scalar(0.0)));
+  return {r * gk};
+}
+TensorList extreme_vjp(const VjpCtx& c, const TensorList& g) {
+  // ties: the gradient is split evenly among the extreme elements
+  Tensor x = c.input(0);
+  const DimVector& dims = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  const bool keep = c.attrs().b(1);
+  Tensor yk = keepdim_view(c.output(0), in, dims, keep);
+  Tensor gk = keepdim_view(g[0], in, dims, keep);
+  Tensor mask = (x == yk).to(g[0].dtype());
+  Tensor cnt = sum(mask, dims, true);
+  return {gk * mask / cnt};
+}
+TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
+  IntArrayRef in = c.input_sizes(0);
+  const int64_t nd = int64_t(in.size());
+  if (nd == 0) return {g[0]};
+  const int64_t d = wrap_dim(c.attrs().i(0), nd, "max");
+  Tensor idx = c.output(1), gv = g[0];
+  if (!c.attrs().b(1)) {
+    idx = idx.unsqueeze(d);
+    gv = gv.unsqueeze(d);
+  }
+  DimVector ar_shape(size_t(nd - d), 1);
+  ar_shape[0] = in[d];
+  Tensor ar = arange(in[d], kInt64).reshape(ar_shape);
+  return {where(ar == idx, gv, Scalar(0.0))};
+}
+template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  const DimVector& dims = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  const bool keep = c.attrs().b(1);
+  const double denom =
+      std::max(0.0, double(reduced_count(in, dims)) - double(c.attrs().i(3)));
+  Tensor gk = keepdim_view(g[0], in, dims, keep);
+  Tensor centered = x - mean(x, dims, true);
+  if constexpr (Sqrt) {
+    Tensor yk = keepdim_view(c.output(0), in, dims, keep);
+    Tensor gs = where(yk == 0, Scalar(0.0), gk / yk);  // PyTorch: zero std gives zero grad
+    return {gs * centered / denom};
+  } else {
+    return {gk * centered * (2.0 / denom)};
+  }
+}
+TensorList logsumexp_vjp(const VjpCtx& c, const TensorList& g) {
+  const DimVector& dims = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  const bool keep = c.attrs().b(1);
+  Tensor yk = keepdim_view(c.output(0), in, dims, keep);
+  Tensor gk = keepdim_view(g[0], in, dims, keep);
+  return {gk * (c.input(0) - yk).exp()};
+}
+TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor x = c.input(0);
+  const DimVector& dims = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  const bool keep = c.attrs().b(1);
+  const double p = c.attrs().f(3);
+  Tensor yk = keepdim_view(c.output(0), in, dims, keep);
+  Tensor gk = keepdim_view(g[0], in, dims, keep);
+  if (p == 0) return {zeros_like(x)};
+  if (p == 1) return {gk * x.sign()};
+  if (p == 2) return {where(yk == 0, Scalar(0.0), gk / yk) * x};
+  if (std::isinf(p)) {
+    Tensor mask = (x.abs() == yk).to(g[0].dtype());
+    Tensor cnt = sum(mask, dims, true);
+    return {gk * x.sign() * mask / cnt};
+  }
+  Tensor scale = where(yk == 0, Scalar(0.0), gk / yk.pow(p - 1));
+  return {scale * x * x.abs().pow(p - 2)};
+}
+TensorList softmax_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  const int64_t d = c.attrs().i(0);
+  return {y * (g[0] - sum(g[0] * y, {d}, true))};
+}
+TensorList log_softmax_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor y = c.output(0);
+  const int64_t d = c.attrs().i(0);
+  return {g[0] - y.exp() * sum(g[0], {d}, true)};
+}
+TensorList cumsum_vjp(const VjpCtx& c, const TensorList& g) {
+  return {scan_impl(false, g[0], c.attrs().i(0), !c.attrs().b(1))};
+}
+TensorList cumprod_vjp(const VjpCtx& c, const TensorList& g) {
+  // PyTorch-correct with zeros: before the first zero of a line, grad_i = sum_{j>=i} g_j y_j / x_i;
+  // at the first zero, grad = sum_{j>=k} g_j * (cumprod with that zero replaced by 1)_j; after, 0.
+  Tensor x = c.input(0), y = c.output(0);
+  if (x.dim() == 0) return {g[0]};
+  const int64_t d = c.attrs().i(0);
+  const bool rev = c.attrs().b(1);
+  Tensor z = x == 0;
+  Tensor zc = scan_impl(false, z.to(kInt64), d, rev);
+  Tensor before = zc == 0;
+  Tensor first = z & (zc == 1);
+  Tensor part1 = where(before, scan_impl(false, g[0] * y, d, !rev) / where(before, x, Scalar(1.0)),
+                       Scalar(0.0));
+  Tensor y1 = scan_impl(true, where(first, Scalar(1.0), x), d, rev);
+  Tensor part2 = where(first, scan_impl(false, g[0] * y1, d, !rev), Scalar(0.0));
+  return {part1 + part2};
+}
+
+}  // namespace
+
+void register_reduce_ops_extra() {
+  const std::vector<std::string> rattrs = {"dims", "keepdim", "dtype"};
+  g_prod = register_op({.name = "prod", .traits = kReduction, .attr_names = rattrs,
+                        .infer_meta = prod_meta, .cpu = prod_cpu, .vjp = prod_vjp,
+                        .save_inputs = 1});
+  g_amax = register_op({.name = "amax", .traits = kReduction, .attr_names = rattrs,
+                        .infer_meta = extreme_meta<true>, .cpu = extreme_cpu<true>,
+                        .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
+  g_amin = register_op({.name = "amin", .traits = kReduction, .attr_names = rattrs,
+                        .infer_meta = extreme_meta<false>, .cpu = extreme_cpu<false>,
+                        .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
+  g_max_dim = register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
+                           .infer_meta = max_dim_meta<true>, .cpu = max_dim_cpu<true>,
+                           .vjp = max_dim_vjp, .save_outputs = 2});
+  g_min_dim = register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
+                           .infer_meta = max_dim_meta<false>, .cpu = max_dim_cpu<false>,
+                           .vjp = max_dim_vjp, .save_outputs = 2});
+  g_argmax = register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
+                          .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<true>,
+                          .cpu = argmax_cpu<true>});
+  g_argmin = register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
+                          .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<false>,
+                          .cpu = argmax_cpu<false>});
+  const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
+  g_var = register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
+                       .infer_meta = var_meta<false>, .cpu = var_cpu<false>,
+                       .vjp = var_vjp<false>, .save_inputs = 1});
+  g_std = register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
+                       .infer_meta = var_meta<true>, .cpu = var_cpu<true>, .vjp = var_vjp<true>,
+                       .save_inputs = 1, .save_outputs = 1});
+  g_logsumexp = register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
+                             .infer_meta = logsumexp_meta, .cpu = logsumexp_cpu,
+                             .vjp = logsumexp_vjp, .save_inputs = 1, .save_outputs = 1});
+  g_norm = register_op({.name = "norm", .traits = kReduction,
+                        .attr_names = {"dims", "keepdim", "dtype", "p"}, .infer_meta = norm_meta,
+                        .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
+  g_cumsum = register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
+                          .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
+                          .vjp = cumsum_vjp});
+  g_cumprod = register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
+                           .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
+                           .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1});
+  g_softmax = register_op({.name = "softmax", .attr_names = {"dim"},
+                           .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
+                           .vjp = softmax_vjp, .save_outputs = 1});
+  g_log_softmax = register_op({.name = "log_softmax", .attr_names = {"dim"},
+                               .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
+                               .vjp = log_softmax_vjp, .save_outputs = 1});
+}
+
+// ---------------------------------------------------------------- public functions
+
+// prod: integers (and bool) accumulate into int64 like sum; dtype= casts the input first.
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  check_defined(x, "prod");
+  DimVector d = normalize_reduce_dims(x, {dim}, "prod");
+  Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
+  ScalarType out = is_floating_point(in.dtype()) || dtype ? in.dtype() : kInt64;
+  return prod_impl(in, d, keepdim, out);
+}
+Tensor prod(const Tensor& x, std::optional<ScalarType> dtype) {
+  check_defined(x, "prod");
+  Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
+  ScalarType out = is_floating_point(in.dtype()) || dtype ? in.dtype() : kInt64;
+  return prod_impl(in, all_dims(x), false, out);
+}
+
+Tensor max(const Tensor& x) {
+  check_defined(x, "max");
+  return extreme_impl(true, x, {}, false, "max");
+}
+Tensor min(const Tensor& x) {
+  check_defined(x, "min");
+  return extreme_impl(false, x, {}, false, "min");
+}
+Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  return extreme_impl(true, x, dims, keepdim, "amax");
+}
+Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  return extreme_impl(false, x, dims, keepdim, "amin");
+}
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  check_defined(x, "max");
+  int64_t d = wrap_dim(dim, x.dim(), "max");
+  TensorList r = dispatch(use(g_max_dim), {x}, {d, keepdim});
+  return {r[0], r[1]};
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  check_defined(x, "min");
+  int64_t d = wrap_dim(dim, x.dim(), "min");
+  TensorList r = dispatch(use(g_min_dim), {x}, {d, keepdim});
+  return {r[0], r[1]};
+}
+namespace {
+Tensor argext(bool is_max, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  const char* op = is_max ? "argmax" : "argmin";
+  check_defined(x, op);
+  AttrValue d;
+  if (dim) d = wrap_dim(*dim, x.dim(), op);
+  return dispatch1(is_max ? use(g_argmax) : use(g_argmin), {x}, {d, keepdim});
+}
+Tensor var_std(bool is_std, const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
+  const char* op = is_std ? "std" : "var";
+  check_defined(x, op);
+  check_float(x, op);
+  DimVector d = normalize_reduce_dims(x, dims, op);
+  return dispatch1(is_std ? use(g_std) : use(g_var), {x}, {d, keepdim, x.dtype(), correction});
+}
+Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_defined(x, op);
+  Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
+  check_float(in, op);
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  return dispatch1(log ? use(g_log_softmax) : use(g_softmax), {in}, {d});
+}
+Tensor scan_public(bool prod, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  const char* op = prod ? "cumprod" : "cumsum";
+  check_defined(x, op);
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  ScalarType t = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
+  if (!is_floating_point(t) && t != kInt64)
+    fail("[{}] dtype {} is not supported: use int64 or a floating-point dtype", op, dtype_name(t));
+  return scan_impl(prod, cast_if_needed(x, t), d, false);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return argext(true, x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return argext(false, x, dim, keepdim);
+}
+
+Tensor var(const Tensor& x, bool unbiased) { return var_std(false, x, {}, unbiased ? 1 : 0, false); }
+Tensor var(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return var_std(false, x, dims, unbiased ? 1 : 0, keepdim);
+}
+Tensor var(const Tensor& x, std::optional<IntArrayRef> dims, std::optional<int64_t> correction,
+           bool keepdim) {
+  return var_std(false, x, dims ? *dims : IntArrayRef(), correction.value_or(1), keepdim);
+}
+Tensor std(const Tensor& x, bool unbiased) { return var_std(true, x, {}, unbiased ? 1 : 0, false); }
+Tensor std(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return var_std(true, x, dims, unbiased ? 1 : 0, keepdim);
+}
+Tensor std(const Tensor& x, std::optional<IntArrayRef> dims, std::optional<int64_t> correction,
+           bool keepdim) {
+  return var_std(true, x, dims ? *dims : IntArrayRef(), correction.value_or(1), keepdim);
+}
+
+Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
+  check_defined(x, "logsumexp");
+  check_float(x, "logsumexp");
+  DimVector d = normalize_reduce_dims(x, dims, "logsumexp");
+  return dispatch1(use(g_logsumexp), {x}, {d, keepdim, x.dtype()});
+}
+
+Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
+  check_defined(x, "norm");
+  check_float(x, "norm");
+  DimVector d = normalize_reduce_dims(x, dims, "norm");
+  AttrValue pv = p.to_double();
+  return dispatch1(use(g_norm), {x}, {d, keepdim, x.dtype(), pv});
+}
+Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
+
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  return scan_public(false, x, dim, dtype);
+}
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  return scan_public(true, x, dim, dtype);
+}
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_impl(false, x, dim, dtype);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_impl(true, x, dim, dtype);
+}
+
+// ---------------------------------------------------------------- Tensor methods
+
+Tensor Tensor::prod(std::optional<ScalarType> dtype) const { return oneflow::prod(*this, dtype); }
+Tensor Tensor::prod(int64_t dim, bool keepdim, std::optional<ScalarType> dtype) const {
+  return oneflow::prod(*this, dim, keepdim, dtype);
+}
+Tensor Tensor::max() const { return oneflow::max(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return oneflow::max(*this, dim, keepdim);
+}
+Tensor Tensor::min() const { return oneflow::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  return oneflow::min(*this, dim, keepdim);
+}
+Tensor Tensor::amax(IntArrayRef dims, bool keepdim) const { return oneflow::amax(*this, dims, keepdim); }
+Tensor Tensor::amin(IntArrayRef dims, bool keepdim) const { return oneflow::amin(*this, dims, keepdim); }
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
+  return oneflow::argmax(*this, dim, keepdim);
+}
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const {
+  return oneflow::argmin(*this, dim, keepdim);
+}
+Tensor Tensor::var(bool unbiased) const { return oneflow::var(*this, unbiased); }
+Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  return oneflow::var(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::std(bool unbiased) const { return oneflow::std(*this, unbiased); }
+Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  return oneflow::std(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
+  return oneflow::logsumexp(*this, dims, keepdim);
+}
+Tensor Tensor::norm(const Scalar& p) const { return oneflow::norm(*this, p); }
+Tensor Tensor::norm(const Scalar& p, IntArrayRef dims, bool keepdim) const {
+  return oneflow::norm(*this, p, dims, keepdim);
+}
+Tensor Tensor::cumsum(int64_t dim, std::optional<ScalarType> dtype) const {
+  return oneflow::cumsum(*this, dim, dtype);
+}
+Tensor Tensor::cumprod(int64_t dim, std::optional<ScalarType> dtype) const {
+  return oneflow::cumprod(*this, dim, dtype);
+}
+Tensor Tensor::softmax(int64_t dim, std::optional<ScalarType> dtype) const {
+  return oneflow::softmax(*this, dim, dtype);
+}
+Tensor Tensor::log_softmax(int64_t dim, std::optional<ScalarType> dtype) const {
+  return oneflow::log_softmax(*this, dim, dtype);
+}
+
 }  // namespace oneflow

@@ -1,0 +1,76 @@
+// bench_matmul: float32 square GEMM throughput, of::matmul against cblas_sgemm on the same
+// buffers (the ceiling: of::matmul lowers to it) and libtorch's matmul when installed.
+#include <cblas.h>
+
+#include <oneflow/oneflow.h>
+
+#include "bench_util.h"
+
+#ifdef OF_BENCH_WITH_LIBTORCH
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#endif
+
+namespace ob = oneflow::bench;
+
+int main() {
+  // Builds the op table first: of::rand/randn (and binary ops on from_blob tensors) as the
+  // very first op of a process dereference a not-yet-registered OpDef (library bug, reported).
+  (void)of::zeros({1});
+  const int threads = of::get_num_threads();
+  ob::print_machine("bench_matmul", threads);
+  of::manual_seed(0);
+#ifdef OF_BENCH_WITH_LIBTORCH
+  at::set_num_threads(threads);
+  const bool have_torch = true;
+#else
+  const bool have_torch = false;
+#endif
+
+  ob::Table table("float32 square matmul C = A·B, GFLOP/s (2n^3 / median time); peer = "
+                  "cblas_sgemm on the same buffers",
+                  {"libtorch at::matmul", "ours/libtorch", "check"});
+  for (int64_t n : {512, 1024, 2048}) {
+    of::Tensor a = of::randn({n, n}), b = of::randn({n, n});
+    of::Tensor c_blas = of::empty({n, n});
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    float* pc = c_blas.data_ptr<float>();
+    const double flop = 2.0 * double(n) * double(n) * double(n);
+    // Small sizes: more runs so the median is stable; 2048 takes ~0.1-0.3 s per call.
+    const double min_time = n >= 2048 ? 0.5 : 0.3;
+
+    of::Tensor c_ours;
+    double t_ours = ob::median_time([&] { c_ours = of::matmul(a, b); }, 2, 5, min_time);
+    double t_blas = ob::median_time(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f,
+                      pa, int(n), pb, int(n), 0.0f, pc, int(n));
+          ob::keep(pc[0]);
+        },
+        2, 5, min_time);
+    // Same inputs, same BLAS answer: a mismatch means of::matmul computed something else.
+    const bool same = of::allclose(c_ours, c_blas, 1e-3, 1e-3);
+
+    const double g_ours = flop / t_ours * 1e-9, g_blas = flop / t_blas * 1e-9;
+    const double r = g_ours / g_blas;
+    std::string torch_cell = ob::kNoTorch, torch_ratio = "-";
+#ifdef OF_BENCH_WITH_LIBTORCH
+    {
+      at::Tensor ta = at::from_blob(const_cast<float*>(pa), {n, n}, at::kFloat);
+      at::Tensor tb = at::from_blob(const_cast<float*>(pb), {n, n}, at::kFloat);
+      at::Tensor tc;
+      double t_torch = ob::median_time([&] { tc = at::matmul(ta, tb); }, 2, 5, min_time);
+      double g_torch = flop / t_torch * 1e-9;
+      torch_cell = fmt::format("{:.1f} GFLOP/s", g_torch);
+      torch_ratio = ob::ratio_str(g_ours / g_torch);
+    }
+#endif
+    (void)have_torch;
+    table.row({fmt::format("{0}x{0}x{0}", n), fmt::format("{:.1f} GFLOP/s", g_ours),
+               fmt::format("{:.1f} GFLOP/s", g_blas), ob::ratio_str(r), ">= 0.95x cblas",
+               ob::verdict(r >= 0.95), torch_cell, torch_ratio, same ? "ok" : "MISMATCH"});
+  }
+  table.print();
+  return 0;
+}

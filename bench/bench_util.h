@@ -1,0 +1,165 @@
+// bench_util.h: timing, machine info, result tables and a busy-core helper shared by the
+// benchmarks. Header-only; nothing here touches libtorch.
+#pragma once
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace oneflow::bench {
+
+inline constexpr const char* kNoTorch = "libtorch: not installed";
+
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Keeps `v` observable so the compiler cannot drop the work that produced it.
+template <class T>
+inline void keep(const T& v) {
+  asm volatile("" : : "r,m"(v) : "memory");
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// Seconds per call of f: `warmup` untimed calls, then timed calls until `min_runs` are done
+// and `min_time` seconds have passed (or `max_runs` are done); the median of the runs.
+template <class F>
+double median_time(F&& f, int warmup = 2, int min_runs = 5, double min_time = 0.3,
+                   int max_runs = 200) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> ts;
+  double start = now_s();
+  while (int(ts.size()) < max_runs &&
+         (int(ts.size()) < min_runs || now_s() - start < min_time)) {
+    double t0 = now_s();
+    f();
+    ts.push_back(now_s() - t0);
+  }
+  return median(ts);
+}
+
+inline std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+inline std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      return p == std::string::npos ? line : line.substr(p + 2);
+    }
+  }
+  return "unknown";
+}
+
+// The load average: other processes on the machine make every figure below noisier.
+inline double load_1min() {
+  double l = 0;
+  std::sscanf(read_first_line("/proc/loadavg").c_str(), "%lf", &l);
+  return l;
+}
+
+inline void print_machine(const char* bench_name, int threads_used) {
+  char date[64];
+  std::time_t t = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  fmt::print("== {}  ({})\n", bench_name, date);
+  fmt::print("machine: {} | nproc {} | threads used {} | load average {}\n", cpu_model(),
+             std::thread::hardware_concurrency(), threads_used, read_first_line("/proc/loadavg"));
+}
+
+// One result table with the fixed columns case, ours, peer, ratio, target, verdict (and any
+// extra columns named in `extra`).
+class Table {
+ public:
+  explicit Table(std::string title, std::vector<std::string> extra = {}) : title_(std::move(title)) {
+    header_ = {"case", "ours", "peer", "ratio", "target", "verdict"};
+    header_.insert(header_.end(), extra.begin(), extra.end());
+  }
+  void row(std::vector<std::string> cells) {
+    cells.resize(header_.size());
+    rows_.push_back(std::move(cells));
+  }
+  void print() const {
+    std::vector<size_t> w(header_.size());
+    auto widen = [&](const std::vector<std::string>& r) {
+      for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    };
+    widen(header_);
+    for (auto& r : rows_) widen(r);
+    auto line = [&](const std::vector<std::string>& r) {
+      std::string s = "|";
+      for (size_t i = 0; i < r.size(); ++i) s += fmt::format(" {:<{}} |", r[i], w[i]);
+      fmt::print("{}\n", s);
+    };
+    fmt::print("\n{}\n", title_);
+    line(header_);
+    std::string sep = "|";
+    for (size_t x : w) sep += std::string(x + 2, '-') + "|";
+    fmt::print("{}\n", sep);
+    for (auto& r : rows_) line(r);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string title_;
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+inline std::string verdict(bool met) { return met ? "met" : "NOT met"; }
+inline std::string ratio_str(double r) { return fmt::format("{:.2f}x", r); }
+
+// A child process spinning on one core for as long as this object lives: the honest model
+// of "another job holds a core". Killed in the destructor; PR_SET_PDEATHSIG also kills it if
+// this process dies first (crash, Ctrl-C).
+class BusyProcess {
+ public:
+  BusyProcess() {
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(0);
+      volatile uint64_t x = 0;
+      for (;;) x = x + 1;
+    }
+    // Let the scheduler see the spinner before measuring.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ~BusyProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  BusyProcess(const BusyProcess&) = delete;
+  BusyProcess& operator=(const BusyProcess&) = delete;
+  bool ok() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace oneflow::bench
