@@ -313,6 +313,12 @@ const OpDef* g_sort;
 const OpDef* g_topk;
 const OpDef* g_embedding;
 
+// The op behind a handle; builds the op table first when nothing has touched it yet.
+const OpDef& O(const OpDef* const& g) {
+  if (!g) all_ops();
+  return *g;
+}
+
 // ---------------------------------------------------------------- cat
 
 // Shapes must agree except along dim; 0-d tensors are rejected.
@@ -573,7 +579,7 @@ void masked_select_cpu(const KernelArgs& k) {
 TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor mask = c.input(1);
   DimVector b = broadcast_shapes(c.input_sizes(0), mask.sizes());
-  Tensor full = dispatch1(*g_masked_select_backward, {g[0], mask}, {b});
+  Tensor full = dispatch1(O(g_masked_select_backward), {g[0], mask}, {b});
   return {sum_to_size(full, c.input_sizes(0)), Tensor()};
 }
 // masked_select_backward(grad [n], mask; shape): zeros of `shape` with grad at the true places.
@@ -774,7 +780,7 @@ TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
     for (int64_t p : pads) neg.push_back(-p);
     return {pad(g[0], neg, "constant", 0.0)};
   }
-  return {dispatch1(*g_pad_backward, {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
+  return {dispatch1(O(g_pad_backward), {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
 }
 // pad_backward(grad; input_size, pads, mode): the adjoint of reflect/replicate/circular pad.
 void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -1184,7 +1190,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check_cat(use, d);
   const ScalarType dt = result_type(all);
   for (Tensor& t : use) t = cast_if_needed(t, dt);
-  if (use.size() == 1) return dispatch1(*g_cat, {use[0]}, {d});
+  if (use.size() == 1) return dispatch1(O(g_cat), {use[0]}, {d});
   // Autograd masks hold 32 inputs: concatenate longer lists in groups.
   if (use.size() > 32) {
     std::vector<Tensor> parts;
@@ -1194,7 +1200,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     }
     return cat(parts, d);
   }
-  return dispatch1(*g_cat, use, {d});
+  return dispatch1(O(g_cat), use, {d});
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
@@ -1265,13 +1271,13 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "gather");
   check_defined(index, "gather", "index");
-  return dispatch1(*g_gather, {x, index}, {dim});
+  return dispatch1(O(g_gather), {x, index}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(x, "scatter");
   check_defined(index, "scatter", "index");
   check_defined(src, "scatter", "src");
-  return dispatch1(*g_scatter, {x, index, src}, {dim});
+  return dispatch1(O(g_scatter), {x, index, src}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
   check_defined(x, "scatter");
@@ -1279,13 +1285,13 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
   DimVector st(size_t(index.dim()), 0);
   Tensor src = make_view(v, index.sizes(), st, v.storage_offset());
-  return dispatch1(*g_scatter, {x, index, src}, {dim});
+  return dispatch1(O(g_scatter), {x, index, src}, {dim});
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(x, "scatter_add");
   check_defined(index, "scatter_add", "index");
   check_defined(src, "scatter_add", "src");
-  return dispatch1(*g_scatter_add, {x, index, src}, {dim});
+  return dispatch1(O(g_scatter_add), {x, index, src}, {dim});
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "index_select");
@@ -1297,7 +1303,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
              index.numel());
     return index_select(x.reshape({1}), 0, index).reshape({});
   }
-  return dispatch1(*g_index_select, {x, index}, {dim});
+  return dispatch1(O(g_index_select), {x, index}, {dim});
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  const Scalar& alpha) {
@@ -1308,16 +1314,16 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     wrap_dim(dim, 0, "index_add");
     return index_add(x.reshape({1}), 0, index, source.reshape({-1}), alpha).reshape({});
   }
-  return dispatch1(*g_index_add, {x, index, source}, {dim, alpha});
+  return dispatch1(O(g_index_add), {x, index, source}, {dim, alpha});
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
   check_defined(x, "masked_select");
   check_defined(mask, "masked_select", "mask");
-  return dispatch1(*g_masked_select, {x, mask});
+  return dispatch1(O(g_masked_select), {x, mask});
 }
 Tensor nonzero(const Tensor& x) {
   check_defined(x, "nonzero");
-  return dispatch1(*g_nonzero, {x});
+  return dispatch1(O(g_nonzero), {x});
 }
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
   check_defined(x, "take_along_dim");
@@ -1351,7 +1357,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
     num_classes = mx + 1;
   }
   OF_CHECK(num_classes >= 0, "[one_hot] num_classes must be positive or -1, got {}", num_classes);
-  return dispatch1(*g_one_hot, {x}, {num_classes});
+  return dispatch1(O(g_one_hot), {x}, {num_classes});
 }
 Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double value) {
   check_defined(x, "pad");
@@ -1359,19 +1365,19 @@ Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double valu
   OF_CHECK(m == PadMode::kConstant || value == 0,
            "[pad] padding mode '{}' doesn't take in value argument (got {})", mode, value);
   pad_sizes(x.sizes(), pads.dims(), m);
-  return dispatch1(*g_pad, {x}, {pads.dims(), std::string(mode), value});
+  return dispatch1(O(g_pad), {x}, {pads.dims(), std::string(mode), value});
 }
 Tensor tril(const Tensor& x, int64_t diagonal) {
   check_defined(x, "tril");
-  return dispatch1(*g_tril, {x}, {diagonal});
+  return dispatch1(O(g_tril), {x}, {diagonal});
 }
 Tensor triu(const Tensor& x, int64_t diagonal) {
   check_defined(x, "triu");
-  return dispatch1(*g_triu, {x}, {diagonal});
+  return dispatch1(O(g_triu), {x}, {diagonal});
 }
 Tensor flip(const Tensor& x, IntArrayRef dims) {
   check_defined(x, "flip");
-  return dispatch1(*g_flip, {x}, {dims.dims()});
+  return dispatch1(O(g_flip), {x}, {dims.dims()});
 }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   check_defined(x, "roll");
@@ -1379,13 +1385,13 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
     OF_CHECK(shifts.size() == 1, "[roll] without dims, shifts must have exactly one element, got {}",
              shape_str(shifts));
     DimVector shape = x.sizes().dims();
-    return dispatch1(*g_roll, {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
+    return dispatch1(O(g_roll), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
   }
-  return dispatch1(*g_roll, {x}, {shifts.dims(), dims.dims()});
+  return dispatch1(O(g_roll), {x}, {shifts.dims(), dims.dims()});
 }
 Tensor repeat(const Tensor& x, IntArrayRef repeats) {
   check_defined(x, "repeat");
-  return dispatch1(*g_repeat, {x}, {repeats.dims()});
+  return dispatch1(O(g_repeat), {x}, {repeats.dims()});
 }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
   check_defined(x, "repeat_interleave");
@@ -1425,7 +1431,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 }
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   check_defined(x, "sort");
-  auto r = dispatch(*g_sort, {x}, {dim, descending});
+  auto r = dispatch(O(g_sort), {x}, {dim, descending});
   return {r[0], r[1]};
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
@@ -1433,7 +1439,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 }
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   check_defined(x, "topk");
-  auto r = dispatch(*g_topk, {x}, {k, dim, largest, sorted});
+  auto r = dispatch(O(g_topk), {x}, {k, dim, largest, sorted});
   return {r[0], r[1]};
 }
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx,
@@ -1441,7 +1447,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   (void)sparse;  // gradients are always dense
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
-  return dispatch1(*g_embedding, {weight, indices}, {padding_idx, scale_grad_by_freq});
+  return dispatch1(O(g_embedding), {weight, indices}, {padding_idx, scale_grad_by_freq});
 }
 
 // ---------------------------------------------------------------- Tensor methods

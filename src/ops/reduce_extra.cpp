@@ -598,8 +598,8 @@ template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
     C sum = 0;
     for (int l = 0; l < kL; ++l) sum += s[l];
     if constexpr (Log) {
-      const C lse = m + std::log(sum);
-      for (int64_t i = 0; i < n; ++i) q[i] = T(C(p[i]) - lse);
+      const C ls = std::log(sum);  // (x - max) - log(sum): no rounding of a large max + log
+      for (int64_t i = 0; i < n; ++i) q[i] = T((C(p[i]) - m) - ls);
     } else {
       const C inv = C(1) / sum;
       for (int64_t i = 0; i < n; ++i) q[i] = T(C(q[i]) * inv);
@@ -627,7 +627,7 @@ template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
       }
     }
     if constexpr (Log) {
-      for (int64_t j = 0; j < w; ++j) s[j] = m[j] + std::log(s[j]);
+      for (int64_t j = 0; j < w; ++j) s[j] = std::log(s[j]);
     } else {
       for (int64_t j = 0; j < w; ++j) s[j] = C(1) / s[j];
     }
@@ -635,7 +635,7 @@ template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
       const T* pk = p + k * inner;
       T* qk = q + k * inner;
       for (int64_t j = 0; j < w; ++j) {
-        if constexpr (Log) qk[j] = T(C(pk[j]) - s[j]);
+        if constexpr (Log) qk[j] = T((C(pk[j]) - m[j]) - s[j]);
         else qk[j] = T(C(qk[j]) * s[j]);
       }
     }
