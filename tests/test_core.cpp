@@ -154,7 +154,7 @@ TEST_CASE("errors name the op and the offending shapes/dtypes/dims") {
   CHECK(throws_with([&] { of::Tensor u; u.sizes(); }, {"undefined"}));
   CHECK(throws_with([&] { of::ones({2}, of::kBool) - of::ones({2}, of::kBool); }, {"[sub]", "bool"}));
   CHECK(throws_with([&] { of::Device("gpu:0"); }, {"[device]", "gpu:0"}));
-  CHECK(throws_with([&] { of::arange(0, 10, 0); }, {"[arange]", "step"}));
+  CHECK(throws_with([&] { of::arange(0, 10, of::Scalar(0)); }, {"[arange]", "step"}));
   CHECK(throws_with([&] { of::ones({2}).reshape({3}); }, {"[reshape]", "(3,)", "2"}));
   CHECK(throws_with([&] { of::where(of::ones({2}), of::ones({2}), of::ones({2})); }, {"[where]", "bool"}));
   CHECK(throws_with([&] { of::gelu(of::ones({2}), "fast"); }, {"[gelu]", "fast"}));
