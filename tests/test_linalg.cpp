@@ -81,8 +81,13 @@ Ref ref_einsum(const std::string& eq, const std::vector<Ref>& in) {
   for (size_t t = 0; t < terms.size(); ++t)
     for (size_t d = 0; d < terms[t].size(); ++d) {
       const char c = terms[t][d];
-      if (!size.count(c)) letters += c;
-      size[c] = std::max<int64_t>(size.count(c) ? size[c] : 1, in[t].shape[d]);
+      const int64_t s = in[t].shape[d];
+      if (!size.count(c)) {
+        letters += c;
+        size[c] = s;
+      } else if (size[c] == 1) {
+        size[c] = s;  // a size-1 dim broadcasts
+      }
     }
   Shape out_shape;
   for (char c : rhs) out_shape.push_back(size[c]);

@@ -6,6 +6,11 @@
 // row loop (inner == 1: lane accumulators, vectorizable) or a column loop (blocks of kW lanes
 // along inner, walked over n). Work is split over outputs only, or over fixed blocks of a single
 // long row merged in order, so results do not depend on the thread count.
+// Compare-and-select loops (max, NaN checks, the clamps in fn::fast_exp) only vectorize when
+// GCC may assume comparisons do not trap; nothing here reads floating-point exception flags.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <cmath>
 #include <limits>
 #include <vector>
