@@ -136,8 +136,8 @@ th::OpRow matmul_row(std::string name, std::vector<std::string> ops, std::vector
 }
 
 th::OpRow einsum_row(std::string eq, std::string ref_eq, std::vector<std::string> ops,
-                     std::vector<Shape> shapes) {
-  return mm_row("einsum/" + eq, std::move(ops), std::move(shapes),
+                     std::vector<Shape> shapes, const std::string& tag = "") {
+  return mm_row("einsum/" + eq + tag, std::move(ops), std::move(shapes),
                 [eq](const std::vector<of::Tensor>& x) { return of::einsum(eq, x); },
                 [ref_eq](const std::vector<Ref>& r) { return ref_einsum(ref_eq, r); });
 }
@@ -249,7 +249,7 @@ TH_ROWS({
     einsum_row("...ij,...jk->...ik", "aij,ajk->aik", {"bmm"}, {{2, 3, 4}, {1, 4, 5}}),
     einsum_row("bij,jk->bik", "bij,jk->bik", {"mm"}, {{2, 3, 4}, {4, 5}}),
     einsum_row("ij,kj->ik", "ij,kj->ik", {"mm"}, {{0, 3}, {2, 3}}),
-    einsum_row("ij,jk->ik/k0", "ij,jk->ik", {"mm"}, {{2, 0}, {0, 3}}),
+    einsum_row("ij,jk->ik", "ij,jk->ik", {"mm"}, {{2, 0}, {0, 3}}, "/k0"),
 });
 
 // ---------------------------------------------------------------- plain cases
