@@ -49,6 +49,11 @@ int main() {
   // Builds the op table first: of::rand/randn (and binary ops on from_blob tensors) as the
   // very first op of a process dereference a not-yet-registered OpDef (library bug, reported).
   (void)of::zeros({1});
+  // Starts the thread pool and lets its workers reach their wait loop before the first
+  // parallel op: a job posted right after the pool starts can be missed by a worker that
+  // has not yet read the job counter, and the caller then waits forever (library bug, reported).
+  (void)of::get_num_threads();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int threads = of::get_num_threads();
   ob::print_machine("bench_elementwise", threads);
   of::manual_seed(0);

@@ -100,6 +100,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent);
 Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y);
 Tensor where(const Tensor& condition, const Scalar& x, const Tensor& y);
 Tensor where(const Tensor& condition, const Tensor& x, const Scalar& y);
+Tensor where(const Tensor& condition, const Scalar& x, const Scalar& y);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);

@@ -435,6 +435,9 @@ Tensor where(const Tensor& cond, const Scalar& x, const Tensor& y) {
 Tensor where(const Tensor& cond, const Tensor& x, const Scalar& y) {
   return where(cond, x, scalar_operand(y));
 }
+Tensor where(const Tensor& cond, const Scalar& x, const Scalar& y) {
+  return where(cond, scalar_operand(x), scalar_operand(y));
+}
 Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
   return oneflow::where(condition, *this, other);
 }
