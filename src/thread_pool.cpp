@@ -34,7 +34,10 @@ class ThreadPool {
     stop();
     stopping_ = false;
     nthreads_ = n;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+    // Each worker starts from the generation current now, so a job posted before the thread
+    // is scheduled is still seen as new (otherwise the caller would wait forever).
+    const uint64_t start = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, start] { worker_loop(start); });
   }
 
   void run(int64_t begin, int64_t end, int64_t chunk,
@@ -80,8 +83,7 @@ class ThreadPool {
     t_in_parallel = false;
   }
 
-  void worker_loop() {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void worker_loop(uint64_t seen) {
     for (;;) {
       uint64_t g;
       for (int spins = 0;; ++spins) {
