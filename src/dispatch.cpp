@@ -66,6 +66,8 @@ const OpDef& find_op(std::string_view name) {
   return *it->second;
 }
 
+void ensure_op_table() { table(); }
+
 std::vector<const OpDef*> all_ops() {
   std::vector<const OpDef*> v;
   for (auto& op : table().ops) v.push_back(&op);

@@ -89,6 +89,8 @@ const OpDef* register_op(OpDef def);
 const OpDef& find_op(std::string_view name);
 // Every registered op, in registration order.
 std::vector<const OpDef*> all_ops();
+// Builds the op table if needed (ops that cache OpDef pointers call this first).
+void ensure_op_table();
 
 // Runs `op` on `inputs`. `out`, when given, receives the result (out= and in-place forms):
 // its shape must equal the inferred one and the result dtype must be castable to its dtype.

@@ -301,7 +301,7 @@ TH_ROWS({
               [](uint64_t s) { return V{uniform({4, 3}, s), longs({3, 0, 3, 1, 2}, {5})}; }, {1}),
     with_make(row("index_select/dim1_int32", {"index_select", "index_add"}, {},
                   [](const V& in) { return in[0].index_select(-1, in[1]); },
-                  [](const R& in) { return ref_index_select(in[0], 1, in[1]); }),
+                  [](const R& in) { return ref_index_select(in[0], 2, in[1]); }),
               [](uint64_t s) {
                 return V{uniform({2, 4, 3}, s), of::tensor(std::vector<int32_t>{2, 2, 0, 1}, {4})};
               },

@@ -228,6 +228,8 @@ Device operand_device(const Tensor& a, const Tensor& b) {
 }
 
 Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   const BinaryRow& r = kRows[id];
   OF_CHECK(a.defined() && b.defined(), "[{}] got an undefined tensor", r.name);
   ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
@@ -243,6 +245,8 @@ Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
 }
 
 Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   const BinaryRow& r = kRows[id];
   OF_CHECK(self.defined() && b.defined(), "[{}_] got an undefined tensor", r.name);
   ScalarType common = result_type(self, b);
@@ -361,6 +365,7 @@ Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> mod
   return run_binary(div_id(mode), a, scalar_operand(b));
 }
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  ensure_op_table();
   Tensor y = scaled(b, alpha);
   ScalarType ct = result_type(a, y);
   Device dev = operand_device(a, y);
@@ -368,6 +373,7 @@ Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alp
   return out;
 }
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  ensure_op_table();
   ScalarType ct = result_type(a, b);
   Device dev = operand_device(a, b);
   dispatch(*g_ops[kMul], {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {}, &out);
@@ -395,6 +401,8 @@ Tensor& Tensor::div_(const Scalar& o, std::optional<std::string_view> m) {
 
 Tensor pow(const Tensor& base, const Tensor& exponent) { return run_binary(kPow, base, exponent); }
 Tensor pow(const Tensor& base, const Scalar& e) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(base.defined(), "[pow] got an undefined tensor");
   ScalarType dt = result_type(base, scalar_operand(e));
   if (!is_floating_point(dt) && e.is_integral() && e.to_long() < 0)
@@ -408,6 +416,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 Tensor Tensor::pow(const Tensor& e) const { return oneflow::pow(*this, e); }
 Tensor Tensor::pow(const Scalar& e) const { return oneflow::pow(*this, e); }
 Tensor& Tensor::pow_(const Scalar& e) {
+  ensure_op_table();
   ScalarType dt = result_type(*this, scalar_operand(e));
   if (!can_cast(dt, dtype()))
     fail("[pow_] result type {} can't be cast to the desired output type {}", dtype_name(dt),
@@ -417,6 +426,8 @@ Tensor& Tensor::pow_(const Scalar& e) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(cond.defined() && x.defined() && y.defined(), "[where] got an undefined tensor");
   OF_CHECK(cond.dtype() == kBool, "[where] condition must be a bool tensor, got {}",
            dtype_name(cond.dtype()));
@@ -443,6 +454,7 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  ensure_op_table();
   OF_CHECK(mask.defined() && mask.dtype() == kBool,
            "[masked_fill] expected a bool mask, got {}", mask.defined() ? dtype_name(mask.dtype()) : "undefined");
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
@@ -453,6 +465,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   return dispatch1(*g_where, {mask, v, x});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  ensure_op_table();
   OF_CHECK(value.dim() == 0, "[masked_fill] only supports a 0-dimensional value tensor, got shape {}",
            shape_str(value.sizes()));
   OF_CHECK(mask.defined() && mask.dtype() == kBool, "[masked_fill] expected a bool mask");
@@ -487,6 +500,8 @@ Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const { return oneflow::
 Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return oneflow::lerp(*this, end, w); }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(x.defined(), "[clamp] got an undefined tensor");
   OF_CHECK(min || max, "[clamp] at least one of 'min' or 'max' must not be None");
   OF_CHECK(x.dtype() != kBool, "[clamp] is not supported for bool tensors");
@@ -505,6 +520,7 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   return r;
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  ensure_op_table();
   OF_CHECK(min || max, "[clamp_] at least one of 'min' or 'max' must not be None");
   dispatch(*g_clamp, {x}, {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
   return x;

@@ -132,6 +132,8 @@ void register_reduce_ops() {
 // ---------------------------------------------------------------- public functions
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(x.defined(), "[sum] got an undefined tensor");
   DimVector d = normalize_reduce_dims(x, dims, "sum");
   ScalarType out = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
@@ -145,6 +147,8 @@ Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dty
 }
 
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(x.defined(), "[mean] got an undefined tensor");
   ScalarType out = dtype.value_or(x.dtype());
   if (!is_floating_point(out))
@@ -161,15 +165,17 @@ Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dt
 
 namespace {
 Tensor all_any(const OpDef& op, const Tensor& x, IntArrayRef dims, bool keepdim) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   OF_CHECK(x.defined(), "[{}] got an undefined tensor", op.name);
   DimVector d = normalize_reduce_dims(x, dims, op.name.c_str());
   return dispatch1(op, {x}, {d, keepdim, kBool});
 }
 }  // namespace
-Tensor all(const Tensor& x) { return all_any(*g_all, x, {}, false); }
-Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return all_any(*g_all, x, {dim}, keepdim); }
-Tensor any(const Tensor& x) { return all_any(*g_any, x, {}, false); }
-Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return all_any(*g_any, x, {dim}, keepdim); }
+Tensor all(const Tensor& x) { ensure_op_table(); return all_any(*g_all, x, {}, false); }
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) { ensure_op_table(); return all_any(*g_all, x, {dim}, keepdim); }
+Tensor any(const Tensor& x) { ensure_op_table(); return all_any(*g_any, x, {}, false); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) { ensure_op_table(); return all_any(*g_any, x, {dim}, keepdim); }
 Tensor Tensor::all() const { return oneflow::all(*this); }
 Tensor Tensor::all(int64_t dim, bool keepdim) const { return oneflow::all(*this, dim, keepdim); }
 Tensor Tensor::any() const { return oneflow::any(*this); }

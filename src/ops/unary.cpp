@@ -150,11 +150,15 @@ Tensor unary_input(const UnaryRow& r, const Tensor& x) {
 }
 
 Tensor run_unary(int idx, const Tensor& x) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   const UnaryRow& r = kRows[idx];
   return dispatch1(*g_ops[idx], {unary_input(r, x)});
 }
 
 Tensor& run_unary_(int idx, Tensor& x) {
+  static const bool op_table_ready = (ensure_op_table(), true);
+  (void)op_table_ready;
   const UnaryRow& r = kRows[idx];
   Tensor in = unary_input(r, x);
   if (in.dtype() != x.dtype())
