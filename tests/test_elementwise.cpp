@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "dispatch.h"
 #include "harness.h"
 
 using th::OpRow;
@@ -315,6 +316,20 @@ TH_ROWS({
       return r;
     }(),
     [] {
+      // The device-transfer op, run CPU -> CPU through the op table (Tensor::to skips it when
+      // the device does not change; test_cuda.cpp covers host <-> device when a GPU exists).
+      OpRow r;
+      r.name = "to_device/cpu";
+      r.ops = {"to_device"};
+      r.shapes = {{3, 5}};
+      r.fn = [](const V& in) {
+        return of::dispatch1(of::find_op("to_device"), {in[0].contiguous()},
+                             {int64_t(of::DeviceType::CPU), int64_t(-1)});
+      };
+      r.ref = [](const std::vector<Ref>& in) { return in[0]; };
+      return r;
+    }(),
+    [] {
       // Statistics of 20000 draws (tolerances ~5 standard errors).
       OpRow r;
       r.name = "random/statistics";
@@ -327,11 +342,10 @@ TH_ROWS({
                           k.mean(), (k.amin() + k.amax())});
       };
       r.ref = [](const std::vector<Ref>&) { return Ref({6}, {0.5, 1.0 / 12, 0.0, 1.0, 4.0, 8.0}); };
-      r.rtol = 0;
-      r.atol = 0.03;
+      r.rtol = r.rtol64 = 0;
+      r.atol = r.atol64 = 0.03;
       r.grad = false;
       r.float32 = false;
-      r.ops.push_back("stack");
       return r;
     }(),
 });
@@ -481,7 +495,8 @@ TH_ROWS({
       r.name = "all/any";
       r.ops = {"all", "any"};
       r.shapes = {{4, 6}};
-      r.fn = [](const V& in) { return (in[0] > -1.5).all(1).to(of::kFloat64) + 2 * (in[0] > 1.5).any(1).to(of::kFloat64); };
+      r.fn = [](const V& in) { const of::ScalarType dt = in[0].dtype();
+        return (in[0] > -1.5).all(1).to(dt) + 2 * (in[0] > 1.5).any(1).to(dt); };
       r.ref = [](const std::vector<Ref>& in) {
         Ref o({4});
         for (int64_t i = 0; i < 4; ++i) {

@@ -59,12 +59,15 @@ TEST_CASE("op table: forward vs float64 reference, contiguous and non-contiguous
           if (out.is_floating_point() && dt == of::kFloat32 && out.dtype() != of::kFloat32)
             err = "float32 inputs gave a " + std::string(of::dtype_name(out.dtype())) + " result";
           else
-            err = th::compare(out, expect, dt == of::kFloat64 ? 1e-10 : row.rtol,
-                              dt == of::kFloat64 ? 1e-10 : row.atol);
+            err = th::compare(out, expect, dt == of::kFloat64 ? row.rtol64 : row.rtol,
+                              dt == of::kFloat64 ? row.atol64 : row.atol);
         } catch (const std::exception& e) {
           err = std::string("threw: ") + e.what();
         }
-        INFO("row ", row.name, " dtype ", of::dtype_name(dt), nc ? " non-contiguous" : " contiguous");
+        const std::string where = "row " + row.name + " dtype " +
+                                  std::string(of::dtype_name(dt)) +
+                                  (nc ? " non-contiguous" : " contiguous");
+        INFO(where);
         CHECK_MESSAGE(err.empty(), err);
       }
     }
@@ -81,7 +84,8 @@ TEST_CASE("op table: VJP vs central finite differences (float64)") {
     } catch (const std::exception& e) {
       err = std::string("threw: ") + e.what();
     }
-    INFO("row ", row.name);
+    const std::string where = "row " + row.name;
+    INFO(where);
     CHECK_MESSAGE(err.empty(), err);
   }
 }
