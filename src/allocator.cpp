@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -13,6 +15,24 @@
 
 namespace oneflow {
 namespace {
+
+// A test-and-test-and-set lock: the critical sections are a few loads and stores, so an
+// uncontended acquire is one atomic exchange (a std::mutex costs two library calls).
+class SpinLock {
+ public:
+  void lock() {
+    for (int spins = 0; flag_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (flag_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) std::this_thread::yield();  // a preempted holder: give way
+        else __builtin_ia32_pause();
+      }
+    }
+  }
+  void unlock() { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
 
 size_t bucket_size(size_t n) {
   if (n <= 1024) return n == 0 ? 64 : (n + 63) & ~size_t(63);
@@ -27,7 +47,7 @@ class CpuAllocator {
     size_t b = bucket_size(nbytes);
     *bucket_out = b;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      std::lock_guard<SpinLock> lk(mu_);
       ++stats_.num_allocs;
       stats_.allocated += b;
       if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
@@ -46,7 +66,7 @@ class CpuAllocator {
       p = std::aligned_alloc(64, b);
     }
     if (!p) {
-      std::lock_guard<std::mutex> lk(mu_);
+      std::lock_guard<SpinLock> lk(mu_);
       stats_.allocated -= b;
       stats_.reserved -= b;
       fail("[allocator] out of memory allocating {} bytes on cpu", nbytes);
@@ -54,12 +74,12 @@ class CpuAllocator {
     return p;
   }
   void release(void* p, size_t b) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<SpinLock> lk(mu_);
     stats_.allocated -= b;
     free_list(b).push_back(p);
   }
   void empty_cache() {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<SpinLock> lk(mu_);
     auto drain = [&](size_t b, std::vector<void*>& list) {
       for (void* p : list) std::free(p);
       stats_.reserved -= b * list.size();
@@ -69,11 +89,11 @@ class CpuAllocator {
     for (auto& [b, list] : large_) drain(b, list);
   }
   memory::Stats stats() {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<SpinLock> lk(mu_);
     return stats_;
   }
   void reset_peak() {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<SpinLock> lk(mu_);
     stats_.peak_allocated = stats_.allocated;
   }
 
@@ -84,10 +104,72 @@ class CpuAllocator {
     if (b <= kSmall * 64) return small_[b / 64 - 1];
     return large_[b];
   }
-  std::mutex mu_;
+  SpinLock mu_;
   std::vector<void*> small_[kSmall];
   std::unordered_map<size_t, std::vector<void*>> large_;
   memory::Stats stats_;
+};
+
+// NOTE [object pool]: every eager op creates a TensorImpl and a StorageImpl (with their
+// shared_ptr control blocks); a per-thread free list of fixed-size blocks makes both a pointer
+// pop instead of a malloc/free pair. A block freed on another thread joins that thread's list;
+// each list is capped and freed when its thread exits.
+template <size_t Size>
+class BlockPool {
+ public:
+  static void* get() {
+    Local& l = local();
+    if (l.head) {
+      Node* n = l.head;
+      l.head = n->next;
+      --l.count;
+      return n;
+    }
+    return ::operator new(Size);
+  }
+  static void put(void* p) {
+    Local& l = local();
+    if (l.count >= kCap) return ::operator delete(p);
+    Node* n = static_cast<Node*>(p);
+    n->next = l.head;
+    l.head = n;
+    ++l.count;
+  }
+
+ private:
+  static constexpr size_t kCap = 4096;
+  struct Node { Node* next; };
+  struct Local {
+    Node* head = nullptr;
+    size_t count = 0;
+    ~Local() {
+      while (head) {
+        Node* n = head;
+        head = n->next;
+        ::operator delete(n);
+      }
+    }
+  };
+  static Local& local() {
+    static thread_local __attribute__((tls_model("initial-exec"))) Local l;
+    return l;
+  }
+};
+
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U> PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) {
+    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
+    return static_cast<T*>(BlockPool<(sizeof(T) + 15) / 16 * 16>::get());
+  }
+  void deallocate(T* p, size_t n) {
+    if (n != 1) return ::operator delete(p);
+    BlockPool<(sizeof(T) + 15) / 16 * 16>::put(p);
+  }
+  template <class U> bool operator==(const PoolAllocator<U>&) const { return true; }
 };
 
 CpuAllocator& cpu_allocator() {
@@ -101,8 +183,12 @@ Storage allocate_storage(size_t nbytes, Device device) {
   if (device.is_cuda()) return cuda_backend::allocate_storage(nbytes, device.index());
   size_t bucket;
   void* p = cpu_allocator().allocate(nbytes, &bucket);
-  return std::make_shared<StorageImpl>(p, nbytes, device,
-                                       [bucket](void* q) { cpu_allocator().release(q, bucket); });
+  return std::allocate_shared<StorageImpl>(
+      PoolAllocator<StorageImpl>(), p, nbytes, device, +[](void* q, size_t b) { cpu_allocator().release(q, b); }, bucket);
+}
+
+std::shared_ptr<TensorImpl> new_tensor_impl() {
+  return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
 }
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {

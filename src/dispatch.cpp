@@ -9,13 +9,13 @@
 
 namespace oneflow {
 
-thread_local TraceHook g_trace_hook = nullptr;
+OF_TLS TraceHook g_trace_hook = nullptr;
 GlobalDispatchHook g_global_dispatch_hook = nullptr;
 
 namespace {
 
-thread_local bool t_grad_enabled = true;
-thread_local int t_kernel_depth = 0;  // >0 while a kernel runs: nested ops are not traced
+OF_TLS bool t_grad_enabled = true;
+OF_TLS int t_kernel_depth = 0;  // >0 while a kernel runs: nested ops are not traced
 
 struct OpTable {
   std::deque<OpDef> ops;
@@ -141,7 +141,7 @@ void TensorImpl::refresh_contiguous() {
 
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = new_tensor_impl();
   impl->storage = allocate_storage(size_t(n) * itemsize(dtype), device);
   impl->sizes = sizes.dims();
   impl->strides = contiguous_strides(sizes);
@@ -153,7 +153,7 @@ Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device) {
 }
 
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = new_tensor_impl();
   const TensorImpl* b = base.impl();
   impl->storage = b->storage;
   impl->sizes = sizes.dims();

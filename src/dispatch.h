@@ -96,13 +96,17 @@ void ensure_op_table();
 // its shape must equal the inferred one and the result dtype must be castable to its dtype.
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr);
 inline Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr) {
-  return dispatch(op, std::move(inputs), std::move(attrs), out)[0];
+  TensorList r = dispatch(op, std::move(inputs), std::move(attrs), out);
+  return std::move(r[0]);
 }
 
 // Hooks for the tracer and the global layer (null when inactive).
 using TraceHook = void (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
                            const TensorList& outputs);
-extern thread_local TraceHook g_trace_hook;
+// Thread-locals of the library use the initial-exec model (no __tls_get_addr call per access;
+// the library is linked, not dlopen'ed late, and these few bytes fit the static TLS reserve).
+#define OF_TLS thread_local __attribute__((tls_model("initial-exec")))
+extern OF_TLS TraceHook g_trace_hook;
 using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs);
 extern GlobalDispatchHook g_global_dispatch_hook;
 

@@ -103,7 +103,7 @@ void Tensor::retain_grad() {
 
 Tensor Tensor::detach() const {
   auto* i = check_impl();
-  auto a = std::make_shared<TensorImpl>();
+  auto a = new_tensor_impl();
   a->storage = i->storage;
   a->offset = i->offset;
   a->sizes = i->sizes;

@@ -13,7 +13,7 @@
 namespace oneflow {
 namespace {
 
-thread_local bool t_in_parallel = false;
+thread_local __attribute__((tls_model("initial-exec"))) bool t_in_parallel = false;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

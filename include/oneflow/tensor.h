@@ -31,12 +31,18 @@ struct StorageImpl {
   size_t nbytes = 0;
   Device device;
   std::atomic<uint32_t> version{0};
-  std::function<void(void*)> release;
+  std::function<void(void*)> release;  // user deleters (from_blob) and device allocators
+  // Allocator fast path: release_fn(data, release_arg), no std::function call.
+  void (*release_fn)(void* data, size_t arg) = nullptr;
+  size_t release_arg = 0;
   StorageImpl(void* d, size_t n, Device dev, std::function<void(void*)> rel)
       : data(d), nbytes(n), device(dev), release(std::move(rel)) {}
+  StorageImpl(void* d, size_t n, Device dev, void (*fn)(void*, size_t), size_t arg)
+      : data(d), nbytes(n), device(dev), release_fn(fn), release_arg(arg) {}
   StorageImpl(const StorageImpl&) = delete;
   ~StorageImpl() {
-    if (release) release(data);
+    if (release_fn) release_fn(data, release_arg);
+    else if (release) release(data);
   }
 };
 using Storage = std::shared_ptr<StorageImpl>;

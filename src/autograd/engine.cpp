@@ -1,5 +1,6 @@
 // The autograd tape and engine: recording nodes at dispatch time, and running VJPs backward.
 #include <algorithm>
+#include "allocator.h"
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -17,7 +18,7 @@ namespace {
 std::atomic<uint64_t> g_sequence{0};
 
 std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src) {
-  auto a = std::make_shared<TensorImpl>();
+  auto a = new_tensor_impl();
   a->storage = src.storage;
   a->offset = src.offset;
   a->sizes = src.sizes;

@@ -232,6 +232,11 @@ Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
   (void)op_table_ready;
   const BinaryRow& r = kRows[id];
   OF_CHECK(a.defined() && b.defined(), "[{}] got an undefined tensor", r.name);
+  const TensorImpl *ai = a.impl(), *bi = b.impl();
+  if (ai->dtype == bi->dtype && ai->device == bi->device && !ai->is_wrapped_number &&
+      !bi->is_wrapped_number && compute_dtype(r, ai->dtype) == ai->dtype &&
+      !(id == kSub && ai->dtype == kBool))
+    return dispatch1(*g_ops[id], {a, b});  // the common case: nothing to convert or move
   ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
   if (id == kSub && common == kBool)
     fail("[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "

@@ -376,7 +376,7 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptio
     extent += (sizes[d] - 1) * strides[d];
   }
   checked_numel(sizes, "from_blob");
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = new_tensor_impl();
   impl->storage = std::make_shared<StorageImpl>(data, size_t(extent) * itemsize(o.dtype()),
                                                 o.device(), nullptr);
   impl->sizes = sizes.dims();

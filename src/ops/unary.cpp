@@ -8,7 +8,8 @@ namespace oneflow {
 
 void elementwise_meta(const TensorList& in, const Attrs&, MetaList& out) {
   DimVector shape = in[0].sizes().dims();
-  for (size_t i = 1; i < in.size(); ++i) shape = broadcast_shapes(shape, in[i].sizes());
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!(in[i].sizes() == IntArrayRef(shape))) shape = broadcast_shapes(shape, in[i].sizes());
   out.push_back({std::move(shape), {}, 0, in.back().dtype(), in[0].device()});
 }
 void elementwise_bool_meta(const TensorList& in, const Attrs& a, MetaList& out) {
