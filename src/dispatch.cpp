@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -236,6 +237,42 @@ namespace {
        devs);
 }
 
+// NOTE [Output layout]: an elementwise op whose first full-shape input is dense but permuted
+// (a transpose of a contiguous tensor) writes its result in that same layout, as libtorch does,
+// so that x.t() + y.t() or gelu(x.t()) stream through memory instead of transposing.
+// Returns the strides to allocate with, or empty for row-major.
+DimVector elementwise_layout(const TensorList& inputs, const TensorMeta& m) {
+  const size_t nd = m.sizes.size();
+  if (nd < 2) return {};
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || !(t.sizes() == IntArrayRef(m.sizes))) continue;
+    const TensorImpl* i = t.impl();
+    if (i->is_contiguous) return {};
+    // dims by decreasing stride (stable); dense means the strides are the row-major strides
+    // of the sizes taken in that order
+    DimVector perm(nd, 0);
+    for (size_t d = 0; d < nd; ++d) perm[d] = int64_t(d);
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return i->strides[a] > i->strides[b]; });
+    DimVector st(nd, 0);
+    int64_t expect = 1;
+    for (size_t k = nd; k-- > 0;) {
+      const int64_t d = perm[k];
+      if (i->sizes[d] != 1 && i->strides[d] != expect) return {};
+      st[d] = expect;
+      expect *= std::max<int64_t>(i->sizes[d], 1);
+    }
+    return st;
+  }
+  return {};
+}
+
+// `copy` backs contiguous(), clone() and to(dtype): its result is always row-major.
+const OpDef* row_major_copy() {
+  static const OpDef* c = &find_op("copy");
+  return c;
+}
+
 void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
   if (!(out.sizes() == IntArrayRef(m.sizes)))
     fail("[{}] output with shape {} doesn't match the result shape {}", op.name,
@@ -317,6 +354,17 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
       } else {
         staged = make_empty(m.sizes, m.dtype, m.device);
         outputs.push_back(staged);
+      }
+    } else if (op.has(kElementwise) && m.device.is_cpu() && !m.sizes.empty() &&
+               &op != row_major_copy()) {
+      DimVector st = elementwise_layout(inputs, m);
+      if (st.empty()) {
+        outputs.push_back(make_empty(m.sizes, m.dtype, m.device));
+      } else {
+        Tensor o = make_empty(m.sizes, m.dtype, m.device);
+        o.impl()->strides = std::move(st);
+        o.impl()->refresh_contiguous();
+        outputs.push_back(std::move(o));
       }
     } else {
       outputs.push_back(make_empty(m.sizes, m.dtype, m.device));

@@ -5,6 +5,7 @@
 // "all contiguous" and "one operand is a scalar", which the compiler vectorises.
 #pragma once
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -41,8 +42,56 @@ struct ElementwiseIter {
     fill(0, out);
     int k = 1;
     for (const Tensor* t : inputs) fill(k++, *t);
+    reorder();
     coalesce();
   }
+
+  // Orders dims outermost -> innermost by decreasing stride, the output deciding first, then
+  // the inputs in turn (a transposed output with transposed inputs becomes one linear run).
+  void reorder() {
+    const int64_t nd = int64_t(shape.size());
+    if (nd < 2) return;
+    auto inner_first = [&](int64_t outer, int64_t inner) {  // should `outer` move inwards?
+      for (int k = 0; k < ntensors; ++k) {
+        const int64_t so = strides[k][outer], si = strides[k][inner];
+        if (so == 0 || si == 0 || so == si) continue;
+        return so < si;
+      }
+      return false;
+    };
+    DimVector perm(nd, 0);
+    for (int64_t d = 0; d < nd; ++d) perm[d] = d;
+    bool moved = false;
+    for (int64_t i = 1; i < nd; ++i)
+      for (int64_t j = i; j > 0 && inner_first(perm[j - 1], perm[j]); --j) {
+        std::swap(perm[j - 1], perm[j]);
+        moved = true;
+      }
+    if (!moved) return;
+    DimVector ns(nd, 0);
+    for (int64_t d = 0; d < nd; ++d) ns[d] = shape[perm[d]];
+    shape = std::move(ns);
+    for (int k = 0; k < ntensors; ++k) {
+      DimVector st(nd, 0);
+      for (int64_t d = 0; d < nd; ++d) st[d] = strides[k][perm[d]];
+      strides[k] = std::move(st);
+    }
+  }
+
+  // True when some operand runs across the innermost dim with a large stride but along the
+  // next dim with a small one (out = a.t() + b): a row-by-row walk would touch a new cache
+  // line per element of that operand, so the last two dims are walked in square tiles.
+  bool wants_tiles() const {
+    const int64_t nd = int64_t(shape.size());
+    if (nd < 2 || shape[nd - 1] < 2 * kTile || shape[nd - 2] < 2 * kTile) return false;
+    for (int k = 0; k < ntensors; ++k) {
+      const int64_t si = std::abs(strides[k][nd - 1]), so = std::abs(strides[k][nd - 2]);
+      if (si > 64 && so != 0 && so < si) return true;
+    }
+    return false;
+  }
+
+  static constexpr int64_t kTile = 64;
 
   void coalesce() {
     // Drop size-1 dims, then merge neighbours that are linear for every operand.
@@ -108,8 +157,43 @@ struct ElementwiseIter {
     }
   }
 
+  // Tiles of kTile x kTile over the last two dims, [begin, end) in tile units.
+  template <class Inner> void run_tiles(int64_t begin, int64_t end, Inner& inner) const {
+    const int64_t nd = int64_t(shape.size());
+    const int64_t R = shape[nd - 2], C = shape[nd - 1];
+    const int64_t tr = (R + kTile - 1) / kTile, tc = (C + kTile - 1) / kTile;
+    std::array<char*, kMaxOperands> ptr;
+    std::array<int64_t, kMaxOperands> inner_st;
+    for (int k = 0; k < ntensors; ++k) inner_st[k] = strides[k][nd - 1];
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t outer = t / (tr * tc), rem = t % (tr * tc);
+      const int64_t r0 = rem / tc * kTile, c0 = rem % tc * kTile;
+      std::array<char*, kMaxOperands> base_t = base;
+      for (int64_t d = nd - 3; d >= 0; --d) {
+        const int64_t i = outer % shape[d];
+        outer /= shape[d];
+        for (int k = 0; k < ntensors; ++k) base_t[k] += i * strides[k][d];
+      }
+      const int64_t r1 = std::min(R, r0 + kTile), n = std::min(kTile, C - c0);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int k = 0; k < ntensors; ++k)
+          ptr[k] = base_t[k] + r * strides[k][nd - 2] + c0 * inner_st[k];
+        inner(ptr.data(), inner_st.data(), n);
+      }
+    }
+  }
+
   template <class Inner> void for_each(Inner inner, int64_t grain = kParallelGrain) const {
     if (numel == 0) return;
+    if (wants_tiles()) {
+      const int64_t nd = int64_t(shape.size());
+      const int64_t ntiles = numel / (shape[nd - 1] * shape[nd - 2]) *
+                             ((shape[nd - 2] + kTile - 1) / kTile) *
+                             ((shape[nd - 1] + kTile - 1) / kTile);
+      parallel_for(0, ntiles, std::max<int64_t>(1, grain / (kTile * kTile)),
+                   [&](int64_t b, int64_t e) { run_tiles(b, e, inner); });
+      return;
+    }
     parallel_for(0, numel, grain, [&](int64_t b, int64_t e) { run_range(b, e, inner); });
   }
 };

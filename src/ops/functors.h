@@ -9,11 +9,19 @@
 
 #include "oneflow/dtype.h"
 
+// Host: always inline, so that loops over these functors vectorize (a call per element
+// otherwise; the library is built with -fPIC and GCC's size heuristics keep fast_erf out).
+#if defined(__CUDACC__)
+#define OF_FI __forceinline__
+#else
+#define OF_FI __attribute__((always_inline))
+#endif
+
 namespace oneflow::fn {
 
-OF_HD inline float bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+OF_HD OF_FI inline float bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
-OF_HD inline float fast_exp(float x) {
+OF_HD OF_FI inline float fast_exp(float x) {
   // exp(x) = 2^n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]
   const float hi = 88.3762626647949f, lo = -87.3365447504f;
   float xc = x > hi ? hi : (x < lo ? lo : x);
@@ -35,7 +43,7 @@ OF_HD inline float fast_exp(float x) {
 }
 
 // erf for float, max abs error ~2e-7 (rational approximation of erfc*exp, A&S 7.1.26 refined).
-OF_HD inline float fast_erf(float x) {
+OF_HD OF_FI inline float fast_erf(float x) {
   float ax = std::fabs(x);
   // small |x|: Taylor-like odd polynomial keeps relative accuracy
   float x2 = x * x;
@@ -51,16 +59,16 @@ OF_HD inline float fast_erf(float x) {
   return ax < 0.5f ? small : big;
 }
 
-template <class T> OF_HD inline T exp_(T x) {
+template <class T> OF_HD OF_FI inline T exp_(T x) {
   if constexpr (std::is_same_v<T, float>) return fast_exp(x);
   else return std::exp(x);
 }
-template <class T> OF_HD inline T erf_(T x) {
+template <class T> OF_HD OF_FI inline T erf_(T x) {
   if constexpr (std::is_same_v<T, float>) return fast_erf(x);
   else return std::erf(x);
 }
-template <class T> OF_HD inline T sigmoid_(T x) { return T(1) / (T(1) + exp_(-x)); }
-template <class T> OF_HD inline T tanh_(T x) {
+template <class T> OF_HD OF_FI inline T sigmoid_(T x) { return T(1) / (T(1) + exp_(-x)); }
+template <class T> OF_HD OF_FI inline T tanh_(T x) {
   if constexpr (std::is_same_v<T, float>) {
     // tanh = sign * (1 - 2 / (exp(2|x|) + 1)); small |x| uses the odd series (no cancellation)
     float ax = std::fabs(x);
@@ -78,9 +86,9 @@ template <class T> OF_HD inline T tanh_(T x) {
 }
 
 #define OF_FN1(Name, expr) \
-  struct Name { template <class T> OF_HD T operator()(T x) const { return expr; } };
+  struct Name { template <class T> OF_HD OF_FI T operator()(T x) const { return expr; } };
 #define OF_FN2(Name, expr) \
-  struct Name { template <class T> OF_HD T operator()(T a, T b) const { return expr; } };
+  struct Name { template <class T> OF_HD OF_FI T operator()(T a, T b) const { return expr; } };
 
 // ---- unary
 OF_FN1(Neg, T(-x))
@@ -125,13 +133,13 @@ OF_FN2(Sub, a - b)
 OF_FN2(Mul, a * b)
 OF_FN2(Div, a / b)
 struct DivTrunc {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return T(a / b);
     else return std::trunc(a / b);
   }
 };
 struct DivFloor {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       T q = T(a / b);
       return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
@@ -141,25 +149,25 @@ struct DivFloor {
   }
 };
 struct Maximum {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
     return a > b ? a : b;
   }
 };
 struct Minimum {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
     return a < b ? a : b;
   }
 };
 struct Fmod {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return T(a % b);
     else return std::fmod(a, b);
   }
 };
 struct Remainder {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       T r = T(a % b);
       return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
@@ -171,7 +179,7 @@ struct Remainder {
 };
 OF_FN2(Atan2, std::atan2(a, b))
 struct Pow {
-  template <class T> OF_HD T operator()(T a, T b) const {
+  template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
       T r = 1;
