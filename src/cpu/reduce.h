@@ -78,17 +78,18 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
     if (rn == 1 && rst[0] == 1) {
       const T* q = p + rb;
       const int64_t n = re - rb;
-      // four independent accumulators let the compiler vectorize
-      Acc a0 = Op::init(), a1 = Op::init(), a2 = Op::init(), a3 = Op::init();
+      // kW independent accumulators (element i goes to a[i % kW]): the j loop becomes a few
+      // vector operations without reassociating any one accumulator's sum.
+      constexpr int64_t kW = 16;
+      Acc a[kW];
+      for (int64_t j = 0; j < kW; ++j) a[j] = Op::init();
       int64_t i = 0;
-      for (; i + 4 <= n; i += 4) {
-        a0 = Op::step(a0, C(q[i]));
-        a1 = Op::step(a1, C(q[i + 1]));
-        a2 = Op::step(a2, C(q[i + 2]));
-        a3 = Op::step(a3, C(q[i + 3]));
-      }
-      for (; i < n; ++i) a0 = Op::step(a0, C(q[i]));
-      return Op::merge(Op::merge(a0, a1), Op::merge(a2, a3));
+      for (; i + kW <= n; i += kW)
+        for (int64_t j = 0; j < kW; ++j) a[j] = Op::step(a[j], C(q[i + j]));
+      for (; i < n; ++i) a[0] = Op::step(a[0], C(q[i]));
+      for (int64_t w = kW / 2; w >= 1; w /= 2)
+        for (int64_t j = 0; j < w; ++j) a[j] = Op::merge(a[j], a[j + w]);
+      return a[0];
     }
     DimVector idx(rn, 0);
     int64_t rem = rb;
