@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -22,6 +23,7 @@ struct ElementwiseIter {
   DimVector shape;  // coalesced iteration shape (outermost first)
   std::array<DimVector, kMaxOperands> strides;  // in bytes, per operand
   std::array<char*, kMaxOperands> base{};
+  std::array<int64_t, kMaxOperands> elem{};  // element size in bytes, per operand
   int64_t numel = 1;
 
   // out first, then inputs (each broadcastable to out's shape).
@@ -33,6 +35,7 @@ struct ElementwiseIter {
     auto fill = [&](int k, const Tensor& t) {
       base[k] = static_cast<char*>(t.data_ptr());
       const int64_t es = int64_t(t.element_size());
+      elem[k] = es;
       DimVector st(nd, 0);
       const int64_t off = nd - t.dim();
       for (int64_t d = 0; d < t.dim(); ++d)
@@ -157,14 +160,24 @@ struct ElementwiseIter {
     }
   }
 
-  // Tiles of kTile x kTile over the last two dims, [begin, end) in tile units.
+  // Tiles of kTile x kTile over the last two dims, [begin, end) in tile units. An input that
+  // runs across the tile with a large stride is first gathered into a row-major tile buffer,
+  // reading it along its own short stride (a 4096-float transpose would otherwise hit one cache
+  // set per column), so every row the inner loop sees is contiguous.
   template <class Inner> void run_tiles(int64_t begin, int64_t end, Inner& inner) const {
     const int64_t nd = int64_t(shape.size());
     const int64_t R = shape[nd - 2], C = shape[nd - 1];
     const int64_t tr = (R + kTile - 1) / kTile, tc = (C + kTile - 1) / kTile;
+    std::array<bool, kMaxOperands> gather{};
+    std::array<std::unique_ptr<char[]>, kMaxOperands> buf;
     std::array<char*, kMaxOperands> ptr;
     std::array<int64_t, kMaxOperands> inner_st;
-    for (int k = 0; k < ntensors; ++k) inner_st[k] = strides[k][nd - 1];
+    for (int k = 0; k < ntensors; ++k) {
+      const int64_t si = strides[k][nd - 1];
+      gather[k] = k > 0 && si != 0 && si != elem[k];
+      if (gather[k]) buf[k].reset(new char[size_t(kTile * kTile * elem[k])]);
+      inner_st[k] = gather[k] ? elem[k] : si;
+    }
     for (int64_t t = begin; t < end; ++t) {
       int64_t outer = t / (tr * tc), rem = t % (tr * tc);
       const int64_t r0 = rem / tc * kTile, c0 = rem % tc * kTile;
@@ -175,9 +188,29 @@ struct ElementwiseIter {
         for (int k = 0; k < ntensors; ++k) base_t[k] += i * strides[k][d];
       }
       const int64_t r1 = std::min(R, r0 + kTile), n = std::min(kTile, C - c0);
+      for (int k = 1; k < ntensors; ++k) {
+        if (!gather[k]) continue;
+        const int64_t es = elem[k], sr = strides[k][nd - 2], sc = strides[k][nd - 1];
+        const char* src = base_t[k] + r0 * sr + c0 * sc;
+        char* dst = buf[k].get();
+        auto copy_tile = [&](auto zero) {
+          using E = decltype(zero);
+          E* d = reinterpret_cast<E*>(dst);
+          for (int64_t c = 0; c < n; ++c)
+            for (int64_t r = 0; r < r1 - r0; ++r)
+              std::memcpy(d + r * kTile + c, src + r * sr + c * sc, sizeof(E));
+        };
+        switch (es) {
+          case 1: copy_tile(uint8_t()); break;
+          case 2: copy_tile(uint16_t()); break;
+          case 4: copy_tile(uint32_t()); break;
+          default: copy_tile(uint64_t()); break;
+        }
+      }
       for (int64_t r = r0; r < r1; ++r) {
         for (int k = 0; k < ntensors; ++k)
-          ptr[k] = base_t[k] + r * strides[k][nd - 2] + c0 * inner_st[k];
+          ptr[k] = gather[k] ? buf[k].get() + (r - r0) * kTile * elem[k]
+                             : base_t[k] + r * strides[k][nd - 2] + c0 * inner_st[k];
         inner(ptr.data(), inner_st.data(), n);
       }
     }

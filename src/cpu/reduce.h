@@ -81,6 +81,23 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
       // kW independent accumulators (element i goes to a[i % kW]): the j loop becomes a few
       // vector operations without reassociating any one accumulator's sum.
       constexpr int64_t kW = 16;
+      if constexpr (requires { Op::kPlainSum; } && std::is_same_v<C, float>) {
+        // float sums: float lanes over blocks of 256 elements per lane (vector adds, no
+        // conversions), each block then added into double lanes
+        constexpr int64_t kB = 256 * kW;
+        double a[kW] = {};
+        int64_t i = 0;
+        for (; i + kB <= n; i += kB) {
+          float f[kW] = {};
+          for (int64_t k = 0; k < kB; k += kW)
+            for (int64_t j = 0; j < kW; ++j) f[j] += C(q[i + k + j]);
+          for (int64_t j = 0; j < kW; ++j) a[j] += double(f[j]);
+        }
+        for (; i < n; ++i) a[0] += double(C(q[i]));
+        for (int64_t w = kW / 2; w >= 1; w /= 2)
+          for (int64_t j = 0; j < w; ++j) a[j] += a[j + w];
+        return Acc(a[0]);
+      }
       Acc a[kW];
       for (int64_t j = 0; j < kW; ++j) a[j] = Op::init();
       int64_t i = 0;

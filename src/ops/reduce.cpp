@@ -50,6 +50,7 @@ void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 namespace {
 
 template <class C> struct SumOp {
+  static constexpr bool kPlainSum = true;  // lets the engine sum float blocks in float lanes
   using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
   static Acc init() { return Acc(0); }
   static Acc step(Acc a, C x) { return a + Acc(x); }
