@@ -87,12 +87,14 @@ int main() {
       {"T: A.t() + B.t()", b2r1w, 0.4, [&] { sink = A.t() + B.t(); }, {}},
       {"T: add_out(OUT.t(), A.t(), B.t())", b2r1w, 0.4,
        [&] { of::Tensor o = OUT.t(); of::add_out(o, A.t(), B.t()); }, {}},
-      {"T: add_out(OUT, A.t(), B) [mixed]", b2r1w, 0.4,
+      // The next two transpose data (input and output layouts disagree): the issue sets no
+      // target for them; they are shown for the comparison with libtorch.
+      {"T: add_out(OUT, A.t(), B) [mixed]", b2r1w, 0,
        [&] { of::add_out(OUT, A.t(), B); }, {}},
       {"T: A.t() * B.t()", b2r1w, 0.4, [&] { sink = A.t() * B.t(); }, {}},
       {"T: gelu(A.t())", b1r1w, 0.4, [&] { sink = of::gelu(A.t()); }, {}},
       {"T: sum(A.t())", b1r, 0.4, [&] { sink = of::sum(A.t()); }, {}},
-      {"T: A.t().contiguous()", b1r1w, 0.4, [&] { sink = A.t().contiguous(); }, {}},
+      {"T: A.t().contiguous()", b1r1w, 0, [&] { sink = A.t().contiguous(); }, {}},
   };
 
 #ifdef OF_BENCH_WITH_LIBTORCH
@@ -138,8 +140,8 @@ int main() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     table.row({c.name, fmt::format("{:.2f} GB/s", g), fmt::format("{:.2f} GB/s", ceiling),
-               ob::ratio_str(r), fmt::format(">= {:.1f}x", c.target),
-               ob::verdict(r >= c.target), fmt::format("{:.2f}", t * 1e3), tcell, tratio});
+               ob::ratio_str(r), c.target > 0 ? fmt::format(">= {:.1f}x", c.target) : "-",
+               c.target > 0 ? ob::verdict(r >= c.target) : "(transposes)", fmt::format("{:.2f}", t * 1e3), tcell, tratio});
   }
   table.print();
 
