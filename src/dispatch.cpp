@@ -11,6 +11,11 @@
 namespace oneflow {
 
 OF_TLS TraceHook g_trace_hook = nullptr;
+
+// Registered here rather than declared in dispatch.h: the nn op families are newer.
+void register_conv_ops();
+void register_nn_ops();
+
 GlobalDispatchHook g_global_dispatch_hook = nullptr;
 
 namespace {
@@ -35,6 +40,8 @@ struct OpTable {
     register_shape_ops();
     register_index_ops();
     register_random_ops();
+    register_conv_ops();
+    register_nn_ops();
   }
   static OpTable*& current() {
     static OpTable* c = nullptr;

@@ -4,6 +4,8 @@
 #include "oneflow/dtype.h"
 #include "oneflow/error.h"
 #include "oneflow/ops.h"
+#include "oneflow/ops_conv.h"
+#include "oneflow/ops_nn.h"
 #include "oneflow/runtime.h"
 #include "oneflow/scalar.h"
 #include "oneflow/tensor.h"

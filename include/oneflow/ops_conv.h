@@ -1,0 +1,71 @@
+// ops_conv.h: convolution, pooling and resampling ops (libtorch's names and argument orders).
+// IntArrayRef arguments take one value for every spatial dim (stride = 2) or one per dim
+// ({2, 1}). Inputs are NCHW (NCL for 1-D) or unbatched CHW (CL); float32/float64, and
+// float16/bfloat16 computed in float32.
+#pragma once
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "oneflow/ops.h"
+
+namespace oneflow {
+
+// 2-D convolution: weight [out_ch, in_ch / groups, kh, kw], optional bias [out_ch].
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef dilation = 1,
+              int64_t groups = 1);
+// conv2d with padding "valid" (none) or "same" (stride 1 only; odd totals pad more at the end).
+Tensor conv2d_padding(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      IntArrayRef stride, std::string_view padding, IntArrayRef dilation = 1,
+                      int64_t groups = 1);
+// conv2d(input, weight, bias, stride, "same" | "valid", dilation, groups), as in libtorch.
+template <class S, std::enable_if_t<std::is_convertible_v<const S&, std::string_view>, int> = 0>
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+              const S& padding, IntArrayRef dilation = 1, int64_t groups = 1) {
+  return conv2d_padding(input, weight, bias, stride, std::string_view(padding), dilation, groups);
+}
+
+// 1-D convolution: input [N, C, L] or [C, L], weight [out_ch, in_ch / groups, k].
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef dilation = 1,
+              int64_t groups = 1);
+// conv1d with padding "valid" or "same" (stride 1 only).
+Tensor conv1d_padding(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      IntArrayRef stride, std::string_view padding, IntArrayRef dilation = 1,
+                      int64_t groups = 1);
+// conv1d(input, weight, bias, stride, "same" | "valid", dilation, groups), as in libtorch.
+template <class S, std::enable_if_t<std::is_convertible_v<const S&, std::string_view>, int> = 0>
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+              const S& padding, IntArrayRef dilation = 1, int64_t groups = 1) {
+  return conv1d_padding(input, weight, bias, stride, std::string_view(padding), dilation, groups);
+}
+
+// Transposed 2-D convolution: weight [in_ch, out_ch / groups, kh, kw] (libtorch's order).
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        IntArrayRef stride = 1, IntArrayRef padding = 0,
+                        IntArrayRef output_padding = 0, int64_t groups = 1,
+                        IntArrayRef dilation = 1);
+
+// 2-D max pooling; stride defaults (empty) to kernel_size.
+Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                  IntArrayRef padding = 0, IntArrayRef dilation = 1, bool ceil_mode = false);
+// max_pool2d plus int64 indices of each maximum in the flattened H*W input plane.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                                   IntArrayRef stride = {},
+                                                   IntArrayRef padding = 0,
+                                                   IntArrayRef dilation = 1,
+                                                   bool ceil_mode = false);
+// 2-D average pooling; stride defaults (empty) to kernel_size.
+Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                  IntArrayRef padding = 0, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+// Averages over windows [floor(i*in/out), ceil((i+1)*in/out)) to reach output_size.
+Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size);
+// Nearest-neighbour resize to output_size (PyTorch's legacy "nearest": src = floor(dst*in/out)).
+Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size);
+// Bilinear resize to output_size (PyTorch's source-index formula for either align_corners).
+Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool align_corners);
+
+}  // namespace oneflow

@@ -1,0 +1,1094 @@
+// Normalization, dropout, linear, losses and attention ops.
+// NOTE [nn kernels]: the fused ops (batch_norm, layer_norm, group_norm, rms_norm, dropout,
+// cross_entropy) and their backward ops run on contiguous copies of their inputs. Statistics
+// accumulate in double (two passes over data that is in cache: mean, then squared deviations),
+// work is split over rows/channels only and reductions across rows are merged in a fixed order,
+// so results do not depend on the thread count. The backward ops are not differentiable
+// themselves (no double backward through these fused ops). linear and the elementwise losses
+// are compositions of public ops.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/node.h"
+#include "dispatch.h"
+#include "generator.h"
+#include "oneflow/ops_nn.h"
+#include "ops/functors.h"
+#include "thread_pool.h"
+
+namespace oneflow {
+namespace {
+
+const OpDef* g_batch_norm;
+const OpDef* g_batch_norm_bwd;
+const OpDef* g_layer_norm;
+const OpDef* g_layer_norm_bwd;
+const OpDef* g_group_norm;
+const OpDef* g_group_norm_bwd;
+const OpDef* g_rms_norm;
+const OpDef* g_rms_norm_bwd;
+const OpDef* g_dropout;
+const OpDef* g_cross_entropy;
+const OpDef* g_cross_entropy_bwd;
+
+// The op table is built lazily: build it before dereferencing a registration-time pointer.
+const OpDef& use(const OpDef* const& g) {
+  if (!g) ensure_op_table();
+  return *g;
+}
+
+constexpr int kL = 8;  // lane accumulators
+
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_item));
+}
+
+// ---------------------------------------------------------------- validation
+
+template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f) {
+  switch (t) {
+    case kFloat32: return f(float{});
+    case kFloat64: return f(double{});
+    default: break;
+  }
+  fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
+}
+
+void check_float_input(const Tensor& x, const char* op, const char* what) {
+  if (!x.defined()) fail("[{}] {} is undefined", op, what);
+  if (x.dtype() != kFloat32 && x.dtype() != kFloat64)
+    fail("[{}] expected {} to be a float32 or float64 tensor, got {} (shape {})", op, what,
+         dtype_name(x.dtype()), shape_str(x.sizes()));
+}
+// An optional parameter: undefined, or of x's dtype and exactly `shape`.
+void check_param(const Tensor& p, const Tensor& x, IntArrayRef shape, const char* op,
+                 const char* what) {
+  if (!p.defined()) return;
+  if (p.dtype() != x.dtype())
+    fail("[{}] expected {} to have the input's dtype {}, got {}", op, what, dtype_name(x.dtype()),
+         dtype_name(p.dtype()));
+  if (!(p.sizes() == shape))
+    fail("[{}] expected {} of shape {}, got {} (input shape {})", op, what, shape_str(shape),
+         shape_str(p.sizes()), shape_str(x.sizes()));
+  if (p.device() != x.device())
+    fail("[{}] expected {} on {}, got {}", op, what, x.device().str(), p.device().str());
+}
+void check_reduction(int64_t r, const char* op) {
+  if (r < Reduction::None || r > Reduction::Sum)
+    fail("[{}] invalid reduction {} (expected Reduction::None (0), Mean (1) or Sum (2))", op, r);
+}
+int64_t prod_range(IntArrayRef s, size_t b, size_t e) {
+  int64_t p = 1;
+  for (size_t i = b; i < e && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+template <class T> const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T> T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
+Tensor contig_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
+// ---------------------------------------------------------------- row statistics
+
+template <class T> double sum_d(const T* p, int64_t n) {
+  double s[kL] = {};
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) s[l] += double(p[k + l]);
+  for (; k < n; ++k) s[0] += double(p[k]);
+  double r = 0;
+  for (int l = 0; l < kL; ++l) r += s[l];
+  return r;
+}
+template <class T> double sqdev_d(const T* p, int64_t n, double mean) {
+  double s[kL] = {};
+  int64_t k = 0;
+  for (; k + kL <= n; k += kL)
+    for (int l = 0; l < kL; ++l) {
+      double d = double(p[k + l]) - mean;
+      s[l] += d * d;
+    }
+  for (; k < n; ++k) {
+    double d = double(p[k]) - mean;
+    s[0] += d * d;
+  }
+  double r = 0;
+  for (int l = 0; l < kL; ++l) r += s[l];
+  return r;
+}
+
+// ================================================================ row norms (layer/group/rms)
+// NOTE [Row norm geometry]: the input is M rows of N = cg * hw elements; row r is normalized
+// with its own mean/rstd, and element (j, i) of row r (j < cg channels, i < hw) uses affine
+// channel (r % G) * cg + j. layer_norm/rms_norm: G = 1, cg = N, hw = 1; group_norm: rows are
+// (sample, group), cg = C / G channels of hw elements each.
+
+enum NormMode { kLayer = 0, kGroup = 1, kRms = 2 };
+const char* norm_name(int mode) {
+  return mode == kLayer ? "layer_norm" : mode == kGroup ? "group_norm" : "rms_norm";
+}
+
+struct Geom {
+  int64_t M = 0, N = 1, G = 1, cg = 1, hw = 1;
+  DimVector param_shape;  // shape of weight/bias
+};
+// attrs: (axis or groups, eps)
+Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
+  Geom g;
+  if (mode == kGroup) {
+    g.G = a.i(0);
+    const int64_t C = s[1];
+    g.cg = C / g.G;
+    g.hw = prod_range(s, 2, s.size());
+    g.M = s[0] * g.G;
+    g.N = g.cg * g.hw;
+    g.param_shape = {C};
+  } else {
+    const size_t axis = size_t(a.i(0));
+    g.M = prod_range(s, 0, axis);
+    g.N = prod_range(s, axis, s.size());
+    g.cg = g.N;
+    g.param_shape = DimVector(s.begin() + int64_t(axis), s.end());
+  }
+  return g;
+}
+
+// inputs: x, weight, bias (rms: x, weight); outputs: y, mean, rstd (rms: y, rstd).
+template <int Mode> void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = norm_name(Mode);
+  const Tensor& x = in[0];
+  check_float_input(x, op, "input");
+  Geom g = norm_geom(Mode, x.sizes(), a);
+  check_param(in[1], x, g.param_shape, op, "weight");
+  if (Mode != kRms) check_param(in[2], x, g.param_shape, op, "bias");
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  if (Mode != kRms) out.push_back({{g.M}, {}, 0, x.dtype(), x.device()});
+  out.push_back({{g.M}, {}, 0, x.dtype(), x.device()});
+}
+
+template <int Mode> void norm_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[1]);
+  const Tensor b = Mode == kRms ? Tensor() : contig_or_empty(k.inputs[2]);
+  const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
+  const double eps = k.attrs.f(1);
+  dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
+    using T = decltype(z);
+    const T* px = cptr<T>(x);
+    const T* pw = cptr<T>(w);
+    const T* pb = cptr<T>(b);
+    T* py = mptr<T>(k.outputs[0]);
+    T* pmean = Mode == kRms ? nullptr : mptr<T>(k.outputs[1]);
+    T* prstd = mptr<T>(k.outputs[Mode == kRms ? 1 : 2]);
+    const int64_t N = g.N;
+    parallel_for(0, g.M, grain_for(2 * N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* __restrict p = px + r * N;
+        T* __restrict q = py + r * N;
+        const double mu = Mode == kRms || N == 0 ? 0.0 : sum_d(p, N) / double(N);
+        const double var = N == 0 ? 0.0 : sqdev_d(p, N, mu) / double(N);
+        const double rs = 1.0 / std::sqrt(var + eps);
+        if (Mode != kRms) pmean[r] = T(mu);
+        prstd[r] = T(rs);
+        const T m = T(mu), s = T(rs);
+        const int64_t c0 = (r % g.G) * g.cg;
+        if (g.hw == 1) {
+          const T* __restrict wr = pw ? pw + c0 : nullptr;
+          const T* __restrict br = pb ? pb + c0 : nullptr;
+          if (wr && br) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i] + br[i];
+          else if (wr) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i];
+          else if (br) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s + br[i];
+          else for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s;
+        } else {
+          for (int64_t j = 0; j < g.cg; ++j) {
+            const T a = s * (pw ? pw[c0 + j] : T(1));
+            const T c = (pb ? pb[c0 + j] : T(0)) - m * a;
+            const T* __restrict pj = p + j * g.hw;
+            T* __restrict qj = q + j * g.hw;
+            for (int64_t i = 0; i < g.hw; ++i) qj[i] = pj[i] * a + c;
+          }
+        }
+      }
+    });
+  });
+}
+
+// Backward inputs: dy, x, weight, mean, rstd (rms: no mean, passed undefined);
+// outputs: gx, gweight, gbias (param-shaped; zero-filled when that parameter is absent).
+template <int Mode> void norm_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& x = in[1];
+  Geom g = norm_geom(Mode, x.sizes(), a);
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  out.push_back({g.param_shape, {}, 0, x.dtype(), x.device()});
+  out.push_back({g.param_shape, {}, 0, x.dtype(), x.device()});
+}
+
+template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
+  const Tensor dy = k.inputs[0].contiguous();
+  const Tensor x = k.inputs[1].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[2]);
+  const Tensor mean = contig_or_empty(k.inputs[3]);
+  const Tensor rstd = k.inputs[4].contiguous();
+  const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
+  dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
+    using T = decltype(z);
+    const T* pdy = cptr<T>(dy);
+    const T* px = cptr<T>(x);
+    const T* pw = cptr<T>(w);
+    const T* pm = cptr<T>(mean);
+    const T* ps = cptr<T>(rstd);
+    T* pgx = mptr<T>(k.outputs[0]);
+    T* pgw = mptr<T>(k.outputs[1]);
+    T* pgb = mptr<T>(k.outputs[2]);
+    const int64_t N = g.N, hw = g.hw, cg = g.cg;
+    // gx, row by row: rstd * (dy*w - mean(dy*w) - xhat * mean(dy*w*xhat))
+    parallel_for(0, g.M, grain_for(3 * N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* __restrict d = pdy + r * N;
+        const T* __restrict p = px + r * N;
+        T* __restrict q = pgx + r * N;
+        const double m = pm ? double(pm[r]) : 0.0, s = double(ps[r]);
+        const int64_t c0 = (r % g.G) * cg;
+        double s1 = 0, s2 = 0;
+        for (int64_t j = 0; j < cg; ++j) {
+          const double wj = pw ? double(pw[c0 + j]) : 1.0;
+          double a1 = 0, a2 = 0;
+          for (int64_t i = 0; i < hw; ++i) {
+            const double dv = double(d[j * hw + i]);
+            a1 += dv;
+            a2 += dv * (double(p[j * hw + i]) - m);
+          }
+          s1 += wj * a1;
+          s2 += wj * a2 * s;
+        }
+        const double c1 = Mode == kRms || N == 0 ? 0.0 : s1 / double(N);
+        const double c2 = N == 0 ? 0.0 : s2 / double(N);
+        for (int64_t j = 0; j < cg; ++j) {
+          const double wj = pw ? double(pw[c0 + j]) : 1.0;
+          for (int64_t i = 0; i < hw; ++i) {
+            const int64_t e = j * hw + i;
+            const double xh = (double(p[e]) - m) * s;
+            q[e] = T(s * (wj * double(d[e]) - c1 - xh * c2));
+          }
+        }
+      }
+    });
+    // gweight/gbias: sums over the rows sharing an affine channel, in row order.
+    const int64_t C = g.G * cg;
+    const int64_t per = g.M / std::max<int64_t>(g.G, 1);
+    parallel_for(0, C, grain_for(per * hw * 2), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t grp = c / cg, j = c % cg;
+        double aw = 0, ab = 0;
+        for (int64_t n = 0; n < per; ++n) {
+          const int64_t r = n * g.G + grp;
+          const double m = pm ? double(pm[r]) : 0.0, s = double(ps[r]);
+          const T* __restrict d = pdy + r * N + j * hw;
+          const T* __restrict p = px + r * N + j * hw;
+          for (int64_t i = 0; i < hw; ++i) {
+            aw += double(d[i]) * (double(p[i]) - m) * s;
+            ab += double(d[i]);
+          }
+        }
+        pgw[c] = T(aw);
+        pgb[c] = T(ab);
+      }
+    });
+  });
+}
+
+template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
+  const bool has_w = c.attrs().b(2);
+  Tensor w = has_w ? c.input(1) : Tensor();
+  Tensor mean = Mode == kRms ? Tensor() : c.output(1);
+  Tensor rstd = c.output(Mode == kRms ? 1 : 2);
+  const OpDef& bop = Mode == kLayer ? use(g_layer_norm_bwd)
+                     : Mode == kGroup ? use(g_group_norm_bwd) : use(g_rms_norm_bwd);
+  TensorList r = dispatch(bop, {g[0], c.input(0), w, mean, rstd}, c.attrs());
+  TensorList res;
+  res.push_back(c.needs_input_grad(0) ? r[0] : Tensor());
+  res.push_back(c.needs_input_grad(1) ? r[1] : Tensor());
+  if (Mode != kRms) res.push_back(c.needs_input_grad(2) ? r[2] : Tensor());
+  return res;
+}
+
+// ================================================================ batch norm
+// inputs: x [N, C, *], weight, bias, running_mean, running_var (each optional [C]);
+// attrs: training, eps, has_weight; outputs: y, save_mean, save_invstd, batch var (unbiased).
+
+struct BnGeom {
+  int64_t N, C, HW;
+};
+BnGeom bn_geom(IntArrayRef s) { return {s[0], s[1], prod_range(s, 2, s.size())}; }
+
+void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& x = in[0];
+  check_float_input(x, "batch_norm", "input");
+  if (x.dim() < 2)
+    fail("[batch_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
+         shape_str(x.sizes()));
+  const int64_t C = x.size(1);
+  const DimVector cs{C};
+  check_param(in[1], x, cs, "batch_norm", "weight");
+  check_param(in[2], x, cs, "batch_norm", "bias");
+  check_param(in[3], x, cs, "batch_norm", "running_mean");
+  check_param(in[4], x, cs, "batch_norm", "running_var");
+  const bool training = a.b(0);
+  if (!training && (!in[3].defined() || !in[4].defined()))
+    fail("[batch_norm] running_mean and running_var must be defined in evaluation mode "
+         "(training = false)");
+  if (training && x.numel() / std::max<int64_t>(C, 1) <= 1)
+    fail("[batch_norm] expected more than 1 value per channel when training, got input of "
+         "shape {}", shape_str(x.sizes()));
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  for (int i = 0; i < 3; ++i) out.push_back({cs, {}, 0, x.dtype(), x.device()});
+}
+
+void bn_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[1]);
+  const Tensor b = contig_or_empty(k.inputs[2]);
+  const Tensor rm = contig_or_empty(k.inputs[3]);
+  const Tensor rv = contig_or_empty(k.inputs[4]);
+  const bool training = k.attrs.b(0);
+  const double eps = k.attrs.f(1);
+  const BnGeom g = bn_geom(x.sizes());
+  dispatch_f(x.dtype(), "batch_norm", [&](auto z) {
+    using T = decltype(z);
+    const T* px = cptr<T>(x);
+    const T* pw = cptr<T>(w);
+    const T* pb = cptr<T>(b);
+    const T* prm = cptr<T>(rm);
+    const T* prv = cptr<T>(rv);
+    T* py = mptr<T>(k.outputs[0]);
+    T* pmean = mptr<T>(k.outputs[1]);
+    T* pinv = mptr<T>(k.outputs[2]);
+    T* pvar = mptr<T>(k.outputs[3]);
+    const int64_t N = g.N, C = g.C, HW = g.HW;
+    const double cnt = double(N * HW);
+    parallel_for(0, C, grain_for(3 * N * HW), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double mu, inv;
+        if (training) {
+          double s = 0;
+          for (int64_t n = 0; n < N; ++n) s += sum_d(px + (n * C + c) * HW, HW);
+          mu = s / cnt;
+          double ss = 0;
+          for (int64_t n = 0; n < N; ++n) ss += sqdev_d(px + (n * C + c) * HW, HW, mu);
+          inv = 1.0 / std::sqrt(ss / cnt + eps);
+          pvar[c] = T(ss / (cnt - 1));
+        } else {
+          mu = double(prm[c]);
+          inv = 1.0 / std::sqrt(double(prv[c]) + eps);
+          pvar[c] = prv[c];
+        }
+        pmean[c] = T(mu);
+        pinv[c] = T(inv);
+        const double a = inv * (pw ? double(pw[c]) : 1.0);
+        const T ta = T(a), tb = T((pb ? double(pb[c]) : 0.0) - mu * a);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* __restrict p = px + (n * C + c) * HW;
+          T* __restrict q = py + (n * C + c) * HW;
+          for (int64_t i = 0; i < HW; ++i) q[i] = p[i] * ta + tb;
+        }
+      }
+    });
+  });
+}
+
+// Backward inputs: dy, x, weight, save_mean, save_invstd; attrs as forward;
+// outputs: gx, gweight [C], gbias [C].
+void bn_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& x = in[1];
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  out.push_back({{x.size(1)}, {}, 0, x.dtype(), x.device()});
+  out.push_back({{x.size(1)}, {}, 0, x.dtype(), x.device()});
+}
+
+void bn_bwd_cpu(const KernelArgs& k) {
+  const Tensor dy = k.inputs[0].contiguous();
+  const Tensor x = k.inputs[1].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[2]);
+  const Tensor mean = k.inputs[3].contiguous();
+  const Tensor inv = k.inputs[4].contiguous();
+  const bool training = k.attrs.b(0);
+  const BnGeom g = bn_geom(x.sizes());
+  dispatch_f(x.dtype(), "batch_norm", [&](auto z) {
+    using T = decltype(z);
+    const T* pdy = cptr<T>(dy);
+    const T* px = cptr<T>(x);
+    const T* pw = cptr<T>(w);
+    const T* pm = cptr<T>(mean);
+    const T* pi = cptr<T>(inv);
+    T* pgx = mptr<T>(k.outputs[0]);
+    T* pgw = mptr<T>(k.outputs[1]);
+    T* pgb = mptr<T>(k.outputs[2]);
+    const int64_t N = g.N, C = g.C, HW = g.HW;
+    const double cnt = double(N * HW);
+    parallel_for(0, C, grain_for(3 * N * HW), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const double mu = double(pm[c]), is = double(pi[c]);
+        double sd = 0, sdx = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* __restrict d = pdy + (n * C + c) * HW;
+          const T* __restrict p = px + (n * C + c) * HW;
+          double a[kL] = {}, bsum[kL] = {};
+          int64_t i = 0;
+          for (; i + kL <= HW; i += kL)
+            for (int l = 0; l < kL; ++l) {
+              a[l] += double(d[i + l]);
+              bsum[l] += double(d[i + l]) * (double(p[i + l]) - mu);
+            }
+          for (; i < HW; ++i) {
+            a[0] += double(d[i]);
+            bsum[0] += double(d[i]) * (double(p[i]) - mu);
+          }
+          for (int l = 0; l < kL; ++l) {
+            sd += a[l];
+            sdx += bsum[l];
+          }
+        }
+        pgw[c] = T(sdx * is);
+        pgb[c] = T(sd);
+        const double wc = pw ? double(pw[c]) : 1.0;
+        // gx = (dy - mean(dy) - (x - mu) * is^2 * mean(dy * (x - mu))) * is * w  (training)
+        const double kx = training ? sdx * is * is / cnt : 0.0;
+        const double gm = training ? sd / cnt : 0.0;
+        const T ts = T(is * wc), tk = T(kx), tm = T(gm), tmu = T(mu);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* __restrict d = pdy + (n * C + c) * HW;
+          const T* __restrict p = px + (n * C + c) * HW;
+          T* __restrict q = pgx + (n * C + c) * HW;
+          for (int64_t i = 0; i < HW; ++i) q[i] = (d[i] - tm - (p[i] - tmu) * tk) * ts;
+        }
+      }
+    });
+  });
+}
+
+TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
+  const bool has_w = c.attrs().b(2);
+  Tensor w = has_w ? c.input(1) : Tensor();
+  TensorList r =
+      dispatch(use(g_batch_norm_bwd), {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
+  return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
+          c.needs_input_grad(2) ? r[2] : Tensor(), Tensor(), Tensor()};
+}
+
+// ================================================================ dropout
+// inputs: x; attrs: p, seed, offset; outputs: y, keep mask (bool). Element i (row-major)
+// is kept when the top 24 bits of word i % 4 of Philox counter (offset + i / 4) are >= p * 2^24.
+
+void dropout_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& x = in[0];
+  check_float_input(x, "dropout", "input");
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  out.push_back({x.sizes().dims(), {}, 0, kBool, x.device()});
+}
+
+void dropout_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const double p = k.attrs.f(0);
+  const uint64_t seed = uint64_t(k.attrs.i(1)), offset = uint64_t(k.attrs.i(2));
+  const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  dispatch_f(x.dtype(), "dropout", [&](auto z) {
+    using T = decltype(z);
+    const T* px = cptr<T>(x);
+    T* py = mptr<T>(k.outputs[0]);
+    bool* pm = mptr<bool>(k.outputs[1]);
+    const int64_t n = x.numel();
+    const T s = T(scale);
+    parallel_for(0, (n + 3) / 4, 4096, [&](int64_t c0, int64_t c1) {
+      uint32_t wd[4];
+      for (int64_t c = c0; c < c1; ++c) {
+        Philox::generate(seed, offset + uint64_t(c), wd);
+        for (int j = 0; j < 4 && c * 4 + j < n; ++j) {
+          const int64_t i = c * 4 + j;
+          const bool keep = (wd[j] >> 8) >= thr;
+          pm[i] = keep;
+          py[i] = keep ? px[i] * s : T(0);
+        }
+      }
+    });
+  });
+}
+
+TensorList dropout_vjp(const VjpCtx& c, const TensorList& g) {
+  const double p = c.attrs().f(0);
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  return {where(c.output(1), g[0] * scale, Scalar(0.0))};
+}
+
+// ================================================================ cross entropy (class indices)
+// inputs: x [N, C, inner] (any rank >= 2; class dim 1), target int64 [N, inner...], weight [C]
+// (optional); attrs: reduction, ignore_index, label_smoothing;
+// outputs: loss, per-row logsumexp [rows], total weight [] (sum of weights of kept targets).
+
+struct CeGeom {
+  int64_t N, C, inner, rows;
+};
+CeGeom ce_geom(IntArrayRef s) {
+  CeGeom g{s[0], s[1], prod_range(s, 2, s.size()), 0};
+  g.rows = g.N * g.inner;
+  return g;
+}
+
+void ce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& x = in[0];
+  const Tensor& t = in[1];
+  const CeGeom g = ce_geom(x.sizes());
+  const int64_t reduction = a.i(0);
+  if (reduction == Reduction::None) out.push_back({t.sizes().dims(), {}, 0, x.dtype(), x.device()});
+  else out.push_back({{}, {}, 0, x.dtype(), x.device()});
+  out.push_back({{g.rows}, {}, 0, x.dtype(), x.device()});
+  out.push_back({{}, {}, 0, x.dtype(), x.device()});
+}
+
+void ce_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const Tensor t = k.inputs[1].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[2]);
+  const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
+  const double eps = k.attrs.f(2);
+  const CeGeom g = ce_geom(x.sizes());
+  dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
+    using T = decltype(z);
+    const T* px = cptr<T>(x);
+    const int64_t* pt = cptr<int64_t>(t);
+    const T* pw = cptr<T>(w);
+    T* ploss = mptr<T>(k.outputs[0]);
+    T* plse = mptr<T>(k.outputs[1]);
+    const int64_t C = g.C, inner = g.inner;
+    double wsum_all = 0;
+    if (pw)
+      for (int64_t c = 0; c < C; ++c) wsum_all += double(pw[c]);
+    else
+      wsum_all = double(C);
+    // per row: nll (weighted), smoothing term (weighted), weight of the target
+    std::vector<double> nll(size_t(g.rows)), smooth(size_t(g.rows)), wt(size_t(g.rows));
+    parallel_for(0, g.rows, grain_for(3 * C), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / inner, d = r % inner;
+        const T* __restrict p = px + n * C * inner + d;
+        T mx = -std::numeric_limits<T>::infinity();
+        double lse;
+        if (inner == 1) {
+          T m[kL];
+          for (int l = 0; l < kL; ++l) m[l] = mx;
+          int64_t c = 0;
+          for (; c + kL <= C; c += kL)
+            for (int l = 0; l < kL; ++l) m[l] = p[c + l] > m[l] ? p[c + l] : m[l];
+          for (; c < C; ++c) m[0] = p[c] > m[0] ? p[c] : m[0];
+          for (int l = 0; l < kL; ++l) mx = m[l] > mx ? m[l] : mx;
+          T s[kL] = {};
+          c = 0;
+          for (; c + kL <= C; c += kL)
+            for (int l = 0; l < kL; ++l) s[l] += fn::exp_<T>(p[c + l] - mx);
+          double sum = 0;
+          for (; c < C; ++c) sum += double(fn::exp_<T>(p[c] - mx));
+          for (int l = 0; l < kL; ++l) sum += double(s[l]);
+          lse = double(mx) + std::log(sum);
+        } else {
+          for (int64_t c = 0; c < C; ++c) mx = p[c * inner] > mx ? p[c * inner] : mx;
+          double sum = 0;
+          for (int64_t c = 0; c < C; ++c) sum += double(fn::exp_<T>(p[c * inner] - mx));
+          lse = double(mx) + std::log(sum);
+        }
+        plse[r] = T(lse);
+        const int64_t tr = pt[r];
+        if (tr == ignore) {
+          nll[size_t(r)] = smooth[size_t(r)] = wt[size_t(r)] = 0;
+          continue;
+        }
+        const double wr = pw ? double(pw[tr]) : 1.0;
+        wt[size_t(r)] = wr;
+        nll[size_t(r)] = wr * (lse - double(p[tr * inner]));
+        if (eps > 0) {
+          double sx = 0;
+          if (pw)
+            for (int64_t c = 0; c < C; ++c) sx += double(pw[c]) * double(p[c * inner]);
+          else
+            for (int64_t c = 0; c < C; ++c) sx += double(p[c * inner]);
+          smooth[size_t(r)] = wsum_all * lse - sx;
+        } else {
+          smooth[size_t(r)] = 0;
+        }
+      }
+    });
+    const double sc = eps / double(C);
+    if (reduction == Reduction::None) {
+      for (int64_t r = 0; r < g.rows; ++r)
+        ploss[r] = T((1 - eps) * nll[size_t(r)] + sc * smooth[size_t(r)]);
+      mptr<T>(k.outputs[2])[0] = T(0);
+      return;
+    }
+    double sn = 0, ss = 0, sw = 0;
+    for (int64_t r = 0; r < g.rows; ++r) {
+      sn += nll[size_t(r)];
+      ss += smooth[size_t(r)];
+      sw += wt[size_t(r)];
+    }
+    mptr<T>(k.outputs[2])[0] = T(sw);
+    double loss;
+    if (reduction == Reduction::Sum) {
+      loss = (1 - eps) * sn + sc * ss;
+    } else {
+      loss = (1 - eps) * (sn / sw);
+      // PyTorch: the smoothing term's mean divides by the weight sum when weighted, else by
+      // the number of rows (ignored rows included).
+      if (eps > 0) loss += sc * (pw ? ss / sw : ss / double(g.rows));
+    }
+    ploss[0] = T(loss);
+  });
+}
+
+// Backward inputs: g, x, target, weight, lse, total_weight; output: gx.
+void ce_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& x = in[1];
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+}
+
+void ce_bwd_cpu(const KernelArgs& k) {
+  const Tensor go = k.inputs[0].contiguous();
+  const Tensor x = k.inputs[1].contiguous();
+  const Tensor t = k.inputs[2].contiguous();
+  const Tensor w = contig_or_empty(k.inputs[3]);
+  const Tensor lse = k.inputs[4].contiguous();
+  const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
+  const double eps = k.attrs.f(2);
+  const CeGeom g = ce_geom(x.sizes());
+  dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
+    using T = decltype(z);
+    const T* pg = cptr<T>(go);
+    const T* px = cptr<T>(x);
+    const int64_t* pt = cptr<int64_t>(t);
+    const T* pw = cptr<T>(w);
+    const T* pl = cptr<T>(lse);
+    T* pgx = mptr<T>(k.outputs[0]);
+    const int64_t C = g.C, inner = g.inner;
+    const double tw = double(k.inputs[5].item<T>());
+    double wsum_all = 0;
+    if (pw)
+      for (int64_t c = 0; c < C; ++c) wsum_all += double(pw[c]);
+    else
+      wsum_all = double(C);
+    const double sc = eps / double(C);
+    parallel_for(0, g.rows, grain_for(2 * C), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / inner, d = r % inner;
+        const T* __restrict p = px + n * C * inner + d;
+        T* __restrict q = pgx + n * C * inner + d;
+        const int64_t tr = pt[r];
+        if (tr == ignore) {
+          for (int64_t c = 0; c < C; ++c) q[c * inner] = T(0);
+          continue;
+        }
+        double gn, gs;  // scales of the nll and smoothing terms for this row
+        if (reduction == Reduction::None) {
+          gn = gs = double(pg[r]);
+        } else if (reduction == Reduction::Sum) {
+          gn = gs = double(pg[0]);
+        } else {
+          gn = double(pg[0]) / tw;
+          gs = pw ? gn : double(pg[0]) / double(g.rows);
+        }
+        const double wr = pw ? double(pw[tr]) : 1.0;
+        const double a = (1 - eps) * gn * wr;  // * (p_c - [c == t])
+        const double b = sc * gs;               // * (wsum * p_c - w_c)
+        const T coef = T(a + b * wsum_all), l = pl[r];
+        if (inner == 1) {
+          for (int64_t c = 0; c < C; ++c) q[c] = fn::exp_<T>(p[c] - l) * coef;
+        } else {
+          for (int64_t c = 0; c < C; ++c) q[c * inner] = fn::exp_<T>(p[c * inner] - l) * coef;
+        }
+        if (b != 0) {
+          if (pw)
+            for (int64_t c = 0; c < C; ++c) q[c * inner] -= T(b * double(pw[c]));
+          else
+            for (int64_t c = 0; c < C; ++c) q[c * inner] -= T(b);
+        }
+        q[tr * inner] -= T(a);
+      }
+    });
+  });
+}
+
+TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor w = c.attrs().b(3) ? c.input(2) : Tensor();
+  Tensor gx = dispatch1(use(g_cross_entropy_bwd),
+                        {g[0], c.input(0), c.input(1), w, c.output(1), c.output(2)}, c.attrs());
+  return {gx, Tensor(), Tensor()};
+}
+
+// ---------------------------------------------------------------- losses: helpers
+
+Tensor reduce_loss(const Tensor& l, int64_t reduction) {
+  if (reduction == Reduction::Mean) return l.mean();
+  if (reduction == Reduction::Sum) return l.sum();
+  return l;
+}
+
+void check_same_shape(const Tensor& input, const Tensor& target, const char* op) {
+  if (!target.defined()) fail("[{}] target is undefined", op);
+  if (!(input.sizes() == target.sizes()))
+    fail("[{}] target shape {} does not match input shape {}", op, shape_str(target.sizes()),
+         shape_str(input.sizes()));
+}
+
+// Validates class-index targets against input [N, C, d...] (or [C] with a 0-d target).
+void check_class_targets(const Tensor& input, const Tensor& target, const Tensor& weight,
+                         int64_t ignore_index, const char* op) {
+  if (!target.defined()) fail("[{}] target is undefined", op);
+  if (target.dtype() != kInt64)
+    fail("[{}] expected class-index targets of dtype int64, got {} (shape {})", op,
+         dtype_name(target.dtype()), shape_str(target.sizes()));
+  if (input.dim() < 1)
+    fail("[{}] expected an input of shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor", op);
+  DimVector expect;
+  if (input.dim() >= 2) {
+    expect.push_back(input.size(0));
+    for (int64_t d = 2; d < input.dim(); ++d) expect.push_back(input.size(d));
+  }
+  if (!(target.sizes() == IntArrayRef(expect)))
+    fail("[{}] target shape {} does not match input shape {}: expected target shape {}", op,
+         shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expect));
+  const int64_t C = input.dim() >= 2 ? input.size(1) : input.size(0);
+  if (weight.defined()) {
+    if (weight.dtype() != input.dtype())
+      fail("[{}] expected weight to have the input's dtype {}, got {}", op,
+           dtype_name(input.dtype()), dtype_name(weight.dtype()));
+    if (!(weight.sizes() == IntArrayRef(DimVector{C})))
+      fail("[{}] expected weight of shape ({},) (one per class), got {}", op, C,
+           shape_str(weight.sizes()));
+  }
+  if (target.is_cpu() && target.numel() > 0) {
+    const Tensor t = target.contiguous();
+    const int64_t* p = t.data_ptr<int64_t>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (p[i] != ignore_index && (p[i] < 0 || p[i] >= C))
+        fail("[{}] target index {} is out of range for {} classes (input shape {})", op, p[i], C,
+             shape_str(input.sizes()));
+  }
+}
+
+}  // namespace
+
+void register_nn_ops() {
+  const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
+  g_layer_norm = register_op({.name = "layer_norm", .attr_names = nattrs,
+                              .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
+                              .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6});
+  g_layer_norm_bwd = register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
+                                  .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
+                                  .cpu = norm_bwd_cpu<kLayer>});
+  const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
+  g_group_norm = register_op({.name = "group_norm", .attr_names = gattrs,
+                              .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
+                              .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6});
+  g_group_norm_bwd = register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
+                                  .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
+                                  .cpu = norm_bwd_cpu<kGroup>});
+  g_rms_norm = register_op({.name = "rms_norm", .attr_names = nattrs,
+                            .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
+                            .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2});
+  g_rms_norm_bwd = register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
+                                .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
+                                .cpu = norm_bwd_cpu<kRms>});
+  const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
+  g_batch_norm = register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
+                              .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
+                              .save_outputs = 6, .nondiff_inputs = 0b11000});
+  g_batch_norm_bwd = register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
+                                  .attr_names = battrs, .infer_meta = bn_bwd_meta,
+                                  .cpu = bn_bwd_cpu});
+  g_dropout = register_op({.name = "dropout", .traits = kRandom,
+                           .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
+                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2});
+  const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
+                                           "has_weight"};
+  g_cross_entropy = register_op({.name = "cross_entropy", .attr_names = cattrs,
+                                 .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
+                                 .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6});
+  g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
+                                     .traits = kNonDifferentiable, .attr_names = cattrs,
+                                     .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu});
+}
+
+// ================================================================ public functions
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  check_float_input(input, "linear", "input");
+  check_float_input(weight, "linear", "weight");
+  if (weight.dim() != 2)
+    fail("[linear] expected a 2-D weight [out_features, in_features], got shape {}",
+         shape_str(weight.sizes()));
+  if (input.dim() < 1) fail("[linear] expected an input of at least 1 dim, got a 0-d tensor");
+  if (input.dtype() != weight.dtype())
+    fail("[linear] expected input and weight of the same dtype, got {} and {}",
+         dtype_name(input.dtype()), dtype_name(weight.dtype()));
+  const int64_t in = weight.size(1), outf = weight.size(0);
+  if (input.size(-1) != in)
+    fail("[linear] input of shape {} does not match weight of shape {}: in_features {} != {}",
+         shape_str(input.sizes()), shape_str(weight.sizes()), input.size(-1), in);
+  check_param(bias, input, DimVector{outf}, "linear", "bias");
+  const Tensor wt = weight.t();
+  if (input.dim() == 2) return bias.defined() ? addmm(bias, input, wt) : mm(input, wt);
+  DimVector out_shape(input.sizes().begin(), input.sizes().end() - 1);
+  out_shape.push_back(outf);
+  const int64_t rows = prod_range(input.sizes(), 0, size_t(input.dim() - 1));
+  const Tensor x2 = input.reshape({rows, in});
+  const Tensor r = bias.defined() ? addmm(bias, x2, wt) : mm(x2, wt);
+  return r.reshape(out_shape);
+}
+
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps, bool cudnn_enabled) {
+  (void)cudnn_enabled;
+  if (!input.defined()) fail("[batch_norm] input is undefined");
+  if (!(eps >= 0)) fail("[batch_norm] eps must be non-negative, got {}", eps);
+  TensorList r = dispatch(use(g_batch_norm), {input, weight, bias, running_mean, running_var},
+                          {training, eps, weight.defined()});
+  if (training && (running_mean.defined() || running_var.defined())) {
+    NoGradGuard ng;
+    if (running_mean.defined()) {
+      Tensor rm = running_mean;
+      rm.mul_(1.0 - momentum).add_(r[1], momentum);
+    }
+    if (running_var.defined()) {
+      Tensor rv = running_var;
+      rv.mul_(1.0 - momentum).add_(r[3], momentum);
+    }
+  }
+  return r[0];
+}
+
+Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_float_input(input, "layer_norm", "input");
+  const int64_t nd = int64_t(normalized_shape.size());
+  bool ok = nd >= 1 && nd <= input.dim();
+  for (int64_t i = 0; ok && i < nd; ++i)
+    ok = input.size(input.dim() - nd + i) == normalized_shape[size_t(i)];
+  if (!ok)
+    fail("[layer_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
+         shape_str(normalized_shape), shape_str(input.sizes()));
+  return dispatch1(use(g_layer_norm), {input, weight, bias},
+                   {input.dim() - nd, eps, weight.defined(), bias.defined()});
+}
+
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_float_input(input, "group_norm", "input");
+  if (input.dim() < 2)
+    fail("[group_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
+         shape_str(input.sizes()));
+  const int64_t C = input.size(1);
+  if (num_groups <= 0 || C % num_groups != 0)
+    fail("[group_norm] num_groups {} must be positive and divide the number of channels {} "
+         "(input shape {})", num_groups, C, shape_str(input.sizes()));
+  return dispatch1(use(g_group_norm), {input, weight, bias},
+                   {num_groups, eps, weight.defined(), bias.defined()});
+}
+
+Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  check_float_input(input, "rms_norm", "input");
+  const int64_t nd = int64_t(normalized_shape.size());
+  bool ok = nd >= 1 && nd <= input.dim();
+  for (int64_t i = 0; ok && i < nd; ++i)
+    ok = input.size(input.dim() - nd + i) == normalized_shape[size_t(i)];
+  if (!ok)
+    fail("[rms_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
+         shape_str(normalized_shape), shape_str(input.sizes()));
+  const double e = eps.value_or(input.dtype() == kFloat32
+                                    ? double(std::numeric_limits<float>::epsilon())
+                                    : std::numeric_limits<double>::epsilon());
+  return dispatch1(use(g_rms_norm), {input, weight}, {input.dim() - nd, e, weight.defined(),
+                                                      false});
+}
+
+Tensor dropout(const Tensor& input, double p, bool train) {
+  if (!input.defined()) fail("[dropout] input is undefined");
+  if (!(p >= 0.0 && p <= 1.0))
+    fail("[dropout] dropout probability has to be between 0 and 1, but got {}", p);
+  check_float_input(input, "dropout", "input");
+  if (!train || p == 0.0 || input.numel() == 0) return input;
+  GeneratorState s = reserve_random(uint64_t((input.numel() + 3) / 4));
+  return dispatch1(use(g_dropout), {input}, {p, int64_t(s.seed), int64_t(s.offset)});
+}
+
+Tensor& dropout_(Tensor& input, double p, bool train) {
+  Tensor y = dropout(input, p, train);
+  if (!y.is_same(input)) input.copy_(y);
+  return input;
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                     int64_t reduction, int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_float_input(input, op, "input");
+  check_reduction(reduction, op);
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    fail("[cross_entropy] label_smoothing must be between 0.0 and 1.0, got {}", label_smoothing);
+  if (!target.defined()) fail("[cross_entropy] target is undefined");
+  if (target.is_floating_point()) {
+    // class probabilities: same shape as input
+    check_same_shape(input, target, op);
+    if (target.dtype() != input.dtype())
+      fail("[cross_entropy] expected probability targets of the input's dtype {}, got {}",
+           dtype_name(input.dtype()), dtype_name(target.dtype()));
+    if (ignore_index >= 0)
+      fail("[cross_entropy] ignore_index ({}) is not supported for probability targets",
+           ignore_index);
+    const int64_t cdim = input.dim() >= 2 ? 1 : 0;
+    const int64_t C = input.size(cdim);
+    if (weight.defined()) check_param(weight, input, DimVector{C}, op, "weight");
+    Tensor t = target;
+    if (label_smoothing > 0) t = t * (1.0 - label_smoothing) + label_smoothing / double(C);
+    Tensor lp = log_softmax(input, cdim);
+    Tensor prod = lp * t;
+    if (weight.defined()) {
+      DimVector ws(size_t(input.dim()), 1);
+      ws[size_t(cdim)] = C;
+      prod = prod * weight.reshape(ws);
+    }
+    Tensor l = -sum(prod, {cdim});
+    if (reduction == Reduction::Mean) {
+      const int64_t rows = input.numel() / std::max<int64_t>(C, 1);
+      return l.sum() / double(rows);
+    }
+    return reduce_loss(l, reduction);
+  }
+  check_class_targets(input, target, weight, ignore_index, op);
+  if (input.dim() == 1) {
+    // unbatched: [C] with a 0-d target
+    Tensor r = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), weight, reduction,
+                             ignore_index, label_smoothing);
+    return reduction == Reduction::None ? r.squeeze(0) : r;
+  }
+  TensorList r = dispatch(use(g_cross_entropy), {input, target, weight},
+                          {reduction, ignore_index, label_smoothing, weight.defined()});
+  return r[0];
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                int64_t reduction, int64_t ignore_index) {
+  const char* op = "nll_loss";
+  check_float_input(input, op, "input");
+  check_reduction(reduction, op);
+  check_class_targets(input, target, weight, ignore_index, op);
+  if (input.dim() == 1) {
+    Tensor r = nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, reduction, ignore_index);
+    return reduction == Reduction::None ? r.squeeze(0) : r;
+  }
+  const Tensor valid = target != ignore_index;
+  const Tensor t0 = where(valid, target, Scalar(int64_t(0)));
+  const Tensor picked = gather(input, 1, t0.unsqueeze(1)).squeeze(1);
+  Tensor w = valid.to(input.dtype());
+  if (weight.defined()) w = w * index_select(weight, 0, t0.flatten()).reshape(target.sizes());
+  const Tensor l = -picked * w;
+  if (reduction == Reduction::Mean) return l.sum() / w.sum();
+  return reduce_loss(l, reduction);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  check_float_input(input, "mse_loss", "input");
+  check_same_shape(input, target, "mse_loss");
+  check_float_input(target, "mse_loss", "target");
+  check_reduction(reduction, "mse_loss");
+  return reduce_loss((input - target).square(), reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  check_float_input(input, "l1_loss", "input");
+  check_same_shape(input, target, "l1_loss");
+  check_float_input(target, "l1_loss", "target");
+  check_reduction(reduction, "l1_loss");
+  return reduce_loss((input - target).abs(), reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reduction, double beta) {
+  check_float_input(input, "smooth_l1_loss", "input");
+  check_same_shape(input, target, "smooth_l1_loss");
+  check_float_input(target, "smooth_l1_loss", "target");
+  check_reduction(reduction, "smooth_l1_loss");
+  if (!(beta >= 0)) fail("[smooth_l1_loss] beta must be non-negative, got {}", beta);
+  const Tensor ad = (input - target).abs();
+  if (beta == 0) return reduce_loss(ad, reduction);
+  const Tensor l = where(ad < beta, ad.square() * (0.5 / beta), ad - 0.5 * beta);
+  return reduce_loss(l, reduction);
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                            int64_t reduction) {
+  const char* op = "binary_cross_entropy";
+  check_float_input(input, op, "input");
+  check_same_shape(input, target, op);
+  check_float_input(target, op, "target");
+  check_reduction(reduction, op);
+  if (weight.defined()) {
+    check_float_input(weight, op, "weight");
+    if (!(IntArrayRef(broadcast_shapes(weight.sizes(), input.sizes())) == input.sizes()))
+      fail("[{}] weight of shape {} does not broadcast to the input shape {}", op,
+           shape_str(weight.sizes()), shape_str(input.sizes()));
+  }
+  if (input.is_cpu() && input.numel() > 0) {
+    const Tensor bad = (input < 0) | (input > 1);
+    if (bad.any().item<bool>())
+      fail("[{}] all elements of input should be between 0 and 1", op);
+  }
+  Tensor l = -(target * input.log().clamp_min(-100.0) +
+               (1.0 - target) * (1.0 - input).log().clamp_min(-100.0));
+  if (weight.defined()) l = l * weight;
+  return reduce_loss(l, reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight, const Tensor& pos_weight,
+                                        int64_t reduction) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_float_input(input, op, "input");
+  check_same_shape(input, target, op);
+  check_float_input(target, op, "target");
+  check_reduction(reduction, op);
+  for (const Tensor* t : {&weight, &pos_weight}) {
+    if (!t->defined()) continue;
+    const char* what = t == &weight ? "weight" : "pos_weight";
+    check_float_input(*t, op, what);
+    if (!(IntArrayRef(broadcast_shapes(t->sizes(), input.sizes())) == input.sizes()))
+      fail("[{}] {} of shape {} does not broadcast to the input shape {}", op, what,
+           shape_str(t->sizes()), shape_str(input.sizes()));
+  }
+  // (1 - t) x + lw * (log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pos_weight - 1) t
+  const Tensor sp = (-input.abs()).exp().log1p() + (-input).relu();
+  Tensor l;
+  if (pos_weight.defined()) l = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * sp;
+  else l = (1.0 - target) * input + sp;
+  if (weight.defined()) l = l * weight;
+  return reduce_loss(l, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, int64_t reduction, bool log_target) {
+  const char* op = "kl_div";
+  check_float_input(input, op, "input");
+  check_same_shape(input, target, op);
+  check_float_input(target, op, "target");
+  check_reduction(reduction, op);
+  Tensor l;
+  if (log_target) {
+    l = target.exp() * (target - input);
+  } else {
+    // xlogy(t, t) - t * input, with 0 * log(0) = 0
+    const Tensor safe = where(target > 0, target, Scalar(1.0));
+    l = target * safe.log() - target * input;
+  }
+  return reduce_loss(l, reduction);
+}
+
+}  // namespace oneflow

@@ -1,0 +1,4 @@
+// test_conv.cpp
+#include <doctest/doctest.h>
+
+#include "harness.h"

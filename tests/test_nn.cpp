@@ -1,0 +1,4 @@
+// test_nn.cpp
+#include <doctest/doctest.h>
+
+#include "harness.h"
