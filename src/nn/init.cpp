@@ -1,0 +1,1 @@
+// src/nn/init.cpp

@@ -1,0 +1,1 @@
+// src/nn/layers.cpp

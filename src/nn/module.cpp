@@ -1,0 +1,1 @@
+// src/nn/module.cpp

@@ -1,0 +1,1 @@
+// src/optim/optim.cpp

@@ -1,0 +1,2 @@
+// test_data.cpp
+#include <doctest/doctest.h>

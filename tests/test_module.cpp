@@ -1,0 +1,2 @@
+// test_module.cpp
+#include <doctest/doctest.h>

@@ -1,0 +1,2 @@
+// test_optim.cpp
+#include <doctest/doctest.h>

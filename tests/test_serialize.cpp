@@ -1,0 +1,2 @@
+// test_serialize.cpp
+#include <doctest/doctest.h>
