@@ -1,1 +1,740 @@
-// src/serialize.cpp
+// src/serialize.cpp: safetensors reader/writer (see include/oneflow/serialize.h and
+// docs/CHECKPOINT_FORMAT.md). Self-contained: a small JSON writer and a strict JSON parser,
+// POSIX file I/O (pread / write / fsync / rename).
+#include "oneflow/serialize.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "oneflow/ops.h"
+
+namespace oneflow {
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;  // the reference implementation's limit
+constexpr int kMaxJsonDepth = 64;
+
+struct DtypeCode {
+  ScalarType type;
+  const char* code;
+};
+constexpr DtypeCode kDtypeCodes[] = {
+    {kFloat32, "F32"}, {kFloat64, "F64"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},
+    {kInt32, "I32"},   {kInt64, "I64"},   {kUInt8, "U8"},    {kBool, "BOOL"},
+};
+
+bool dtype_from_code(std::string_view code, ScalarType* out) {
+  for (const auto& d : kDtypeCodes)
+    if (code == d.code) {
+      *out = d.type;
+      return true;
+    }
+  return false;
+}
+
+// ------------------------------------------------------------------ UTF-8 and JSON strings
+
+// Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). Returns the byte
+// index of the first bad byte, or npos.
+size_t find_bad_utf8(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    else return i;
+    if (i + size_t(len) > n) return i;
+    for (int k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + size_t(k)]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += size_t(len);
+  }
+  return std::string_view::npos;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+}
+
+// A JSON string literal for s (s is valid UTF-8; non-ASCII is written as is).
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) out += fmt::format("\\u{:04x}", unsigned(c));
+        else out += ch;
+    }
+  }
+  out += '"';
+}
+
+// How names appear in error messages: JSON-quoted, so control characters stay visible.
+std::string quoted(std::string_view s) {
+  std::string out;
+  append_json_string(out, s);
+  return out;
+}
+
+// ------------------------------------------------------------------ JSON values and parser
+
+struct JValue {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool b = false;
+  std::string s;        // String: the decoded text; Number: the literal as written
+  bool is_uint = false;  // Number: a non-negative integer literal that fits in uint64
+  uint64_t u = 0;
+  std::vector<JValue> arr;
+  std::vector<std::pair<std::string, JValue>> obj;  // in file order; keys are unique
+
+  const char* kind_name() const {
+    static constexpr const char* kNames[] = {"null", "a boolean", "a number",
+                                             "a string", "an array", "an object"};
+    return kNames[kind];
+  }
+};
+
+class JsonParser {
+ public:
+  JsonParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  JValue parse_document() {
+    skip_ws();
+    JValue v = parse_value(0);
+    skip_ws();
+    if (pos_ != text_.size()) error("unexpected {} after the top-level value", describe());
+    return v;
+  }
+
+ private:
+  template <class... Args>
+  [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) {
+    throw Error(fmt::format("[load] {}: malformed header JSON at header byte {}: {}", path_, pos_,
+                            fmt::format(f, std::forward<Args>(args)...)));
+  }
+  std::string describe() const {
+    if (pos_ >= text_.size()) return "end of header";
+    unsigned char c = static_cast<unsigned char>(text_[pos_]);
+    if (c >= 0x20 && c < 0x7F) return fmt::format("'{}'", char(c));
+    return fmt::format("byte 0x{:02x}", unsigned(c));
+  }
+  bool at_end() const { return pos_ >= text_.size(); }
+  char peek() const { return text_[pos_]; }
+  void skip_ws() {
+    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) ++pos_;
+  }
+  void expect(char c) {
+    if (at_end() || peek() != c) error("expected '{}', found {}", c, describe());
+    ++pos_;
+  }
+
+  JValue parse_value(int depth) {
+    if (depth > kMaxJsonDepth) error("nesting deeper than {} levels", kMaxJsonDepth);
+    if (at_end()) error("expected a value, found end of header");
+    char c = peek();
+    JValue v;
+    if (c == '{') {
+      v.kind = JValue::Object;
+      ++pos_;
+      skip_ws();
+      if (!at_end() && peek() == '}') {
+        ++pos_;
+        return v;
+      }
+      std::set<std::string> seen;
+      while (true) {
+        skip_ws();
+        if (at_end() || peek() != '"') error("expected a string key, found {}", describe());
+        size_t key_pos = pos_;
+        std::string key = parse_string();
+        if (!seen.insert(key).second) {
+          pos_ = key_pos;
+          error("duplicate key {}", quoted(key));
+        }
+        skip_ws();
+        expect(':');
+        skip_ws();
+        JValue member = parse_value(depth + 1);
+        v.obj.emplace_back(std::move(key), std::move(member));
+        skip_ws();
+        if (!at_end() && peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        if (!at_end() && peek() == '}') {
+          ++pos_;
+          return v;
+        }
+        error("expected ',' or '}}', found {}", describe());
+      }
+    }
+    if (c == '[') {
+      v.kind = JValue::Array;
+      ++pos_;
+      skip_ws();
+      if (!at_end() && peek() == ']') {
+        ++pos_;
+        return v;
+      }
+      while (true) {
+        skip_ws();
+        v.arr.push_back(parse_value(depth + 1));
+        skip_ws();
+        if (!at_end() && peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        if (!at_end() && peek() == ']') {
+          ++pos_;
+          return v;
+        }
+        error("expected ',' or ']', found {}", describe());
+      }
+    }
+    if (c == '"') {
+      v.kind = JValue::String;
+      v.s = parse_string();
+      return v;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
+    if (literal("true")) {
+      v.kind = JValue::Bool;
+      v.b = true;
+      return v;
+    }
+    if (literal("false")) {
+      v.kind = JValue::Bool;
+      return v;
+    }
+    if (literal("null")) return v;
+    error("expected a value, found {}", describe());
+  }
+
+  bool literal(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+  JValue parse_number() {
+    JValue v;
+    v.kind = JValue::Number;
+    size_t start = pos_;
+    bool neg = false, integral = true, overflow = false;
+    uint64_t u = 0;
+    auto digit = [&] { return !at_end() && peek() >= '0' && peek() <= '9'; };
+    if (peek() == '-') {
+      neg = true;
+      ++pos_;
+    }
+    if (!digit()) error("expected a digit, found {}", describe());
+    if (peek() == '0') {
+      ++pos_;
+      if (digit()) error("numbers may not have leading zeros");
+    } else {
+      while (digit()) {
+        uint64_t d = uint64_t(peek() - '0');
+        if (u > (std::numeric_limits<uint64_t>::max() - d) / 10) overflow = true;
+        else u = u * 10 + d;
+        ++pos_;
+      }
+    }
+    if (!at_end() && peek() == '.') {
+      integral = false;
+      ++pos_;
+      if (!digit()) error("expected a digit after '.', found {}", describe());
+      while (digit()) ++pos_;
+    }
+    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
+      integral = false;
+      ++pos_;
+      if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
+      if (!digit()) error("expected a digit in the exponent, found {}", describe());
+      while (digit()) ++pos_;
+    }
+    v.s = std::string(text_.substr(start, pos_ - start));
+    v.is_uint = integral && !overflow && !(neg && u != 0);
+    v.u = v.is_uint ? u : 0;
+    return v;
+  }
+
+  uint32_t parse_hex4() {
+    if (pos_ + 4 > text_.size()) error("truncated \\u escape");
+    uint32_t cp = 0;
+    for (int k = 0; k < 4; ++k) {
+      char h = text_[pos_++];
+      cp <<= 4;
+      if (h >= '0' && h <= '9') cp |= uint32_t(h - '0');
+      else if (h >= 'a' && h <= 'f') cp |= uint32_t(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F') cp |= uint32_t(h - 'A' + 10);
+      else {
+        --pos_;
+        error("bad hex digit in \\u escape: {}", describe());
+      }
+    }
+    return cp;
+  }
+
+  // At an opening quote; the header is already known to be valid UTF-8.
+  std::string parse_string() {
+    ++pos_;
+    std::string out;
+    while (true) {
+      if (at_end()) error("unterminated string");
+      unsigned char c = static_cast<unsigned char>(peek());
+      if (c == '"') {
+        ++pos_;
+        return out;
+      }
+      if (c < 0x20) error("unescaped control character 0x{:02x} in a string", unsigned(c));
+      if (c != '\\') {
+        out += char(c);
+        ++pos_;
+        continue;
+      }
+      ++pos_;
+      if (at_end()) error("unterminated escape");
+      char e = peek();
+      ++pos_;
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          uint32_t cp = parse_hex4();
+          if (cp >= 0xDC00 && cp <= 0xDFFF) error("unpaired low surrogate \\u{:04x}", cp);
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (!literal("\\u")) error("high surrogate \\u{:04x} not followed by a low one", cp);
+            uint32_t lo = parse_hex4();
+            if (lo < 0xDC00 || lo > 0xDFFF) error("high surrogate \\u{:04x} not followed by a low one", cp);
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          --pos_;
+          error("bad escape '\\{}'", e);
+      }
+    }
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+// ------------------------------------------------------------------ file helpers
+
+std::string errno_text(int err) { return std::string(std::strerror(err)); }
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void write_all(int fd, const void* data, size_t n, const std::string& path, const std::string& tmp) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
+    ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail("[save] {}: writing {} failed: {}", path, tmp, errno_text(errno));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+// Reads exactly n bytes at `offset`; false on a short read (the file shrank under us).
+bool pread_all(int fd, void* data, size_t n, uint64_t offset, int* err) {
+  char* p = static_cast<char*>(data);
+  *err = 0;
+  while (n > 0) {
+    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
+    ssize_t r = ::pread(fd, p, chunk, off_t(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return false;
+    }
+    if (r == 0) return false;
+    p += r;
+    n -= size_t(r);
+    offset += uint64_t(r);
+  }
+  return true;
+}
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+struct Entry {
+  std::string name;
+  ScalarType dtype;
+  DimVector shape;
+  uint64_t begin = 0, end = 0;
+  size_t header_index = 0;
+};
+
+std::string shape_text(const DimVector& s) { return shape_str(s); }
+
+}  // namespace
+
+std::string_view safetensors_dtype(ScalarType t) {
+  for (const auto& d : kDtypeCodes)
+    if (d.type == t) return d.code;
+  fail("[save] dtype {} has no safetensors code", dtype_name(t));
+}
+
+// ==================================================================== save
+
+void save_tensors(const std::vector<std::pair<std::string, Tensor>>& named, const std::string& path,
+                  const std::map<std::string, std::string>& metadata) {
+  OF_CHECK(!path.empty(), "[save] the path is empty");
+  if constexpr (std::endian::native != std::endian::little)
+    fail("[save] {}: only little-endian hosts are supported", path);
+
+  // 1. Validate everything and make contiguous CPU copies before touching the file system.
+  std::set<std::string> names;
+  std::vector<Tensor> data;
+  data.reserve(named.size());
+  {
+    NoGradGuard ng;
+    for (size_t i = 0; i < named.size(); ++i) {
+      const auto& [name, t] = named[i];
+      OF_CHECK(!name.empty(), "[save] {}: tensor #{} has an empty name", path, i);
+      OF_CHECK(name != "__metadata__", "[save] {}: tensor #{} is named \"__metadata__\", which is reserved",
+               path, i);
+      OF_CHECK(find_bad_utf8(name) == std::string_view::npos,
+               "[save] {}: tensor #{} has a name that is not valid UTF-8: {}", path, i, quoted(name));
+      OF_CHECK(names.insert(name).second, "[save] {}: duplicate tensor name {} (tensor #{})", path,
+               quoted(name), i);
+      OF_CHECK(t.defined(), "[save] {}: tensor {} is undefined", path, quoted(name));
+      OF_CHECK(!t.is_global(), "[save] {}: tensor {} is a global tensor; save a local tensor", path,
+               quoted(name));
+      (void)safetensors_dtype(t.dtype());
+      Tensor c = t.detach();
+      if (!c.is_cpu()) c = c.to(Device(kCPU));
+      if (!c.is_contiguous()) c = c.contiguous();
+      data.push_back(std::move(c));
+    }
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta.emplace("format", kCheckpointFormat);  // keeps a caller-supplied "format"
+  for (const auto& [k, v] : meta) {
+    OF_CHECK(find_bad_utf8(k) == std::string_view::npos,
+             "[save] {}: metadata key {} is not valid UTF-8", path, quoted(k));
+    OF_CHECK(find_bad_utf8(v) == std::string_view::npos,
+             "[save] {}: metadata value for key {} is not valid UTF-8", path, quoted(k));
+  }
+
+  // 2. The header: compact JSON, __metadata__ first, tensors in the given order.
+  std::string header = "{\"__metadata__\":{";
+  bool first = true;
+  for (const auto& [k, v] : meta) {
+    if (!first) header += ',';
+    first = false;
+    append_json_string(header, k);
+    header += ':';
+    append_json_string(header, v);
+  }
+  header += '}';
+  uint64_t offset = 0;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const Tensor& c = data[i];
+    header += ',';
+    append_json_string(header, named[i].first);
+    header += ":{\"dtype\":\"";
+    header += safetensors_dtype(c.dtype());
+    header += "\",\"shape\":[";
+    for (int64_t d = 0; d < c.dim(); ++d) {
+      if (d) header += ',';
+      header += std::to_string(c.size(d));
+    }
+    uint64_t nbytes = uint64_t(c.nbytes());
+    header += fmt::format("],\"data_offsets\":[{},{}]}}", offset, offset + nbytes);
+    offset += nbytes;
+  }
+  header += '}';
+  while (header.size() % 8 != 0) header += ' ';
+  OF_CHECK(header.size() <= kMaxHeaderBytes,
+           "[save] {}: the header would be {} bytes, over the 100 MiB safetensors limit", path,
+           header.size());
+
+  // 3. Write to a temporary in the same directory, fsync, rename over `path`.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Fd f;
+  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (f.fd < 0) fail("[save] {}: cannot create {}: {}", path, tmp, errno_text(errno));
+  try {
+    unsigned char len[8];
+    uint64_t n = header.size();
+    for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>((n >> (8 * k)) & 0xFF);
+    write_all(f.fd, len, 8, path, tmp);
+    write_all(f.fd, header.data(), header.size(), path, tmp);
+    for (const Tensor& c : data)
+      if (c.nbytes() > 0) write_all(f.fd, c.data_ptr(), c.nbytes(), path, tmp);
+    if (::fsync(f.fd) != 0) fail("[save] {}: fsync of {} failed: {}", path, tmp, errno_text(errno));
+    int fd = f.fd;
+    f.fd = -1;
+    if (::close(fd) != 0) fail("[save] {}: closing {} failed: {}", path, tmp, errno_text(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      fail("[save] {}: cannot rename {} over it: {}", path, tmp, errno_text(errno));
+  } catch (...) {
+    if (f.fd >= 0) {
+      ::close(f.fd);
+      f.fd = -1;
+    }
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable (best effort: the new file is already in place).
+  int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save(const Tensor& t, const std::string& path) {
+  OF_CHECK(t.defined(), "[save] {}: the tensor is undefined", path);
+  save_tensors({{"tensor", t}}, path);
+}
+
+// ==================================================================== load
+
+std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path,
+                                                         std::map<std::string, std::string>* metadata) {
+  if constexpr (std::endian::native != std::endian::little)
+    fail("[load] {}: only little-endian hosts are supported", path);
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) fail("[load] {}: cannot open: {}", path, errno_text(errno));
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) fail("[load] {}: cannot stat: {}", path, errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail("[load] {}: not a regular file", path);
+  const uint64_t file_size = uint64_t(st.st_size);
+  int err = 0;
+
+  // 1. Length field and header.
+  if (file_size < 8)
+    fail("[load] {}: truncated: the file is {} bytes, shorter than the 8-byte header length field",
+         path, file_size);
+  unsigned char len[8];
+  if (!pread_all(f.fd, len, 8, 0, &err))
+    fail("[load] {}: reading the length field failed: {}", path, err ? errno_text(err) : "short read");
+  uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= uint64_t(len[k]) << (8 * k);
+  if (n > file_size - 8)
+    fail("[load] {}: truncated: header says {} header bytes, file has {} bytes after the length field",
+         path, n, file_size - 8);
+  if (n > kMaxHeaderBytes)
+    fail("[load] {}: header length {} is over the 100 MiB safetensors limit", path, n);
+  if (n < 2) fail("[load] {}: header length {} is too short for a JSON object", path, n);
+  std::string header(size_t(n), '\0');
+  if (!pread_all(f.fd, header.data(), header.size(), 8, &err))
+    fail("[load] {}: reading the header failed: {}", path, err ? errno_text(err) : "file shrank");
+  if (header[0] != '{') fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
+  if (size_t bad = find_bad_utf8(header); bad != std::string_view::npos)
+    fail("[load] {}: header is not valid UTF-8 (header byte {})", path, bad);
+  JValue root = JsonParser(header, path).parse_document();
+  if (root.kind != JValue::Object) fail("[load] {}: header is not a JSON object", path);
+
+  // 2. Entries.
+  std::map<std::string, std::string> meta;
+  std::vector<Entry> entries;
+  for (auto& [key, v] : root.obj) {
+    if (key == "__metadata__") {
+      if (v.kind != JValue::Object)
+        fail("[load] {}: \"__metadata__\" must be an object of strings, found {}", path, v.kind_name());
+      for (auto& [mk, mv] : v.obj) {
+        if (mv.kind != JValue::String)
+          fail("[load] {}: \"__metadata__\" value for key {} must be a string, found {}", path,
+               quoted(mk), mv.kind_name());
+        meta[mk] = mv.s;
+      }
+      continue;
+    }
+    std::string qn = quoted(key);
+    if (v.kind != JValue::Object) fail("[load] {}: tensor {}: expected an object, found {}", path, qn, v.kind_name());
+    const JValue *dt = nullptr, *shape = nullptr, *offs = nullptr;
+    for (auto& [fk, fv] : v.obj) {
+      if (fk == "dtype") dt = &fv;
+      else if (fk == "shape") shape = &fv;
+      else if (fk == "data_offsets") offs = &fv;
+      else fail("[load] {}: tensor {}: unknown field {}", path, qn, quoted(fk));
+    }
+    if (!dt || !shape || !offs)
+      fail("[load] {}: tensor {}: missing field \"{}\"", path, qn,
+           !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+    Entry e;
+    e.name = key;
+    e.header_index = entries.size();
+    if (dt->kind != JValue::String) fail("[load] {}: tensor {}: dtype must be a string, found {}", path, qn, dt->kind_name());
+    if (!dtype_from_code(dt->s, &e.dtype))
+      fail("[load] {}: tensor {}: unknown or unsupported dtype {} (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL)",
+           path, qn, quoted(dt->s));
+    if (shape->kind != JValue::Array)
+      fail("[load] {}: tensor {}: shape must be an array, found {}", path, qn, shape->kind_name());
+    // numel * itemsize, with overflow checks
+    unsigned __int128 bytes = itemsize(e.dtype);
+    bool too_big = false;
+    for (const JValue& d : shape->arr) {
+      if (d.kind != JValue::Number || !d.is_uint || d.u > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail("[load] {}: tensor {}: shape entries must be non-negative integers, found {}", path, qn,
+             d.kind == JValue::Number ? d.s : std::string(d.kind_name()));
+      e.shape.push_back(int64_t(d.u));
+      bytes *= d.u;
+      if (bytes > std::numeric_limits<uint64_t>::max()) too_big = true, bytes = 0;
+    }
+    if (offs->kind != JValue::Array || offs->arr.size() != 2)
+      fail("[load] {}: tensor {}: data_offsets must be an array [begin, end]", path, qn);
+    for (const JValue& o : offs->arr)
+      if (o.kind != JValue::Number || !o.is_uint)
+        fail("[load] {}: tensor {}: data_offsets must be non-negative integers, found {}", path, qn,
+             o.kind == JValue::Number ? o.s : std::string(o.kind_name()));
+    e.begin = offs->arr[0].u;
+    e.end = offs->arr[1].u;
+    if (e.begin > e.end)
+      fail("[load] {}: tensor {}: data_offsets [{}, {}] end before they begin", path, qn, e.begin, e.end);
+    if (too_big || uint64_t(bytes) != e.end - e.begin)
+      fail("[load] {}: tensor {}: shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}", path,
+           qn, shape_text(e.shape), dt->s, too_big ? std::string("more than 2^64") : std::to_string(uint64_t(bytes)),
+           e.begin, e.end, e.end - e.begin);
+    entries.push_back(std::move(e));
+  }
+  if (auto it = meta.find("format"); it != meta.end()) {
+    std::string_view fmt_v = it->second;
+    if (fmt_v.starts_with("oneflow-safetensors-") && fmt_v != kCheckpointFormat)
+      fail("[load] {}: written in format {}, this build reads {}", path, quoted(fmt_v), kCheckpointFormat);
+  }
+
+  // 3. Offsets: sorted, starting at 0, back to back, covering the data section exactly.
+  const uint64_t data_start = 8 + n, data_len = file_size - data_start;
+  std::vector<Entry*> order;
+  for (auto& e : entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t expected = 0;
+  for (const Entry* e : order) expected = std::max(expected, e->end);
+  if (expected > data_len)
+    fail("[load] {}: truncated: header says {} data bytes, file has {}", path, expected, data_len);
+  uint64_t cursor = 0;
+  for (const Entry* e : order) {
+    if (e->begin != cursor)
+      fail("[load] {}: tensor {}: data_offsets [{}, {}] {} (expected it to begin at {})", path,
+           quoted(e->name), e->begin, e->end, e->begin < cursor ? "overlap the previous tensor" : "leave a gap",
+           cursor);
+    cursor = e->end;
+  }
+  if (cursor != data_len)
+    fail("[load] {}: trailing garbage: header says {} data bytes, file has {}", path, cursor, data_len);
+
+  // 4. Data, straight into fresh CPU tensors; nothing is returned until all of it is checked.
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(order.size());
+  for (const Entry* e : order) {
+    Tensor t = empty(e->shape, TensorOptions(e->dtype));
+    size_t nbytes = size_t(e->end - e->begin);
+    if (nbytes > 0) {
+      if (!pread_all(f.fd, t.data_ptr(), nbytes, data_start + e->begin, &err))
+        fail("[load] {}: reading tensor {} failed: {}", path, quoted(e->name),
+             err ? errno_text(err) : "the file shrank while being read");
+      if (e->dtype == kBool) {
+        const unsigned char* b = static_cast<const unsigned char*>(t.data_ptr());
+        for (size_t i = 0; i < nbytes; ++i)
+          if (b[i] > 1)
+            fail("[load] {}: tensor {}: BOOL element {} has byte value {} (must be 0 or 1)", path,
+                 quoted(e->name), i, unsigned(b[i]));
+      }
+    }
+    out.emplace_back(e->name, std::move(t));
+  }
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
+void load(Tensor& t, const std::string& path) {
+  auto all = load_tensors(path);
+  Tensor v;
+  for (auto& [name, x] : all)
+    if (name == "tensor") v = x;
+  if (!v.defined()) {
+    if (all.size() == 1) {
+      v = all[0].second;
+    } else {
+      std::string names;
+      for (auto& [name, x] : all) names += (names.empty() ? "" : ", ") + quoted(name);
+      fail("[load] {}: expected one tensor (named \"tensor\"), found {}: {}", path, all.size(),
+           names.empty() ? std::string("none") : names);
+    }
+  }
+  bool rg = t.defined() && t.requires_grad();
+  if (rg && !is_floating_point(v.dtype()))
+    fail("[load] {}: the tensor being loaded into requires grad, but the file holds {}", path,
+         dtype_name(v.dtype()));
+  if (t.defined() && !t.is_cpu()) {
+    NoGradGuard ng;
+    v = v.to(t.device());
+  }
+  if (rg) v.set_requires_grad(true);
+  t = std::move(v);
+}
+
+}  // namespace oneflow
