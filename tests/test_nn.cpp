@@ -1,4 +1,685 @@
-// test_nn.cpp
+// test_nn.cpp: linear, normalization, dropout and losses: table rows (values vs float64 loops,
+// VJPs vs finite differences) plus running stats, dropout statistics and error paths.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+#include <random>
+
 #include "harness.h"
+
+namespace {
+
+using th::Ref;
+using th::Shape;
+using V = std::vector<of::Tensor>;
+using R = std::vector<Ref>;
+using Vec = std::vector<double>;
+namespace Red = of::Reduction;
+
+// ---------------------------------------------------------------- float64 references
+
+Ref reduce_ref(const Ref& l, int64_t red) {
+  if (red == Red::None) return l;
+  double s = 0;
+  for (double v : l.v) s += v;
+  if (red == Red::Mean) s /= double(l.numel());
+  return Ref(Shape{}, {s});
+}
+
+// out[r, o] = sum_i x[r, i] w[o, i] + b[o], over the rows of x's leading dims.
+Ref linear_ref(const Ref& x, const Ref& w, const Ref* b) {
+  const int64_t in = w.shape[1], out = w.shape[0], rows = x.numel() / in;
+  Shape s = x.shape;
+  s.back() = out;
+  Ref r(s);
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b ? b->v[size_t(o)] : 0.0;
+      for (int64_t i = 0; i < in; ++i) acc += x.v[size_t(row * in + i)] * w.v[size_t(o * in + i)];
+      r.v[size_t(row * out + o)] = acc;
+    }
+  return r;
+}
+
+// Normalizes groups of elements: group_of(i) gives the group of flat element i, chan_of(i) its
+// affine index. rms: no mean subtraction. mean/var given per group (nullptr: batch stats).
+Ref norm_ref(const Ref& x, int64_t ngroups, const std::function<int64_t(int64_t)>& group_of,
+             const std::function<int64_t(int64_t)>& chan_of, const Ref* w, const Ref* b,
+             double eps, bool rms, const Vec* mean = nullptr, const Vec* var = nullptr) {
+  Vec mu(size_t(ngroups), 0.0), sq(size_t(ngroups), 0.0), cnt(size_t(ngroups), 0.0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    mu[size_t(group_of(i))] += x.v[size_t(i)];
+    cnt[size_t(group_of(i))] += 1;
+  }
+  for (int64_t g = 0; g < ngroups; ++g) mu[size_t(g)] = rms ? 0.0 : mu[size_t(g)] / cnt[size_t(g)];
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double d = x.v[size_t(i)] - mu[size_t(group_of(i))];
+    sq[size_t(group_of(i))] += d * d;
+  }
+  Ref r(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t g = group_of(i), c = chan_of(i);
+    const double m = mean ? (*mean)[size_t(g)] : mu[size_t(g)];
+    const double v = var ? (*var)[size_t(g)] : sq[size_t(g)] / cnt[size_t(g)];
+    double y = (x.v[size_t(i)] - m) / std::sqrt(v + eps);
+    if (w) y *= w->v[size_t(c)];
+    if (b) y += b->v[size_t(c)];
+    r.v[size_t(i)] = y;
+  }
+  return r;
+}
+
+// batch norm: groups = channels of x [N, C, *]
+Ref bn_ref(const Ref& x, const Ref* w, const Ref* b, double eps, const Ref* rm = nullptr,
+           const Ref* rv = nullptr) {
+  const int64_t C = x.shape[1];
+  int64_t hw = 1;
+  for (size_t d = 2; d < x.shape.size(); ++d) hw *= x.shape[d];
+  auto ch = [=](int64_t i) { return (i / hw) % C; };
+  if (rm) return norm_ref(x, C, ch, ch, w, b, eps, false, &rm->v, &rv->v);
+  return norm_ref(x, C, ch, ch, w, b, eps, false);
+}
+// layer/rms norm over the last nd dims
+Ref ln_ref(const Ref& x, int64_t nd, const Ref* w, const Ref* b, double eps, bool rms) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < nd; ++d) n *= x.shape[x.shape.size() - 1 - size_t(d)];
+  return norm_ref(x, x.numel() / n, [=](int64_t i) { return i / n; },
+                  [=](int64_t i) { return i % n; }, w, b, eps, rms);
+}
+// group norm of x [N, C, *] in G groups
+Ref gn_ref(const Ref& x, int64_t G, const Ref* w, const Ref* b, double eps) {
+  const int64_t N = x.shape[0], C = x.shape[1];
+  const int64_t hw = x.numel() / (N * C);
+  return norm_ref(x, N * G, [=](int64_t i) { return (i / (hw * C)) * G + ((i / hw) % C) / (C / G); },
+                  [=](int64_t i) { return (i / hw) % C; }, w, b, eps, false);
+}
+
+// Cross entropy with class-index targets, PyTorch's formula (x [N, C, *] or [C]).
+Ref ce_ref(const Ref& x, const Ref& t, const Ref* w, int64_t red, int64_t ignore, double ls,
+           bool log_probs_input = false) {
+  const bool unbatched = x.dim() == 1;
+  const int64_t N = unbatched ? 1 : x.shape[0], C = unbatched ? x.shape[0] : x.shape[1];
+  const int64_t inner = x.numel() / (N * C);
+  Ref l(t.shape);
+  double wsum = 0, ssum = 0, nsum = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < inner; ++d) {
+      auto at = [&](int64_t c) { return x.v[size_t((n * C + c) * inner + d)]; };
+      double lse = 0;
+      if (!log_probs_input) {
+        double m = -INFINITY;
+        for (int64_t c = 0; c < C; ++c) m = std::max(m, at(c));
+        double s = 0;
+        for (int64_t c = 0; c < C; ++c) s += std::exp(at(c) - m);
+        lse = m + std::log(s);
+      }
+      const int64_t r = n * inner + d;
+      const int64_t tc = int64_t(t.v[size_t(r)]);
+      if (tc == ignore) {
+        l.v[size_t(r)] = 0;
+        continue;
+      }
+      const double wt = w ? w->v[size_t(tc)] : 1.0;
+      const double nll = -wt * (at(tc) - lse);
+      double smooth = 0;
+      for (int64_t c = 0; c < C; ++c) smooth -= (w ? w->v[size_t(c)] : 1.0) * (at(c) - lse);
+      wsum += wt;
+      nsum += nll;
+      ssum += smooth;
+      l.v[size_t(r)] = (1 - ls) * nll + ls / double(C) * smooth;
+    }
+  if (red == Red::None) return l;
+  if (red == Red::Sum) return Ref(Shape{}, {(1 - ls) * nsum + ls / double(C) * ssum});
+  const double sm = w ? ssum / wsum : ssum / double(N * inner);
+  return Ref(Shape{}, {(1 - ls) * nsum / wsum + ls / double(C) * sm});
+}
+// Cross entropy with class-probability targets (same shape as x [N, C, *]).
+Ref ce_probs_ref(const Ref& x, const Ref& t, const Ref* w, int64_t red, double ls) {
+  const int64_t N = x.shape[0], C = x.shape[1], inner = x.numel() / (N * C);
+  Shape s = x.shape;
+  s.erase(s.begin() + 1);
+  Ref l(s);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < inner; ++d) {
+      auto idx = [&](int64_t c) { return size_t((n * C + c) * inner + d); };
+      double m = -INFINITY;
+      for (int64_t c = 0; c < C; ++c) m = std::max(m, x.v[idx(c)]);
+      double se = 0;
+      for (int64_t c = 0; c < C; ++c) se += std::exp(x.v[idx(c)] - m);
+      const double lse = m + std::log(se);
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const double tc = t.v[idx(c)] * (1 - ls) + ls / double(C);
+        acc -= (w ? w->v[size_t(c)] : 1.0) * tc * (x.v[idx(c)] - lse);
+      }
+      l.v[size_t(n * inner + d)] = acc;
+    }
+  return reduce_ref(l, red);
+}
+
+Ref map1(const R& r, const std::function<double(double, double)>& f) {
+  Ref o(r[0].shape);
+  for (int64_t i = 0; i < o.numel(); ++i) o.v[size_t(i)] = f(r[0].v[size_t(i)], r[1].v[size_t(i)]);
+  return o;
+}
+
+// ---------------------------------------------------------------- input generators
+
+// Uniform floats for `shapes`, then int64 class targets of `tshape` in [0, C) with the listed
+// positions set to `ignore`; optional positive weight [C] (float64, cast in the row's fn).
+std::function<V(uint64_t)> ce_inputs(Shape xs, Shape ts, int64_t C, std::vector<int64_t> ignored,
+                                     int64_t ignore, bool weight) {
+  return [=](uint64_t seed) {
+    of::manual_seed(seed);
+    V r;
+    r.push_back(of::rand(xs, of::kFloat64) * 4.0 - 2.0);
+    of::Tensor t = of::randint(0, C, ts, of::kInt64);
+    if (!ignored.empty()) {
+      std::vector<int64_t> tv = t.to_vector<int64_t>();
+      for (int64_t i : ignored) tv[size_t(i)] = ignore;
+      t = of::tensor(tv, of::IntArrayRef(ts), of::kInt64);
+    }
+    r.push_back(t);
+    if (weight) r.push_back(of::rand({C}, of::kFloat64) + 0.5);
+    return r;
+  };
+}
+
+// Floats per shape, each uniform in its own [lo, hi].
+std::function<V(uint64_t)> ranged(std::vector<Shape> shapes, std::vector<std::pair<double, double>> rg) {
+  return [=](uint64_t seed) {
+    of::manual_seed(seed);
+    V r;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      r.push_back(of::rand(shapes[i], of::kFloat64) * (rg[i].second - rg[i].first) + rg[i].first);
+    return r;
+  };
+}
+
+th::OpRow row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+              std::function<of::Tensor(const V&)> fn, std::function<Ref(const R&)> ref) {
+  th::OpRow r;
+  r.name = std::move(name);
+  r.ops = std::move(ops);
+  r.shapes = std::move(shapes);
+  r.fn = std::move(fn);
+  r.ref = std::move(ref);
+  r.rtol = 1e-4;
+  r.atol = 1e-5;
+  return r;
+}
+th::OpRow with_make(th::OpRow r, std::function<V(uint64_t)> m, std::vector<int> nondiff = {}) {
+  r.make = std::move(m);
+  r.nondiff = std::move(nondiff);
+  return r;
+}
+
+of::Tensor as(const of::Tensor& t, const of::Tensor& like) { return t.to(like.dtype()); }
+
+// ---------------------------------------------------------------- linear
+TH_ROWS({
+    row("linear/2d_bias", {"addmm"}, {{4, 5}, {3, 5}, {3}},
+        [](const V& in) { return of::linear(in[0], in[1], in[2]); },
+        [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
+    row("linear/3d_no_bias", {"mm"}, {{2, 3, 5}, {4, 5}},
+        [](const V& in) { return of::linear(in[0], in[1]); },
+        [](const R& r) { return linear_ref(r[0], r[1], nullptr); }),
+    row("linear/4d_bias", {"addmm"}, {{2, 2, 3, 5}, {4, 5}, {4}},
+        [](const V& in) { return of::linear(in[0], in[1], in[2]); },
+        [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
+    row("linear/1d_input", {"addmm"}, {{5}, {4, 5}, {4}},
+        [](const V& in) { return of::linear(in[0], in[1], in[2]); },
+        [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
+});
+
+// ---------------------------------------------------------------- batch norm
+const std::vector<std::string> kBn = {"batch_norm", "batch_norm_backward"};
+TH_ROWS({
+    row("batch_norm/train_4d_affine", kBn, {{3, 4, 2, 3}, {4}, {4}},
+        [](const V& in) {
+          of::Tensor rm = of::zeros({4}, in[0].dtype()), rv = of::ones({4}, in[0].dtype());
+          return of::batch_norm(in[0], in[1], in[2], rm, rv, true, 0.1, 1e-5);
+        },
+        [](const R& r) { return bn_ref(r[0], &r[1], &r[2], 1e-5); }),
+    row("batch_norm/train_2d_no_affine_no_stats", kBn, {{6, 3}},
+        [](const V& in) { return of::batch_norm(in[0], {}, {}, {}, {}, true, 0.1, 1e-3); },
+        [](const R& r) { return bn_ref(r[0], nullptr, nullptr, 1e-3); }),
+    row("batch_norm/train_3d_weight_only", kBn, {{4, 3, 5}, {3}},
+        [](const V& in) {
+          of::Tensor rm = of::zeros({3}, in[0].dtype()), rv = of::ones({3}, in[0].dtype());
+          return of::batch_norm(in[0], in[1], {}, rm, rv, true, 0.3, 1e-5);
+        },
+        [](const R& r) { return bn_ref(r[0], &r[1], nullptr, 1e-5); }),
+    with_make(row("batch_norm/eval", kBn, {},
+                  [](const V& in) {
+                    return of::batch_norm(in[0], in[1], in[2], as(in[3], in[0]), as(in[4], in[0]),
+                                          false, 0.1, 1e-5);
+                  },
+                  [](const R& r) { return bn_ref(r[0], &r[1], &r[2], 1e-5, &r[3], &r[4]); }),
+              ranged({{3, 4, 5}, {4}, {4}, {4}, {4}}, {{-2, 2}, {-2, 2}, {-2, 2}, {-1, 1}, {0.5, 1.5}}),
+              {3, 4}),
+});
+
+// ---------------------------------------------------------------- layer / group / rms norm
+const std::vector<std::string> kLn = {"layer_norm", "layer_norm_backward"};
+const std::vector<std::string> kGn = {"group_norm", "group_norm_backward"};
+const std::vector<std::string> kRms = {"rms_norm", "rms_norm_backward"};
+TH_ROWS({
+    row("layer_norm/3d_two_dims_affine", kLn, {{3, 4, 5}, {4, 5}, {4, 5}},
+        [](const V& in) { return of::layer_norm(in[0], {4, 5}, in[1], in[2]); },
+        [](const R& r) { return ln_ref(r[0], 2, &r[1], &r[2], 1e-5, false); }),
+    row("layer_norm/2d_no_affine", kLn, {{6, 7}},
+        [](const V& in) { return of::layer_norm(in[0], {7}, {}, {}, 1e-3); },
+        [](const R& r) { return ln_ref(r[0], 1, nullptr, nullptr, 1e-3, false); }),
+    row("layer_norm/weight_only", kLn, {{2, 3, 9}, {9}},
+        [](const V& in) { return of::layer_norm(in[0], {9}, in[1]); },
+        [](const R& r) { return ln_ref(r[0], 1, &r[1], nullptr, 1e-5, false); }),
+    row("layer_norm/1d_bias_only", kLn, {{8}, {8}},
+        [](const V& in) { return of::layer_norm(in[0], {8}, {}, in[1]); },
+        [](const R& r) { return ln_ref(r[0], 1, nullptr, &r[1], 1e-5, false); }),
+    row("group_norm/3d_affine", kGn, {{2, 6, 3}, {6}, {6}},
+        [](const V& in) { return of::group_norm(in[0], 3, in[1], in[2]); },
+        [](const R& r) { return gn_ref(r[0], 3, &r[1], &r[2], 1e-5); }),
+    row("group_norm/4d_no_affine", kGn, {{2, 4, 2, 3}},
+        [](const V& in) { return of::group_norm(in[0], 2, {}, {}, 1e-3); },
+        [](const R& r) { return gn_ref(r[0], 2, nullptr, nullptr, 1e-3); }),
+    row("group_norm/2d_weight_only", kGn, {{3, 4}, {4}},
+        [](const V& in) { return of::group_norm(in[0], 2, in[1]); },
+        [](const R& r) { return gn_ref(r[0], 2, &r[1], nullptr, 1e-5); }),
+    row("group_norm/one_group_bias_only", kGn, {{2, 3, 4}, {3}},
+        [](const V& in) { return of::group_norm(in[0], 1, {}, in[1]); },
+        [](const R& r) { return gn_ref(r[0], 1, nullptr, &r[1], 1e-5); }),
+    row("rms_norm/3d_weight_default_eps", kRms, {{3, 4, 5}, {5}},
+        [](const V& in) { return of::rms_norm(in[0], {5}, in[1]); },
+        [](const R& r) {
+          // the default eps is the machine epsilon of the dtype the op ran in
+          return ln_ref(r[0], 1, &r[1], nullptr, std::numeric_limits<double>::epsilon(), true);
+        }),
+    row("rms_norm/two_dims_no_weight", kRms, {{2, 3, 4}},
+        [](const V& in) { return of::rms_norm(in[0], {3, 4}, {}, 1e-6); },
+        [](const R& r) { return ln_ref(r[0], 2, nullptr, nullptr, 1e-6, true); }),
+});
+
+// ---------------------------------------------------------------- dropout
+// Seeded inside fn (so gradcheck sees one mask): kept elements are x / (1 - p), dropped ones
+// are replaced by x, so the result equals x exactly when the scaling is right.
+TH_ROWS({
+    row("dropout/train_scaling", {"dropout"}, {{6, 7}},
+        [](const V& in) {
+          of::manual_seed(99);
+          of::Tensor y = of::dropout(in[0], 0.3, true);
+          return of::where(y == 0, in[0], y * 0.7);
+        },
+        [](const R& r) { return r[0]; }),
+    row("dropout/eval_identity", {"dropout"}, {{4, 5}},
+        [](const V& in) { return of::dropout(in[0], 0.5, false); },
+        [](const R& r) { return r[0]; }),
+});
+
+// ---------------------------------------------------------------- cross entropy / nll
+const std::vector<std::string> kCe = {"cross_entropy", "cross_entropy_backward"};
+TH_ROWS({
+    with_make(row("cross_entropy/mean", kCe, {},
+                  [](const V& in) { return of::cross_entropy(in[0], in[1]); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
+              ce_inputs({5, 4}, {5}, 4, {}, -100, false), {1}),
+    with_make(row("cross_entropy/weight_ignore_mean", kCe, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.0); }),
+              ce_inputs({6, 5}, {6}, 5, {1, 4}, -100, true), {1, 2}),
+    with_make(row("cross_entropy/ignore_class_index_sum", kCe, {},
+                  [](const V& in) { return of::cross_entropy(in[0], in[1], {}, Red::Sum, 2); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Sum, 2, 0.0); }),
+              ce_inputs({7, 3}, {7}, 3, {0}, 2, false), {1}),
+    with_make(row("cross_entropy/smoothing_weight_sum", kCe, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Sum, -100, 0.2);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Sum, -100, 0.2); }),
+              ce_inputs({5, 4}, {5}, 4, {3}, -100, true), {1, 2}),
+    with_make(row("cross_entropy/smoothing_mean_ignore", kCe, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], {}, Red::Mean, -100, 0.3);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.3); }),
+              ce_inputs({6, 4}, {6}, 4, {2}, -100, false), {1}),
+    with_make(row("cross_entropy/smoothing_weight_mean_ignore", kCe, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100, 0.1);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.1); }),
+              ce_inputs({6, 4}, {6}, 4, {0, 5}, -100, true), {1, 2}),
+    with_make(row("cross_entropy/3d_none_smoothing", kCe, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::None, -100, 0.1);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::None, -100, 0.1); }),
+              ce_inputs({3, 4, 5}, {3, 5}, 4, {2, 7}, -100, true), {1, 2}),
+    with_make(row("cross_entropy/4d_mean", kCe, {},
+                  [](const V& in) { return of::cross_entropy(in[0], in[1]); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
+              ce_inputs({2, 3, 2, 2}, {2, 2, 2}, 3, {}, -100, false), {1}),
+    with_make(row("cross_entropy/unbatched", kCe, {},
+                  [](const V& in) { return of::cross_entropy(in[0], in[1]); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
+              ce_inputs({5}, {}, 5, {}, -100, false), {1}),
+    with_make(row("cross_entropy/probs_weight_smoothing_mean", {"log_softmax"}, {},
+                  [](const V& in) {
+                    return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100, 0.2);
+                  },
+                  [](const R& r) { return ce_probs_ref(r[0], r[1], &r[2], Red::Mean, 0.2); }),
+              ranged({{4, 3}, {4, 3}, {3}}, {{-2, 2}, {0, 1}, {0.5, 1.5}}), {2}),
+    with_make(row("cross_entropy/probs_3d_none", {"log_softmax"}, {},
+                  [](const V& in) { return of::cross_entropy(in[0], in[1], {}, Red::None); },
+                  [](const R& r) { return ce_probs_ref(r[0], r[1], nullptr, Red::None, 0.0); }),
+              ranged({{2, 3, 4}, {2, 3, 4}}, {{-2, 2}, {0, 1}})),
+    with_make(row("nll_loss/mean", {"gather"}, {},
+                  [](const V& in) { return of::nll_loss(in[0], in[1]); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0, true); }),
+              ce_inputs({5, 4}, {5}, 4, {}, -100, false), {1}),
+    with_make(row("nll_loss/weight_ignore_mean", {"gather"}, {},
+                  [](const V& in) { return of::nll_loss(in[0], in[1], as(in[2], in[0])); },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.0, true); }),
+              ce_inputs({6, 5}, {6}, 5, {0, 3}, -100, true), {1, 2}),
+    with_make(row("nll_loss/3d_none_ignore", {"gather"}, {},
+                  [](const V& in) {
+                    return of::nll_loss(in[0], in[1], as(in[2], in[0]), Red::None, 1);
+                  },
+                  [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::None, 1, 0.0, true); }),
+              ce_inputs({3, 4, 2}, {3, 2}, 4, {1}, 1, true), {1, 2}),
+    with_make(row("nll_loss/sum_unbatched", {"gather"}, {},
+                  [](const V& in) { return of::nll_loss(in[0], in[1], {}, Red::Sum); },
+                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Sum, -100, 0.0, true); }),
+              ce_inputs({6}, {}, 6, {}, -100, false), {1}),
+});
+
+// ---------------------------------------------------------------- elementwise losses
+double smooth_l1(double d, double beta) {
+  const double a = std::fabs(d);
+  return a < beta ? 0.5 * a * a / beta : a - 0.5 * beta;
+}
+double bce(double x, double t) {
+  return -(t * std::max(std::log(x), -100.0) + (1 - t) * std::max(std::log(1 - x), -100.0));
+}
+double bce_logits(double x, double t, double pw) {
+  // -(pw * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))
+  const double s = 1.0 / (1.0 + std::exp(-x));
+  return -(pw * t * std::log(s) + (1 - t) * std::log(1 - s));
+}
+TH_ROWS({
+    row("mse_loss/mean", {}, {{3, 4}, {3, 4}},
+        [](const V& in) { return of::mse_loss(in[0], in[1]); },
+        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return (a - b) * (a - b); }), Red::Mean); }),
+    row("mse_loss/none_3d", {}, {{2, 3, 4}, {2, 3, 4}},
+        [](const V& in) { return of::mse_loss(in[0], in[1], Red::None); },
+        [](const R& r) { return map1(r, [](double a, double b) { return (a - b) * (a - b); }); }),
+    row("l1_loss/sum", {}, {{5, 3}, {5, 3}},
+        [](const V& in) { return of::l1_loss(in[0], in[1], Red::Sum); },
+        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum); }),
+    row("l1_loss/mean_1d", {}, {{7}, {7}},
+        [](const V& in) { return of::l1_loss(in[0], in[1]); },
+        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Mean); }),
+    row("smooth_l1_loss/mean_beta1", {}, {{4, 5}, {4, 5}},
+        [](const V& in) { return of::smooth_l1_loss(in[0], in[1]); },
+        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return smooth_l1(a - b, 1.0); }), Red::Mean); }),
+    row("smooth_l1_loss/none_beta0.5", {}, {{3, 4}, {3, 4}},
+        [](const V& in) { return of::smooth_l1_loss(in[0], in[1], Red::None, 0.5); },
+        [](const R& r) { return map1(r, [](double a, double b) { return smooth_l1(a - b, 0.5); }); }),
+    row("smooth_l1_loss/sum_beta0", {}, {{3, 4}, {3, 4}},
+        [](const V& in) { return of::smooth_l1_loss(in[0], in[1], Red::Sum, 0.0); },
+        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum); }),
+    with_make(row("binary_cross_entropy/mean", {}, {},
+                  [](const V& in) { return of::binary_cross_entropy(in[0], in[1]); },
+                  [](const R& r) { return reduce_ref(map1(r, bce), Red::Mean); }),
+              ranged({{3, 4}, {3, 4}}, {{0.05, 0.95}, {0, 1}})),
+    with_make(row("binary_cross_entropy/weight_none", {}, {},
+                  [](const V& in) {
+                    return of::binary_cross_entropy(in[0], in[1], in[2], Red::None);
+                  },
+                  [](const R& r) {
+                    Ref l = map1(r, bce);
+                    for (int64_t i = 0; i < l.numel(); ++i) l.v[size_t(i)] *= r[2].v[size_t(i % 4)];
+                    return l;
+                  }),
+              ranged({{3, 4}, {3, 4}, {4}}, {{0.05, 0.95}, {0, 1}, {0.5, 1.5}})),
+    with_make(row("bce_with_logits/mean", {}, {},
+                  [](const V& in) { return of::binary_cross_entropy_with_logits(in[0], in[1]); },
+                  [](const R& r) {
+                    return reduce_ref(map1(r, [](double x, double t) { return bce_logits(x, t, 1); }), Red::Mean);
+                  }),
+              ranged({{3, 4}, {3, 4}}, {{-3, 3}, {0, 1}})),
+    with_make(row("bce_with_logits/weight_pos_weight_sum", {}, {},
+                  [](const V& in) {
+                    return of::binary_cross_entropy_with_logits(in[0], in[1], in[2], in[3], Red::Sum);
+                  },
+                  [](const R& r) {
+                    double s = 0;
+                    for (int64_t i = 0; i < r[0].numel(); ++i)
+                      s += r[2].v[size_t(i)] *
+                           bce_logits(r[0].v[size_t(i)], r[1].v[size_t(i)], r[3].v[size_t(i % 4)]);
+                    return Ref(Shape{}, {s});
+                  }),
+              ranged({{3, 4}, {3, 4}, {3, 4}, {4}}, {{-3, 3}, {0, 1}, {0.5, 1.5}, {0.5, 3}})),
+    with_make(row("kl_div/mean", {}, {},
+                  [](const V& in) { return of::kl_div(in[0], in[1]); },
+                  [](const R& r) {
+                    return reduce_ref(map1(r, [](double x, double t) { return t * (std::log(t) - x); }), Red::Mean);
+                  }),
+              ranged({{3, 4}, {3, 4}}, {{-3, 0}, {0.05, 1}})),
+    with_make(row("kl_div/log_target_sum", {}, {},
+                  [](const V& in) { return of::kl_div(in[0], in[1], Red::Sum, true); },
+                  [](const R& r) {
+                    return reduce_ref(map1(r, [](double x, double t) { return std::exp(t) * (t - x); }), Red::Sum);
+                  }),
+              ranged({{2, 5}, {2, 5}}, {{-3, 0}, {-3, 0}})),
+});
+
+of::Tensor T64(std::vector<double> v, std::vector<int64_t> shape) {
+  return of::tensor(v, of::IntArrayRef(shape), of::kFloat64);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- batch norm running stats
+
+TEST_CASE("nn: batch_norm updates running stats (unbiased var, momentum) without autograd") {
+  for (of::ScalarType dt : {of::kFloat64, of::kFloat32}) {
+    of::Tensor x = T64({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13}, {3, 2, 2}).to(dt);
+    // channel 0: 1,2,5,6,9,10 ; channel 1: 3,4,7,8,11,13
+    of::Tensor rm = of::full({2}, 0.5, dt), rv = of::full({2}, 2.0, dt);
+    of::Tensor w = of::ones({2}, dt).set_requires_grad(true);
+    of::Tensor y = of::batch_norm(x, w, {}, rm, rv, true, 0.25, 1e-5);
+    CHECK(!rm.requires_grad());
+    CHECK(y.requires_grad());
+    for (int c = 0; c < 2; ++c) {
+      std::vector<double> v = c == 0 ? std::vector<double>{1, 2, 5, 6, 9, 10}
+                                     : std::vector<double>{3, 4, 7, 8, 11, 13};
+      double m = 0, ss = 0;
+      for (double a : v) m += a;
+      m /= 6;
+      for (double a : v) ss += (a - m) * (a - m);
+      const double em = 0.75 * 0.5 + 0.25 * m, ev = 0.75 * 2.0 + 0.25 * ss / 5;
+      CHECK(rm.to_vector<double>()[size_t(c)] == doctest::Approx(em).epsilon(1e-6));
+      CHECK(rv.to_vector<double>()[size_t(c)] == doctest::Approx(ev).epsilon(1e-6));
+    }
+    // eval uses the running stats and leaves them alone
+    std::vector<double> before = rm.to_vector<double>();
+    of::Tensor ye = of::batch_norm(x, {}, {}, rm, rv, false, 0.25, 1e-5);
+    CHECK(rm.to_vector<double>() == before);
+    std::vector<double> xv = x.to_vector<double>(), yv = ye.to_vector<double>();
+    std::vector<double> rmv = rm.to_vector<double>(), rvv = rv.to_vector<double>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const size_t c = (i / 2) % 2;
+      CHECK(yv[i] == doctest::Approx((xv[i] - rmv[c]) / std::sqrt(rvv[c] + 1e-5)).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("nn: fused kernels do not depend on the thread count") {
+  const int saved = of::get_num_threads();
+  of::manual_seed(3);
+  of::Tensor x = of::randn({64, 48, 40});
+  of::Tensor t = of::randint(0, 48, {64, 40}, of::kInt64);
+  of::Tensor w = of::rand({48}) + 0.5;
+  auto run = [&] {
+    of::Tensor xl = x.detach().clone().set_requires_grad(true);
+    of::Tensor a = of::batch_norm(xl, w, w, {}, {}, true, 0.1, 1e-5);
+    of::Tensor b = of::layer_norm(xl, {40}, {}, {});
+    of::Tensor c = of::group_norm(xl, 8, w, {});
+    of::Tensor d = of::cross_entropy(xl, t, w, Red::Mean, -100, 0.1);
+    of::manual_seed(5);
+    of::Tensor e = of::dropout(xl, 0.4, true);
+    ((a * b).sum() + c.sum() + d + e.sum()).backward();
+    return std::vector<std::vector<double>>{a.to_vector<double>(), b.to_vector<double>(),
+                                            c.to_vector<double>(), d.to_vector<double>(),
+                                            e.to_vector<double>(), xl.grad().to_vector<double>()};
+  };
+  of::set_num_threads(1);
+  auto one = run();
+  of::set_num_threads(std::max(2, saved));
+  auto many = run();
+  of::set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(one[i] == many[i]);
+}
+
+// ---------------------------------------------------------------- dropout
+
+TEST_CASE("nn: dropout statistics, seeding, eval identity and mask reuse in backward") {
+  of::Tensor x = of::ones({200, 500}, of::kFloat64);
+  for (double p : {0.1, 0.5, 0.8}) {
+    of::manual_seed(11);
+    of::Tensor y = of::dropout(x, p, true);
+    std::vector<double> v = y.to_vector<double>();
+    double kept = 0;
+    for (double a : v) {
+      CHECK((a == 0 || std::fabs(a - 1 / (1 - p)) < 1e-12));
+      kept += a != 0;
+    }
+    const double frac = kept / double(v.size());
+    const double sd = std::sqrt(p * (1 - p) / double(v.size()));
+    CHECK(std::fabs(frac - (1 - p)) < 5 * sd);
+    // expectation is preserved
+    CHECK(y.mean().item<double>() == doctest::Approx(1.0).epsilon(10 * sd / (1 - p)));
+    of::manual_seed(11);
+    CHECK(of::equal(of::dropout(x, p, true), y));
+    CHECK(!of::equal(of::dropout(x, p, true), y));  // the generator advanced
+  }
+  // float32 and float64 draw the same mask for the same seed
+  of::manual_seed(4);
+  of::Tensor m64 = of::dropout(x, 0.5, true) != 0;
+  of::manual_seed(4);
+  of::Tensor m32 = of::dropout(x.to(of::kFloat32), 0.5, true) != 0;
+  CHECK(of::equal(m64, m32));
+  // eval / p = 0: identity (the same tensor); p = 1: all zeros
+  CHECK(of::dropout(x, 0.5, false).is_same(x));
+  CHECK(of::dropout(x, 0.0, true).is_same(x));
+  CHECK(of::dropout(x, 1.0, true).abs().sum().item<double>() == 0.0);
+  // backward multiplies by the same mask and scale
+  of::Tensor xl = of::rand({30, 40}, of::kFloat64).set_requires_grad(true);
+  of::manual_seed(21);
+  of::Tensor y = of::dropout(xl, 0.25, true);
+  (y * 3.0).sum().backward();
+  std::vector<double> yv = y.to_vector<double>(), gv = xl.grad().to_vector<double>();
+  for (size_t i = 0; i < yv.size(); ++i) CHECK(gv[i] == (yv[i] != 0 ? 3.0 / 0.75 : 0.0));
+  // in-place form
+  of::Tensor z = of::ones({10, 10}, of::kFloat64);
+  of::manual_seed(8);
+  of::dropout_(z, 0.5, true);
+  of::manual_seed(8);
+  CHECK(of::equal(z, of::dropout(of::ones({10, 10}, of::kFloat64), 0.5, true)));
+}
+
+// ---------------------------------------------------------------- cross entropy extras
+
+TEST_CASE("nn: cross_entropy gradient is softmax minus one-hot; matches log_softmax + nll") {
+  of::manual_seed(2);
+  of::Tensor x = of::randn({8, 6}, of::kFloat64).set_requires_grad(true);
+  of::Tensor t = of::randint(0, 6, {8}, of::kInt64);
+  of::Tensor l = of::cross_entropy(x, t, {}, Red::Sum);
+  l.backward();
+  of::Tensor expect = of::softmax(x.detach(), 1) - of::one_hot(t, 6).to(of::kFloat64);
+  CHECK(of::allclose(x.grad(), expect, 1e-10, 1e-12));
+  of::Tensor l2 = of::nll_loss(of::log_softmax(x.detach(), 1), t, {}, Red::Sum);
+  CHECK(l.item<double>() == doctest::Approx(l2.item<double>()).epsilon(1e-12));
+  // large logits stay finite
+  of::Tensor big = T64({1000, 0, -1000, 500}, {2, 2});
+  of::Tensor lb = of::cross_entropy(big, of::tensor(std::vector<int64_t>{1, 0}, {2}, of::kInt64),
+                                    {}, Red::None);
+  std::vector<double> v = lb.to_vector<double>();
+  CHECK(v[0] == doctest::Approx(1000.0));
+  CHECK(v[1] == doctest::Approx(1500.0));
+  // all targets ignored with mean reduction: 0 / 0 = NaN, as PyTorch
+  of::Tensor ti = of::full({3}, int64_t(-100), of::kInt64);
+  CHECK(std::isnan(of::cross_entropy(of::zeros({3, 4}, of::kFloat64), ti).item<double>()));
+}
+
+// ---------------------------------------------------------------- error paths
+
+TEST_CASE("nn: errors name the op and the offending shapes, values and dtypes") {
+  std::string msg;
+  auto check = [&](const std::function<void()>& fn, const std::vector<std::string>& needles) {
+    bool ok = th::throws_with(fn, needles, &msg);
+    CHECK_MESSAGE(ok, msg);
+  };
+  const of::Tensor x = of::randn({4, 5}, of::kFloat64);
+  const of::Tensor t = of::tensor(std::vector<int64_t>{0, 1, 7, 2}, {4}, of::kInt64);
+  check([&] { of::cross_entropy(x, t); }, {"[cross_entropy]", "target index 7", "5 classes"});
+  check([&] { of::nll_loss(x, of::tensor(std::vector<int64_t>{0, -3, 1, 2}, {4}, of::kInt64)); },
+        {"[nll_loss]", "target index -3"});
+  check([&] { of::cross_entropy(x, of::zeros({3}, of::kInt64)); },
+        {"[cross_entropy]", "target shape (3,)", "(4, 5)"});
+  check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt32)); },
+        {"[cross_entropy]", "int64", "int32"});
+  check([&] { of::cross_entropy(x, of::zeros({4, 4}, of::kFloat64)); },
+        {"[cross_entropy]", "target shape (4, 4)", "(4, 5)"});
+  check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), of::ones({4}, of::kFloat64)); },
+        {"[cross_entropy]", "weight", "(5,)", "(4,)"});
+  check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), {}, 7); },
+        {"[cross_entropy]", "invalid reduction 7"});
+  check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), {}, Red::Mean, -100, 1.5); },
+        {"[cross_entropy]", "label_smoothing", "1.5"});
+  check([&] { of::cross_entropy(of::zeros({4, 5}, of::kInt64), of::zeros({4}, of::kInt64)); },
+        {"[cross_entropy]", "float32 or float64", "int64"});
+  check([&] { of::layer_norm(x, {4}); }, {"[layer_norm]", "normalized_shape (4,)", "(4, 5)"});
+  check([&] { of::layer_norm(x, {5}, of::ones({4}, of::kFloat64)); },
+        {"[layer_norm]", "weight", "(5,)", "(4,)"});
+  check([&] { of::rms_norm(x, {3, 5}); }, {"[rms_norm]", "normalized_shape (3, 5)"});
+  check([&] { of::group_norm(of::randn({2, 6, 3}), 4); },
+        {"[group_norm]", "num_groups 4", "channels 6"});
+  check([&] { of::group_norm(of::randn({2, 6}), 3, of::ones({3})); },
+        {"[group_norm]", "weight", "(6,)", "(3,)"});
+  check([&] { of::layer_norm(of::ones({2, 3}, of::kInt64), {3}); },
+        {"[layer_norm]", "float32 or float64", "int64"});
+  of::Tensor rm = of::zeros({3}, of::kFloat64), rv = of::ones({3}, of::kFloat64);
+  check([&] { of::batch_norm(x, {}, {}, rm, rv, true, 0.1, 1e-5); },
+        {"[batch_norm]", "running_mean", "(5,)", "(3,)"});
+  CHECK(rm.to_vector<double>() == std::vector<double>{0, 0, 0});  // untouched
+  check([&] { of::batch_norm(x, {}, {}, {}, {}, false, 0.1, 1e-5); },
+        {"[batch_norm]", "evaluation mode"});
+  check([&] { of::batch_norm(of::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5); },
+        {"[batch_norm]", "more than 1 value per channel", "(1, 3)"});
+  check([&] { of::batch_norm(of::randn({4}), {}, {}, {}, {}, true, 0.1, 1e-5); },
+        {"[batch_norm]", "at least 2 dims", "(4,)"});
+  check([&] { of::dropout(x, 1.5, true); }, {"[dropout]", "between 0 and 1", "1.5"});
+  check([&] { of::dropout(x, -0.1, false); }, {"[dropout]", "-0.1"});
+  check([&] { of::dropout(of::ones({3}, of::kInt64), 0.5, true); }, {"[dropout]", "int64"});
+  check([&] { of::linear(x, of::randn({3, 4}, of::kFloat64)); },
+        {"[linear]", "(4, 5)", "(3, 4)", "5 != 4"});
+  check([&] { of::linear(x, of::randn({3, 5}, of::kFloat64), of::randn({4}, of::kFloat64)); },
+        {"[linear]", "bias", "(3,)", "(4,)"});
+  check([&] { of::mse_loss(x, of::randn({4, 4}, of::kFloat64)); },
+        {"[mse_loss]", "target shape (4, 4)", "(4, 5)"});
+  check([&] { of::l1_loss(x, x, 3); }, {"[l1_loss]", "invalid reduction 3"});
+  check([&] { of::smooth_l1_loss(x, x, Red::Mean, -1.0); }, {"[smooth_l1_loss]", "beta", "-1"});
+  check([&] { of::binary_cross_entropy(x.abs() + 1.0, x.abs().clamp(0.0, 1.0)); },
+        {"[binary_cross_entropy]", "between 0 and 1"});
+  check([&] { of::binary_cross_entropy_with_logits(x, x, of::ones({3}, of::kFloat64)); },
+        {"[binary_cross_entropy_with_logits]", "weight", "(3,)", "(4, 5)"});
+  check([&] { of::kl_div(x, of::ones({5}, of::kFloat64)); },
+        {"[kl_div]", "target shape (5,)", "(4, 5)"});
+  check([&] { of::cross_entropy(x, x.softmax(1), {}, Red::Mean, 2); },
+        {"[cross_entropy]", "ignore_index (2)", "probability"});
+}

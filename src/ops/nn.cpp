@@ -733,11 +733,20 @@ Tensor reduce_loss(const Tensor& l, int64_t reduction) {
   return l;
 }
 
-void check_same_shape(const Tensor& input, const Tensor& target, const char* op) {
+void check_same_shape(const Tensor& input, const Tensor& target, const char* op,
+                      const char* note = "") {
   if (!target.defined()) fail("[{}] target is undefined", op);
   if (!(input.sizes() == target.sizes()))
-    fail("[{}] target shape {} does not match input shape {}", op, shape_str(target.sizes()),
-         shape_str(input.sizes()));
+    fail("[{}] target shape {} does not match input shape {}{}", op, shape_str(target.sizes()),
+         shape_str(input.sizes()), note);
+}
+// Whether s broadcasts to exactly `target`.
+bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
+  if (s.size() > target.size()) return false;
+  const size_t off = target.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != 1 && s[i] != target[off + i]) return false;
+  return true;
 }
 
 // Validates class-index targets against input [N, C, d...] (or [C] with a 0-d target).
@@ -939,7 +948,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   if (!target.defined()) fail("[cross_entropy] target is undefined");
   if (target.is_floating_point()) {
     // class probabilities: same shape as input
-    check_same_shape(input, target, op);
+    check_same_shape(input, target, op,
+                     " (floating-point targets are class probabilities of the input's shape; "
+                     "class indices must be int64)");
     if (target.dtype() != input.dtype())
       fail("[cross_entropy] expected probability targets of the input's dtype {}, got {}",
            dtype_name(input.dtype()), dtype_name(target.dtype()));
@@ -1034,7 +1045,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   check_reduction(reduction, op);
   if (weight.defined()) {
     check_float_input(weight, op, "weight");
-    if (!(IntArrayRef(broadcast_shapes(weight.sizes(), input.sizes())) == input.sizes()))
+    if (!broadcasts_to(weight.sizes(), input.sizes()))
       fail("[{}] weight of shape {} does not broadcast to the input shape {}", op,
            shape_str(weight.sizes()), shape_str(input.sizes()));
   }
@@ -1061,7 +1072,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     if (!t->defined()) continue;
     const char* what = t == &weight ? "weight" : "pos_weight";
     check_float_input(*t, op, what);
-    if (!(IntArrayRef(broadcast_shapes(t->sizes(), input.sizes())) == input.sizes()))
+    if (!broadcasts_to(t->sizes(), input.sizes()))
       fail("[{}] {} of shape {} does not broadcast to the input shape {}", op, what,
            shape_str(t->sizes()), shape_str(input.sizes()));
   }
