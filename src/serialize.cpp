@@ -431,7 +431,12 @@ struct Entry {
   size_t header_index = 0;
 };
 
-std::string shape_text(const DimVector& s) { return shape_str(s); }
+// Shapes as the header writes them: [2, 3].
+std::string shape_text(const DimVector& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
 
 }  // namespace
 
