@@ -695,7 +695,13 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(order.size());
   for (const Entry* e : order) {
-    Tensor t = empty(e->shape, TensorOptions(e->dtype));
+    Tensor t;
+    try {
+      t = empty(e->shape, TensorOptions(e->dtype));
+    } catch (const std::exception& ex) {
+      fail("[load] {}: tensor {}: cannot allocate shape {} of {}: {}", path, quoted(e->name),
+           shape_text(e->shape), safetensors_dtype(e->dtype), ex.what());
+    }
     size_t nbytes = size_t(e->end - e->begin);
     if (nbytes > 0) {
       if (!pread_all(f.fd, t.data_ptr(), nbytes, data_start + e->begin, &err))

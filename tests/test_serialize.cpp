@@ -404,6 +404,8 @@ TEST_CASE("serialize: corrupted headers are rejected with the reason") {
        {"tensor \"a\"", "shape [3] of F32 needs 12 bytes but data_offsets [0, 8] hold 8"}},
       {"numel overflow", make_file("{" + entry("a", "F32", "[4611686018427387904,8]", "[0,8]") + "}", f32x2),
        {"more than 2^64"}},
+      {"empty but unrepresentable", make_file("{" + entry("a", "U8", "[1,2305843009213693952,3,0]", "[0,0]") + "}", ""),
+       {"tensor \"a\"", "cannot allocate shape [1, 2305843009213693952, 3, 0] of U8"}},
       {"offsets reversed", make_file("{" + entry("a", "U8", "[0]", "[8,0]") + "}", f32x2), {"end before they begin"}},
       {"three offsets", make_file("{" + entry("a", "U8", "[8]", "[0,4,8]") + "}", f32x2), {"data_offsets must be an array [begin, end]"}},
       {"negative offset", make_file("{" + entry("a", "U8", "[8]", "[-1,7]") + "}", f32x2), {"non-negative integers, found -1"}},
