@@ -477,6 +477,93 @@ TH_ROWS({
               ranged({{2, 5}, {2, 5}}, {{-3, 0}, {-3, 0}})),
 });
 
+// ---------------------------------------------------------------- attention
+// softmax(scale q k^T + mask) v per batch; k/v/mask batches repeat when smaller (broadcast).
+// mask_kind: 0 none, 1 bool (nonzero = attend), 2 additive.
+Ref attn_ref(const Ref& q, const Ref& k, const Ref& v, const Ref* mask, int mask_kind,
+             bool causal, double scale) {
+  const int64_t L = q.shape[q.shape.size() - 2], E = q.shape.back();
+  const int64_t S = k.shape[k.shape.size() - 2], Ev = v.shape.back();
+  const int64_t B = q.numel() / (L * E), Bk = k.numel() / (S * E), Bv = v.numel() / (S * Ev);
+  const int64_t Bm = mask ? mask->numel() / (L * S) : 1;
+  Shape os = q.shape;
+  os.back() = Ev;
+  Ref o(os);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> sc(size_t(S), -INFINITY);
+      double m = -INFINITY;
+      for (int64_t j = 0; j < S; ++j) {
+        if (causal && j > i) continue;
+        const double mv = mask ? mask->v[size_t(((b % Bm) * L + i) * S + j)] : 0.0;
+        if (mask_kind == 1 && mv == 0) continue;
+        double d = 0;
+        for (int64_t e = 0; e < E; ++e)
+          d += q.v[size_t((b * L + i) * E + e)] * k.v[size_t(((b % Bk) * S + j) * E + e)];
+        sc[size_t(j)] = scale * d + (mask_kind == 2 ? mv : 0.0);
+        m = std::max(m, sc[size_t(j)]);
+      }
+      double tot = 0;
+      for (int64_t j = 0; j < S; ++j) tot += std::exp(sc[size_t(j)] - m);
+      for (int64_t c = 0; c < Ev; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j)
+          acc += std::exp(sc[size_t(j)] - m) / tot * v.v[size_t(((b % Bv) * S + j) * Ev + c)];
+        o.v[size_t((b * L + i) * Ev + c)] = acc;
+      }
+    }
+  return o;
+}
+
+// q, k, v uniform in [-2, 2]; then a bool mask (attend with prob. 0.6, the first key always)
+// or an additive mask in [-2, 0].
+std::function<V(uint64_t)> attn_inputs(Shape qs, Shape ks, Shape vs, Shape ms, int kind) {
+  return [=](uint64_t seed) {
+    of::manual_seed(seed);
+    V r;
+    for (const Shape& s : {qs, ks, vs}) r.push_back(of::rand(s, of::kFloat64) * 4.0 - 2.0);
+    if (kind == 1) {
+      std::vector<double> u = of::rand(ms, of::kFloat64).to_vector<double>();
+      std::vector<uint8_t> keep(u.size());
+      const int64_t S = ms.back();
+      for (size_t i = 0; i < u.size(); ++i) keep[i] = u[i] < 0.6 || int64_t(i) % S == 0;
+      of::Tensor mt = of::tensor(keep, of::IntArrayRef(ms), of::kUInt8).to(of::kBool);
+      r.push_back(mt);
+    } else if (kind == 2) {
+      r.push_back(of::rand(ms, of::kFloat64) * -2.0);
+    }
+    return r;
+  };
+}
+
+const std::vector<std::string> kAttn = {"scaled_dot_product_attention",
+                                        "scaled_dot_product_attention_backward"};
+TH_ROWS({
+    row("sdpa/basic", kAttn, {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
+        [](const V& in) { return of::scaled_dot_product_attention(in[0], in[1], in[2]); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.5); }),
+    row("sdpa/causal_4d", kAttn, {{2, 2, 4, 3}, {2, 2, 4, 3}, {2, 2, 4, 3}},
+        [](const V& in) {
+          return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true);
+        },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, true, 1 / std::sqrt(3.0)); }),
+    row("sdpa/broadcast_kv_scale", kAttn, {{2, 3, 4}, {5, 4}, {5, 2}},
+        [](const V& in) {
+          return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, false, 0.3);
+        },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.3); }),
+    with_make(row("sdpa/bool_mask_broadcast", kAttn, {},
+                  [](const V& in) { return of::scaled_dot_product_attention(in[0], in[1], in[2], in[3]); },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 1, false, 0.5); }),
+              attn_inputs({2, 3, 4}, {2, 5, 4}, {2, 5, 2}, {3, 5}, 1), {3}),
+    with_make(row("sdpa/additive_mask", kAttn, {},
+                  [](const V& in) {
+                    return of::scaled_dot_product_attention(in[0], in[1], in[2], as(in[3], in[0]));
+                  },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
+              attn_inputs({2, 3, 4}, {2, 6, 4}, {2, 6, 3}, {2, 3, 6}, 2), {3}),
+});
+
 of::Tensor T64(std::vector<double> v, std::vector<int64_t> shape) {
   return of::tensor(v, of::IntArrayRef(shape), of::kFloat64);
 }
@@ -682,4 +769,37 @@ TEST_CASE("nn: errors name the op and the offending shapes, values and dtypes") 
         {"[kl_div]", "target shape (5,)", "(4, 5)"});
   check([&] { of::cross_entropy(x, x.softmax(1), {}, Red::Mean, 2); },
         {"[cross_entropy]", "ignore_index (2)", "probability"});
+}
+
+TEST_CASE("nn: attention dropout is seeded and its backward reuses the mask") {
+  of::manual_seed(1);
+  of::Tensor q = of::randn({2, 4, 3}, of::kFloat64), k = of::randn({2, 6, 3}, of::kFloat64);
+  of::Tensor v = of::randn({2, 6, 5}, of::kFloat64);
+  auto f = [](const std::vector<of::Tensor>& in) {
+    of::manual_seed(77);
+    return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.4);
+  };
+  of::Tensor a = f({q, k, v}), b = f({q, k, v});
+  CHECK(of::equal(a, b));
+  CHECK(!of::allclose(a, of::scaled_dot_product_attention(q, k, v)));
+  // gradients vs finite differences with the mask held fixed by the seed
+  std::string err = th::gradcheck(f, {q, k, v});
+  CHECK_MESSAGE(err.empty(), err);
+  // values stay finite and bounded by max|v| / (1 - p) for a large p
+  of::manual_seed(3);
+  of::Tensor big = of::scaled_dot_product_attention(q, k, v, {}, 0.9);
+  CHECK(big.abs().max().item<double>() <= v.abs().max().item<double>() / 0.1 + 1e-9);
+  std::string msg;
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, {}, 1.0); },
+                                {"[scaled_dot_product_attention]", "dropout_p", "1"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, of::randn({2, 6, 4}, of::kFloat64), v); },
+                                {"[scaled_dot_product_attention]", "(2, 4, 3)", "(2, 6, 4)"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, of::ones({4, 5}, of::kBool)); },
+                                {"[scaled_dot_product_attention]", "attn_mask", "(4, 5)", "(2, 4, 6)"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, of::ones({4, 6}, of::kBool), 0.0, true); },
+                                {"[scaled_dot_product_attention]", "is_causal"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, of::randn({3, 6, 3}, of::kFloat64), v); },
+                                {"[scaled_dot_product_attention]", "batch dims", "(3, 6, 3)"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q.to(of::kFloat32), k, v); },
+                                {"[scaled_dot_product_attention]", "float32", "float64"}, &msg), msg);
 }

@@ -37,6 +37,14 @@ Tensor dropout(const Tensor& input, double p, bool train);
 // In-place dropout: writes the result into input.
 Tensor& dropout_(Tensor& input, double p, bool train);
 
+// ---------------------------------------------------------------- attention
+// softmax(q k^T * scale + mask) v over [..., L, E] x [..., S, E] x [..., S, Ev]; a bool mask
+// marks the keys to attend (true), a float mask is added; scale defaults to 1/sqrt(E).
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+
 // ---------------------------------------------------------------- losses
 // Cross entropy from logits [N, C, d...] ([C] unbatched) with class indices or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},

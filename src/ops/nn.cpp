@@ -725,6 +725,214 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, Tensor(), Tensor()};
 }
 
+// ================================================================ scaled dot product attention
+// inputs: q [B, L, E], k [B, S, E], v [B, S, Ev], mask [B, L, S] (optional: bool, true = attend,
+// or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
+// 1 bool, 2 additive); outputs: out [B, L, Ev], lse [B, L] (log-sum-exp of each score row).
+// NOTE [Attention kernel]: each query row streams over the keys with an online softmax (running
+// max, running sum, rescaled accumulator), so no [L, S] score matrix is materialized (memory
+// O(L * E) per head). Backward recomputes the probabilities from the saved lse. Dropout keeps
+// element (b, i, j) by Philox word ((b * L + i) * S + j) of the op's counters, in both passes.
+
+const OpDef* g_sdpa;
+const OpDef* g_sdpa_bwd;
+
+struct AttnGeom {
+  int64_t B, L, S, E, Ev;
+};
+AttnGeom attn_geom(const TensorList& in) {
+  return {in[0].size(0), in[0].size(1), in[1].size(1), in[0].size(2), in[2].size(2)};
+}
+
+void sdpa_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const AttnGeom g = attn_geom(in);
+  const Tensor& q = in[0];
+  out.push_back({{g.B, g.L, g.Ev}, {}, 0, q.dtype(), q.device()});
+  out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
+}
+
+// Score-row helpers shared by forward and backward.
+struct AttnRow {
+  const AttnGeom& g;
+  double scale, keep_scale;
+  bool causal;
+  int64_t mask_kind;
+  uint32_t thr;
+  uint64_t seed, offset;
+  bool dropout;
+  uint64_t cached = ~uint64_t(0);
+  uint32_t w[4] = {};
+  // Whether (i, j) is attended, and its additive mask term.
+  template <class T> bool allowed(const T* mrow, const bool* brow, int64_t i, int64_t j,
+                                  double& add) const {
+    add = 0;
+    if (causal && j > i) return false;
+    if (mask_kind == 1) return brow[j];
+    if (mask_kind == 2) add = double(mrow[j]);
+    return true;
+  }
+  // Dropout multiplier of element (b, i, j): 0 or 1 / (1 - p).
+  double drop(int64_t b, int64_t i, int64_t j) {
+    if (!dropout) return 1.0;
+    const uint64_t idx = uint64_t((b * g.L + i) * g.S + j);
+    const uint64_t ctr = offset + (idx >> 2);
+    if (ctr != cached) {
+      Philox::generate(seed, ctr, w);
+      cached = ctr;
+    }
+    return (w[idx & 3] >> 8) >= thr ? keep_scale : 0.0;
+  }
+};
+
+AttnRow attn_row(const AttnGeom& g, const Attrs& a) {
+  const double p = a.f(2);
+  AttnRow r{g, a.f(0), p >= 1.0 ? 0.0 : 1.0 / (1.0 - p), a.b(1), a.i(5),
+            uint32_t(std::ceil(p * 16777216.0)), uint64_t(a.i(3)), uint64_t(a.i(4)), p > 0};
+  return r;
+}
+
+template <class T> double dot_d(const T* a, const T* b, int64_t n) {
+  double s[4] = {};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += double(a[k + l]) * double(b[k + l]);
+  for (; k < n; ++k) s[0] += double(a[k]) * double(b[k]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+void sdpa_cpu(const KernelArgs& k) {
+  const Tensor q = k.inputs[0].contiguous(), kk = k.inputs[1].contiguous();
+  const Tensor v = k.inputs[2].contiguous(), mask = contig_or_empty(k.inputs[3]);
+  const AttnGeom g = attn_geom(k.inputs);
+  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
+    using T = decltype(z);
+    const T* pq = cptr<T>(q);
+    const T* pk = cptr<T>(kk);
+    const T* pv = cptr<T>(v);
+    const int64_t mk = k.attrs.i(5);
+    const T* pm = mk == 2 ? cptr<T>(mask) : nullptr;
+    const bool* pbm = mk == 1 ? cptr<bool>(mask) : nullptr;
+    T* po = mptr<T>(k.outputs[0]);
+    T* plse = mptr<T>(k.outputs[1]);
+    parallel_for(0, g.B * g.L, grain_for(g.S * (g.E + g.Ev)), [&](int64_t r0, int64_t r1) {
+      AttnRow ar = attn_row(g, k.attrs);
+      std::vector<double> acc(size_t(g.Ev));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / g.L, i = r % g.L;
+        const T* qi = pq + r * g.E;
+        const T* mrow = pm ? pm + r * g.S : nullptr;
+        const bool* brow = pbm ? pbm + r * g.S : nullptr;
+        double m = -INFINITY, l = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < g.S; ++j) {
+          double add;
+          if (!ar.allowed(mrow, brow, i, j, add)) continue;
+          const double s = ar.scale * dot_d(qi, pk + (b * g.S + j) * g.E, g.E) + add;
+          if (s == -INFINITY) continue;
+          if (s > m) {
+            const double c = std::exp(m - s);
+            l *= c;
+            for (auto& a : acc) a *= c;
+            m = s;
+          }
+          const double e = std::exp(s - m);
+          l += e;
+          const double ez = e * ar.drop(b, i, j);
+          if (ez != 0) {
+            const T* vj = pv + (b * g.S + j) * g.Ev;
+            for (int64_t c = 0; c < g.Ev; ++c) acc[size_t(c)] += ez * double(vj[c]);
+          }
+        }
+        T* oi = po + r * g.Ev;
+        for (int64_t c = 0; c < g.Ev; ++c) oi[c] = T(acc[size_t(c)] / l);  // l = 0: NaN row
+        plse[r] = T(m + std::log(l));
+      }
+    });
+  });
+}
+
+// Backward inputs: dout, q, k, v, mask, out, lse; outputs: dq, dk, dv.
+void sdpa_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  for (int i = 1; i <= 3; ++i)
+    out.push_back({in[size_t(i)].sizes().dims(), {}, 0, in[size_t(i)].dtype(), in[size_t(i)].device()});
+}
+
+void sdpa_bwd_cpu(const KernelArgs& k) {
+  const Tensor dout = k.inputs[0].contiguous(), q = k.inputs[1].contiguous();
+  const Tensor kk = k.inputs[2].contiguous(), v = k.inputs[3].contiguous();
+  const Tensor mask = contig_or_empty(k.inputs[4]);
+  const Tensor o = k.inputs[5].contiguous(), lse = k.inputs[6].contiguous();
+  const TensorList qkv{q, kk, v};
+  const AttnGeom g = attn_geom(qkv);
+  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
+    using T = decltype(z);
+    const T* pdo = cptr<T>(dout);
+    const T* pq = cptr<T>(q);
+    const T* pk = cptr<T>(kk);
+    const T* pv = cptr<T>(v);
+    const T* po = cptr<T>(o);
+    const T* pl = cptr<T>(lse);
+    const int64_t mk = k.attrs.i(5);
+    const T* pm = mk == 2 ? cptr<T>(mask) : nullptr;
+    const bool* pbm = mk == 1 ? cptr<bool>(mask) : nullptr;
+    T* pdq = mptr<T>(k.outputs[0]);
+    T* pdk = mptr<T>(k.outputs[1]);
+    T* pdv = mptr<T>(k.outputs[2]);
+    // one head per task: dk/dv accumulate over that head's query rows in order
+    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) {
+      AttnRow ar = attn_row(g, k.attrs);
+      std::vector<double> dq(size_t(g.E)), dk(size_t(g.S * g.E)), dv(size_t(g.S * g.Ev));
+      for (int64_t b = b0; b < b1; ++b) {
+        std::fill(dk.begin(), dk.end(), 0.0);
+        std::fill(dv.begin(), dv.end(), 0.0);
+        for (int64_t i = 0; i < g.L; ++i) {
+          const int64_t r = b * g.L + i;
+          const T* qi = pq + r * g.E;
+          const T* doi = pdo + r * g.Ev;
+          const T* mrow = pm ? pm + r * g.S : nullptr;
+          const bool* brow = pbm ? pbm + r * g.S : nullptr;
+          std::fill(dq.begin(), dq.end(), 0.0);
+          const double li = double(pl[r]);
+          if (std::isfinite(li)) {
+            const double D = dot_d(doi, po + r * g.Ev, g.Ev);
+            for (int64_t j = 0; j < g.S; ++j) {
+              double add;
+              if (!ar.allowed(mrow, brow, i, j, add)) continue;
+              const T* kj = pk + (b * g.S + j) * g.E;
+              const T* vj = pv + (b * g.S + j) * g.Ev;
+              const double s = ar.scale * dot_d(qi, kj, g.E) + add;
+              const double P = std::exp(s - li);
+              if (P == 0) continue;
+              const double zf = ar.drop(b, i, j);
+              const double dP = zf == 0 ? 0.0 : zf * dot_d(doi, vj, g.Ev);
+              const double dS = P * (dP - D) * ar.scale;
+              for (int64_t c = 0; c < g.E; ++c) {
+                dq[size_t(c)] += dS * double(kj[c]);
+                dk[size_t(j * g.E + c)] += dS * double(qi[c]);
+              }
+              const double pz = P * zf;
+              if (pz != 0)
+                for (int64_t c = 0; c < g.Ev; ++c) dv[size_t(j * g.Ev + c)] += pz * double(doi[c]);
+            }
+          }
+          for (int64_t c = 0; c < g.E; ++c) pdq[r * g.E + c] = T(dq[size_t(c)]);
+        }
+        for (int64_t t = 0; t < g.S * g.E; ++t) pdk[b * g.S * g.E + t] = T(dk[size_t(t)]);
+        for (int64_t t = 0; t < g.S * g.Ev; ++t) pdv[b * g.S * g.Ev + t] = T(dv[size_t(t)]);
+      }
+    });
+  });
+}
+
+TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
+  const bool has_mask = c.attrs().i(5) != 0;
+  Tensor mask = has_mask ? c.input(3) : Tensor();
+  TensorList r = dispatch(use(g_sdpa_bwd), {g[0], c.input(0), c.input(1), c.input(2), mask,
+                                            c.output(0), c.output(1)}, c.attrs());
+  return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
+          c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
+}
+
 // ---------------------------------------------------------------- losses: helpers
 
 Tensor reduce_loss(const Tensor& l, int64_t reduction) {
@@ -826,6 +1034,15 @@ void register_nn_ops() {
   g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
                                      .traits = kNonDifferentiable, .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu});
+  const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
+                                           "mask_kind"};
+  g_sdpa = register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
+                        .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
+                        .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
+                        .nondiff_inputs = 0b1000});
+  g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
+                            .traits = kNonDifferentiable, .attr_names = aattrs,
+                            .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu});
 }
 
 // ================================================================ public functions
@@ -936,6 +1153,85 @@ Tensor& dropout_(Tensor& input, double p, bool train) {
   Tensor y = dropout(input, p, train);
   if (!y.is_same(input)) input.copy_(y);
   return input;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  check_float_input(query, op, "query");
+  check_float_input(key, op, "key");
+  check_float_input(value, op, "value");
+  if (key.dtype() != query.dtype() || value.dtype() != query.dtype())
+    fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
+         dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
+  if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
+    fail("[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
+         "and {}", op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
+  const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
+  if (key.size(-1) != E || value.size(-2) != S)
+    fail("[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
+         "[..., {}, Ev]", op, shape_str(query.sizes()), shape_str(key.sizes()),
+         shape_str(value.sizes()), E, S);
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+    fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
+  if (is_causal && attn_mask.defined())
+    fail("[{}] pass either attn_mask or is_causal = true, not both", op);
+  // batch dims: broadcast of the three operands (and the mask's)
+  auto batch_of = [](const Tensor& t) {
+    return DimVector(t.sizes().begin(), t.sizes().end() - 2);
+  };
+  DimVector bs;
+  auto merge = [&](const DimVector& d, const char* what, IntArrayRef full) {
+    const size_t n = std::max(bs.size(), d.size());
+    DimVector r(n, 1);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t a = i + bs.size() >= n ? bs[i + bs.size() - n] : 1;
+      const int64_t b = i + d.size() >= n ? d[i + d.size() - n] : 1;
+      if (a != b && a != 1 && b != 1)
+        fail("[{}] batch dims of {} (shape {}) do not broadcast with {}", op, what,
+             shape_str(full), shape_str(bs));
+      r[i] = a == 1 ? b : a;
+    }
+    bs = r;
+  };
+  merge(batch_of(query), "query", query.sizes());
+  merge(batch_of(key), "key", key.sizes());
+  merge(batch_of(value), "value", value.sizes());
+  int64_t mask_kind = 0;
+  DimVector mshape = bs;
+  mshape.push_back(L);
+  mshape.push_back(S);
+  if (attn_mask.defined()) {
+    if (attn_mask.dtype() == kBool) mask_kind = 1;
+    else if (attn_mask.dtype() == query.dtype()) mask_kind = 2;
+    else
+      fail("[{}] attn_mask must be bool or of the query's dtype {}, got {}", op,
+           dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
+    if (!broadcasts_to(attn_mask.sizes(), mshape))
+      fail("[{}] attn_mask of shape {} does not broadcast to {}", op,
+           shape_str(attn_mask.sizes()), shape_str(mshape));
+  }
+  const int64_t B = prod_range(bs, 0, bs.size());
+  auto flat = [&](const Tensor& t, int64_t r, int64_t c) {
+    DimVector full = bs;
+    full.push_back(r);
+    full.push_back(c);
+    Tensor e = t.sizes() == IntArrayRef(full) ? t : t.expand(full);
+    return e.reshape({B, r, c});
+  };
+  const double sc = scale.value_or(1.0 / std::sqrt(double(E)));
+  GeneratorState st{0, 0};
+  if (dropout_p > 0) st = reserve_random(uint64_t((B * L * S + 3) / 4));
+  Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
+  TensorList r = dispatch(use(g_sdpa), {flat(query, L, E), flat(key, S, E), flat(value, S, Ev),
+                                        mask},
+                          {sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset),
+                           mask_kind});
+  DimVector oshape = bs;
+  oshape.push_back(L);
+  oshape.push_back(Ev);
+  return r[0].reshape(oshape);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
