@@ -253,6 +253,36 @@ template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
         T* __restrict q = pgx + r * N;
         const double m = pm ? double(pm[r]) : 0.0, s = double(ps[r]);
         const int64_t c0 = (r % g.G) * cg;
+        if (hw == 1) {
+          // one element per channel: flat loops (vectorizable)
+          const T* __restrict wr = pw ? pw + c0 : nullptr;
+          double a1[kL] = {}, a2[kL] = {};
+          int64_t e = 0;
+          for (; e + kL <= N; e += kL)
+            for (int l = 0; l < kL; ++l) {
+              const double dw = double(d[e + l]) * (wr ? double(wr[e + l]) : 1.0);
+              a1[l] += dw;
+              a2[l] += dw * (double(p[e + l]) - m);
+            }
+          for (; e < N; ++e) {
+            const double dw = double(d[e]) * (wr ? double(wr[e]) : 1.0);
+            a1[0] += dw;
+            a2[0] += dw * (double(p[e]) - m);
+          }
+          double s1 = 0, s2 = 0;
+          for (int l = 0; l < kL; ++l) {
+            s1 += a1[l];
+            s2 += a2[l];
+          }
+          const T c1 = T(Mode == kRms || N == 0 ? 0.0 : s1 / double(N));
+          const T c2 = T(N == 0 ? 0.0 : s2 * s / double(N));
+          const T ts = T(s), tm = T(m);
+          if (wr)
+            for (int64_t i = 0; i < N; ++i) q[i] = ts * (wr[i] * d[i] - c1 - (p[i] - tm) * ts * c2);
+          else
+            for (int64_t i = 0; i < N; ++i) q[i] = ts * (d[i] - c1 - (p[i] - tm) * ts * c2);
+          continue;
+        }
         double s1 = 0, s2 = 0;
         for (int64_t j = 0; j < cg; ++j) {
           const double wj = pw ? double(pw[c0 + j]) : 1.0;
@@ -278,6 +308,31 @@ template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
       }
     });
     // gweight/gbias: sums over the rows sharing an affine channel, in row order.
+    if (g.G == 1 && hw == 1) {
+      // layer/rms norm: blocks of kW columns walked down the rows (row-major reads)
+      constexpr int64_t kW = 64;
+      const int64_t nblk = (N + kW - 1) / kW;
+      parallel_for(0, nblk, grain_for(g.M * kW * 2), [&](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t j0 = blk * kW, w = std::min(kW, N - j0);
+          double aw[kW] = {}, ab[kW] = {};
+          for (int64_t r = 0; r < g.M; ++r) {
+            const double m = pm ? double(pm[r]) : 0.0, s = double(ps[r]);
+            const T* __restrict d = pdy + r * N + j0;
+            const T* __restrict p = px + r * N + j0;
+            for (int64_t j = 0; j < w; ++j) {
+              aw[j] += double(d[j]) * ((double(p[j]) - m) * s);
+              ab[j] += double(d[j]);
+            }
+          }
+          for (int64_t j = 0; j < w; ++j) {
+            pgw[j0 + j] = T(aw[j]);
+            pgb[j0 + j] = T(ab[j]);
+          }
+        }
+      });
+      return;
+    }
     const int64_t C = g.G * cg;
     const int64_t per = g.M / std::max<int64_t>(g.G, 1);
     parallel_for(0, C, grain_for(per * hw * 2), [&](int64_t c0, int64_t c1) {
