@@ -1,2 +1,214 @@
-// test_module.cpp
+// test_module.cpp: nn::Module registration and traversal, state dicts, to(), printing, the
+// layers' forward/initialization against float64 references, containers, init.
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "harness.h"
+
+namespace of = oneflow;
+namespace nn = oneflow::nn;
+
+namespace {
+
+struct NetImpl : nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", nn::Linear(4, 3));
+    bn = register_module("bn", nn::BatchNorm1d(3));
+    fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(3, 2).bias(false)));
+    scale = register_parameter("scale", of::ones({2}));
+  }
+  of::Tensor forward(const of::Tensor& x) { return fc2(bn(fc1(x)).relu()) * scale; }
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+  nn::BatchNorm1d bn{nullptr};
+  of::Tensor scale;
+};
+OF_MODULE(Net);
+
+std::vector<std::string> keys(const of::OrderedDict<std::string, of::Tensor>& d) { return d.keys(); }
+
+}  // namespace
+
+TEST_CASE("module: registration order, dotted names, buffers, children, train/eval") {
+  Net net;
+  CHECK(keys(net->named_parameters()) ==
+        std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "fc2.weight"});
+  CHECK(keys(net->named_parameters(false)) == std::vector<std::string>{"scale"});
+  CHECK(keys(net->named_buffers()) ==
+        std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"});
+  CHECK(net->children().size() == 3);
+  CHECK(net->modules().size() == 4);
+  CHECK(keys(net->state_dict()).size() == 9);
+  for (auto& p : net->parameters()) CHECK(p.requires_grad());
+  CHECK(net->is_training());
+  net->eval();
+  CHECK(!net->bn->is_training());
+  net->train();
+  CHECK(net->fc1->is_training());
+  CHECK(net->name() == "NetImpl");
+  CHECK(th::throws_with([&] { net->register_parameter("a.b", of::ones({1})); }, {"[Module]", "a.b"}));
+  CHECK(th::throws_with([&] { net->register_parameter("scale", of::ones({1})); },
+                        {"[OrderedDict]", "scale"}));
+  nn::Linear empty{nullptr};
+  CHECK(th::throws_with([&] { (void)empty->weight; }, {"[nn]", "empty"}));
+}
+
+TEST_CASE("module: Linear forward, backward and libtorch's default initialization") {
+  of::manual_seed(3);
+  nn::Linear fc(50, 7);
+  const double bound = 1 / std::sqrt(50.0);
+  CHECK(fc->weight.sizes().vec() == std::vector<int64_t>{7, 50});
+  CHECK(fc->weight.abs().amax().item<float>() <= bound);
+  CHECK(fc->bias.abs().amax().item<float>() <= bound);
+  // uniform in [-bound, bound]: variance bound^2 / 3
+  CHECK(fc->weight.to(of::kFloat64).var().item<double>() == doctest::Approx(bound * bound / 3).epsilon(0.15));
+  of::Tensor x = of::randn({4, 50});
+  of::Tensor y = fc(x);
+  std::vector<double> xv = x.to_vector<double>(), wv = fc->weight.to_vector<double>(),
+                      bv = fc->bias.to_vector<double>(), yv = y.to_vector<double>();
+  bool ok = true;
+  for (int i = 0; i < 4; ++i)
+    for (int o = 0; o < 7; ++o) {
+      double s = bv[size_t(o)];
+      for (int k = 0; k < 50; ++k) s += xv[size_t(i * 50 + k)] * wv[size_t(o * 50 + k)];
+      ok = ok && std::abs(s - yv[size_t(i * 7 + o)]) < 1e-5;
+    }
+  CHECK(ok);
+  y.sum().backward();
+  CHECK(fc->weight.grad().sizes().vec() == std::vector<int64_t>{7, 50});
+  CHECK(fc->bias.grad().to_vector<float>() == std::vector<float>(7, 4.0f));
+  fc->zero_grad();
+  CHECK(!fc->weight.grad().defined());
+  CHECK(th::throws_with([&] { fc(of::randn({4, 49})); }, {"(4, 49)"}));
+}
+
+TEST_CASE("module: state_dict / load_state_dict (strict, non-strict, no partial change)") {
+  Net a, b;
+  of::manual_seed(11);
+  b->fc1->reset_parameters();
+  a->load_state_dict(b->state_dict());
+  for (auto& kv : a->state_dict())
+    CHECK(kv.value().to(of::kFloat64).to_vector<double>() ==
+          b->state_dict()[kv.key()].to(of::kFloat64).to_vector<double>());
+  // loading copies values: a's parameters keep their own storage
+  CHECK(a->fc1->weight.data_ptr() != b->fc1->weight.data_ptr());
+  nn::StateDict sd = b->state_dict();
+  nn::StateDict missing;
+  for (auto& kv : sd)
+    if (kv.key() != "fc2.weight") missing.insert(kv.key(), kv.value());
+  CHECK(th::throws_with([&] { a->load_state_dict(missing); }, {"[load_state_dict]", "missing", "fc2.weight"}));
+  a->load_state_dict(missing, /*strict=*/false);
+  nn::StateDict extra = b->state_dict();
+  extra.insert("fc3.weight", of::ones({1}));
+  CHECK(th::throws_with([&] { a->load_state_dict(extra); }, {"unexpected", "fc3.weight"}));
+  // a mis-shaped entry: nothing is copied, not even the entries before it
+  nn::StateDict bad;
+  for (auto& kv : sd) bad.insert(kv.key(), kv.key() == "fc2.weight" ? of::ones({3, 2}) : kv.value() + 1);
+  const std::vector<float> before = a->fc1->weight.to_vector<float>();
+  CHECK(th::throws_with([&] { a->load_state_dict(bad); }, {"fc2.weight", "(3, 2)", "(2, 3)"}));
+  CHECK(a->fc1->weight.to_vector<float>() == before);
+}
+
+TEST_CASE("module: to(dtype) changes parameters in place; printing the tree") {
+  Net net;
+  of::Tensor w = net->fc1->weight;  // another handle to the same parameter
+  net->to(of::kFloat64);
+  CHECK(w.dtype() == of::kFloat64);
+  CHECK(net->fc1->weight.dtype() == of::kFloat64);
+  CHECK(net->named_parameters()["fc1.weight"].dtype() == of::kFloat64);
+  CHECK(net->bn->num_batches_tracked.dtype() == of::kInt64);  // integer buffers keep their dtype
+  CHECK(net->forward(of::randn({5, 4}, of::kFloat64)).dtype() == of::kFloat64);
+  std::ostringstream os;
+  os << *net;
+  CHECK(os.str() ==
+        "NetImpl(\n"
+        "  (fc1): Linear(in_features=4, out_features=3, bias=true)\n"
+        "  (bn): BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)\n"
+        "  (fc2): Linear(in_features=3, out_features=2, bias=false)\n"
+        ")");
+}
+
+TEST_CASE("module: BatchNorm2d running statistics, eval mode, momentum") {
+  nn::BatchNorm2d bn(nn::BatchNormOptions(2).momentum(0.25));
+  of::manual_seed(4);
+  of::Tensor x = of::randn({3, 2, 4, 5}, of::kFloat64) * 2 + 1;
+  bn->to(of::kFloat64);
+  of::Tensor y = bn(x);
+  std::vector<double> xv = x.to_vector<double>();
+  for (int c = 0; c < 2; ++c) {
+    double s = 0, ss = 0;
+    const int n = 3 * 4 * 5;
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < 20; ++i) s += xv[size_t((b * 2 + c) * 20 + i)];
+    const double mean = s / n;
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < 20; ++i) ss += std::pow(xv[size_t((b * 2 + c) * 20 + i)] - mean, 2);
+    CHECK(bn->running_mean.to_vector<double>()[size_t(c)] == doctest::Approx(0.25 * mean));
+    CHECK(bn->running_var.to_vector<double>()[size_t(c)] ==
+          doctest::Approx(0.75 + 0.25 * ss / (n - 1)));
+    // training output is normalized with the biased batch variance
+    CHECK(y.select(1, c).mean().item<double>() == doctest::Approx(0).epsilon(1e-9));
+  }
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
+  bn->eval();
+  of::Tensor e = bn(x);
+  const double m0 = bn->running_mean.to_vector<double>()[0], v0 = bn->running_var.to_vector<double>()[0];
+  CHECK(e.select(1, 0).flatten().to_vector<double>()[0] ==
+        doctest::Approx((xv[0] - m0) / std::sqrt(v0 + 1e-5)));
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
+  CHECK(th::throws_with([&] { bn(of::randn({3, 2}, of::kFloat64)); }, {"[BatchNorm2d]", "(3, 2)"}));
+}
+
+TEST_CASE("module: Sequential, ModuleList, activations, pooling, conv and dropout layers") {
+  of::manual_seed(5);
+  nn::Sequential seq(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::BatchNorm2d(4),
+                     nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(4 * 4 * 4, 3),
+                     nn::Dropout(0.5));
+  CHECK(seq->size() == 7);
+  of::Tensor x = of::rand({2, 1, 8, 8});
+  seq->eval();
+  of::Tensor y = seq(x);
+  CHECK(y.sizes().vec() == std::vector<int64_t>{2, 3});
+  // the same computation by hand
+  auto conv = std::dynamic_pointer_cast<nn::Conv2dImpl>((*seq)[0]);
+  auto fc = std::dynamic_pointer_cast<nn::LinearImpl>((*seq)[5]);
+  REQUIRE(conv);
+  REQUIRE(fc);
+  of::Tensor h = of::conv2d(x, conv->weight, conv->bias, 1, 1) / std::sqrt(1 + 1e-5);
+  of::Tensor manual = of::linear(of::max_pool2d(h.relu(), 2).flatten(1), fc->weight, fc->bias);
+  CHECK(th::compare(y, th::to_ref(manual), 1e-5, 1e-6).empty());
+  seq->train();
+  of::Tensor yt = seq(x);  // dropout active: some outputs are zero, the rest scaled
+  CHECK(yt.sizes().vec() == std::vector<int64_t>{2, 3});
+  nn::ModuleList list(nn::Linear(2, 2), nn::GELU(), nn::Tanh());
+  CHECK(list->size() == 3);
+  CHECK(list->ptr<nn::LinearImpl>(0)->options.in_features() == 2);
+  CHECK(th::throws_with([&] { list->ptr<nn::LinearImpl>(1); }, {"[ModuleList]"}));
+  of::Tensor z = of::randn({5});
+  CHECK(th::compare(nn::SiLU()(z), th::to_ref(z * z.sigmoid()), 1e-6, 1e-7).empty());
+  CHECK(th::compare(nn::Softmax(0)(z), th::to_ref(of::softmax(z, 0)), 0, 0).empty());
+  CHECK(nn::AdaptiveAvgPool2d(1)(of::ones({2, 3, 5, 5})).sizes().vec() == std::vector<int64_t>{2, 3, 1, 1});
+  CHECK(nn::AvgPool2d(2)(of::ones({1, 1, 4, 4})).sum().item<float>() == 4.0f);
+  nn::Embedding emb(nn::EmbeddingOptions(10, 3).padding_idx(0));
+  CHECK(emb->weight.select(0, 0).abs().sum().item<float>() == 0.0f);
+  CHECK(emb(of::tensor(std::vector<int64_t>{1, 0, 9}, {3})).sizes().vec() == std::vector<int64_t>{3, 3});
+  CHECK(th::throws_with([&] { nn::Dropout(1.5); }, {"[Dropout]", "1.5"}));
+  CHECK(th::throws_with([&] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)); }, {"[Conv2d]", "groups"}));
+}
+
+TEST_CASE("module: init functions and gains") {
+  CHECK(nn::init::calculate_gain(of::kReLU) == doctest::Approx(std::sqrt(2.0)));
+  CHECK(nn::init::calculate_gain(of::kTanh) == doctest::Approx(5.0 / 3));
+  of::Tensor w = of::empty({200, 300});
+  CHECK(nn::init::calculate_fan_in_and_fan_out(of::empty({8, 4, 3, 3})) == std::pair<int64_t, int64_t>{36, 72});
+  of::manual_seed(8);
+  nn::init::kaiming_uniform_(w, 0, of::kFanIn, of::kReLU);
+  const double b = std::sqrt(2.0) * std::sqrt(3.0 / 300);
+  CHECK(w.abs().amax().item<float>() <= b);
+  CHECK(w.to(of::kFloat64).var().item<double>() == doctest::Approx(b * b / 3).epsilon(0.05));
+  nn::init::xavier_normal_(w);
+  CHECK(w.to(of::kFloat64).std().item<double>() == doctest::Approx(std::sqrt(2.0 / 500)).epsilon(0.05));
+  CHECK(nn::init::zeros_(w).abs().sum().item<float>() == 0.0f);
+  CHECK(th::throws_with([&] { nn::init::xavier_uniform_(of::empty({3})); }, {"[init]", "(3,)"}));
+}

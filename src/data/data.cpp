@@ -1,1 +1,354 @@
-// src/data/data.cpp
+// Datasets, IDX and text readers, and the prefetching DataLoader.
+#include "oneflow/data.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "generator.h"
+
+namespace oneflow::data {
+
+// ---------------------------------------------------------------- datasets
+
+Example Dataset::get_batch(const std::vector<int64_t>& indices) {
+  std::vector<Tensor> xs, ys;
+  for (int64_t i : indices) {
+    Example e = get(size_t(i));
+    xs.push_back(e.data);
+    ys.push_back(e.target);
+  }
+  return {stack(xs), stack(ys)};
+}
+
+TensorDataset::TensorDataset(Tensor data, Tensor targets)
+    : data_(std::move(data)), targets_(std::move(targets)) {
+  OF_CHECK(data_.defined() && targets_.defined(), "[TensorDataset] data and targets must be defined");
+  OF_CHECK(data_.dim() >= 1 && targets_.dim() >= 1 && data_.size(0) == targets_.size(0),
+           "[TensorDataset] data {} and targets {} must have the same first dimension",
+           shape_str(data_.sizes()), shape_str(targets_.sizes()));
+}
+
+Example TensorDataset::get(size_t index) {
+  OF_CHECK(index < size(), "[TensorDataset] index {} out of range for {} samples", index, size());
+  return {data_.select(0, int64_t(index)), targets_.select(0, int64_t(index))};
+}
+
+Example TensorDataset::get_batch(const std::vector<int64_t>& indices) {
+  Tensor idx = tensor(indices, {int64_t(indices.size())});
+  return {index_select(data_, 0, idx), index_select(targets_, 0, idx)};
+}
+
+// ---------------------------------------------------------------- files
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Whole file, gunzipped when it ends in ".gz".
+std::string read_bytes(const std::string& path, const char* op) {
+  if (ends_with(path, ".gz")) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (!f) fail("[{}] cannot open '{}': {}", op, path, std::strerror(errno));
+    std::string out;
+    char buf[1 << 16];
+    for (;;) {
+      int n = gzread(f, buf, sizeof(buf));
+      if (n < 0) {
+        int err = 0;
+        std::string msg = gzerror(f, &err);
+        gzclose(f);
+        fail("[{}] '{}' is not a valid gzip file: {}", op, path, msg);
+      }
+      if (n == 0) break;
+      out.append(buf, size_t(n));
+    }
+    gzclose(f);
+    return out;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("[{}] cannot open '{}': {}", op, path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path) { return read_bytes(path, "read_text_file"); }
+
+Tensor read_idx(const std::string& path) {
+  const std::string bytes = read_bytes(path, "read_idx");
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < 4 || p[0] != 0 || p[1] != 0)
+    fail("[read_idx] '{}' is not an IDX file (expected magic 00 00 <type> <ndim>, file has {} bytes)",
+         path, bytes.size());
+  ScalarType dtype;
+  size_t item = 1;
+  switch (p[2]) {
+    case 0x08: dtype = kUInt8; item = 1; break;
+    case 0x09: dtype = kInt32; item = 1; break;  // int8, widened
+    case 0x0B: dtype = kInt32; item = 2; break;  // int16, widened
+    case 0x0C: dtype = kInt32; item = 4; break;
+    case 0x0D: dtype = kFloat32; item = 4; break;
+    case 0x0E: dtype = kFloat64; item = 8; break;
+    default: fail("[read_idx] '{}': unknown IDX data type 0x{:02x}", path, p[2]);
+  }
+  const size_t nd = p[3];
+  if (bytes.size() < 4 + 4 * nd)
+    fail("[read_idx] '{}' is truncated: header needs {} bytes, file has {}", path, 4 + 4 * nd,
+         bytes.size());
+  std::vector<int64_t> shape;
+  uint64_t n = 1;
+  for (size_t d = 0; d < nd; ++d) {
+    shape.push_back(int64_t(be32(p + 4 + 4 * d)));
+    n *= uint64_t(shape.back());
+  }
+  const size_t offset = 4 + 4 * nd;
+  if (bytes.size() - offset != n * item)
+    fail("[read_idx] '{}' is truncated or has trailing data: shape {} needs {} data bytes, file "
+         "has {}", path, shape_str(shape), n * item, bytes.size() - offset);
+  Tensor t = empty(shape, dtype);
+  const unsigned char* src = p + offset;
+  if (p[2] == 0x08) {
+    std::memcpy(t.data_ptr(), src, n);
+  } else if (p[2] == 0x09) {
+    auto* o = t.data_ptr<int32_t>();
+    for (uint64_t i = 0; i < n; ++i) o[i] = int8_t(src[i]);
+  } else if (p[2] == 0x0B) {
+    auto* o = t.data_ptr<int32_t>();
+    for (uint64_t i = 0; i < n; ++i) o[i] = int16_t((src[2 * i] << 8) | src[2 * i + 1]);
+  } else {
+    // big-endian 4- or 8-byte items
+    auto* o = static_cast<unsigned char*>(t.data_ptr());
+    for (uint64_t i = 0; i < n; ++i)
+      for (size_t b = 0; b < item; ++b) o[i * item + b] = src[i * item + item - 1 - b];
+  }
+  return t;
+}
+
+namespace {
+std::string find_idx(const std::string& root, const std::string& stem) {
+  for (const std::string& name : {stem, stem + ".gz"}) {
+    std::string path = root + "/" + name;
+    if (std::ifstream(path).good()) return path;
+  }
+  fail("[MNIST] neither '{0}/{1}' nor '{0}/{1}.gz' exists (install Debian's dataset-fashion-mnist, "
+       "or point root at an MNIST-format directory)", root, stem);
+}
+}  // namespace
+
+MNIST::MNIST(const std::string& root, Mode mode) : train_(mode == Mode::kTrain) {
+  const std::string prefix = train_ ? "train" : "t10k";
+  const std::string ipath = find_idx(root, prefix + "-images-idx3-ubyte");
+  const std::string lpath = find_idx(root, prefix + "-labels-idx1-ubyte");
+  Tensor images = read_idx(ipath), labels = read_idx(lpath);
+  if (images.dim() != 3 || images.dtype() != kUInt8)
+    fail("[MNIST] '{}': expected uint8 images [N, H, W], got {} {}", ipath,
+         dtype_name(images.dtype()), shape_str(images.sizes()));
+  if (labels.dim() != 1 || labels.size(0) != images.size(0))
+    fail("[MNIST] '{}': expected {} labels, got shape {}", lpath, images.size(0),
+         shape_str(labels.sizes()));
+  data_ = (images.to(kFloat32) / 255.0).unsqueeze(1).contiguous();
+  targets_ = labels.to(kInt64);
+}
+
+// ---------------------------------------------------------------- text
+
+CharVocab::CharVocab(const std::string& text) {
+  bool seen[256] = {};
+  for (unsigned char c : text) seen[c] = true;
+  std::fill(std::begin(index_), std::end(index_), int16_t(-1));
+  for (int c = 0; c < 256; ++c)
+    if (seen[c]) {
+      index_[c] = int16_t(chars_.size());
+      chars_.push_back(char(c));
+    }
+}
+
+Tensor CharVocab::encode(const std::string& text) const {
+  Tensor t = empty({int64_t(text.size())}, kInt64);
+  int64_t* o = t.data_ptr<int64_t>();
+  for (size_t i = 0; i < text.size(); ++i) {
+    const int16_t id = index_[static_cast<unsigned char>(text[i])];
+    if (id < 0) fail("[CharVocab] character {} at position {} is not in the vocabulary", int(text[i]), i);
+    o[i] = id;
+  }
+  return t;
+}
+
+char CharVocab::char_at(int64_t id) const {
+  OF_CHECK(id >= 0 && id < size(), "[CharVocab] id {} out of range for a vocabulary of {}", id, size());
+  return chars_[size_t(id)];
+}
+
+std::string CharVocab::decode(const Tensor& ids) const {
+  std::string s;
+  for (int64_t id : ids.to(kInt64).to_vector<int64_t>()) s.push_back(char_at(id));
+  return s;
+}
+
+CharDataset::CharDataset(const std::string& text, int64_t block_size)
+    : vocab_(text), ids_(vocab_.encode(text)), block_(block_size) {
+  OF_CHECK(block_size > 0, "[CharDataset] block_size must be positive, got {}", block_size);
+  OF_CHECK(int64_t(text.size()) > block_size,
+           "[CharDataset] the text ({} characters) must be longer than block_size {}", text.size(),
+           block_size);
+}
+
+size_t CharDataset::size() const { return size_t(ids_.size(0) - block_); }
+
+Example CharDataset::get(size_t index) {
+  OF_CHECK(index < size(), "[CharDataset] index {} out of range for {} windows", index, size());
+  return {ids_.narrow(0, int64_t(index), block_).clone(),
+          ids_.narrow(0, int64_t(index) + 1, block_).clone()};
+}
+
+Example CharDataset::get_batch(const std::vector<int64_t>& indices) {
+  const int64_t b = int64_t(indices.size());
+  Tensor x = empty({b, block_}, kInt64), y = empty({b, block_}, kInt64);
+  const int64_t* src = ids_.data_ptr<int64_t>();
+  int64_t *px = x.data_ptr<int64_t>(), *py = y.data_ptr<int64_t>();
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t i = indices[size_t(r)];
+    OF_CHECK(i >= 0 && size_t(i) < size(), "[CharDataset] index {} out of range for {} windows", i, size());
+    std::memcpy(px + r * block_, src + i, size_t(block_) * sizeof(int64_t));
+    std::memcpy(py + r * block_, src + i + 1, size_t(block_) * sizeof(int64_t));
+  }
+  return {x, y};
+}
+
+// ---------------------------------------------------------------- DataLoader
+
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options) {
+  OF_CHECK(dataset_ != nullptr, "[DataLoader] dataset is null");
+  OF_CHECK(options_.batch_size() > 0, "[DataLoader] batch_size must be positive, got {}",
+           options_.batch_size());
+  OF_CHECK(options_.prefetch_batches() > 0, "[DataLoader] prefetch_batches must be positive");
+}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+size_t DataLoader::size() const {
+  const size_t n = dataset_->size(), b = size_t(options_.batch_size());
+  return options_.drop_last() ? n / b : (n + b - 1) / b;
+}
+
+Example DataLoader::make_batch(size_t b) {
+  const size_t bs = size_t(options_.batch_size());
+  const size_t lo = b * bs, hi = std::min(order_.size(), lo + bs);
+  return dataset_->get_batch(std::vector<int64_t>(order_.begin() + long(lo), order_.begin() + long(hi)));
+}
+
+void DataLoader::stop_worker() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void DataLoader::start_epoch() {
+  stop_worker();
+  ++epoch_;
+  const size_t n = dataset_->size();
+  order_.resize(n);
+  for (size_t i = 0; i < n; ++i) order_[i] = int64_t(i);
+  if (options_.shuffle()) {
+    // Fisher-Yates driven by Philox(seed, epoch): reproducible, independent of threads.
+    const uint64_t key = options_.seed() * 0x9E3779B97F4A7C15ull + uint64_t(epoch_);
+    for (size_t i = n; i > 1; --i) {
+      uint32_t r[4];
+      Philox::generate(key, i, r);
+      const uint64_t x = (uint64_t(r[0]) << 32) | r[1];
+      std::swap(order_[i - 1], order_[size_t(x % i)]);
+    }
+  }
+  next_ = 0;
+  queue_.clear();
+  produced_ = consumed_ = 0;
+  stop_ = false;
+  error_ = nullptr;
+  if (options_.prefetch()) {
+    worker_ = std::thread([this] {
+      const size_t total = size();
+      for (size_t b = 0; b < total; ++b) {
+        {
+          std::unique_lock<std::mutex> lk(mu_);
+          cv_.wait(lk, [&] {
+            return stop_ || queue_.size() < size_t(options_.prefetch_batches());
+          });
+          if (stop_) return;
+        }
+        Example e;
+        try {
+          e = make_batch(b);
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(mu_);
+          error_ = std::current_exception();
+          cv_.notify_all();
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          queue_.push_back(std::move(e));
+          ++produced_;
+        }
+        cv_.notify_all();
+      }
+    });
+  }
+}
+
+std::optional<Example> DataLoader::next_batch() {
+  const size_t total = size();
+  if (!options_.prefetch()) {
+    if (next_ >= total) return std::nullopt;
+    return make_batch(next_++);
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  if (consumed_ >= total) return std::nullopt;
+  cv_.wait(lk, [&] { return !queue_.empty() || error_ != nullptr; });
+  if (queue_.empty() && error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    lk.unlock();
+    stop_worker();
+    std::rethrow_exception(e);
+  }
+  Example e = std::move(queue_.front());
+  queue_.pop_front();
+  ++consumed_;
+  lk.unlock();
+  cv_.notify_all();
+  return e;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  start_epoch();
+  return Iterator(this, false);
+}
+
+void DataLoader::Iterator::advance() {
+  std::optional<Example> e = loader_->next_batch();
+  if (!e) {
+    end_ = true;
+    current_ = Example();
+    return;
+  }
+  current_ = std::move(*e);
+}
+
+}  // namespace oneflow::data

@@ -1,1 +1,361 @@
-// src/nn/layers.cpp
+// The of::nn layers: construction (libtorch's default initialization), forward and printing.
+#include <cmath>
+#include <ostream>
+
+#include "oneflow/nn.h"
+
+namespace oneflow::nn {
+
+namespace {
+
+const char* bool_str(bool b) { return b ? "true" : "false"; }
+
+template <size_t D>
+std::string list_str(const ExpandingArray<D>& a) {
+  std::string s = "[";
+  for (size_t i = 0; i < D; ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+  return s + "]";
+}
+
+std::string list_str(const std::vector<int64_t>& a) {
+  std::string s = "[";
+  for (size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+  return s + "]";
+}
+
+// weight ~ kaiming_uniform(a = sqrt(5)) and bias ~ U(+-1/sqrt(fan_in)): libtorch's default for
+// Linear and Conv (a bound of 1/sqrt(fan_in) for both).
+void reset_linear_like(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Linear
+
+LinearImpl::LinearImpl(const LinearOptions& o) : Module("Linear"), options(o) {
+  OF_CHECK(o.in_features() >= 0 && o.out_features() >= 0,
+           "[Linear] in_features and out_features must be non-negative, got {} and {}",
+           o.in_features(), o.out_features());
+  weight = register_parameter("weight", oneflow::empty({o.out_features(), o.in_features()}));
+  if (o.bias()) bias = register_parameter("bias", oneflow::empty({o.out_features()}));
+  reset_parameters();
+}
+
+void LinearImpl::reset_parameters() { reset_linear_like(weight, bias); }
+
+Tensor LinearImpl::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+void LinearImpl::pretty_print(std::ostream& s) const {
+  s << "Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()
+    << ", bias=" << bool_str(options.bias()) << ")";
+}
+
+// ---------------------------------------------------------------- Embedding
+
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), options(o) {
+  OF_CHECK(o.num_embeddings() > 0 && o.embedding_dim() > 0,
+           "[Embedding] num_embeddings and embedding_dim must be positive, got {} and {}",
+           o.num_embeddings(), o.embedding_dim());
+  if (o.padding_idx()) {
+    int64_t p = *o.padding_idx();
+    OF_CHECK(p >= -o.num_embeddings() && p < o.num_embeddings(),
+             "[Embedding] padding_idx {} must be within num_embeddings {}", p, o.num_embeddings());
+    if (p < 0) options.padding_idx(p + o.num_embeddings());
+  }
+  weight = register_parameter("weight", oneflow::empty({o.num_embeddings(), o.embedding_dim()}));
+  reset_parameters();
+}
+
+void EmbeddingImpl::reset_parameters() {
+  init::normal_(weight);
+  if (options.padding_idx()) {
+    NoGradGuard g;
+    weight.select(0, *options.padding_idx()).fill_(0);
+  }
+}
+
+Tensor EmbeddingImpl::forward(const Tensor& indices) {
+  return embedding(weight, indices, options.padding_idx().value_or(-1));
+}
+
+void EmbeddingImpl::pretty_print(std::ostream& s) const {
+  s << "Embedding(num_embeddings=" << options.num_embeddings()
+    << ", embedding_dim=" << options.embedding_dim();
+  if (options.padding_idx()) s << ", padding_idx=" << *options.padding_idx();
+  s << ")";
+}
+
+// ---------------------------------------------------------------- Conv
+
+template <size_t D>
+ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o) : Module(D == 1 ? "Conv1d" : "Conv2d"), options(o) {
+  OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
+           "[{}] in_channels, out_channels and groups must be positive, got {}, {}, {}",
+           this->name(), o.in_channels(), o.out_channels(), o.groups());
+  OF_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
+           "[{}] in_channels {} and out_channels {} must be divisible by groups {}", this->name(),
+           o.in_channels(), o.out_channels(), o.groups());
+  DimVector wshape{o.out_channels(), o.in_channels() / o.groups()};
+  for (size_t i = 0; i < D; ++i) wshape.push_back(o.kernel_size()[i]);
+  weight = this->register_parameter("weight", oneflow::empty(wshape));
+  if (o.bias()) bias = this->register_parameter("bias", oneflow::empty({o.out_channels()}));
+  reset_parameters();
+}
+
+template <size_t D>
+void ConvNdImpl<D>::reset_parameters() {
+  reset_linear_like(weight, bias);
+}
+
+template <size_t D>
+void ConvNdImpl<D>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(" << options.in_channels() << ", " << options.out_channels()
+    << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride());
+  bool any_pad = false;
+  for (size_t i = 0; i < D; ++i) any_pad |= options.padding()[i] != 0;
+  if (any_pad) s << ", padding=" << list_str(options.padding());
+  bool any_dil = false;
+  for (size_t i = 0; i < D; ++i) any_dil |= options.dilation()[i] != 1;
+  if (any_dil) s << ", dilation=" << list_str(options.dilation());
+  if (options.groups() != 1) s << ", groups=" << options.groups();
+  if (!options.bias()) s << ", bias=false";
+  s << ")";
+}
+
+template class ConvNdImpl<1>;
+template class ConvNdImpl<2>;
+
+Tensor Conv1dImpl::forward(const Tensor& input) {
+  return conv1d(input, weight, bias, options.stride(), options.padding(), options.dilation(),
+                options.groups());
+}
+
+Tensor Conv2dImpl::forward(const Tensor& input) {
+  return conv2d(input, weight, bias, options.stride(), options.padding(), options.dilation(),
+                options.groups());
+}
+
+// ---------------------------------------------------------------- BatchNorm
+
+BatchNormImplBase::BatchNormImplBase(const BatchNormOptions& o, const char* name,
+                                     std::vector<int64_t> dims)
+    : Module(name), options(o), dims_(std::move(dims)) {
+  OF_CHECK(o.num_features() > 0, "[{}] num_features must be positive, got {}", name,
+           o.num_features());
+  if (o.affine()) {
+    weight = register_parameter("weight", oneflow::empty({o.num_features()}));
+    bias = register_parameter("bias", oneflow::empty({o.num_features()}));
+  }
+  if (o.track_running_stats()) {
+    running_mean = register_buffer("running_mean", zeros({o.num_features()}));
+    running_var = register_buffer("running_var", ones({o.num_features()}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+  reset_parameters();
+}
+
+void BatchNormImplBase::reset_running_stats() {
+  if (!options.track_running_stats()) return;
+  NoGradGuard g;
+  running_mean.zero_();
+  running_var.fill_(1);
+  num_batches_tracked.zero_();
+}
+
+void BatchNormImplBase::reset_parameters() {
+  reset_running_stats();
+  if (options.affine()) {
+    init::ones_(weight);
+    init::zeros_(bias);
+  }
+}
+
+Tensor BatchNormImplBase::forward(const Tensor& input) {
+  bool ok = false;
+  for (int64_t d : dims_) ok |= input.dim() == d;
+  if (!ok)
+    fail("[{}] expected a {}-D input, got shape {}", name(),
+         dims_.size() == 1 ? std::to_string(dims_[0]) : "2-D or 3", shape_str(input.sizes()));
+  double momentum = options.momentum().value_or(0.0);
+  if (is_training() && options.track_running_stats()) {
+    NoGradGuard g;
+    num_batches_tracked.add_(ones({}, kInt64));
+    if (!options.momentum())  // cumulative moving average
+      momentum = 1.0 / double(num_batches_tracked.item<int64_t>());
+  }
+  const bool use_batch_stats = is_training() || !options.track_running_stats();
+  return batch_norm(input, weight, bias, running_mean, running_var, use_batch_stats, momentum,
+                    options.eps());
+}
+
+void BatchNormImplBase::pretty_print(std::ostream& s) const {
+  s << name() << "(" << options.num_features() << ", eps=" << options.eps()
+    << ", momentum=";
+  if (options.momentum()) s << *options.momentum();
+  else s << "None";
+  s << ", affine=" << bool_str(options.affine())
+    << ", track_running_stats=" << bool_str(options.track_running_stats()) << ")";
+}
+
+// ---------------------------------------------------------------- LayerNorm / GroupNorm / RMSNorm
+
+LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), options(o) {
+  if (o.elementwise_affine()) {
+    weight = register_parameter("weight", oneflow::empty(o.normalized_shape()));
+    bias = register_parameter("bias", oneflow::empty(o.normalized_shape()));
+  }
+  reset_parameters();
+}
+
+void LayerNormImpl::reset_parameters() {
+  if (!options.elementwise_affine()) return;
+  init::ones_(weight);
+  init::zeros_(bias);
+}
+
+Tensor LayerNormImpl::forward(const Tensor& input) {
+  return layer_norm(input, options.normalized_shape(), weight, bias, options.eps());
+}
+
+void LayerNormImpl::pretty_print(std::ostream& s) const {
+  s << "LayerNorm(" << list_str(options.normalized_shape()) << ", eps=" << options.eps()
+    << ", elementwise_affine=" << bool_str(options.elementwise_affine()) << ")";
+}
+
+GroupNormImpl::GroupNormImpl(const GroupNormOptions& o) : Module("GroupNorm"), options(o) {
+  OF_CHECK(o.num_groups() > 0 && o.num_channels() % o.num_groups() == 0,
+           "[GroupNorm] num_channels {} must be divisible by num_groups {}", o.num_channels(),
+           o.num_groups());
+  if (o.affine()) {
+    weight = register_parameter("weight", oneflow::empty({o.num_channels()}));
+    bias = register_parameter("bias", oneflow::empty({o.num_channels()}));
+  }
+  reset_parameters();
+}
+
+void GroupNormImpl::reset_parameters() {
+  if (!options.affine()) return;
+  init::ones_(weight);
+  init::zeros_(bias);
+}
+
+Tensor GroupNormImpl::forward(const Tensor& input) {
+  return group_norm(input, options.num_groups(), weight, bias, options.eps());
+}
+
+void GroupNormImpl::pretty_print(std::ostream& s) const {
+  s << "GroupNorm(" << options.num_groups() << ", " << options.num_channels()
+    << ", eps=" << options.eps() << ", affine=" << bool_str(options.affine()) << ")";
+}
+
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : Module("RMSNorm"), options(o) {
+  if (o.elementwise_affine()) weight = register_parameter("weight", oneflow::empty(o.normalized_shape()));
+  reset_parameters();
+}
+
+void RMSNormImpl::reset_parameters() {
+  if (options.elementwise_affine()) init::ones_(weight);
+}
+
+Tensor RMSNormImpl::forward(const Tensor& input) {
+  return rms_norm(input, options.normalized_shape(), weight, options.eps());
+}
+
+void RMSNormImpl::pretty_print(std::ostream& s) const {
+  s << "RMSNorm(" << list_str(options.normalized_shape()) << ", eps=";
+  if (options.eps()) s << *options.eps();
+  else s << "None";
+  s << ", elementwise_affine=" << bool_str(options.elementwise_affine()) << ")";
+}
+
+// ---------------------------------------------------------------- Dropout and the small ones
+
+DropoutImpl::DropoutImpl(const DropoutOptions& o) : Module("Dropout"), options(o) {
+  OF_CHECK(o.p() >= 0 && o.p() <= 1, "[Dropout] probability has to be between 0 and 1, but got {}",
+           o.p());
+}
+
+Tensor DropoutImpl::forward(const Tensor& input) {
+  if (options.inplace()) {
+    Tensor x = input;
+    return dropout_(x, options.p(), is_training());
+  }
+  return dropout(input, options.p(), is_training());
+}
+
+void DropoutImpl::pretty_print(std::ostream& s) const {
+  s << "Dropout(p=" << options.p() << ", inplace=" << bool_str(options.inplace()) << ")";
+}
+
+void GELUImpl::pretty_print(std::ostream& s) const {
+  s << "GELU(approximate=" << options.approximate() << ")";
+}
+void SoftmaxImpl::pretty_print(std::ostream& s) const { s << "Softmax(dim=" << options.dim() << ")"; }
+void LogSoftmaxImpl::pretty_print(std::ostream& s) const {
+  s << "LogSoftmax(dim=" << options.dim() << ")";
+}
+void FlattenImpl::pretty_print(std::ostream& s) const {
+  s << "Flatten(start_dim=" << options.start_dim() << ", end_dim=" << options.end_dim() << ")";
+}
+
+// ---------------------------------------------------------------- pooling
+
+Tensor MaxPool2dImpl::forward(const Tensor& x) {
+  return max_pool2d(x, options.kernel_size(), options.stride(), options.padding(),
+                    options.dilation(), options.ceil_mode());
+}
+void MaxPool2dImpl::pretty_print(std::ostream& s) const {
+  s << "MaxPool2d(kernel_size=" << list_str(options.kernel_size())
+    << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
+    << ", dilation=" << list_str(options.dilation())
+    << ", ceil_mode=" << bool_str(options.ceil_mode()) << ")";
+}
+
+Tensor AvgPool2dImpl::forward(const Tensor& x) {
+  return avg_pool2d(x, options.kernel_size(), options.stride(), options.padding(),
+                    options.ceil_mode(), options.count_include_pad(), options.divisor_override());
+}
+void AvgPool2dImpl::pretty_print(std::ostream& s) const {
+  s << "AvgPool2d(kernel_size=" << list_str(options.kernel_size())
+    << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
+    << ")";
+}
+
+void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& s) const {
+  s << "AdaptiveAvgPool2d(output_size=" << list_str(options.output_size()) << ")";
+}
+
+// ---------------------------------------------------------------- containers
+
+Tensor SequentialImpl::forward(const Tensor& input) {
+  OF_CHECK(!forwards_.empty(), "[Sequential] forward() called on an empty Sequential");
+  Tensor x = input;
+  for (auto& f : forwards_) x = f(x);
+  return x;
+}
+
+// ---------------------------------------------------------------- functional
+
+namespace functional {
+Tensor interpolate(const Tensor& input, std::vector<int64_t> size, const std::string& mode,
+                   std::optional<bool> align_corners) {
+  OF_CHECK(input.dim() == 4, "[interpolate] expected a 4-D [N, C, H, W] input, got shape {}",
+           shape_str(input.sizes()));
+  OF_CHECK(size.size() == 2, "[interpolate] expected 2 output sizes for a 4-D input, got {}",
+           size.size());
+  if (mode == "nearest") {
+    OF_CHECK(!align_corners, "[interpolate] align_corners applies only to bilinear mode");
+    return upsample_nearest2d(input, size);
+  }
+  if (mode == "bilinear") return upsample_bilinear2d(input, size, align_corners.value_or(false));
+  fail("[interpolate] mode must be 'nearest' or 'bilinear', got '{}'", mode);
+}
+}  // namespace functional
+
+}  // namespace oneflow::nn

@@ -1,0 +1,536 @@
+// nn.h: layers (of::nn), their options (libtorch's names and defaults), of::nn::functional and
+// of::nn::init. Layers are XxxImpl modules wrapped by OF_MODULE holders: of::nn::Linear fc(3, 4).
+#pragma once
+#include <any>
+#include <array>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oneflow/nn/module.h"
+#include "oneflow/ops.h"
+#include "oneflow/ops_conv.h"
+#include "oneflow/ops_nn.h"
+
+namespace oneflow {
+
+// D sizes given as one value for all (3) or one per dim ({3, 1}), as torch::ExpandingArray.
+template <size_t D>
+class ExpandingArray {
+ public:
+  ExpandingArray(int64_t v) { values_.fill(v); }
+  ExpandingArray(std::initializer_list<int64_t> list) {
+    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  ExpandingArray(const std::vector<int64_t>& list) {
+    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  int64_t operator[](size_t i) const { return values_[i]; }
+  operator IntArrayRef() const { return IntArrayRef(values_.data(), D); }
+  IntArrayRef ref() const { return IntArrayRef(values_.data(), D); }
+  size_t size() const { return D; }
+
+ private:
+  std::array<int64_t, D> values_{};
+};
+
+namespace nn {
+
+// ---------------------------------------------------------------- linear and embedding
+
+struct LinearOptions {
+  LinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+  OF_ARG(int64_t, in_features);
+  OF_ARG(int64_t, out_features);
+  OF_ARG(bool, bias) = true;
+};
+
+// y = x W^T + b; W [out, in] and b initialized uniform(+-1/sqrt(in)) as libtorch.
+class LinearImpl : public Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features)
+      : LinearImpl(LinearOptions(in_features, out_features)) {}
+  explicit LinearImpl(const LinearOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  LinearOptions options;
+  Tensor weight, bias;
+};
+OF_MODULE(Linear);
+
+struct EmbeddingOptions {
+  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  OF_ARG(int64_t, num_embeddings);
+  OF_ARG(int64_t, embedding_dim);
+  OF_ARG(std::optional<int64_t>, padding_idx) = std::nullopt;
+};
+
+// Row lookup in a [num_embeddings, dim] table initialized N(0, 1) (padding row zeroed).
+class EmbeddingImpl : public Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
+      : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
+  explicit EmbeddingImpl(const EmbeddingOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& indices);
+  void pretty_print(std::ostream& stream) const override;
+  EmbeddingOptions options;
+  Tensor weight;
+};
+OF_MODULE(Embedding);
+
+// ---------------------------------------------------------------- convolution
+
+template <size_t D>
+struct ConvOptions {
+  ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  OF_ARG(int64_t, in_channels);
+  OF_ARG(int64_t, out_channels);
+  OF_ARG(ExpandingArray<D>, kernel_size);
+  OF_ARG(ExpandingArray<D>, stride) = 1;
+  OF_ARG(ExpandingArray<D>, padding) = 0;
+  OF_ARG(ExpandingArray<D>, dilation) = 1;
+  OF_ARG(int64_t, groups) = 1;
+  OF_ARG(bool, bias) = true;
+};
+using Conv1dOptions = ConvOptions<1>;
+using Conv2dOptions = ConvOptions<2>;
+
+// Shared by Conv1d and Conv2d: weight [out, in/groups, k...], kaiming-uniform init as libtorch.
+template <size_t D>
+class ConvNdImpl : public Module {
+ public:
+  explicit ConvNdImpl(const ConvOptions<D>& options);
+  void reset_parameters();
+  void pretty_print(std::ostream& stream) const override;
+  ConvOptions<D> options;
+  Tensor weight, bias;
+};
+
+class Conv1dImpl : public ConvNdImpl<1> {
+ public:
+  Conv1dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<1> kernel_size)
+      : Conv1dImpl(Conv1dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit Conv1dImpl(const Conv1dOptions& options) : ConvNdImpl<1>(options) {}
+  Tensor forward(const Tensor& input);
+};
+OF_MODULE(Conv1d);
+
+class Conv2dImpl : public ConvNdImpl<2> {
+ public:
+  Conv2dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
+      : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit Conv2dImpl(const Conv2dOptions& options) : ConvNdImpl<2>(options) {}
+  Tensor forward(const Tensor& input);
+};
+OF_MODULE(Conv2d);
+
+// ---------------------------------------------------------------- normalization
+
+struct BatchNormOptions {
+  BatchNormOptions(int64_t num_features) : num_features_(num_features) {}
+  OF_ARG(int64_t, num_features);
+  OF_ARG(double, eps) = 1e-5;
+  OF_ARG(std::optional<double>, momentum) = 0.1;  // nullopt: cumulative average
+  OF_ARG(bool, affine) = true;
+  OF_ARG(bool, track_running_stats) = true;
+};
+using BatchNorm1dOptions = BatchNormOptions;
+using BatchNorm2dOptions = BatchNormOptions;
+
+// Batch norm over [N, C, *]; expected_dim: 2 or 3 (1d) / 4 (2d), checked in forward.
+class BatchNormImplBase : public Module {
+ public:
+  BatchNormImplBase(const BatchNormOptions& options, const char* name, std::vector<int64_t> dims);
+  Tensor forward(const Tensor& input);
+  void reset_running_stats();
+  void reset_parameters();
+  void pretty_print(std::ostream& stream) const override;
+  BatchNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+class BatchNorm1dImpl : public BatchNormImplBase {
+ public:
+  BatchNorm1dImpl(int64_t num_features) : BatchNorm1dImpl(BatchNormOptions(num_features)) {}
+  explicit BatchNorm1dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm1d", {2, 3}) {}
+};
+OF_MODULE(BatchNorm1d);
+
+class BatchNorm2dImpl : public BatchNormImplBase {
+ public:
+  BatchNorm2dImpl(int64_t num_features) : BatchNorm2dImpl(BatchNormOptions(num_features)) {}
+  explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm2d", {4}) {}
+};
+OF_MODULE(BatchNorm2d);
+
+struct LayerNormOptions {
+  LayerNormOptions(std::vector<int64_t> normalized_shape)
+      : normalized_shape_(std::move(normalized_shape)) {}
+  OF_ARG(std::vector<int64_t>, normalized_shape);
+  OF_ARG(double, eps) = 1e-5;
+  OF_ARG(bool, elementwise_affine) = true;
+};
+
+class LayerNormImpl : public Module {
+ public:
+  LayerNormImpl(std::vector<int64_t> normalized_shape)
+      : LayerNormImpl(LayerNormOptions(std::move(normalized_shape))) {}
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+OF_MODULE(LayerNorm);
+
+struct GroupNormOptions {
+  GroupNormOptions(int64_t num_groups, int64_t num_channels)
+      : num_groups_(num_groups), num_channels_(num_channels) {}
+  OF_ARG(int64_t, num_groups);
+  OF_ARG(int64_t, num_channels);
+  OF_ARG(double, eps) = 1e-5;
+  OF_ARG(bool, affine) = true;
+};
+
+class GroupNormImpl : public Module {
+ public:
+  GroupNormImpl(int64_t num_groups, int64_t num_channels)
+      : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
+  explicit GroupNormImpl(const GroupNormOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  GroupNormOptions options;
+  Tensor weight, bias;
+};
+OF_MODULE(GroupNorm);
+
+struct RMSNormOptions {
+  RMSNormOptions(std::vector<int64_t> normalized_shape)
+      : normalized_shape_(std::move(normalized_shape)) {}
+  OF_ARG(std::vector<int64_t>, normalized_shape);
+  OF_ARG(std::optional<double>, eps) = std::nullopt;
+  OF_ARG(bool, elementwise_affine) = true;
+};
+
+class RMSNormImpl : public Module {
+ public:
+  RMSNormImpl(std::vector<int64_t> normalized_shape)
+      : RMSNormImpl(RMSNormOptions(std::move(normalized_shape))) {}
+  explicit RMSNormImpl(const RMSNormOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  RMSNormOptions options;
+  Tensor weight;
+};
+OF_MODULE(RMSNorm);
+
+// ---------------------------------------------------------------- dropout and activations
+
+struct DropoutOptions {
+  DropoutOptions(double p = 0.5) : p_(p) {}
+  OF_ARG(double, p);
+  OF_ARG(bool, inplace) = false;
+};
+
+// Zeroes elements with probability p while training (seeded by of::manual_seed).
+class DropoutImpl : public Module {
+ public:
+  explicit DropoutImpl(const DropoutOptions& options = {});
+  DropoutImpl(double p) : DropoutImpl(DropoutOptions(p)) {}
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  DropoutOptions options;
+};
+OF_MODULE(Dropout);
+
+// A parameter-free module applying `f` (ReLU, GELU, ...).
+#define OF_ACTIVATION_MODULE(Name, expr)                                  \
+  class Name##Impl : public Module {                                      \
+   public:                                                                \
+    Name##Impl() : Module(#Name) {}                                       \
+    Tensor forward(const Tensor& x) { return expr; }                      \
+  };                                                                      \
+  OF_MODULE(Name)
+
+OF_ACTIVATION_MODULE(ReLU, x.relu());
+OF_ACTIVATION_MODULE(SiLU, x.silu());
+OF_ACTIVATION_MODULE(Tanh, x.tanh());
+OF_ACTIVATION_MODULE(Sigmoid, x.sigmoid());
+OF_ACTIVATION_MODULE(Identity, x);
+#undef OF_ACTIVATION_MODULE
+
+struct GELUOptions {
+  OF_ARG(std::string, approximate) = "none";
+};
+class GELUImpl : public Module {
+ public:
+  explicit GELUImpl(const GELUOptions& options = {}) : Module("GELU"), options(options) {}
+  Tensor forward(const Tensor& x) { return x.gelu(options.approximate()); }
+  void pretty_print(std::ostream& stream) const override;
+  GELUOptions options;
+};
+OF_MODULE(GELU);
+
+struct SoftmaxOptions {
+  SoftmaxOptions(int64_t dim) : dim_(dim) {}
+  OF_ARG(int64_t, dim);
+};
+class SoftmaxImpl : public Module {
+ public:
+  SoftmaxImpl(int64_t dim) : SoftmaxImpl(SoftmaxOptions(dim)) {}
+  explicit SoftmaxImpl(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
+  Tensor forward(const Tensor& x) { return softmax(x, options.dim()); }
+  void pretty_print(std::ostream& stream) const override;
+  SoftmaxOptions options;
+};
+OF_MODULE(Softmax);
+
+class LogSoftmaxImpl : public Module {
+ public:
+  LogSoftmaxImpl(int64_t dim) : LogSoftmaxImpl(SoftmaxOptions(dim)) {}
+  explicit LogSoftmaxImpl(const SoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
+  Tensor forward(const Tensor& x) { return log_softmax(x, options.dim()); }
+  void pretty_print(std::ostream& stream) const override;
+  SoftmaxOptions options;
+};
+OF_MODULE(LogSoftmax);
+
+struct FlattenOptions {
+  OF_ARG(int64_t, start_dim) = 1;
+  OF_ARG(int64_t, end_dim) = -1;
+};
+class FlattenImpl : public Module {
+ public:
+  explicit FlattenImpl(const FlattenOptions& options = {}) : Module("Flatten"), options(options) {}
+  Tensor forward(const Tensor& x) { return x.flatten(options.start_dim(), options.end_dim()); }
+  void pretty_print(std::ostream& stream) const override;
+  FlattenOptions options;
+};
+OF_MODULE(Flatten);
+
+// ---------------------------------------------------------------- pooling
+
+template <size_t D>
+struct MaxPoolOptions {
+  MaxPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
+  OF_ARG(ExpandingArray<D>, kernel_size);
+  OF_ARG(ExpandingArray<D>, stride);
+  OF_ARG(ExpandingArray<D>, padding) = 0;
+  OF_ARG(ExpandingArray<D>, dilation) = 1;
+  OF_ARG(bool, ceil_mode) = false;
+};
+using MaxPool2dOptions = MaxPoolOptions<2>;
+
+class MaxPool2dImpl : public Module {
+ public:
+  MaxPool2dImpl(ExpandingArray<2> kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
+  explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
+  Tensor forward(const Tensor& x);
+  void pretty_print(std::ostream& stream) const override;
+  MaxPool2dOptions options;
+};
+OF_MODULE(MaxPool2d);
+
+template <size_t D>
+struct AvgPoolOptions {
+  AvgPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
+  OF_ARG(ExpandingArray<D>, kernel_size);
+  OF_ARG(ExpandingArray<D>, stride);
+  OF_ARG(ExpandingArray<D>, padding) = 0;
+  OF_ARG(bool, ceil_mode) = false;
+  OF_ARG(bool, count_include_pad) = true;
+  OF_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
+};
+using AvgPool2dOptions = AvgPoolOptions<2>;
+
+class AvgPool2dImpl : public Module {
+ public:
+  AvgPool2dImpl(ExpandingArray<2> kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
+  explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
+  Tensor forward(const Tensor& x);
+  void pretty_print(std::ostream& stream) const override;
+  AvgPool2dOptions options;
+};
+OF_MODULE(AvgPool2d);
+
+struct AdaptiveAvgPool2dOptions {
+  AdaptiveAvgPool2dOptions(ExpandingArray<2> output_size) : output_size_(output_size) {}
+  OF_ARG(ExpandingArray<2>, output_size);
+};
+class AdaptiveAvgPool2dImpl : public Module {
+ public:
+  AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)
+      : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
+  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options)
+      : Module("AdaptiveAvgPool2d"), options(options) {}
+  Tensor forward(const Tensor& x) { return adaptive_avg_pool2d(x, options.output_size()); }
+  void pretty_print(std::ostream& stream) const override;
+  AdaptiveAvgPool2dOptions options;
+};
+OF_MODULE(AdaptiveAvgPool2d);
+
+// ---------------------------------------------------------------- containers
+
+// Wraps a function Tensor -> Tensor as a module (for Sequential).
+class FunctionalImpl : public Module {
+ public:
+  explicit FunctionalImpl(std::function<Tensor(Tensor)> f) : Module("Functional"), f_(std::move(f)) {}
+  Tensor forward(const Tensor& x) { return f_(x); }
+
+ private:
+  std::function<Tensor(Tensor)> f_;
+};
+OF_MODULE(Functional);
+
+// Runs its modules in order; each must have forward(const Tensor&) -> Tensor.
+class SequentialImpl : public Module {
+ public:
+  SequentialImpl() : Module("Sequential") {}
+  template <class... Ms>
+  explicit SequentialImpl(Ms&&... modules) : Module("Sequential") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+  template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
+  void push_back(Holder&& holder) {
+    push_back(std::to_string(forwards_.size()), holder.ptr());
+  }
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
+  void push_back(std::shared_ptr<M> module) {
+    push_back(std::to_string(forwards_.size()), std::move(module));
+  }
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
+  void push_back(std::string name, std::shared_ptr<M> module) {
+    M* raw = module.get();
+    register_module(std::move(name), module);
+    forwards_.push_back([raw](const Tensor& x) { return Tensor(raw->forward(x)); });
+  }
+  template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
+  void push_back(std::string name, Holder&& holder) {
+    push_back(std::move(name), holder.ptr());
+  }
+  Tensor forward(const Tensor& input);
+  size_t size() const { return forwards_.size(); }
+  std::shared_ptr<Module> operator[](size_t i) const { return children_[i].value(); }
+
+ private:
+  std::vector<std::function<Tensor(const Tensor&)>> forwards_;
+};
+OF_MODULE(Sequential);
+
+// A list of submodules registered as "0", "1", ... (no forward of its own).
+class ModuleListImpl : public Module {
+ public:
+  ModuleListImpl() : Module("ModuleList") {}
+  template <class... Ms>
+  explicit ModuleListImpl(Ms&&... modules) : Module("ModuleList") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+  template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
+  void push_back(Holder&& holder) {
+    push_back(std::shared_ptr<Module>(holder.ptr()));
+  }
+  void push_back(std::shared_ptr<Module> module) {
+    register_module(std::to_string(children_.size()), std::move(module));
+  }
+  size_t size() const { return children_.size(); }
+  std::shared_ptr<Module> operator[](size_t i) const { return children_[i].value(); }
+  // The i-th module as its concrete type (error when it is another type).
+  template <class M>
+  std::shared_ptr<M> ptr(size_t i) const {
+    auto p = std::dynamic_pointer_cast<M>(children_[i].value());
+    if (!p) fail("[ModuleList] module {} is not of the requested type", i);
+    return p;
+  }
+  auto begin() const { return children_.begin(); }
+  auto end() const { return children_.end(); }
+};
+OF_MODULE(ModuleList);
+
+// ---------------------------------------------------------------- functional
+
+namespace functional {
+using oneflow::adaptive_avg_pool2d;
+using oneflow::avg_pool2d;
+using oneflow::batch_norm;
+using oneflow::binary_cross_entropy;
+using oneflow::binary_cross_entropy_with_logits;
+using oneflow::conv1d;
+using oneflow::conv2d;
+using oneflow::conv_transpose2d;
+using oneflow::cross_entropy;
+using oneflow::dropout;
+using oneflow::embedding;
+using oneflow::gelu;
+using oneflow::group_norm;
+using oneflow::kl_div;
+using oneflow::l1_loss;
+using oneflow::layer_norm;
+using oneflow::linear;
+using oneflow::log_softmax;
+using oneflow::max_pool2d;
+using oneflow::mse_loss;
+using oneflow::nll_loss;
+using oneflow::one_hot;
+using oneflow::pad;
+using oneflow::relu;
+using oneflow::rms_norm;
+using oneflow::sigmoid;
+using oneflow::silu;
+using oneflow::smooth_l1_loss;
+using oneflow::softmax;
+using oneflow::tanh;
+// Resizes [N, C, H, W] to `size` with mode "nearest" or "bilinear".
+Tensor interpolate(const Tensor& input, std::vector<int64_t> size, const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = std::nullopt);
+}  // namespace functional
+
+// ---------------------------------------------------------------- init
+
+namespace init {
+enum class Nonlinearity { Linear, Conv1D, Conv2D, Sigmoid, Tanh, ReLU, LeakyReLU };
+enum class FanMode { FanIn, FanOut };
+// PyTorch's recommended gain for a nonlinearity.
+double calculate_gain(Nonlinearity nonlinearity, double param = 0.01);
+// (fan_in, fan_out) of a weight with at least 2 dims.
+std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& tensor);
+Tensor uniform_(Tensor tensor, double low = 0, double high = 1);
+Tensor normal_(Tensor tensor, double mean = 0, double std = 1);
+Tensor constant_(Tensor tensor, double value);
+Tensor ones_(Tensor tensor);
+Tensor zeros_(Tensor tensor);
+Tensor xavier_uniform_(Tensor tensor, double gain = 1.0);
+Tensor xavier_normal_(Tensor tensor, double gain = 1.0);
+Tensor kaiming_uniform_(Tensor tensor, double a = 0, FanMode mode = FanMode::FanIn,
+                        Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+Tensor kaiming_normal_(Tensor tensor, double a = 0, FanMode mode = FanMode::FanIn,
+                       Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+}  // namespace init
+
+}  // namespace nn
+
+// libtorch spellings: of::kReLU, of::kFanIn ... as torch::kReLU.
+inline constexpr nn::init::Nonlinearity kLinear = nn::init::Nonlinearity::Linear;
+inline constexpr nn::init::Nonlinearity kReLU = nn::init::Nonlinearity::ReLU;
+inline constexpr nn::init::Nonlinearity kLeakyReLU = nn::init::Nonlinearity::LeakyReLU;
+inline constexpr nn::init::Nonlinearity kTanh = nn::init::Nonlinearity::Tanh;
+inline constexpr nn::init::Nonlinearity kSigmoid = nn::init::Nonlinearity::Sigmoid;
+inline constexpr nn::init::FanMode kFanIn = nn::init::FanMode::FanIn;
+inline constexpr nn::init::FanMode kFanOut = nn::init::FanMode::FanOut;
+
+}  // namespace oneflow
