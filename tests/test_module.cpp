@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <sstream>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -211,4 +215,39 @@ TEST_CASE("module: init functions and gains") {
   CHECK(w.to(of::kFloat64).std().item<double>() == doctest::Approx(std::sqrt(2.0 / 500)).epsilon(0.05));
   CHECK(nn::init::zeros_(w).abs().sum().item<float>() == 0.0f);
   CHECK(th::throws_with([&] { nn::init::xavier_uniform_(of::empty({3})); }, {"[init]", "(3,)"}));
+}
+
+TEST_CASE("module: checkpoints of modules and optimizers; a truncated file changes nothing") {
+  const std::string path = "/tmp/oneflow_ckpt_" + std::to_string(::getpid()) + ".safetensors";
+  const std::string opath = path + ".optim";
+  Net a, b;
+  of::manual_seed(21);
+  b->fc1->reset_parameters();
+  of::optim::Adam opt(a->parameters(), of::optim::AdamOptions(0.01));
+  a->forward(of::randn({6, 4})).sum().backward();
+  opt.step();
+  of::save(a, path);
+  of::save(opt, opath);
+  of::load(b, path);
+  for (auto& kv : a->state_dict())
+    CHECK(kv.value().to(of::kFloat64).to_vector<double>() ==
+          b->state_dict()[kv.key()].to(of::kFloat64).to_vector<double>());
+  of::optim::Adam opt2(b->parameters(), of::optim::AdamOptions(0.5));
+  of::load(opt2, opath);
+  CHECK(opt2.param_groups()[0].options().get_lr() == 0.01);
+  CHECK(opt2.state_dict()["state.1.exp_avg"].to_vector<float>() ==
+        opt.state_dict()["state.1.exp_avg"].to_vector<float>());
+  // the wrong kind of file, and a truncated one: clear errors, the module keeps its values
+  CHECK(th::throws_with([&] { of::load(b, opath); }, {"[load]", "optimizer", "module"}));
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 9);
+  }
+  Net c;
+  const std::vector<float> before = c->fc1->weight.to_vector<float>();
+  CHECK(th::throws_with([&] { of::load(c, path); }, {"[load]", path, "truncated"}));
+  CHECK(c->fc1->weight.to_vector<float>() == before);
+  std::remove(path.c_str());
+  std::remove(opath.c_str());
 }

@@ -10,6 +10,7 @@
 #include "oneflow/optim.h"
 #include "oneflow/data.h"
 #include "oneflow/serialize.h"
+#include "oneflow/checkpoint.h"
 #include "oneflow/runtime.h"
 #include "oneflow/scalar.h"
 #include "oneflow/tensor.h"
