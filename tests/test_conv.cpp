@@ -645,9 +645,12 @@ TEST_CASE("conv: error messages name the op and the offending values") {
                         {"[conv_transpose2d]", "(4, 3, 3, 3)", "(2, 3, 5, 5)"}));
   CHECK(th::throws_with([&] { of::conv_transpose2d(x, of::zeros({3, 2, 3, 3}), {}, 1, 0, 1); },
                         {"[conv_transpose2d]", "output_padding"}));
-  CHECK(th::throws_with([&] { of::conv_transpose2d(of::zeros({1, 3, 1, 1}), of::zeros({3, 2, 1, 1}), {}, 1, 1); },
+  CHECK(th::throws_with([&] {
+          of::conv_transpose2d(of::zeros({1, 3, 1, 1}), of::zeros({3, 2, 1, 1}), {}, 1, 1);
+        },
                         {"[conv_transpose2d]", "non-positive", "(-1, -1)"}));
-  CHECK(th::throws_with([&] { of::max_pool2d(x, 0); }, {"[max_pool2d_with_indices]", "kernel_size"}));
+  CHECK(th::throws_with([&] { of::max_pool2d(x, 0); },
+                        {"[max_pool2d_with_indices]", "kernel_size"}));
   CHECK(th::throws_with([&] { of::max_pool2d(x, 2, 1, 2); },
                         {"[max_pool2d_with_indices]", "padding", "(2, 2)", "half"}));
   CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({1, 1, 2, 2}), 3); },
@@ -659,7 +662,8 @@ TEST_CASE("conv: error messages name the op and the offending values") {
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 2, -1); }, {"[avg_pool2d]", "stride", "(-1, -1)"}));
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 2, {}, 0, false, true, 0); },
                         {"[avg_pool2d]", "divisor_override", "0"}));
-  CHECK(th::throws_with([&] { of::avg_pool2d(x, 6); }, {"[avg_pool2d]", "(2, 3, 5, 5)", "too small"}));
+  CHECK(th::throws_with([&] { of::avg_pool2d(x, 6); },
+                        {"[avg_pool2d]", "(2, 3, 5, 5)", "too small"}));
   CHECK(th::throws_with([&] { of::adaptive_avg_pool2d(x, {0, 2}); },
                         {"[adaptive_avg_pool2d]", "output_size", "(0, 2)"}));
   CHECK(th::throws_with([&] { of::adaptive_avg_pool2d(of::zeros({2, 3, 0, 4}), 2); },

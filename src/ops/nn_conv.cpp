@@ -804,8 +804,11 @@ template <class T> void resample_planes(const Resample& r, const T* src, T* dst,
   const AxisMap &h = r.h, &w = r.w;
   std::vector<T> wh(h.wt.begin(), h.wt.end()), ww(w.wt.begin(), w.wt.end());
   const int64_t in_sz = h.in * w.in, out_sz = h.out * w.out;
-  const int64_t work = std::max<int64_t>(1, out_sz * int64_t(h.src.size() / std::max<int64_t>(h.out, 1)) *
-                                                int64_t(w.src.size() / std::max<int64_t>(w.out, 1)));
+  // taps per output element, averaged over each axis
+  const int64_t th = int64_t(h.src.size()) / std::max<int64_t>(h.out, 1);
+  const int64_t tw = int64_t(w.src.size()) / std::max<int64_t>(w.out, 1);
+  const int64_t work = std::max<int64_t>(1, out_sz * std::max<int64_t>(th, 1) *
+                                                std::max<int64_t>(tw, 1));
   const int64_t grain = std::max<int64_t>(1, 32768 / work);
   parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
     std::vector<T> acc(size_t(w.out));
