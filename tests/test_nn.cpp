@@ -219,16 +219,16 @@ of::Tensor as(const of::Tensor& t, const of::Tensor& like) { return t.to(like.dt
 
 // ---------------------------------------------------------------- linear
 TH_ROWS({
-    row("linear/2d_bias", {"addmm"}, {{4, 5}, {3, 5}, {3}},
+    row("linear/2d_bias", {"linear"}, {{4, 5}, {3, 5}, {3}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
-    row("linear/3d_no_bias", {"mm"}, {{2, 3, 5}, {4, 5}},
+    row("linear/3d_no_bias", {"linear"}, {{2, 3, 5}, {4, 5}},
         [](const V& in) { return of::linear(in[0], in[1]); },
         [](const R& r) { return linear_ref(r[0], r[1], nullptr); }),
-    row("linear/4d_bias", {"addmm"}, {{2, 2, 3, 5}, {4, 5}, {4}},
+    row("linear/4d_bias", {"linear"}, {{2, 2, 3, 5}, {4, 5}, {4}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
-    row("linear/1d_input", {"addmm"}, {{5}, {4, 5}, {4}},
+    row("linear/1d_input", {"linear"}, {{5}, {4, 5}, {4}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
 });

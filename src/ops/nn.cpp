@@ -10,10 +10,12 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "autograd/node.h"
+#include "cpu/blas.h"
 #include "dispatch.h"
 #include "generator.h"
 #include "oneflow/ops_nn.h"
@@ -780,6 +782,41 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, Tensor(), Tensor()};
 }
 
+// ================================================================ linear
+// inputs: x [R, in], weight [out, in], bias [out] (optional); output [R, out]. One GEMM with
+// the bias preloaded into the output (beta = 1), as addmm. The VJP computes the weight
+// gradient as g^T x, already in weight's [out, in] layout (no transposed copy).
+
+const OpDef* g_linear;
+
+void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& x = in[0];
+  out.push_back({{x.size(0), in[1].size(0)}, {}, 0, x.dtype(), x.device()});
+}
+
+void linear_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& w = k.inputs[1];
+  const Tensor& out = k.outputs[0];
+  const bool has_bias = k.inputs[2].defined();
+  if (has_bias && out.numel() > 0) {
+    const Tensor b = k.inputs[2].contiguous();
+    const int64_t R = out.size(0), O = out.size(1);
+    const size_t bytes = size_t(O) * b.element_size();
+    char* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
+  }
+  cpu::gemm(x, w.t(), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
+}
+
+TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
+  Tensor gx, gw, gb;
+  if (c.needs_input_grad(0)) gx = g[0].mm(c.input(1));
+  if (c.needs_input_grad(1)) gw = g[0].t().mm(c.input(0));
+  if (c.needs_input_grad(2)) gb = g[0].sum({0});
+  return {gx, gw, gb};
+}
+
 // ================================================================ scaled dot product attention
 // inputs: q [B, L, E], k [B, S, E], v [B, S, Ev], mask [B, L, S] (optional: bool, true = attend,
 // or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
@@ -1089,6 +1126,8 @@ void register_nn_ops() {
   g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
                                      .traits = kNonDifferentiable, .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu});
+  g_linear = register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
+                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
                                            "mask_kind"};
   g_sdpa = register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
@@ -1117,14 +1156,21 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     fail("[linear] input of shape {} does not match weight of shape {}: in_features {} != {}",
          shape_str(input.sizes()), shape_str(weight.sizes()), input.size(-1), in);
   check_param(bias, input, DimVector{outf}, "linear", "bias");
-  const Tensor wt = weight.t();
-  if (input.dim() == 2) return bias.defined() ? addmm(bias, input, wt) : mm(input, wt);
+  if (weight.device() != input.device())
+    fail("[linear] expected input and weight on one device, got {} and {}", input.device().str(),
+         weight.device().str());
   DimVector out_shape(input.sizes().begin(), input.sizes().end() - 1);
   out_shape.push_back(outf);
   const int64_t rows = prod_range(input.sizes(), 0, size_t(input.dim() - 1));
-  const Tensor x2 = input.reshape({rows, in});
-  const Tensor r = bias.defined() ? addmm(bias, x2, wt) : mm(x2, wt);
-  return r.reshape(out_shape);
+  const Tensor x2 = input.dim() == 2 ? input : input.reshape({rows, in});
+  Tensor r;
+  if (input.is_cuda()) {
+    // no CUDA kernel of its own: addmm / mm there
+    r = bias.defined() ? addmm(bias, x2, weight.t()) : mm(x2, weight.t());
+  } else {
+    r = dispatch1(use(g_linear), {x2, weight, bias});
+  }
+  return input.dim() == 2 ? r : r.reshape(out_shape);
 }
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
