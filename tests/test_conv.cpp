@@ -329,6 +329,27 @@ TH_ROWS({
                 return ref_conv2d(in[0], in[1], &in[2],
                                   {.ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 3});
               })),
+    // batches of 4-5: a thread's images share one GEMM (chunked columns)
+    loose(row("conv2d/batch5_groups_dilation", {"conv2d"}, {{5, 4, 6, 5}, {6, 2, 3, 2}, {6}},
+              [](const V& in) {
+                return of::conv2d(in[0], in[1], in[2], {1, 2}, {2, 1}, {2, 1}, 2);
+              },
+              [](const R& in) {
+                return ref_conv2d(in[0], in[1], &in[2],
+                                  {.sh = 1, .sw = 2, .ph = 2, .pw = 1, .dh = 2, .dw = 1,
+                                   .groups = 2});
+              })),
+    loose(row("conv2d/batch4_1x1_groups", {"conv2d"}, {{4, 4, 3, 3}, {4, 2, 1, 1}},
+              [](const V& in) { return of::conv2d(in[0], in[1], {}, 1, 0, 1, 2); },
+              [](const R& in) { return ref_conv2d(in[0], in[1], nullptr, {.groups = 2}); })),
+    loose(row("conv_transpose2d/batch4_groups", {"conv_transpose2d"},
+              {{4, 4, 3, 3}, {4, 1, 3, 3}, {2}},
+              [](const V& in) { return of::conv_transpose2d(in[0], in[1], in[2], 2, 1, 1, 2); },
+              [](const R& in) {
+                return ref_conv_transpose2d(in[0], in[1], &in[2],
+                                            {.sh = 2, .sw = 2, .ph = 1, .pw = 1, .groups = 2,
+                                             .oph = 1, .opw = 1});
+              })),
     loose(row("conv2d/same_odd_total", {"conv2d", "pad"}, {{1, 2, 5, 6}, {2, 2, 4, 3}, {2}},
               [](const V& in) { return of::conv2d(in[0], in[1], in[2], 1, "same"); },
               [](const R& in) {
