@@ -1,0 +1,217 @@
+// Training-step workloads of issue 3 beside libtorch 1.13: an MLP (784-1024-1024-10, ReLU,
+// batch 128, cross-entropy, SGD with momentum) and a small CNN (conv3x3 3->32 + BN + ReLU,
+// conv3x3 32->64 stride 2 + BN + ReLU, global average pool, linear 64->10, batch 32x3x32x32).
+// Each (workload, library) runs in its own fork()ed child so that the peak resident memory
+// (ru_maxrss from wait4) belongs to that side alone; the step time is the median of timed steps.
+#include <oneflow/oneflow.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include "bench_util.h"
+
+#ifdef OF_BENCH_WITH_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+namespace ob = oneflow::bench;
+namespace nn = of::nn;
+
+namespace {
+
+constexpr int kWarmup = 3, kSteps = 15;
+
+// ---------------------------------------------------------------- oneflow models
+
+struct MlpImpl : nn::Module {
+  MlpImpl() {
+    fc1 = register_module("fc1", nn::Linear(784, 1024));
+    fc2 = register_module("fc2", nn::Linear(1024, 1024));
+    fc3 = register_module("fc3", nn::Linear(1024, 10));
+  }
+  of::Tensor forward(const of::Tensor& x) { return fc3(fc2(fc1(x).relu()).relu()); }
+  nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+OF_MODULE(Mlp);
+
+struct CnnImpl : nn::Module {
+  CnnImpl() {
+    c1 = register_module("c1", nn::Conv2d(nn::Conv2dOptions(3, 32, 3).padding(1)));
+    b1 = register_module("b1", nn::BatchNorm2d(32));
+    c2 = register_module("c2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).stride(2).padding(1)));
+    b2 = register_module("b2", nn::BatchNorm2d(64));
+    fc = register_module("fc", nn::Linear(64, 10));
+  }
+  of::Tensor forward(const of::Tensor& x) {
+    of::Tensor h = b2(c2(b1(c1(x)).relu())).relu();
+    return fc(of::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+  }
+  nn::Conv2d c1{nullptr}, c2{nullptr};
+  nn::BatchNorm2d b1{nullptr}, b2{nullptr};
+  nn::Linear fc{nullptr};
+};
+OF_MODULE(Cnn);
+
+template <class Net>
+double ours_step_time(const std::vector<int64_t>& in_shape) {
+  of::manual_seed(0);
+  Net net;
+  of::optim::SGD opt(net->parameters(), of::optim::SGDOptions(0.01).momentum(0.9));
+  of::Tensor x = of::randn(in_shape);
+  of::Tensor y = of::randint(0, 10, {in_shape[0]}, of::kInt64);
+  auto step = [&] {
+    opt.zero_grad();
+    of::Tensor loss = of::cross_entropy(net(x), y);
+    loss.backward();
+    opt.step();
+    ob::keep(loss.item<float>());
+  };
+  return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);
+}
+
+#ifdef OF_BENCH_WITH_LIBTORCH
+// ---------------------------------------------------------------- libtorch models (same shapes)
+
+struct TMlpImpl : torch::nn::Module {
+  TMlpImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(784, 1024));
+    fc2 = register_module("fc2", torch::nn::Linear(1024, 1024));
+    fc3 = register_module("fc3", torch::nn::Linear(1024, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc3(fc2(fc1(x).relu()).relu()); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+TORCH_MODULE(TMlp);
+
+struct TCnnImpl : torch::nn::Module {
+  TCnnImpl() {
+    c1 = register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 32, 3).padding(1)));
+    b1 = register_module("b1", torch::nn::BatchNorm2d(32));
+    c2 = register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(2).padding(1)));
+    b2 = register_module("b2", torch::nn::BatchNorm2d(64));
+    fc = register_module("fc", torch::nn::Linear(64, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = b2(c2(b1(c1(x)).relu())).relu();
+    return fc(torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+  }
+  torch::nn::Conv2d c1{nullptr}, c2{nullptr};
+  torch::nn::BatchNorm2d b1{nullptr}, b2{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(TCnn);
+
+template <class Net>
+double torch_step_time(const std::vector<int64_t>& in_shape, int threads) {
+  torch::set_num_threads(threads);
+  torch::manual_seed(0);
+  Net net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::Tensor x = torch::randn(in_shape);
+  torch::Tensor y = torch::randint(0, 10, {in_shape[0]}, torch::kLong);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net(x), y);
+    loss.backward();
+    opt.step();
+    ob::keep(loss.item<float>());
+  };
+  return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);
+}
+#endif
+
+struct Result {
+  double seconds = -1;
+  double peak_mb = -1;
+};
+
+// Runs f in a child process; returns its result and the child's peak RSS.
+Result in_child(const std::function<double()>& f) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double t = -1;
+    try {
+      t = f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "workload failed: %s\n", e.what());
+    }
+    ssize_t w = write(fds[1], &t, sizeof t);
+    (void)w;
+    _exit(0);
+  }
+  close(fds[1]);
+  Result r;
+  double t = -1;
+  if (read(fds[0], &t, sizeof t) == ssize_t(sizeof t)) r.seconds = t;
+  close(fds[0]);
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  r.peak_mb = double(ru.ru_maxrss) / 1024.0;
+  return r;
+}
+
+}  // namespace
+
+int main() {
+  // The parent never starts oneflow's thread pool or OpenMP: fork()ed children would inherit a
+  // pool whose worker threads do not exist in them.
+  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  ob::print_machine("bench_train", threads);
+  fmt::print("median of {} training steps after {} warm-up steps; each side in its own process "
+             "(peak RSS = that process's ru_maxrss)\n", kSteps, kWarmup);
+  struct Workload {
+    std::string name;
+    std::vector<int64_t> shape;
+    double target;
+    std::function<double()> ours, torch;
+  };
+  std::vector<Workload> ws = {
+      {"MLP 784-1024-1024-10, batch 128, SGD momentum", {128, 784}, 1.0,
+       [] { return ours_step_time<Mlp>({128, 784}); }, {}},
+      {"CNN conv-BN-ReLU x2 + GAP + linear, batch 32x3x32x32", {32, 3, 32, 32}, 1.2,
+       [] { return ours_step_time<Cnn>({32, 3, 32, 32}); }, {}},
+  };
+#ifdef OF_BENCH_WITH_LIBTORCH
+  ws[0].torch = [threads] { return torch_step_time<TMlp>({128, 784}, threads); };
+  ws[1].torch = [threads] { return torch_step_time<TCnn>({32, 3, 32, 32}, threads); };
+#endif
+  ob::Table time_table("training step time (forward + backward + optimizer), ms; peer = libtorch "
+                       "1.13 same model, same thread count; ratio = ours / libtorch");
+  ob::Table mem_table("peak resident memory of the process running the workload, MB; peer = "
+                      "libtorch; ratio = ours / libtorch");
+  for (auto& w : ws) {
+    Result ours = in_child(w.ours);
+    std::string peer = ob::kNoTorch, ratio = "-", verdict = "n/a (no peer)";
+    std::string mpeer = ob::kNoTorch, mratio = "-", mverdict = "n/a (no peer)";
+    if (ours.seconds < 0) {
+      time_table.row({w.name, "failed", "-", "-", "-", "NOT met"});
+      continue;
+    }
+    if (w.torch) {
+      Result t = in_child(w.torch);
+      if (t.seconds < 0) t.seconds = NAN;
+      peer = fmt::format("{:.2f} ms", t.seconds * 1e3);
+      ratio = ob::ratio_str(ours.seconds / t.seconds);
+      verdict = ob::verdict(ours.seconds / t.seconds <= w.target);
+      mpeer = fmt::format("{:.0f} MB", t.peak_mb);
+      mratio = ob::ratio_str(ours.peak_mb / t.peak_mb);
+      mverdict = ob::verdict(ours.peak_mb <= t.peak_mb);
+    }
+    time_table.row({w.name, fmt::format("{:.2f} ms", ours.seconds * 1e3), peer, ratio,
+                    fmt::format("<= {:.1f}x", w.target), verdict});
+    mem_table.row({w.name, fmt::format("{:.0f} MB", ours.peak_mb), mpeer, mratio, "<= 1.0x",
+                   mverdict});
+  }
+  time_table.print();
+  mem_table.print();
+  return 0;
+}
