@@ -45,8 +45,8 @@ Ref linear_ref(const Ref& x, const Ref& w, const Ref* b) {
 // Normalizes groups of elements: group_of(i) gives the group of flat element i, chan_of(i) its
 // affine index. rms: no mean subtraction. mean/var given per group (nullptr: batch stats).
 Ref norm_ref(const Ref& x, int64_t ngroups, const std::function<int64_t(int64_t)>& group_of,
-             const std::function<int64_t(int64_t)>& chan_of, const Ref* w, const Ref* b,
-             double eps, bool rms, const Vec* mean = nullptr, const Vec* var = nullptr) {
+             const std::function<int64_t(int64_t)>& chan_of, const Ref* w, const Ref* b, double eps,
+             bool rms, const Vec* mean = nullptr, const Vec* var = nullptr) {
   Vec mu(size_t(ngroups), 0.0), sq(size_t(ngroups), 0.0), cnt(size_t(ngroups), 0.0);
   for (int64_t i = 0; i < x.numel(); ++i) {
     mu[size_t(group_of(i))] += x.v[size_t(i)];
@@ -84,15 +84,17 @@ Ref bn_ref(const Ref& x, const Ref* w, const Ref* b, double eps, const Ref* rm =
 Ref ln_ref(const Ref& x, int64_t nd, const Ref* w, const Ref* b, double eps, bool rms) {
   int64_t n = 1;
   for (int64_t d = 0; d < nd; ++d) n *= x.shape[x.shape.size() - 1 - size_t(d)];
-  return norm_ref(x, x.numel() / n, [=](int64_t i) { return i / n; },
-                  [=](int64_t i) { return i % n; }, w, b, eps, rms);
+  return norm_ref(
+      x, x.numel() / n, [=](int64_t i) { return i / n; }, [=](int64_t i) { return i % n; }, w, b,
+      eps, rms);
 }
 // group norm of x [N, C, *] in G groups
 Ref gn_ref(const Ref& x, int64_t G, const Ref* w, const Ref* b, double eps) {
   const int64_t N = x.shape[0], C = x.shape[1];
   const int64_t hw = x.numel() / (N * C);
-  return norm_ref(x, N * G, [=](int64_t i) { return (i / (hw * C)) * G + ((i / hw) % C) / (C / G); },
-                  [=](int64_t i) { return (i / hw) % C; }, w, b, eps, false);
+  return norm_ref(
+      x, N * G, [=](int64_t i) { return (i / (hw * C)) * G + ((i / hw) % C) / (C / G); },
+      [=](int64_t i) { return (i / hw) % C; }, w, b, eps, false);
 }
 
 // Cross entropy with class-index targets, PyTorch's formula (x [N, C, *] or [C]).
@@ -187,7 +189,8 @@ std::function<V(uint64_t)> ce_inputs(Shape xs, Shape ts, int64_t C, std::vector<
 }
 
 // Floats per shape, each uniform in its own [lo, hi].
-std::function<V(uint64_t)> ranged(std::vector<Shape> shapes, std::vector<std::pair<double, double>> rg) {
+std::function<V(uint64_t)> ranged(std::vector<Shape> shapes,
+                                  std::vector<std::pair<double, double>> rg) {
   return [=](uint64_t seed) {
     of::manual_seed(seed);
     V r;
@@ -219,16 +222,20 @@ of::Tensor as(const of::Tensor& t, const of::Tensor& like) { return t.to(like.dt
 
 // ---------------------------------------------------------------- linear
 TH_ROWS({
-    row("linear/2d_bias", {"linear"}, {{4, 5}, {3, 5}, {3}},
+    row(
+        "linear/2d_bias", {"linear"}, {{4, 5}, {3, 5}, {3}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
-    row("linear/3d_no_bias", {"linear"}, {{2, 3, 5}, {4, 5}},
+    row(
+        "linear/3d_no_bias", {"linear"}, {{2, 3, 5}, {4, 5}},
         [](const V& in) { return of::linear(in[0], in[1]); },
         [](const R& r) { return linear_ref(r[0], r[1], nullptr); }),
-    row("linear/4d_bias", {"linear"}, {{2, 2, 3, 5}, {4, 5}, {4}},
+    row(
+        "linear/4d_bias", {"linear"}, {{2, 2, 3, 5}, {4, 5}, {4}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
-    row("linear/1d_input", {"linear"}, {{5}, {4, 5}, {4}},
+    row(
+        "linear/1d_input", {"linear"}, {{5}, {4, 5}, {4}},
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
 });
@@ -236,28 +243,33 @@ TH_ROWS({
 // ---------------------------------------------------------------- batch norm
 const std::vector<std::string> kBn = {"batch_norm", "batch_norm_backward"};
 TH_ROWS({
-    row("batch_norm/train_4d_affine", kBn, {{3, 4, 2, 3}, {4}, {4}},
+    row(
+        "batch_norm/train_4d_affine", kBn, {{3, 4, 2, 3}, {4}, {4}},
         [](const V& in) {
           of::Tensor rm = of::zeros({4}, in[0].dtype()), rv = of::ones({4}, in[0].dtype());
           return of::batch_norm(in[0], in[1], in[2], rm, rv, true, 0.1, 1e-5);
         },
         [](const R& r) { return bn_ref(r[0], &r[1], &r[2], 1e-5); }),
-    row("batch_norm/train_2d_no_affine_no_stats", kBn, {{6, 3}},
+    row(
+        "batch_norm/train_2d_no_affine_no_stats", kBn, {{6, 3}},
         [](const V& in) { return of::batch_norm(in[0], {}, {}, {}, {}, true, 0.1, 1e-3); },
         [](const R& r) { return bn_ref(r[0], nullptr, nullptr, 1e-3); }),
-    row("batch_norm/train_3d_weight_only", kBn, {{4, 3, 5}, {3}},
+    row(
+        "batch_norm/train_3d_weight_only", kBn, {{4, 3, 5}, {3}},
         [](const V& in) {
           of::Tensor rm = of::zeros({3}, in[0].dtype()), rv = of::ones({3}, in[0].dtype());
           return of::batch_norm(in[0], in[1], {}, rm, rv, true, 0.3, 1e-5);
         },
         [](const R& r) { return bn_ref(r[0], &r[1], nullptr, 1e-5); }),
-    with_make(row("batch_norm/eval", kBn, {},
+    with_make(row(
+                  "batch_norm/eval", kBn, {},
                   [](const V& in) {
                     return of::batch_norm(in[0], in[1], in[2], as(in[3], in[0]), as(in[4], in[0]),
                                           false, 0.1, 1e-5);
                   },
                   [](const R& r) { return bn_ref(r[0], &r[1], &r[2], 1e-5, &r[3], &r[4]); }),
-              ranged({{3, 4, 5}, {4}, {4}, {4}, {4}}, {{-2, 2}, {-2, 2}, {-2, 2}, {-1, 1}, {0.5, 1.5}}),
+              ranged({{3, 4, 5}, {4}, {4}, {4}, {4}},
+                     {{-2, 2}, {-2, 2}, {-2, 2}, {-1, 1}, {0.5, 1.5}}),
               {3, 4}),
 });
 
@@ -266,38 +278,52 @@ const std::vector<std::string> kLn = {"layer_norm", "layer_norm_backward"};
 const std::vector<std::string> kGn = {"group_norm", "group_norm_backward"};
 const std::vector<std::string> kRms = {"rms_norm", "rms_norm_backward"};
 TH_ROWS({
-    row("layer_norm/3d_two_dims_affine", kLn, {{3, 4, 5}, {4, 5}, {4, 5}},
-        [](const V& in) { return of::layer_norm(in[0], {4, 5}, in[1], in[2]); },
+    row(
+        "layer_norm/3d_two_dims_affine", kLn, {{3, 4, 5}, {4, 5}, {4, 5}},
+        [](const V& in) {
+          return of::layer_norm(in[0], {4, 5}, in[1], in[2]);
+        },
         [](const R& r) { return ln_ref(r[0], 2, &r[1], &r[2], 1e-5, false); }),
-    row("layer_norm/2d_no_affine", kLn, {{6, 7}},
+    row(
+        "layer_norm/2d_no_affine", kLn, {{6, 7}},
         [](const V& in) { return of::layer_norm(in[0], {7}, {}, {}, 1e-3); },
         [](const R& r) { return ln_ref(r[0], 1, nullptr, nullptr, 1e-3, false); }),
-    row("layer_norm/weight_only", kLn, {{2, 3, 9}, {9}},
+    row(
+        "layer_norm/weight_only", kLn, {{2, 3, 9}, {9}},
         [](const V& in) { return of::layer_norm(in[0], {9}, in[1]); },
         [](const R& r) { return ln_ref(r[0], 1, &r[1], nullptr, 1e-5, false); }),
-    row("layer_norm/1d_bias_only", kLn, {{8}, {8}},
+    row(
+        "layer_norm/1d_bias_only", kLn, {{8}, {8}},
         [](const V& in) { return of::layer_norm(in[0], {8}, {}, in[1]); },
         [](const R& r) { return ln_ref(r[0], 1, nullptr, &r[1], 1e-5, false); }),
-    row("group_norm/3d_affine", kGn, {{2, 6, 3}, {6}, {6}},
+    row(
+        "group_norm/3d_affine", kGn, {{2, 6, 3}, {6}, {6}},
         [](const V& in) { return of::group_norm(in[0], 3, in[1], in[2]); },
         [](const R& r) { return gn_ref(r[0], 3, &r[1], &r[2], 1e-5); }),
-    row("group_norm/4d_no_affine", kGn, {{2, 4, 2, 3}},
+    row(
+        "group_norm/4d_no_affine", kGn, {{2, 4, 2, 3}},
         [](const V& in) { return of::group_norm(in[0], 2, {}, {}, 1e-3); },
         [](const R& r) { return gn_ref(r[0], 2, nullptr, nullptr, 1e-3); }),
-    row("group_norm/2d_weight_only", kGn, {{3, 4}, {4}},
+    row(
+        "group_norm/2d_weight_only", kGn, {{3, 4}, {4}},
         [](const V& in) { return of::group_norm(in[0], 2, in[1]); },
         [](const R& r) { return gn_ref(r[0], 2, &r[1], nullptr, 1e-5); }),
-    row("group_norm/one_group_bias_only", kGn, {{2, 3, 4}, {3}},
+    row(
+        "group_norm/one_group_bias_only", kGn, {{2, 3, 4}, {3}},
         [](const V& in) { return of::group_norm(in[0], 1, {}, in[1]); },
         [](const R& r) { return gn_ref(r[0], 1, nullptr, &r[1], 1e-5); }),
-    row("rms_norm/3d_weight_default_eps", kRms, {{3, 4, 5}, {5}},
+    row(
+        "rms_norm/3d_weight_default_eps", kRms, {{3, 4, 5}, {5}},
         [](const V& in) { return of::rms_norm(in[0], {5}, in[1]); },
         [](const R& r) {
           // the default eps is the machine epsilon of the dtype the op ran in
           return ln_ref(r[0], 1, &r[1], nullptr, std::numeric_limits<double>::epsilon(), true);
         }),
-    row("rms_norm/two_dims_no_weight", kRms, {{2, 3, 4}},
-        [](const V& in) { return of::rms_norm(in[0], {3, 4}, {}, 1e-6); },
+    row(
+        "rms_norm/two_dims_no_weight", kRms, {{2, 3, 4}},
+        [](const V& in) {
+          return of::rms_norm(in[0], {3, 4}, {}, 1e-6);
+        },
         [](const R& r) { return ln_ref(r[0], 2, nullptr, nullptr, 1e-6, true); }),
 });
 
@@ -305,14 +331,16 @@ TH_ROWS({
 // Seeded inside fn (so gradcheck sees one mask): kept elements are x / (1 - p), dropped ones
 // are replaced by x, so the result equals x exactly when the scaling is right.
 TH_ROWS({
-    row("dropout/train_scaling", {"dropout"}, {{6, 7}},
+    row(
+        "dropout/train_scaling", {"dropout"}, {{6, 7}},
         [](const V& in) {
           of::manual_seed(99);
           of::Tensor y = of::dropout(in[0], 0.3, true);
           return of::where(y == 0, in[0], y * 0.7);
         },
         [](const R& r) { return r[0]; }),
-    row("dropout/eval_identity", {"dropout"}, {{4, 5}},
+    row(
+        "dropout/eval_identity", {"dropout"}, {{4, 5}},
         [](const V& in) { return of::dropout(in[0], 0.5, false); },
         [](const R& r) { return r[0]; }),
 });
@@ -320,79 +348,96 @@ TH_ROWS({
 // ---------------------------------------------------------------- cross entropy / nll
 const std::vector<std::string> kCe = {"cross_entropy", "cross_entropy_backward"};
 TH_ROWS({
-    with_make(row("cross_entropy/mean", kCe, {},
+    with_make(row(
+                  "cross_entropy/mean", kCe, {},
                   [](const V& in) { return of::cross_entropy(in[0], in[1]); },
                   [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
               ce_inputs({5, 4}, {5}, 4, {}, -100, false), {1}),
-    with_make(row("cross_entropy/weight_ignore_mean", kCe, {},
+    with_make(row(
+                  "cross_entropy/weight_ignore_mean", kCe, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.0); }),
               ce_inputs({6, 5}, {6}, 5, {1, 4}, -100, true), {1, 2}),
-    with_make(row("cross_entropy/ignore_class_index_sum", kCe, {},
+    with_make(row(
+                  "cross_entropy/ignore_class_index_sum", kCe, {},
                   [](const V& in) { return of::cross_entropy(in[0], in[1], {}, Red::Sum, 2); },
                   [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Sum, 2, 0.0); }),
               ce_inputs({7, 3}, {7}, 3, {0}, 2, false), {1}),
-    with_make(row("cross_entropy/smoothing_weight_sum", kCe, {},
+    with_make(row(
+                  "cross_entropy/smoothing_weight_sum", kCe, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Sum, -100, 0.2);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Sum, -100, 0.2); }),
               ce_inputs({5, 4}, {5}, 4, {3}, -100, true), {1, 2}),
-    with_make(row("cross_entropy/smoothing_mean_ignore", kCe, {},
+    with_make(row(
+                  "cross_entropy/smoothing_mean_ignore", kCe, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], {}, Red::Mean, -100, 0.3);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.3); }),
               ce_inputs({6, 4}, {6}, 4, {2}, -100, false), {1}),
-    with_make(row("cross_entropy/smoothing_weight_mean_ignore", kCe, {},
+    with_make(row(
+                  "cross_entropy/smoothing_weight_mean_ignore", kCe, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100, 0.1);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.1); }),
               ce_inputs({6, 4}, {6}, 4, {0, 5}, -100, true), {1, 2}),
-    with_make(row("cross_entropy/3d_none_smoothing", kCe, {},
+    with_make(row(
+                  "cross_entropy/3d_none_smoothing", kCe, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::None, -100, 0.1);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::None, -100, 0.1); }),
               ce_inputs({3, 4, 5}, {3, 5}, 4, {2, 7}, -100, true), {1, 2}),
-    with_make(row("cross_entropy/4d_mean", kCe, {},
+    with_make(row(
+                  "cross_entropy/4d_mean", kCe, {},
                   [](const V& in) { return of::cross_entropy(in[0], in[1]); },
                   [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
               ce_inputs({2, 3, 2, 2}, {2, 2, 2}, 3, {}, -100, false), {1}),
-    with_make(row("cross_entropy/unbatched", kCe, {},
+    with_make(row(
+                  "cross_entropy/unbatched", kCe, {},
                   [](const V& in) { return of::cross_entropy(in[0], in[1]); },
                   [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0); }),
               ce_inputs({5}, {}, 5, {}, -100, false), {1}),
-    with_make(row("cross_entropy/probs_weight_smoothing_mean", {"log_softmax"}, {},
+    with_make(row(
+                  "cross_entropy/probs_weight_smoothing_mean", {"log_softmax"}, {},
                   [](const V& in) {
                     return of::cross_entropy(in[0], in[1], as(in[2], in[0]), Red::Mean, -100, 0.2);
                   },
                   [](const R& r) { return ce_probs_ref(r[0], r[1], &r[2], Red::Mean, 0.2); }),
               ranged({{4, 3}, {4, 3}, {3}}, {{-2, 2}, {0, 1}, {0.5, 1.5}}), {2}),
-    with_make(row("cross_entropy/probs_3d_none", {"log_softmax"}, {},
+    with_make(row(
+                  "cross_entropy/probs_3d_none", {"log_softmax"}, {},
                   [](const V& in) { return of::cross_entropy(in[0], in[1], {}, Red::None); },
                   [](const R& r) { return ce_probs_ref(r[0], r[1], nullptr, Red::None, 0.0); }),
               ranged({{2, 3, 4}, {2, 3, 4}}, {{-2, 2}, {0, 1}})),
-    with_make(row("nll_loss/mean", {"gather"}, {},
-                  [](const V& in) { return of::nll_loss(in[0], in[1]); },
-                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0, true); }),
-              ce_inputs({5, 4}, {5}, 4, {}, -100, false), {1}),
-    with_make(row("nll_loss/weight_ignore_mean", {"gather"}, {},
+    with_make(
+        row(
+            "nll_loss/mean", {"gather"}, {}, [](const V& in) { return of::nll_loss(in[0], in[1]); },
+            [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Mean, -100, 0.0, true); }),
+        ce_inputs({5, 4}, {5}, 4, {}, -100, false), {1}),
+    with_make(row(
+                  "nll_loss/weight_ignore_mean", {"gather"}, {},
                   [](const V& in) { return of::nll_loss(in[0], in[1], as(in[2], in[0])); },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::Mean, -100, 0.0, true); }),
               ce_inputs({6, 5}, {6}, 5, {0, 3}, -100, true), {1, 2}),
-    with_make(row("nll_loss/3d_none_ignore", {"gather"}, {},
+    with_make(row(
+                  "nll_loss/3d_none_ignore", {"gather"}, {},
                   [](const V& in) {
                     return of::nll_loss(in[0], in[1], as(in[2], in[0]), Red::None, 1);
                   },
                   [](const R& r) { return ce_ref(r[0], r[1], &r[2], Red::None, 1, 0.0, true); }),
               ce_inputs({3, 4, 2}, {3, 2}, 4, {1}, 1, true), {1, 2}),
-    with_make(row("nll_loss/sum_unbatched", {"gather"}, {},
+    with_make(row(
+                  "nll_loss/sum_unbatched", {"gather"}, {},
                   [](const V& in) { return of::nll_loss(in[0], in[1], {}, Red::Sum); },
-                  [](const R& r) { return ce_ref(r[0], r[1], nullptr, Red::Sum, -100, 0.0, true); }),
+                  [](const R& r) {
+                    return ce_ref(r[0], r[1], nullptr, Red::Sum, -100, 0.0, true);
+                  }),
               ce_inputs({6}, {}, 6, {}, -100, false), {1}),
 });
 
@@ -410,32 +455,55 @@ double bce_logits(double x, double t, double pw) {
   return -(pw * t * std::log(s) + (1 - t) * std::log(1 - s));
 }
 TH_ROWS({
-    row("mse_loss/mean", {}, {{3, 4}, {3, 4}},
+    row(
+        "mse_loss/mean", {}, {{3, 4}, {3, 4}},
         [](const V& in) { return of::mse_loss(in[0], in[1]); },
-        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return (a - b) * (a - b); }), Red::Mean); }),
-    row("mse_loss/none_3d", {}, {{2, 3, 4}, {2, 3, 4}},
+        [](const R& r) {
+          return reduce_ref(map1(r, [](double a, double b) { return (a - b) * (a - b); }),
+                            Red::Mean);
+        }),
+    row(
+        "mse_loss/none_3d", {}, {{2, 3, 4}, {2, 3, 4}},
         [](const V& in) { return of::mse_loss(in[0], in[1], Red::None); },
         [](const R& r) { return map1(r, [](double a, double b) { return (a - b) * (a - b); }); }),
-    row("l1_loss/sum", {}, {{5, 3}, {5, 3}},
+    row(
+        "l1_loss/sum", {}, {{5, 3}, {5, 3}},
         [](const V& in) { return of::l1_loss(in[0], in[1], Red::Sum); },
-        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum); }),
-    row("l1_loss/mean_1d", {}, {{7}, {7}},
-        [](const V& in) { return of::l1_loss(in[0], in[1]); },
-        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Mean); }),
-    row("smooth_l1_loss/mean_beta1", {}, {{4, 5}, {4, 5}},
+        [](const R& r) {
+          return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum);
+        }),
+    row(
+        "l1_loss/mean_1d", {}, {{7}, {7}}, [](const V& in) { return of::l1_loss(in[0], in[1]); },
+        [](const R& r) {
+          return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }),
+                            Red::Mean);
+        }),
+    row(
+        "smooth_l1_loss/mean_beta1", {}, {{4, 5}, {4, 5}},
         [](const V& in) { return of::smooth_l1_loss(in[0], in[1]); },
-        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return smooth_l1(a - b, 1.0); }), Red::Mean); }),
-    row("smooth_l1_loss/none_beta0.5", {}, {{3, 4}, {3, 4}},
+        [](const R& r) {
+          return reduce_ref(map1(r, [](double a, double b) { return smooth_l1(a - b, 1.0); }),
+                            Red::Mean);
+        }),
+    row(
+        "smooth_l1_loss/none_beta0.5", {}, {{3, 4}, {3, 4}},
         [](const V& in) { return of::smooth_l1_loss(in[0], in[1], Red::None, 0.5); },
-        [](const R& r) { return map1(r, [](double a, double b) { return smooth_l1(a - b, 0.5); }); }),
-    row("smooth_l1_loss/sum_beta0", {}, {{3, 4}, {3, 4}},
+        [](const R& r) {
+          return map1(r, [](double a, double b) { return smooth_l1(a - b, 0.5); });
+        }),
+    row(
+        "smooth_l1_loss/sum_beta0", {}, {{3, 4}, {3, 4}},
         [](const V& in) { return of::smooth_l1_loss(in[0], in[1], Red::Sum, 0.0); },
-        [](const R& r) { return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum); }),
-    with_make(row("binary_cross_entropy/mean", {}, {},
+        [](const R& r) {
+          return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum);
+        }),
+    with_make(row(
+                  "binary_cross_entropy/mean", {}, {},
                   [](const V& in) { return of::binary_cross_entropy(in[0], in[1]); },
                   [](const R& r) { return reduce_ref(map1(r, bce), Red::Mean); }),
               ranged({{3, 4}, {3, 4}}, {{0.05, 0.95}, {0, 1}})),
-    with_make(row("binary_cross_entropy/weight_none", {}, {},
+    with_make(row(
+                  "binary_cross_entropy/weight_none", {}, {},
                   [](const V& in) {
                     return of::binary_cross_entropy(in[0], in[1], in[2], Red::None);
                   },
@@ -445,15 +513,19 @@ TH_ROWS({
                     return l;
                   }),
               ranged({{3, 4}, {3, 4}, {4}}, {{0.05, 0.95}, {0, 1}, {0.5, 1.5}})),
-    with_make(row("bce_with_logits/mean", {}, {},
+    with_make(row(
+                  "bce_with_logits/mean", {}, {},
                   [](const V& in) { return of::binary_cross_entropy_with_logits(in[0], in[1]); },
                   [](const R& r) {
-                    return reduce_ref(map1(r, [](double x, double t) { return bce_logits(x, t, 1); }), Red::Mean);
+                    return reduce_ref(
+                        map1(r, [](double x, double t) { return bce_logits(x, t, 1); }), Red::Mean);
                   }),
               ranged({{3, 4}, {3, 4}}, {{-3, 3}, {0, 1}})),
-    with_make(row("bce_with_logits/weight_pos_weight_sum", {}, {},
+    with_make(row(
+                  "bce_with_logits/weight_pos_weight_sum", {}, {},
                   [](const V& in) {
-                    return of::binary_cross_entropy_with_logits(in[0], in[1], in[2], in[3], Red::Sum);
+                    return of::binary_cross_entropy_with_logits(in[0], in[1], in[2], in[3],
+                                                                Red::Sum);
                   },
                   [](const R& r) {
                     double s = 0;
@@ -463,16 +535,21 @@ TH_ROWS({
                     return Ref(Shape{}, {s});
                   }),
               ranged({{3, 4}, {3, 4}, {3, 4}, {4}}, {{-3, 3}, {0, 1}, {0.5, 1.5}, {0.5, 3}})),
-    with_make(row("kl_div/mean", {}, {},
-                  [](const V& in) { return of::kl_div(in[0], in[1]); },
+    with_make(row(
+                  "kl_div/mean", {}, {}, [](const V& in) { return of::kl_div(in[0], in[1]); },
                   [](const R& r) {
-                    return reduce_ref(map1(r, [](double x, double t) { return t * (std::log(t) - x); }), Red::Mean);
+                    return reduce_ref(
+                        map1(r, [](double x, double t) { return t * (std::log(t) - x); }),
+                        Red::Mean);
                   }),
               ranged({{3, 4}, {3, 4}}, {{-3, 0}, {0.05, 1}})),
-    with_make(row("kl_div/log_target_sum", {}, {},
+    with_make(row(
+                  "kl_div/log_target_sum", {}, {},
                   [](const V& in) { return of::kl_div(in[0], in[1], Red::Sum, true); },
                   [](const R& r) {
-                    return reduce_ref(map1(r, [](double x, double t) { return std::exp(t) * (t - x); }), Red::Sum);
+                    return reduce_ref(
+                        map1(r, [](double x, double t) { return std::exp(t) * (t - x); }),
+                        Red::Sum);
                   }),
               ranged({{2, 5}, {2, 5}}, {{-3, 0}, {-3, 0}})),
 });
@@ -480,8 +557,8 @@ TH_ROWS({
 // ---------------------------------------------------------------- attention
 // softmax(scale q k^T + mask) v per batch; k/v/mask batches repeat when smaller (broadcast).
 // mask_kind: 0 none, 1 bool (nonzero = attend), 2 additive.
-Ref attn_ref(const Ref& q, const Ref& k, const Ref& v, const Ref* mask, int mask_kind,
-             bool causal, double scale) {
+Ref attn_ref(const Ref& q, const Ref& k, const Ref& v, const Ref* mask, int mask_kind, bool causal,
+             double scale) {
   const int64_t L = q.shape[q.shape.size() - 2], E = q.shape.back();
   const int64_t S = k.shape[k.shape.size() - 2], Ev = v.shape.back();
   const int64_t B = q.numel() / (L * E), Bk = k.numel() / (S * E), Bv = v.numel() / (S * Ev);
@@ -539,24 +616,33 @@ std::function<V(uint64_t)> attn_inputs(Shape qs, Shape ks, Shape vs, Shape ms, i
 const std::vector<std::string> kAttn = {"scaled_dot_product_attention",
                                         "scaled_dot_product_attention_backward"};
 TH_ROWS({
-    row("sdpa/basic", kAttn, {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
+    row(
+        "sdpa/basic", kAttn, {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
         [](const V& in) { return of::scaled_dot_product_attention(in[0], in[1], in[2]); },
         [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.5); }),
-    row("sdpa/causal_4d", kAttn, {{2, 2, 4, 3}, {2, 2, 4, 3}, {2, 2, 4, 3}},
+    row(
+        "sdpa/causal_4d", kAttn, {{2, 2, 4, 3}, {2, 2, 4, 3}, {2, 2, 4, 3}},
         [](const V& in) {
           return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true);
         },
-        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, true, 1 / std::sqrt(3.0)); }),
-    row("sdpa/broadcast_kv_scale", kAttn, {{2, 3, 4}, {5, 4}, {5, 2}},
+        [](const R& r) {
+          return attn_ref(r[0], r[1], r[2], nullptr, 0, true, 1 / std::sqrt(3.0));
+        }),
+    row(
+        "sdpa/broadcast_kv_scale", kAttn, {{2, 3, 4}, {5, 4}, {5, 2}},
         [](const V& in) {
           return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, false, 0.3);
         },
         [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.3); }),
-    with_make(row("sdpa/bool_mask_broadcast", kAttn, {},
-                  [](const V& in) { return of::scaled_dot_product_attention(in[0], in[1], in[2], in[3]); },
+    with_make(row(
+                  "sdpa/bool_mask_broadcast", kAttn, {},
+                  [](const V& in) {
+                    return of::scaled_dot_product_attention(in[0], in[1], in[2], in[3]);
+                  },
                   [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 1, false, 0.5); }),
               attn_inputs({2, 3, 4}, {2, 5, 4}, {2, 5, 2}, {3, 5}, 1), {3}),
-    with_make(row("sdpa/additive_mask", kAttn, {},
+    with_make(row(
+                  "sdpa/additive_mask", kAttn, {},
                   [](const V& in) {
                     return of::scaled_dot_product_attention(in[0], in[1], in[2], as(in[3], in[0]));
                   },
@@ -582,8 +668,8 @@ TEST_CASE("nn: batch_norm updates running stats (unbiased var, momentum) without
     CHECK(!rm.requires_grad());
     CHECK(y.requires_grad());
     for (int c = 0; c < 2; ++c) {
-      std::vector<double> v = c == 0 ? std::vector<double>{1, 2, 5, 6, 9, 10}
-                                     : std::vector<double>{3, 4, 7, 8, 11, 13};
+      std::vector<double> v =
+          c == 0 ? std::vector<double>{1, 2, 5, 6, 9, 10} : std::vector<double>{3, 4, 7, 8, 11, 13};
       double m = 0, ss = 0;
       for (double a : v) m += a;
       m /= 6;
@@ -619,10 +705,12 @@ TEST_CASE("nn: fused kernels do not depend on the thread count") {
     of::Tensor d = of::cross_entropy(xl, t, w, Red::Mean, -100, 0.1);
     of::manual_seed(5);
     of::Tensor e = of::dropout(xl, 0.4, true);
-    ((a * b).sum() + c.sum() + d + e.sum()).backward();
-    return std::vector<std::vector<double>>{a.to_vector<double>(), b.to_vector<double>(),
-                                            c.to_vector<double>(), d.to_vector<double>(),
-                                            e.to_vector<double>(), xl.grad().to_vector<double>()};
+    of::Tensor f = of::scaled_dot_product_attention(xl, xl, xl, {}, 0.2, false);
+    ((a * b).sum() + c.sum() + d + e.sum() + f.sum()).backward();
+    return std::vector<std::vector<double>>{a.to_vector<double>(),        b.to_vector<double>(),
+                                            c.to_vector<double>(),        d.to_vector<double>(),
+                                            e.to_vector<double>(),        f.to_vector<double>(),
+                                            xl.grad().to_vector<double>()};
   };
   of::set_num_threads(1);
   auto one = run();
@@ -714,51 +802,81 @@ TEST_CASE("nn: errors name the op and the offending shapes, values and dtypes") 
   const of::Tensor x = of::randn({4, 5}, of::kFloat64);
   const of::Tensor t = of::tensor(std::vector<int64_t>{0, 1, 7, 2}, {4}, of::kInt64);
   check([&] { of::cross_entropy(x, t); }, {"[cross_entropy]", "target index 7", "5 classes"});
-  check([&] { of::nll_loss(x, of::tensor(std::vector<int64_t>{0, -3, 1, 2}, {4}, of::kInt64)); },
-        {"[nll_loss]", "target index -3"});
+  check(
+      [&] {
+        of::nll_loss(x, of::tensor(std::vector<int64_t>{0, -3, 1, 2}, {4}, of::kInt64));
+      },
+      {"[nll_loss]", "target index -3"});
   check([&] { of::cross_entropy(x, of::zeros({3}, of::kInt64)); },
         {"[cross_entropy]", "target shape (3,)", "(4, 5)"});
   check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt32)); },
         {"[cross_entropy]", "int64", "int32"});
-  check([&] { of::cross_entropy(x, of::zeros({4, 4}, of::kFloat64)); },
-        {"[cross_entropy]", "target shape (4, 4)", "(4, 5)"});
+  check(
+      [&] {
+        of::cross_entropy(x, of::zeros({4, 4}, of::kFloat64));
+      },
+      {"[cross_entropy]", "target shape (4, 4)", "(4, 5)"});
   check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), of::ones({4}, of::kFloat64)); },
         {"[cross_entropy]", "weight", "(5,)", "(4,)"});
   check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), {}, 7); },
         {"[cross_entropy]", "invalid reduction 7"});
   check([&] { of::cross_entropy(x, of::zeros({4}, of::kInt64), {}, Red::Mean, -100, 1.5); },
         {"[cross_entropy]", "label_smoothing", "1.5"});
-  check([&] { of::cross_entropy(of::zeros({4, 5}, of::kInt64), of::zeros({4}, of::kInt64)); },
-        {"[cross_entropy]", "float32 or float64", "int64"});
+  check(
+      [&] {
+        of::cross_entropy(of::zeros({4, 5}, of::kInt64), of::zeros({4}, of::kInt64));
+      },
+      {"[cross_entropy]", "float32 or float64", "int64"});
   check([&] { of::layer_norm(x, {4}); }, {"[layer_norm]", "normalized_shape (4,)", "(4, 5)"});
   check([&] { of::layer_norm(x, {5}, of::ones({4}, of::kFloat64)); },
         {"[layer_norm]", "weight", "(5,)", "(4,)"});
   check([&] { of::rms_norm(x, {3, 5}); }, {"[rms_norm]", "normalized_shape (3, 5)"});
-  check([&] { of::group_norm(of::randn({2, 6, 3}), 4); },
-        {"[group_norm]", "num_groups 4", "channels 6"});
-  check([&] { of::group_norm(of::randn({2, 6}), 3, of::ones({3})); },
-        {"[group_norm]", "weight", "(6,)", "(3,)"});
-  check([&] { of::layer_norm(of::ones({2, 3}, of::kInt64), {3}); },
-        {"[layer_norm]", "float32 or float64", "int64"});
+  check(
+      [&] {
+        of::group_norm(of::randn({2, 6, 3}), 4);
+      },
+      {"[group_norm]", "num_groups 4", "channels 6"});
+  check(
+      [&] {
+        of::group_norm(of::randn({2, 6}), 3, of::ones({3}));
+      },
+      {"[group_norm]", "weight", "(6,)", "(3,)"});
+  check(
+      [&] {
+        of::layer_norm(of::ones({2, 3}, of::kInt64), {3});
+      },
+      {"[layer_norm]", "float32 or float64", "int64"});
   of::Tensor rm = of::zeros({3}, of::kFloat64), rv = of::ones({3}, of::kFloat64);
   check([&] { of::batch_norm(x, {}, {}, rm, rv, true, 0.1, 1e-5); },
         {"[batch_norm]", "running_mean", "(5,)", "(3,)"});
   CHECK(rm.to_vector<double>() == std::vector<double>{0, 0, 0});  // untouched
   check([&] { of::batch_norm(x, {}, {}, {}, {}, false, 0.1, 1e-5); },
         {"[batch_norm]", "evaluation mode"});
-  check([&] { of::batch_norm(of::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5); },
-        {"[batch_norm]", "more than 1 value per channel", "(1, 3)"});
+  check(
+      [&] {
+        of::batch_norm(of::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5);
+      },
+      {"[batch_norm]", "more than 1 value per channel", "(1, 3)"});
   check([&] { of::batch_norm(of::randn({4}), {}, {}, {}, {}, true, 0.1, 1e-5); },
         {"[batch_norm]", "at least 2 dims", "(4,)"});
   check([&] { of::dropout(x, 1.5, true); }, {"[dropout]", "between 0 and 1", "1.5"});
   check([&] { of::dropout(x, -0.1, false); }, {"[dropout]", "-0.1"});
   check([&] { of::dropout(of::ones({3}, of::kInt64), 0.5, true); }, {"[dropout]", "int64"});
-  check([&] { of::linear(x, of::randn({3, 4}, of::kFloat64)); },
-        {"[linear]", "(4, 5)", "(3, 4)", "5 != 4"});
-  check([&] { of::linear(x, of::randn({3, 5}, of::kFloat64), of::randn({4}, of::kFloat64)); },
-        {"[linear]", "bias", "(3,)", "(4,)"});
-  check([&] { of::mse_loss(x, of::randn({4, 4}, of::kFloat64)); },
-        {"[mse_loss]", "target shape (4, 4)", "(4, 5)"});
+  check(
+      [&] {
+        of::linear(x, of::randn({3, 4}, of::kFloat64));
+      },
+      {"[linear]", "(4, 5)", "(3, 4)", "5 != 4"});
+  check(
+      [&] {
+        of::linear(x, of::randn({3, 5}, of::kFloat64), of::randn({4}, of::kFloat64));
+      },
+      {"[linear]", "bias", "(3,)", "(4,)"});
+  check(
+      [&] {
+        of::mse_loss(x, of::randn({4, 4}, of::kFloat64));
+      },
+      {"[mse_loss]", "target shape (4, 4)", "(4, 5)"});
   check([&] { of::l1_loss(x, x, 3); }, {"[l1_loss]", "invalid reduction 3"});
   check([&] { of::smooth_l1_loss(x, x, Red::Mean, -1.0); }, {"[smooth_l1_loss]", "beta", "-1"});
   check([&] { of::binary_cross_entropy(x.abs() + 1.0, x.abs().clamp(0.0, 1.0)); },
@@ -791,15 +909,34 @@ TEST_CASE("nn: attention dropout is seeded and its backward reuses the mask") {
   CHECK(big.abs().max().item<double>() <= v.abs().max().item<double>() / 0.1 + 1e-9);
   std::string msg;
   CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, {}, 1.0); },
-                                {"[scaled_dot_product_attention]", "dropout_p", "1"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, of::randn({2, 6, 4}, of::kFloat64), v); },
-                                {"[scaled_dot_product_attention]", "(2, 4, 3)", "(2, 6, 4)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, of::ones({4, 5}, of::kBool)); },
-                                {"[scaled_dot_product_attention]", "attn_mask", "(4, 5)", "(2, 4, 6)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, k, v, of::ones({4, 6}, of::kBool), 0.0, true); },
-                                {"[scaled_dot_product_attention]", "is_causal"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q, of::randn({3, 6, 3}, of::kFloat64), v); },
-                                {"[scaled_dot_product_attention]", "batch dims", "(3, 6, 3)"}, &msg), msg);
+                                {"[scaled_dot_product_attention]", "dropout_p", "1"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      of::scaled_dot_product_attention(q, of::randn({2, 6, 4}, of::kFloat64), v);
+                    },
+                    {"[scaled_dot_product_attention]", "(2, 4, 3)", "(2, 6, 4)"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      of::scaled_dot_product_attention(q, k, v, of::ones({4, 5}, of::kBool));
+                    },
+                    {"[scaled_dot_product_attention]", "attn_mask", "(4, 5)", "(2, 4, 6)"}, &msg),
+                msg);
+  CHECK_MESSAGE(
+      th::throws_with(
+          [&] {
+            of::scaled_dot_product_attention(q, k, v, of::ones({4, 6}, of::kBool), 0.0, true);
+          },
+          {"[scaled_dot_product_attention]", "is_causal"}, &msg),
+      msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      of::scaled_dot_product_attention(q, of::randn({3, 6, 3}, of::kFloat64), v);
+                    },
+                    {"[scaled_dot_product_attention]", "batch dims", "(3, 6, 3)"}, &msg),
+                msg);
   CHECK_MESSAGE(th::throws_with([&] { of::scaled_dot_product_attention(q.to(of::kFloat32), k, v); },
-                                {"[scaled_dot_product_attention]", "float32", "float64"}, &msg), msg);
+                                {"[scaled_dot_product_attention]", "float32", "float64"}, &msg),
+                msg);
 }

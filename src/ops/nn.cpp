@@ -945,8 +945,8 @@ void sdpa_cpu(const KernelArgs& k) {
 
 // Backward inputs: dout, q, k, v, mask, out, lse; outputs: dq, dk, dv.
 void sdpa_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
-  for (int i = 1; i <= 3; ++i)
-    out.push_back({in[size_t(i)].sizes().dims(), {}, 0, in[size_t(i)].dtype(), in[size_t(i)].device()});
+  for (size_t i = 1; i <= 3; ++i)
+    out.push_back({in[i].sizes().dims(), {}, 0, in[i].dtype(), in[i].device()});
 }
 
 void sdpa_bwd_cpu(const KernelArgs& k) {
