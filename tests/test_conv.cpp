@@ -671,15 +671,17 @@ TEST_CASE("conv: error messages name the op and the offending values") {
         },
                         {"[conv_transpose2d]", "non-positive", "(-1, -1)"}));
   CHECK(th::throws_with([&] { of::max_pool2d(x, 0); },
-                        {"[max_pool2d_with_indices]", "kernel_size"}));
+                        {"[max_pool2d]", "kernel_size"}));
   CHECK(th::throws_with([&] { of::max_pool2d(x, 2, 1, 2); },
-                        {"[max_pool2d_with_indices]", "padding", "(2, 2)", "half"}));
+                        {"[max_pool2d]", "padding", "(2, 2)", "half"}));
   CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({1, 1, 2, 2}), 3); },
-                        {"[max_pool2d_with_indices]", "(1, 1, 2, 2)", "too small"}));
+                        {"[max_pool2d]", "(1, 1, 2, 2)", "too small"}));
   CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({5}), 1); },
-                        {"[max_pool2d_with_indices]", "(5,)"}));
+                        {"[max_pool2d]", "(5,)"}));
   CHECK(th::throws_with([&] { of::max_pool2d(x.to(of::kInt32), 2); },
-                        {"[max_pool2d_with_indices]", "int32"}));
+                        {"[max_pool2d]", "int32"}));
+  CHECK(th::throws_with([&] { of::max_pool2d_with_indices(x, 2, 0); },
+                        {"[max_pool2d_with_indices]", "stride", "(0, 0)"}));
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 2, -1); }, {"[avg_pool2d]", "stride", "(-1, -1)"}));
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 2, {}, 0, false, true, 0); },
                         {"[avg_pool2d]", "divisor_override", "0"}));

@@ -1126,10 +1126,12 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
       false);
 }
 
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
-                                                   IntArrayRef stride, IntArrayRef padding,
-                                                   IntArrayRef dilation, bool ceil_mode) {
-  const char* op = "max_pool2d_with_indices";
+namespace {
+// max_pool2d and max_pool2d_with_indices; `op` is the name the caller's errors carry.
+std::tuple<Tensor, Tensor> max_pool_impl(const char* op, const Tensor& input,
+                                         IntArrayRef kernel_size, IntArrayRef stride,
+                                         IntArrayRef padding, IntArrayRef dilation,
+                                         bool ceil_mode) {
   const DimVector k = expand_param(kernel_size, 2, op, "kernel_size");
   const DimVector s = stride.empty() ? k : expand_param(stride, 2, op, "stride");
   const DimVector p = expand_param(padding, 2, op, "padding");
@@ -1147,10 +1149,18 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArray
   }
   return {y, idx};
 }
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                                   IntArrayRef stride, IntArrayRef padding,
+                                                   IntArrayRef dilation, bool ceil_mode) {
+  return max_pool_impl("max_pool2d_with_indices", input, kernel_size, stride, padding, dilation,
+                       ceil_mode);
+}
 Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   return std::get<0>(
-      max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode));
+      max_pool_impl("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
