@@ -251,3 +251,122 @@ TEST_CASE("module: checkpoints of modules and optimizers; a truncated file chang
   std::remove(path.c_str());
   std::remove(opath.c_str());
 }
+
+namespace {
+// Multi-head attention by plain loops in float64: x [len, N, E] row-major vectors.
+std::vector<double> ref_mha(const std::vector<double>& x, int64_t L, int64_t N, int64_t E,
+                            int64_t H, const std::vector<double>& W, const std::vector<double>& B,
+                            const std::vector<double>& Wo, const std::vector<double>& Bo,
+                            const std::vector<bool>& masked /* [L, L], true = not allowed */) {
+  const int64_t D = E / H;
+  auto proj = [&](int64_t part, int64_t l, int64_t n, int64_t j) {  // row j of part
+    double s = B[size_t(part * E + j)];
+    for (int64_t c = 0; c < E; ++c) s += W[size_t((part * E + j) * E + c)] * x[size_t((l * N + n) * E + c)];
+    return s;
+  };
+  std::vector<double> heads(size_t(L * N * E), 0.0), out(size_t(L * N * E), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i) {
+        std::vector<double> sc(static_cast<size_t>(L), 0.0);
+        double mx = -1e300;
+        for (int64_t j = 0; j < L; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += proj(0, i, n, h * D + d) * proj(1, j, n, h * D + d);
+          sc[size_t(j)] = masked[size_t(i * L + j)] ? -1e300 : s / std::sqrt(double(D));
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double z = 0;
+        for (auto& s : sc) z += (s = s <= -1e299 ? 0 : std::exp(s - mx));
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < L; ++j) acc += sc[size_t(j)] / z * proj(2, j, n, h * D + d);
+          heads[size_t((i * N + n) * E + h * D + d)] = acc;
+        }
+      }
+  for (int64_t r = 0; r < L * N; ++r)
+    for (int64_t j = 0; j < E; ++j) {
+      double s = Bo[size_t(j)];
+      for (int64_t c = 0; c < E; ++c) s += Wo[size_t(j * E + c)] * heads[size_t(r * E + c)];
+      out[size_t(r * E + j)] = s;
+    }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("module: MultiheadAttention vs a float64 loop reference (masks, both code paths, VJP)") {
+  of::manual_seed(31);
+  const int64_t L = 5, N = 2, E = 8, H = 2;
+  nn::MultiheadAttention mha(E, H);
+  mha->to(of::kFloat64);
+  { of::NoGradGuard g; mha->in_proj_bias.normal_(); mha->out_proj->bias.normal_(); }
+  of::Tensor x = of::randn({L, N, E}, of::kFloat64);
+  of::Tensor causal = of::ones({L, L}, of::kBool).triu(1);  // true above the diagonal: masked
+  std::vector<bool> none(size_t(L * L), false), tri(size_t(L * L), false);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = i + 1; j < L; ++j) tri[size_t(i * L + j)] = true;
+  for (bool use_mask : {false, true}) {
+    std::vector<double> ref = ref_mha(x.to_vector<double>(), L, N, E, H,
+                                      mha->in_proj_weight.to_vector<double>(),
+                                      mha->in_proj_bias.to_vector<double>(),
+                                      mha->out_proj->weight.to_vector<double>(),
+                                      mha->out_proj->bias.to_vector<double>(), use_mask ? tri : none);
+    of::Tensor m = use_mask ? causal : of::Tensor();
+    auto [with_w, weights] = mha(x, x, x, of::Tensor(), true, m);
+    auto [no_w, undefined] = mha(x, x, x, of::Tensor(), false, m);
+    CHECK(th::compare(with_w, th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
+    CHECK(th::compare(no_w, th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
+    CHECK(weights.sizes().vec() == std::vector<int64_t>{N, L, L});
+    CHECK(th::compare(weights.sum({2}), th::Ref({N, L}, std::vector<double>(size_t(N * L), 1.0)), 1e-12, 1e-12).empty());
+    CHECK(!undefined.defined());
+    // an additive float mask equal to the bool one gives the same result
+    if (use_mask) {
+      of::Tensor fm = of::zeros({L, L}, of::kFloat64).masked_fill(causal, -INFINITY);
+      CHECK(th::compare(std::get<0>(mha(x, x, x, of::Tensor(), false, fm)), th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
+    }
+  }
+  // separate key/value (three projections) equals self-attention when they hold the same values
+  CHECK(th::compare(std::get<0>(mha(x, x.clone(), x.clone(), of::Tensor(), false)),
+                    th::to_ref(std::get<0>(mha(x, x, x, of::Tensor(), false))), 1e-12, 1e-12).empty());
+  // key padding: masking the last key of batch 1 equals dropping it from that batch
+  of::Tensor kpm = of::zeros({N, L}, of::kBool);
+  kpm.select(0, 1).select(0, L - 1).fill_(true);
+  of::Tensor padded = std::get<0>(mha(x, x, x, kpm, false));
+  of::Tensor xs = x.narrow(1, 1, 1);
+  of::Tensor dropped = std::get<0>(mha(xs, xs.narrow(0, 0, L - 1), xs.narrow(0, 0, L - 1), of::Tensor(), false));
+  CHECK(th::compare(padded.narrow(1, 1, 1), th::to_ref(dropped), 1e-10, 1e-10).empty());
+  // gradients through the sdpa path vs finite differences
+  std::string err = th::gradcheck([&](const std::vector<of::Tensor>& in) {
+    return std::get<0>(mha(in[0], in[0], in[0], of::Tensor(), false, causal.narrow(0, 0, 3).narrow(1, 0, 3)));
+  }, {of::randn({3, 1, E}, of::kFloat64)});
+  CHECK_MESSAGE(err.empty(), err);
+  CHECK(th::throws_with([&] { mha(of::randn({L, N, E + 1}, of::kFloat64), x, x); },
+                        {"[MultiheadAttention]", "(5, 2, 9)"}));
+  CHECK(th::throws_with([&] { nn::MultiheadAttention(10, 3); }, {"[MultiheadAttention]", "10", "3"}));
+}
+
+TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under a causal mask") {
+  of::manual_seed(32);
+  for (bool pre : {false, true}) {
+    nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32)
+                                          .activation("gelu").norm_first(pre));
+    layer->eval();  // no dropout
+    const int64_t L = 6;
+    of::Tensor causal = of::ones({L, L}, of::kBool).triu(1);
+    of::Tensor x = of::randn({L, 3, 16});
+    of::Tensor y = layer(x, causal);
+    CHECK(y.sizes().vec() == std::vector<int64_t>{L, 3, 16});
+    // changing the last position changes nothing before it
+    of::Tensor x2 = x.clone();
+    x2.select(0, L - 1).add_(1.0);
+    of::Tensor y2 = layer(x2, causal);
+    CHECK(th::compare(y2.narrow(0, 0, L - 1), th::to_ref(y.narrow(0, 0, L - 1)), 1e-6, 1e-6).empty());
+    CHECK(!th::compare(y2.narrow(0, L - 1, 1), th::to_ref(y.narrow(0, L - 1, 1)), 1e-6, 1e-6).empty());
+    y.sum().backward();
+    for (auto& p : layer->parameters()) CHECK(p.grad().defined());
+  }
+  nn::TransformerEncoderLayer l(8, 2);
+  CHECK(l->named_parameters().size() == 12);
+  CHECK(th::throws_with([&] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")); },
+                        {"[TransformerEncoderLayer]", "tanh"}));
+}

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "oneflow/nn/module.h"
@@ -384,6 +385,67 @@ class AdaptiveAvgPool2dImpl : public Module {
   AdaptiveAvgPool2dOptions options;
 };
 OF_MODULE(AdaptiveAvgPool2d);
+
+// ---------------------------------------------------------------- attention
+
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  OF_ARG(int64_t, embed_dim);
+  OF_ARG(int64_t, num_heads);
+  OF_ARG(double, dropout) = 0.0;
+  OF_ARG(bool, bias) = true;
+};
+
+// libtorch's MultiheadAttention, sequence-first: query [L, N, E], key/value [S, N, E].
+// Returns (output [L, N, E], attention weights averaged over heads [N, L, S] or undefined
+// when need_weights is false). attn_mask [L, S]: bool (true = masked out, as PyTorch) or
+// additive float; key_padding_mask [N, S] bool (true = ignore). Without weights the heads run
+// through scaled_dot_product_attention (memory O(L * E) per head).
+class MultiheadAttentionImpl : public Module {
+ public:
+  MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
+      : MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads)) {}
+  explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
+  void reset_parameters();
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {});
+  void pretty_print(std::ostream& stream) const override;
+  MultiheadAttentionOptions options;
+  Tensor in_proj_weight, in_proj_bias;
+  Linear out_proj{nullptr};
+};
+OF_MODULE(MultiheadAttention);
+
+struct TransformerEncoderLayerOptions {
+  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  OF_ARG(int64_t, d_model);
+  OF_ARG(int64_t, nhead);
+  OF_ARG(int64_t, dim_feedforward) = 2048;
+  OF_ARG(double, dropout) = 0.1;
+  OF_ARG(std::string, activation) = "relu";  // "relu" | "gelu"
+  OF_ARG(bool, norm_first) = false;
+  OF_ARG(double, layer_norm_eps) = 1e-5;
+};
+
+// Self-attention + feed-forward block with residuals and LayerNorm (post-norm by default, as
+// libtorch 1.13; norm_first for pre-norm). src [S, N, E]; src_mask [S, S] as attn_mask.
+class TransformerEncoderLayerImpl : public Module {
+ public:
+  TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
+      : TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead)) {}
+  explicit TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options);
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {},
+                 const Tensor& src_key_padding_mask = {});
+  void pretty_print(std::ostream& stream) const override;
+  TransformerEncoderLayerOptions options;
+  MultiheadAttention self_attn{nullptr};
+  Linear linear1{nullptr}, linear2{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr};
+  Dropout dropout{nullptr}, dropout1{nullptr}, dropout2{nullptr};
+};
+OF_MODULE(TransformerEncoderLayer);
 
 // ---------------------------------------------------------------- containers
 
