@@ -74,8 +74,51 @@ double ours_step_time(const std::vector<int64_t>& in_shape) {
   return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);
 }
 
+// GPT block stack: 2 causal TransformerEncoderLayers (d_model 256, 4 heads, ff 1024, no
+// dropout) on [seq 128, batch 8, 256]; forward + backward of mean(y^2).
+constexpr int64_t kSeq = 128, kBatch = 8, kModel = 256;
+
+double ours_gpt_time() {
+  of::manual_seed(0);
+  std::vector<nn::TransformerEncoderLayer> layers;
+  for (int i = 0; i < 2; ++i)
+    layers.emplace_back(nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
+  of::Tensor x = of::randn({kSeq, kBatch, kModel}).requires_grad_(true);
+  of::Tensor mask = of::zeros({kSeq, kSeq}).masked_fill(of::ones({kSeq, kSeq}, of::kBool).triu(1), -INFINITY);
+  auto step = [&] {
+    of::Tensor h = x;
+    for (auto& l : layers) h = l(h, mask);
+    of::Tensor loss = h.square().mean();
+    loss.backward();
+    ob::keep(loss.item<float>());
+    for (auto& l : layers) l->zero_grad();
+    x.mutable_grad() = of::Tensor();
+  };
+  return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);
+}
+
 #ifdef OF_BENCH_WITH_LIBTORCH
 // ---------------------------------------------------------------- libtorch models (same shapes)
+
+double torch_gpt_time(int threads) {
+  torch::set_num_threads(threads);
+  torch::manual_seed(0);
+  std::vector<torch::nn::TransformerEncoderLayer> layers;
+  for (int i = 0; i < 2; ++i)
+    layers.emplace_back(torch::nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
+  torch::Tensor x = torch::randn({kSeq, kBatch, kModel}).requires_grad_(true);
+  torch::Tensor mask = torch::zeros({kSeq, kSeq}).masked_fill(torch::ones({kSeq, kSeq}, torch::kBool).triu(1), -INFINITY);
+  auto step = [&] {
+    torch::Tensor h = x;
+    for (auto& l : layers) h = l(h, mask);
+    torch::Tensor loss = h.square().mean();
+    loss.backward();
+    ob::keep(loss.item<float>());
+    for (auto& l : layers) l->zero_grad();
+    x.mutable_grad() = torch::Tensor();
+  };
+  return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);
+}
 
 struct TMlpImpl : torch::nn::Module {
   TMlpImpl() {
@@ -179,10 +222,13 @@ int main() {
        [] { return ours_step_time<Mlp>({128, 784}); }, {}},
       {"CNN conv-BN-ReLU x2 + GAP + linear, batch 32x3x32x32", {32, 3, 32, 32}, 1.2,
        [] { return ours_step_time<Cnn>({32, 3, 32, 32}); }, {}},
+      {"GPT 2 causal blocks d256 h4 ff1024, seq 128 x batch 8 (fwd+bwd)", {}, 1.0,
+       [] { return ours_gpt_time(); }, {}},
   };
 #ifdef OF_BENCH_WITH_LIBTORCH
   ws[0].torch = [threads] { return torch_step_time<TMlp>({128, 784}, threads); };
   ws[1].torch = [threads] { return torch_step_time<TCnn>({32, 3, 32, 32}, threads); };
+  ws[2].torch = [threads] { return torch_gpt_time(threads); };
 #endif
   ob::Table time_table("training step time (forward + backward + optimizer), ms; peer = libtorch "
                        "1.13 same model, same thread count; ratio = ours / libtorch");
