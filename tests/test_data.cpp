@@ -191,3 +191,24 @@ TEST_CASE("data: character vocabulary and windows") {
   CHECK(ds.vocab().decode(b.target.select(0, 0)) == "ello");
   CHECK(th::throws_with([&] { data::CharDataset tiny("abc", 3); }, {"[CharDataset]", "block_size"}));
 }
+
+TEST_CASE("data: libtorch-style pipeline (datasets::MNIST.map(Normalize).map(Stack), make_data_loader)") {
+  TempDir dir;
+  std::string img(size_t(3 * 28 * 28), '\0');
+  for (size_t i = 0; i < img.size(); ++i) img[i] = char(i % 7 * 30);
+  write_file(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {3, 28, 28}, img));
+  write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {3}, std::string("\x01\x02\x03", 3)));
+  auto ds = data::datasets::MNIST(dir.path.string())
+                .map(data::transforms::Normalize<>(0.5, 0.25))
+                .map(data::transforms::Stack<>());
+  CHECK(ds.size().value() == 3);
+  const float expect = (30.0f / 255.0f - 0.5f) / 0.25f;  // pixel 1 holds 30
+  CHECK(ds.dataset()->data().flatten().to_vector<float>()[1] == doctest::Approx(expect));
+  auto loader = data::make_data_loader<data::samplers::SequentialSampler>(std::move(ds), 2);
+  std::vector<int64_t> targets;
+  for (auto& b : *loader)
+    for (int64_t t : b.target.to_vector<int64_t>()) targets.push_back(t);
+  CHECK(targets == std::vector<int64_t>{1, 2, 3});
+  CHECK(th::throws_with([&] { data::datasets::MNIST(dir.path.string()).map(data::transforms::Normalize<>(0, 0)); },
+                        {"[Normalize]"}));
+}

@@ -370,3 +370,25 @@ TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under 
   CHECK(th::throws_with([&] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")); },
                         {"[TransformerEncoderLayer]", "tanh"}));
 }
+
+TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in eval") {
+  of::manual_seed(41);
+  nn::Dropout2d drop(0.5);
+  of::Tensor x = of::ones({8, 16, 3, 3});
+  of::Tensor y = drop(x);
+  std::vector<float> v = y.to_vector<float>();
+  int zeros = 0;
+  bool whole = true;
+  for (int c = 0; c < 8 * 16; ++c) {
+    const float first = v[size_t(c * 9)];
+    for (int i = 0; i < 9; ++i) whole = whole && v[size_t(c * 9 + i)] == first;
+    CHECK((first == 0.0f || first == 2.0f));
+    zeros += first == 0.0f;
+  }
+  CHECK(whole);
+  CHECK(zeros > 30);
+  CHECK(zeros < 98);
+  drop->eval();
+  CHECK(drop(x).is_same(x));
+  CHECK(th::throws_with([&] { nn::Dropout2d(0.5)(of::ones({4, 4})); }, {"[Dropout2d]", "(4, 4)"}));
+}

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "oneflow/nn/module.h"
@@ -173,6 +174,57 @@ class DataLoader {
 inline std::unique_ptr<DataLoader> make_data_loader(std::shared_ptr<Dataset> dataset,
                                                     DataLoaderOptions options) {
   return std::make_unique<DataLoader>(std::move(dataset), options);
+}
+
+// ---- libtorch's data pipeline spelling, so that torch::data code ports unchanged:
+//   auto ds = of::data::datasets::MNIST(root).map(of::data::transforms::Normalize<>(0.1307, 0.3081))
+//                 .map(of::data::transforms::Stack<>());
+//   auto loader = of::data::make_data_loader<of::data::samplers::SequentialSampler>(std::move(ds), 64);
+namespace transforms {
+// (x - mean) / stddev on the inputs.
+template <class T = Example>
+struct Normalize {
+  Normalize(double mean, double stddev) : mean(mean), stddev(stddev) {}
+  double mean, stddev;
+};
+// Batches are already stacked by TensorDataset::get_batch: a no-op kept for source compatibility.
+template <class T = Example>
+struct Stack {};
+}  // namespace transforms
+
+namespace samplers {
+struct SequentialSampler {};
+struct RandomSampler {};
+}  // namespace samplers
+
+// A TensorDataset produced by map(); size() is optional as in libtorch.
+class MapDataset {
+ public:
+  explicit MapDataset(std::shared_ptr<TensorDataset> inner) : inner_(std::move(inner)) {}
+  std::optional<size_t> size() const { return inner_->size(); }
+  MapDataset map(const transforms::Normalize<>& n) const;
+  MapDataset map(const transforms::Stack<>&) const { return *this; }
+  const std::shared_ptr<TensorDataset>& dataset() const { return inner_; }
+
+ private:
+  std::shared_ptr<TensorDataset> inner_;
+};
+
+namespace datasets {
+// libtorch's torch::data::datasets::MNIST, with .map(...) returning a MapDataset.
+class MNIST : public data::MNIST {
+ public:
+  using data::MNIST::MNIST;
+  MapDataset map(const transforms::Normalize<>& n) const;
+  MapDataset map(const transforms::Stack<>&) const;
+};
+}  // namespace datasets
+
+template <class Sampler = samplers::RandomSampler>
+std::unique_ptr<DataLoader> make_data_loader(MapDataset dataset, int64_t batch_size) {
+  return std::make_unique<DataLoader>(
+      dataset.dataset(),
+      DataLoaderOptions(batch_size).shuffle(std::is_same_v<Sampler, samplers::RandomSampler>));
 }
 
 }  // namespace oneflow::data

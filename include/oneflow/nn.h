@@ -260,6 +260,17 @@ class DropoutImpl : public Module {
 };
 OF_MODULE(Dropout);
 
+// Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p while training.
+class Dropout2dImpl : public Module {
+ public:
+  explicit Dropout2dImpl(const DropoutOptions& options = {});
+  Dropout2dImpl(double p) : Dropout2dImpl(DropoutOptions(p)) {}
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  DropoutOptions options;
+};
+OF_MODULE(Dropout2d);
+
 // A parameter-free module applying `f` (ReLU, GELU, ...).
 #define OF_ACTIVATION_MODULE(Name, expr)                                  \
   class Name##Impl : public Module {                                      \

@@ -227,6 +227,22 @@ Example CharDataset::get_batch(const std::vector<int64_t>& indices) {
   return {x, y};
 }
 
+// ---------------------------------------------------------------- libtorch-style pipeline
+
+MapDataset MapDataset::map(const transforms::Normalize<>& n) const {
+  OF_CHECK(n.stddev != 0, "[Normalize] stddev must not be zero");
+  return MapDataset(std::make_shared<TensorDataset>((inner_->data() - n.mean) / n.stddev,
+                                                    inner_->targets()));
+}
+
+MapDataset datasets::MNIST::map(const transforms::Normalize<>& n) const {
+  return MapDataset(std::make_shared<TensorDataset>(data(), targets())).map(n);
+}
+
+MapDataset datasets::MNIST::map(const transforms::Stack<>&) const {
+  return MapDataset(std::make_shared<TensorDataset>(data(), targets()));
+}
+
 // ---------------------------------------------------------------- DataLoader
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)

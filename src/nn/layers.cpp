@@ -293,6 +293,25 @@ void DropoutImpl::pretty_print(std::ostream& s) const {
   s << "Dropout(p=" << options.p() << ", inplace=" << bool_str(options.inplace()) << ")";
 }
 
+Dropout2dImpl::Dropout2dImpl(const DropoutOptions& o) : Module("Dropout2d"), options(o) {
+  OF_CHECK(o.p() >= 0 && o.p() <= 1,
+           "[Dropout2d] probability has to be between 0 and 1, but got {}", o.p());
+}
+
+Tensor Dropout2dImpl::forward(const Tensor& input) {
+  OF_CHECK(input.dim() == 3 || input.dim() == 4,
+           "[Dropout2d] expected a 3-D or 4-D input, got shape {}", shape_str(input.sizes()));
+  if (!is_training() || options.p() == 0) return input;
+  // one keep/scale factor per (sample, channel), broadcast over the spatial dims
+  DimVector mshape(input.sizes().begin(), input.sizes().end());
+  for (size_t d = mshape.size() - 2; d < mshape.size(); ++d) mshape[d] = 1;
+  return input * dropout(ones(mshape, input.dtype()), options.p(), true);
+}
+
+void Dropout2dImpl::pretty_print(std::ostream& s) const {
+  s << "Dropout2d(p=" << options.p() << ", inplace=" << bool_str(options.inplace()) << ")";
+}
+
 void GELUImpl::pretty_print(std::ostream& s) const {
   s << "GELU(approximate=" << options.approximate() << ")";
 }
