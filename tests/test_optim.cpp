@@ -302,3 +302,22 @@ TEST_CASE("optim: clip_grad_norm_ and clip_grad_value_") {
   of::nn::utils::clip_grad_value_({a, b}, 0.1);
   for (double g : a.grad().to_vector<double>()) CHECK(std::abs(g) <= 0.1);
 }
+
+TEST_CASE("optim: step(closure) evaluates the loss with gradients enabled, then updates") {
+  of::Tensor p = make_param();
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  of::NoGradGuard no_grad;  // the closure still records: step() enables gradients for it
+  of::Tensor loss = opt.step([&] {
+    opt.zero_grad();
+    of::Tensor t = of::tensor(kTarget, {6}, of::kFloat64), w = of::tensor(kWeight, {6}, of::kFloat64);
+    of::Tensor l = ((p - t).square() * w).sum();
+    l.backward();
+    return l;
+  });
+  double expect = 0;
+  for (size_t i = 0; i < 6; ++i) expect += kWeight[i] * (kStart[i] - kTarget[i]) * (kStart[i] - kTarget[i]);
+  CHECK(loss.item<double>() == doctest::Approx(expect));
+  V x = kStart, g = ref_grad(kStart);
+  for (size_t i = 0; i < 6; ++i) x[i] -= 0.1 * g[i];
+  CHECK(close(p.to_vector<double>(), x));
+}

@@ -16,6 +16,13 @@ constexpr double kPi = 3.14159265358979323846;
 
 Tensor scalar64(double v) { return full({}, v, kFloat64); }
 
+// The closure's loss, computed with gradients enabled (before the update runs without them).
+Tensor evaluate(const LossClosure& closure) {
+  if (!closure) return {};
+  EnableGradGuard enable;
+  return closure();
+}
+
 double lr_checked(double lr, const char* op) {
   if (!(lr >= 0)) fail("[{}] invalid learning rate: {}", op, lr);
   return lr;
@@ -229,11 +236,7 @@ SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions d)
 }
 
 Tensor SGD::step(LossClosure closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard eg;
-    loss = closure();
-  }
+  Tensor loss = evaluate(closure);
   NoGradGuard guard;
   for (auto& group : groups_) {
     auto& o = static_cast<SGDOptions&>(group.options());
@@ -305,11 +308,7 @@ Adam::Adam(std::vector<OptimizerParamGroup> groups, AdamOptions d)
 }
 
 Tensor Adam::step(LossClosure closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard eg;
-    loss = closure();
-  }
+  Tensor loss = evaluate(closure);
   NoGradGuard guard;
   for (auto& group : groups_) {
     auto& o = static_cast<AdamOptions&>(group.options());
@@ -330,11 +329,7 @@ AdamW::AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions d)
 }
 
 Tensor AdamW::step(LossClosure closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard eg;
-    loss = closure();
-  }
+  Tensor loss = evaluate(closure);
   NoGradGuard guard;
   for (auto& group : groups_) {
     auto& o = static_cast<AdamWOptions&>(group.options());
@@ -361,11 +356,7 @@ RMSprop::RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions d)
 }
 
 Tensor RMSprop::step(LossClosure closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard eg;
-    loss = closure();
-  }
+  Tensor loss = evaluate(closure);
   NoGradGuard guard;
   for (auto& group : groups_) {
     auto& o = static_cast<RMSpropOptions&>(group.options());
@@ -415,11 +406,7 @@ Adagrad::Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions d)
 }
 
 Tensor Adagrad::step(LossClosure closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard eg;
-    loss = closure();
-  }
+  Tensor loss = evaluate(closure);
   NoGradGuard guard;
   for (auto& group : groups_) {
     auto& o = static_cast<AdagradOptions&>(group.options());
