@@ -512,7 +512,10 @@ TEST_CASE("serialize: a failed save leaves the existing file untouched") {
 }
 
 TEST_CASE("serialize: CUDA tensors are saved from a CPU copy") {
-  if (!of::cuda::is_available()) return;
+  if (!of::cuda::is_available()) {
+    MESSAGE("no CUDA device: skipped");
+    return;
+  }
   TmpDir dir;
   std::string path = dir.file("cuda.safetensors");
   of::Tensor c = of::arange(12, of::kFloat32).reshape({3, 4}).cuda();
