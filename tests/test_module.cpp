@@ -392,3 +392,24 @@ TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in e
   CHECK(drop(x).is_same(x));
   CHECK(th::throws_with([&] { nn::Dropout2d(0.5)(of::ones({4, 4})); }, {"[Dropout2d]", "(4, 4)"}));
 }
+
+TEST_CASE("module: ConvTranspose2d and ModuleDict") {
+  of::manual_seed(51);
+  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions(4, 2, 3).stride(2).padding(1).output_padding(1));
+  CHECK(up->weight.sizes().vec() == std::vector<int64_t>{4, 2, 3, 3});
+  CHECK(up->weight.abs().amax().item<float>() <= 1 / std::sqrt(2.0 * 9));
+  of::Tensor x = of::randn({1, 4, 5, 5});
+  of::Tensor y = up(x);
+  CHECK(y.sizes().vec() == std::vector<int64_t>{1, 2, 10, 10});
+  CHECK(th::compare(y, th::to_ref(of::conv_transpose2d(x, up->weight, up->bias, 2, 1, 1)), 0, 0).empty());
+  nn::ModuleDict dict;
+  dict->insert("enc", nn::Linear(3, 4));
+  dict->insert("act", nn::ReLU());
+  CHECK(dict->size() == 2);
+  CHECK(dict->keys() == std::vector<std::string>{"enc", "act"});
+  CHECK(dict->contains("enc"));
+  CHECK(dict->at<nn::LinearImpl>("enc")->options.out_features() == 4);
+  CHECK(keys(dict->named_parameters()) == std::vector<std::string>{"enc.weight", "enc.bias"});
+  CHECK(th::throws_with([&] { dict->at<nn::LinearImpl>("act"); }, {"[ModuleDict]", "act"}));
+  CHECK(th::throws_with([&] { dict->insert("enc", nn::ReLU()); }, {"enc"}));
+}

@@ -135,6 +135,34 @@ class Conv2dImpl : public ConvNdImpl<2> {
 };
 OF_MODULE(Conv2d);
 
+struct ConvTranspose2dOptions {
+  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  OF_ARG(int64_t, in_channels);
+  OF_ARG(int64_t, out_channels);
+  OF_ARG(ExpandingArray<2>, kernel_size);
+  OF_ARG(ExpandingArray<2>, stride) = 1;
+  OF_ARG(ExpandingArray<2>, padding) = 0;
+  OF_ARG(ExpandingArray<2>, output_padding) = 0;
+  OF_ARG(int64_t, groups) = 1;
+  OF_ARG(bool, bias) = true;
+  OF_ARG(ExpandingArray<2>, dilation) = 1;
+};
+
+// Transposed convolution: weight [in, out/groups, kh, kw] (libtorch's layout and init).
+class ConvTranspose2dImpl : public Module {
+ public:
+  ConvTranspose2dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
+      : ConvTranspose2dImpl(ConvTranspose2dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options);
+  void reset_parameters();
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  ConvTranspose2dOptions options;
+  Tensor weight, bias;
+};
+OF_MODULE(ConvTranspose2d);
+
 // ---------------------------------------------------------------- normalization
 
 struct BatchNormOptions {
@@ -534,6 +562,36 @@ class ModuleListImpl : public Module {
   auto end() const { return children_.end(); }
 };
 OF_MODULE(ModuleList);
+
+// Submodules by name, in insertion order (no forward of its own).
+class ModuleDictImpl : public Module {
+ public:
+  ModuleDictImpl() : Module("ModuleDict") {}
+  explicit ModuleDictImpl(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
+      : Module("ModuleDict") {
+    for (const auto& [k, m] : modules) insert(k, m);
+  }
+  // Adds a module under `key` (an existing key is an error).
+  void insert(const std::string& key, std::shared_ptr<Module> module) { register_module(key, std::move(module)); }
+  template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
+  void insert(const std::string& key, Holder&& holder) {
+    insert(key, std::shared_ptr<Module>(holder.ptr()));
+  }
+  bool contains(const std::string& key) const { return children_.contains(key); }
+  std::shared_ptr<Module> operator[](const std::string& key) const { return children_[key]; }
+  // The module under key as its concrete type (error when it is another type).
+  template <class M>
+  std::shared_ptr<M> at(const std::string& key) const {
+    auto p = std::dynamic_pointer_cast<M>(children_[key]);
+    if (!p) fail("[ModuleDict] module '{}' is not of the requested type", key);
+    return p;
+  }
+  size_t size() const { return children_.size(); }
+  std::vector<std::string> keys() const { return children_.keys(); }
+  auto begin() const { return children_.begin(); }
+  auto end() const { return children_.end(); }
+};
+OF_MODULE(ModuleDict);
 
 // ---------------------------------------------------------------- functional
 

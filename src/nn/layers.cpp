@@ -141,6 +141,33 @@ Tensor Conv2dImpl::forward(const Tensor& input) {
                 options.groups());
 }
 
+ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o)
+    : Module("ConvTranspose2d"), options(o) {
+  OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
+           "[ConvTranspose2d] in_channels, out_channels and groups must be positive, got {}, {}, {}",
+           o.in_channels(), o.out_channels(), o.groups());
+  OF_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
+           "[ConvTranspose2d] in_channels {} and out_channels {} must be divisible by groups {}",
+           o.in_channels(), o.out_channels(), o.groups());
+  weight = register_parameter("weight", oneflow::empty({o.in_channels(), o.out_channels() / o.groups(),
+                                                       o.kernel_size()[0], o.kernel_size()[1]}));
+  if (o.bias()) bias = register_parameter("bias", oneflow::empty({o.out_channels()}));
+  reset_parameters();
+}
+
+void ConvTranspose2dImpl::reset_parameters() { reset_linear_like(weight, bias); }
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& input) {
+  return conv_transpose2d(input, weight, bias, options.stride(), options.padding(),
+                          options.output_padding(), options.groups(), options.dilation());
+}
+
+void ConvTranspose2dImpl::pretty_print(std::ostream& s) const {
+  s << "ConvTranspose2d(" << options.in_channels() << ", " << options.out_channels()
+    << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride())
+    << ", padding=" << list_str(options.padding()) << ")";
+}
+
 // ---------------------------------------------------------------- BatchNorm
 
 BatchNormImplBase::BatchNormImplBase(const BatchNormOptions& o, const char* name,
