@@ -20,7 +20,7 @@ struct GptImpl : nn::Module {
     for (int64_t i = 0; i < layers; ++i)
       blocks->push_back(nn::TransformerEncoderLayer(
           nn::TransformerEncoderLayerOptions(d_model, heads).dim_feedforward(4 * d_model)
-              .dropout(0.1).activation("gelu").norm_first(true)));
+              .dropout(0.1).activation(of::kGELU).norm_first(true)));
     norm = register_module("norm", nn::LayerNorm(std::vector<int64_t>{d_model}));
     head = register_module("head", nn::Linear(d_model, vocab));
     mask = register_buffer("mask", of::zeros({block, block}).masked_fill(

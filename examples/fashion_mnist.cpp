@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     int64_t seen = 0, step = 0;
     for (auto& batch : train_loader) {
       optimizer.zero_grad();
-      of::Tensor loss = of::cross_entropy(net(batch.data), batch.target);
+      of::Tensor loss = of::nn::functional::cross_entropy(net(batch.data), batch.target);
       loss.backward();
       optimizer.step();
       loss_sum += loss.item<float>() * double(batch.target.size(0));

@@ -240,28 +240,33 @@ Lin lin_adaptive(const Shape& in, int64_t OH, int64_t OW) {
   return l;
 }
 
-Lin lin_nearest(const Shape& in, int64_t OH, int64_t OW) {
+// sh / sw > 0: interpolate's scale_factor (the source step is 1/scale instead of in/out).
+Lin lin_nearest(const Shape& in, int64_t OH, int64_t OW, double sh = 0, double sw = 0) {
   const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
   Lin l{in, {N, C, OH, OW}, {}};
-  auto src = [](int64_t o, int64_t i, int64_t out) {
-    return std::min(int64_t(std::floor(double(o) * double(i) / double(out))), i - 1);
+  auto src = [](int64_t o, int64_t i, int64_t out, double scale) {
+    const double step = scale > 0 ? 1.0 / scale : double(i) / double(out);
+    return std::min(int64_t(std::floor(double(o) * step)), i - 1);
   };
   for (int64_t p = 0; p < N * C; ++p)
     for (int64_t oh = 0; oh < OH; ++oh)
       for (int64_t ow = 0; ow < OW; ++ow)
-        l.e.emplace_back((p * OH + oh) * OW + ow, (p * H + src(oh, H, OH)) * W + src(ow, W, OW),
-                         1.0);
+        l.e.emplace_back((p * OH + oh) * OW + ow,
+                         (p * H + src(oh, H, OH, sh)) * W + src(ow, W, OW, sw), 1.0);
   return l;
 }
 
-Lin lin_bilinear(const Shape& in, int64_t OH, int64_t OW, bool align) {
+Lin lin_bilinear(const Shape& in, int64_t OH, int64_t OW, bool align, double sh = 0,
+                 double sw = 0) {
   const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
   Lin l{in, {N, C, OH, OW}, {}};
   // Source position, the two neighbours and the weight of the upper one.
-  auto pos = [&](int64_t o, int64_t i, int64_t out, int64_t& a, int64_t& b, double& t) {
+  auto pos = [&](int64_t o, int64_t i, int64_t out, double scale, int64_t& a, int64_t& b,
+                 double& t) {
     double s;
+    const double step = scale > 0 ? 1.0 / scale : double(i) / double(out);
     if (align) s = out > 1 ? double(o) * double(i - 1) / double(out - 1) : 0.0;
-    else s = std::max((double(o) + 0.5) * double(i) / double(out) - 0.5, 0.0);
+    else s = std::max((double(o) + 0.5) * step - 0.5, 0.0);
     a = std::min(int64_t(std::floor(s)), i - 1);
     b = std::min(a + 1, i - 1);
     t = s - double(a);
@@ -271,8 +276,8 @@ Lin lin_bilinear(const Shape& in, int64_t OH, int64_t OW, bool align) {
       for (int64_t ow = 0; ow < OW; ++ow) {
         int64_t h0, h1, w0, w1;
         double th, tw;
-        pos(oh, H, OH, h0, h1, th);
-        pos(ow, W, OW, w0, w1, tw);
+        pos(oh, H, OH, sh, h0, h1, th);
+        pos(ow, W, OW, sw, w0, w1, tw);
         const int64_t o = (p * OH + oh) * OW + ow;
         l.e.emplace_back(o, (p * H + h0) * W + w0, (1 - th) * (1 - tw));
         l.e.emplace_back(o, (p * H + h0) * W + w1, (1 - th) * tw);
@@ -518,7 +523,7 @@ TH_ROWS({
         }),
     row("upsample_nearest2d_backward", {"upsample_nearest2d_backward"}, {{2, 1, 5, 7}},
         [](const V& in) {
-          return resample_bw("upsample_nearest2d_backward", in[0], {of::DimVector{5, 7}},
+          return resample_bw("upsample_nearest2d_backward", in[0], {of::DimVector{5, 7}, 0.0, 0.0},
                              {2, 1, 3, 4});
         },
         [](const R& in) { return apply_adjoint(lin_nearest({2, 1, 3, 4}, 5, 7), in[0]); }),
@@ -541,6 +546,14 @@ TH_ROWS({
           for (double& e : a.v) e += s;
           return a;
         }),
+    row("upsample_nearest2d/scales", {"upsample_nearest2d"}, {{1, 2, 5, 4}},
+        [](const V& in) { return of::upsample_nearest2d(in[0], {7, 10}, 1.5, 2.7); },
+        [](const R& in) { return apply(lin_nearest(in[0].shape, 7, 10, 1.5, 2.7), in[0]); }),
+    row("upsample_bilinear2d/scales", {"upsample_bilinear2d"}, {{1, 2, 5, 4}},
+        [](const V& in) { return of::upsample_bilinear2d(in[0], {7, 10}, false, 1.5, 2.7); },
+        [](const R& in) {
+          return apply(lin_bilinear(in[0].shape, 7, 10, false, 1.5, 2.7), in[0]);
+        }),
     row("upsample_bilinear2d/unbatched", {"upsample_bilinear2d"}, {{2, 3, 3}},
         [](const V& in) { return of::upsample_bilinear2d(in[0], {4, 6}, false); },
         [](const R& in) {
@@ -550,7 +563,7 @@ TH_ROWS({
     row("upsample_bilinear2d_backward", {"upsample_bilinear2d_backward"}, {{1, 2, 5, 7}},
         [](const V& in) {
           return resample_bw("upsample_bilinear2d_backward", in[0],
-                             {of::DimVector{5, 7}, true}, {1, 2, 3, 4});
+                             {of::DimVector{5, 7}, true, 0.0, 0.0}, {1, 2, 3, 4});
         },
         [](const R& in) { return apply_adjoint(lin_bilinear({1, 2, 3, 4}, 5, 7, true), in[0]); }),
 });

@@ -349,7 +349,7 @@ TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under 
   of::manual_seed(32);
   for (bool pre : {false, true}) {
     nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32)
-                                          .activation("gelu").norm_first(pre));
+                                          .activation(of::kGELU).norm_first(pre));
     layer->eval();  // no dropout
     const int64_t L = 6;
     of::Tensor causal = of::ones({L, L}, of::kBool).triu(1);
@@ -367,8 +367,19 @@ TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under 
   }
   nn::TransformerEncoderLayer l(8, 2);
   CHECK(l->named_parameters().size() == 12);
-  CHECK(th::throws_with([&] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")); },
-                        {"[TransformerEncoderLayer]", "tanh"}));
+  // A callable activation replaces the tag: same seed, gelu as a function == of::kGELU != of::kReLU.
+  using Act = std::function<of::Tensor(const of::Tensor&)>;
+  auto make = [](nn::TransformerEncoderLayerOptions::activation_t act) {
+    of::manual_seed(5);
+    return nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).dropout(0).activation(act));
+  };
+  of::manual_seed(6);
+  const of::Tensor src = of::randn({3, 2, 8});
+  const of::Tensor by_fn = make(Act([](const of::Tensor& t) { return t.gelu(); }))(src);
+  CHECK(of::allclose(by_fn, make(of::kGELU)(src), 0, 0));
+  CHECK(!of::allclose(by_fn, make(of::kReLU)(src), 1e-6, 1e-6));
+  CHECK(th::throws_with([&] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation(Act())); },
+                        {"[TransformerEncoderLayer]", "empty"}));
 }
 
 TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in eval") {
@@ -390,7 +401,7 @@ TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in e
   CHECK(zeros < 98);
   drop->eval();
   CHECK(drop(x).is_same(x));
-  CHECK(th::throws_with([&] { nn::Dropout2d(0.5)(of::ones({4, 4})); }, {"[Dropout2d]", "(4, 4)"}));
+  CHECK(th::throws_with([&] { nn::Dropout2d(0.5)(of::ones({4, 4})); }, {"[dropout2d]", "(4, 4)"}));
 }
 
 TEST_CASE("module: ConvTranspose2d and ModuleDict") {

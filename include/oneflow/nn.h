@@ -11,46 +11,19 @@
 #include <tuple>
 #include <vector>
 
+#include "oneflow/nn/functional.h"
 #include "oneflow/nn/module.h"
+#include "oneflow/nn/options.h"
 #include "oneflow/ops.h"
 #include "oneflow/ops_conv.h"
 #include "oneflow/ops_nn.h"
 
 namespace oneflow {
 
-// D sizes given as one value for all (3) or one per dim ({3, 1}), as torch::ExpandingArray.
-template <size_t D>
-class ExpandingArray {
- public:
-  ExpandingArray(int64_t v) { values_.fill(v); }
-  ExpandingArray(std::initializer_list<int64_t> list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
-    std::copy(list.begin(), list.end(), values_.begin());
-  }
-  ExpandingArray(const std::vector<int64_t>& list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
-    std::copy(list.begin(), list.end(), values_.begin());
-  }
-  int64_t operator[](size_t i) const { return values_[i]; }
-  operator IntArrayRef() const { return IntArrayRef(values_.data(), D); }
-  IntArrayRef ref() const { return IntArrayRef(values_.data(), D); }
-  size_t size() const { return D; }
-
- private:
-  std::array<int64_t, D> values_{};
-};
-
 namespace nn {
 
 // ---------------------------------------------------------------- linear and embedding
 
-struct LinearOptions {
-  LinearOptions(int64_t in_features, int64_t out_features)
-      : in_features_(in_features), out_features_(out_features) {}
-  OF_ARG(int64_t, in_features);
-  OF_ARG(int64_t, out_features);
-  OF_ARG(bool, bias) = true;
-};
 
 // y = x W^T + b; W [out, in] and b initialized uniform(+-1/sqrt(in)) as libtorch.
 class LinearImpl : public Module {
@@ -66,13 +39,6 @@ class LinearImpl : public Module {
 };
 OF_MODULE(Linear);
 
-struct EmbeddingOptions {
-  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
-      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
-  OF_ARG(int64_t, num_embeddings);
-  OF_ARG(int64_t, embedding_dim);
-  OF_ARG(std::optional<int64_t>, padding_idx) = std::nullopt;
-};
 
 // Row lookup in a [num_embeddings, dim] table initialized N(0, 1) (padding row zeroed).
 class EmbeddingImpl : public Module {
@@ -90,21 +56,6 @@ OF_MODULE(Embedding);
 
 // ---------------------------------------------------------------- convolution
 
-template <size_t D>
-struct ConvOptions {
-  ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  OF_ARG(int64_t, in_channels);
-  OF_ARG(int64_t, out_channels);
-  OF_ARG(ExpandingArray<D>, kernel_size);
-  OF_ARG(ExpandingArray<D>, stride) = 1;
-  OF_ARG(ExpandingArray<D>, padding) = 0;
-  OF_ARG(ExpandingArray<D>, dilation) = 1;
-  OF_ARG(int64_t, groups) = 1;
-  OF_ARG(bool, bias) = true;
-};
-using Conv1dOptions = ConvOptions<1>;
-using Conv2dOptions = ConvOptions<2>;
 
 // Shared by Conv1d and Conv2d: weight [out, in/groups, k...], kaiming-uniform init as libtorch.
 template <size_t D>
@@ -115,6 +66,10 @@ class ConvNdImpl : public Module {
   void pretty_print(std::ostream& stream) const override;
   ConvOptions<D> options;
   Tensor weight, bias;
+
+ protected:
+  // The convolution with the options' padding and padding_mode.
+  Tensor conv_forward(const Tensor& input);
 };
 
 class Conv1dImpl : public ConvNdImpl<1> {
@@ -135,19 +90,6 @@ class Conv2dImpl : public ConvNdImpl<2> {
 };
 OF_MODULE(Conv2d);
 
-struct ConvTranspose2dOptions {
-  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  OF_ARG(int64_t, in_channels);
-  OF_ARG(int64_t, out_channels);
-  OF_ARG(ExpandingArray<2>, kernel_size);
-  OF_ARG(ExpandingArray<2>, stride) = 1;
-  OF_ARG(ExpandingArray<2>, padding) = 0;
-  OF_ARG(ExpandingArray<2>, output_padding) = 0;
-  OF_ARG(int64_t, groups) = 1;
-  OF_ARG(bool, bias) = true;
-  OF_ARG(ExpandingArray<2>, dilation) = 1;
-};
 
 // Transposed convolution: weight [in, out/groups, kh, kw] (libtorch's layout and init).
 class ConvTranspose2dImpl : public Module {
@@ -165,16 +107,6 @@ OF_MODULE(ConvTranspose2d);
 
 // ---------------------------------------------------------------- normalization
 
-struct BatchNormOptions {
-  BatchNormOptions(int64_t num_features) : num_features_(num_features) {}
-  OF_ARG(int64_t, num_features);
-  OF_ARG(double, eps) = 1e-5;
-  OF_ARG(std::optional<double>, momentum) = 0.1;  // nullopt: cumulative average
-  OF_ARG(bool, affine) = true;
-  OF_ARG(bool, track_running_stats) = true;
-};
-using BatchNorm1dOptions = BatchNormOptions;
-using BatchNorm2dOptions = BatchNormOptions;
 
 // Batch norm over [N, C, *]; expected_dim: 2 or 3 (1d) / 4 (2d), checked in forward.
 class BatchNormImplBase : public Module {
@@ -205,13 +137,6 @@ class BatchNorm2dImpl : public BatchNormImplBase {
 };
 OF_MODULE(BatchNorm2d);
 
-struct LayerNormOptions {
-  LayerNormOptions(std::vector<int64_t> normalized_shape)
-      : normalized_shape_(std::move(normalized_shape)) {}
-  OF_ARG(std::vector<int64_t>, normalized_shape);
-  OF_ARG(double, eps) = 1e-5;
-  OF_ARG(bool, elementwise_affine) = true;
-};
 
 class LayerNormImpl : public Module {
  public:
@@ -226,14 +151,6 @@ class LayerNormImpl : public Module {
 };
 OF_MODULE(LayerNorm);
 
-struct GroupNormOptions {
-  GroupNormOptions(int64_t num_groups, int64_t num_channels)
-      : num_groups_(num_groups), num_channels_(num_channels) {}
-  OF_ARG(int64_t, num_groups);
-  OF_ARG(int64_t, num_channels);
-  OF_ARG(double, eps) = 1e-5;
-  OF_ARG(bool, affine) = true;
-};
 
 class GroupNormImpl : public Module {
  public:
@@ -248,13 +165,6 @@ class GroupNormImpl : public Module {
 };
 OF_MODULE(GroupNorm);
 
-struct RMSNormOptions {
-  RMSNormOptions(std::vector<int64_t> normalized_shape)
-      : normalized_shape_(std::move(normalized_shape)) {}
-  OF_ARG(std::vector<int64_t>, normalized_shape);
-  OF_ARG(std::optional<double>, eps) = std::nullopt;
-  OF_ARG(bool, elementwise_affine) = true;
-};
 
 class RMSNormImpl : public Module {
  public:
@@ -271,11 +181,6 @@ OF_MODULE(RMSNorm);
 
 // ---------------------------------------------------------------- dropout and activations
 
-struct DropoutOptions {
-  DropoutOptions(double p = 0.5) : p_(p) {}
-  OF_ARG(double, p);
-  OF_ARG(bool, inplace) = false;
-};
 
 // Zeroes elements with probability p while training (seeded by of::manual_seed).
 class DropoutImpl : public Module {
@@ -299,7 +204,7 @@ class Dropout2dImpl : public Module {
 };
 OF_MODULE(Dropout2d);
 
-// A parameter-free module applying `f` (ReLU, GELU, ...).
+// A parameter-free module applying `expr` to x.
 #define OF_ACTIVATION_MODULE(Name, expr)                                  \
   class Name##Impl : public Module {                                      \
    public:                                                                \
@@ -308,53 +213,55 @@ OF_MODULE(Dropout2d);
   };                                                                      \
   OF_MODULE(Name)
 
-OF_ACTIVATION_MODULE(ReLU, x.relu());
 OF_ACTIVATION_MODULE(SiLU, x.silu());
 OF_ACTIVATION_MODULE(Tanh, x.tanh());
 OF_ACTIVATION_MODULE(Sigmoid, x.sigmoid());
 OF_ACTIVATION_MODULE(Identity, x);
+OF_ACTIVATION_MODULE(Mish, functional::mish(x));
+OF_ACTIVATION_MODULE(LogSigmoid, functional::logsigmoid(x));
+OF_ACTIVATION_MODULE(Softsign, functional::softsign(x));
+OF_ACTIVATION_MODULE(Tanhshrink, functional::tanhshrink(x));
 #undef OF_ACTIVATION_MODULE
 
-struct GELUOptions {
-  OF_ARG(std::string, approximate) = "none";
-};
-class GELUImpl : public Module {
- public:
-  explicit GELUImpl(const GELUOptions& options = {}) : Module("GELU"), options(options) {}
-  Tensor forward(const Tensor& x) { return x.gelu(options.approximate()); }
-  void pretty_print(std::ostream& stream) const override;
-  GELUOptions options;
-};
-OF_MODULE(GELU);
+// A module applying functional::fn(x, options) (prints as Name(field=value, ...)).
+#define OF_OPTIONS_MODULE(Name, OptionsT, fn)                                         \
+  class Name##Impl : public Module {                                                  \
+   public:                                                                            \
+    explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) {} \
+    Tensor forward(Tensor x) { return functional::fn(std::move(x), options); }        \
+    void pretty_print(std::ostream& stream) const override;                           \
+    OptionsT options;                                                                 \
+  };                                                                                  \
+  OF_MODULE(Name)
 
-struct SoftmaxOptions {
-  SoftmaxOptions(int64_t dim) : dim_(dim) {}
-  OF_ARG(int64_t, dim);
-};
-class SoftmaxImpl : public Module {
- public:
-  SoftmaxImpl(int64_t dim) : SoftmaxImpl(SoftmaxOptions(dim)) {}
-  explicit SoftmaxImpl(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
-  Tensor forward(const Tensor& x) { return softmax(x, options.dim()); }
-  void pretty_print(std::ostream& stream) const override;
-  SoftmaxOptions options;
-};
-OF_MODULE(Softmax);
+OF_OPTIONS_MODULE(ReLU, ReLUOptions, relu);
+OF_OPTIONS_MODULE(ReLU6, ReLU6Options, relu6);
+OF_OPTIONS_MODULE(LeakyReLU, LeakyReLUOptions, leaky_relu);
+OF_OPTIONS_MODULE(ELU, ELUOptions, elu);
+OF_OPTIONS_MODULE(SELU, SELUOptions, selu);
+OF_OPTIONS_MODULE(Hardtanh, HardtanhOptions, hardtanh);
+OF_OPTIONS_MODULE(Softplus, SoftplusOptions, softplus);
+OF_OPTIONS_MODULE(GLU, GLUOptions, glu);
+OF_OPTIONS_MODULE(GELU, GELUOptions, gelu);
+#undef OF_OPTIONS_MODULE
 
-class LogSoftmaxImpl : public Module {
- public:
-  LogSoftmaxImpl(int64_t dim) : LogSoftmaxImpl(SoftmaxOptions(dim)) {}
-  explicit LogSoftmaxImpl(const SoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
-  Tensor forward(const Tensor& x) { return log_softmax(x, options.dim()); }
-  void pretty_print(std::ostream& stream) const override;
-  SoftmaxOptions options;
-};
-OF_MODULE(LogSoftmax);
+// Softmax / Softmin / LogSoftmax over options.dim().
+#define OF_SOFTMAX_MODULE(Name, fn)                                                   \
+  class Name##Impl : public Module {                                                  \
+   public:                                                                            \
+    Name##Impl(int64_t dim) : Name##Impl(SoftmaxOptions(dim)) {}                      \
+    explicit Name##Impl(const SoftmaxOptions& options) : Module(#Name), options(options) {} \
+    Tensor forward(const Tensor& x) { return functional::fn(x, options.dim()); }      \
+    void pretty_print(std::ostream& stream) const override;                           \
+    SoftmaxOptions options;                                                           \
+  };                                                                                  \
+  OF_MODULE(Name)
 
-struct FlattenOptions {
-  OF_ARG(int64_t, start_dim) = 1;
-  OF_ARG(int64_t, end_dim) = -1;
-};
+OF_SOFTMAX_MODULE(Softmax, softmax);
+OF_SOFTMAX_MODULE(Softmin, softmin);
+OF_SOFTMAX_MODULE(LogSoftmax, log_softmax);
+#undef OF_SOFTMAX_MODULE
+
 class FlattenImpl : public Module {
  public:
   explicit FlattenImpl(const FlattenOptions& options = {}) : Module("Flatten"), options(options) {}
@@ -366,16 +273,6 @@ OF_MODULE(Flatten);
 
 // ---------------------------------------------------------------- pooling
 
-template <size_t D>
-struct MaxPoolOptions {
-  MaxPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
-  OF_ARG(ExpandingArray<D>, kernel_size);
-  OF_ARG(ExpandingArray<D>, stride);
-  OF_ARG(ExpandingArray<D>, padding) = 0;
-  OF_ARG(ExpandingArray<D>, dilation) = 1;
-  OF_ARG(bool, ceil_mode) = false;
-};
-using MaxPool2dOptions = MaxPoolOptions<2>;
 
 class MaxPool2dImpl : public Module {
  public:
@@ -387,17 +284,6 @@ class MaxPool2dImpl : public Module {
 };
 OF_MODULE(MaxPool2d);
 
-template <size_t D>
-struct AvgPoolOptions {
-  AvgPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
-  OF_ARG(ExpandingArray<D>, kernel_size);
-  OF_ARG(ExpandingArray<D>, stride);
-  OF_ARG(ExpandingArray<D>, padding) = 0;
-  OF_ARG(bool, ceil_mode) = false;
-  OF_ARG(bool, count_include_pad) = true;
-  OF_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
-};
-using AvgPool2dOptions = AvgPoolOptions<2>;
 
 class AvgPool2dImpl : public Module {
  public:
@@ -409,10 +295,6 @@ class AvgPool2dImpl : public Module {
 };
 OF_MODULE(AvgPool2d);
 
-struct AdaptiveAvgPool2dOptions {
-  AdaptiveAvgPool2dOptions(ExpandingArray<2> output_size) : output_size_(output_size) {}
-  OF_ARG(ExpandingArray<2>, output_size);
-};
 class AdaptiveAvgPool2dImpl : public Module {
  public:
   AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)
@@ -427,14 +309,6 @@ OF_MODULE(AdaptiveAvgPool2d);
 
 // ---------------------------------------------------------------- attention
 
-struct MultiheadAttentionOptions {
-  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
-      : embed_dim_(embed_dim), num_heads_(num_heads) {}
-  OF_ARG(int64_t, embed_dim);
-  OF_ARG(int64_t, num_heads);
-  OF_ARG(double, dropout) = 0.0;
-  OF_ARG(bool, bias) = true;
-};
 
 // libtorch's MultiheadAttention, sequence-first: query [L, N, E], key/value [S, N, E].
 // Returns (output [L, N, E], attention weights averaged over heads [N, L, S] or undefined
@@ -457,16 +331,6 @@ class MultiheadAttentionImpl : public Module {
 };
 OF_MODULE(MultiheadAttention);
 
-struct TransformerEncoderLayerOptions {
-  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
-  OF_ARG(int64_t, d_model);
-  OF_ARG(int64_t, nhead);
-  OF_ARG(int64_t, dim_feedforward) = 2048;
-  OF_ARG(double, dropout) = 0.1;
-  OF_ARG(std::string, activation) = "relu";  // "relu" | "gelu"
-  OF_ARG(bool, norm_first) = false;
-  OF_ARG(double, layer_norm_eps) = 1e-5;
-};
 
 // Self-attention + feed-forward block with residuals and LayerNorm (post-norm by default, as
 // libtorch 1.13; norm_first for pre-norm). src [S, N, E]; src_mask [S, S] as attn_mask.
@@ -485,6 +349,59 @@ class TransformerEncoderLayerImpl : public Module {
   Dropout dropout{nullptr}, dropout1{nullptr}, dropout2{nullptr};
 };
 OF_MODULE(TransformerEncoderLayer);
+
+// ---------------------------------------------------------------- losses
+
+// A loss module: forward(input, target) = functional::fn(input, target, options). A class
+// weight (and BCEWithLogitsLoss's pos_weight) given in the options is registered as a buffer,
+// so to(device/dtype) moves it with the module.
+#define OF_LOSS_MODULE(Name, OptionsT, fn)                                                  \
+  class Name##Impl : public Module {                                                        \
+   public:                                                                                  \
+    explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) {  \
+      register_weights(this->options);                                                      \
+    }                                                                                       \
+    Tensor forward(const Tensor& input, const Tensor& target) {                             \
+      return functional::fn(input, target, options);                                        \
+    }                                                                                       \
+    OptionsT options;                                                                       \
+                                                                                            \
+   private:                                                                                 \
+    template <class O>                                                                      \
+    void register_weights(O& o) {                                                           \
+      if constexpr (requires { o.weight(); }) {                                             \
+        if (o.weight().defined()) o.weight(register_buffer("weight", o.weight()));          \
+      }                                                                                     \
+      if constexpr (requires { o.pos_weight(); }) {                                         \
+        if (o.pos_weight().defined())                                                       \
+          o.pos_weight(register_buffer("pos_weight", o.pos_weight()));                      \
+      }                                                                                     \
+    }                                                                                       \
+  };                                                                                        \
+  OF_MODULE(Name)
+
+OF_LOSS_MODULE(L1Loss, L1LossOptions, l1_loss);
+OF_LOSS_MODULE(MSELoss, MSELossOptions, mse_loss);
+OF_LOSS_MODULE(SmoothL1Loss, SmoothL1LossOptions, smooth_l1_loss);
+OF_LOSS_MODULE(HuberLoss, HuberLossOptions, huber_loss);
+OF_LOSS_MODULE(KLDivLoss, KLDivLossOptions, kl_div);
+OF_LOSS_MODULE(BCELoss, BCELossOptions, binary_cross_entropy);
+OF_LOSS_MODULE(BCEWithLogitsLoss, BCEWithLogitsLossOptions, binary_cross_entropy_with_logits);
+OF_LOSS_MODULE(NLLLoss, NLLLossOptions, nll_loss);
+OF_LOSS_MODULE(CrossEntropyLoss, CrossEntropyLossOptions, cross_entropy);
+#undef OF_LOSS_MODULE
+
+// ---------------------------------------------------------------- resampling
+
+// Resizes [N, C, H, W] by functional::interpolate (modes kNearest and kBilinear).
+class UpsampleImpl : public Module {
+ public:
+  explicit UpsampleImpl(const UpsampleOptions& options = {}) : Module("Upsample"), options(options) {}
+  Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  UpsampleOptions options;
+};
+OF_MODULE(Upsample);
 
 // ---------------------------------------------------------------- containers
 
@@ -593,51 +510,17 @@ class ModuleDictImpl : public Module {
 };
 OF_MODULE(ModuleDict);
 
-// ---------------------------------------------------------------- functional
-
-namespace functional {
-using oneflow::adaptive_avg_pool2d;
-using oneflow::avg_pool2d;
-using oneflow::batch_norm;
-using oneflow::binary_cross_entropy;
-using oneflow::binary_cross_entropy_with_logits;
-using oneflow::conv1d;
-using oneflow::conv2d;
-using oneflow::conv_transpose2d;
-using oneflow::cross_entropy;
-using oneflow::dropout;
-using oneflow::embedding;
-using oneflow::gelu;
-using oneflow::group_norm;
-using oneflow::kl_div;
-using oneflow::l1_loss;
-using oneflow::layer_norm;
-using oneflow::linear;
-using oneflow::log_softmax;
-using oneflow::max_pool2d;
-using oneflow::mse_loss;
-using oneflow::nll_loss;
-using oneflow::one_hot;
-using oneflow::pad;
-using oneflow::relu;
-using oneflow::rms_norm;
-using oneflow::sigmoid;
-using oneflow::silu;
-using oneflow::smooth_l1_loss;
-using oneflow::softmax;
-using oneflow::tanh;
-// Resizes [N, C, H, W] to `size` with mode "nearest" or "bilinear".
-Tensor interpolate(const Tensor& input, std::vector<int64_t> size, const std::string& mode = "nearest",
-                   std::optional<bool> align_corners = std::nullopt);
-}  // namespace functional
-
 // ---------------------------------------------------------------- init
 
 namespace init {
-enum class Nonlinearity { Linear, Conv1D, Conv2D, Sigmoid, Tanh, ReLU, LeakyReLU };
-enum class FanMode { FanIn, FanOut };
-// PyTorch's recommended gain for a nonlinearity.
-double calculate_gain(Nonlinearity nonlinearity, double param = 0.01);
+using NonlinearityType =
+    std::variant<enumtype::kLinear, enumtype::kConv1D, enumtype::kConv2D, enumtype::kConv3D,
+                 enumtype::kConvTranspose1D, enumtype::kConvTranspose2D,
+                 enumtype::kConvTranspose3D, enumtype::kSigmoid, enumtype::kTanh,
+                 enumtype::kReLU, enumtype::kLeakyReLU>;
+using FanModeType = std::variant<enumtype::kFanIn, enumtype::kFanOut>;
+// PyTorch's recommended gain for a nonlinearity (param: LeakyReLU's negative slope).
+double calculate_gain(NonlinearityType nonlinearity, double param = 0.01);
 // (fan_in, fan_out) of a weight with at least 2 dims.
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& tensor);
 Tensor uniform_(Tensor tensor, double low = 0, double high = 1);
@@ -647,21 +530,12 @@ Tensor ones_(Tensor tensor);
 Tensor zeros_(Tensor tensor);
 Tensor xavier_uniform_(Tensor tensor, double gain = 1.0);
 Tensor xavier_normal_(Tensor tensor, double gain = 1.0);
-Tensor kaiming_uniform_(Tensor tensor, double a = 0, FanMode mode = FanMode::FanIn,
-                        Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
-Tensor kaiming_normal_(Tensor tensor, double a = 0, FanMode mode = FanMode::FanIn,
-                       Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+Tensor kaiming_uniform_(Tensor tensor, double a = 0, FanModeType mode = kFanIn,
+                        NonlinearityType nonlinearity = kLeakyReLU);
+Tensor kaiming_normal_(Tensor tensor, double a = 0, FanModeType mode = kFanIn,
+                       NonlinearityType nonlinearity = kLeakyReLU);
 }  // namespace init
 
 }  // namespace nn
-
-// libtorch spellings: of::kReLU, of::kFanIn ... as torch::kReLU.
-inline constexpr nn::init::Nonlinearity kLinear = nn::init::Nonlinearity::Linear;
-inline constexpr nn::init::Nonlinearity kReLU = nn::init::Nonlinearity::ReLU;
-inline constexpr nn::init::Nonlinearity kLeakyReLU = nn::init::Nonlinearity::LeakyReLU;
-inline constexpr nn::init::Nonlinearity kTanh = nn::init::Nonlinearity::Tanh;
-inline constexpr nn::init::Nonlinearity kSigmoid = nn::init::Nonlinearity::Sigmoid;
-inline constexpr nn::init::FanMode kFanIn = nn::init::FanMode::FanIn;
-inline constexpr nn::init::FanMode kFanOut = nn::init::FanMode::FanOut;
 
 }  // namespace oneflow

@@ -63,9 +63,15 @@ Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
                   std::optional<int64_t> divisor_override = std::nullopt);
 // Averages over windows [floor(i*in/out), ceil((i+1)*in/out)) to reach output_size.
 Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size);
-// Nearest-neighbour resize to output_size (PyTorch's legacy "nearest": src = floor(dst*in/out)).
-Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size);
-// Bilinear resize to output_size (PyTorch's source-index formula for either align_corners).
-Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool align_corners);
+// Nearest-neighbour resize to output_size (PyTorch's legacy "nearest": src = floor(dst*in/out),
+// or floor(dst/scale) when a scale is given, as interpolate's scale_factor).
+Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
+                          std::optional<double> scales_h = std::nullopt,
+                          std::optional<double> scales_w = std::nullopt);
+// Bilinear resize to output_size (PyTorch's source-index formula for either align_corners; a
+// given scale replaces in/out by 1/scale when align_corners is false).
+Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool align_corners,
+                           std::optional<double> scales_h = std::nullopt,
+                           std::optional<double> scales_w = std::nullopt);
 
 }  // namespace oneflow

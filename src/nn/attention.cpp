@@ -110,8 +110,8 @@ void MultiheadAttentionImpl::pretty_print(std::ostream& s) const {
 
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& o)
     : Module("TransformerEncoderLayer"), options(o) {
-  OF_CHECK(o.activation() == "relu" || o.activation() == "gelu",
-           "[TransformerEncoderLayer] activation must be 'relu' or 'gelu', got '{}'", o.activation());
+  if (const auto* f = std::get_if<std::function<Tensor(const Tensor&)>>(&o.activation()))
+    OF_CHECK(bool(*f), "[TransformerEncoderLayer] the activation function is empty");
   self_attn = register_module(
       "self_attn", MultiheadAttention(MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout())));
   linear1 = register_module("linear1", Linear(o.d_model(), o.dim_feedforward()));
@@ -130,7 +130,10 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src
   };
   auto ff = [&](const Tensor& x) {
     Tensor h = linear1(x);
-    h = options.activation() == "gelu" ? h.gelu() : h.relu();
+    const auto& act = options.activation();
+    if (std::holds_alternative<enumtype::kGELU>(act)) h = h.gelu();
+    else if (std::holds_alternative<enumtype::kReLU>(act)) h = h.relu();
+    else h = std::get<std::function<Tensor(const Tensor&)>>(act)(h);
     return dropout2(linear2(dropout(h)));
   };
   if (options.norm_first()) {
@@ -144,7 +147,7 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& s) const {
   s << "TransformerEncoderLayer(d_model=" << options.d_model() << ", nhead=" << options.nhead()
     << ", dim_feedforward=" << options.dim_feedforward() << ", dropout=" << options.dropout()
-    << ", activation=" << options.activation() << ")";
+    << ", activation=" << enumtype::get_enum_name(options.activation()) << ")";
 }
 
 }  // namespace oneflow::nn

@@ -5,13 +5,11 @@
 
 namespace oneflow::nn::init {
 
-double calculate_gain(Nonlinearity n, double param) {
-  switch (n) {
-    case Nonlinearity::Tanh: return 5.0 / 3.0;
-    case Nonlinearity::ReLU: return std::sqrt(2.0);
-    case Nonlinearity::LeakyReLU: return std::sqrt(2.0 / (1 + param * param));
-    default: return 1.0;  // Linear, Conv*, Sigmoid
-  }
+double calculate_gain(NonlinearityType n, double param) {
+  if (std::holds_alternative<enumtype::kTanh>(n)) return 5.0 / 3.0;
+  if (std::holds_alternative<enumtype::kReLU>(n)) return std::sqrt(2.0);
+  if (std::holds_alternative<enumtype::kLeakyReLU>(n)) return std::sqrt(2.0 / (1 + param * param));
+  return 1.0;  // Linear, Conv*, ConvTranspose*, Sigmoid
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
@@ -54,21 +52,21 @@ Tensor xavier_normal_(Tensor t, double gain) {
 }
 
 namespace {
-double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity n) {
+double kaiming_std(const Tensor& t, double a, FanModeType mode, NonlinearityType n) {
   auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
-  const int64_t fan = mode == FanMode::FanIn ? fan_in : fan_out;
+  const int64_t fan = std::holds_alternative<enumtype::kFanIn>(mode) ? fan_in : fan_out;
   OF_CHECK(fan > 0, "[init] kaiming initialization of a tensor with zero fan ({})",
            shape_str(t.sizes()));
   return calculate_gain(n, a) / std::sqrt(double(fan));
 }
 }  // namespace
 
-Tensor kaiming_uniform_(Tensor t, double a, FanMode mode, Nonlinearity n) {
+Tensor kaiming_uniform_(Tensor t, double a, FanModeType mode, NonlinearityType n) {
   const double bound = std::sqrt(3.0) * kaiming_std(t, a, mode, n);
   return uniform_(t, -bound, bound);
 }
 
-Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity n) {
+Tensor kaiming_normal_(Tensor t, double a, FanModeType mode, NonlinearityType n) {
   return normal_(t, 0, kaiming_std(t, a, mode, n));
 }
 

@@ -101,6 +101,11 @@ ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o) : Module(D == 1 ? "Conv1d" : 
   OF_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
            "[{}] in_channels {} and out_channels {} must be divisible by groups {}", this->name(),
            o.in_channels(), o.out_channels(), o.groups());
+  if (std::holds_alternative<enumtype::kSame>(o.padding())) {
+    for (size_t i = 0; i < D; ++i)
+      OF_CHECK(o.stride()[i] == 1, "[{}] padding='same' is not supported for strided convolutions "
+               "(stride {})", this->name(), list_str(o.stride()));
+  }
   DimVector wshape{o.out_channels(), o.in_channels() / o.groups()};
   for (size_t i = 0; i < D; ++i) wshape.push_back(o.kernel_size()[i]);
   weight = this->register_parameter("weight", oneflow::empty(wshape));
@@ -117,29 +122,66 @@ template <size_t D>
 void ConvNdImpl<D>::pretty_print(std::ostream& s) const {
   s << this->name() << "(" << options.in_channels() << ", " << options.out_channels()
     << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride());
-  bool any_pad = false;
-  for (size_t i = 0; i < D; ++i) any_pad |= options.padding()[i] != 0;
-  if (any_pad) s << ", padding=" << list_str(options.padding());
+  if (const auto* p = std::get_if<ExpandingArray<D>>(&options.padding())) {
+    bool any_pad = false;
+    for (size_t i = 0; i < D; ++i) any_pad |= (*p)[i] != 0;
+    if (any_pad) s << ", padding=" << list_str(*p);
+  } else {
+    s << ", padding=" << (std::holds_alternative<enumtype::kSame>(options.padding()) ? "same" : "valid");
+  }
   bool any_dil = false;
   for (size_t i = 0; i < D; ++i) any_dil |= options.dilation()[i] != 1;
   if (any_dil) s << ", dilation=" << list_str(options.dilation());
   if (options.groups() != 1) s << ", groups=" << options.groups();
   if (!options.bias()) s << ", bias=false";
+  if (!std::holds_alternative<enumtype::kZeros>(options.padding_mode()))
+    s << ", padding_mode=" << enumtype::get_enum_name(options.padding_mode());
   s << ")";
+}
+
+template <size_t D>
+Tensor ConvNdImpl<D>::conv_forward(const Tensor& input) {
+  namespace F = functional;
+  auto conv_nd = [&](const Tensor& x, const F::ConvFuncOptions<D>& o) {
+    if constexpr (D == 1) return F::conv1d(x, weight, o);
+    else return F::conv2d(x, weight, o);
+  };
+  F::ConvFuncOptions<D> fo;
+  fo.bias(bias).stride(options.stride()).dilation(options.dilation()).groups(options.groups());
+  const auto& mode = options.padding_mode();
+  if (std::holds_alternative<enumtype::kZeros>(mode)) {
+    fo.padding(options.padding());
+  } else {
+    // Pad explicitly with the mode (F::pad lists the last dim first), then convolve unpadded.
+    std::vector<int64_t> pads;
+    for (size_t i = D; i-- > 0;) {
+      int64_t lo = 0, hi = 0;
+      if (const auto* p = std::get_if<ExpandingArray<D>>(&options.padding())) {
+        lo = hi = (*p)[i];
+      } else if (std::holds_alternative<enumtype::kSame>(options.padding())) {
+        const int64_t total = options.dilation()[i] * (options.kernel_size()[i] - 1);
+        lo = total / 2;
+        hi = total - lo;
+      }
+      pads.push_back(lo);
+      pads.push_back(hi);
+    }
+    F::PadFuncOptions po(pads);
+    if (std::holds_alternative<enumtype::kReflect>(mode)) po.mode(kReflect);
+    else if (std::holds_alternative<enumtype::kReplicate>(mode)) po.mode(kReplicate);
+    else po.mode(kCircular);
+    fo.padding(0);
+    return conv_nd(F::pad(input, po), fo);
+  }
+  return conv_nd(input, fo);
 }
 
 template class ConvNdImpl<1>;
 template class ConvNdImpl<2>;
 
-Tensor Conv1dImpl::forward(const Tensor& input) {
-  return conv1d(input, weight, bias, options.stride(), options.padding(), options.dilation(),
-                options.groups());
-}
+Tensor Conv1dImpl::forward(const Tensor& input) { return conv_forward(input); }
 
-Tensor Conv2dImpl::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, options.stride(), options.padding(), options.dilation(),
-                options.groups());
-}
+Tensor Conv2dImpl::forward(const Tensor& input) { return conv_forward(input); }
 
 ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o)
     : Module("ConvTranspose2d"), options(o) {
@@ -309,11 +351,10 @@ DropoutImpl::DropoutImpl(const DropoutOptions& o) : Module("Dropout"), options(o
 }
 
 Tensor DropoutImpl::forward(const Tensor& input) {
-  if (options.inplace()) {
-    Tensor x = input;
-    return dropout_(x, options.p(), is_training());
-  }
-  return dropout(input, options.p(), is_training());
+  return functional::dropout(input, functional::DropoutFuncOptions()
+                                        .p(options.p())
+                                        .training(is_training())
+                                        .inplace(options.inplace()));
 }
 
 void DropoutImpl::pretty_print(std::ostream& s) const {
@@ -326,13 +367,10 @@ Dropout2dImpl::Dropout2dImpl(const DropoutOptions& o) : Module("Dropout2d"), opt
 }
 
 Tensor Dropout2dImpl::forward(const Tensor& input) {
-  OF_CHECK(input.dim() == 3 || input.dim() == 4,
-           "[Dropout2d] expected a 3-D or 4-D input, got shape {}", shape_str(input.sizes()));
-  if (!is_training() || options.p() == 0) return input;
-  // one keep/scale factor per (sample, channel), broadcast over the spatial dims
-  DimVector mshape(input.sizes().begin(), input.sizes().end());
-  for (size_t d = mshape.size() - 2; d < mshape.size(); ++d) mshape[d] = 1;
-  return input * dropout(ones(mshape, input.dtype()), options.p(), true);
+  return functional::dropout2d(input, functional::Dropout2dFuncOptions()
+                                          .p(options.p())
+                                          .training(is_training())
+                                          .inplace(options.inplace()));
 }
 
 void Dropout2dImpl::pretty_print(std::ostream& s) const {
@@ -342,7 +380,32 @@ void Dropout2dImpl::pretty_print(std::ostream& s) const {
 void GELUImpl::pretty_print(std::ostream& s) const {
   s << "GELU(approximate=" << options.approximate() << ")";
 }
+void ReLUImpl::pretty_print(std::ostream& s) const {
+  s << "ReLU(" << (options.inplace() ? "inplace=true" : "") << ")";
+}
+void ReLU6Impl::pretty_print(std::ostream& s) const {
+  s << "ReLU6(" << (options.inplace() ? "inplace=true" : "") << ")";
+}
+void SELUImpl::pretty_print(std::ostream& s) const {
+  s << "SELU(" << (options.inplace() ? "inplace=true" : "") << ")";
+}
+void LeakyReLUImpl::pretty_print(std::ostream& s) const {
+  s << "LeakyReLU(negative_slope=" << options.negative_slope()
+    << (options.inplace() ? ", inplace=true" : "") << ")";
+}
+void ELUImpl::pretty_print(std::ostream& s) const {
+  s << "ELU(alpha=" << options.alpha() << (options.inplace() ? ", inplace=true" : "") << ")";
+}
+void HardtanhImpl::pretty_print(std::ostream& s) const {
+  s << "Hardtanh(min_val=" << options.min_val() << ", max_val=" << options.max_val()
+    << (options.inplace() ? ", inplace=true" : "") << ")";
+}
+void SoftplusImpl::pretty_print(std::ostream& s) const {
+  s << "Softplus(beta=" << options.beta() << ", threshold=" << options.threshold() << ")";
+}
+void GLUImpl::pretty_print(std::ostream& s) const { s << "GLU(dim=" << options.dim() << ")"; }
 void SoftmaxImpl::pretty_print(std::ostream& s) const { s << "Softmax(dim=" << options.dim() << ")"; }
+void SoftminImpl::pretty_print(std::ostream& s) const { s << "Softmin(dim=" << options.dim() << ")"; }
 void LogSoftmaxImpl::pretty_print(std::ostream& s) const {
   s << "LogSoftmax(dim=" << options.dim() << ")";
 }
@@ -386,22 +449,25 @@ Tensor SequentialImpl::forward(const Tensor& input) {
   return x;
 }
 
-// ---------------------------------------------------------------- functional
+// ---------------------------------------------------------------- Upsample
 
-namespace functional {
-Tensor interpolate(const Tensor& input, std::vector<int64_t> size, const std::string& mode,
-                   std::optional<bool> align_corners) {
-  OF_CHECK(input.dim() == 4, "[interpolate] expected a 4-D [N, C, H, W] input, got shape {}",
-           shape_str(input.sizes()));
-  OF_CHECK(size.size() == 2, "[interpolate] expected 2 output sizes for a 4-D input, got {}",
-           size.size());
-  if (mode == "nearest") {
-    OF_CHECK(!align_corners, "[interpolate] align_corners applies only to bilinear mode");
-    return upsample_nearest2d(input, size);
-  }
-  if (mode == "bilinear") return upsample_bilinear2d(input, size, align_corners.value_or(false));
-  fail("[interpolate] mode must be 'nearest' or 'bilinear', got '{}'", mode);
+Tensor UpsampleImpl::forward(const Tensor& input) {
+  functional::InterpolateFuncOptions o;
+  o.size(options.size()).scale_factor(options.scale_factor()).align_corners(options.align_corners());
+  std::visit([&](auto m) { o.mode(m); }, options.mode());
+  return functional::interpolate(input, o);
 }
-}  // namespace functional
+
+void UpsampleImpl::pretty_print(std::ostream& s) const {
+  s << "Upsample(";
+  if (options.size()) s << "size=" << list_str(*options.size());
+  if (options.scale_factor()) {
+    s << "scale_factor=[";
+    for (size_t i = 0; i < options.scale_factor()->size(); ++i)
+      s << (i ? ", " : "") << (*options.scale_factor())[i];
+    s << "]";
+  }
+  s << ", mode=" << enumtype::get_enum_name(options.mode()) << ")";
+}
 
 }  // namespace oneflow::nn

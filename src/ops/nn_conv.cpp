@@ -714,7 +714,10 @@ struct AxisMap {
 
 // Attrs per mode (the *_backward ops append input_size):
 //   avg:       kernel_size, stride, padding, ceil_mode, count_include_pad, divisor (0: none)
-//   adaptive / nearest: output_size;   bilinear: output_size, align_corners
+//   adaptive: output_size;   nearest: output_size, scales_h, scales_w;
+//   bilinear: output_size, align_corners, scales_h, scales_w
+// A scale (double) <= 0 means "none": the source step is then in/out; a given scale s makes the
+// step 1/s, as at::upsample_*2d's optional scales (interpolate's scale_factor).
 struct Resample {
   AxisMap h, w;
 };
@@ -769,12 +772,14 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   }
   const DimVector& os = a.ints(0);
   check_output_size(op, os, in);
+  const size_t scale_attr = mode == Mode::kNearest ? 1 : 2;
   for (size_t i = 0; i < 2; ++i) {
     AxisMap& m = *axes[i];
     m.in = insz[i];
     m.out = os[i];
     if (m.in <= 0)
       fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
+    const double given = mode == Mode::kAdaptive ? 0.0 : a.f(scale_attr + i);
     m.next();
     for (int64_t o = 0; o < m.out; ++o) {
       if (mode == Mode::kAdaptive) {
@@ -787,7 +792,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
         } else if (m.out == 2 * m.in) {
           sidx = o >> 1;
         } else {
-          const float scale = float(m.in) / float(m.out);
+          const float scale = given > 0 ? float(1.0 / given) : float(m.in) / float(m.out);
           sidx = std::min(int64_t(std::floor(float(o) * scale)), m.in - 1);
         }
         m.add(sidx, 1.0);
@@ -798,7 +803,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
           const double scale = m.out > 1 ? double(m.in - 1) / double(m.out - 1) : 0.0;
           srcf = scale * double(o);
         } else {
-          const double scale = double(m.in) / double(m.out);
+          const double scale = given > 0 ? 1.0 / given : double(m.in) / double(m.out);
           srcf = std::max(scale * (double(o) + 0.5) - 0.5, 0.0);
         }
         const int64_t i0 = std::min(int64_t(srcf), m.in - 1);
@@ -1072,24 +1077,26 @@ void register_conv_ops() {
                    .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
                    .vjp = resample_backward_vjp<Mode::kAdaptive>});
-  g_upsample_nearest2d = register_op({.name = "upsample_nearest2d", .attr_names = {"output_size"},
+  g_upsample_nearest2d = register_op({.name = "upsample_nearest2d",
+                                      .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
                                       .cpu = resample_cpu<Mode::kNearest>,
                                       .vjp = resample_vjp<Mode::kNearest>});
   g_upsample_nearest2d_backward =
       register_op({.name = "upsample_nearest2d_backward",
-                   .attr_names = {"output_size", "input_size"},
+                   .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kNearest>,
                    .cpu = resample_backward_cpu<Mode::kNearest>,
                    .vjp = resample_backward_vjp<Mode::kNearest>});
   g_upsample_bilinear2d =
-      register_op({.name = "upsample_bilinear2d", .attr_names = {"output_size", "align_corners"},
+      register_op({.name = "upsample_bilinear2d",
+                   .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
                    .infer_meta = resample_meta<Mode::kBilinear>,
                    .cpu = resample_cpu<Mode::kBilinear>,
                    .vjp = resample_vjp<Mode::kBilinear>});
   g_upsample_bilinear2d_backward =
       register_op({.name = "upsample_bilinear2d_backward",
-                   .attr_names = {"output_size", "align_corners", "input_size"},
+                   .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kBilinear>,
                    .cpu = resample_backward_cpu<Mode::kBilinear>,
                    .vjp = resample_backward_vjp<Mode::kBilinear>});
@@ -1189,21 +1196,33 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
   });
 }
 
-Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size) {
+namespace {
+double scale_value(const char* op, const char* name, std::optional<double> s) {
+  if (!s) return 0.0;
+  if (!(*s > 0) || !std::isfinite(*s)) fail("[{}] {} must be positive and finite, got {}", op, name, *s);
+  return *s;
+}
+}  // namespace
+
+Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
+                          std::optional<double> scales_h, std::optional<double> scales_w) {
   const char* op = "upsample_nearest2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
+  const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os};
+    Attrs a{os, sh, sw};
     make_resample(Mode::kNearest, x.sizes(), a, op);
     return dispatch1(O(g_upsample_nearest2d), {x}, std::move(a));
   });
 }
 
-Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool align_corners) {
+Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool align_corners,
+                           std::optional<double> scales_h, std::optional<double> scales_w) {
   const char* op = "upsample_bilinear2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
+  const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os, align_corners};
+    Attrs a{os, align_corners, sh, sw};
     make_resample(Mode::kBilinear, x.sizes(), a, op);
     return dispatch1(O(g_upsample_bilinear2d), {x}, std::move(a));
   });
