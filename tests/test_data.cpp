@@ -95,7 +95,7 @@ TEST_CASE("data: MNIST layout from a small directory; missing files named") {
   CHECK(test.data().dtype() == of::kFloat32);
   CHECK(test.data().flatten().to_vector<float>()[255] == doctest::Approx(1.0f));
   CHECK(test.targets().to_vector<int64_t>() == std::vector<int64_t>{3, 1, 4, 1, 5});
-  data::Example e = test.get(2);
+  data::Example<> e = test.get(2);
   CHECK(e.target.item<int64_t>() == 4);
   CHECK(th::throws_with([&] { data::MNIST train(dir.path.string()); },
                         {"[MNIST]", "train-images-idx3-ubyte"}));
@@ -163,7 +163,7 @@ TEST_CASE("data: DataLoader covers every sample once, shuffles reproducibly, dro
 TEST_CASE("data: errors inside the worker reach the consumer") {
   struct Failing : data::Dataset {
     size_t size() const override { return 8; }
-    data::Example get(size_t i) override {
+    data::Example<> get(size_t i) override {
       if (i == 5) oneflow::fail("[Failing] sample {} is broken", i);
       return {of::full({1}, double(i)), of::full({}, int64_t(i), of::kInt64)};
     }
@@ -183,10 +183,10 @@ TEST_CASE("data: character vocabulary and windows") {
   CHECK(th::throws_with([&] { vocab.encode("hi!"); }, {"[CharVocab]", "position 1"}));
   data::CharDataset ds(text, 4);
   CHECK(ds.size() == text.size() - 4);
-  data::Example e = ds.get(6);
+  data::Example<> e = ds.get(6);
   CHECK(ds.vocab().decode(e.data) == "worl");
   CHECK(ds.vocab().decode(e.target) == "orld");
-  data::Example b = ds.get_batch({0, 6});
+  data::Example<> b = ds.get_batch({0, 6});
   CHECK(b.data.sizes().vec() == std::vector<int64_t>{2, 4});
   CHECK(ds.vocab().decode(b.target.select(0, 0)) == "ello");
   CHECK(th::throws_with([&] { data::CharDataset tiny("abc", 3); }, {"[CharDataset]", "block_size"}));

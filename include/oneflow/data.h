@@ -17,10 +17,11 @@
 
 namespace oneflow::data {
 
-// One sample or one batch: inputs and targets.
+// One sample or one batch: inputs and targets (libtorch's torch::data::Example<>).
+template <class Data = Tensor, class Target = Tensor>
 struct Example {
-  Tensor data;
-  Tensor target;
+  Data data;
+  Target target;
 };
 
 // Random access to samples. get_batch's default stacks get(i); override it for speed.
@@ -28,8 +29,8 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual size_t size() const = 0;
-  virtual Example get(size_t index) = 0;
-  virtual Example get_batch(const std::vector<int64_t>& indices);
+  virtual Example<> get(size_t index) = 0;
+  virtual Example<> get_batch(const std::vector<int64_t>& indices);
 };
 
 // Samples are rows of two tensors (data [N, ...], targets [N, ...]); batches are gathered
@@ -38,8 +39,8 @@ class TensorDataset : public Dataset {
  public:
   TensorDataset(Tensor data, Tensor targets);
   size_t size() const override { return size_t(data_.size(0)); }
-  Example get(size_t index) override;
-  Example get_batch(const std::vector<int64_t>& indices) override;
+  Example<> get(size_t index) override;
+  Example<> get_batch(const std::vector<int64_t>& indices) override;
   const Tensor& data() const { return data_; }
   const Tensor& targets() const { return targets_; }
 
@@ -91,8 +92,8 @@ class CharDataset : public Dataset {
  public:
   CharDataset(const std::string& text, int64_t block_size);
   size_t size() const override;
-  Example get(size_t index) override;
-  Example get_batch(const std::vector<int64_t>& indices) override;
+  Example<> get(size_t index) override;
+  Example<> get_batch(const std::vector<int64_t>& indices) override;
   const CharVocab& vocab() const { return vocab_; }
 
  private:
@@ -109,6 +110,15 @@ struct DataLoaderOptions {
   OF_ARG(uint64_t, seed) = 0;  // epoch e shuffles with a generator seeded (seed, e)
   OF_ARG(bool, prefetch) = true;  // build the next batches on a worker thread
   OF_ARG(int64_t, prefetch_batches) = 2;
+
+ public:
+  // libtorch's spelling: workers(0) loads batches on the calling thread, workers(n > 0) on a
+  // background thread (one, whatever n: batches are gathered with whole-batch index_selects).
+  DataLoaderOptions& workers(size_t n) {
+    prefetch_ = n > 0;
+    return *this;
+  }
+  size_t workers() const { return prefetch_ ? 1 : 0; }
 };
 
 // Iterates a dataset in batches: `for (auto& batch : loader) { batch.data; batch.target; }`.
@@ -125,8 +135,8 @@ class DataLoader {
     Iterator(DataLoader* loader, bool end) : loader_(loader), end_(end) {
       if (!end_) advance();
     }
-    Example& operator*() { return current_; }
-    Example* operator->() { return &current_; }
+    Example<>& operator*() { return current_; }
+    Example<>* operator->() { return &current_; }
     Iterator& operator++() {
       advance();
       return *this;
@@ -138,7 +148,7 @@ class DataLoader {
     void advance();
     DataLoader* loader_;
     bool end_;
-    Example current_;
+    Example<> current_;
   };
 
   Iterator begin();
@@ -152,8 +162,8 @@ class DataLoader {
   friend class Iterator;
   void start_epoch();
   void stop_worker();
-  std::optional<Example> next_batch();
-  Example make_batch(size_t b);
+  std::optional<Example<>> next_batch();
+  Example<> make_batch(size_t b);
 
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
@@ -164,7 +174,7 @@ class DataLoader {
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Example> queue_;
+  std::deque<Example<>> queue_;
   size_t produced_ = 0, consumed_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
@@ -182,13 +192,13 @@ inline std::unique_ptr<DataLoader> make_data_loader(std::shared_ptr<Dataset> dat
 //   auto loader = of::data::make_data_loader<of::data::samplers::SequentialSampler>(std::move(ds), 64);
 namespace transforms {
 // (x - mean) / stddev on the inputs.
-template <class T = Example>
+template <class T = Example<>>
 struct Normalize {
   Normalize(double mean, double stddev) : mean(mean), stddev(stddev) {}
   double mean, stddev;
 };
 // Batches are already stacked by TensorDataset::get_batch: a no-op kept for source compatibility.
-template <class T = Example>
+template <class T = Example<>>
 struct Stack {};
 }  // namespace transforms
 
@@ -220,11 +230,15 @@ class MNIST : public data::MNIST {
 };
 }  // namespace datasets
 
+// The sampler decides the order (RandomSampler shuffles each epoch, as libtorch's default).
+template <class Sampler = samplers::RandomSampler>
+std::unique_ptr<DataLoader> make_data_loader(MapDataset dataset, DataLoaderOptions options) {
+  options.shuffle(std::is_same_v<Sampler, samplers::RandomSampler>);
+  return std::make_unique<DataLoader>(dataset.dataset(), options);
+}
 template <class Sampler = samplers::RandomSampler>
 std::unique_ptr<DataLoader> make_data_loader(MapDataset dataset, int64_t batch_size) {
-  return std::make_unique<DataLoader>(
-      dataset.dataset(),
-      DataLoaderOptions(batch_size).shuffle(std::is_same_v<Sampler, samplers::RandomSampler>));
+  return make_data_loader<Sampler>(std::move(dataset), DataLoaderOptions(batch_size));
 }
 
 }  // namespace oneflow::data

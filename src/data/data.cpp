@@ -14,10 +14,10 @@ namespace oneflow::data {
 
 // ---------------------------------------------------------------- datasets
 
-Example Dataset::get_batch(const std::vector<int64_t>& indices) {
+Example<> Dataset::get_batch(const std::vector<int64_t>& indices) {
   std::vector<Tensor> xs, ys;
   for (int64_t i : indices) {
-    Example e = get(size_t(i));
+    Example<> e = get(size_t(i));
     xs.push_back(e.data);
     ys.push_back(e.target);
   }
@@ -32,12 +32,12 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets)
            shape_str(data_.sizes()), shape_str(targets_.sizes()));
 }
 
-Example TensorDataset::get(size_t index) {
+Example<> TensorDataset::get(size_t index) {
   OF_CHECK(index < size(), "[TensorDataset] index {} out of range for {} samples", index, size());
   return {data_.select(0, int64_t(index)), targets_.select(0, int64_t(index))};
 }
 
-Example TensorDataset::get_batch(const std::vector<int64_t>& indices) {
+Example<> TensorDataset::get_batch(const std::vector<int64_t>& indices) {
   Tensor idx = tensor(indices, {int64_t(indices.size())});
   return {index_select(data_, 0, idx), index_select(targets_, 0, idx)};
 }
@@ -207,13 +207,13 @@ CharDataset::CharDataset(const std::string& text, int64_t block_size)
 
 size_t CharDataset::size() const { return size_t(ids_.size(0) - block_); }
 
-Example CharDataset::get(size_t index) {
+Example<> CharDataset::get(size_t index) {
   OF_CHECK(index < size(), "[CharDataset] index {} out of range for {} windows", index, size());
   return {ids_.narrow(0, int64_t(index), block_).clone(),
           ids_.narrow(0, int64_t(index) + 1, block_).clone()};
 }
 
-Example CharDataset::get_batch(const std::vector<int64_t>& indices) {
+Example<> CharDataset::get_batch(const std::vector<int64_t>& indices) {
   const int64_t b = int64_t(indices.size());
   Tensor x = empty({b, block_}, kInt64), y = empty({b, block_}, kInt64);
   const int64_t* src = ids_.data_ptr<int64_t>();
@@ -260,7 +260,7 @@ size_t DataLoader::size() const {
   return options_.drop_last() ? n / b : (n + b - 1) / b;
 }
 
-Example DataLoader::make_batch(size_t b) {
+Example<> DataLoader::make_batch(size_t b) {
   const size_t bs = size_t(options_.batch_size());
   const size_t lo = b * bs, hi = std::min(order_.size(), lo + bs);
   return dataset_->get_batch(std::vector<int64_t>(order_.begin() + long(lo), order_.begin() + long(hi)));
@@ -308,7 +308,7 @@ void DataLoader::start_epoch() {
           });
           if (stop_) return;
         }
-        Example e;
+        Example<> e;
         try {
           e = make_batch(b);
         } catch (...) {
@@ -328,7 +328,7 @@ void DataLoader::start_epoch() {
   }
 }
 
-std::optional<Example> DataLoader::next_batch() {
+std::optional<Example<>> DataLoader::next_batch() {
   const size_t total = size();
   if (!options_.prefetch()) {
     if (next_ >= total) return std::nullopt;
@@ -344,7 +344,7 @@ std::optional<Example> DataLoader::next_batch() {
     stop_worker();
     std::rethrow_exception(e);
   }
-  Example e = std::move(queue_.front());
+  Example<> e = std::move(queue_.front());
   queue_.pop_front();
   ++consumed_;
   lk.unlock();
@@ -358,10 +358,10 @@ DataLoader::Iterator DataLoader::begin() {
 }
 
 void DataLoader::Iterator::advance() {
-  std::optional<Example> e = loader_->next_batch();
+  std::optional<Example<>> e = loader_->next_batch();
   if (!e) {
     end_ = true;
-    current_ = Example();
+    current_ = Example<>();
     return;
   }
   current_ = std::move(*e);
