@@ -940,3 +940,48 @@ TEST_CASE("nn: attention dropout is seeded and its backward reuses the mask") {
                                 {"[scaled_dot_product_attention]", "float32", "float64"}, &msg),
                 msg);
 }
+
+TEST_CASE("nn: double backward through a fused op is an error, not a missing term") {
+  // A gradient penalty (WGAN-GP style): d/dx of a network output, taken with create_graph,
+  // then differentiated again. Composite paths (linear, tanh) are twice differentiable; the
+  // fused normalization / loss / attention backward ops are not, and say so when reached.
+  of::manual_seed(3);
+  const of::Tensor w = of::randn({4, 6}, of::kFloat64);
+  auto penalty = [&](const std::function<of::Tensor(const of::Tensor&)>& f) {
+    of::Tensor x = of::randn({3, 6}, of::kFloat64).set_requires_grad(true);
+    of::Tensor y = f(of::linear(x, w).tanh());
+    of::Tensor g = of::autograd::grad({y.sum()}, {x}, {}, std::nullopt, true)[0];
+    CHECK(g.requires_grad());
+    return (g * g).sum();
+  };
+  // composite: the second backward runs and matches finite differences
+  const of::Tensor x0 = of::randn({3, 6}, of::kFloat64);
+  const std::string err = th::gradcheck(
+      [&](const std::vector<of::Tensor>& v) {
+        of::EnableGradGuard eg;
+        of::Tensor x = v[0];  // finite differences call this under no_grad with a plain tensor
+        if (!x.requires_grad()) x = x.detach().set_requires_grad(true);
+        of::Tensor y = of::linear(x, w).tanh().pow(2);
+        return of::autograd::grad({y.sum()}, {x}, {}, std::nullopt, true)[0];
+      },
+      {x0});
+  CHECK_MESSAGE(err.empty(), err);
+  penalty([](const of::Tensor& h) { return h.pow(2); }).backward();
+  // fused ops: a clear error naming the op when the second backward reaches it
+  const std::vector<std::pair<std::string, std::function<of::Tensor(const of::Tensor&)>>> fused = {
+      {"layer_norm_backward", [](const of::Tensor& h) { return of::layer_norm(h, {4}); }},
+      {"group_norm_backward", [](const of::Tensor& h) { return of::group_norm(h, 2); }},
+      {"rms_norm_backward", [](const of::Tensor& h) { return of::rms_norm(h, {4}); }},
+      {"batch_norm_backward",
+       [](const of::Tensor& h) { return of::batch_norm(h, {}, {}, {}, {}, true, 0.1, 1e-5); }},
+      {"cross_entropy_backward",
+       [](const of::Tensor& h) { return of::cross_entropy(h, of::tensor({0, 3, 1}, of::kInt64)); }},
+      {"scaled_dot_product_attention_backward",
+       [](const of::Tensor& h) { return of::scaled_dot_product_attention(h, h, h); }},
+  };
+  for (const auto& [name, f] : fused) {
+    CAPTURE(name);
+    of::Tensor p = penalty(f);
+    CHECK(th::throws_with([&] { p.backward(); }, {"[" + name + "]", "double backward"}));
+  }
+}

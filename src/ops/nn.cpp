@@ -4,7 +4,8 @@
 // accumulate in double (two passes over data that is in cache: mean, then squared deviations),
 // work is split over rows/channels only and reductions across rows are merged in a fixed order,
 // so results do not depend on the thread count. The backward ops are not differentiable
-// themselves (no double backward through these fused ops). linear and the elementwise losses
+// themselves: their VJP raises a clear error if a create_graph gradient is differentiated
+// again (see fused_backward_vjp), never a silently missing term. linear and the elementwise losses
 // are compositions of public ops.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -1085,6 +1086,16 @@ void check_class_targets(const Tensor& input, const Tensor& target, const Tensor
   }
 }
 
+// The fused backward ops are recorded under create_graph like any op, but their own VJP is
+// not implemented: differentiating through one again is an error when that backward runs
+// (as PyTorch's "derivative ... is not implemented"), never a silently missing term.
+TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
+  std::string fwd = c.op().name;
+  fwd.resize(fwd.size() - std::string("_backward").size());
+  fail("[{}] double backward through the fused {} op is not implemented (a gradient taken "
+       "with create_graph=true was differentiated again)", c.op().name, fwd);
+}
+
 }  // namespace
 
 void register_nn_ops() {
@@ -1094,27 +1105,31 @@ void register_nn_ops() {
                               .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6});
   g_layer_norm_bwd = register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
-                                  .cpu = norm_bwd_cpu<kLayer>});
+                                  .cpu = norm_bwd_cpu<kLayer>,
+                 .vjp = fused_backward_vjp});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
   g_group_norm = register_op({.name = "group_norm", .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
                               .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6});
   g_group_norm_bwd = register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
-                                  .cpu = norm_bwd_cpu<kGroup>});
+                                  .cpu = norm_bwd_cpu<kGroup>,
+                 .vjp = fused_backward_vjp});
   g_rms_norm = register_op({.name = "rms_norm", .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
                             .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2});
   g_rms_norm_bwd = register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
                                 .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
-                                .cpu = norm_bwd_cpu<kRms>});
+                                .cpu = norm_bwd_cpu<kRms>,
+                 .vjp = fused_backward_vjp});
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
   g_batch_norm = register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
                               .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
                               .save_outputs = 6, .nondiff_inputs = 0b11000});
   g_batch_norm_bwd = register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = battrs, .infer_meta = bn_bwd_meta,
-                                  .cpu = bn_bwd_cpu});
+                                  .cpu = bn_bwd_cpu,
+                 .vjp = fused_backward_vjp});
   g_dropout = register_op({.name = "dropout", .traits = kRandom,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
                            .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2});
@@ -1124,8 +1139,9 @@ void register_nn_ops() {
                                  .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
                                  .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6});
   g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
-                                     .traits = kNonDifferentiable, .attr_names = cattrs,
-                                     .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu});
+                                     .attr_names = cattrs,
+                                     .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
+                 .vjp = fused_backward_vjp});
   g_linear = register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
                           .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
@@ -1135,8 +1151,9 @@ void register_nn_ops() {
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
                         .nondiff_inputs = 0b1000});
   g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
-                            .traits = kNonDifferentiable, .attr_names = aattrs,
-                            .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu});
+                            .attr_names = aattrs,
+                            .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
+                 .vjp = fused_backward_vjp});
 }
 
 // ================================================================ public functions
