@@ -104,17 +104,16 @@ void Tensor::retain_grad() {
 Tensor Tensor::detach() const {
   auto* i = check_impl();
   auto a = new_tensor_impl();
-  a->storage = i->storage;
-  a->offset = i->offset;
-  a->sizes = i->sizes;
-  a->strides = i->strides;
-  a->numel = i->numel;
-  a->dtype = i->dtype;
-  a->device = i->device;
-  a->is_contiguous = i->is_contiguous;
+  a->share_data_from(*i);
   a->view_base = i->view_base;
   a->global = i->global;
   return Tensor(std::move(a));
+}
+
+void Tensor::set_data(const Tensor& new_data) const {
+  auto* i = check_impl();
+  OF_CHECK(new_data.defined(), "[set_data] new_data is undefined");
+  i->share_data_from(*new_data.impl());
 }
 
 Tensor& Tensor::detach_() {

@@ -10,6 +10,20 @@ std::vector<OpRow>& rows() {
   return r;
 }
 
+OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+               std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
+               std::function<Ref(const std::vector<Ref>&)> ref) {
+  OpRow r;
+  r.name = std::move(name);
+  r.ops = std::move(ops);
+  r.shapes = std::move(shapes);
+  r.fn = std::move(fn);
+  r.ref = std::move(ref);
+  r.rtol = 1e-4;
+  r.atol = 1e-5;
+  return r;
+}
+
 int add_rows(std::vector<OpRow> rs) {
   for (auto& r : rs) rows().push_back(std::move(r));
   return int(rs.size());

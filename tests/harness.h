@@ -79,6 +79,11 @@ struct OpRow {
   std::vector<int> nondiff;
 };
 
+// A row with the float32 tolerances most families use (rtol 1e-4, atol 1e-5).
+OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+               std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
+               std::function<Ref(const std::vector<Ref>&)> ref);
+
 // Adds rows to the global table (call from a static initializer: see TH_ROWS).
 int add_rows(std::vector<OpRow> rows);
 std::vector<OpRow>& rows();

@@ -116,18 +116,7 @@ Ref ref_einsum(const std::string& eq, const std::vector<Ref>& in) {
 using Fn = std::function<of::Tensor(const std::vector<of::Tensor>&)>;
 using RefFn = std::function<Ref(const std::vector<Ref>&)>;
 
-th::OpRow mm_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes, Fn fn,
-                 RefFn ref) {
-  th::OpRow r;
-  r.name = std::move(name);
-  r.ops = std::move(ops);
-  r.shapes = std::move(shapes);
-  r.fn = std::move(fn);
-  r.ref = std::move(ref);
-  r.rtol = 1e-4;
-  r.atol = 1e-5;
-  return r;
-}
+constexpr auto mm_row = th::make_row;
 
 th::OpRow matmul_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes) {
   return mm_row("matmul/" + name, std::move(ops), std::move(shapes),

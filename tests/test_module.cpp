@@ -424,3 +424,15 @@ TEST_CASE("module: ConvTranspose2d and ModuleDict") {
   CHECK(th::throws_with([&] { dict->at<nn::LinearImpl>("act"); }, {"[ModuleDict]", "act"}));
   CHECK(th::throws_with([&] { dict->insert("enc", nn::ReLU()); }, {"enc"}));
 }
+
+TEST_CASE("module: Tensor::set_data swaps the data in place, keeping identity and requires_grad") {
+  of::Tensor p = of::zeros({2, 3}).set_requires_grad(true);
+  of::Tensor alias = p;  // another handle to the same tensor (as a module member and its dict)
+  p.set_data(of::ones({4}, of::kFloat64));
+  CHECK(alias.sizes() == of::IntArrayRef{4});
+  CHECK(alias.dtype() == of::kFloat64);
+  CHECK(alias.sum().item<double>() == 4.0);
+  CHECK(alias.requires_grad());
+  CHECK(alias.is_leaf());
+  CHECK(th::throws_with([&] { p.set_data(of::Tensor()); }, {"[set_data]", "undefined"}));
+}

@@ -200,18 +200,7 @@ std::function<V(uint64_t)> ranged(std::vector<Shape> shapes,
   };
 }
 
-th::OpRow row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
-              std::function<of::Tensor(const V&)> fn, std::function<Ref(const R&)> ref) {
-  th::OpRow r;
-  r.name = std::move(name);
-  r.ops = std::move(ops);
-  r.shapes = std::move(shapes);
-  r.fn = std::move(fn);
-  r.ref = std::move(ref);
-  r.rtol = 1e-4;
-  r.atol = 1e-5;
-  return r;
-}
+constexpr auto row = th::make_row;
 th::OpRow with_make(th::OpRow r, std::function<V(uint64_t)> m, std::vector<int> nondiff = {}) {
   r.make = std::move(m);
   r.nondiff = std::move(nondiff);

@@ -186,19 +186,7 @@ std::function<std::vector<of::Tensor>(uint64_t)> distinct(std::vector<Shape> sha
 
 of::Tensor X(const std::vector<of::Tensor>& in) { return in[0]; }
 
-th::OpRow row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
-              std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
-              std::function<Ref(const std::vector<Ref>&)> ref) {
-  th::OpRow r;
-  r.name = std::move(name);
-  r.ops = std::move(ops);
-  r.shapes = std::move(shapes);
-  r.fn = std::move(fn);
-  r.ref = std::move(ref);
-  r.rtol = 1e-4;
-  r.atol = 1e-5;
-  return r;
-}
+constexpr auto row = th::make_row;
 th::OpRow with_make(th::OpRow r, std::function<std::vector<of::Tensor>(uint64_t)> m) {
   r.make = std::move(m);
   return r;

@@ -73,6 +73,18 @@ struct TensorImpl {
     return static_cast<char*>(storage->data) + offset * int64_t(itemsize(dtype));
   }
   void refresh_contiguous();  // recompute numel and is_contiguous from sizes/strides
+  // Takes o's data and layout (storage, offset, sizes, strides, dtype, device); autograd
+  // fields and the view base stay.
+  void share_data_from(const TensorImpl& o) {
+    storage = o.storage;
+    offset = o.offset;
+    sizes = o.sizes;
+    strides = o.strides;
+    numel = o.numel;
+    dtype = o.dtype;
+    device = o.device;
+    is_contiguous = o.is_contiguous;
+  }
 };
 
 class Tensor;
@@ -161,6 +173,9 @@ class Tensor {
                 bool create_graph = false) const;
   Tensor detach() const;
   Tensor& detach_();
+  // libtorch's set_data: this tensor takes new_data's data, shape, dtype and device in place,
+  // keeping its identity and autograd settings (every handle to it sees the change).
+  void set_data(const Tensor& new_data) const;
   Tensor data() const { return detach(); }
 
   // --- conversion and copies ---

@@ -27,20 +27,6 @@ void check_name(const std::string& name, const char* what) {
     fail("[Module] {} name '{}' must not contain a dot", what, name);
 }
 
-// Makes `dst` take src's data, shape, dtype and device in place, so that every handle to the
-// same tensor (a module member, the parameter dict, an optimizer) sees the change.
-void set_data(const Tensor& dst, const Tensor& src) {
-  TensorImpl* d = dst.impl();
-  const TensorImpl* s = src.impl();
-  d->storage = s->storage;
-  d->offset = s->offset;
-  d->sizes = s->sizes;
-  d->strides = s->strides;
-  d->numel = s->numel;
-  d->dtype = s->dtype;
-  d->device = s->device;
-  d->is_contiguous = s->is_contiguous;
-}
 
 }  // namespace
 
@@ -145,14 +131,14 @@ void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& f) {
     Tensor moved = f(t);
     const bool dtype_changes = moved.dtype() != t.dtype();
     Tensor g = t.grad();
-    set_data(t, moved);
+    t.set_data(moved);
     if (g.defined()) {
       if (dtype_changes) t.mutable_grad() = Tensor();  // a gradient keeps its parameter's dtype
-      else set_data(g, f(g));
+      else g.set_data(f(g));
     }
   }
   for (auto& b : buffers_)
-    if (b.value().defined()) set_data(b.value(), f(b.value()));
+    if (b.value().defined()) b.value().set_data(f(b.value()));
   for (auto& c : children_) c.value()->apply_to_tensors(f);
 }
 
@@ -172,8 +158,8 @@ void Module::to(Device device, ScalarType dtype, bool non_blocking) {
   to(dtype, non_blocking);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (Tensor& p : parameters()) {
+void zero_grad_of(std::vector<Tensor>& params, bool set_to_none) {
+  for (Tensor& p : params) {
     if (!p.grad().defined()) continue;
     if (set_to_none) {
       p.mutable_grad() = Tensor();
@@ -182,6 +168,11 @@ void Module::zero_grad(bool set_to_none) {
       p.mutable_grad().zero_();
     }
   }
+}
+
+void Module::zero_grad(bool set_to_none) {
+  std::vector<Tensor> params = parameters();
+  zero_grad_of(params, set_to_none);
 }
 
 StateDict Module::state_dict() const {

@@ -125,16 +125,7 @@ std::vector<Tensor> Optimizer::parameters() const {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  for (auto& g : groups_)
-    for (Tensor& p : g.params()) {
-      if (!p.grad().defined()) continue;
-      if (set_to_none) {
-        p.mutable_grad() = Tensor();
-      } else {
-        NoGradGuard guard;
-        p.mutable_grad().zero_();
-      }
-    }
+  for (auto& g : groups_) nn::zero_grad_of(g.params(), set_to_none);
 }
 
 OrderedDict<std::string, Tensor> Optimizer::state_dict() const {

@@ -32,6 +32,8 @@
 namespace oneflow::nn {
 
 class Module;
+// Clears (set_to_none) or zeroes the gradients of params: Module's and Optimizer's zero_grad.
+void zero_grad_of(std::vector<Tensor>& params, bool set_to_none);
 // Parameters and buffers by dotted name ("layer1.0.weight").
 using StateDict = OrderedDict<std::string, Tensor>;
 
