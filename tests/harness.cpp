@@ -10,18 +10,25 @@ std::vector<OpRow>& rows() {
   return r;
 }
 
-OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
-               std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
-               std::function<Ref(const std::vector<Ref>&)> ref) {
+OpRow make_row_tol(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+                   std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
+                   std::function<Ref(const std::vector<Ref>&)> ref, double rtol, double atol) {
   OpRow r;
   r.name = std::move(name);
   r.ops = std::move(ops);
   r.shapes = std::move(shapes);
   r.fn = std::move(fn);
   r.ref = std::move(ref);
-  r.rtol = 1e-4;
-  r.atol = 1e-5;
+  r.rtol = rtol;
+  r.atol = atol;
   return r;
+}
+
+OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+               std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
+               std::function<Ref(const std::vector<Ref>&)> ref) {
+  return make_row_tol(std::move(name), std::move(ops), std::move(shapes), std::move(fn),
+                      std::move(ref), 1e-4, 1e-5);
 }
 
 int add_rows(std::vector<OpRow> rs) {

@@ -79,6 +79,10 @@ struct OpRow {
   std::vector<int> nondiff;
 };
 
+// A row with the given float32 tolerances.
+OpRow make_row_tol(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
+                   std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
+                   std::function<Ref(const std::vector<Ref>&)> ref, double rtol, double atol);
 // A row with the float32 tolerances most families use (rtol 1e-4, atol 1e-5).
 OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
                std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,

@@ -24,13 +24,8 @@ namespace {
 
 OpRow row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes,
           std::function<T(const V&)> fn, std::function<Ref(const R&)> ref) {
-  OpRow r;
-  r.name = std::move(name);
-  r.ops = std::move(ops);
-  r.shapes = std::move(shapes);
-  r.fn = std::move(fn);
-  r.ref = std::move(ref);
-  return r;
+  return th::make_row_tol(std::move(name), std::move(ops), std::move(shapes), std::move(fn),
+                          std::move(ref), 1e-5, 1e-6);
 }
 // Sums of many float32 products: relative and absolute error grow with the depth.
 OpRow loose(OpRow r) {
