@@ -722,6 +722,59 @@ TEST_CASE("reduce: large inputs (blocked paths) match float64 and do not depend 
   for (double a : rs) CHECK(a == doctest::Approx(1).epsilon(1e-5));
 }
 
+TEST_CASE("reduce: contiguous inner runs of a multi-dim reduction (N, H, W of NCHW) match float64") {
+  // kept C between reduced N and H*W: each output reduces N runs of H*W contiguous elements
+  const int64_t N = 5, C = 3, H = 7, W = 19;
+  std::vector<double> v(size_t(N * C * H * W));
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  for (auto& a : v) a = u(rng);
+  const of::Tensor x64 = T64(v, {N, C, H, W});
+  std::vector<double> sum(size_t(C), 0), mx(size_t(C), -1e9), mn(size_t(C), 1e9), prod(size_t(C), 1),
+      sq(size_t(C), 0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < H * W; ++k) {
+        const double a = v[size_t((n * C + c) * H * W + k)];
+        sum[size_t(c)] += a;
+        mx[size_t(c)] = std::max(mx[size_t(c)], a);
+        mn[size_t(c)] = std::min(mn[size_t(c)], a);
+        prod[size_t(c)] *= a;
+        sq[size_t(c)] += a * a;
+      }
+  for (of::ScalarType dt : {of::kFloat64, of::kFloat32}) {
+    CAPTURE(of::dtype_name(dt));
+    const of::Tensor x = x64.to(dt);
+    const double tol = dt == of::kFloat64 ? 1e-12 : 1e-5;
+    const auto s = x.sum({0, 2, 3}).to_vector<double>(), m = x.mean({0, 2, 3}).to_vector<double>(),
+               a = x.amax({0, 2, 3}).to_vector<double>(), b = x.amin({0, 2, 3}).to_vector<double>(),
+               p = of::prod(x.permute({1, 0, 2, 3}).reshape({C, -1}), 1).to_vector<double>(),
+               q = of::norm(x, 2, {0, 2, 3}).to_vector<double>();
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t i = size_t(c);
+      CHECK(s[i] == doctest::Approx(sum[i]).epsilon(tol));
+      CHECK(m[i] == doctest::Approx(sum[i] / double(N * H * W)).epsilon(tol));
+      CHECK(a[i] == doctest::Approx(mx[i]).epsilon(tol));
+      CHECK(b[i] == doctest::Approx(mn[i]).epsilon(tol));
+      CHECK(p[i] == doctest::Approx(prod[i]).epsilon(dt == of::kFloat64 ? 1e-10 : 1e-3));
+      CHECK(q[i] == doctest::Approx(std::sqrt(sq[i])).epsilon(tol));
+    }
+    // keepdim on a non-contiguous view (a channel slice) and its gradient
+    const of::Tensor xs = x.narrow(1, 1, 2);
+    CHECK(xs.sum({0, 2, 3}, true).sizes() == of::IntArrayRef{1, 2, 1, 1});
+    CHECK(xs.sum({0, 2, 3}).to_vector<double>()[0] == doctest::Approx(sum[1]).epsilon(tol));
+  }
+  // a full reduction of a strided view: blocks of 65536 reduced elements split runs of 250
+  std::vector<double> w(300 * 300);
+  for (auto& a : w) a = u(rng);
+  const of::Tensor big = T64(w, {300, 300}).narrow(1, 0, 250);
+  double ref = 0;
+  for (int64_t r = 0; r < 300; ++r)
+    for (int64_t c = 0; c < 250; ++c) ref += w[size_t(r * 300 + c)];
+  CHECK(big.sum().item<double>() == doctest::Approx(ref).epsilon(1e-12));
+  CHECK(big.to(of::kFloat32).sum().item<double>() == doctest::Approx(ref).epsilon(1e-6));
+}
+
 // ---------------------------------------------------------------- error paths
 
 TEST_CASE("reduce: error messages name the op and the bad argument") {

@@ -1,7 +1,9 @@
 // reduce.h (internal): the CPU reduction engine shared by sum/mean/prod/max/min/all/any/norm...
 // NOTE [Reductions]: reduced dims are ordered by decreasing stride (order-free reductions may
 // walk memory in storage order), then one of three loops runs:
-//   row    -- the reduced block is one contiguous run: a vectorizable loop per output;
+//   row    -- the reduced block is one contiguous run: a vectorizable loop per output (also
+//             used run by run when only the innermost reduced dim is contiguous: sum(0, 2, 3)
+//             of NCHW);
 //   column -- the innermost kept dim has stride 1: outputs are updated in vector-wide blocks
 //             while walking the reduced dims (sum over dim 0 of a row-major matrix);
 //   general-- nested strided loops.
@@ -70,43 +72,59 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
     }
     return off;
   };
+  // reduce a contiguous run of n elements
+  auto reduce_run = [&](const T* q, int64_t n) -> Acc {
+    // kW independent accumulators (element i goes to a[i % kW]): the j loop becomes a few
+    // vector operations without reassociating any one accumulator's sum.
+    constexpr int64_t kW = 16;
+    if constexpr (requires { Op::kPlainSum; } && std::is_same_v<C, float>) {
+      // float sums: float lanes over blocks of up to 256 elements per lane (vector adds, no
+      // conversions), each block then added into double lanes
+      constexpr int64_t kB = 256 * kW;
+      double a[kW] = {};
+      int64_t i = 0;
+      while (i + kW <= n) {
+        const int64_t end = i + std::min<int64_t>(kB, (n - i) / kW * kW);
+        float f[kW] = {};
+        for (; i < end; i += kW)
+          for (int64_t j = 0; j < kW; ++j) f[j] += C(q[i + j]);
+        for (int64_t j = 0; j < kW; ++j) a[j] += double(f[j]);
+      }
+      for (; i < n; ++i) a[0] += double(C(q[i]));
+      for (int64_t w = kW / 2; w >= 1; w /= 2)
+        for (int64_t j = 0; j < w; ++j) a[j] += a[j + w];
+      return Acc(a[0]);
+    }
+    Acc a[kW];
+    for (int64_t j = 0; j < kW; ++j) a[j] = Op::init();
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW)
+      for (int64_t j = 0; j < kW; ++j) a[j] = Op::step(a[j], C(q[i + j]));
+    for (; i < n; ++i) a[0] = Op::step(a[0], C(q[i]));
+    for (int64_t w = kW / 2; w >= 1; w /= 2)
+      for (int64_t j = 0; j < w; ++j) a[j] = Op::merge(a[j], a[j + w]);
+    return a[0];
+  };
   // reduce the run of reduced elements starting at p, from flat reduced index rb to re
   auto reduce_range = [&](const T* p, int64_t rb, int64_t re) -> Acc {
     Acc acc = Op::init();
     if (rsz.empty()) return Op::step(acc, C(p[0]));
     const int64_t rn = int64_t(rsz.size());
-    if (rn == 1 && rst[0] == 1) {
-      const T* q = p + rb;
-      const int64_t n = re - rb;
-      // kW independent accumulators (element i goes to a[i % kW]): the j loop becomes a few
-      // vector operations without reassociating any one accumulator's sum.
-      constexpr int64_t kW = 16;
-      if constexpr (requires { Op::kPlainSum; } && std::is_same_v<C, float>) {
-        // float sums: float lanes over blocks of 256 elements per lane (vector adds, no
-        // conversions), each block then added into double lanes
-        constexpr int64_t kB = 256 * kW;
-        double a[kW] = {};
-        int64_t i = 0;
-        for (; i + kB <= n; i += kB) {
-          float f[kW] = {};
-          for (int64_t k = 0; k < kB; k += kW)
-            for (int64_t j = 0; j < kW; ++j) f[j] += C(q[i + k + j]);
-          for (int64_t j = 0; j < kW; ++j) a[j] += double(f[j]);
+    if (rn == 1 && rst[0] == 1) return reduce_run(p + rb, re - rb);
+    if (rst[rn - 1] == 1 && rsz[rn - 1] >= 16) {
+      // the innermost reduced dim is contiguous: vectorized runs, merged in order
+      const int64_t L = rsz[rn - 1];
+      for (int64_t k = rb; k < re;) {
+        const int64_t ip = k % L, len = std::min(L - ip, re - k);
+        int64_t rem = k / L, off = ip;
+        for (int64_t d = rn - 2; d >= 0; --d) {
+          off += (rem % rsz[d]) * rst[d];
+          rem /= rsz[d];
         }
-        for (; i < n; ++i) a[0] += double(C(q[i]));
-        for (int64_t w = kW / 2; w >= 1; w /= 2)
-          for (int64_t j = 0; j < w; ++j) a[j] += a[j + w];
-        return Acc(a[0]);
+        acc = Op::merge(acc, reduce_run(p + off, len));
+        k += len;
       }
-      Acc a[kW];
-      for (int64_t j = 0; j < kW; ++j) a[j] = Op::init();
-      int64_t i = 0;
-      for (; i + kW <= n; i += kW)
-        for (int64_t j = 0; j < kW; ++j) a[j] = Op::step(a[j], C(q[i + j]));
-      for (; i < n; ++i) a[0] = Op::step(a[0], C(q[i]));
-      for (int64_t w = kW / 2; w >= 1; w /= 2)
-        for (int64_t j = 0; j < w; ++j) a[j] = Op::merge(a[j], a[j + w]);
-      return a[0];
+      return acc;
     }
     DimVector idx(rn, 0);
     int64_t rem = rb;
