@@ -561,6 +561,29 @@ TEST_CASE("reduce: integer and bool inputs") {
   CHECK(of::log_softmax(xi.to(of::kFloat32), 1, of::kFloat64).dtype() == of::kFloat64);
 }
 
+TEST_CASE("reduce: every requested output dtype (direct and through a temporary)") {
+  const of::Tensor xi = of::tensor<int32_t>({1, -2, 3, 4, 5, -6}, {2, 3});
+  const of::Tensor xf = xi.to(of::kFloat32) * 0.5;
+  CHECK(of::sum(xi).dtype() == of::kInt64);
+  CHECK(of::sum(xi).item<int64_t>() == 5);
+  CHECK(of::sum(xi, {1}, false, of::kInt32).dtype() == of::kInt32);
+  CHECK(of::sum(xi, {1}, false, of::kInt32).to_vector<int64_t>() == std::vector<int64_t>{2, 3});
+  CHECK(of::sum(xi, {0}, false, of::kFloat32).to_vector<double>() == std::vector<double>{5, 3, -3});
+  CHECK(of::sum(xi, {0}, false, of::kUInt8).dtype() == of::kUInt8);
+  CHECK(of::sum(xi, {0}, false, of::kUInt8).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 253});
+  CHECK(of::sum(xf, {1}, false, of::kFloat16).dtype() == of::kFloat16);
+  CHECK(of::sum(xf, {1}, false, of::kFloat16).to_vector<double>() == std::vector<double>{1, 1.5});
+  CHECK(of::sum(xf, {1}, false, of::kBFloat16).to_vector<double>() == std::vector<double>{1, 1.5});
+  CHECK(of::sum(xf, {1}, false, of::kFloat64).to_vector<double>() == std::vector<double>{1, 1.5});
+  CHECK(of::sum(xf.to(of::kFloat16), {1}).dtype() == of::kFloat16);
+  CHECK(of::mean(xf, {0}, false, of::kFloat64).to_vector<double>() == std::vector<double>{1.25, 0.75, -0.75});
+  CHECK(of::mean(xf.to(of::kBFloat16), {0}).to_vector<double>() == std::vector<double>{1.25, 0.75, -0.75});
+  const of::Tensor u = of::tensor<int64_t>({0, 2, 3, 1}, {2, 2}).to(of::kUInt8);
+  CHECK(of::all(u).to(of::kInt64).item<int64_t>() == 0);
+  CHECK(of::any(u, 0).to(of::kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(of::all(u, 1).to(of::kInt64).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+}
+
 TEST_CASE("reduce: float16 and bfloat16 inputs") {
   of::Tensor x = T64({0.5, 1, 2, -1, 3, 0.25}, {2, 3});
   for (of::ScalarType dt : {of::kFloat16, of::kBFloat16}) {

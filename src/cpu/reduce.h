@@ -194,4 +194,14 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
   }
 }
 
+// reduce_kernel with the policy Op<compute_t<T>>, its result converted to the output type O.
+template <template <class> class Op, class T, class O>
+void reduce_as(const Tensor& x, IntArrayRef dims, const Tensor& out) {
+  struct Wrapped : Op<compute_t<T>> {
+    using Base = Op<compute_t<T>>;
+    static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
+  };
+  reduce_kernel<T, O, Wrapped>(x, dims, out);
+}
+
 }  // namespace oneflow::cpu

@@ -1,6 +1,8 @@
 // Reductions: sum and mean here; the others follow the same pattern (reduce_common.h).
 #include <cmath>
 
+#include <tuple>
+
 #include "autograd/node.h"
 #include "cpu/reduce.h"
 #include "ops/reduce_common.h"
@@ -64,20 +66,36 @@ template <class C> struct MeanOp : SumOp<C> {
   static Acc finish(Acc a, int64_t n) { return n ? a / double(n) : NAN; }
 };
 
-// Float inputs accumulate in double inside each output (see NOTE [Reductions]).
-template <template <class> class Op> void reduce_cpu(const KernelArgs& k) {
+// Float inputs accumulate in double inside each output (see NOTE [Reductions]). The kernel is
+// instantiated for the input's own type (when SameOut) and the Outs listed per op; any other
+// requested dtype is written through a temporary of one of those and copied (instantiating
+// every input x output pair made this file take minutes to compile).
+template <template <class> class Op, bool SameOut, class... Outs>
+void reduce_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
+  const IntArrayRef dims = k.attrs.ints(0);
+  const ScalarType od = out.dtype();
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
-    dispatch_dtype(out.dtype(), [&](auto zo) {
-      using O = decltype(zo);
-      struct Wrapped : Op<compute_t<T>> {
-        using Base = Op<compute_t<T>>;
-        static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
-      };
-      cpu::reduce_kernel<T, O, Wrapped>(x, k.attrs.ints(0), out);
-    });
+    if constexpr (SameOut) {
+      if (od == x.dtype()) return cpu::reduce_as<Op, T, T>(x, dims, out);
+    }
+    const bool done =
+        ((od == scalar_type_of<Outs> && (cpu::reduce_as<Op, T, Outs>(x, dims, out), true)) || ...);
+    if (done) return;
+    // through a temporary of the first listed type of the same kind (floating or not)
+    auto via = [&]<class O>() {
+      Tensor tmp = empty(out.sizes(), TensorOptions(scalar_type_of<O>).device(out.device()));
+      cpu::reduce_as<Op, T, O>(x, dims, tmp);
+      Tensor o = out;
+      o.copy_(tmp);
+      return true;
+    };
+    const bool via_kind =
+        ((is_floating_point(scalar_type_of<Outs>) == is_floating_point(od) &&
+          via.template operator()<Outs>()) || ...);
+    if (!via_kind) via.template operator()<std::tuple_element_t<0, std::tuple<Outs...>>>();
   });
 }
 
@@ -116,16 +134,16 @@ const OpDef* g_any;
 
 void register_reduce_ops() {
   g_sum = register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
-                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp>, .vjp = sum_vjp});
+                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp});
   g_mean = register_op({.name = "mean", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
-                        .cpu = reduce_cpu<MeanOp>, .vjp = mean_vjp});
+                        .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});
   g_all = register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
-                       .cpu = reduce_cpu<AllOp>});
+                       .cpu = reduce_cpu<AllOp, false, bool>});
   g_any = register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
-                       .cpu = reduce_cpu<AnyOp>});
+                       .cpu = reduce_cpu<AnyOp, false, bool>});
   extern void register_reduce_ops_extra();
   register_reduce_ops_extra();
 }

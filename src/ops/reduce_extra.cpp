@@ -337,22 +337,13 @@ template <class C> struct NormNegInfOp {
   static Acc finish(Acc a, int64_t) { return a; }
 };
 
-template <class T, class O, template <class> class Op>
-void run_engine(const Tensor& x, const DimVector& dims, const Tensor& out) {
-  struct Wrapped : Op<compute_t<T>> {
-    using Base = Op<compute_t<T>>;
-    static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
-  };
-  cpu::reduce_kernel<T, O, Wrapped>(x, dims, out);
-}
-
 void prod_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
-    if (out.dtype() == x.dtype()) run_engine<T, T, ProdOp>(x, k.attrs.ints(0), out);
-    else if (out.dtype() == kInt64) run_engine<T, int64_t, ProdOp>(x, k.attrs.ints(0), out);
+    if (out.dtype() == x.dtype()) cpu::reduce_as<ProdOp, T, T>(x, k.attrs.ints(0), out);
+    else if (out.dtype() == kInt64) cpu::reduce_as<ProdOp, T, int64_t>(x, k.attrs.ints(0), out);
     else fail("[prod] unsupported output dtype {} for input {}", dtype_name(out.dtype()),
               dtype_name(x.dtype()));
   });
@@ -360,8 +351,8 @@ void prod_cpu(const KernelArgs& k) {
 template <bool IsMax> void extreme_cpu(const KernelArgs& k) {
   dispatch_dtype(k.inputs[0].dtype(), [&](auto zi) {
     using T = decltype(zi);
-    if constexpr (IsMax) run_engine<T, T, MaxOp>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
-    else run_engine<T, T, MinOp>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
+    if constexpr (IsMax) cpu::reduce_as<MaxOp, T, T>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
+    else cpu::reduce_as<MinOp, T, T>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
   });
 }
 void norm_cpu(const KernelArgs& k) {
@@ -371,11 +362,11 @@ void norm_cpu(const KernelArgs& k) {
   dispatch_float(x.dtype(), "norm", [&](auto zi) {
     using T = decltype(zi);
     const Tensor& o = k.outputs[0];
-    if (p == 2) run_engine<T, T, Norm2Op>(x, dims, o);
-    else if (p == 1) run_engine<T, T, Norm1Op>(x, dims, o);
-    else if (p == 0) run_engine<T, T, Norm0Op>(x, dims, o);
-    else if (std::isinf(p) && p > 0) run_engine<T, T, NormInfOp>(x, dims, o);
-    else if (std::isinf(p)) run_engine<T, T, NormNegInfOp>(x, dims, o);
+    if (p == 2) cpu::reduce_as<Norm2Op, T, T>(x, dims, o);
+    else if (p == 1) cpu::reduce_as<Norm1Op, T, T>(x, dims, o);
+    else if (p == 0) cpu::reduce_as<Norm0Op, T, T>(x, dims, o);
+    else if (std::isinf(p) && p > 0) cpu::reduce_as<NormInfOp, T, T>(x, dims, o);
+    else if (std::isinf(p)) cpu::reduce_as<NormNegInfOp, T, T>(x, dims, o);
     else {
       // general p: (sum |x|^p)^(1/p) in float64 (kernels run without grad or tracing)
       Tensor r = x.to(kFloat64).abs().pow(p).sum(dims, k.attrs.b(1)).pow(1.0 / p);
