@@ -32,8 +32,8 @@ int main() {
   const bool have_torch = false;
 #endif
 
-  ob::Table table("float32 square matmul C = A·B, GFLOP/s (2n^3 / median time); peer = "
-                  "cblas_sgemm on the same buffers",
+  ob::Table table("float32 square matmul C = A·B, GFLOP/s (2n^3 / median time over interleaved "
+                  "rounds); peer = cblas_sgemm on the same buffers",
                   {"libtorch at::matmul", "ours/libtorch", "check"});
   for (int64_t n : {512, 1024, 2048}) {
     of::Tensor a = of::randn({n, n}), b = of::randn({n, n});
@@ -42,18 +42,25 @@ int main() {
     const float* pb = b.data_ptr<float>();
     float* pc = c_blas.data_ptr<float>();
     const double flop = 2.0 * double(n) * double(n) * double(n);
-    // Small sizes: more runs so the median is stable; 2048 takes ~0.1-0.3 s per call.
-    const double min_time = n >= 2048 ? 0.5 : 0.3;
+    // Interleaved rounds (ours, cblas, libtorch): the host's noise hits each side alike.
+    const double min_time = n >= 2048 ? 3.0 : 1.5;
 
     of::Tensor c_ours;
-    double t_ours = ob::median_time([&] { c_ours = of::matmul(a, b); }, 2, 5, min_time);
-    double t_blas = ob::median_time(
+    std::vector<std::function<void()>> fs = {
+        [&] { c_ours = of::matmul(a, b); },
         [&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f,
                       pa, int(n), pb, int(n), 0.0f, pc, int(n));
           ob::keep(pc[0]);
-        },
-        2, 5, min_time);
+        }};
+#ifdef OF_BENCH_WITH_LIBTORCH
+    at::Tensor ta = at::from_blob(const_cast<float*>(pa), {n, n}, at::kFloat);
+    at::Tensor tb = at::from_blob(const_cast<float*>(pb), {n, n}, at::kFloat);
+    at::Tensor tc;
+    fs.push_back([&] { tc = at::matmul(ta, tb); });
+#endif
+    const std::vector<double> t = ob::interleaved_median_times(fs, 2, 7, min_time);
+    const double t_ours = t[0], t_blas = t[1];
     // Same inputs, same BLAS answer: a mismatch means of::matmul computed something else.
     const bool same = of::allclose(c_ours, c_blas, 1e-3, 1e-3);
 
@@ -61,15 +68,9 @@ int main() {
     const double r = g_ours / g_blas;
     std::string torch_cell = ob::kNoTorch, torch_ratio = "-";
 #ifdef OF_BENCH_WITH_LIBTORCH
-    {
-      at::Tensor ta = at::from_blob(const_cast<float*>(pa), {n, n}, at::kFloat);
-      at::Tensor tb = at::from_blob(const_cast<float*>(pb), {n, n}, at::kFloat);
-      at::Tensor tc;
-      double t_torch = ob::median_time([&] { tc = at::matmul(ta, tb); }, 2, 5, min_time);
-      double g_torch = flop / t_torch * 1e-9;
-      torch_cell = fmt::format("{:.1f} GFLOP/s", g_torch);
-      torch_ratio = ob::ratio_str(g_ours / g_torch);
-    }
+    const double g_torch = flop / t[2] * 1e-9;
+    torch_cell = fmt::format("{:.1f} GFLOP/s", g_torch);
+    torch_ratio = ob::ratio_str(g_ours / g_torch);
 #endif
     (void)have_torch;
     table.row({fmt::format("{0}x{0}x{0}", n), fmt::format("{:.1f} GFLOP/s", g_ours),

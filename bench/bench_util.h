@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -53,6 +54,28 @@ double median_time(F&& f, int warmup = 2, int min_runs = 5, double min_time = 0.
     ts.push_back(now_s() - t0);
   }
   return median(ts);
+}
+
+// Seconds per call of each function, measured in interleaved rounds (one call of each per
+// round, the order rotating), so that a shared host's slow phases hit every side alike: the
+// median per function over rounds until `min_rounds` are done and `min_time` has passed.
+inline std::vector<double> interleaved_median_times(const std::vector<std::function<void()>>& fs,
+                                                    int warmup = 2, int min_rounds = 7,
+                                                    double min_time = 1.0, int max_rounds = 200) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& f : fs) f();
+  std::vector<std::vector<double>> ts(fs.size());
+  const double start = now_s();
+  for (int r = 0; r < max_rounds && (r < min_rounds || now_s() - start < min_time); ++r)
+    for (size_t k = 0; k < fs.size(); ++k) {
+      const size_t i = (k + size_t(r)) % fs.size();
+      const double t0 = now_s();
+      fs[i]();
+      ts[i].push_back(now_s() - t0);
+    }
+  std::vector<double> out;
+  for (auto& t : ts) out.push_back(median(t));
+  return out;
 }
 
 inline std::string read_first_line(const char* path) {
