@@ -126,8 +126,7 @@ Tensor normalize(const Tensor& input, NormalizeFuncOptions o) {
 // ---------------------------------------------------------------- dropout
 
 Tensor dropout(Tensor input, const DropoutFuncOptions& o) {
-  OF_CHECK(o.p() >= 0 && o.p() <= 1, "[dropout] probability has to be between 0 and 1, but got {}",
-           o.p());
+  // of::dropout checks p (in eval mode too)
   if (o.inplace()) return oneflow::dropout_(input, o.p(), o.training());
   return oneflow::dropout(input, o.p(), o.training());
 }
