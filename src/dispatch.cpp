@@ -1,6 +1,7 @@
 #include "dispatch.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -10,7 +11,7 @@
 
 namespace oneflow {
 
-OF_TLS TraceHook g_trace_hook = nullptr;
+OF_TLS TraceObserver* g_tracer = nullptr;
 
 // Registered here rather than declared in dispatch.h: the nn op families are newer.
 void register_conv_ops();
@@ -82,6 +83,15 @@ std::vector<const OpDef*> all_ops() {
   return v;
 }
 
+bool in_kernel() { return t_kernel_depth > 0; }
+KernelScope::KernelScope() { ++t_kernel_depth; }
+KernelScope::~KernelScope() { --t_kernel_depth; }
+void note_host_read(const Tensor& t, const char* what) {
+  // Wrapped numbers are constants made from host scalars: reading them back is no data read.
+  if (g_tracer && t_kernel_depth == 0 && !(t.defined() && t.impl()->is_wrapped_number))
+    g_tracer->on_host_read(what);
+}
+
 bool grad_mode_enabled() { return t_grad_enabled; }
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool e) { t_grad_enabled = e; }
@@ -89,6 +99,73 @@ NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
 EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
 EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
+
+// ---------------------------------------------------------------- attrs equality
+
+bool scalar_equal(const Scalar& a, const Scalar& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_floating_point()) {
+    const double x = a.to_double(), y = b.to_double();
+    return std::memcmp(&x, &y, sizeof x) == 0;  // bitwise: -0.0 != 0.0, NaN == same NaN
+  }
+  return a.to_long() == b.to_long();
+}
+
+namespace {
+size_t hash_mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+size_t hash_bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return std::hash<uint64_t>()(u);
+}
+}  // namespace
+
+size_t hash_scalar(const Scalar& s) {
+  size_t h = size_t(s.kind());
+  return hash_mix(h, s.is_floating_point() ? hash_bits(s.to_double())
+                                           : std::hash<int64_t>()(s.to_long()));
+}
+
+bool operator==(const Attrs& a, const Attrs& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const AttrValue &x = a.values[k], &y = b.values[k];
+    if (x.index() != y.index()) return false;
+    const bool same = std::visit(
+        [&](const auto& xv) -> bool {
+          using T = std::decay_t<decltype(xv)>;
+          const T& yv = std::get<T>(y);
+          if constexpr (std::is_same_v<T, std::monostate>) return true;
+          else if constexpr (std::is_same_v<T, double>) return std::memcmp(&xv, &yv, sizeof xv) == 0;
+          else if constexpr (std::is_same_v<T, Scalar>) return scalar_equal(xv, yv);
+          else if constexpr (std::is_same_v<T, DimVector>) return IntArrayRef(xv) == IntArrayRef(yv);
+          else return xv == yv;
+        },
+        x);
+    if (!same) return false;
+  }
+  return true;
+}
+
+size_t hash_attrs(const Attrs& a) {
+  size_t h = a.size();
+  for (const AttrValue& v : a.values) {
+    h = hash_mix(h, v.index());
+    std::visit(
+        [&](const auto& xv) {
+          using T = std::decay_t<decltype(xv)>;
+          if constexpr (std::is_same_v<T, std::monostate>) return;
+          else if constexpr (std::is_same_v<T, double>) h = hash_mix(h, hash_bits(xv));
+          else if constexpr (std::is_same_v<T, Scalar>) h = hash_mix(h, hash_scalar(xv));
+          else if constexpr (std::is_same_v<T, DimVector>) {
+            for (int64_t d : xv) h = hash_mix(h, std::hash<int64_t>()(d));
+          } else if constexpr (std::is_same_v<T, ScalarType>) h = hash_mix(h, size_t(xv));
+          else h = hash_mix(h, std::hash<T>()(xv));
+        },
+        v);
+  }
+  return h;
+}
 
 // ---------------------------------------------------------------- helpers
 
@@ -295,6 +372,8 @@ void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
 }  // namespace
 
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
+  TraceObserver* const tracer = t_kernel_depth == 0 ? g_tracer : nullptr;
+  if (tracer) tracer->before_op(op);
   // 1. validate devices; global tensors go to the global layer
   const Tensor* first = nullptr;
   for (const Tensor& t : inputs) {
@@ -382,15 +461,13 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     const Device dev = first ? first->device() : metas[0].device;
     KernelFn k = dev.is_cuda() ? op.cuda : op.cpu;
     if (!k) fail("[{}] has no {} implementation", op.name, dev.is_cuda() ? "CUDA" : "CPU");
-    struct KernelScope {
-      NoGradGuard ng;  // kernels that call public ops must not record
-      KernelScope() { ++t_kernel_depth; }
-      ~KernelScope() { --t_kernel_depth; }
-    } scope;
+    KernelScope scope;  // kernels that call public ops must not record
     k(KernelArgs{inputs, attrs, outputs});
   }
   if (out) {
     if (staged.defined()) {
+      // The op is recorded before the copy into `out` that follows it (the order things ran).
+      if (tracer) tracer->on_op(op, inputs, attrs, outputs, nullptr);
       NoGradGuard ng;
       out->copy_(staged);
       outputs[0] = *out;
@@ -401,7 +478,7 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
   // 6. autograd
   if (needs_grad) autograd::record(op, inputs, attrs, outputs, snapshot.empty() ? nullptr : &snapshot);
   // 7. tracer
-  if (g_trace_hook && t_kernel_depth == 0) g_trace_hook(op, inputs, attrs, outputs);
+  if (tracer && !staged.defined()) tracer->on_op(op, inputs, attrs, outputs, out);
   return outputs;
 }
 

@@ -80,8 +80,20 @@ struct OpDef {
   uint32_t save_outputs = 0;   // bitmask of outputs the VJP reads
   uint32_t nondiff_inputs = 0; // bitmask of inputs that never receive gradients
   const void* sbp_rule = nullptr;  // filled by the global layer (later)
+  // kRandom ops: index of the `seed` attr (`offset` follows it); the tracer re-draws both at
+  // every replay so that a replay advances the generator exactly as the eager call did.
+  int rng_seed_attr = -1;
+  // kElementwise ops: the functor (ops/functors.h) computing one element, e.g. "fn::Tanh"
+  // (generated fused kernels name it; the CPU fuser calls the op's own kernel per block).
+  const char* functor = nullptr;
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
+
+// Equality and hashing of attrs (common-subexpression elimination, trace cache keys).
+bool scalar_equal(const Scalar& a, const Scalar& b);
+size_t hash_scalar(const Scalar& s);
+bool operator==(const Attrs& a, const Attrs& b);
+size_t hash_attrs(const Attrs& a);
 
 // Registers an op (called from the register_*_ops functions); names are unique.
 const OpDef* register_op(OpDef def);
@@ -100,13 +112,41 @@ inline Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {}, Te
   return std::move(r[0]);
 }
 
-// Hooks for the tracer and the global layer (null when inactive).
-using TraceHook = void (*)(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
-                           const TensorList& outputs);
 // Thread-locals of the library use the initial-exec model (no __tls_get_addr call per access;
 // the library is linked, not dlopen'ed late, and these few bytes fit the static TLS reserve).
 #define OF_TLS thread_local __attribute__((tls_model("initial-exec")))
-extern OF_TLS TraceHook g_trace_hook;
+
+// NOTE [Trace observer]: while of::jit::trace records on a thread, this observer sees every
+// op dispatched there (not the ops kernels run internally), every access to a leaf's .grad,
+// every host read and every draw from the generator. Null when nothing records.
+struct TraceObserver {
+  virtual ~TraceObserver() = default;
+  // Before anything runs: refuses ops that read data on the host to know their shapes.
+  virtual void before_op(const OpDef& op) = 0;
+  // After the kernel: `out` is the caller's out=/in-place tensor (outputs[0] is written into
+  // it), null when every output was freshly allocated.
+  virtual void on_op(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                     const TensorList& outputs, const Tensor* out) = 0;
+  // The .grad of `leaf` is about to be read or rebound.
+  virtual void on_grad_access(const std::shared_ptr<TensorImpl>& leaf) = 0;
+  // A host read of tensor data (item, to_vector, printing): raises while recording.
+  virtual void on_host_read(const char* what) = 0;
+  // `counters` Philox counters were reserved at (seed, offset).
+  virtual void on_random(uint64_t seed, uint64_t offset, uint64_t counters) = 0;
+};
+extern OF_TLS TraceObserver* g_tracer;
+// What dispatch wraps around a kernel call (executors that call kernels directly use it too):
+// no autograd recording, and ops the kernel dispatches count as internal.
+struct KernelScope {
+  NoGradGuard no_grad;
+  KernelScope();
+  ~KernelScope();
+  KernelScope(const KernelScope&) = delete;
+};
+// True while a kernel runs on this thread (ops it dispatches are internal, never recorded).
+bool in_kernel();
+// Tells the recorder, if one is active and no kernel runs, about a host read of `t`'s data.
+void note_host_read(const Tensor& t, const char* what);
 using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs);
 extern GlobalDispatchHook g_global_dispatch_hook;
 

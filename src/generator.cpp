@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "dispatch.h"
 #include "oneflow/ops.h"
 
 namespace oneflow {
@@ -15,10 +16,24 @@ void manual_seed(uint64_t seed) {
   g_state = {seed, 0};
 }
 
-GeneratorState reserve_random(uint64_t counters) {
+GeneratorState random_state() {
   std::lock_guard<std::mutex> lk(g_mu);
-  GeneratorState s = g_state;
-  g_state.offset += counters;
+  return g_state;
+}
+
+void set_random_state(GeneratorState s) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_state = s;
+}
+
+GeneratorState reserve_random(uint64_t counters) {
+  GeneratorState s;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    s = g_state;
+    g_state.offset += counters;
+  }
+  if (g_tracer && !in_kernel()) g_tracer->on_random(s.seed, s.offset, counters);
   return s;
 }
 

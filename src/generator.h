@@ -43,5 +43,8 @@ struct GeneratorState {
 
 // Reserves `counters` Philox counters from the default generator and returns (seed, start).
 GeneratorState reserve_random(uint64_t counters);
+// The default generator's state, and setting it (the tracer replays manual_seed with these).
+GeneratorState random_state();
+void set_random_state(GeneratorState s);
 
 }  // namespace oneflow

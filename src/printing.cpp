@@ -116,6 +116,9 @@ std::string format_tensor(const Tensor& t0) {
   return s + ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << format_tensor(t); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  note_host_read(t, "printing a tensor");
+  return os << format_tensor(t);
+}
 
 }  // namespace oneflow

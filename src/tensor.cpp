@@ -23,6 +23,7 @@ int64_t Tensor::stride(int64_t dim) const {
 
 template <class T> T Tensor::item() const {
   auto* i = check_impl();
+  note_host_read(*this, "item()");
   OF_CHECK(i->numel == 1,
            "[item] a Tensor with {} elements cannot be converted to a Scalar (shape {})",
            i->numel, shape_str(i->sizes));
@@ -52,6 +53,7 @@ Scalar Tensor::item() const {
 
 template <class T> std::vector<T> Tensor::to_vector() const {
   check_impl();
+  note_host_read(*this, "to_vector()");
   Tensor c = contiguous();
   if (!c.is_cpu()) c = c.to(Device(kCPU));
   std::vector<T> out(size_t(c.numel()));
@@ -88,10 +90,15 @@ Tensor& Tensor::set_requires_grad(bool r) {
 const Tensor& Tensor::grad() const {
   static const Tensor undefined;
   auto* i = check_impl();
+  if (g_tracer && !in_kernel()) g_tracer->on_grad_access(impl_);
   return i->grad_holder ? i->grad_holder->grad : undefined;
 }
 
-Tensor& Tensor::mutable_grad() { return grad_slot(check_impl()); }
+Tensor& Tensor::mutable_grad() {
+  auto* i = check_impl();
+  if (g_tracer && !in_kernel()) g_tracer->on_grad_access(impl_);
+  return grad_slot(i);
+}
 
 void Tensor::retain_grad() {
   auto* i = check_impl();

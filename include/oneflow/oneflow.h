@@ -11,6 +11,8 @@
 #include "oneflow/data.h"
 #include "oneflow/serialize.h"
 #include "oneflow/checkpoint.h"
+#include "oneflow/jit.h"
+#include "oneflow/nn/graph.h"
 #include "oneflow/runtime.h"
 #include "oneflow/scalar.h"
 #include "oneflow/tensor.h"

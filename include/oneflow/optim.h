@@ -158,10 +158,19 @@ class Optimizer {
   void load_state_dict(const OrderedDict<std::string, Tensor>& state);
 
  protected:
+  // NOTE [Optimizer state as tensors]: the step count is a 0-d float64 tensor and the learning
+  // rate reaches the update as a 0-d tensor (lr_tensor), so that a traced training step
+  // advances the count and reads the scheduler's current lr at every replay; nothing that
+  // changes from step to step is a host number frozen into a recorded graph.
   struct ParamState {
-    int64_t step = 0;
+    Tensor step;  // 0-d float64 (undefined before the first update)
     OrderedDict<std::string, Tensor> buffers;
   };
+  // The lr of group g as a 0-d float64 tensor (under of::jit::trace, read again at every replay).
+  Tensor lr_tensor(size_t g);
+  // Adds one to p's step count and returns it.
+  Tensor& advance_step(ParamState& st);
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // lets traced graphs see our lifetime
   // The state of parameter p (created empty on first use).
   ParamState& state(const Tensor& p) { return state_[p.impl()]; }
   std::vector<OptimizerParamGroup> groups_;

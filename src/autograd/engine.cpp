@@ -143,6 +143,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!var || !grads[0].defined()) return {};
   Tensor g = std::move(grads[0]);
   const bool create = grad_mode_enabled();
+  if (g_tracer) g_tracer->on_grad_access(var);  // .grad is read or rebound below
   Tensor& slot = grad_slot(var.get());
   if (!slot.defined()) {
     if (create) {
@@ -265,6 +266,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
       for (auto& [slot, weak] : node->retained) {
         if (auto impl = weak.lock(); impl && slot < in.size() && in[slot].defined()) {
           Tensor g = create_graph ? in[slot] : in[slot].detach();
+          if (g_tracer) g_tracer->on_grad_access(impl);
           Tensor& slot = grad_slot(impl.get());
           slot = slot.defined() ? slot + g : g.clone();
         }

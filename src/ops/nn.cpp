@@ -1132,7 +1132,8 @@ void register_nn_ops() {
                  .vjp = fused_backward_vjp});
   g_dropout = register_op({.name = "dropout", .traits = kRandom,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
-                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2});
+                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2,
+                           .rng_seed_attr = 1});
   const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
                                            "has_weight"};
   g_cross_entropy = register_op({.name = "cross_entropy", .attr_names = cattrs,
@@ -1149,11 +1150,11 @@ void register_nn_ops() {
   g_sdpa = register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
-                        .nondiff_inputs = 0b1000});
+                        .nondiff_inputs = 0b1000, .rng_seed_attr = 3});
   g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
-                 .vjp = fused_backward_vjp});
+                            .vjp = fused_backward_vjp, .rng_seed_attr = 3});
 }
 
 // ================================================================ public functions

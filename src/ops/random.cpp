@@ -105,11 +105,14 @@ void register_random_ops() {
   std::vector<std::string> names = {"size", "dtype", "device_type", "device_index", "seed",
                                     "offset", "a", "b"};
   g_uniform = register_op({.name = "uniform", .traits = kRandom | kFactory, .attr_names = names,
-                           .infer_meta = random_meta, .cpu = uniform_kernel});
+                           .infer_meta = random_meta, .cpu = uniform_kernel,
+                           .rng_seed_attr = 4});
   g_normal = register_op({.name = "normal", .traits = kRandom | kFactory, .attr_names = names,
-                          .infer_meta = random_meta, .cpu = normal_kernel});
+                          .infer_meta = random_meta, .cpu = normal_kernel,
+                           .rng_seed_attr = 4});
   g_randint = register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
-                           .infer_meta = random_meta, .cpu = randint_kernel});
+                           .infer_meta = random_meta, .cpu = randint_kernel,
+                           .rng_seed_attr = 4});
 }
 
 Tensor rand(IntArrayRef size, TensorOptions o) {

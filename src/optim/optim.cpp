@@ -1,6 +1,9 @@
 // Optimizers, schedulers and gradient clipping. NOTE [Optimizer updates]: each update is
 // written with public ops under NoGradGuard, in libtorch 1.13's order of operations, on the
 // parameter's own storage (in place), so modules, optimizers and checkpoints all see it.
+#include "trace/graph.h"
+#include "oneflow/jit.h"
+#include <limits>
 #include "oneflow/optim.h"
 
 #include <algorithm>
@@ -124,6 +127,17 @@ std::vector<Tensor> Optimizer::parameters() const {
   return all;
 }
 
+Tensor Optimizer::lr_tensor(size_t g) {
+  return trace::host_scalar(groups_[g].options().get_lr(),
+                            [this, g] { return groups_[g].options().get_lr(); }, alive_);
+}
+
+Tensor& Optimizer::advance_step(ParamState& st) {
+  if (!st.step.defined()) st.step = zeros({}, kFloat64);
+  st.step.add_(1);
+  return st.step;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& g : groups_) nn::zero_grad_of(g.params(), set_to_none);
 }
@@ -137,7 +151,8 @@ OrderedDict<std::string, Tensor> Optimizer::state_dict() const {
     for (const Tensor& p : groups_[g].params()) {
       auto it = state_.find(p.impl());
       if (it != state_.end()) {
-        out.insert(fmt::format("state.{}.step", i), full({}, it->second.step, kInt64));
+        if (it->second.step.defined())
+          out.insert(fmt::format("state.{}.step", i), it->second.step.to(kInt64));
         for (const auto& b : it->second.buffers)
           out.insert(fmt::format("state.{}.{}", i, b.key()), b.value());
       }
@@ -207,7 +222,7 @@ void Optimizer::load_state_dict(const OrderedDict<std::string, Tensor>& sd) {
   for (auto& p : pending) {
     ParamState& st = state(params[p.index]);
     if (p.buffer.empty()) {
-      st.step = p.value.to(kInt64).item<int64_t>();
+      st.step = p.value.to(kFloat64).reshape({}).clone();
     } else {
       const Tensor& param = params[p.index];
       st.buffers.insert_or_assign(p.buffer, p.value.to(param.device(), param.dtype(), false, true));
@@ -229,10 +244,13 @@ SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions d)
 Tensor SGD::step(LossClosure closure) {
   Tensor loss = evaluate(closure);
   NoGradGuard guard;
-  for (auto& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
     auto& o = static_cast<SGDOptions&>(group.options());
+    Tensor lr = lr_tensor(gi);
     for (Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
+      const Tensor lr_p = lr.to(p.dtype());
       Tensor d_p = p.grad();
       if (o.weight_decay() != 0) d_p = d_p + p * o.weight_decay();
       if (o.momentum() != 0) {
@@ -245,7 +263,7 @@ Tensor SGD::step(LossClosure closure) {
         }
         d_p = o.nesterov() ? d_p + *buf * o.momentum() : *buf;
       }
-      p.add_(d_p, -o.lr());
+      p.sub_(d_p * lr_p);
     }
   }
   return loss;
@@ -256,16 +274,17 @@ Tensor SGD::step(LossClosure closure) {
 namespace {
 
 // The shared Adam update (decoupled: AdamW's weight decay applied to p beforehand).
-void adam_update(Tensor& p, Tensor grad, int64_t& step, OrderedDict<std::string, Tensor>& bufs,
-                 double lr, double beta1, double beta2, double eps, double l2, bool amsgrad) {
+void adam_update(Tensor& p, Tensor grad, Tensor& step, OrderedDict<std::string, Tensor>& bufs,
+                 const Tensor& lr, double beta1, double beta2, double eps, double l2, bool amsgrad) {
   if (!bufs.contains("exp_avg")) {
     bufs.insert("exp_avg", zeros_like(p));
     bufs.insert("exp_avg_sq", zeros_like(p));
     if (amsgrad) bufs.insert("max_exp_avg_sq", zeros_like(p));
   }
-  step += 1;
-  const double bc1 = 1 - std::pow(beta1, double(step));
-  const double bc2 = 1 - std::pow(beta2, double(step));
+  // step-dependent numbers first, as 0-d tensors (then the elementwise chain runs unbroken)
+  const Tensor bc1 = 1 - pow(beta1, step);
+  const Tensor bc2_sqrt = (1 - pow(beta2, step)).sqrt().to(p.dtype());
+  const Tensor step_size = (lr / bc1).to(p.dtype());
   if (l2 != 0) grad = grad + p * l2;
   Tensor& m = bufs["exp_avg"];
   Tensor& v = bufs["exp_avg_sq"];
@@ -275,11 +294,11 @@ void adam_update(Tensor& p, Tensor grad, int64_t& step, OrderedDict<std::string,
   if (amsgrad) {
     Tensor& vmax = bufs["max_exp_avg_sq"];
     vmax.copy_(maximum(vmax, v));
-    denom = vmax.sqrt() / std::sqrt(bc2) + eps;
+    denom = vmax.sqrt() / bc2_sqrt + eps;
   } else {
-    denom = v.sqrt() / std::sqrt(bc2) + eps;
+    denom = v.sqrt() / bc2_sqrt + eps;
   }
-  p.add_(m / denom, -(lr / bc1));
+  p.sub_(m / denom * step_size);
 }
 
 void check_adam(double lr, double b1, double b2, double eps, double wd, const char* op) {
@@ -301,12 +320,14 @@ Adam::Adam(std::vector<OptimizerParamGroup> groups, AdamOptions d)
 Tensor Adam::step(LossClosure closure) {
   Tensor loss = evaluate(closure);
   NoGradGuard guard;
-  for (auto& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
     auto& o = static_cast<AdamOptions&>(group.options());
+    Tensor lr = lr_tensor(gi);
     for (Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& st = state(p);
-      adam_update(p, p.grad(), st.step, st.buffers, o.lr(), std::get<0>(o.betas()),
+      adam_update(p, p.grad(), advance_step(st), st.buffers, lr, std::get<0>(o.betas()),
                   std::get<1>(o.betas()), o.eps(), o.weight_decay(), o.amsgrad());
     }
   }
@@ -322,13 +343,16 @@ AdamW::AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions d)
 Tensor AdamW::step(LossClosure closure) {
   Tensor loss = evaluate(closure);
   NoGradGuard guard;
-  for (auto& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
     auto& o = static_cast<AdamWOptions&>(group.options());
+    Tensor lr = lr_tensor(gi);
     for (Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
       ParamState& st = state(p);
-      adam_update(p, p.grad(), st.step, st.buffers, o.lr(), std::get<0>(o.betas()),
+      Tensor& step = advance_step(st);
+      if (o.weight_decay() != 0) p.mul_((1 - lr * o.weight_decay()).to(p.dtype()));
+      adam_update(p, p.grad(), step, st.buffers, lr, std::get<0>(o.betas()),
                   std::get<1>(o.betas()), o.eps(), 0.0, o.amsgrad());
     }
   }
@@ -349,17 +373,20 @@ RMSprop::RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions d)
 Tensor RMSprop::step(LossClosure closure) {
   Tensor loss = evaluate(closure);
   NoGradGuard guard;
-  for (auto& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
     auto& o = static_cast<RMSpropOptions&>(group.options());
+    Tensor lr = lr_tensor(gi);
     for (Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& st = state(p);
+      const Tensor lr_p = lr.to(p.dtype());
       if (!st.buffers.contains("square_avg")) {
         st.buffers.insert("square_avg", zeros_like(p));
         if (o.momentum() > 0) st.buffers.insert("momentum_buffer", zeros_like(p));
         if (o.centered()) st.buffers.insert("grad_avg", zeros_like(p));
       }
-      st.step += 1;
+      advance_step(st);
       Tensor grad = p.grad();
       if (o.weight_decay() != 0) grad = grad + p * o.weight_decay();
       Tensor& sq = st.buffers["square_avg"];
@@ -375,9 +402,9 @@ Tensor RMSprop::step(LossClosure closure) {
       if (o.momentum() > 0) {
         Tensor& buf = st.buffers["momentum_buffer"];
         buf.mul_(o.momentum()).add_(grad / avg);
-        p.add_(buf, -o.lr());
+        p.sub_(buf * lr_p);
       } else {
-        p.add_(grad / avg, -o.lr());
+        p.sub_(grad / avg * lr_p);
       }
     }
   }
@@ -399,20 +426,22 @@ Adagrad::Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions d)
 Tensor Adagrad::step(LossClosure closure) {
   Tensor loss = evaluate(closure);
   NoGradGuard guard;
-  for (auto& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
     auto& o = static_cast<AdagradOptions&>(group.options());
+    Tensor lr = lr_tensor(gi);
     for (Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& st = state(p);
       if (!st.buffers.contains("sum"))
         st.buffers.insert("sum", full_like(p, o.initial_accumulator_value()));
-      st.step += 1;
+      const Tensor& step = advance_step(st);
+      const Tensor clr = (lr / (1 + (step - 1) * o.lr_decay())).to(p.dtype());
       Tensor grad = p.grad();
       if (o.weight_decay() != 0) grad = grad + p * o.weight_decay();
-      const double clr = o.lr() / (1 + double(st.step - 1) * o.lr_decay());
       Tensor& sum = st.buffers["sum"];
       sum.add_(grad * grad);
-      p.add_(grad / (sum.sqrt() + o.eps()), -clr);
+      p.sub_(grad / (sum.sqrt() + o.eps()) * clr);
     }
   }
   return loss;
@@ -544,18 +573,25 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   for (const Tensor& p : parameters)
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
-  double total = 0;
+  // The clip coefficient stays a tensor (no host read): a traced step clips on replay too.
+  Tensor total;
   if (std::isinf(norm_type)) {
-    for (const Tensor& g : grads) total = std::max(total, g.abs().amax().to(kFloat64).item<double>());
+    for (const Tensor& g : grads) {
+      Tensor m = g.abs().amax().to(kFloat64);
+      total = total.defined() ? maximum(total, m) : m;
+    }
   } else {
-    for (const Tensor& g : grads)
-      total += std::pow(g.norm(norm_type).to(kFloat64).item<double>(), norm_type);
-    total = std::pow(total, 1.0 / norm_type);
+    for (const Tensor& g : grads) {
+      Tensor n = pow(g.norm(norm_type).to(kFloat64), norm_type);
+      total = total.defined() ? total + n : n;
+    }
+    total = pow(total, 1.0 / norm_type);
   }
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1)
-    for (Tensor& g : grads) g.mul_(coef);
-  return total;
+  const Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (Tensor& g : grads) g.mul_(coef.to(g.dtype()));
+  // Under of::jit::trace the norm is not read back (replays do not run this code anyway).
+  if (jit::is_recording()) return std::numeric_limits<double>::quiet_NaN();
+  return total.item<double>();
 }
 
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {

@@ -1,0 +1,205 @@
+// jit.h: of::jit::trace — run a function once eagerly while recording every op it executes
+// (forward, backward and optimizer updates alike), optimize that graph, and replay it on later
+// calls: no dispatcher, no autograd bookkeeping, no allocation, fused elementwise work, one
+// planned arena. docs/TRACING.md has the rules and the footguns.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "oneflow/tensor.h"
+
+namespace oneflow::jit {
+
+// How a traced function records, optimizes and caches.
+struct TraceOptions {
+  // Raise (naming the input that changed and how) instead of retracing on a new signature.
+  TraceOptions& strict(bool v) { strict_ = v; return *this; }
+  // Compiled signatures kept (least recently used dropped first).
+  TraceOptions& cache_size(size_t v) { cache_size_ = v; return *this; }
+  // Print why a call recorded again (which input changed and how).
+  TraceOptions& verbose(bool v) { verbose_ = v; return *this; }
+  // Passes, each on by default (OF_TRACE_PASSES=-fuse,-memplan turns them off too).
+  TraceOptions& dce(bool v) { dce_ = v; return *this; }
+  TraceOptions& cse(bool v) { cse_ = v; return *this; }
+  TraceOptions& fold(bool v) { fold_ = v; return *this; }
+  TraceOptions& fuse(bool v) { fuse_ = v; return *this; }
+  TraceOptions& inplace(bool v) { inplace_ = v; return *this; }
+  TraceOptions& memplan(bool v) { memplan_ = v; return *this; }
+  // Return outputs backed by the graph's own buffers: no copy and no allocation per call, but
+  // the next call overwrites them (for loops that consume each result before the next call).
+  TraceOptions& arena_outputs(bool v) { arena_outputs_ = v; return *this; }
+
+  bool strict_ = false;
+  size_t cache_size_ = 8;
+  bool verbose_ = false;
+  bool dce_ = true, cse_ = true, fold_ = true, fuse_ = true, inplace_ = true, memplan_ = true;
+  bool arena_outputs_ = false;
+};
+
+struct PassStats {
+  std::string name;
+  size_t nodes_before = 0, nodes_after = 0;
+  double ms = 0;
+};
+
+// What the last compiled signature looks like (available right after the recording call,
+// before any replay runs).
+struct TraceStats {
+  std::vector<PassStats> passes;
+  size_t nodes_recorded = 0;      // ops the recording saw
+  size_t nodes_final = 0;         // ops left after the passes
+  size_t steps = 0;               // kernel calls per replay (a fused group is one)
+  size_t fused_groups = 0, fused_nodes = 0;
+  size_t arena_bytes = 0;         // the planned arena holding every intermediate
+  size_t intermediate_bytes = 0;  // sum of all intermediate sizes (no reuse)
+  size_t eager_peak_bytes = 0;    // peak of live allocations during the eager recording call
+  double trace_ms = 0, compile_ms = 0;
+  size_t recordings = 0;          // calls that recorded (committed or not)
+  size_t replays = 0;             // calls that replayed
+  size_t cache_entries = 0;
+  std::string str() const;
+};
+
+namespace detail {
+struct Engine;
+using EagerFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+std::shared_ptr<Engine> make_engine(const TraceOptions& options);
+// One call: replays a compiled signature, or records `fn` (run once, eagerly) and compiles.
+// `structure` describes how the flattened inputs group into arguments (part of the key).
+std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
+                        const std::vector<int>& structure, const EagerFn& fn);
+std::string graph_text(const Engine& e);
+std::string graph_dot(const Engine& e);
+TraceStats stats(const Engine& e);
+void save(const Engine& e, const std::string& path);
+
+inline void flatten_arg(const Tensor& t, std::vector<Tensor>& flat, std::vector<int>& st) {
+  flat.push_back(t);
+  st.push_back(-1);
+}
+inline void flatten_arg(const std::vector<Tensor>& v, std::vector<Tensor>& flat,
+                        std::vector<int>& st) {
+  flat.insert(flat.end(), v.begin(), v.end());
+  st.push_back(int(v.size()));
+}
+template <class A> A take_arg(const std::vector<Tensor>& in, size_t pos, int len) {
+  if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+    return std::vector<Tensor>(in.begin() + long(pos), in.begin() + long(pos) + len);
+  } else {
+    return A(in[pos]);
+  }
+}
+
+template <class R> struct Result;
+template <> struct Result<Tensor> {
+  static std::vector<Tensor> flatten(Tensor t) { return {std::move(t)}; }
+  static Tensor unflatten(std::vector<Tensor>& v) { return std::move(v.at(0)); }
+};
+template <> struct Result<std::vector<Tensor>> {
+  static std::vector<Tensor> flatten(std::vector<Tensor> v) { return v; }
+  static std::vector<Tensor> unflatten(std::vector<Tensor>& v) { return std::move(v); }
+};
+template <class... T> struct Result<std::tuple<T...>> {
+  static std::vector<Tensor> flatten(std::tuple<T...> t) {
+    return std::apply([](auto&... x) { return std::vector<Tensor>{Tensor(x)...}; }, t);
+  }
+  static std::tuple<T...> unflatten(std::vector<Tensor>& v) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<T...>{T(v.at(I))...};
+    }(std::index_sequence_for<T...>{});
+  }
+};
+template <class A, class B> struct Result<std::pair<A, B>> {
+  static std::vector<Tensor> flatten(std::pair<A, B> p) { return {p.first, p.second}; }
+  static std::pair<A, B> unflatten(std::vector<Tensor>& v) { return {v.at(0), v.at(1)}; }
+};
+}  // namespace detail
+
+// A traced function: call it like the original. The first call with a new signature (input
+// shapes, dtypes, devices, requires_grad, grad mode) runs the function eagerly while recording
+// it; later calls replay the compiled graph. Returned tensors are detached.
+template <class F> class TracedFunction {
+ public:
+  TracedFunction(F fn, const TraceOptions& options)
+      : fn_(std::move(fn)), engine_(detail::make_engine(options)) {}
+
+  template <class... A> auto operator()(A&&... args) {
+    using R = std::invoke_result_t<F&, std::decay_t<A>&...>;
+    std::vector<Tensor> flat;
+    std::vector<int> structure;
+    (detail::flatten_arg(args, flat, structure), ...);
+    detail::EagerFn eager = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      return [&]<size_t... I>(std::index_sequence<I...>) -> std::vector<Tensor> {
+        std::vector<size_t> start(structure.size() + 1, 0);
+        for (size_t k = 0; k < structure.size(); ++k)
+          start[k + 1] = start[k] + size_t(structure[k] < 0 ? 1 : structure[k]);
+        std::tuple<std::decay_t<A>...> a{
+            detail::take_arg<std::decay_t<A>>(in, start[I], structure[I])...};
+        if constexpr (std::is_void_v<R>) {
+          std::apply(fn_, a);
+          return {};
+        } else {
+          return detail::Result<std::decay_t<R>>::flatten(std::apply(fn_, a));
+        }
+      }(std::index_sequence_for<A...>{});
+    };
+    std::vector<Tensor> out = detail::run(*engine_, flat, structure, eager);
+    if constexpr (!std::is_void_v<R>) return detail::Result<std::decay_t<R>>::unflatten(out);
+  }
+
+  // The optimized IR of the most recently used signature: value ids, ops, shapes, dtypes,
+  // fused groups and arena offsets.
+  std::string graph() const { return detail::graph_text(*engine_); }
+  // The same graph for Graphviz.
+  std::string to_dot() const { return detail::graph_dot(*engine_); }
+  TraceStats stats() const { return detail::stats(*engine_); }
+  const detail::Engine& engine() const { return *engine_; }
+
+ private:
+  F fn_;
+  std::shared_ptr<detail::Engine> engine_;
+};
+
+// Wraps `fn` (taking tensors or vectors of tensors; returning a tensor, a tuple/pair/vector of
+// tensors, or nothing) for trace-and-replay.
+template <class F> TracedFunction<std::decay_t<F>> trace(F&& fn, TraceOptions options = {}) {
+  return TracedFunction<std::decay_t<F>>(std::forward<F>(fn), options);
+}
+
+// A graph loaded from a file written by save(): runs without the model's code.
+class LoadedGraph {
+ public:
+  LoadedGraph();
+  ~LoadedGraph();
+  LoadedGraph(LoadedGraph&&) noexcept;
+  LoadedGraph& operator=(LoadedGraph&&) noexcept;
+  // Runs the graph on `inputs` (their shapes and dtypes must equal the saved ones).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  template <class... T> Tensor operator()(const T&... inputs) {
+    return run(std::vector<Tensor>{Tensor(inputs)...}).at(0);
+  }
+  size_t num_inputs() const;
+  std::string graph() const;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Writes the optimized graph of `fn`'s most recently used signature plus the tensors it
+// captured (weights, buffers, constants) in the format of docs/TRACING.md.
+template <class F> void save(const TracedFunction<F>& fn, const std::string& path) {
+  detail::save(fn.engine(), path);
+}
+// Reads a saved graph, checking the format version, every size and the checksum first.
+LoadedGraph load(const std::string& path);
+
+// Whether this thread is recording a trace right now.
+bool is_recording();
+
+}  // namespace oneflow::jit

@@ -1,0 +1,564 @@
+// The CPU executor: lowers a Graph to a flat plan of kernel calls over tensors prebuilt on
+// one arena, and replays it.
+// NOTE [Replay]: every value gets one TensorImpl at lowering time (arena values point into
+// the arena, roots at the caller's or the external tensor's storage), and every step holds
+// the TensorLists its kernel takes, so a replay is: re-point the input (and .grad) values at
+// this call's storages, refresh host scalars, re-draw the generator, call the kernels, bind
+// the .grad effects and hand out the outputs. No dispatch, no autograd, no allocation in the
+// steady state (an output the caller still holds gets a fresh buffer instead of being
+// overwritten).
+// NOTE [Fused groups]: a group is run block by block (kBlock elements of the flattened output
+// shape) on the thread pool; each member's own CPU kernel runs on 1-D block views, so fused
+// results are bitwise those of the unfused kernels. Group values that nothing outside reads
+// live in per-thread scratch blocks (cache-resident); inputs broadcast into the group shape
+// are gathered per block.
+#include <atomic>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include "oneflow/runtime.h"
+#include <thread>
+
+#include "allocator.h"
+#include "generator.h"
+#include "thread_pool.h"
+#include "trace/graph.h"
+
+namespace oneflow::trace {
+
+namespace {
+constexpr int64_t kBlock = 4096;
+
+std::shared_ptr<TensorImpl> make_impl(const Storage& s, const Value& v) {
+  auto impl = new_tensor_impl();
+  impl->storage = s;
+  impl->offset = v.offset;
+  impl->sizes = v.sizes;
+  impl->strides = v.strides;
+  impl->dtype = v.dtype;
+  impl->device = v.device;
+  impl->refresh_contiguous();
+  return impl;
+}
+
+// A 1-D contiguous block tensor (sizes/offset rewritten per block).
+std::shared_ptr<TensorImpl> make_block(const Storage& s, ScalarType dtype, Device dev) {
+  auto impl = new_tensor_impl();
+  impl->storage = s;
+  impl->sizes = {kBlock};
+  impl->strides = {1};
+  impl->numel = kBlock;
+  impl->dtype = dtype;
+  impl->device = dev;
+  impl->is_contiguous = true;
+  return impl;
+}
+
+}  // namespace
+
+struct GroupSlot {
+  enum Kind : uint8_t { kDirect, kScalar, kGather, kScratch, kMaterialized } kind;
+  int value = -1;
+  ScalarType dtype = kFloat32;
+  // kGather: the source's strides in elements over the group shape (0 where broadcast)
+  DimVector bstrides;
+};
+
+struct GroupMember {
+  KernelFn kernel;
+  const Attrs* attrs;
+  SmallVector<int, 4> in_slots;
+  int out_slot;
+};
+
+struct GroupPlan {
+  int64_t numel = 0;
+  DimVector shape;
+  std::vector<GroupSlot> slots;
+  std::vector<GroupMember> members;
+  // per worker: one block tensor per slot (+ scratch storages), and a busy flag
+  struct Worker {
+    std::vector<Tensor> slot_tensors;
+    std::vector<TensorList> ins;
+    std::vector<TensorList> outs;
+    std::atomic<bool> busy{false};
+  };
+  std::vector<std::unique_ptr<Worker>> workers;
+};
+
+struct Step {
+  const OpDef* op = nullptr;
+  KernelFn kernel = nullptr;
+  TensorList ins, outs;
+  Attrs attrs;
+  int rng = -1, seed_attr = -1;
+  StorageImpl* bump = nullptr;  // in-place writes to a root bump its version (as eager does)
+  int group = -1;
+};
+
+struct EscapeSlot {
+  int buffer;
+  std::vector<int> values;           // values on it
+  long internal_refs = 0;            // references the plan itself holds to its storage
+  std::shared_ptr<TensorImpl> grad_handout;  // the impl bound as a .grad last call
+};
+
+class Plan {
+ public:
+  Graph g;
+  bool arena_outputs = false;
+  Storage arena;
+  std::vector<Storage> buf_storage;  // per buffer (null: not materialized)
+  std::vector<Tensor> vt;            // per value (undefined: not needed at run time)
+  std::vector<std::vector<int>> values_of_buffer;
+  std::vector<Step> steps;
+  std::vector<GroupPlan> groups;
+  std::vector<EscapeSlot> escapes;
+  std::vector<int> input_buffers, grad_buffers, host_buffers;
+  std::vector<GeneratorState> draws;
+};
+
+size_t plan_steps(const Plan& p) { return p.steps.size(); }
+size_t plan_arena_bytes(const Plan& p) { return p.arena ? p.arena->nbytes : 0; }
+
+namespace {
+
+// Which values some step touches (so they need a prebuilt tensor).
+std::vector<bool> values_used(const Graph& g) {
+  std::vector<bool> used(g.values.size(), false);
+  for (const Node& n : g.nodes) {
+    if (n.op->has(kView)) continue;
+    for (int v : n.inputs)
+      if (v >= 0) used[size_t(v)] = true;
+    for (int v : n.outputs) used[size_t(v)] = true;
+  }
+  for (int v : g.outputs) used[size_t(v)] = true;
+  for (const GradEffect& e : g.grad_effects)
+    if (e.value >= 0) used[size_t(e.value)] = true;
+  return used;
+}
+
+bool in_group_scratch(const Graph& g, int v) {
+  const Value& val = g.values[size_t(v)];
+  return val.producer >= 0 && g.nodes[size_t(val.producer)].group >= 0 && !g.materialized.empty() &&
+         !g.materialized[size_t(v)];
+}
+
+void build_group(Plan& p, int gid) {
+  const Graph& g = p.g;
+  GroupPlan gp;
+  const std::vector<int>& members = g.groups[size_t(gid)];
+  const Value& first_out = g.values[size_t(g.nodes[size_t(members[0])].outputs[0])];
+  gp.shape = first_out.sizes;
+  gp.numel = first_out.numel();
+  std::unordered_map<int, int> slot_of;  // value -> slot
+  std::unordered_map<int, bool> produced;
+  auto slot_for_input = [&](int v) {
+    auto it = slot_of.find(v);
+    if (it != slot_of.end()) return it->second;
+    const Value& val = g.values[size_t(v)];
+    GroupSlot s;
+    s.value = v;
+    s.dtype = val.dtype;
+    if (val.numel() == 1) {
+      s.kind = GroupSlot::kScalar;
+    } else if (val.numel() == gp.numel && val.contiguous()) {
+      s.kind = GroupSlot::kDirect;
+    } else {
+      s.kind = GroupSlot::kGather;
+      const int64_t nd = int64_t(gp.shape.size()), off = nd - int64_t(val.sizes.size());
+      s.bstrides.assign(size_t(nd), 0);
+      for (int64_t d = 0; d < int64_t(val.sizes.size()); ++d)
+        s.bstrides[size_t(off + d)] = val.sizes[size_t(d)] == 1 ? 0 : val.strides[size_t(d)];
+    }
+    gp.slots.push_back(std::move(s));
+    slot_of[v] = int(gp.slots.size()) - 1;
+    return int(gp.slots.size()) - 1;
+  };
+  for (int ni : members) {
+    const Node& n = g.nodes[size_t(ni)];
+    GroupMember m;
+    m.kernel = n.op->cpu;
+    m.attrs = &n.attrs;  // p.g is not modified after lowering
+    for (int v : n.inputs) m.in_slots.push_back(slot_for_input(v));
+    const int o = n.outputs[0];
+    auto it = slot_of.find(o);
+    if (it != slot_of.end() && gp.slots[size_t(it->second)].kind == GroupSlot::kDirect) {
+      // an in-place member writing a value read directly before: the same block view
+      gp.slots[size_t(it->second)].kind = GroupSlot::kMaterialized;
+      m.out_slot = it->second;
+    } else if (it != slot_of.end()) {
+      m.out_slot = it->second;
+    } else {
+      GroupSlot s;
+      s.kind = in_group_scratch(g, o) ? GroupSlot::kScratch : GroupSlot::kMaterialized;
+      s.value = o;
+      s.dtype = g.values[size_t(o)].dtype;
+      gp.slots.push_back(std::move(s));
+      m.out_slot = int(gp.slots.size()) - 1;
+      slot_of[o] = m.out_slot;
+    }
+    gp.members.push_back(std::move(m));
+  }
+  const int nworkers = 2 * std::max<int>(num_threads(), int(std::thread::hardware_concurrency())) + 2;
+  for (int w = 0; w < nworkers; ++w) {
+    auto wk = std::make_unique<GroupPlan::Worker>();
+    for (const GroupSlot& s : gp.slots) {
+      const Value& val = g.values[size_t(s.value)];
+      if (s.kind == GroupSlot::kScalar) {
+        const Tensor& src = p.vt[size_t(s.value)];
+        auto impl = make_impl(src.impl()->storage, val);
+        impl->sizes.clear();
+        impl->strides.clear();
+        impl->refresh_contiguous();
+        wk->slot_tensors.push_back(Tensor(impl));
+      } else if (s.kind == GroupSlot::kScratch || s.kind == GroupSlot::kGather) {
+        Storage st = allocate_storage(size_t(kBlock) * itemsize(s.dtype), Device(kCPU));
+        wk->slot_tensors.push_back(Tensor(make_block(st, s.dtype, Device(kCPU))));
+      } else {
+        wk->slot_tensors.push_back(
+            Tensor(make_block(p.vt[size_t(s.value)].impl()->storage, s.dtype, Device(kCPU))));
+      }
+    }
+    for (const GroupMember& m : gp.members) {
+      TensorList ins, outs;
+      for (int s : m.in_slots) ins.push_back(wk->slot_tensors[size_t(s)]);
+      outs.push_back(wk->slot_tensors[size_t(m.out_slot)]);
+      wk->ins.push_back(std::move(ins));
+      wk->outs.push_back(std::move(outs));
+    }
+    gp.workers.push_back(std::move(wk));
+  }
+  p.groups.push_back(std::move(gp));
+}
+
+// Copies elements [begin, begin + n) of `src` broadcast over `shape` into dst (row-major).
+void gather_block(const TensorImpl& src, const DimVector& shape, const DimVector& bst,
+                  int64_t begin, int64_t n, char* dst) {
+  const int64_t nd = int64_t(shape.size());
+  const size_t es = itemsize(src.dtype);
+  const char* base = static_cast<const char*>(src.storage->data) + src.offset * int64_t(es);
+  DimVector idx(size_t(nd), 0);
+  int64_t rem = begin;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    idx[size_t(d)] = rem % shape[size_t(d)];
+    rem /= shape[size_t(d)];
+  }
+  int64_t pos = 0;
+  while (pos < n) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nd; ++d) off += idx[size_t(d)] * bst[size_t(d)];
+    const int64_t inner = shape[size_t(nd - 1)], st = bst[size_t(nd - 1)];
+    const int64_t run = std::min(inner - idx[size_t(nd - 1)], n - pos);
+    const char* s = base + off * int64_t(es);
+    char* d = dst + pos * int64_t(es);
+    if (st == 1) {
+      std::memcpy(d, s, size_t(run) * es);
+    } else {
+      for (int64_t k = 0; k < run; ++k) std::memcpy(d + k * int64_t(es), s + k * st * int64_t(es), es);
+    }
+    pos += run;
+    idx[size_t(nd - 1)] += run;
+    for (int64_t dd = nd - 1; dd > 0 && idx[size_t(dd)] >= shape[size_t(dd)]; --dd) {
+      idx[size_t(dd)] = 0;
+      ++idx[size_t(dd - 1)];
+    }
+  }
+}
+
+void run_group(Plan& p, GroupPlan& gp) {
+  const int64_t nblocks = (gp.numel + kBlock - 1) / kBlock;
+  // refresh the storages of direct/materialized slots (inputs and escaping buffers move)
+  for (auto& wk : gp.workers)
+    for (size_t s = 0; s < gp.slots.size(); ++s) {
+      const GroupSlot& sl = gp.slots[s];
+      if (sl.kind == GroupSlot::kDirect || sl.kind == GroupSlot::kMaterialized ||
+          sl.kind == GroupSlot::kScalar) {
+        TensorImpl* dst = wk->slot_tensors[s].impl();
+        const TensorImpl* src = p.vt[size_t(sl.value)].impl();
+        if (dst->storage != src->storage) dst->storage = src->storage;
+        if (sl.kind == GroupSlot::kScalar) dst->offset = src->offset;
+      }
+    }
+  auto body = [&](int64_t b0, int64_t b1) {
+    GroupPlan::Worker* wk = nullptr;
+    for (auto& w : gp.workers) {
+      bool expect = false;
+      if (w->busy.compare_exchange_strong(expect, true, std::memory_order_acquire)) {
+        wk = w.get();
+        break;
+      }
+    }
+    if (!wk) fail("[jit.replay] internal error: no free block workspace");
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t beg = blk * kBlock, n = std::min(kBlock, gp.numel - beg);
+      for (size_t s = 0; s < gp.slots.size(); ++s) {
+        const GroupSlot& sl = gp.slots[s];
+        if (sl.kind == GroupSlot::kScalar) continue;
+        TensorImpl* t = wk->slot_tensors[s].impl();
+        t->sizes[0] = n;
+        t->numel = n;
+        if (sl.kind == GroupSlot::kDirect || sl.kind == GroupSlot::kMaterialized) {
+          t->offset = p.vt[size_t(sl.value)].impl()->offset + beg;
+        } else if (sl.kind == GroupSlot::kGather) {
+          gather_block(*p.vt[size_t(sl.value)].impl(), gp.shape, sl.bstrides, beg, n,
+                       static_cast<char*>(t->storage->data));
+        }
+      }
+      for (size_t m = 0; m < gp.members.size(); ++m)
+        gp.members[m].kernel(KernelArgs{wk->ins[m], *gp.members[m].attrs, wk->outs[m]});
+    }
+    wk->busy.store(false, std::memory_order_release);
+  };
+  parallel_for(0, nblocks, 1, body);
+}
+
+}  // namespace
+
+std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
+  auto pp = std::make_shared<Plan>();
+  Plan& p = *pp;
+  p.g = graph;
+  p.arena_outputs = arena_outputs;
+  Graph& g = p.g;
+  for (const Value& v : g.values)
+    if (!v.device.is_cpu())
+      fail("[jit.trace] the recorded graph has tensors on {}; replaying CUDA graphs is not "
+           "supported yet (the call runs eagerly)", v.device.str());
+  const std::vector<bool> used = values_used(g);
+  const std::vector<Interval> iv = buffer_intervals(g);
+  // arena: planned offsets, or one region per buffer when memplan is off
+  size_t end = arena_bytes(g);
+  for (size_t b = 0; b < g.buffers.size(); ++b) {
+    Buffer& buf = g.buffers[b];
+    if (buf.kind == BufKind::Intermediate && !buf.escapes && buf.arena_offset < 0 &&
+        iv[b].first >= 0 && buf.nbytes > 0) {
+      buf.arena_offset = int64_t(end);
+      end += (buf.nbytes + 63) / 64 * 64;
+    }
+  }
+  if (end > 0) p.arena = allocate_storage(end, Device(kCPU));
+  p.buf_storage.resize(g.buffers.size());
+  p.values_of_buffer.resize(g.buffers.size());
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (used[v]) p.values_of_buffer[size_t(g.values[v].buffer)].push_back(int(v));
+  for (size_t b = 0; b < g.buffers.size(); ++b) {
+    Buffer& buf = g.buffers[b];
+    switch (buf.kind) {
+      case BufKind::Intermediate:
+        if (buf.escapes) {
+          p.buf_storage[b] = allocate_storage(buf.nbytes, Device(kCPU));
+          p.escapes.push_back(EscapeSlot{int(b), p.values_of_buffer[b], 0, nullptr});
+        } else if (buf.arena_offset >= 0) {
+          Storage arena = p.arena;
+          p.buf_storage[b] = std::make_shared<StorageImpl>(
+              static_cast<char*>(arena->data) + buf.arena_offset, buf.nbytes, Device(kCPU),
+              [arena](void*) {});
+        }
+        break;
+      case BufKind::External:
+        p.buf_storage[b] = buf.impls[0]->storage;
+        break;
+      case BufKind::Constant:
+      case BufKind::HostScalar:
+        p.buf_storage[b] = buf.impls[0]->storage;
+        if (buf.kind == BufKind::HostScalar) p.host_buffers.push_back(int(b));
+        break;
+      case BufKind::Input:
+        p.input_buffers.push_back(int(b));
+        break;
+      case BufKind::GradOf:
+        p.grad_buffers.push_back(int(b));
+        break;
+    }
+  }
+  p.vt.resize(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (!used[v] || in_group_scratch(g, int(v))) continue;
+    const Value& val = g.values[v];
+    const Storage& s = p.buf_storage[size_t(val.buffer)];
+    // inputs and .grad roots get their storage at every call
+    p.vt[v] = Tensor(make_impl(s ? s : p.arena, val));
+    if (!s && g.buffers[size_t(val.buffer)].kind == BufKind::Intermediate)
+      fail("[jit.trace] internal error: value %{} has no memory", v);
+  }
+  std::vector<int> last_of_group(g.groups.size(), -1);
+  for (size_t k = 0; k < g.groups.size(); ++k) last_of_group[k] = g.groups[k].back();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op->has(kView)) continue;
+    if (n.group >= 0) {
+      if (last_of_group[size_t(n.group)] != int(i)) continue;
+      Step s;
+      s.group = int(p.groups.size());
+      build_group(p, n.group);
+      p.steps.push_back(std::move(s));
+      continue;
+    }
+    Step s;
+    s.op = n.op;
+    s.kernel = n.op->cpu;
+    if (!s.kernel) fail("[jit.trace] {} has no CPU implementation", n.op->name);
+    s.attrs = n.attrs;
+    for (int v : n.inputs) s.ins.push_back(v >= 0 ? p.vt[size_t(v)] : Tensor());
+    for (int v : n.outputs) s.outs.push_back(p.vt[size_t(v)]);
+    if (n.rng >= 0 && n.op->rng_seed_attr >= 0) {
+      s.rng = n.rng;
+      s.seed_attr = n.op->rng_seed_attr;
+    }
+    if (n.writes_existing) {
+      const Buffer& b = g.buffers[size_t(g.values[size_t(n.outputs[0])].buffer)];
+      if (b.kind != BufKind::Intermediate && p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)])
+        s.bump = p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)].get();
+    }
+    p.steps.push_back(std::move(s));
+  }
+  for (EscapeSlot& e : p.escapes) e.internal_refs = p.buf_storage[size_t(e.buffer)].use_count();
+  // group members' attrs point into the plan's own graph (stable from here on)
+  for (size_t k = 0; k < p.groups.size(); ++k)
+    for (size_t m = 0; m < p.groups[k].members.size(); ++m)
+      p.groups[k].members[m].attrs = &g.nodes[size_t(g.groups[k][m])].attrs;
+  return pp;
+}
+
+std::string check_externals(const Plan& p) {
+  const Graph& g = p.g;
+  for (const Buffer& b : g.buffers) {
+    if (b.kind == BufKind::External) {
+      for (const auto& impl : b.impls)
+        if (impl->storage.get() != b.recorded_storage)
+          return fmt::format("an external tensor of shape {} ({}) was re-bound to new memory "
+                             "since it was recorded (set_data, load_state_dict, to())",
+                             shape_str(impl->sizes), dtype_name(impl->dtype));
+    } else if (b.kind == BufKind::GradOf) {
+      const Tensor& gr = grad_slot(b.impls[0].get());
+      if (!gr.defined())
+        return fmt::format("the .grad of a tensor of shape {} was read by the recorded call but "
+                           "is undefined now", shape_str(b.impls[0]->sizes));
+    } else if (b.kind == BufKind::HostScalar) {
+      if (b.owner.expired())
+        return "an optimizer whose learning rate the recorded graph reads was destroyed";
+    }
+  }
+  for (const Buffer& b : g.buffers) {
+    if (b.kind != BufKind::GradOf || b.root_value < 0) continue;
+    const Tensor& gr = grad_slot(b.impls[0].get());
+    const Value& v = g.values[size_t(b.root_value)];
+    if (gr.dtype() != v.dtype || !(gr.sizes() == IntArrayRef(v.sizes)) ||
+        !(gr.strides() == IntArrayRef(v.strides)))
+      return fmt::format("the .grad of a tensor of shape {} changed dtype, shape or layout since "
+                         "it was recorded", shape_str(b.impls[0]->sizes));
+  }
+  return {};
+}
+
+std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
+  const Graph& g = p.g;
+  // 1. inputs and .grad roots: re-point their values at this call's storages
+  for (int b : p.input_buffers) {
+    const Buffer& buf = g.buffers[size_t(b)];
+    const TensorImpl* arg = inputs[size_t(buf.input)].impl();
+    const int64_t delta = arg->offset - buf.base_offset;
+    for (int v : p.values_of_buffer[size_t(b)]) {
+      TensorImpl* t = p.vt[size_t(v)].impl();
+      if (!t) continue;
+      if (t->storage != arg->storage) t->storage = arg->storage;
+      t->offset = g.values[size_t(v)].offset + delta;
+    }
+  }
+  for (int b : p.grad_buffers) {
+    const Buffer& buf = g.buffers[size_t(b)];
+    const Tensor& gr = grad_slot(buf.impls[0].get());
+    const int64_t delta = gr.impl()->offset - buf.base_offset;
+    for (int v : p.values_of_buffer[size_t(b)]) {
+      TensorImpl* t = p.vt[size_t(v)].impl();
+      if (!t) continue;
+      if (t->storage != gr.impl()->storage) t->storage = gr.impl()->storage;
+      t->offset = g.values[size_t(v)].offset + delta;
+    }
+  }
+  // 2. host scalars (learning rates) and generator draws
+  for (int b : p.host_buffers) {
+    const Buffer& buf = g.buffers[size_t(b)];
+    *static_cast<double*>(buf.impls[0]->storage->data) = buf.getter();
+  }
+  p.draws.resize(g.rng_counters.size());
+  for (size_t d = 0; d < g.rng_counters.size(); ++d) {
+    if (d < g.rng_reset.size() && g.rng_reset[d].set)
+      set_random_state({g.rng_reset[d].seed, g.rng_reset[d].offset});
+    p.draws[d] = reserve_random(g.rng_counters[d]);
+  }
+  if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set)
+    set_random_state({g.rng_reset.back().seed, g.rng_reset.back().offset});
+  // 3. escaping buffers the caller still holds get fresh memory (never overwrite a result)
+  if (!p.arena_outputs) {
+    for (EscapeSlot& e : p.escapes) {
+      Storage& s = p.buf_storage[size_t(e.buffer)];
+      long expected = e.internal_refs;
+      if (e.grad_handout && e.grad_handout.use_count() == 2) ++expected;  // bound as .grad only
+      if (s.use_count() <= expected) continue;
+      s = allocate_storage(g.buffers[size_t(e.buffer)].nbytes, Device(kCPU));
+      e.grad_handout.reset();
+      for (int v : e.values)
+        if (p.vt[size_t(v)].defined()) p.vt[size_t(v)].impl()->storage = s;
+    }
+  }
+  // 4. the steps
+  static const bool debug_allocs = std::getenv("OF_TRACE_DEBUG_ALLOCS") != nullptr;
+  {
+    KernelScope scope;
+    for (Step& s : p.steps) {
+      if (s.group >= 0) {
+        run_group(p, p.groups[size_t(s.group)]);
+        continue;
+      }
+      if (s.rng >= 0) {
+        const GeneratorState& st = p.draws[size_t(s.rng)];
+        s.attrs.values[size_t(s.seed_attr)] = int64_t(st.seed);
+        s.attrs.values[size_t(s.seed_attr) + 1] = int64_t(st.offset);
+      }
+      const uint64_t a0 = debug_allocs ? memory::stats().num_allocs : 0;
+      s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
+      if (debug_allocs && memory::stats().num_allocs != a0)
+        std::fprintf(stderr, "[jit.replay] step %zu (%s) allocated %llu times\n",
+                     size_t(&s - p.steps.data()), s.op->name.c_str(),
+                     (unsigned long long)(memory::stats().num_allocs - a0));
+      if (s.bump) s.bump->version.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // 5. .grad effects and outputs
+  for (const GradEffect& e : g.grad_effects) {
+    Tensor& slot = grad_slot(e.leaf.get());
+    if (e.value < 0) {
+      slot = Tensor();
+      continue;
+    }
+    const Tensor& src = p.vt[size_t(e.value)];
+    EscapeSlot* es = nullptr;
+    for (EscapeSlot& x : p.escapes)
+      if (x.buffer == g.values[size_t(e.value)].buffer) es = &x;
+    if (es && es->grad_handout && slot.impl() == es->grad_handout.get() &&
+        es->grad_handout->storage == src.impl()->storage)
+      continue;  // still bound to the same memory, rewritten in place
+    auto h = new_tensor_impl();
+    h->share_data_from(*src.impl());
+    if (es) es->grad_handout = h;
+    slot = Tensor(h);
+  }
+  std::vector<Tensor> out;
+  out.reserve(g.outputs.size());
+  for (int v : g.outputs) {
+    const Buffer& b = g.buffers[size_t(g.values[size_t(v)].buffer)];
+    if (b.kind == BufKind::Input || b.kind == BufKind::External || b.kind == BufKind::GradOf ||
+        b.kind == BufKind::Constant || b.kind == BufKind::HostScalar || b.escapes) {
+      auto h = new_tensor_impl();
+      h->share_data_from(*p.vt[size_t(v)].impl());
+      out.push_back(Tensor(h));
+    } else {
+      fail("[jit.replay] internal error: output %{} is not pinned", v);
+    }
+  }
+  return out;
+}
+
+}  // namespace oneflow::trace

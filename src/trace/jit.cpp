@@ -1,0 +1,430 @@
+// of::jit::trace: the cache of compiled signatures, the pass pipeline, stats and printing.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <sstream>
+
+#include "trace/graph.h"
+
+namespace oneflow::trace {
+
+// ---------------------------------------------------------------- printing
+
+namespace {
+std::string attr_str(const AttrValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) return "none";
+        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, DimVector>) return shape_str(x);
+        else if constexpr (std::is_same_v<T, ScalarType>) return std::string(dtype_name(x));
+        else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
+        else return x.is_floating_point() ? fmt::format("{}", x.to_double())
+                                          : std::to_string(x.to_long());
+      },
+      v);
+}
+
+std::string value_str(const Graph& g, int v) {
+  if (v < 0) return "_";
+  return fmt::format("%{}", v);
+}
+
+std::string meta_str(const Graph& g, int v) {
+  const Value& val = g.values[size_t(v)];
+  std::string s = fmt::format("{} {}", shape_str(val.sizes), dtype_name(val.dtype));
+  if (!val.contiguous()) s += " strides" + shape_str(val.strides);
+  const Buffer& b = g.buffers[size_t(val.buffer)];
+  if (b.kind == BufKind::Intermediate) {
+    if (b.escapes) s += " [pinned]";
+    else if (!g.materialized.empty() && val.producer >= 0 &&
+             g.nodes[size_t(val.producer)].group >= 0 && !g.materialized[size_t(v)])
+      s += " [fused]";
+    else if (b.arena_offset >= 0) s += fmt::format(" @arena+{}", b.arena_offset);
+  } else {
+    s += fmt::format(" [{}]", buf_kind_name(b.kind));
+  }
+  return s;
+}
+}  // namespace
+
+std::string to_string(const Graph& g) {
+  std::ostringstream os;
+  size_t fused = 0;
+  for (auto& gr : g.groups) fused += gr.size();
+  os << fmt::format("graph: {} inputs, {} outputs, {} nodes, {} fused groups ({} nodes), arena {} "
+                    "bytes (intermediates {} bytes)\n",
+                    g.inputs.size(), g.outputs.size(), g.nodes.size(), g.groups.size(), fused,
+                    arena_bytes(g), intermediate_bytes(g));
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    os << fmt::format("  %{} = input[{}] : {}\n", g.inputs[i], i, meta_str(g, g.inputs[i]));
+  int group = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.group != group) {
+      if (group >= 0) os << "  }\n";
+      group = n.group;
+      if (group >= 0)
+        os << fmt::format("  fused group {} ({} nodes) {{\n", group, g.groups[size_t(group)].size());
+    }
+    std::string ins;
+    for (int v : n.inputs) {
+      if (!ins.empty()) ins += ", ";
+      ins += value_str(g, v);
+      if (v >= 0) {
+        const Buffer& b = g.buffers[size_t(g.values[size_t(v)].buffer)];
+        if (b.kind != BufKind::Intermediate && g.values[size_t(v)].producer < 0)
+          ins += fmt::format(":{}{}", buf_kind_name(b.kind), shape_str(g.values[size_t(v)].sizes));
+      }
+    }
+    std::string attrs;
+    for (size_t k = 0; k < n.attrs.size(); ++k) {
+      attrs += k ? ", " : "{";
+      if (k < n.op->attr_names.size()) attrs += n.op->attr_names[k] + "=";
+      attrs += attr_str(n.attrs.values[k]);
+    }
+    if (!attrs.empty()) attrs += "}";
+    std::string outs;
+    for (int v : n.outputs) outs += (outs.empty() ? "" : ", ") + value_str(g, v);
+    os << fmt::format("  {}{} = {}{}({}){} : {}\n", group >= 0 ? "  " : "", outs, n.op->name,
+                      attrs, ins, n.writes_existing ? " [in-place]" : "",
+                      meta_str(g, n.outputs.empty() ? -1 : n.outputs[0]));
+  }
+  if (group >= 0) os << "  }\n";
+  std::string outs;
+  for (int v : g.outputs) outs += (outs.empty() ? "" : ", ") + value_str(g, v);
+  os << "  return " << outs << "\n";
+  for (const GradEffect& e : g.grad_effects)
+    os << fmt::format("  .grad of {} <- {}\n", shape_str(e.leaf->sizes),
+                      e.value < 0 ? std::string("none") : value_str(g, e.value));
+  if (!g.rng_counters.empty())
+    os << fmt::format("  generator draws per replay: {}\n", g.rng_counters.size());
+  return os.str();
+}
+
+std::string to_dot(const Graph& g) {
+  std::ostringstream os;
+  os << "digraph trace {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n";
+  std::vector<bool> shown(g.values.size(), false);
+  auto value_node = [&](int v) {
+    if (v < 0 || shown[size_t(v)]) return;
+    shown[size_t(v)] = true;
+    const Value& val = g.values[size_t(v)];
+    const Buffer& b = g.buffers[size_t(val.buffer)];
+    os << fmt::format("  v{} [shape=ellipse, label=\"%{}\\n{} {}\\n{}\"];\n", v, v,
+                      shape_str(val.sizes), dtype_name(val.dtype), buf_kind_name(b.kind));
+  };
+  for (size_t k = 0; k < g.groups.size(); ++k) {
+    os << fmt::format("  subgraph cluster_{} {{ label=\"fused group {}\"; style=dashed;", k, k);
+    for (int i : g.groups[k]) os << fmt::format(" n{};", i);
+    os << " }\n";
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    os << fmt::format("  n{} [shape=box, label=\"{}\"];\n", i, n.op->name);
+    for (int v : n.inputs) {
+      if (v < 0) continue;
+      value_node(v);
+      os << fmt::format("  v{} -> n{};\n", v, i);
+    }
+    for (int v : n.outputs) {
+      value_node(v);
+      os << fmt::format("  n{} -> v{};\n", i, v);
+    }
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace oneflow::trace
+
+namespace oneflow::jit {
+
+std::string TraceStats::str() const {
+  std::string s = fmt::format(
+      "trace: {} ops recorded -> {} after passes, {} kernel calls per replay, {} fused groups "
+      "({} ops)\n",
+      nodes_recorded, nodes_final, steps, fused_groups, fused_nodes);
+  for (const PassStats& p : passes)
+    s += fmt::format("  pass {:<8} {:>6} -> {:<6} nodes  {:.2f} ms\n", p.name, p.nodes_before,
+                     p.nodes_after, p.ms);
+  s += fmt::format(
+      "memory: arena {:.2f} MiB, intermediates {:.2f} MiB if each had its own buffer, eager peak "
+      "{:.2f} MiB\n",
+      double(arena_bytes) / 1048576.0, double(intermediate_bytes) / 1048576.0,
+      double(eager_peak_bytes) / 1048576.0);
+  s += fmt::format("time: record {:.1f} ms, compile {:.1f} ms; {} recordings, {} replays\n",
+                   trace_ms, compile_ms, recordings, replays);
+  return s;
+}
+
+namespace detail {
+
+namespace {
+
+struct InputSig {
+  DimVector sizes, strides;
+  ScalarType dtype;
+  Device device;
+  bool requires_grad;
+  int alias_of;     // earlier input with the same storage (-1: none)
+  int64_t delta;    // offset difference to it
+  bool operator==(const InputSig& o) const {
+    return IntArrayRef(sizes) == IntArrayRef(o.sizes) &&
+           IntArrayRef(strides) == IntArrayRef(o.strides) && dtype == o.dtype &&
+           device == o.device && requires_grad == o.requires_grad && alias_of == o.alias_of &&
+           delta == o.delta;
+  }
+};
+
+struct Signature {
+  std::vector<InputSig> inputs;
+  std::vector<int> structure;
+  bool grad_mode = true;
+  bool operator==(const Signature& o) const {
+    return inputs == o.inputs && structure == o.structure && grad_mode == o.grad_mode;
+  }
+};
+
+Signature signature_of(const std::vector<Tensor>& in, const std::vector<int>& structure) {
+  Signature s;
+  s.structure = structure;
+  s.grad_mode = is_grad_enabled();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (!t.defined()) fail("[jit.trace] input {} is undefined", i);
+    InputSig x{t.sizes().dims(), t.impl()->strides, t.dtype(), t.device(), t.requires_grad(), -1, 0};
+    for (size_t j = 0; j < i; ++j)
+      if (in[j].impl()->storage == t.impl()->storage) {
+        x.alias_of = int(j);
+        x.delta = t.impl()->offset - in[j].impl()->offset;
+        break;
+      }
+    s.inputs.push_back(std::move(x));
+  }
+  return s;
+}
+
+// How `now` differs from `before`, in words (for verbose and strict mode).
+std::string explain(const Signature& before, const Signature& now) {
+  if (before.structure != now.structure || before.inputs.size() != now.inputs.size())
+    return fmt::format("the number of inputs changed ({} -> {})", before.inputs.size(),
+                       now.inputs.size());
+  if (before.grad_mode != now.grad_mode)
+    return fmt::format("grad mode changed ({} -> {})", before.grad_mode ? "enabled" : "disabled",
+                       now.grad_mode ? "enabled" : "disabled");
+  for (size_t i = 0; i < now.inputs.size(); ++i) {
+    const InputSig &a = before.inputs[i], &b = now.inputs[i];
+    if (!(IntArrayRef(a.sizes) == IntArrayRef(b.sizes)))
+      return fmt::format("input {} shape changed {} -> {}", i, shape_str(a.sizes), shape_str(b.sizes));
+    if (a.dtype != b.dtype)
+      return fmt::format("input {} dtype changed {} -> {}", i, dtype_name(a.dtype), dtype_name(b.dtype));
+    if (a.device != b.device)
+      return fmt::format("input {} device changed {} -> {}", i, a.device.str(), b.device.str());
+    if (a.requires_grad != b.requires_grad)
+      return fmt::format("input {} requires_grad changed {} -> {}", i, a.requires_grad, b.requires_grad);
+    if (!(IntArrayRef(a.strides) == IntArrayRef(b.strides)))
+      return fmt::format("input {} strides changed {} -> {}", i, shape_str(a.strides), shape_str(b.strides));
+    if (a.alias_of != b.alias_of || a.delta != b.delta)
+      return fmt::format("input {} aliasing changed (shares memory with input {} -> {})", i,
+                         a.alias_of, b.alias_of);
+  }
+  return "nothing visible changed";
+}
+
+struct PassSwitches {
+  bool dce, cse, fold, fuse, inplace, memplan;
+};
+
+PassSwitches switches(const TraceOptions& o) {
+  PassSwitches s{o.dce_, o.cse_, o.fold_, o.fuse_, o.inplace_, o.memplan_};
+  if (const char* env = std::getenv("OF_TRACE_PASSES")) {
+    std::string all = env;
+    size_t pos = 0;
+    while (pos <= all.size()) {
+      size_t comma = all.find(',', pos);
+      std::string item = all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      pos = comma == std::string::npos ? all.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      const bool on = item[0] != '-';
+      if (item[0] == '-' || item[0] == '+') item = item.substr(1);
+      bool* slot = item == "dce" ? &s.dce : item == "cse" ? &s.cse : item == "fold" ? &s.fold
+                 : item == "fuse" ? &s.fuse : item == "inplace" ? &s.inplace
+                 : item == "memplan" ? &s.memplan : nullptr;
+      if (!slot)
+        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, fuse, "
+             "inplace, memplan)", item);
+      *slot = on;
+    }
+  }
+  return s;
+}
+
+bool tracing_disabled() {
+  const char* env = std::getenv("OF_TRACE");
+  return env && std::string(env) == "0";
+}
+
+}  // namespace
+
+struct Entry {
+  Signature key;
+  std::shared_ptr<trace::Plan> plan;
+  trace::Graph graph;  // the optimized graph (printing, saving)
+  TraceStats stats;
+  int uncommitted = 0;
+  bool eager_only = false;
+};
+
+struct Engine {
+  TraceOptions options;
+  std::list<Entry> lru;  // most recently used first
+  size_t recordings = 0, replays = 0;
+};
+
+std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
+  auto e = std::make_shared<Engine>();
+  e->options = options;
+  if (options.cache_size_ == 0) fail("[jit.trace] cache_size must be at least 1");
+  return e;
+}
+
+namespace {
+
+void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
+  auto t0 = std::chrono::steady_clock::now();
+  trace::Graph g = std::move(r.graph);
+  TraceStats& st = entry.stats;
+  st.nodes_recorded = g.nodes.size();
+  auto pass = [&](const char* name, bool on, trace::Graph (*f)(const trace::Graph&)) {
+    if (!on) return;
+    auto p0 = std::chrono::steady_clock::now();
+    const size_t before = g.nodes.size();
+    g = f(g);
+    st.passes.push_back({name, before, g.nodes.size(),
+                         std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - p0).count()});
+  };
+  // the recipe
+  pass("dce", sw.dce, trace::dce);
+  pass("cse", sw.cse, trace::cse);
+  pass("fold", sw.fold, trace::fold);
+  pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
+  pass("fuse", sw.fuse, trace::fuse);
+  pass("inplace", sw.inplace, trace::inplace);
+  pass("memplan", sw.memplan, trace::memplan);
+  entry.plan = trace::lower(g, e.options.arena_outputs_);
+  st.nodes_final = g.nodes.size();
+  st.steps = trace::plan_steps(*entry.plan);
+  st.fused_groups = g.groups.size();
+  st.fused_nodes = 0;
+  for (auto& gr : g.groups) st.fused_nodes += gr.size();
+  st.arena_bytes = trace::plan_arena_bytes(*entry.plan);
+  st.intermediate_bytes = trace::intermediate_bytes(g);
+  st.eager_peak_bytes = r.eager_peak_bytes;
+  st.trace_ms = r.ms;
+  entry.graph = std::move(g);
+  st.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void say(const Engine& e, const std::string& what) {
+  if (e.options.verbose_) std::fprintf(stderr, "[jit.trace] %s\n", what.c_str());
+}
+
+}  // namespace
+
+std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
+                        const std::vector<int>& structure, const EagerFn& fn) {
+  if (tracing_disabled()) return fn(inputs);
+  const PassSwitches sw = switches(e.options);  // a bad OF_TRACE_PASSES raises here
+  if (g_tracer)
+    fail("[jit.trace] a traced function was called while another one is being recorded on this "
+         "thread (a trace inside a trace); call the inner function's code directly");
+  Signature sig = signature_of(inputs, structure);
+  auto it = e.lru.begin();
+  for (; it != e.lru.end(); ++it)
+    if (it->key == sig) break;
+  std::string why;
+  if (it != e.lru.end()) {
+    e.lru.splice(e.lru.begin(), e.lru, it);
+    Entry& entry = e.lru.front();
+    if (entry.eager_only) return fn(inputs);
+    if (entry.plan) {
+      std::string bad = trace::check_externals(*entry.plan);
+      if (bad.empty()) {
+        ++e.replays;
+        ++entry.stats.replays;
+        return trace::replay(*entry.plan, inputs);
+      }
+      if (e.options.strict_) fail("[jit.trace] strict mode: cannot replay: {}", bad);
+      why = bad;
+      entry.plan.reset();
+    }
+  } else if (!e.lru.empty()) {
+    why = explain(e.lru.front().key, sig);
+    if (e.options.strict_)
+      fail("[jit.trace] strict mode: the call does not match the recorded signature: {}", why);
+  }
+  if (!why.empty()) say(e, "recording again: " + why);
+  trace::Recording r = trace::record(fn, inputs);  // throws: nothing is cached
+  ++e.recordings;
+  if (it == e.lru.end()) {
+    e.lru.push_front(Entry{sig, nullptr, {}, {}, 0, false});
+    while (e.lru.size() > e.options.cache_size_) e.lru.pop_back();
+  }
+  Entry& entry = e.lru.front();
+  ++entry.stats.recordings;
+  if (!r.not_committable.empty()) {
+    say(e, r.not_committable);
+    if (++entry.uncommitted >= 3) {
+      if (e.options.strict_) fail("[jit.trace] strict mode: {}", r.not_committable);
+      entry.eager_only = true;
+      say(e, "three recordings in a row could not become a graph: this signature runs eagerly");
+    }
+    return std::move(r.outputs);
+  }
+  try {
+    compile(e, entry, r, sw);
+  } catch (const Error& err) {
+    if (e.options.strict_) throw;
+    entry.eager_only = true;
+    say(e, std::string("this signature runs eagerly: ") + err.what());
+  }
+  return std::move(r.outputs);
+}
+
+std::string graph_text(const Engine& e) {
+  for (const Entry& x : e.lru)
+    if (x.plan) return trace::to_string(x.graph);
+  return "graph: nothing recorded yet\n";
+}
+std::string graph_dot(const Engine& e) {
+  for (const Entry& x : e.lru)
+    if (x.plan) return trace::to_dot(x.graph);
+  return "digraph trace {}\n";
+}
+TraceStats stats(const Engine& e) {
+  TraceStats s;
+  for (const Entry& x : e.lru)
+    if (x.plan) {
+      s = x.stats;
+      break;
+    }
+  s.recordings = e.recordings;
+  s.replays = e.replays;
+  s.cache_entries = e.lru.size();
+  return s;
+}
+void save(const Engine& e, const std::string& path) {
+  for (const Entry& x : e.lru)
+    if (x.plan) return trace::save_graph(x.graph, path);
+  fail("[jit.save] the traced function has not recorded a graph yet (call it once first)");
+}
+
+}  // namespace detail
+}  // namespace oneflow::jit

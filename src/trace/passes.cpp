@@ -1,0 +1,596 @@
+// Graph passes: each a pure function Graph -> Graph with its own switch (TraceOptions,
+// OF_TRACE_PASSES) and its own test (tests/test_trace.cpp).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "trace/graph.h"
+
+namespace oneflow::trace {
+
+namespace {
+
+constexpr int64_t kMinFuseNumel = 1024;  // below this a group costs more than it saves
+constexpr size_t kMaxGroupNodes = 48;
+constexpr size_t kArenaAlign = 64;
+
+bool is_view_node(const Node& n) { return n.op->has(kView); }
+
+// Removes dead nodes; values they produced keep their ids (nothing reads them any more).
+Graph compact(Graph g, const std::vector<bool>& dead) {
+  std::vector<int> new_id(g.nodes.size(), -1);
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dead[i]) continue;
+    new_id[i] = int(kept.size());
+    kept.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(kept);
+  for (Value& v : g.values)
+    if (v.producer >= 0) v.producer = new_id[size_t(v.producer)];
+  return g;
+}
+
+void apply_remap(Graph& g, const std::vector<int>& remap) {
+  auto r = [&](int& v) {
+    while (v >= 0 && remap[size_t(v)] >= 0 && remap[size_t(v)] != v) v = remap[size_t(v)];
+  };
+  for (Node& n : g.nodes)
+    for (int& v : n.inputs) r(v);
+  for (int& v : g.outputs) r(v);
+  for (GradEffect& e : g.grad_effects) r(e.value);
+}
+
+// Per buffer: the distinct values anything references (node inputs/outputs, outputs, effects).
+std::vector<int> referenced_values_per_buffer(const Graph& g) {
+  std::vector<char> seen(g.values.size(), 0);
+  std::vector<int> count(g.buffers.size(), 0);
+  auto see = [&](int v) {
+    if (v < 0 || seen[size_t(v)]) return;
+    seen[size_t(v)] = 1;
+    ++count[size_t(g.values[size_t(v)].buffer)];
+  };
+  for (const Node& n : g.nodes) {
+    for (int v : n.inputs) see(v);
+    for (int v : n.outputs) see(v);
+  }
+  for (int v : g.outputs) see(v);
+  for (const GradEffect& e : g.grad_effects) see(e.value);
+  return count;
+}
+
+// Per buffer: the last node index that writes it (-1: none).
+std::vector<int> last_writer(const Graph& g) {
+  std::vector<int> w(g.buffers.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (is_view_node(g.nodes[i])) continue;
+    for (int v : g.nodes[i].outputs) w[size_t(g.values[size_t(v)].buffer)] = int(i);
+  }
+  return w;
+}
+
+// Whether node i's outputs can be replaced by other values (CSE, folding): fresh intermediates
+// that nothing else aliases, writes, returns or binds.
+bool replaceable_outputs(const Graph& g, size_t i, const std::vector<int>& refs,
+                         const std::vector<int>& writer) {
+  const Node& n = g.nodes[i];
+  if (n.writes_existing || is_view_node(n) || n.op->has(kRandom) || n.rng >= 0) return false;
+  for (int v : n.outputs) {
+    const Value& val = g.values[size_t(v)];
+    const Buffer& b = g.buffers[size_t(val.buffer)];
+    if (b.kind != BufKind::Intermediate || b.escapes) return false;
+    if (refs[size_t(val.buffer)] != 1 || writer[size_t(val.buffer)] != int(i)) return false;
+  }
+  return true;
+}
+
+bool is_graph_output(const Graph& g, int v) {
+  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return true;
+  for (const GradEffect& e : g.grad_effects)
+    if (e.value == v) return true;
+  return false;
+}
+
+// The value of a constant buffer as a double, if it is one element (for x*1, x+0 rules).
+bool constant_scalar(const Graph& g, int v, double& out) {
+  if (v < 0) return false;
+  const Value& val = g.values[size_t(v)];
+  const Buffer& b = g.buffers[size_t(val.buffer)];
+  if (b.kind != BufKind::Constant || val.numel() != 1 || b.impls.empty()) return false;
+  Tensor t(b.impls[0]);
+  bool ok = true;
+  dispatch_dtype(val.dtype, [&](auto z) {
+    using T = decltype(z);
+    const char* base = static_cast<const char*>(t.impl()->storage->data);
+    T x;
+    std::memcpy(&x, base + val.offset * int64_t(sizeof(T)), sizeof(T));
+    out = double(compute_t<T>(x));
+  });
+  return ok;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- dead code
+
+Graph dce(const Graph& g) {
+  std::vector<bool> need_buf(g.buffers.size(), false), need_val(g.values.size(), false);
+  for (int v : g.outputs) {
+    need_val[size_t(v)] = true;
+    need_buf[size_t(g.values[size_t(v)].buffer)] = true;
+  }
+  for (const GradEffect& e : g.grad_effects)
+    if (e.value >= 0) {
+      need_val[size_t(e.value)] = true;
+      need_buf[size_t(g.values[size_t(e.value)].buffer)] = true;
+    }
+  std::vector<bool> dead(g.nodes.size(), true);
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const Node& n = g.nodes[k];
+    bool live = false;
+    if (is_view_node(n)) {
+      for (int v : n.outputs) live = live || need_val[size_t(v)];
+    } else {
+      for (int v : n.outputs) {
+        const int b = g.values[size_t(v)].buffer;
+        const Buffer& buf = g.buffers[size_t(b)];
+        // writes to anything the trace did not create are effects the caller sees
+        if (buf.kind != BufKind::Intermediate || buf.escapes || need_buf[size_t(b)]) live = true;
+      }
+    }
+    if (!live) continue;
+    dead[k] = false;
+    for (int v : n.inputs) {
+      if (v < 0) continue;
+      need_val[size_t(v)] = true;
+      need_buf[size_t(g.values[size_t(v)].buffer)] = true;
+    }
+  }
+  return compact(g, dead);
+}
+
+// ---------------------------------------------------------------- common subexpressions
+
+namespace {
+struct CseKey {
+  const OpDef* op;
+  const Attrs* attrs;
+  std::vector<int64_t> ins;  // (value, buffer version) pairs
+  bool operator==(const CseKey& o) const {
+    return op == o.op && ins == o.ins && *attrs == *o.attrs;
+  }
+};
+struct CseHash {
+  size_t operator()(const CseKey& k) const {
+    size_t h = std::hash<const void*>()(k.op) ^ hash_attrs(*k.attrs);
+    for (int64_t v : k.ins) h = h * 1000003u + size_t(v);
+    return h;
+  }
+};
+}  // namespace
+
+Graph cse(const Graph& g0) {
+  Graph g = g0;
+  const std::vector<int> refs = referenced_values_per_buffer(g);
+  const std::vector<int> writer = last_writer(g);
+  std::vector<int> remap(g.values.size(), -1);
+  std::vector<int64_t> version(g.buffers.size(), 0);
+  std::unordered_map<CseKey, size_t, CseHash> seen;
+  std::vector<bool> dead(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    for (int& v : n.inputs)
+      while (v >= 0 && remap[size_t(v)] >= 0) v = remap[size_t(v)];
+    if (replaceable_outputs(g, i, refs, writer) && !n.op->has(kFactory)) {
+      CseKey key{n.op, &n.attrs, {}};
+      for (int v : n.inputs) {
+        key.ins.push_back(v);
+        key.ins.push_back(v < 0 ? 0 : version[size_t(g.values[size_t(v)].buffer)]);
+      }
+      auto it = seen.find(key);
+      if (it != seen.end() && g.nodes[it->second].outputs.size() == n.outputs.size()) {
+        const Node& prev = g.nodes[it->second];
+        bool same_meta = true;
+        for (size_t k = 0; k < n.outputs.size(); ++k) {
+          const Value &a = g.values[size_t(n.outputs[k])], &b = g.values[size_t(prev.outputs[k])];
+          same_meta = same_meta && a.dtype == b.dtype && IntArrayRef(a.sizes) == IntArrayRef(b.sizes) &&
+                      IntArrayRef(a.strides) == IntArrayRef(b.strides);
+        }
+        if (same_meta) {
+          for (size_t k = 0; k < n.outputs.size(); ++k) remap[size_t(n.outputs[k])] = prev.outputs[k];
+          dead[i] = true;
+          continue;
+        }
+      }
+      seen.emplace(std::move(key), i);
+    }
+    if (!is_view_node(n))
+      for (int v : n.outputs) ++version[size_t(g.values[size_t(v)].buffer)];
+  }
+  apply_remap(g, remap);
+  return compact(std::move(g), dead);
+}
+
+// ---------------------------------------------------------------- folding and simplification
+
+Graph fold(const Graph& g0) {
+  Graph g = g0;
+  const std::vector<int> refs = referenced_values_per_buffer(g);
+  const std::vector<int> writer = last_writer(g);
+  std::vector<int> remap(g.values.size(), -1);
+  std::vector<bool> dead(g.nodes.size(), false);
+  auto later_writes = [&](int v, size_t i) { return writer[size_t(g.values[size_t(v)].buffer)] > int(i); };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    for (int& v : n.inputs)
+      while (v >= 0 && remap[size_t(v)] >= 0) v = remap[size_t(v)];
+    // view chains (transpose of a transpose, reshape of a reshape): one as_strided of the base
+    if (is_view_node(n) && n.inputs.size() == 1 && n.inputs[0] >= 0 && n.outputs.size() == 1) {
+      const Value& in = g.values[size_t(n.inputs[0])];
+      if (in.is_view && in.producer >= 0 && size_t(in.producer) < i &&
+          is_view_node(g.nodes[size_t(in.producer)]) &&
+          g.nodes[size_t(in.producer)].inputs.size() == 1) {
+        const Value& out = g.values[size_t(n.outputs[0])];
+        static const OpDef* as_strided = &find_op("as_strided");
+        n.inputs[0] = g.nodes[size_t(in.producer)].inputs[0];
+        n.op = as_strided;
+        n.attrs = Attrs{out.sizes, out.strides, out.offset};
+      }
+      continue;
+    }
+    if (!replaceable_outputs(g, i, refs, writer) || n.outputs.size() != 1) continue;
+    const Value& out = g.values[size_t(n.outputs[0])];
+    // constant folding: every input a constant, nothing random, a small result
+    bool all_const = !n.op->has(kFactory) || n.inputs.empty();
+    for (int v : n.inputs)
+      if (v >= 0 && g.buffers[size_t(g.values[size_t(v)].buffer)].kind != BufKind::Constant)
+        all_const = false;
+    if (all_const && !n.op->has(kRandom) && out.numel() <= 4096 && n.op->cpu &&
+        out.device.is_cpu() && !is_graph_output(g, n.outputs[0])) {
+      TensorList ins;
+      for (int v : n.inputs) {
+        if (v < 0) {
+          ins.push_back(Tensor());
+          continue;
+        }
+        const Value& iv = g.values[size_t(v)];
+        Tensor base(g.buffers[size_t(iv.buffer)].impls[0]);
+        ins.push_back(make_view(base, iv.sizes, iv.strides, iv.offset));
+      }
+      Tensor res = make_empty(out.sizes, out.dtype, out.device);
+      if (!out.strides.empty()) {
+        res.impl()->strides = out.strides;
+        res.impl()->refresh_contiguous();
+      }
+      TensorList outs{res};
+      {
+        KernelScope scope;
+        n.op->cpu(KernelArgs{ins, n.attrs, outs});
+      }
+      res.impl()->is_wrapped_number = false;
+      Buffer b;
+      b.kind = BufKind::Constant;
+      b.nbytes = res.impl()->storage->nbytes;
+      b.device = out.device;
+      b.impls = {res.impl_ptr()};
+      g.buffers.push_back(std::move(b));
+      Value cv = out;
+      cv.buffer = int(g.buffers.size()) - 1;
+      cv.offset = 0;
+      cv.producer = -1;
+      remap[size_t(n.outputs[0])] = g.add_value(std::move(cv));
+      remap.push_back(-1);
+      dead[i] = true;
+      continue;
+    }
+    // algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, and copies/casts that change nothing
+    int keep = -1;
+    const std::string& name = n.op->name;
+    double c = 0;
+    auto same_as_out = [&](int v) {
+      if (v < 0) return false;
+      const Value& x = g.values[size_t(v)];
+      return x.dtype == out.dtype && IntArrayRef(x.sizes) == IntArrayRef(out.sizes) &&
+             IntArrayRef(x.strides) == IntArrayRef(out.strides) && !later_writes(v, i);
+    };
+    if (n.inputs.size() == 2) {
+      const int a = n.inputs[0], b = n.inputs[1];
+      if ((name == "mul" && constant_scalar(g, b, c) && c == 1) ||
+          (name == "div" && constant_scalar(g, b, c) && c == 1) ||
+          ((name == "add" || name == "sub") && constant_scalar(g, b, c) && c == 0)) {
+        if (same_as_out(a)) keep = a;
+      } else if ((name == "mul" && constant_scalar(g, a, c) && c == 1) ||
+                 (name == "add" && constant_scalar(g, a, c) && c == 0)) {
+        if (same_as_out(b)) keep = b;
+      }
+    } else if (name == "copy" && n.inputs.size() == 1 && same_as_out(n.inputs[0]) &&
+               g.values[size_t(n.inputs[0])].contiguous()) {
+      keep = n.inputs[0];
+    } else if (name == "pow_scalar" && n.attrs.size() == 1 &&
+               std::holds_alternative<Scalar>(n.attrs.values[0]) &&
+               n.attrs.scalar(0).to_double() == 1.0 && same_as_out(n.inputs[0])) {
+      keep = n.inputs[0];
+    }
+    if (keep >= 0 && !is_graph_output(g, n.outputs[0])) {
+      remap[size_t(n.outputs[0])] = keep;
+      dead[i] = true;
+    }
+  }
+  apply_remap(g, remap);
+  return compact(std::move(g), dead);
+}
+
+// ---------------------------------------------------------------- elementwise fusion
+
+namespace {
+bool fusible(const Graph& g, const Node& n) {
+  if (!n.op->has(kElementwise) || n.op->has(kRandom) || n.rng >= 0 || !n.op->cpu) return false;
+  if (n.outputs.size() != 1) return false;
+  const Value& o = g.values[size_t(n.outputs[0])];
+  if (!o.device.is_cpu() || !o.contiguous() || o.numel() < kMinFuseNumel) return false;
+  for (int v : n.inputs)
+    if (v < 0 || !g.values[size_t(v)].device.is_cpu()) return false;
+  return true;
+}
+}  // namespace
+
+Graph fuse(const Graph& g0) {
+  Graph g = g0;
+  g.groups.clear();
+  for (Node& n : g.nodes) n.group = -1;
+  std::vector<int> cur;
+  DimVector shape;
+  std::unordered_map<int, int> written;             // buffer -> the value written in `cur`
+  std::unordered_map<int, std::vector<int>> reads;  // buffer -> values read in `cur`
+  auto close = [&] {
+    if (cur.size() >= 2) {
+      const int id = int(g.groups.size());
+      for (int i : cur) g.nodes[size_t(i)].group = id;
+      g.groups.push_back(cur);
+    }
+    cur.clear();
+    written.clear();
+    reads.clear();
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (is_view_node(n)) continue;  // views run nothing; a view of a group value materializes it
+    if (!fusible(g, n)) {
+      close();
+      continue;
+    }
+    const Value& o = g.values[size_t(n.outputs[0])];
+    bool join = !cur.empty() && IntArrayRef(o.sizes) == IntArrayRef(shape) &&
+                cur.size() < kMaxGroupNodes;
+    if (join) {
+      bool connected = false, conflict = false;
+      for (int v : n.inputs) {
+        const int b = g.values[size_t(v)].buffer;
+        auto w = written.find(b);
+        if (w != written.end()) {
+          if (w->second == v) connected = true;
+          else conflict = true;  // reads a different geometry of memory the group writes
+        }
+      }
+      const int ob = o.buffer;
+      auto w = written.find(ob);
+      if (w != written.end() && w->second != n.outputs[0]) conflict = true;
+      auto r = reads.find(ob);
+      if (r != reads.end())
+        for (int v : r->second)
+          if (v != n.outputs[0]) conflict = true;
+      join = connected && !conflict;
+    }
+    if (!join) {
+      close();
+      shape = o.sizes;
+    }
+    cur.push_back(int(i));
+    for (int v : n.inputs) reads[g.values[size_t(v)].buffer].push_back(v);
+    written[o.buffer] = n.outputs[0];
+  }
+  close();
+  // Group values that something outside the group reads (or that outlive the call) are
+  // written to their buffers; the rest live only in per-thread block scratch.
+  g.materialized.assign(g.values.size(), false);
+  const std::vector<int> refs = referenced_values_per_buffer(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (int v : n.inputs) {
+      if (v < 0) continue;
+      const Value& val = g.values[size_t(v)];
+      if (val.producer >= 0 && g.nodes[size_t(val.producer)].group >= 0 &&
+          g.nodes[size_t(val.producer)].group != n.group)
+        g.materialized[size_t(v)] = true;
+    }
+  }
+  for (int v : g.outputs) g.materialized[size_t(v)] = true;
+  for (const GradEffect& e : g.grad_effects)
+    if (e.value >= 0) g.materialized[size_t(e.value)] = true;
+  for (const Node& n : g.nodes) {
+    if (n.group < 0) continue;
+    const int v = n.outputs[0];
+    const Value& val = g.values[size_t(v)];
+    const Buffer& b = g.buffers[size_t(val.buffer)];
+    if (n.writes_existing || b.kind != BufKind::Intermediate || b.escapes ||
+        refs[size_t(val.buffer)] > 1)
+      g.materialized[size_t(v)] = true;
+  }
+  return g;
+}
+
+// ---------------------------------------------------------------- steps and lifetimes
+
+std::vector<int> step_of_nodes(const Graph& g) {
+  std::vector<int> last_of_group(g.groups.size(), -1);
+  for (size_t k = 0; k < g.groups.size(); ++k) last_of_group[k] = g.groups[k].back();
+  std::vector<int> step(g.nodes.size(), -1);
+  int s = 0;
+  // a group runs where its last node was; its other nodes take that step too
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (is_view_node(n)) continue;
+    if (n.group >= 0 && last_of_group[size_t(n.group)] != int(i)) continue;
+    step[i] = s++;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].group >= 0) step[i] = step[size_t(last_of_group[size_t(g.nodes[i].group)])];
+  return step;
+}
+
+namespace {
+// Whether value v needs its buffer at run time (fused-away group values do not).
+bool needs_memory(const Graph& g, int v) {
+  const Value& val = g.values[size_t(v)];
+  if (val.producer >= 0 && g.nodes[size_t(val.producer)].group >= 0 && !g.materialized.empty())
+    return g.materialized[size_t(v)];
+  return true;
+}
+
+
+}  // namespace
+
+// First and last step at which each buffer is used (-1, -1: never).
+std::vector<Interval> buffer_intervals(const Graph& g) {
+  const std::vector<int> step = step_of_nodes(g);
+  std::vector<Interval> iv(g.buffers.size());
+  auto use = [&](int v, int s) {
+    if (v < 0 || s < 0 || !needs_memory(g, v)) return;
+    Interval& x = iv[size_t(g.values[size_t(v)].buffer)];
+    if (x.first < 0 || s < x.first) x.first = s;
+    x.last = std::max(x.last, s);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (is_view_node(g.nodes[i])) continue;
+    for (int v : g.nodes[i].inputs) use(v, step[i]);
+    for (int v : g.nodes[i].outputs) use(v, step[i]);
+  }
+  return iv;
+}
+
+// ---------------------------------------------------------------- in-place reuse
+
+Graph inplace(const Graph& g0) {
+  Graph g = g0;
+  const std::vector<int> refs = referenced_values_per_buffer(g);
+  const std::vector<int> step = step_of_nodes(g);
+  std::vector<Interval> iv = buffer_intervals(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) || !n.op->has(kElementwise) ||
+        n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
+      continue;
+    const int xo = n.inputs[0], oo = n.outputs[0];
+    Value& x = g.values[size_t(xo)];
+    Value& o = g.values[size_t(oo)];
+    const int bx = x.buffer, bo = o.buffer;
+    if (bx == bo) continue;
+    const Buffer &X = g.buffers[size_t(bx)], &O = g.buffers[size_t(bo)];
+    if (X.kind != BufKind::Intermediate || O.kind != BufKind::Intermediate || X.escapes ||
+        O.escapes || refs[size_t(bx)] != 1 || refs[size_t(bo)] != 1)
+      continue;
+    if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
+        !x.contiguous() || !o.contiguous() || x.offset != 0 || o.offset != 0)
+      continue;
+    if (iv[size_t(bx)].last != step[i]) continue;  // x is read later
+    // other inputs must not be x's memory under another geometry (refs == 1 ensures it)
+    o.buffer = bx;
+    iv[size_t(bx)].last = std::max(iv[size_t(bx)].last, iv[size_t(bo)].last);
+    iv[size_t(bo)] = Interval{};
+    g.buffers[size_t(bo)].nbytes = 0;
+  }
+  return g;
+}
+
+// ---------------------------------------------------------------- memory planning
+
+size_t intermediate_bytes(const Graph& g) {
+  size_t total = 0;
+  for (const Buffer& b : g.buffers)
+    if (b.kind == BufKind::Intermediate && !b.escapes) total += b.nbytes;
+  return total;
+}
+
+size_t arena_bytes(const Graph& g) {
+  size_t end = 0;
+  for (const Buffer& b : g.buffers)
+    if (b.arena_offset >= 0) end = std::max(end, size_t(b.arena_offset) + b.nbytes);
+  return (end + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+}
+
+// NOTE [Memory plan]: one sweep over the steps; at step s the buffers first used at s are
+// placed in the best-fitting free block (the smallest that holds them; else the end of the
+// arena grows), then the buffers last used at s are freed and merged with free neighbours.
+// Inputs, outputs, externals and .grad-bound buffers are never placed here.
+Graph memplan(const Graph& g0) {
+  Graph g = g0;
+  std::vector<Interval> iv = buffer_intervals(g);
+  int nsteps = 0;
+  for (const Interval& x : iv) nsteps = std::max(nsteps, x.last + 1);
+  std::vector<std::vector<int>> starts(static_cast<size_t>(nsteps)), ends(static_cast<size_t>(nsteps));
+  for (size_t b = 0; b < g.buffers.size(); ++b) {
+    Buffer& buf = g.buffers[b];
+    buf.arena_offset = -1;
+    if (buf.kind != BufKind::Intermediate || buf.escapes || buf.nbytes == 0 || iv[b].first < 0)
+      continue;
+    starts[size_t(iv[b].first)].push_back(int(b));
+    ends[size_t(iv[b].last)].push_back(int(b));
+  }
+  std::map<size_t, size_t> free_blocks;  // offset -> size
+  size_t end = 0;
+  auto round = [](size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
+  for (int s = 0; s < nsteps; ++s) {
+    // larger buffers first: they are the hardest to fit
+    std::vector<int>& st = starts[size_t(s)];
+    std::sort(st.begin(), st.end(), [&](int a, int b) {
+      return g.buffers[size_t(a)].nbytes > g.buffers[size_t(b)].nbytes;
+    });
+    for (int b : st) {
+      const size_t need = round(g.buffers[size_t(b)].nbytes);
+      auto best = free_blocks.end();
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (it->second >= need && (best == free_blocks.end() || it->second < best->second))
+          best = it;
+      size_t off;
+      if (best != free_blocks.end()) {
+        off = best->first;
+        const size_t rest = best->second - need;
+        free_blocks.erase(best);
+        if (rest) free_blocks[off + need] = rest;
+      } else if (!free_blocks.empty() && std::prev(free_blocks.end())->first +
+                                                 std::prev(free_blocks.end())->second == end) {
+        // the last free block touches the end: grow it
+        auto last = std::prev(free_blocks.end());
+        off = last->first;
+        free_blocks.erase(last);
+        end = off + need;
+      } else {
+        off = end;
+        end += need;
+      }
+      g.buffers[size_t(b)].arena_offset = int64_t(off);
+    }
+    for (int b : ends[size_t(s)]) {
+      size_t off = size_t(g.buffers[size_t(b)].arena_offset);
+      size_t size = round(g.buffers[size_t(b)].nbytes);
+      auto next = free_blocks.lower_bound(off);
+      if (next != free_blocks.end() && off + size == next->first) {
+        size += next->second;
+        next = free_blocks.erase(next);
+      }
+      if (next != free_blocks.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == off) {
+          off = prev->first;
+          size += prev->second;
+          free_blocks.erase(prev);
+        }
+      }
+      free_blocks[off] = size;
+    }
+  }
+  return g;
+}
+
+}  // namespace oneflow::trace
