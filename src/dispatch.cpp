@@ -390,6 +390,15 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
       device_mismatch(op, inputs);
     }
   }
+  // 1b. inputs the kernel needs dense (never the tensor an in-place op writes)
+  if (op.contiguous_inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!((op.contiguous_inputs >> i) & 1u)) continue;
+      Tensor& t = inputs[i];
+      if (!t.defined() || t.is_contiguous() || (out && t.is_same(*out))) continue;
+      t = t.contiguous();
+    }
+  }
   // 2. infer output metadata (throws before any state changes)
   MetaList metas;
   op.infer_meta(inputs, attrs, metas);

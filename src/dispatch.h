@@ -86,6 +86,9 @@ struct OpDef {
   // kElementwise ops: the functor (ops/functors.h) computing one element, e.g. "fn::Tanh"
   // (generated fused kernels name it; the CPU fuser calls the op's own kernel per block).
   const char* functor = nullptr;
+  // Inputs the kernel reads as dense row-major buffers: dispatch makes them contiguous first
+  // (a recorded, differentiable copy), so kernels never allocate behind the tracer's planner.
+  uint32_t contiguous_inputs = 0;
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
 

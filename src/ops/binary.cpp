@@ -176,6 +176,7 @@ void where_cpu(const KernelArgs& k) {
 enum class Kind { kArith, kFloat, kCompare, kLogical };
 struct BinaryRow {
   const char* name;
+  const char* functor;  // ops/functors.h, for generated fused kernels
   Kind kind;
   KernelFn cpu;
   VjpFn vjp;
@@ -184,27 +185,27 @@ struct BinaryRow {
 };
 
 const BinaryRow kRows[] = {
-    {"add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0},
-    {"sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0},
-    {"mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, 3, 0},
-    {"div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, 3, 0},
-    {"div_trunc", Kind::kArith, int_safe_kernel<fn::DivTrunc>, div_round_vjp, 0, 0},
-    {"div_floor", Kind::kArith, int_safe_kernel<fn::DivFloor>, div_round_vjp, 0, 0},
-    {"maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, 3, 0},
-    {"minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, 3, 0},
-    {"fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, 3, 0},
-    {"remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, 3, 0},
-    {"atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, 3, 0},
-    {"pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, 3, 1},
-    {"eq", Kind::kCompare, binary_kernel_bool<fn::Eq>, nullptr, 0, 0},
-    {"ne", Kind::kCompare, binary_kernel_bool<fn::Ne>, nullptr, 0, 0},
-    {"lt", Kind::kCompare, binary_kernel_bool<fn::Lt>, nullptr, 0, 0},
-    {"le", Kind::kCompare, binary_kernel_bool<fn::Le>, nullptr, 0, 0},
-    {"gt", Kind::kCompare, binary_kernel_bool<fn::Gt>, nullptr, 0, 0},
-    {"ge", Kind::kCompare, binary_kernel_bool<fn::Ge>, nullptr, 0, 0},
-    {"logical_and", Kind::kLogical, binary_kernel_bool<fn::LogicalAnd>, nullptr, 0, 0},
-    {"logical_or", Kind::kLogical, binary_kernel_bool<fn::LogicalOr>, nullptr, 0, 0},
-    {"logical_xor", Kind::kLogical, binary_kernel_bool<fn::LogicalXor>, nullptr, 0, 0},
+    {"add", "fn::Add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0},
+    {"sub", "fn::Sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0},
+    {"mul", "fn::Mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, 3, 0},
+    {"div", "fn::Div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, 3, 0},
+    {"div_trunc", "fn::DivTrunc", Kind::kArith, int_safe_kernel<fn::DivTrunc>, div_round_vjp, 0, 0},
+    {"div_floor", "fn::DivFloor", Kind::kArith, int_safe_kernel<fn::DivFloor>, div_round_vjp, 0, 0},
+    {"maximum", "fn::Maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, 3, 0},
+    {"minimum", "fn::Minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, 3, 0},
+    {"fmod", "fn::Fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, 3, 0},
+    {"remainder", "fn::Remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, 3, 0},
+    {"atan2", "fn::Atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, 3, 0},
+    {"pow", "fn::Pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, 3, 1},
+    {"eq", "fn::Eq", Kind::kCompare, binary_kernel_bool<fn::Eq>, nullptr, 0, 0},
+    {"ne", "fn::Ne", Kind::kCompare, binary_kernel_bool<fn::Ne>, nullptr, 0, 0},
+    {"lt", "fn::Lt", Kind::kCompare, binary_kernel_bool<fn::Lt>, nullptr, 0, 0},
+    {"le", "fn::Le", Kind::kCompare, binary_kernel_bool<fn::Le>, nullptr, 0, 0},
+    {"gt", "fn::Gt", Kind::kCompare, binary_kernel_bool<fn::Gt>, nullptr, 0, 0},
+    {"ge", "fn::Ge", Kind::kCompare, binary_kernel_bool<fn::Ge>, nullptr, 0, 0},
+    {"logical_and", "fn::LogicalAnd", Kind::kLogical, binary_kernel_bool<fn::LogicalAnd>, nullptr, 0, 0},
+    {"logical_or", "fn::LogicalOr", Kind::kLogical, binary_kernel_bool<fn::LogicalOr>, nullptr, 0, 0},
+    {"logical_xor", "fn::LogicalXor", Kind::kLogical, binary_kernel_bool<fn::LogicalXor>, nullptr, 0, 0},
 };
 enum RowId {
   kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum, kFmod, kRemainder, kAtan2,
@@ -289,6 +290,7 @@ void register_binary_ops() {
     const BinaryRow& r = kRows[i];
     OpDef d;
     d.name = r.name;
+    d.functor = r.functor;
     d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
     d.infer_meta = (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ? elementwise_bool_meta
                                                                            : elementwise_meta;

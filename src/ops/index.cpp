@@ -1157,12 +1157,15 @@ void register_index_ops() {
   g_repeat = register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
                           .cpu = repeat_cpu, .vjp = repeat_vjp});
   g_sort = register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
-                        .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = 2});
+                        .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = 2,
+                 .contiguous_inputs = ~0u});
   g_topk = register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
-                        .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = 2});
+                        .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = 2,
+                 .contiguous_inputs = ~0u});
   g_embedding = register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
                              .infer_meta = embedding_meta, .cpu = embedding_cpu,
-                             .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                             .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                 .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

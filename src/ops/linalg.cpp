@@ -533,7 +533,8 @@ void register_linalg_ops() {
                       .save_inputs = 3});
   g_bmm = register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
                        .cpu = bmm_cpu, .cuda = cuda_backend::bmm_kernel, .vjp = bmm_vjp,
-                       .save_inputs = 3});
+                       .save_inputs = 3,
+                 .contiguous_inputs = ~0u});
   g_addmm = register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
                          .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,
                          .cuda = addmm_composite<false>, .vjp = addmm_vjp<false>,
@@ -541,7 +542,8 @@ void register_linalg_ops() {
   g_baddbmm = register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
                            .infer_meta = addmm_meta<true>, .cpu = addmm_cpu<true>,
                            .cuda = addmm_composite<true>, .vjp = addmm_vjp<true>,
-                           .save_inputs = 6});
+                           .save_inputs = 6,
+                 .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

@@ -1102,7 +1102,8 @@ void register_nn_ops() {
   const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
   g_layer_norm = register_op({.name = "layer_norm", .attr_names = nattrs,
                               .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
-                              .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6});
+                              .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6,
+                 .contiguous_inputs = ~0u});
   g_layer_norm_bwd = register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
                                   .cpu = norm_bwd_cpu<kLayer>,
@@ -1110,14 +1111,16 @@ void register_nn_ops() {
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
   g_group_norm = register_op({.name = "group_norm", .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
-                              .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6});
+                              .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6,
+                 .contiguous_inputs = ~0u});
   g_group_norm_bwd = register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
                                   .cpu = norm_bwd_cpu<kGroup>,
                  .vjp = fused_backward_vjp});
   g_rms_norm = register_op({.name = "rms_norm", .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
-                            .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2});
+                            .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
+                 .contiguous_inputs = ~0u});
   g_rms_norm_bwd = register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
                                 .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
                                 .cpu = norm_bwd_cpu<kRms>,
@@ -1125,7 +1128,8 @@ void register_nn_ops() {
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
   g_batch_norm = register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
                               .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
-                              .save_outputs = 6, .nondiff_inputs = 0b11000});
+                              .save_outputs = 6, .nondiff_inputs = 0b11000,
+                 .contiguous_inputs = 0b00111});
   g_batch_norm_bwd = register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = battrs, .infer_meta = bn_bwd_meta,
                                   .cpu = bn_bwd_cpu,
@@ -1133,28 +1137,33 @@ void register_nn_ops() {
   g_dropout = register_op({.name = "dropout", .traits = kRandom,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
                            .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2,
-                           .rng_seed_attr = 1});
+                           .rng_seed_attr = 1,
+                 .contiguous_inputs = ~0u});
   const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
                                            "has_weight"};
   g_cross_entropy = register_op({.name = "cross_entropy", .attr_names = cattrs,
                                  .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
-                                 .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6});
+                                 .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6,
+                 .contiguous_inputs = ~0u});
   g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
                                      .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
                  .vjp = fused_backward_vjp});
   g_linear = register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
-                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011});
+                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
+                 .contiguous_inputs = ~0u});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
                                            "mask_kind"};
   g_sdpa = register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
-                        .nondiff_inputs = 0b1000, .rng_seed_attr = 3});
+                        .nondiff_inputs = 0b1000, .rng_seed_attr = 3,
+                 .contiguous_inputs = ~0u});
   g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
-                            .vjp = fused_backward_vjp, .rng_seed_attr = 3});
+                            .vjp = fused_backward_vjp, .rng_seed_attr = 3,
+                 .contiguous_inputs = ~0u});
 }
 
 // ================================================================ public functions

@@ -1036,22 +1036,23 @@ void register_conv_ops() {
   g_conv2d = register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation",
                                                            "groups"},
                           .infer_meta = conv2d_meta, .cpu = conv2d_cpu, .vjp = conv2d_vjp,
-                          .save_inputs = 3});
+                          .save_inputs = 3,
+                 .contiguous_inputs = ~0u});
   g_conv_transpose2d = register_op(
       {.name = "conv_transpose2d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose2d_meta, .cpu = conv_transpose2d_cpu,
-       .vjp = conv_transpose2d_vjp, .save_inputs = 3});
+       .vjp = conv_transpose2d_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
   g_conv2d_backward_weight = register_op(
       {.name = "conv2d_backward_weight",
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv2d_backward_weight_meta, .cpu = conv2d_backward_weight_cpu,
-       .vjp = conv2d_backward_weight_vjp, .save_inputs = 3});
+       .vjp = conv2d_backward_weight_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
   g_max_pool2d = register_op(
       {.name = "max_pool2d_with_indices",
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_pool2d_vjp,
-       .save_outputs = 2});
+       .save_outputs = 2, .contiguous_inputs = ~0u});
   const std::vector<std::string> avg_attrs = {"kernel_size", "stride", "padding", "ceil_mode",
                                               "count_include_pad", "divisor_override"};
   auto with_size = [](std::vector<std::string> v) {
@@ -1061,45 +1062,53 @@ void register_conv_ops() {
   g_avg_pool2d = register_op({.name = "avg_pool2d", .attr_names = avg_attrs,
                               .infer_meta = resample_meta<Mode::kAvg>,
                               .cpu = resample_cpu<Mode::kAvg>,
-                              .vjp = resample_vjp<Mode::kAvg>});
+                              .vjp = resample_vjp<Mode::kAvg>,
+                 .contiguous_inputs = ~0u});
   g_avg_pool2d_backward = register_op({.name = "avg_pool2d_backward",
                                        .attr_names = with_size(avg_attrs),
                                        .infer_meta = resample_backward_meta<Mode::kAvg>,
                                        .cpu = resample_backward_cpu<Mode::kAvg>,
-                                       .vjp = resample_backward_vjp<Mode::kAvg>});
+                                       .vjp = resample_backward_vjp<Mode::kAvg>,
+                 .contiguous_inputs = ~0u});
   g_adaptive_avg_pool2d = register_op({.name = "adaptive_avg_pool2d", .attr_names = {"output_size"},
                                        .infer_meta = resample_meta<Mode::kAdaptive>,
                                        .cpu = resample_cpu<Mode::kAdaptive>,
-                                       .vjp = resample_vjp<Mode::kAdaptive>});
+                                       .vjp = resample_vjp<Mode::kAdaptive>,
+                 .contiguous_inputs = ~0u});
   g_adaptive_avg_pool2d_backward =
       register_op({.name = "adaptive_avg_pool2d_backward",
                    .attr_names = {"output_size", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
-                   .vjp = resample_backward_vjp<Mode::kAdaptive>});
+                   .vjp = resample_backward_vjp<Mode::kAdaptive>,
+                 .contiguous_inputs = ~0u});
   g_upsample_nearest2d = register_op({.name = "upsample_nearest2d",
                                       .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
                                       .cpu = resample_cpu<Mode::kNearest>,
-                                      .vjp = resample_vjp<Mode::kNearest>});
+                                      .vjp = resample_vjp<Mode::kNearest>,
+                 .contiguous_inputs = ~0u});
   g_upsample_nearest2d_backward =
       register_op({.name = "upsample_nearest2d_backward",
                    .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kNearest>,
                    .cpu = resample_backward_cpu<Mode::kNearest>,
-                   .vjp = resample_backward_vjp<Mode::kNearest>});
+                   .vjp = resample_backward_vjp<Mode::kNearest>,
+                 .contiguous_inputs = ~0u});
   g_upsample_bilinear2d =
       register_op({.name = "upsample_bilinear2d",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
                    .infer_meta = resample_meta<Mode::kBilinear>,
                    .cpu = resample_cpu<Mode::kBilinear>,
-                   .vjp = resample_vjp<Mode::kBilinear>});
+                   .vjp = resample_vjp<Mode::kBilinear>,
+                 .contiguous_inputs = ~0u});
   g_upsample_bilinear2d_backward =
       register_op({.name = "upsample_bilinear2d_backward",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kBilinear>,
                    .cpu = resample_backward_cpu<Mode::kBilinear>,
-                   .vjp = resample_backward_vjp<Mode::kBilinear>});
+                   .vjp = resample_backward_vjp<Mode::kBilinear>,
+                 .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

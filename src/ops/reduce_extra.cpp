@@ -951,16 +951,20 @@ void register_reduce_ops_extra() {
                         .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
   g_cumsum = register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
                           .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
-                          .vjp = cumsum_vjp});
+                          .vjp = cumsum_vjp,
+                 .contiguous_inputs = ~0u});
   g_cumprod = register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
                            .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
-                           .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1});
+                           .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1,
+                 .contiguous_inputs = ~0u});
   g_softmax = register_op({.name = "softmax", .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
-                           .vjp = softmax_vjp, .save_outputs = 1});
+                           .vjp = softmax_vjp, .save_outputs = 1,
+                 .contiguous_inputs = ~0u});
   g_log_softmax = register_op({.name = "log_softmax", .attr_names = {"dim"},
                                .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
-                               .vjp = log_softmax_vjp, .save_outputs = 1});
+                               .vjp = log_softmax_vjp, .save_outputs = 1,
+                 .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

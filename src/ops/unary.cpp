@@ -91,6 +91,7 @@ void gelu_cpu(const KernelArgs& k) {
 enum class Kind { kFloat, kAll, kBoolOut };
 struct UnaryRow {
   const char* name;
+  const char* functor;  // ops/functors.h, for generated fused kernels
   Kind kind;
   KernelFn cpu;
   VjpFn vjp;
@@ -98,34 +99,34 @@ struct UnaryRow {
 };
 
 const UnaryRow kRows[] = {
-    {"neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false},
-    {"abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false},
-    {"sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false},
-    {"exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true},
-    {"exp2", Kind::kFloat, unary_kernel_float<fn::Exp2>, exp2_vjp, false, true},
-    {"log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false},
-    {"log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false},
-    {"log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false},
-    {"expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true},
-    {"sqrt", Kind::kFloat, unary_kernel_float<fn::Sqrt>, sqrt_vjp, false, true},
-    {"rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true},
-    {"reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true},
-    {"square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false},
-    {"sin", Kind::kFloat, unary_kernel_float<fn::Sin>, sin_vjp, true, false},
-    {"cos", Kind::kFloat, unary_kernel_float<fn::Cos>, cos_vjp, true, false},
-    {"tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true},
-    {"tanh", Kind::kFloat, unary_kernel_float<fn::Tanh>, tanh_vjp, false, true},
-    {"sigmoid", Kind::kFloat, unary_kernel_float<fn::Sigmoid>, sigmoid_vjp, false, true},
-    {"relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true},
-    {"silu", Kind::kFloat, unary_kernel_float<fn::Silu>, silu_vjp, true, false},
-    {"erf", Kind::kFloat, unary_kernel_float<fn::Erf>, erf_vjp, true, false},
-    {"floor", Kind::kAll, unary_kernel_all<fn::Floor>, zero_vjp, false, false},
-    {"ceil", Kind::kAll, unary_kernel_all<fn::Ceil>, zero_vjp, false, false},
-    {"round", Kind::kAll, unary_kernel_all<fn::Round>, zero_vjp, false, false},
-    {"trunc", Kind::kAll, unary_kernel_all<fn::Trunc>, zero_vjp, false, false},
-    {"isnan", Kind::kBoolOut, unary_kernel_bool<fn::IsNan>, nullptr, false, false},
-    {"isinf", Kind::kBoolOut, unary_kernel_bool<fn::IsInf>, nullptr, false, false},
-    {"logical_not", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
+    {"neg", "fn::Neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false},
+    {"abs", "fn::Abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false},
+    {"sign", "fn::Sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false},
+    {"exp", "fn::Exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true},
+    {"exp2", "fn::Exp2", Kind::kFloat, unary_kernel_float<fn::Exp2>, exp2_vjp, false, true},
+    {"log", "fn::Log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false},
+    {"log2", "fn::Log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false},
+    {"log1p", "fn::Log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false},
+    {"expm1", "fn::Expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true},
+    {"sqrt", "fn::Sqrt", Kind::kFloat, unary_kernel_float<fn::Sqrt>, sqrt_vjp, false, true},
+    {"rsqrt", "fn::Rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true},
+    {"reciprocal", "fn::Reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true},
+    {"square", "fn::Square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false},
+    {"sin", "fn::Sin", Kind::kFloat, unary_kernel_float<fn::Sin>, sin_vjp, true, false},
+    {"cos", "fn::Cos", Kind::kFloat, unary_kernel_float<fn::Cos>, cos_vjp, true, false},
+    {"tan", "fn::Tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true},
+    {"tanh", "fn::Tanh", Kind::kFloat, unary_kernel_float<fn::Tanh>, tanh_vjp, false, true},
+    {"sigmoid", "fn::Sigmoid", Kind::kFloat, unary_kernel_float<fn::Sigmoid>, sigmoid_vjp, false, true},
+    {"relu", "fn::Relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true},
+    {"silu", "fn::Silu", Kind::kFloat, unary_kernel_float<fn::Silu>, silu_vjp, true, false},
+    {"erf", "fn::Erf", Kind::kFloat, unary_kernel_float<fn::Erf>, erf_vjp, true, false},
+    {"floor", "fn::Floor", Kind::kAll, unary_kernel_all<fn::Floor>, zero_vjp, false, false},
+    {"ceil", "fn::Ceil", Kind::kAll, unary_kernel_all<fn::Ceil>, zero_vjp, false, false},
+    {"round", "fn::Round", Kind::kAll, unary_kernel_all<fn::Round>, zero_vjp, false, false},
+    {"trunc", "fn::Trunc", Kind::kAll, unary_kernel_all<fn::Trunc>, zero_vjp, false, false},
+    {"isnan", "fn::IsNan", Kind::kBoolOut, unary_kernel_bool<fn::IsNan>, nullptr, false, false},
+    {"isinf", "fn::IsInf", Kind::kBoolOut, unary_kernel_bool<fn::IsInf>, nullptr, false, false},
+    {"logical_not", "fn::LogicalNot", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
 };
 
 const OpDef* g_ops[std::size(kRows)];
@@ -176,6 +177,7 @@ void register_unary_ops() {
     const UnaryRow& r = kRows[i];
     OpDef d;
     d.name = r.name;
+    d.functor = r.functor;
     d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
     d.infer_meta = r.kind == Kind::kBoolOut ? elementwise_bool_meta : elementwise_meta;
     d.cpu = r.cpu;
