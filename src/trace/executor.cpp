@@ -12,7 +12,11 @@
 // results are bitwise those of the unfused kernels. Group values that nothing outside reads
 // live in per-thread scratch blocks (cache-resident); inputs broadcast into the group shape
 // are gathered per block.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
@@ -310,7 +314,8 @@ void run_group(Plan& p, GroupPlan& gp) {
     }
     wk->busy.store(false, std::memory_order_release);
   };
-  parallel_for(0, nblocks, 1, body);
+  // as eager kernels: below kParallelGrain elements of work the group stays on this thread
+  parallel_for(0, nblocks, std::max<int64_t>(1, kParallelGrain / kBlock), body);
 }
 
 }  // namespace
@@ -452,6 +457,50 @@ std::string check_externals(const Plan& p) {
   return {};
 }
 
+// OF_TRACE_PROFILE=1: time per op over all replays, printed when the process exits.
+struct Profiler {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, uint64_t>> per_op;
+  static Profiler& get() {
+    static Profiler* p = [] {
+      auto* q = new Profiler();
+      std::atexit([] { get().print(); });
+      return q;
+    }();
+    return *p;
+  }
+  void print() {
+    std::vector<std::pair<double, std::string>> v;
+    double total = 0;
+    for (auto& [k, x] : per_op) {
+      v.push_back({x.first, k});
+      total += x.first;
+    }
+    std::sort(v.rbegin(), v.rend());
+    std::fprintf(stderr, "[jit.replay] profile: %.3f ms in kernels over all replays\n", total * 1e3);
+    for (auto& [t, k] : v)
+      std::fprintf(stderr, "  %-44s %10.3f ms %6.1f%%  %llu calls\n", k.c_str(), t * 1e3,
+                   100 * t / total, (unsigned long long)per_op[k].second);
+  }
+  struct Scope {
+    bool on;
+    const char* name;
+    std::chrono::steady_clock::time_point t0;
+    Scope(bool o, const char* n) : on(o), name(n) {
+      if (on) t0 = std::chrono::steady_clock::now();
+    }
+    ~Scope() {
+      if (!on) return;
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      Profiler& p = get();
+      std::lock_guard<std::mutex> lk(p.mu);
+      auto& x = p.per_op[name];
+      x.first += dt;
+      ++x.second;
+    }
+  };
+};
+
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   const Graph& g = p.g;
   // 1. inputs and .grad roots: re-point their values at this call's storages
@@ -505,9 +554,11 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   }
   // 4. the steps
   static const bool debug_allocs = std::getenv("OF_TRACE_DEBUG_ALLOCS") != nullptr;
+  static const bool profile = std::getenv("OF_TRACE_PROFILE") != nullptr;
   {
     KernelScope scope;
     for (Step& s : p.steps) {
+      Profiler::Scope ps(profile, s.group >= 0 ? "(fused group)" : s.op->name.c_str());
       if (s.group >= 0) {
         run_group(p, p.groups[size_t(s.group)]);
         continue;

@@ -119,9 +119,10 @@ class Recorder final : public TraceObserver {
     if (b < 0) {
       const TensorImpl* i = t.impl();
       auto gs = grad_storage_.find(i->storage.get());
-      if (gs != grad_storage_.end()) {
+      // (the .grad seen earlier must still be this storage, not a dead one whose address came back)
+      if (gs != grad_storage_.end() && gs->second.first.lock() == i->storage) {
         b = new_buffer(t, BufKind::GradOf);
-        g.buffers[b].impls = {gs->second};
+        g.buffers[b].impls = {gs->second.second};
         g.buffers[b].base_offset = i->offset;
       } else if (i->is_wrapped_number) {
         b = new_buffer(t, BufKind::Constant);
@@ -219,7 +220,7 @@ class Recorder final : public TraceObserver {
     }
     const Tensor& gr = grad_slot(leaf.get());
     if (gr.defined() && find_buffer(gr) < 0)
-      grad_storage_.emplace(gr.impl()->storage.get(), leaf);
+      grad_storage_[gr.impl()->storage.get()] = {gr.impl()->storage, leaf};
   }
 
   void on_host_read(const char* what) override {
@@ -294,7 +295,9 @@ class Recorder final : public TraceObserver {
   std::unordered_map<ValueKey, int, ValueKeyHash> value_of_;
   std::unordered_map<const TensorImpl*, std::shared_ptr<TensorImpl>> grad_leaves_;
   std::vector<std::shared_ptr<TensorImpl>> grad_order_;
-  std::unordered_map<const StorageImpl*, std::shared_ptr<TensorImpl>> grad_storage_;
+  std::unordered_map<const StorageImpl*,
+                     std::pair<std::weak_ptr<StorageImpl>, std::shared_ptr<TensorImpl>>>
+      grad_storage_;
   std::map<std::pair<uint64_t, uint64_t>, int> rng_of_;
   GeneratorState expected_{0, 0};
 };
