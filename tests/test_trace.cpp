@@ -732,3 +732,153 @@ TEST_CASE("trace: a steady-state training step replays with zero heap allocation
   CHECK(step.stats().arena_bytes > 0);
   CHECK(step.stats().arena_bytes <= step.stats().intermediate_bytes);
 }
+
+// ---------------------------------------------------------------- nn::Graph, save and load
+
+namespace {
+struct TrainGraph : of::nn::Graph<TrainGraph> {
+  TrainGraph(of::nn::Linear l, of::optim::SGD& opt) : lin(std::move(l)) { add_optimizer(opt); }
+  of::Tensor build(const of::Tensor& x, const of::Tensor& y) {
+    of::Tensor loss = F::mse_loss(lin(x), y);
+    loss.backward();
+    return loss;
+  }
+  of::nn::Linear lin;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  REQUIRE(n > 0);
+  buf[n] = 0;
+  return buf;
+}
+}  // namespace
+
+TEST_CASE("trace: nn::Graph (build + add_optimizer) trains like the eager loop") {
+  auto run = [](bool graph) {
+    of::manual_seed(8);
+    of::nn::Linear lin(4, 2);
+    of::optim::SGD opt(lin->parameters(), of::optim::SGDOptions(0.05).momentum(0.5));
+    of::optim::StepLR sched(opt, 3, 0.5);
+    of::manual_seed(9);
+    of::Tensor x = of::randn({8, 4}), y = of::randn({8, 2});
+    TrainGraph g(lin, opt);
+    g.config.enable_fuse(true);
+    std::vector<float> losses;
+    for (int i = 0; i < 8; ++i) {
+      if (graph) {
+        losses.push_back(g(x, y).item<float>());
+      } else {
+        of::Tensor loss = F::mse_loss(lin(x), y);
+        loss.backward();
+        opt.step();
+        opt.zero_grad();
+        sched.step();
+        losses.push_back(loss.item<float>());
+      }
+    }
+    if (graph) {
+      CHECK(g.stats().replays >= 5);
+      CHECK(g.graph().find("linear") != std::string::npos);
+    }
+    return std::make_pair(losses, lin->weight.detach().clone());
+  };
+  auto [le, we] = run(false);
+  of::manual_seed(0);
+  (void)0;
+  // the graph needs its scheduler to step after each call, as the eager loop does
+  struct SchedGraph : of::nn::Graph<SchedGraph> {
+    of::nn::Linear lin{nullptr};
+    of::Tensor build(const of::Tensor& x, const of::Tensor& y) {
+      of::Tensor loss = F::mse_loss(lin(x), y);
+      loss.backward();
+      return loss;
+    }
+  };
+  of::manual_seed(8);
+  of::nn::Linear lin(4, 2);
+  of::optim::SGD opt(lin->parameters(), of::optim::SGDOptions(0.05).momentum(0.5));
+  of::optim::StepLR sched(opt, 3, 0.5);
+  of::manual_seed(9);
+  of::Tensor x = of::randn({8, 4}), y = of::randn({8, 2});
+  SchedGraph g;
+  g.lin = lin;
+  g.add_optimizer(opt, &sched);
+  std::vector<float> lg;
+  for (int i = 0; i < 8; ++i) lg.push_back(g(x, y).item<float>());
+  REQUIRE(lg.size() == le.size());
+  for (size_t i = 0; i < lg.size(); ++i) CHECK(lg[i] == le[i]);
+  CHECK(same_bits(lin->weight.detach(), we));
+  CHECK(g.stats().replays >= 5);
+  auto [lgraph, wgraph] = run(true);  // without a scheduler: runs and replays
+  CHECK(lgraph.size() == 8);
+}
+
+TEST_CASE("trace: (child process) load a saved graph and write its output") {
+  // The parent test below runs this binary again with OF_TRACE_CHILD set; alone it does nothing.
+  const char* dir = std::getenv("OF_TRACE_CHILD");
+  if (!dir) return;
+  of::jit::LoadedGraph g = of::jit::load(std::string(dir) + "/cnn.oftrace");
+  of::Tensor x;
+  of::load(x, std::string(dir) + "/x.safetensors");
+  of::save(g(x), std::string(dir) + "/y_child.safetensors");
+}
+
+TEST_CASE("trace: save -> load in a fresh process is bitwise equal; bad files fail cleanly") {
+  char tmpl[] = "/tmp/oneflow-trace-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  of::manual_seed(4);
+  Cnn net;
+  net->eval();
+  of::NoGradGuard ng;
+  auto infer = of::jit::trace([&](const of::Tensor& x) { return net->forward(x).softmax(1); });
+  of::Tensor x = of::randn({5, 1, 16, 16});
+  of::Tensor y = infer(x);
+  of::jit::save(infer, dir + "/cnn.oftrace");
+  of::save(x, dir + "/x.safetensors");
+  // in this process
+  of::jit::LoadedGraph g = of::jit::load(dir + "/cnn.oftrace");
+  CHECK(same_bits(g(x), y));
+  CHECK(g.graph().find("conv2d") != std::string::npos);
+  // in a fresh process
+  const std::string cmd = "OF_TRACE_CHILD=" + dir + " " + self_exe() +
+                          " -tc='trace: (child process)*' > " + dir + "/child.log 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  of::Tensor yc;
+  of::load(yc, dir + "/y_child.safetensors");
+  CHECK(same_bits(yc, y));
+  // wrong inputs are refused before anything runs
+  CHECK(th::throws_with([&] { g(of::randn({4, 1, 16, 16})); }, {"[jit.load]", "input 0", "(5, 1, 16, 16)"}));
+  CHECK(th::throws_with([&] { g.run({}); }, {"[jit.load]", "takes 1 inputs"}));
+  // truncated, corrupted, wrong version
+  std::ifstream in(dir + "/cnn.oftrace", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, const std::string& b) {
+    std::ofstream out(dir + "/" + name, std::ios::binary);
+    out.write(b.data(), std::streamsize(b.size()));
+    return dir + "/" + name;
+  };
+  CHECK(th::throws_with([&] { of::jit::load(write("t.oftrace", bytes.substr(0, bytes.size() / 2))); },
+                        {"[jit.load]", "truncated"}));
+  std::string flipped = bytes;
+  flipped[flipped.size() - 100] ^= 0x5a;
+  CHECK(th::throws_with([&] { of::jit::load(write("c.oftrace", flipped)); }, {"[jit.load]", "checksum"}));
+  std::string version = bytes;
+  version[8] = 99;
+  CHECK(th::throws_with([&] { of::jit::load(write("v.oftrace", version)); }, {"[jit.load]", "version 99"}));
+  CHECK(th::throws_with([&] { of::jit::load(write("m.oftrace", "not a graph at all")); }, {"[jit.load]"}));
+  CHECK(th::throws_with([&] { of::jit::load(dir + "/missing.oftrace"); }, {"[jit.load]", "cannot open"}));
+  // a training step cannot be saved for inference
+  of::Tensor w = of::ones({3}).requires_grad_(true);
+  auto train = of::jit::trace([&](const of::Tensor& in) {
+    w.mutable_grad() = of::Tensor();
+    of::EnableGradGuard eg;
+    (in * w).sum().backward();
+    return in;
+  });
+  train(of::ones({3}));
+  CHECK(th::throws_with([&] { of::jit::save(train, dir + "/train.oftrace"); }, {"[jit.save]", ".grad"}));
+  std::system(("rm -rf " + dir).c_str());
+}
