@@ -645,11 +645,38 @@ void max_pool2d_cpu(const KernelArgs& k) {
     int64_t* ip = k.outputs[1].data_ptr<int64_t>();
     const int64_t planes = g.N * g.C, in_sz = g.H * g.W, out_sz = g.OH * g.OW;
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(out_sz * g.kh * g.kw, 1));
+    // 2x2 windows, stride 2, no padding or dilation (the common case): the same scan order
+    // and NaN rule as the general loop below, without its per-window bounds and branches
+    const bool k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 &&
+                      g.pw == 0 && g.dh == 1 && g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
     parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
       for (int64_t pl = b; pl < e; ++pl) {
         const T* src = xp + pl * in_sz;
         T* dst = yp + pl * out_sz;
         int64_t* idx = ip + pl * out_sz;
+        if (k2s2) {
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            const T* r0 = src + 2 * oh * g.W;
+            const T* r1 = r0 + g.W;
+            const int64_t base = 2 * oh * g.W;
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              const int64_t c0 = 2 * ow;
+              T mv = r0[c0];
+              int64_t bi = base + c0;
+              auto take = [&](T v, int64_t i) {
+                const bool up = v > mv || v != v;
+                mv = up ? v : mv;
+                bi = up ? i : bi;
+              };
+              take(r0[c0 + 1], base + c0 + 1);
+              take(r1[c0], base + g.W + c0);
+              take(r1[c0 + 1], base + g.W + c0 + 1);
+              dst[oh * g.OW + ow] = mv;
+              idx[oh * g.OW + ow] = bi;
+            }
+          }
+          continue;
+        }
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           int64_t h0 = oh * g.sh - g.ph;
           const int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <list>
 #include <sstream>
+#include <algorithm>
 
 #include "trace/graph.h"
 
@@ -295,6 +296,35 @@ std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
 
 namespace {
 
+// OF_TRACE_DEBUG_MEMPLAN=1: the buffers live at the step where the most bytes are live.
+void debug_memplan(const trace::Graph& g) {
+  const auto iv = trace::buffer_intervals(g);
+  int steps = 0;
+  for (auto& x : iv) steps = std::max(steps, x.last + 1);
+  std::vector<size_t> live(size_t(steps), 0);
+  for (size_t b = 0; b < g.buffers.size(); ++b)
+    if (g.buffers[b].arena_offset >= 0)
+      for (int s = iv[b].first; s <= iv[b].last; ++s) live[size_t(s)] += g.buffers[b].nbytes;
+  const int peak = int(std::max_element(live.begin(), live.end()) - live.begin());
+  std::fprintf(stderr, "[jit.trace] memplan: peak %.2f MiB live at step %d of %d\n",
+               double(live[size_t(peak)]) / 1048576.0, peak, steps);
+  std::vector<std::pair<size_t, std::string>> at;
+  for (size_t b = 0; b < g.buffers.size(); ++b) {
+    if (g.buffers[b].arena_offset < 0 || iv[b].first > peak || iv[b].last < peak) continue;
+    std::string who = "?";
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].buffer == int(b) && g.values[v].producer >= 0) {
+        who = g.nodes[size_t(g.values[v].producer)].op->name + " " + shape_str(g.values[v].sizes) +
+              fmt::format(" steps {}..{}", iv[b].first, iv[b].last);
+        break;
+      }
+    at.push_back({g.buffers[b].nbytes, who});
+  }
+  std::sort(at.rbegin(), at.rend());
+  for (size_t k = 0; k < at.size() && k < 25; ++k)
+    std::fprintf(stderr, "  %8.3f MiB  %s\n", double(at[k].first) / 1048576.0, at[k].second.c_str());
+}
+
 void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
   auto t0 = std::chrono::steady_clock::now();
   trace::Graph g = std::move(r.graph);
@@ -317,6 +347,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   pass("fuse", sw.fuse, trace::fuse);
   pass("inplace", sw.inplace, trace::inplace);
   pass("memplan", sw.memplan, trace::memplan);
+  if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
   entry.plan = trace::lower(g, e.options.arena_outputs_);
   st.nodes_final = g.nodes.size();
   st.steps = trace::plan_steps(*entry.plan);

@@ -380,7 +380,10 @@ Graph fuse(const Graph& g0) {
       if (r != reads.end())
         for (int v : r->second)
           if (v != n.outputs[0]) conflict = true;
-      join = connected && !conflict;
+      // Consecutive same-shape nodes share one pass over memory even when they are not
+      // connected (Adam's moment updates read the gradient side by side).
+      (void)connected;
+      join = !conflict;
     }
     if (!join) {
       close();
