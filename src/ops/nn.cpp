@@ -94,6 +94,15 @@ template <class T> const T* cptr(const Tensor& t) {
 }
 template <class T> T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
 Tensor contig_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+// An attention mask [B, L, S] read row by row: rows may broadcast (stride 0 over B or L), so a
+// mask expanded from [L, S] is never copied; only a non-unit stride along S is.
+Tensor mask_rows_or_empty(const Tensor& t) {
+  if (!t.defined() || t.dim() != 3 || t.size(2) <= 1 || t.stride(2) == 1) return t;
+  return t.contiguous();
+}
+template <class M> const M* mask_row(const M* base, const Tensor& mask, int64_t b, int64_t i) {
+  return base ? base + b * mask.stride(0) + i * mask.stride(1) : nullptr;
+}
 
 // ---------------------------------------------------------------- row statistics
 
@@ -895,7 +904,7 @@ template <class T> double dot_d(const T* a, const T* b, int64_t n) {
 
 void sdpa_cpu(const KernelArgs& k) {
   const Tensor q = k.inputs[0].contiguous(), kk = k.inputs[1].contiguous();
-  const Tensor v = k.inputs[2].contiguous(), mask = contig_or_empty(k.inputs[3]);
+  const Tensor v = k.inputs[2].contiguous(), mask = mask_rows_or_empty(k.inputs[3]);
   const AttnGeom g = attn_geom(k.inputs);
   dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
     using T = decltype(z);
@@ -913,8 +922,8 @@ void sdpa_cpu(const KernelArgs& k) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / g.L, i = r % g.L;
         const T* qi = pq + r * g.E;
-        const T* mrow = pm ? pm + r * g.S : nullptr;
-        const bool* brow = pbm ? pbm + r * g.S : nullptr;
+        const T* mrow = mask_row(pm, mask, b, i);
+        const bool* brow = mask_row(pbm, mask, b, i);
         double m = -INFINITY, l = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = 0; j < g.S; ++j) {
@@ -953,7 +962,7 @@ void sdpa_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
 void sdpa_bwd_cpu(const KernelArgs& k) {
   const Tensor dout = k.inputs[0].contiguous(), q = k.inputs[1].contiguous();
   const Tensor kk = k.inputs[2].contiguous(), v = k.inputs[3].contiguous();
-  const Tensor mask = contig_or_empty(k.inputs[4]);
+  const Tensor mask = mask_rows_or_empty(k.inputs[4]);
   const Tensor o = k.inputs[5].contiguous(), lse = k.inputs[6].contiguous();
   const TensorList qkv{q, kk, v};
   const AttnGeom g = attn_geom(qkv);
@@ -982,8 +991,8 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
           const int64_t r = b * g.L + i;
           const T* qi = pq + r * g.E;
           const T* doi = pdo + r * g.Ev;
-          const T* mrow = pm ? pm + r * g.S : nullptr;
-          const bool* brow = pbm ? pbm + r * g.S : nullptr;
+          const T* mrow = mask_row(pm, mask, b, i);
+          const bool* brow = mask_row(pbm, mask, b, i);
           std::fill(dq.begin(), dq.end(), 0.0);
           const double li = double(pl[r]);
           if (std::isfinite(li)) {
@@ -1158,12 +1167,12 @@ void register_nn_ops() {
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
                         .nondiff_inputs = 0b1000, .rng_seed_attr = 3,
-                 .contiguous_inputs = ~0u});
+                 .contiguous_inputs = 0b0111});
   g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
                             .vjp = fused_backward_vjp, .rng_seed_attr = 3,
-                 .contiguous_inputs = ~0u});
+                 .contiguous_inputs = 0b1101111});
 }
 
 // ================================================================ public functions

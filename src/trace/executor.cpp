@@ -309,18 +309,6 @@ void run_group(Plan& p, GroupPlan& gp) {
                        static_cast<char*>(t->storage->data));
         }
       }
-      // ask for the next block of every streamed input now: its loads overlap this block's math
-      if (blk + 1 < b1)
-        for (size_t s = 0; s < gp.slots.size(); ++s) {
-          const GroupSlot& sl = gp.slots[s];
-          if (sl.kind != GroupSlot::kDirect && sl.kind != GroupSlot::kMaterialized) continue;
-          const TensorImpl* src = p.vt[size_t(sl.value)].impl();
-          const int64_t es = int64_t(itemsize(sl.dtype));
-          const char* next = static_cast<const char*>(src->storage->data) +
-                             (src->offset + beg + n) * es;
-          const int64_t bytes = std::min(kBlock, gp.numel - beg - n) * es;
-          for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 3);
-        }
       for (size_t m = 0; m < gp.members.size(); ++m)
         gp.members[m].kernel(KernelArgs{wk->ins[m], *gp.members[m].attrs, wk->outs[m]});
     }
