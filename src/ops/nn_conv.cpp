@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -655,25 +656,34 @@ void max_pool2d_cpu(const KernelArgs& k) {
         T* dst = yp + pl * out_sz;
         int64_t* idx = ip + pl * out_sz;
         if (k2s2) {
+          // four passes over an output row, one per window element in the general loop's scan
+          // order; `|` rather than `||` and selects keep the data-dependent compares branch-free
           for (int64_t oh = 0; oh < g.OH; ++oh) {
             const T* r0 = src + 2 * oh * g.W;
             const T* r1 = r0 + g.W;
             const int64_t base = 2 * oh * g.W;
+            T* d = dst + oh * g.OW;
+            int64_t* ix = idx + oh * g.OW;
             for (int64_t ow = 0; ow < g.OW; ++ow) {
-              const int64_t c0 = 2 * ow;
-              T mv = r0[c0];
-              int64_t bi = base + c0;
-              auto take = [&](T v, int64_t i) {
-                const bool up = v > mv || v != v;
-                mv = up ? v : mv;
-                bi = up ? i : bi;
-              };
-              take(r0[c0 + 1], base + c0 + 1);
-              take(r1[c0], base + g.W + c0);
-              take(r1[c0 + 1], base + g.W + c0 + 1);
-              dst[oh * g.OW + ow] = mv;
-              idx[oh * g.OW + ow] = bi;
+              d[ow] = r0[2 * ow];
+              ix[ow] = base + 2 * ow;
             }
+            using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+            auto pass = [&](const T* row, int64_t at) {
+              for (int64_t ow = 0; ow < g.OW; ++ow) {
+                const T v = row[2 * ow];
+                const T m = d[ow];
+                // masks instead of selects: GCC turns these selects into unpredictable branches
+                const uint64_t up = uint64_t(0) - uint64_t((v > m) | (v != v));
+                const Bits bm = Bits(up);
+                d[ow] = std::bit_cast<T>(Bits((std::bit_cast<Bits>(v) & bm) |
+                                              (std::bit_cast<Bits>(m) & ~bm)));
+                ix[ow] = int64_t((uint64_t(at + 2 * ow) & up) | (uint64_t(ix[ow]) & ~up));
+              }
+            };
+            pass(r0 + 1, base + 1);
+            pass(r1, base + g.W);
+            pass(r1 + 1, base + g.W + 1);
           }
           continue;
         }
