@@ -926,26 +926,33 @@ void register_reduce_ops_extra() {
                         .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
   g_max_dim = register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<true>, .cpu = max_dim_cpu<true>,
-                           .vjp = max_dim_vjp, .save_outputs = 2});
+                           .vjp = max_dim_vjp, .save_outputs = 2,
+                 .contiguous_inputs = ~0u});
   g_min_dim = register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<false>, .cpu = max_dim_cpu<false>,
-                           .vjp = max_dim_vjp, .save_outputs = 2});
+                           .vjp = max_dim_vjp, .save_outputs = 2,
+                 .contiguous_inputs = ~0u});
   g_argmax = register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<true>,
-                          .cpu = argmax_cpu<true>});
+                          .cpu = argmax_cpu<true>,
+                 .contiguous_inputs = ~0u});
   g_argmin = register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<false>,
-                          .cpu = argmax_cpu<false>});
+                          .cpu = argmax_cpu<false>,
+                 .contiguous_inputs = ~0u});
   const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
   g_var = register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<false>, .cpu = var_cpu<false>,
-                       .vjp = var_vjp<false>, .save_inputs = 1});
+                       .vjp = var_vjp<false>, .save_inputs = 1,
+                 .contiguous_inputs = ~0u});
   g_std = register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<true>, .cpu = var_cpu<true>, .vjp = var_vjp<true>,
-                       .save_inputs = 1, .save_outputs = 1});
+                       .save_inputs = 1, .save_outputs = 1,
+                 .contiguous_inputs = ~0u});
   g_logsumexp = register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
                              .infer_meta = logsumexp_meta, .cpu = logsumexp_cpu,
-                             .vjp = logsumexp_vjp, .save_inputs = 1, .save_outputs = 1});
+                             .vjp = logsumexp_vjp, .save_inputs = 1, .save_outputs = 1,
+                 .contiguous_inputs = ~0u});
   g_norm = register_op({.name = "norm", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype", "p"}, .infer_meta = norm_meta,
                         .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
