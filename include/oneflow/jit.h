@@ -24,10 +24,12 @@ struct TraceOptions {
   TraceOptions& cache_size(size_t v) { cache_size_ = v; return *this; }
   // Print why a call recorded again (which input changed and how).
   TraceOptions& verbose(bool v) { verbose_ = v; return *this; }
-  // Passes, each on by default (OF_TRACE_PASSES=-fuse,-memplan turns them off too).
+  // Passes, each on by default (OF_TRACE_PASSES=-fuse,-memplan turns them off too); remat
+  // recomputes cheap activations before their late reads instead of keeping them in memory.
   TraceOptions& dce(bool v) { dce_ = v; return *this; }
   TraceOptions& cse(bool v) { cse_ = v; return *this; }
   TraceOptions& fold(bool v) { fold_ = v; return *this; }
+  TraceOptions& remat(bool v) { remat_ = v; return *this; }
   TraceOptions& fuse(bool v) { fuse_ = v; return *this; }
   TraceOptions& inplace(bool v) { inplace_ = v; return *this; }
   TraceOptions& memplan(bool v) { memplan_ = v; return *this; }
@@ -38,7 +40,8 @@ struct TraceOptions {
   bool strict_ = false;
   size_t cache_size_ = 8;
   bool verbose_ = false;
-  bool dce_ = true, cse_ = true, fold_ = true, fuse_ = true, inplace_ = true, memplan_ = true;
+  bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, fuse_ = true, inplace_ = true,
+       memplan_ = true;
   bool arena_outputs_ = false;
 };
 

@@ -100,6 +100,7 @@ struct Graph {
 Graph dce(const Graph& g);
 Graph cse(const Graph& g);
 Graph fold(const Graph& g);
+Graph remat(const Graph& g);
 Graph fuse(const Graph& g);
 Graph inplace(const Graph& g);
 Graph memplan(const Graph& g);

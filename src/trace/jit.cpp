@@ -238,11 +238,11 @@ std::string explain(const Signature& before, const Signature& now) {
 }
 
 struct PassSwitches {
-  bool dce, cse, fold, fuse, inplace, memplan;
+  bool dce, cse, fold, remat, fuse, inplace, memplan;
 };
 
 PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{o.dce_, o.cse_, o.fold_, o.fuse_, o.inplace_, o.memplan_};
+  PassSwitches s{o.dce_, o.cse_, o.fold_, o.remat_, o.fuse_, o.inplace_, o.memplan_};
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
@@ -254,11 +254,12 @@ PassSwitches switches(const TraceOptions& o) {
       const bool on = item[0] != '-';
       if (item[0] == '-' || item[0] == '+') item = item.substr(1);
       bool* slot = item == "dce" ? &s.dce : item == "cse" ? &s.cse : item == "fold" ? &s.fold
+                 : item == "remat" ? &s.remat
                  : item == "fuse" ? &s.fuse : item == "inplace" ? &s.inplace
                  : item == "memplan" ? &s.memplan : nullptr;
       if (!slot)
-        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, fuse, "
-             "inplace, memplan)", item);
+        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
+             "fuse, inplace, memplan)", item);
       *slot = on;
     }
   }
@@ -344,6 +345,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   pass("cse", sw.cse, trace::cse);
   pass("fold", sw.fold, trace::fold);
   pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
+  pass("remat", sw.remat, trace::remat);
   pass("fuse", sw.fuse, trace::fuse);
   pass("inplace", sw.inplace, trace::inplace);
   pass("memplan", sw.memplan, trace::memplan);
