@@ -353,8 +353,7 @@ DimVector elementwise_layout(const TensorList& inputs, const TensorMeta& m) {
 
 // `copy` backs contiguous(), clone() and to(dtype): its result is always row-major.
 const OpDef* row_major_copy() {
-  static const OpDef* c = &find_op("copy");
-  return c;
+  return &OF_OP("copy");
 }
 
 void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {

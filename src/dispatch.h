@@ -104,8 +104,16 @@ const OpDef* register_op(OpDef def);
 const OpDef& find_op(std::string_view name);
 // Every registered op, in registration order.
 std::vector<const OpDef*> all_ops();
-// Builds the op table if needed (ops that cache OpDef pointers call this first).
+// Builds the op table if needed.
 void ensure_op_table();
+// NOTE [Reaching an op]: code reaches an op of the table one way: OF_OP("name"), a lookup by
+// name made once per call site and kept in a function-local static (building the table on
+// first use). The table-driven unary/binary families look their rows up by name the same way.
+#define OF_OP(name)                                                                       \
+  (*[]() -> const ::oneflow::OpDef* {                                                     \
+    static const ::oneflow::OpDef* const op_ = &::oneflow::find_op(name);                 \
+    return op_;                                                                           \
+  }())
 
 // Runs `op` on `inputs`. `out`, when given, receives the result (out= and in-place forms):
 // its shape must equal the inferred one and the result dtype must be castable to its dtype.

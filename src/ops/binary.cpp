@@ -1,4 +1,5 @@
 // Binary (and ternary) elementwise ops with broadcasting and PyTorch type promotion.
+#include <array>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -211,7 +212,15 @@ enum RowId {
   kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum, kFmod, kRemainder, kAtan2,
   kPow, kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor
 };
-const OpDef* g_ops[std::size(kRows)];
+// Rows are reached by name like every op (NOTE [Reaching an op]), looked up once per row.
+const OpDef& row_op(size_t i) {
+  static const auto ops = [] {
+    std::array<const OpDef*, std::size(kRows)> a{};
+    for (size_t k = 0; k < a.size(); ++k) a[k] = &find_op(kRows[k].name);
+    return a;
+  }();
+  return *ops[i];
+}
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
   switch (r.kind) {
@@ -229,15 +238,13 @@ Device operand_device(const Tensor& a, const Tensor& b) {
 }
 
 Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   const BinaryRow& r = kRows[id];
   OF_CHECK(a.defined() && b.defined(), "[{}] got an undefined tensor", r.name);
   const TensorImpl *ai = a.impl(), *bi = b.impl();
   if (ai->dtype == bi->dtype && ai->device == bi->device && !ai->is_wrapped_number &&
       !bi->is_wrapped_number && compute_dtype(r, ai->dtype) == ai->dtype &&
       !(id == kSub && ai->dtype == kBool))
-    return dispatch1(*g_ops[id], {a, b});  // the common case: nothing to convert or move
+    return dispatch1(row_op(size_t(id)), {a, b});  // the common case: nothing to convert or move
   ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
   if (id == kSub && common == kBool)
     fail("[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
@@ -247,12 +254,10 @@ Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
   Tensor x = prepare_operand(a, ct, dev), y = prepare_operand(b, ct, dev);
   if (x.device() != y.device() && x.dim() == 0 && x.is_cpu()) x = x.to(y.device());
   if (x.device() != y.device() && y.dim() == 0 && y.is_cpu()) y = y.to(x.device());
-  return dispatch1(*g_ops[id], {x, y});
+  return dispatch1(row_op(size_t(id)), {x, y});
 }
 
 Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   const BinaryRow& r = kRows[id];
   OF_CHECK(self.defined() && b.defined(), "[{}_] got an undefined tensor", r.name);
   ScalarType common = result_type(self, b);
@@ -268,7 +273,7 @@ Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
     return self;
   }
   Tensor y = prepare_operand(b, self.dtype(), self.device());
-  dispatch(*g_ops[id], {self, y}, {}, &self);
+  dispatch(row_op(size_t(id)), {self, y}, {}, &self);
   return self;
 }
 
@@ -279,9 +284,6 @@ int div_id(std::optional<std::string_view> mode) {
   fail("[div] expected rounding_mode to be one of None, 'trunc' or 'floor' but found '{}'", *mode);
 }
 
-const OpDef* g_pow_scalar;
-const OpDef* g_where;
-const OpDef* g_clamp;
 
 }  // namespace
 
@@ -298,15 +300,15 @@ void register_binary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in;
     d.save_outputs = r.save_out;
-    g_ops[i] = register_op(std::move(d));
+    register_op(std::move(d));
   }
-  g_pow_scalar = register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,
+  register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,
                               .attr_names = {"exponent"}, .infer_meta = pow_scalar_meta,
                               .cpu = pow_scalar_cpu, .vjp = pow_scalar_vjp, .save_inputs = 1});
-  g_where = register_op({.name = "where", .traits = kElementwise, .infer_meta = where_meta,
+  register_op({.name = "where", .traits = kElementwise, .infer_meta = where_meta,
                          .cpu = where_cpu, .vjp = where_vjp, .save_inputs = 1,
                          .nondiff_inputs = 1});
-  g_clamp = register_op({.name = "clamp", .traits = kElementwise | kInplaceOk,
+  register_op({.name = "clamp", .traits = kElementwise | kInplaceOk,
                          .attr_names = {"has_min", "min", "has_max", "max"},
                          .infer_meta = elementwise_meta, .cpu = clamp_cpu, .vjp = clamp_vjp,
                          .save_inputs = 1});
@@ -372,18 +374,16 @@ Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> mod
   return run_binary(div_id(mode), a, scalar_operand(b));
 }
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  ensure_op_table();
   Tensor y = scaled(b, alpha);
   ScalarType ct = result_type(a, y);
   Device dev = operand_device(a, y);
-  dispatch(*g_ops[kAdd], {prepare_operand(a, ct, dev), prepare_operand(y, ct, dev)}, {}, &out);
+  dispatch(row_op(kAdd), {prepare_operand(a, ct, dev), prepare_operand(y, ct, dev)}, {}, &out);
   return out;
 }
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
-  ensure_op_table();
   ScalarType ct = result_type(a, b);
   Device dev = operand_device(a, b);
-  dispatch(*g_ops[kMul], {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {}, &out);
+  dispatch(row_op(kMul), {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {}, &out);
   return out;
 }
 
@@ -408,14 +408,12 @@ Tensor& Tensor::div_(const Scalar& o, std::optional<std::string_view> m) {
 
 Tensor pow(const Tensor& base, const Tensor& exponent) { return run_binary(kPow, base, exponent); }
 Tensor pow(const Tensor& base, const Scalar& e) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(base.defined(), "[pow] got an undefined tensor");
   ScalarType dt = result_type(base, scalar_operand(e));
   if (!is_floating_point(dt) && e.is_integral() && e.to_long() < 0)
     fail("[pow] integers to negative integer powers are not allowed (base {}, exponent {})",
          dtype_name(base.dtype()), e.to_long());
-  return dispatch1(*g_pow_scalar, {cast_if_needed(base, dt)}, {e.to_double()});
+  return dispatch1(OF_OP("pow_scalar"), {cast_if_needed(base, dt)}, {e.to_double()});
 }
 Tensor pow(const Scalar& base, const Tensor& exponent) {
   return run_binary(kPow, scalar_operand(base), exponent);
@@ -423,18 +421,15 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 Tensor Tensor::pow(const Tensor& e) const { return oneflow::pow(*this, e); }
 Tensor Tensor::pow(const Scalar& e) const { return oneflow::pow(*this, e); }
 Tensor& Tensor::pow_(const Scalar& e) {
-  ensure_op_table();
   ScalarType dt = result_type(*this, scalar_operand(e));
   if (!can_cast(dt, dtype()))
     fail("[pow_] result type {} can't be cast to the desired output type {}", dtype_name(dt),
          dtype_name(dtype()));
-  dispatch(*g_pow_scalar, {*this}, {e.to_double()}, this);
+  dispatch(OF_OP("pow_scalar"), {*this}, {e.to_double()}, this);
   return *this;
 }
 
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(cond.defined() && x.defined() && y.defined(), "[where] got an undefined tensor");
   OF_CHECK(cond.dtype() == kBool, "[where] condition must be a bool tensor, got {}",
            dtype_name(cond.dtype()));
@@ -445,7 +440,7 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
   Tensor xx = prepare_operand(x, ct, dev), yy = prepare_operand(y, ct, dev);
   if (xx.device() != dev && xx.dim() == 0) xx = xx.to(dev);
   if (yy.device() != dev && yy.dim() == 0) yy = yy.to(dev);
-  return dispatch1(*g_where, {cond, xx, yy});
+  return dispatch1(OF_OP("where"), {cond, xx, yy});
 }
 Tensor where(const Tensor& cond, const Scalar& x, const Tensor& y) {
   return where(cond, scalar_operand(x), y);
@@ -461,7 +456,6 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
-  ensure_op_table();
   OF_CHECK(mask.defined() && mask.dtype() == kBool,
            "[masked_fill] expected a bool mask, got {}", mask.defined() ? dtype_name(mask.dtype()) : "undefined");
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
@@ -469,10 +463,9 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
     fail("[masked_fill] mask of shape {} cannot be broadcast to the input shape {}",
          shape_str(mask.sizes()), shape_str(x.sizes()));
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
-  return dispatch1(*g_where, {mask, v, x});
+  return dispatch1(OF_OP("where"), {mask, v, x});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
-  ensure_op_table();
   OF_CHECK(value.dim() == 0, "[masked_fill] only supports a 0-dimensional value tensor, got shape {}",
            shape_str(value.sizes()));
   OF_CHECK(mask.defined() && mask.dtype() == kBool, "[masked_fill] expected a bool mask");
@@ -480,7 +473,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   if (!(IntArrayRef(b) == x.sizes()))
     fail("[masked_fill] mask of shape {} cannot be broadcast to the input shape {}",
          shape_str(mask.sizes()), shape_str(x.sizes()));
-  return dispatch1(*g_where, {mask, cast_if_needed(value, x.dtype()).to(x.device()), x});
+  return dispatch1(OF_OP("where"), {mask, cast_if_needed(value, x.dtype()).to(x.device()), x});
 }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& v) const {
   return oneflow::masked_fill(*this, mask, v);
@@ -490,7 +483,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) {
   if (requires_grad() || r.requires_grad()) {
     // Express the in-place fill through where so autograd sees it.
     Tensor vt = wrap_scalar(v, dtype(), device());
-    dispatch(*g_where, {mask, vt, *this}, {}, this);
+    dispatch(OF_OP("where"), {mask, vt, *this}, {}, this);
   } else {
     copy_(r);
   }
@@ -507,15 +500,13 @@ Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const { return oneflow::
 Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return oneflow::lerp(*this, end, w); }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(x.defined(), "[clamp] got an undefined tensor");
   OF_CHECK(min || max, "[clamp] at least one of 'min' or 'max' must not be None");
   OF_CHECK(x.dtype() != kBool, "[clamp] is not supported for bool tensors");
   ScalarType dt = x.dtype();
   if (!x.is_floating_point() && ((min && min->is_floating_point()) || (max && max->is_floating_point())))
     dt = kFloat32;
-  return dispatch1(*g_clamp, {cast_if_needed(x, dt)},
+  return dispatch1(OF_OP("clamp"), {cast_if_needed(x, dt)},
                    {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0});
 }
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
@@ -527,9 +518,8 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
   return r;
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  ensure_op_table();
   OF_CHECK(min || max, "[clamp_] at least one of 'min' or 'max' must not be None");
-  dispatch(*g_clamp, {x}, {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
+  dispatch(OF_OP("clamp"), {x}, {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
   return x;
 }
 Tensor clamp_min(const Tensor& x, const Scalar& m) { return clamp(x, m, std::nullopt); }

@@ -11,14 +11,6 @@
 namespace oneflow {
 namespace {
 
-const OpDef* g_copy;      // contiguous copy with optional dtype conversion
-const OpDef* g_to_device;
-const OpDef* g_copy_;     // in-place copy with broadcast and conversion
-const OpDef* g_fill_;
-const OpDef* g_full;
-const OpDef* g_arange;
-const OpDef* g_linspace;
-const OpDef* g_eye;
 
 // ---- copy (cast / contiguous / clone)
 void copy_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -169,29 +161,29 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 void register_core_ops() {
-  g_copy = register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
+  register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
                         .infer_meta = copy_meta, .cpu = copy_cpu,
                         .cuda = cuda_backend::copy_strided_kernel, .vjp = copy_vjp});
-  g_to_device = register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
+  register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
                              .infer_meta = to_device_meta, .cpu = to_device_kernel,
                              .cuda = to_device_kernel, .vjp = to_device_vjp});
-  g_copy_ = register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
+  register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
                          .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp});
-  g_fill_ = register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
+  register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
                          .attr_names = {"value"}, .infer_meta = fill__meta, .cpu = fill__kernel,
                          .vjp = fill__vjp});
-  g_full = register_op({.name = "full", .traits = kFactory,
+  register_op({.name = "full", .traits = kFactory,
                         .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
                         .infer_meta = full_meta, .cpu = full_cpu});
-  g_arange = register_op({.name = "arange", .traits = kFactory,
+  register_op({.name = "arange", .traits = kFactory,
                           .attr_names = {"start", "end", "step", "dtype", "device_type",
                                          "device_index"},
                           .infer_meta = arange_meta, .cpu = arange_cpu});
-  g_linspace = register_op({.name = "linspace", .traits = kFactory,
+  register_op({.name = "linspace", .traits = kFactory,
                             .attr_names = {"start", "end", "steps", "dtype", "device_type",
                                            "device_index"},
                             .infer_meta = linspace_meta, .cpu = linspace_cpu});
-  g_eye = register_op({.name = "eye", .traits = kFactory,
+  register_op({.name = "eye", .traits = kFactory,
                        .attr_names = {"n", "m", "dtype", "device_type", "device_index"},
                        .infer_meta = eye_meta, .cpu = eye_cpu});
 }
@@ -199,11 +191,6 @@ void register_core_ops() {
 // ---------------------------------------------------------------- public functions
 
 namespace {
-const OpDef& op_copy() { static const OpDef& o = find_op("copy"); return o; }
-const OpDef& op_to_device() { static const OpDef& o = find_op("to_device"); return o; }
-const OpDef& op_copy_() { static const OpDef& o = find_op("copy_"); return o; }
-const OpDef& op_fill_() { static const OpDef& o = find_op("fill_"); return o; }
-const OpDef& op_full() { static const OpDef& o = find_op("full"); return o; }
 
 // Factories that run on CUDA are built on the CPU and moved (no CUDA fill kernels yet).
 Tensor on_device(const OpDef& op, Attrs attrs, Device dev, size_t dev_attr) {
@@ -218,7 +205,7 @@ Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy) const {
   (void)non_blocking;
   check_impl();
   if (t == dtype() && !copy) return *this;
-  return dispatch1(op_copy(), {*this}, {t});
+  return dispatch1(OF_OP("copy"), {*this}, {t});
 }
 
 Tensor Tensor::to(Device d, bool non_blocking, bool copy) const {
@@ -231,7 +218,7 @@ Tensor Tensor::to(Device d, bool non_blocking, bool copy) const {
          cuda_backend::built() ? "no CUDA device is available"
                                : "oneflow was built without CUDA support");
   Tensor src = contiguous();
-  return dispatch1(op_to_device(), {src}, {dev_type(d), dev_index(d)});
+  return dispatch1(OF_OP("to_device"), {src}, {dev_type(d), dev_index(d)});
 }
 
 Tensor Tensor::to(Device d, ScalarType t, bool non_blocking, bool copy) const {
@@ -245,7 +232,7 @@ Tensor Tensor::to(const TensorOptions& o, bool non_blocking, bool copy) const {
   return r;
 }
 
-Tensor Tensor::clone() const { return dispatch1(op_copy(), {*this}, {dtype()}); }
+Tensor Tensor::clone() const { return dispatch1(OF_OP("copy"), {*this}, {dtype()}); }
 Tensor clone(const Tensor& t) { return t.clone(); }
 
 Tensor Tensor::contiguous() const {
@@ -261,7 +248,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   OF_CHECK(src.defined(), "[copy_] source tensor is undefined");
   Tensor s = src;
   if (s.device() != device()) s = s.to(device());
-  dispatch(op_copy_(), {*this, s}, {}, this);
+  dispatch(OF_OP("copy_"), {*this, s}, {}, this);
   return *this;
 }
 
@@ -277,7 +264,7 @@ Tensor& Tensor::fill_(const Scalar& v) {
     OF_CHECK(std::isfinite(d), "[fill_] value {} cannot be converted to {} without overflow", d,
              dtype_name(dtype()));
   }
-  dispatch(op_fill_(), {*this}, {v}, this);
+  dispatch(OF_OP("fill_"), {*this}, {v}, this);
   return *this;
 }
 Tensor& Tensor::zero_() { return fill_(0); }
@@ -306,7 +293,7 @@ Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
 Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
   ScalarType dt = o.has_dtype() ? o.dtype() : (v.is_boolean() ? kBool : v.is_integral() ? kInt64 : kFloat32);
   Attrs a{size.dims(), v, dt, dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(op_full(), std::move(a), o.device(), 3), o);
+  return finish_factory(on_device(OF_OP("full"), std::move(a), o.device(), 3), o);
 }
 Tensor zeros(IntArrayRef size, TensorOptions o) { return full(size, 0, o.dtype(o.dtype())); }
 Tensor ones(IntArrayRef size, TensorOptions o) { return full(size, 1, o.dtype(o.dtype())); }
@@ -331,17 +318,17 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   ScalarType dt = range_dtype(o, {start, end, step});
   Attrs a{start.to_double(), end.to_double(), step.to_double(), dt, dev_type(o.device()),
           dev_index(o.device())};
-  return finish_factory(on_device(find_op("arange"), std::move(a), o.device(), 4), o);
+  return finish_factory(on_device(OF_OP("arange"), std::move(a), o.device(), 4), o);
 }
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions o) {
   Attrs a{start.to_double(), end.to_double(), steps, o.dtype(), dev_type(o.device()),
           dev_index(o.device())};
-  return finish_factory(on_device(find_op("linspace"), std::move(a), o.device(), 4), o);
+  return finish_factory(on_device(OF_OP("linspace"), std::move(a), o.device(), 4), o);
 }
 Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
 Tensor eye(int64_t n, int64_t m, TensorOptions o) {
   Attrs a{n, m, o.dtype(), dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(find_op("eye"), std::move(a), o.device(), 3), o);
+  return finish_factory(on_device(OF_OP("eye"), std::move(a), o.device(), 3), o);
 }
 
 namespace {

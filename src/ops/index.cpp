@@ -292,32 +292,8 @@ template <class T> void mapped_add(const Tensor& gin, const Tensor& g, const Map
                });
 }
 
-const OpDef* g_cat;
-const OpDef* g_gather;
-const OpDef* g_scatter;
-const OpDef* g_scatter_add;
-const OpDef* g_index_select;
-const OpDef* g_index_add;
-const OpDef* g_masked_select;
-const OpDef* g_masked_select_backward;
-const OpDef* g_nonzero;
-const OpDef* g_one_hot;
-const OpDef* g_pad;
-const OpDef* g_pad_backward;
-const OpDef* g_tril;
-const OpDef* g_triu;
-const OpDef* g_flip;
-const OpDef* g_roll;
-const OpDef* g_repeat;
-const OpDef* g_sort;
-const OpDef* g_topk;
-const OpDef* g_embedding;
 
 // The op behind a handle; builds the op table first when nothing has touched it yet.
-const OpDef& O(const OpDef* const& g) {
-  if (!g) all_ops();
-  return *g;
-}
 
 // ---------------------------------------------------------------- cat
 
@@ -579,7 +555,7 @@ void masked_select_cpu(const KernelArgs& k) {
 TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor mask = c.input(1);
   DimVector b = broadcast_shapes(c.input_sizes(0), mask.sizes());
-  Tensor full = dispatch1(O(g_masked_select_backward), {g[0], mask}, {b});
+  Tensor full = dispatch1(OF_OP("masked_select_backward"), {g[0], mask}, {b});
   return {sum_to_size(full, c.input_sizes(0)), Tensor()};
 }
 // masked_select_backward(grad [n], mask; shape): zeros of `shape` with grad at the true places.
@@ -780,7 +756,7 @@ TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
     for (int64_t p : pads) neg.push_back(-p);
     return {pad(g[0], neg, "constant", 0.0)};
   }
-  return {dispatch1(O(g_pad_backward), {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
+  return {dispatch1(OF_OP("pad_backward"), {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
 }
 // pad_backward(grad; input_size, pads, mode): the adjoint of reflect/replicate/circular pad.
 void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -1114,55 +1090,55 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_index_ops() {
-  g_cat = register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
+  register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
                        .vjp = cat_vjp});
-  g_gather = register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
+  register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
                           .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2});
-  g_scatter = register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
+  register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
                            .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = 2,
                            .nondiff_inputs = 2});
-  g_scatter_add = register_op({.name = "scatter_add", .attr_names = {"dim"},
+  register_op({.name = "scatter_add", .attr_names = {"dim"},
                                .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
                                .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2});
-  g_index_select = register_op({.name = "index_select", .attr_names = {"dim"},
+  register_op({.name = "index_select", .attr_names = {"dim"},
                                 .infer_meta = index_select_meta, .cpu = index_select_cpu,
                                 .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
-  g_index_add = register_op({.name = "index_add", .attr_names = {"dim", "alpha"},
+  register_op({.name = "index_add", .attr_names = {"dim", "alpha"},
                              .infer_meta = index_add_meta, .cpu = index_add_cpu,
                              .vjp = index_add_vjp, .save_inputs = 2, .nondiff_inputs = 2});
-  g_masked_select = register_op({.name = "masked_select", .traits = kSyncsHost, .attr_names = {},
+  register_op({.name = "masked_select", .traits = kSyncsHost, .attr_names = {},
                                  .infer_meta = masked_select_meta, .cpu = masked_select_cpu,
                                  .vjp = masked_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
-  g_masked_select_backward = register_op({.name = "masked_select_backward", .attr_names = {"size"},
+  register_op({.name = "masked_select_backward", .attr_names = {"size"},
                                           .infer_meta = msb_meta, .cpu = msb_cpu, .vjp = msb_vjp,
                                           .save_inputs = 2, .nondiff_inputs = 2});
-  g_nonzero = register_op({.name = "nonzero", .traits = kSyncsHost | kNonDifferentiable, .attr_names = {},
+  register_op({.name = "nonzero", .traits = kSyncsHost | kNonDifferentiable, .attr_names = {},
                            .infer_meta = nonzero_meta, .cpu = nonzero_cpu});
-  g_one_hot = register_op({.name = "one_hot", .traits = kNonDifferentiable,
+  register_op({.name = "one_hot", .traits = kNonDifferentiable,
                            .attr_names = {"num_classes"}, .infer_meta = one_hot_meta,
                            .cpu = one_hot_cpu});
-  g_pad = register_op({.name = "pad", .attr_names = {"pad", "mode", "value"}, .infer_meta = pad_meta,
+  register_op({.name = "pad", .attr_names = {"pad", "mode", "value"}, .infer_meta = pad_meta,
                        .cpu = pad_cpu, .vjp = pad_vjp});
-  g_pad_backward = register_op({.name = "pad_backward", .attr_names = {"input_size", "pad", "mode"},
+  register_op({.name = "pad_backward", .attr_names = {"input_size", "pad", "mode"},
                                 .infer_meta = pad_backward_meta, .cpu = pad_backward_cpu,
                                 .vjp = pad_backward_vjp});
-  g_tril = register_op({.name = "tril", .attr_names = {"diagonal"}, .infer_meta = tri_meta<true>,
+  register_op({.name = "tril", .attr_names = {"diagonal"}, .infer_meta = tri_meta<true>,
                         .cpu = tri_cpu<true>, .vjp = tril_vjp});
-  g_triu = register_op({.name = "triu", .attr_names = {"diagonal"}, .infer_meta = tri_meta<false>,
+  register_op({.name = "triu", .attr_names = {"diagonal"}, .infer_meta = tri_meta<false>,
                         .cpu = tri_cpu<false>, .vjp = triu_vjp});
-  g_flip = register_op({.name = "flip", .attr_names = {"dims"}, .infer_meta = flip_meta,
+  register_op({.name = "flip", .attr_names = {"dims"}, .infer_meta = flip_meta,
                         .cpu = flip_cpu, .vjp = flip_vjp});
-  g_roll = register_op({.name = "roll", .attr_names = {"shifts", "dims"}, .infer_meta = roll_meta,
+  register_op({.name = "roll", .attr_names = {"shifts", "dims"}, .infer_meta = roll_meta,
                         .cpu = roll_cpu, .vjp = roll_vjp});
-  g_repeat = register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
+  register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
                           .cpu = repeat_cpu, .vjp = repeat_vjp});
-  g_sort = register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
+  register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
                         .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = 2,
                  .contiguous_inputs = ~0u});
-  g_topk = register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
+  register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
                         .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = 2,
                  .contiguous_inputs = ~0u});
-  g_embedding = register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
+  register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
                              .infer_meta = embedding_meta, .cpu = embedding_cpu,
                              .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2,
                  .contiguous_inputs = ~0u});
@@ -1193,7 +1169,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check_cat(use, d);
   const ScalarType dt = result_type(all);
   for (Tensor& t : use) t = cast_if_needed(t, dt);
-  if (use.size() == 1) return dispatch1(O(g_cat), {use[0]}, {d});
+  if (use.size() == 1) return dispatch1(OF_OP("cat"), {use[0]}, {d});
   // Autograd masks hold 32 inputs: concatenate longer lists in groups.
   if (use.size() > 32) {
     std::vector<Tensor> parts;
@@ -1203,7 +1179,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     }
     return cat(parts, d);
   }
-  return dispatch1(O(g_cat), use, {d});
+  return dispatch1(OF_OP("cat"), use, {d});
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
@@ -1274,13 +1250,13 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "gather");
   check_defined(index, "gather", "index");
-  return dispatch1(O(g_gather), {x, index}, {dim});
+  return dispatch1(OF_OP("gather"), {x, index}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(x, "scatter");
   check_defined(index, "scatter", "index");
   check_defined(src, "scatter", "src");
-  return dispatch1(O(g_scatter), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
   check_defined(x, "scatter");
@@ -1288,13 +1264,13 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
   DimVector st(size_t(index.dim()), 0);
   Tensor src = make_view(v, index.sizes(), st, v.storage_offset());
-  return dispatch1(O(g_scatter), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(x, "scatter_add");
   check_defined(index, "scatter_add", "index");
   check_defined(src, "scatter_add", "src");
-  return dispatch1(O(g_scatter_add), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter_add"), {x, index, src}, {dim});
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "index_select");
@@ -1306,7 +1282,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
              index.numel());
     return index_select(x.reshape({1}), 0, index).reshape({});
   }
-  return dispatch1(O(g_index_select), {x, index}, {dim});
+  return dispatch1(OF_OP("index_select"), {x, index}, {dim});
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  const Scalar& alpha) {
@@ -1317,16 +1293,16 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     wrap_dim(dim, 0, "index_add");
     return index_add(x.reshape({1}), 0, index, source.reshape({-1}), alpha).reshape({});
   }
-  return dispatch1(O(g_index_add), {x, index, source}, {dim, alpha});
+  return dispatch1(OF_OP("index_add"), {x, index, source}, {dim, alpha});
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
   check_defined(x, "masked_select");
   check_defined(mask, "masked_select", "mask");
-  return dispatch1(O(g_masked_select), {x, mask});
+  return dispatch1(OF_OP("masked_select"), {x, mask});
 }
 Tensor nonzero(const Tensor& x) {
   check_defined(x, "nonzero");
-  return dispatch1(O(g_nonzero), {x});
+  return dispatch1(OF_OP("nonzero"), {x});
 }
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
   check_defined(x, "take_along_dim");
@@ -1360,7 +1336,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
     num_classes = mx + 1;
   }
   OF_CHECK(num_classes >= 0, "[one_hot] num_classes must be positive or -1, got {}", num_classes);
-  return dispatch1(O(g_one_hot), {x}, {num_classes});
+  return dispatch1(OF_OP("one_hot"), {x}, {num_classes});
 }
 Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double value) {
   check_defined(x, "pad");
@@ -1368,19 +1344,19 @@ Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double valu
   OF_CHECK(m == PadMode::kConstant || value == 0,
            "[pad] padding mode '{}' doesn't take in value argument (got {})", mode, value);
   pad_sizes(x.sizes(), pads.dims(), m);
-  return dispatch1(O(g_pad), {x}, {pads.dims(), std::string(mode), value});
+  return dispatch1(OF_OP("pad"), {x}, {pads.dims(), std::string(mode), value});
 }
 Tensor tril(const Tensor& x, int64_t diagonal) {
   check_defined(x, "tril");
-  return dispatch1(O(g_tril), {x}, {diagonal});
+  return dispatch1(OF_OP("tril"), {x}, {diagonal});
 }
 Tensor triu(const Tensor& x, int64_t diagonal) {
   check_defined(x, "triu");
-  return dispatch1(O(g_triu), {x}, {diagonal});
+  return dispatch1(OF_OP("triu"), {x}, {diagonal});
 }
 Tensor flip(const Tensor& x, IntArrayRef dims) {
   check_defined(x, "flip");
-  return dispatch1(O(g_flip), {x}, {dims.dims()});
+  return dispatch1(OF_OP("flip"), {x}, {dims.dims()});
 }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   check_defined(x, "roll");
@@ -1388,13 +1364,13 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
     OF_CHECK(shifts.size() == 1, "[roll] without dims, shifts must have exactly one element, got {}",
              shape_str(shifts));
     DimVector shape = x.sizes().dims();
-    return dispatch1(O(g_roll), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
+    return dispatch1(OF_OP("roll"), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
   }
-  return dispatch1(O(g_roll), {x}, {shifts.dims(), dims.dims()});
+  return dispatch1(OF_OP("roll"), {x}, {shifts.dims(), dims.dims()});
 }
 Tensor repeat(const Tensor& x, IntArrayRef repeats) {
   check_defined(x, "repeat");
-  return dispatch1(O(g_repeat), {x}, {repeats.dims()});
+  return dispatch1(OF_OP("repeat"), {x}, {repeats.dims()});
 }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
   check_defined(x, "repeat_interleave");
@@ -1434,7 +1410,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 }
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   check_defined(x, "sort");
-  auto r = dispatch(O(g_sort), {x}, {dim, descending});
+  auto r = dispatch(OF_OP("sort"), {x}, {dim, descending});
   return {r[0], r[1]};
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
@@ -1442,7 +1418,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 }
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   check_defined(x, "topk");
-  auto r = dispatch(O(g_topk), {x}, {k, dim, largest, sorted});
+  auto r = dispatch(OF_OP("topk"), {x}, {k, dim, largest, sorted});
   return {r[0], r[1]};
 }
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx,
@@ -1450,7 +1426,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   (void)sparse;  // gradients are always dense
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
-  return dispatch1(O(g_embedding), {weight, indices}, {padding_idx, scale_grad_by_freq});
+  return dispatch1(OF_OP("embedding"), {weight, indices}, {padding_idx, scale_grad_by_freq});
 }
 
 // ---------------------------------------------------------------- Tensor methods

@@ -18,10 +18,6 @@
 namespace oneflow {
 namespace {
 
-const OpDef* g_mm;
-const OpDef* g_bmm;
-const OpDef* g_addmm;
-const OpDef* g_baddbmm;
 
 // ---------------------------------------------------------------- checks
 
@@ -528,18 +524,18 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
 }  // namespace
 
 void register_linalg_ops() {
-  g_mm = register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
+  register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
                       .cpu = mm_cpu, .cuda = cuda_backend::mm_kernel, .vjp = mm_vjp,
                       .save_inputs = 3});
-  g_bmm = register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
+  register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
                        .cpu = bmm_cpu, .cuda = cuda_backend::bmm_kernel, .vjp = bmm_vjp,
                        .save_inputs = 3,
                  .contiguous_inputs = ~0u});
-  g_addmm = register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
+  register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
                          .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,
                          .cuda = addmm_composite<false>, .vjp = addmm_vjp<false>,
                          .save_inputs = 6});
-  g_baddbmm = register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
+  register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
                            .infer_meta = addmm_meta<true>, .cpu = addmm_cpu<true>,
                            .cuda = addmm_composite<true>, .vjp = addmm_vjp<true>,
                            .save_inputs = 6,
@@ -550,26 +546,26 @@ void register_linalg_ops() {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_defined("mm", {&a, &b});
-  return dispatch1(*g_mm, {a, b});
+  return dispatch1(OF_OP("mm"), {a, b});
 }
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   check_defined("mm", {&out, &a, &b});
-  dispatch(*g_mm, {a, b}, {}, &out);
+  dispatch(OF_OP("mm"), {a, b}, {}, &out);
   return out;
 }
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_defined("bmm", {&a, &b});
-  return dispatch1(*g_bmm, {a, b});
+  return dispatch1(OF_OP("bmm"), {a, b});
 }
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
   check_defined("addmm", {&self, &mat1, &mat2});
-  return dispatch1(*g_addmm, {self, mat1, mat2}, {beta, alpha});
+  return dispatch1(OF_OP("addmm"), {self, mat1, mat2}, {beta, alpha});
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                const Scalar& alpha) {
   check_defined("baddbmm", {&self, &b1, &b2});
-  return dispatch1(*g_baddbmm, {self, b1, b2}, {beta, alpha});
+  return dispatch1(OF_OP("baddbmm"), {self, b1, b2}, {beta, alpha});
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {

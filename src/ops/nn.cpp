@@ -26,23 +26,8 @@
 namespace oneflow {
 namespace {
 
-const OpDef* g_batch_norm;
-const OpDef* g_batch_norm_bwd;
-const OpDef* g_layer_norm;
-const OpDef* g_layer_norm_bwd;
-const OpDef* g_group_norm;
-const OpDef* g_group_norm_bwd;
-const OpDef* g_rms_norm;
-const OpDef* g_rms_norm_bwd;
-const OpDef* g_dropout;
-const OpDef* g_cross_entropy;
-const OpDef* g_cross_entropy_bwd;
 
 // The op table is built lazily: build it before dereferencing a registration-time pointer.
-const OpDef& use(const OpDef* const& g) {
-  if (!g) ensure_op_table();
-  return *g;
-}
 
 constexpr int kL = 8;  // lane accumulators
 
@@ -373,8 +358,8 @@ template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor w = has_w ? c.input(1) : Tensor();
   Tensor mean = Mode == kRms ? Tensor() : c.output(1);
   Tensor rstd = c.output(Mode == kRms ? 1 : 2);
-  const OpDef& bop = Mode == kLayer ? use(g_layer_norm_bwd)
-                     : Mode == kGroup ? use(g_group_norm_bwd) : use(g_rms_norm_bwd);
+  const OpDef& bop = Mode == kLayer ? OF_OP("layer_norm_backward")
+                     : Mode == kGroup ? OF_OP("group_norm_backward") : OF_OP("rms_norm_backward");
   TensorList r = dispatch(bop, {g[0], c.input(0), w, mean, rstd}, c.attrs());
   TensorList res;
   res.push_back(c.needs_input_grad(0) ? r[0] : Tensor());
@@ -541,7 +526,7 @@ TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
   const bool has_w = c.attrs().b(2);
   Tensor w = has_w ? c.input(1) : Tensor();
   TensorList r =
-      dispatch(use(g_batch_norm_bwd), {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
+      dispatch(OF_OP("batch_norm_backward"), {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
   return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor(), Tensor()};
 }
@@ -787,7 +772,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
 
 TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor w = c.attrs().b(3) ? c.input(2) : Tensor();
-  Tensor gx = dispatch1(use(g_cross_entropy_bwd),
+  Tensor gx = dispatch1(OF_OP("cross_entropy_backward"),
                         {g[0], c.input(0), c.input(1), w, c.output(1), c.output(2)}, c.attrs());
   return {gx, Tensor(), Tensor()};
 }
@@ -797,7 +782,6 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
 // the bias preloaded into the output (beta = 1), as addmm. The VJP computes the weight
 // gradient as g^T x, already in weight's [out, in] layout (no transposed copy).
 
-const OpDef* g_linear;
 
 void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
@@ -836,8 +820,6 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
 // O(L * E) per head). Backward recomputes the probabilities from the saved lse. Dropout keeps
 // element (b, i, j) by Philox word ((b * L + i) * S + j) of the op's counters, in both passes.
 
-const OpDef* g_sdpa;
-const OpDef* g_sdpa_bwd;
 
 struct AttnGeom {
   int64_t B, L, S, E, Ev;
@@ -1029,7 +1011,7 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
 TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
   const bool has_mask = c.attrs().i(5) != 0;
   Tensor mask = has_mask ? c.input(3) : Tensor();
-  TensorList r = dispatch(use(g_sdpa_bwd), {g[0], c.input(0), c.input(1), c.input(2), mask,
+  TensorList r = dispatch(OF_OP("scaled_dot_product_attention_backward"), {g[0], c.input(0), c.input(1), c.input(2), mask,
                                             c.output(0), c.output(1)}, c.attrs());
   return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
@@ -1109,66 +1091,66 @@ TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
 
 void register_nn_ops() {
   const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
-  g_layer_norm = register_op({.name = "layer_norm", .attr_names = nattrs,
+  register_op({.name = "layer_norm", .attr_names = nattrs,
                               .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
                               .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6,
                  .contiguous_inputs = ~0u});
-  g_layer_norm_bwd = register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
+  register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
                                   .cpu = norm_bwd_cpu<kLayer>,
                  .vjp = fused_backward_vjp});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
-  g_group_norm = register_op({.name = "group_norm", .attr_names = gattrs,
+  register_op({.name = "group_norm", .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
                               .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6,
                  .contiguous_inputs = ~0u});
-  g_group_norm_bwd = register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
+  register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
                                   .cpu = norm_bwd_cpu<kGroup>,
                  .vjp = fused_backward_vjp});
-  g_rms_norm = register_op({.name = "rms_norm", .attr_names = nattrs,
+  register_op({.name = "rms_norm", .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
                             .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
                  .contiguous_inputs = ~0u});
-  g_rms_norm_bwd = register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
+  register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
                                 .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
                                 .cpu = norm_bwd_cpu<kRms>,
                  .vjp = fused_backward_vjp});
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
-  g_batch_norm = register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
+  register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
                               .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
                               .save_outputs = 6, .nondiff_inputs = 0b11000,
                  .contiguous_inputs = 0b00111});
-  g_batch_norm_bwd = register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
+  register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = battrs, .infer_meta = bn_bwd_meta,
                                   .cpu = bn_bwd_cpu,
                  .vjp = fused_backward_vjp});
-  g_dropout = register_op({.name = "dropout", .traits = kRandom,
+  register_op({.name = "dropout", .traits = kRandom,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
                            .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2,
                            .rng_seed_attr = 1,
                  .contiguous_inputs = ~0u});
   const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
                                            "has_weight"};
-  g_cross_entropy = register_op({.name = "cross_entropy", .attr_names = cattrs,
+  register_op({.name = "cross_entropy", .attr_names = cattrs,
                                  .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
                                  .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6,
                  .contiguous_inputs = ~0u});
-  g_cross_entropy_bwd = register_op({.name = "cross_entropy_backward",
+  register_op({.name = "cross_entropy_backward",
                                      .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
                  .vjp = fused_backward_vjp});
-  g_linear = register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
+  register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
                           .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
                  .contiguous_inputs = ~0u});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
                                            "mask_kind"};
-  g_sdpa = register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
+  register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
                         .nondiff_inputs = 0b1000, .rng_seed_attr = 3,
                  .contiguous_inputs = 0b0111});
-  g_sdpa_bwd = register_op({.name = "scaled_dot_product_attention_backward",
+  register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
                             .vjp = fused_backward_vjp, .rng_seed_attr = 3,
@@ -1204,7 +1186,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     // no CUDA kernel of its own: addmm / mm there
     r = bias.defined() ? addmm(bias, x2, weight.t()) : mm(x2, weight.t());
   } else {
-    r = dispatch1(use(g_linear), {x2, weight, bias});
+    r = dispatch1(OF_OP("linear"), {x2, weight, bias});
   }
   return input.dim() == 2 ? r : r.reshape(out_shape);
 }
@@ -1215,7 +1197,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   (void)cudnn_enabled;
   if (!input.defined()) fail("[batch_norm] input is undefined");
   if (!(eps >= 0)) fail("[batch_norm] eps must be non-negative, got {}", eps);
-  TensorList r = dispatch(use(g_batch_norm), {input, weight, bias, running_mean, running_var},
+  TensorList r = dispatch(OF_OP("batch_norm"), {input, weight, bias, running_mean, running_var},
                           {training, eps, weight.defined()});
   if (training && (running_mean.defined() || running_var.defined())) {
     NoGradGuard ng;
@@ -1241,7 +1223,7 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
   if (!ok)
     fail("[layer_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
          shape_str(normalized_shape), shape_str(input.sizes()));
-  return dispatch1(use(g_layer_norm), {input, weight, bias},
+  return dispatch1(OF_OP("layer_norm"), {input, weight, bias},
                    {input.dim() - nd, eps, weight.defined(), bias.defined()});
 }
 
@@ -1255,7 +1237,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   if (num_groups <= 0 || C % num_groups != 0)
     fail("[group_norm] num_groups {} must be positive and divide the number of channels {} "
          "(input shape {})", num_groups, C, shape_str(input.sizes()));
-  return dispatch1(use(g_group_norm), {input, weight, bias},
+  return dispatch1(OF_OP("group_norm"), {input, weight, bias},
                    {num_groups, eps, weight.defined(), bias.defined()});
 }
 
@@ -1272,7 +1254,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
   const double e = eps.value_or(input.dtype() == kFloat32
                                     ? double(std::numeric_limits<float>::epsilon())
                                     : std::numeric_limits<double>::epsilon());
-  return dispatch1(use(g_rms_norm), {input, weight}, {input.dim() - nd, e, weight.defined(),
+  return dispatch1(OF_OP("rms_norm"), {input, weight}, {input.dim() - nd, e, weight.defined(),
                                                       false});
 }
 
@@ -1283,7 +1265,7 @@ Tensor dropout(const Tensor& input, double p, bool train) {
   check_float_input(input, "dropout", "input");
   if (!train || p == 0.0 || input.numel() == 0) return input;
   GeneratorState s = reserve_random(uint64_t((input.numel() + 3) / 4));
-  return dispatch1(use(g_dropout), {input}, {p, int64_t(s.seed), int64_t(s.offset)});
+  return dispatch1(OF_OP("dropout"), {input}, {p, int64_t(s.seed), int64_t(s.offset)});
 }
 
 Tensor& dropout_(Tensor& input, double p, bool train) {
@@ -1361,7 +1343,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   GeneratorState st{0, 0};
   if (dropout_p > 0) st = reserve_random(uint64_t((B * L * S + 3) / 4));
   Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
-  TensorList r = dispatch(use(g_sdpa), {flat(query, L, E), flat(key, S, E), flat(value, S, Ev),
+  TensorList r = dispatch(OF_OP("scaled_dot_product_attention"), {flat(query, L, E), flat(key, S, E), flat(value, S, Ev),
                                         mask},
                           {sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset),
                            mask_kind});
@@ -1416,7 +1398,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
                              ignore_index, label_smoothing);
     return reduction == Reduction::None ? r.squeeze(0) : r;
   }
-  TensorList r = dispatch(use(g_cross_entropy), {input, target, weight},
+  TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
                           {reduction, ignore_index, label_smoothing, weight.defined()});
   return r[0];
 }

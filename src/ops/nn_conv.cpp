@@ -26,23 +26,7 @@
 namespace oneflow {
 namespace {
 
-const OpDef* g_conv2d;
-const OpDef* g_conv_transpose2d;
-const OpDef* g_conv2d_backward_weight;
-const OpDef* g_max_pool2d;
-const OpDef* g_avg_pool2d;
-const OpDef* g_avg_pool2d_backward;
-const OpDef* g_adaptive_avg_pool2d;
-const OpDef* g_adaptive_avg_pool2d_backward;
-const OpDef* g_upsample_nearest2d;
-const OpDef* g_upsample_nearest2d_backward;
-const OpDef* g_upsample_bilinear2d;
-const OpDef* g_upsample_bilinear2d_backward;
 
-const OpDef& O(const OpDef* const& g) {
-  if (!g) ensure_op_table();
-  return *g;
-}
 
 // ---------------------------------------------------------------- argument helpers
 
@@ -503,7 +487,7 @@ TensorList conv2d_vjp(const VjpCtx& c, const TensorList& gr) {
                           p.groups, p.dilation);
   }
   if (c.needs_input_grad(1))
-    gw = dispatch1(O(g_conv2d_backward_weight), {g, c.input(0)},
+    gw = dispatch1(OF_OP("conv2d_backward_weight"), {g, c.input(0)},
                    {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
   if (c.needs_input_grad(2)) gb = g.sum({2, 3}).sum(0);  // faster than sum({0, 2, 3})
   return {gx, gw, gb};
@@ -537,7 +521,7 @@ TensorList conv_transpose2d_vjp(const VjpCtx& c, const TensorList& gr) {
   if (c.needs_input_grad(0)) gx = conv2d(g, c.input(1), {}, p.stride, p.padding, p.dilation,
                                          p.groups);
   if (c.needs_input_grad(1))
-    gw = dispatch1(O(g_conv2d_backward_weight), {c.input(0), g},
+    gw = dispatch1(OF_OP("conv2d_backward_weight"), {c.input(0), g},
                    {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
   if (c.needs_input_grad(2)) gb = g.sum({2, 3}).sum(0);  // faster than sum({0, 2, 3})
   return {gx, gw, gb};
@@ -948,19 +932,19 @@ template <Mode M> void resample_backward_cpu(const KernelArgs& k) {
 
 const OpDef* backward_op(Mode m) {
   switch (m) {
-    case Mode::kAvg: return g_avg_pool2d_backward;
-    case Mode::kAdaptive: return g_adaptive_avg_pool2d_backward;
-    case Mode::kNearest: return g_upsample_nearest2d_backward;
-    case Mode::kBilinear: return g_upsample_bilinear2d_backward;
+    case Mode::kAvg: return &OF_OP("avg_pool2d_backward");
+    case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d_backward");
+    case Mode::kNearest: return &OF_OP("upsample_nearest2d_backward");
+    case Mode::kBilinear: return &OF_OP("upsample_bilinear2d_backward");
   }
   return nullptr;
 }
 const OpDef* forward_op(Mode m) {
   switch (m) {
-    case Mode::kAvg: return g_avg_pool2d;
-    case Mode::kAdaptive: return g_adaptive_avg_pool2d;
-    case Mode::kNearest: return g_upsample_nearest2d;
-    case Mode::kBilinear: return g_upsample_bilinear2d;
+    case Mode::kAvg: return &OF_OP("avg_pool2d");
+    case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d");
+    case Mode::kNearest: return &OF_OP("upsample_nearest2d");
+    case Mode::kBilinear: return &OF_OP("upsample_bilinear2d");
   }
   return nullptr;
 }
@@ -968,12 +952,12 @@ const OpDef* forward_op(Mode m) {
 template <Mode M> TensorList resample_vjp(const VjpCtx& c, const TensorList& g) {
   Attrs a = c.attrs();
   a.values.push_back(c.input_sizes(0).dims());
-  return {dispatch1(O(backward_op(M)), {g[0]}, std::move(a))};
+  return {dispatch1(*backward_op(M), {g[0]}, std::move(a))};
 }
 template <Mode M> TensorList resample_backward_vjp(const VjpCtx& c, const TensorList& g) {
   Attrs a = c.attrs();
   a.values.pop_back();
-  return {dispatch1(O(forward_op(M)), {g[0]}, std::move(a))};
+  return {dispatch1(*forward_op(M), {g[0]}, std::move(a))};
 }
 
 // ---------------------------------------------------------------- wrapper helpers
@@ -1009,7 +993,7 @@ Tensor conv2d_impl(const char* op, const Tensor& input, const Tensor& weight, co
   const ScalarType dt = input.dtype();
   Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
                            : Attrs{p.stride, p.padding, p.dilation, p.groups};
-  Tensor y = dispatch1(O(transposed ? g_conv_transpose2d : g_conv2d),
+  Tensor y = dispatch1((transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d")),
                        {widen(x), widen(w), widen(bias)}, std::move(attrs));
   if (is_half(dt)) y = y.to(dt);
   if (one_d) y = y.squeeze(2);
@@ -1070,22 +1054,22 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 }  // namespace
 
 void register_conv_ops() {
-  g_conv2d = register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation",
+  register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation",
                                                            "groups"},
                           .infer_meta = conv2d_meta, .cpu = conv2d_cpu, .vjp = conv2d_vjp,
                           .save_inputs = 3,
                  .contiguous_inputs = ~0u});
-  g_conv_transpose2d = register_op(
+  register_op(
       {.name = "conv_transpose2d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose2d_meta, .cpu = conv_transpose2d_cpu,
        .vjp = conv_transpose2d_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
-  g_conv2d_backward_weight = register_op(
+  register_op(
       {.name = "conv2d_backward_weight",
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv2d_backward_weight_meta, .cpu = conv2d_backward_weight_cpu,
        .vjp = conv2d_backward_weight_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
-  g_max_pool2d = register_op(
+  register_op(
       {.name = "max_pool2d_with_indices",
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_pool2d_vjp,
@@ -1096,51 +1080,47 @@ void register_conv_ops() {
     v.push_back("input_size");
     return v;
   };
-  g_avg_pool2d = register_op({.name = "avg_pool2d", .attr_names = avg_attrs,
+  register_op({.name = "avg_pool2d", .attr_names = avg_attrs,
                               .infer_meta = resample_meta<Mode::kAvg>,
                               .cpu = resample_cpu<Mode::kAvg>,
                               .vjp = resample_vjp<Mode::kAvg>,
                  .contiguous_inputs = ~0u});
-  g_avg_pool2d_backward = register_op({.name = "avg_pool2d_backward",
+  register_op({.name = "avg_pool2d_backward",
                                        .attr_names = with_size(avg_attrs),
                                        .infer_meta = resample_backward_meta<Mode::kAvg>,
                                        .cpu = resample_backward_cpu<Mode::kAvg>,
                                        .vjp = resample_backward_vjp<Mode::kAvg>,
                  .contiguous_inputs = ~0u});
-  g_adaptive_avg_pool2d = register_op({.name = "adaptive_avg_pool2d", .attr_names = {"output_size"},
+  register_op({.name = "adaptive_avg_pool2d", .attr_names = {"output_size"},
                                        .infer_meta = resample_meta<Mode::kAdaptive>,
                                        .cpu = resample_cpu<Mode::kAdaptive>,
                                        .vjp = resample_vjp<Mode::kAdaptive>,
                  .contiguous_inputs = ~0u});
-  g_adaptive_avg_pool2d_backward =
-      register_op({.name = "adaptive_avg_pool2d_backward",
+  register_op({.name = "adaptive_avg_pool2d_backward",
                    .attr_names = {"output_size", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
                    .vjp = resample_backward_vjp<Mode::kAdaptive>,
                  .contiguous_inputs = ~0u});
-  g_upsample_nearest2d = register_op({.name = "upsample_nearest2d",
+  register_op({.name = "upsample_nearest2d",
                                       .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
                                       .cpu = resample_cpu<Mode::kNearest>,
                                       .vjp = resample_vjp<Mode::kNearest>,
                  .contiguous_inputs = ~0u});
-  g_upsample_nearest2d_backward =
-      register_op({.name = "upsample_nearest2d_backward",
+  register_op({.name = "upsample_nearest2d_backward",
                    .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kNearest>,
                    .cpu = resample_backward_cpu<Mode::kNearest>,
                    .vjp = resample_backward_vjp<Mode::kNearest>,
                  .contiguous_inputs = ~0u});
-  g_upsample_bilinear2d =
-      register_op({.name = "upsample_bilinear2d",
+  register_op({.name = "upsample_bilinear2d",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
                    .infer_meta = resample_meta<Mode::kBilinear>,
                    .cpu = resample_cpu<Mode::kBilinear>,
                    .vjp = resample_vjp<Mode::kBilinear>,
                  .contiguous_inputs = ~0u});
-  g_upsample_bilinear2d_backward =
-      register_op({.name = "upsample_bilinear2d_backward",
+  register_op({.name = "upsample_bilinear2d_backward",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kBilinear>,
                    .cpu = resample_backward_cpu<Mode::kBilinear>,
@@ -1193,7 +1173,7 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, const Tensor& input,
   check_float(op, input, "input");
   const Tensor x = batched(op, input, 2);
   pool_geom(op, x, k, s, p, d, ceil_mode);
-  TensorList r = dispatch(O(g_max_pool2d), {widen(x)}, {k, s, p, d, ceil_mode});
+  TensorList r = dispatch(OF_OP("max_pool2d_with_indices"), {widen(x)}, {k, s, p, d, ceil_mode});
   Tensor y = is_half(input.dtype()) ? r[0].to(input.dtype()) : r[0];
   Tensor idx = r[1];
   if (input.dim() == 3) {
@@ -1228,7 +1208,7 @@ Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
     make_resample(Mode::kAvg, x.sizes(), a, op);
-    return dispatch1(O(g_avg_pool2d), {x}, std::move(a));
+    return dispatch1(OF_OP("avg_pool2d"), {x}, std::move(a));
   });
 }
 
@@ -1238,7 +1218,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os};
     make_resample(Mode::kAdaptive, x.sizes(), a, op);
-    return dispatch1(O(g_adaptive_avg_pool2d), {x}, std::move(a));
+    return dispatch1(OF_OP("adaptive_avg_pool2d"), {x}, std::move(a));
   });
 }
 
@@ -1258,7 +1238,7 @@ Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, sh, sw};
     make_resample(Mode::kNearest, x.sizes(), a, op);
-    return dispatch1(O(g_upsample_nearest2d), {x}, std::move(a));
+    return dispatch1(OF_OP("upsample_nearest2d"), {x}, std::move(a));
   });
 }
 
@@ -1270,7 +1250,7 @@ Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool al
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, align_corners, sh, sw};
     make_resample(Mode::kBilinear, x.sizes(), a, op);
-    return dispatch1(O(g_upsample_bilinear2d), {x}, std::move(a));
+    return dispatch1(OF_OP("upsample_bilinear2d"), {x}, std::move(a));
   });
 }
 

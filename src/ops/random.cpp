@@ -73,9 +73,6 @@ void randint_kernel(const KernelArgs& k) {
   });
 }
 
-const OpDef* g_uniform;
-const OpDef* g_normal;
-const OpDef* g_randint;
 
 Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
   GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
@@ -87,9 +84,6 @@ Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, doub
 
 // The op table is built on first use: look the ops up through it, never through the
 // registration-time pointers, so rand() works as a program's very first call.
-const OpDef& op_uniform() { static const OpDef& o = find_op("uniform"); return o; }
-const OpDef& op_normal() { static const OpDef& o = find_op("normal"); return o; }
-const OpDef& op_randint() { static const OpDef& o = find_op("randint"); return o; }
 
 Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o, double a, double b) {
   int64_t n = checked_numel(size, op.name.c_str());
@@ -104,13 +98,13 @@ Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o,
 void register_random_ops() {
   std::vector<std::string> names = {"size", "dtype", "device_type", "device_index", "seed",
                                     "offset", "a", "b"};
-  g_uniform = register_op({.name = "uniform", .traits = kRandom | kFactory, .attr_names = names,
+  register_op({.name = "uniform", .traits = kRandom | kFactory, .attr_names = names,
                            .infer_meta = random_meta, .cpu = uniform_kernel,
                            .rng_seed_attr = 4});
-  g_normal = register_op({.name = "normal", .traits = kRandom | kFactory, .attr_names = names,
+  register_op({.name = "normal", .traits = kRandom | kFactory, .attr_names = names,
                           .infer_meta = random_meta, .cpu = normal_kernel,
                            .rng_seed_attr = 4});
-  g_randint = register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
+  register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
                            .infer_meta = random_meta, .cpu = randint_kernel,
                            .rng_seed_attr = 4});
 }
@@ -118,24 +112,24 @@ void register_random_ops() {
 Tensor rand(IntArrayRef size, TensorOptions o) {
   OF_CHECK(is_floating_point(o.dtype()), "[rand] expected a floating-point dtype, got {}",
            dtype_name(o.dtype()));
-  return random_factory(op_uniform(), size, o, 0.0, 1.0);
+  return random_factory(OF_OP("uniform"), size, o, 0.0, 1.0);
 }
 Tensor randn(IntArrayRef size, TensorOptions o) {
   OF_CHECK(is_floating_point(o.dtype()), "[randn] expected a floating-point dtype, got {}",
            dtype_name(o.dtype()));
-  return random_factory(op_normal(), size, o, 0.0, 1.0);
+  return random_factory(OF_OP("normal"), size, o, 0.0, 1.0);
 }
 Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) { return randint(0, high, size, o); }
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
   OF_CHECK(low < high, "[randint] random_ expects 'from' to be less than 'to', but got from={} >= to={}",
            low, high);
   OF_CHECK(o.dtype() != kBool, "[randint] bool dtype is not supported");
-  return random_factory(op_randint(), size, o, double(low), double(high));
+  return random_factory(OF_OP("randint"), size, o, double(low), double(high));
 }
 Tensor randperm(int64_t n, TensorOptions o) {
   OF_CHECK(n >= 0, "[randperm] n must be non-negative, got {}", n);
   // Sort random keys: a deterministic permutation from the generator.
-  Tensor keys = random_factory(op_randint(), {n}, TensorOptions(kInt64), 0.0, 9.0e15);
+  Tensor keys = random_factory(OF_OP("randint"), {n}, TensorOptions(kInt64), 0.0, 9.0e15);
   std::vector<int64_t> k = keys.to_vector<int64_t>();
   std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
@@ -148,7 +142,7 @@ Tensor& Tensor::uniform_(double from, double to) {
   OF_CHECK(oneflow::is_floating_point(dtype()), "[uniform_] expected a floating-point tensor, got {}",
            dtype_name(dtype()));
   OF_CHECK(from <= to, "[uniform_] expects from <= to, got from={} to={}", from, to);
-  Tensor r = random_factory(op_uniform(), sizes(), TensorOptions(dtype()), from, to);
+  Tensor r = random_factory(OF_OP("uniform"), sizes(), TensorOptions(dtype()), from, to);
   NoGradGuard ng;
   return copy_(r);
 }
@@ -156,7 +150,7 @@ Tensor& Tensor::normal_(double mean, double std) {
   OF_CHECK(oneflow::is_floating_point(dtype()), "[normal_] expected a floating-point tensor, got {}",
            dtype_name(dtype()));
   OF_CHECK(std >= 0, "[normal_] expects std >= 0.0, got {}", std);
-  Tensor r = random_factory(op_normal(), sizes(), TensorOptions(dtype()), mean, std);
+  Tensor r = random_factory(OF_OP("normal"), sizes(), TensorOptions(dtype()), mean, std);
   NoGradGuard ng;
   return copy_(r);
 }

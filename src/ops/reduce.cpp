@@ -125,23 +125,19 @@ template <class C> struct AnyOp {
   static Acc finish(Acc a, int64_t) { return a; }
 };
 
-const OpDef* g_sum;
-const OpDef* g_mean;
-const OpDef* g_all;
-const OpDef* g_any;
 
 }  // namespace
 
 void register_reduce_ops() {
-  g_sum = register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
+  register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
                        .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp});
-  g_mean = register_op({.name = "mean", .traits = kReduction,
+  register_op({.name = "mean", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
                         .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});
-  g_all = register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
+  register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
                        .cpu = reduce_cpu<AllOp, false, bool>});
-  g_any = register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
+  register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
                        .cpu = reduce_cpu<AnyOp, false, bool>});
   extern void register_reduce_ops_extra();
@@ -151,13 +147,11 @@ void register_reduce_ops() {
 // ---------------------------------------------------------------- public functions
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(x.defined(), "[sum] got an undefined tensor");
   DimVector d = normalize_reduce_dims(x, dims, "sum");
   ScalarType out = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
   Tensor in = dtype && is_floating_point(*dtype) ? cast_if_needed(x, *dtype) : x;
-  return dispatch1(*g_sum, {in}, {d, keepdim, out});
+  return dispatch1(OF_OP("sum"), {in}, {d, keepdim, out});
 }
 Tensor sum(const Tensor& x, std::optional<ScalarType> dtype) { return sum(x, {}, false, dtype); }
 Tensor Tensor::sum(std::optional<ScalarType> dtype) const { return oneflow::sum(*this, dtype); }
@@ -166,15 +160,13 @@ Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dty
 }
 
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(x.defined(), "[mean] got an undefined tensor");
   ScalarType out = dtype.value_or(x.dtype());
   if (!is_floating_point(out))
     fail("[mean] could not infer output dtype: input dtype must be floating point, got {}; "
          "pass dtype= or convert the input", dtype_name(x.dtype()));
   DimVector d = normalize_reduce_dims(x, dims, "mean");
-  return dispatch1(*g_mean, {cast_if_needed(x, out)}, {d, keepdim, out});
+  return dispatch1(OF_OP("mean"), {cast_if_needed(x, out)}, {d, keepdim, out});
 }
 Tensor mean(const Tensor& x, std::optional<ScalarType> dtype) { return mean(x, {}, false, dtype); }
 Tensor Tensor::mean(std::optional<ScalarType> dtype) const { return oneflow::mean(*this, dtype); }
@@ -184,17 +176,15 @@ Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dt
 
 namespace {
 Tensor all_any(const OpDef& op, const Tensor& x, IntArrayRef dims, bool keepdim) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   OF_CHECK(x.defined(), "[{}] got an undefined tensor", op.name);
   DimVector d = normalize_reduce_dims(x, dims, op.name.c_str());
   return dispatch1(op, {x}, {d, keepdim, kBool});
 }
 }  // namespace
-Tensor all(const Tensor& x) { ensure_op_table(); return all_any(*g_all, x, {}, false); }
-Tensor all(const Tensor& x, int64_t dim, bool keepdim) { ensure_op_table(); return all_any(*g_all, x, {dim}, keepdim); }
-Tensor any(const Tensor& x) { ensure_op_table(); return all_any(*g_any, x, {}, false); }
-Tensor any(const Tensor& x, int64_t dim, bool keepdim) { ensure_op_table(); return all_any(*g_any, x, {dim}, keepdim); }
+Tensor all(const Tensor& x) { return all_any(OF_OP("all"), x, {}, false); }
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return all_any(OF_OP("all"), x, {dim}, keepdim); }
+Tensor any(const Tensor& x) { return all_any(OF_OP("any"), x, {}, false); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return all_any(OF_OP("any"), x, {dim}, keepdim); }
 Tensor Tensor::all() const { return oneflow::all(*this); }
 Tensor Tensor::all(int64_t dim, bool keepdim) const { return oneflow::all(*this, dim, keepdim); }
 Tensor Tensor::any() const { return oneflow::any(*this); }

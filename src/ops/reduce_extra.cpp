@@ -25,29 +25,9 @@ namespace oneflow {
 
 namespace {
 
-const OpDef* g_prod;
-const OpDef* g_amax;
-const OpDef* g_amin;
-const OpDef* g_max_dim;
-const OpDef* g_min_dim;
-const OpDef* g_argmax;
-const OpDef* g_argmin;
-const OpDef* g_var;
-const OpDef* g_std;
-const OpDef* g_logsumexp;
-const OpDef* g_norm;
-const OpDef* g_cumsum;
-const OpDef* g_cumprod;
-const OpDef* g_softmax;
-const OpDef* g_log_softmax;
 
 // The op table is built lazily (on first find_op/dispatch through it): make sure it exists
 // before dereferencing the OpDef pointers registered below.
-const OpDef& use(const OpDef* const& g) {
-  static const bool ready = (find_op("prod"), true);
-  (void)ready;
-  return *g;
-}
 
 constexpr int kL = 16;        // lane accumulators in row loops
 constexpr int64_t kW = 64;    // lanes per block in column loops
@@ -782,16 +762,16 @@ template <bool Prod> void scan_meta(const TensorList& in, const Attrs& a, MetaLi
 // ---------------------------------------------------------------- dispatch helpers
 
 Tensor prod_impl(const Tensor& x, const DimVector& dims, bool keepdim, ScalarType out) {
-  return dispatch1(use(g_prod), {x}, {dims, keepdim, out});
+  return dispatch1(OF_OP("prod"), {x}, {dims, keepdim, out});
 }
 Tensor extreme_impl(bool is_max, const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
   check_defined(x, op);
   DimVector d = normalize_reduce_dims(x, dims, op);
   check_nonempty(x, d, op);
-  return dispatch1(is_max ? use(g_amax) : use(g_amin), {x}, {d, keepdim, x.dtype()});
+  return dispatch1(is_max ? OF_OP("amax") : OF_OP("amin"), {x}, {d, keepdim, x.dtype()});
 }
 Tensor scan_impl(bool prod, const Tensor& x, int64_t dim, bool reverse) {
-  return dispatch1(prod ? use(g_cumprod) : use(g_cumsum), {x}, {dim, reverse});
+  return dispatch1(prod ? OF_OP("cumprod") : OF_OP("cumsum"), {x}, {dim, reverse});
 }
 
 // ---------------------------------------------------------------- VJPs (public ops only)
@@ -915,60 +895,60 @@ TensorList cumprod_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_reduce_ops_extra() {
   const std::vector<std::string> rattrs = {"dims", "keepdim", "dtype"};
-  g_prod = register_op({.name = "prod", .traits = kReduction, .attr_names = rattrs,
+  register_op({.name = "prod", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = prod_meta, .cpu = prod_cpu, .vjp = prod_vjp,
                         .save_inputs = 1});
-  g_amax = register_op({.name = "amax", .traits = kReduction, .attr_names = rattrs,
+  register_op({.name = "amax", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = extreme_meta<true>, .cpu = extreme_cpu<true>,
                         .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
-  g_amin = register_op({.name = "amin", .traits = kReduction, .attr_names = rattrs,
+  register_op({.name = "amin", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = extreme_meta<false>, .cpu = extreme_cpu<false>,
                         .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
-  g_max_dim = register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
+  register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<true>, .cpu = max_dim_cpu<true>,
                            .vjp = max_dim_vjp, .save_outputs = 2,
                  .contiguous_inputs = ~0u});
-  g_min_dim = register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
+  register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<false>, .cpu = max_dim_cpu<false>,
                            .vjp = max_dim_vjp, .save_outputs = 2,
                  .contiguous_inputs = ~0u});
-  g_argmax = register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
+  register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<true>,
                           .cpu = argmax_cpu<true>,
                  .contiguous_inputs = ~0u});
-  g_argmin = register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
+  register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<false>,
                           .cpu = argmax_cpu<false>,
                  .contiguous_inputs = ~0u});
   const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
-  g_var = register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
+  register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<false>, .cpu = var_cpu<false>,
                        .vjp = var_vjp<false>, .save_inputs = 1,
                  .contiguous_inputs = ~0u});
-  g_std = register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
+  register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<true>, .cpu = var_cpu<true>, .vjp = var_vjp<true>,
                        .save_inputs = 1, .save_outputs = 1,
                  .contiguous_inputs = ~0u});
-  g_logsumexp = register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
+  register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
                              .infer_meta = logsumexp_meta, .cpu = logsumexp_cpu,
                              .vjp = logsumexp_vjp, .save_inputs = 1, .save_outputs = 1,
                  .contiguous_inputs = ~0u});
-  g_norm = register_op({.name = "norm", .traits = kReduction,
+  register_op({.name = "norm", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype", "p"}, .infer_meta = norm_meta,
                         .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
-  g_cumsum = register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
+  register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
                           .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
                           .vjp = cumsum_vjp,
                  .contiguous_inputs = ~0u});
-  g_cumprod = register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
+  register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
                            .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
                            .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1,
                  .contiguous_inputs = ~0u});
-  g_softmax = register_op({.name = "softmax", .attr_names = {"dim"},
+  register_op({.name = "softmax", .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
                            .vjp = softmax_vjp, .save_outputs = 1,
                  .contiguous_inputs = ~0u});
-  g_log_softmax = register_op({.name = "log_softmax", .attr_names = {"dim"},
+  register_op({.name = "log_softmax", .attr_names = {"dim"},
                                .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
                                .vjp = log_softmax_vjp, .save_outputs = 1,
                  .contiguous_inputs = ~0u});
@@ -1008,13 +988,13 @@ Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined(x, "max");
   int64_t d = wrap_dim(dim, x.dim(), "max");
-  TensorList r = dispatch(use(g_max_dim), {x}, {d, keepdim});
+  TensorList r = dispatch(OF_OP("max_dim"), {x}, {d, keepdim});
   return {r[0], r[1]};
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined(x, "min");
   int64_t d = wrap_dim(dim, x.dim(), "min");
-  TensorList r = dispatch(use(g_min_dim), {x}, {d, keepdim});
+  TensorList r = dispatch(OF_OP("min_dim"), {x}, {d, keepdim});
   return {r[0], r[1]};
 }
 namespace {
@@ -1023,14 +1003,14 @@ Tensor argext(bool is_max, const Tensor& x, std::optional<int64_t> dim, bool kee
   check_defined(x, op);
   AttrValue d;
   if (dim) d = wrap_dim(*dim, x.dim(), op);
-  return dispatch1(is_max ? use(g_argmax) : use(g_argmin), {x}, {d, keepdim});
+  return dispatch1(is_max ? OF_OP("argmax") : OF_OP("argmin"), {x}, {d, keepdim});
 }
 Tensor var_std(bool is_std, const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
   const char* op = is_std ? "std" : "var";
   check_defined(x, op);
   check_float(x, op);
   DimVector d = normalize_reduce_dims(x, dims, op);
-  return dispatch1(is_std ? use(g_std) : use(g_var), {x}, {d, keepdim, x.dtype(), correction});
+  return dispatch1(is_std ? OF_OP("std") : OF_OP("var"), {x}, {d, keepdim, x.dtype(), correction});
 }
 Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = log ? "log_softmax" : "softmax";
@@ -1038,7 +1018,7 @@ Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<Scalar
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
   check_float(in, op);
   int64_t d = wrap_dim(dim, x.dim(), op);
-  return dispatch1(log ? use(g_log_softmax) : use(g_softmax), {in}, {d});
+  return dispatch1(log ? OF_OP("log_softmax") : OF_OP("softmax"), {in}, {d});
 }
 Tensor scan_public(bool prod, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = prod ? "cumprod" : "cumsum";
@@ -1079,7 +1059,7 @@ Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
   check_defined(x, "logsumexp");
   check_float(x, "logsumexp");
   DimVector d = normalize_reduce_dims(x, dims, "logsumexp");
-  return dispatch1(use(g_logsumexp), {x}, {d, keepdim, x.dtype()});
+  return dispatch1(OF_OP("logsumexp"), {x}, {d, keepdim, x.dtype()});
 }
 
 Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
@@ -1087,7 +1067,7 @@ Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
   check_float(x, "norm");
   DimVector d = normalize_reduce_dims(x, dims, "norm");
   AttrValue pv = p.to_double();
-  return dispatch1(use(g_norm), {x}, {d, keepdim, x.dtype(), pv});
+  return dispatch1(OF_OP("norm"), {x}, {d, keepdim, x.dtype(), pv});
 }
 Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
 

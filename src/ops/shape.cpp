@@ -39,7 +39,7 @@ TensorList view_scatter_vjp(const VjpCtx& c, const TensorList& g) {
 // The VJP helper: scatter `grad` through a view geometry computed on a contiguous input.
 Tensor scatter_back(const Tensor& grad, IntArrayRef base_sizes, DimVector sizes, DimVector strides,
                     int64_t offset, bool overlap = false) {
-  static const OpDef& op = find_op("view_scatter");
+  const OpDef& op = OF_OP("view_scatter");
   return dispatch1(op, {grad}, {base_sizes.dims(), std::move(sizes), std::move(strides), offset, overlap});
 }
 
@@ -294,7 +294,6 @@ TensorList diagonal_vjp(const VjpCtx& c, const TensorList& g) {
   return {scatter_back(g[0], base, sz, st, start)};
 }
 
-const OpDef& op(const char* name) { return find_op(name); }
 
 }  // namespace
 
@@ -321,7 +320,7 @@ void register_shape_ops() {
 // ---------------------------------------------------------------- public functions
 
 Tensor view(const Tensor& t, IntArrayRef size) {
-  static const OpDef& o = op("view");
+  const OpDef& o = OF_OP("view");
   return dispatch1(o, {t}, {size.dims()});
 }
 Tensor Tensor::view(IntArrayRef size) const { return oneflow::view(*this, size); }
@@ -335,7 +334,7 @@ Tensor reshape(const Tensor& t, IntArrayRef size) {
 Tensor Tensor::reshape(IntArrayRef size) const { return oneflow::reshape(*this, size); }
 
 Tensor permute(const Tensor& t, IntArrayRef dims) {
-  static const OpDef& o = op("permute");
+  const OpDef& o = OF_OP("permute");
   return dispatch1(o, {t}, {dims.dims()});
 }
 Tensor Tensor::permute(IntArrayRef dims) const { return oneflow::permute(*this, dims); }
@@ -364,7 +363,7 @@ Tensor Tensor::t() const { return oneflow::t(*this); }
 
 Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
              int64_t step) {
-  static const OpDef& o = op("slice");
+  const OpDef& o = OF_OP("slice");
   OF_CHECK(t.dim() > 0, "[slice] cannot slice a 0-d tensor");
   int64_t d = wrap_dim(dim, t.dim(), "slice");
   int64_t n = t.sizes()[d];
@@ -389,7 +388,7 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   if (start < 0) start += n;
   OF_CHECK(length >= 0 && start + length <= n,
            "[narrow] start ({}) + length ({}) exceeds dimension size ({})", start, length, n);
-  static const OpDef& o = op("slice");
+  const OpDef& o = OF_OP("slice");
   return dispatch1(o, {t}, {d, start, start + length, int64_t(1)});
 }
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
@@ -397,13 +396,13 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 }
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  static const OpDef& o = op("select");
+  const OpDef& o = OF_OP("select");
   return dispatch1(o, {t}, {dim, index});
 }
 Tensor Tensor::select(int64_t dim, int64_t index) const { return oneflow::select(*this, dim, index); }
 
 Tensor expand(const Tensor& t, IntArrayRef size) {
-  static const OpDef& o = op("expand");
+  const OpDef& o = OF_OP("expand");
   return dispatch1(o, {t}, {size.dims()});
 }
 Tensor Tensor::expand(IntArrayRef size, bool) const { return oneflow::expand(*this, size); }
@@ -462,7 +461,7 @@ Tensor Tensor::unflatten(int64_t dim, IntArrayRef sizes) const {
 
 Tensor as_strided(const Tensor& t, IntArrayRef size, IntArrayRef stride,
                   std::optional<int64_t> storage_offset) {
-  static const OpDef& o = op("as_strided");
+  const OpDef& o = OF_OP("as_strided");
   if (t.requires_grad() && grad_mode_enabled())
     OF_CHECK(t.is_contiguous(),
              "[as_strided] differentiating through as_strided of a non-contiguous tensor is not "
@@ -476,7 +475,7 @@ Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
 }
 
 Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
-  static const OpDef& o = op("diagonal");
+  const OpDef& o = OF_OP("diagonal");
   return dispatch1(o, {t}, {offset, dim1, dim2});
 }
 Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {

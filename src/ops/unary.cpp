@@ -1,4 +1,5 @@
 // Unary elementwise ops. Each is one row: functor (ops/functors.h), dtype rule, VJP.
+#include <array>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -129,7 +130,15 @@ const UnaryRow kRows[] = {
     {"logical_not", "fn::LogicalNot", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
 };
 
-const OpDef* g_ops[std::size(kRows)];
+// Rows are reached by name like every op (NOTE [Reaching an op]), looked up once per row.
+const OpDef& row_op(size_t i) {
+  static const auto ops = [] {
+    std::array<const OpDef*, std::size(kRows)> a{};
+    for (size_t k = 0; k < a.size(); ++k) a[k] = &find_op(kRows[k].name);
+    return a;
+  }();
+  return *ops[i];
+}
 
 int row_index(const char* name) {
   for (size_t i = 0; i < std::size(kRows); ++i)
@@ -152,21 +161,17 @@ Tensor unary_input(const UnaryRow& r, const Tensor& x) {
 }
 
 Tensor run_unary(int idx, const Tensor& x) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   const UnaryRow& r = kRows[idx];
-  return dispatch1(*g_ops[idx], {unary_input(r, x)});
+  return dispatch1(row_op(size_t(idx)), {unary_input(r, x)});
 }
 
 Tensor& run_unary_(int idx, Tensor& x) {
-  static const bool op_table_ready = (ensure_op_table(), true);
-  (void)op_table_ready;
   const UnaryRow& r = kRows[idx];
   Tensor in = unary_input(r, x);
   if (in.dtype() != x.dtype())
     fail("[{}_] result type {} can't be cast to the desired output type {}", r.name,
          dtype_name(in.dtype()), dtype_name(x.dtype()));
-  dispatch(*g_ops[idx], {x}, {}, &x);
+  dispatch(row_op(size_t(idx)), {x}, {}, &x);
   return x;
 }
 
@@ -184,7 +189,7 @@ void register_unary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in ? 1u : 0u;
     d.save_outputs = r.save_out ? 1u : 0u;
-    g_ops[i] = register_op(std::move(d));
+    register_op(std::move(d));
   }
   register_op({.name = "gelu", .traits = kElementwise | kInplaceOk, .attr_names = {"approximate"},
                .infer_meta = elementwise_meta, .cpu = gelu_cpu, .vjp = gelu_vjp, .save_inputs = 1});
@@ -226,7 +231,7 @@ Tensor Tensor::isinf() const { return oneflow::isinf(*this); }
 Tensor Tensor::logical_not() const { return oneflow::logical_not(*this); }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  static const OpDef& op = find_op("gelu");
+  const OpDef& op = OF_OP("gelu");
   OF_CHECK(approximate == "none" || approximate == "tanh",
            "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
   Tensor in = x.is_floating_point() ? x : x.to(kFloat32);

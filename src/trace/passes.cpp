@@ -234,7 +234,7 @@ Graph fold(const Graph& g0) {
           is_view_node(g.nodes[size_t(in.producer)]) &&
           g.nodes[size_t(in.producer)].inputs.size() == 1) {
         const Value& out = g.values[size_t(n.outputs[0])];
-        static const OpDef* as_strided = &find_op("as_strided");
+        const OpDef* as_strided = &OF_OP("as_strided");
         n.inputs[0] = g.nodes[size_t(in.producer)].inputs[0];
         n.op = as_strided;
         n.attrs = Attrs{out.sizes, out.strides, out.offset};
