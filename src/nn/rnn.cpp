@@ -213,6 +213,21 @@ Tensor project_input(RNNMode mode, const Tensor& x, const DirWeights& w) {
   return linear(x, w.w_ih, bias);
 }
 
+// The row blocks [off[t], off[t] + bs[t]) of x for t in [lo, hi), split in halves recursively:
+// a slice's gradient is scattered into a zero tensor of its parent's size, so slicing T blocks
+// straight off x would cost T full-size scatters and sums in backward; halving costs log2(T).
+void split_rows(const Tensor& x, const std::vector<int64_t>& off, const std::vector<int64_t>& bs,
+                size_t lo, size_t hi, std::vector<Tensor>& out) {
+  if (hi - lo == 1) {
+    out[lo] = x;
+    return;
+  }
+  const size_t mid = (lo + hi) / 2;
+  const int64_t left = off[mid] - off[lo], total = off[hi - 1] + bs[hi - 1] - off[lo];
+  split_rows(x.narrow(0, 0, left), off, bs, lo, mid, out);
+  split_rows(x.narrow(0, left, total - left), off, bs, mid, hi, out);
+}
+
 // One layer in one direction over packed rows x [N, F] with per-step batch sizes bs; h0 [B, P],
 // c0 [B, H]. Returns the output rows [N, P]; sets h_n (and c_n) in batch order.
 Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
@@ -225,7 +240,8 @@ Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
   const Tensor w_hr_t = w.w_hr.defined() ? w.w_hr.t() : Tensor();
   std::vector<int64_t> off(size_t(T), 0);
   for (int64_t t = 1; t < T; ++t) off[size_t(t)] = off[size_t(t - 1)] + bs[size_t(t - 1)];
-  std::vector<Tensor> outs(static_cast<size_t>(T));
+  std::vector<Tensor> outs(static_cast<size_t>(T)), xps(static_cast<size_t>(T));
+  split_rows(xp, off, bs, 0, size_t(T), xps);
   Tensor h = h0, c = c0;
   int64_t cur = bs[0];
   if (!reverse) {
@@ -241,7 +257,7 @@ Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
         }
         cur = b;
       }
-      step(mode, xp.narrow(0, off[size_t(t)], b), h, c, w, w_hh_t, w_hr_t);
+      step(mode, xps[size_t(t)], h, c, w, w_hh_t, w_hr_t);
       outs[size_t(t)] = h;
     }
     auto assemble = [](Tensor last, std::vector<Tensor>& done) {
@@ -265,7 +281,7 @@ Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
         if (lstm) c = cat({c, c0.narrow(0, cur, b - cur)}, 0);
         cur = b;
       }
-      step(mode, xp.narrow(0, off[size_t(t)], b), h, c, w, w_hh_t, w_hr_t);
+      step(mode, xps[size_t(t)], h, c, w, w_hh_t, w_hr_t);
       outs[size_t(t)] = h;
     }
     h_n = h;
