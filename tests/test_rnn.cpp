@@ -21,14 +21,20 @@ enum class Mode { Tanh, Relu, Lstm, Gru };
 
 const char* mode_name(Mode m) {
   switch (m) {
-    case Mode::Tanh: return "RNN(tanh)";
-    case Mode::Relu: return "RNN(relu)";
-    case Mode::Lstm: return "LSTM";
-    default: return "GRU";
+    case Mode::Tanh:
+      return "RNN(tanh)";
+    case Mode::Relu:
+      return "RNN(relu)";
+    case Mode::Lstm:
+      return "LSTM";
+    default:
+      return "GRU";
   }
 }
 
-double sigm(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigm(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // y = W v (+ b): W [rows, cols] row-major.
 Vec matvec(const Ref& w, const Vec& v, const Ref* b) {
@@ -84,13 +90,16 @@ struct RefOut {
 RefOut ref_rnn(Mode mode, const std::map<std::string, Ref>& p, int64_t L, bool bidir, int64_t H,
                int64_t P, const Ref& x, const Ref* h0, const Ref* c0) {
   const int64_t T = x.shape[0], B = x.shape[1], D = bidir ? 2 : 1;
-  std::vector<std::vector<Vec>> in(static_cast<size_t>(T), std::vector<Vec>(static_cast<size_t>(B)));
+  std::vector<std::vector<Vec>> in(static_cast<size_t>(T),
+                                   std::vector<Vec>(static_cast<size_t>(B)));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t f = 0; f < x.shape[2]; ++f) in[size_t(t)][size_t(b)].push_back(x.at({t, b, f}));
   RefOut r{Ref({T, B, D * P}), Ref({L * D, B, P}), Ref({L * D, B, H})};
   for (int64_t l = 0; l < L; ++l) {
-    std::vector<std::vector<Vec>> out(static_cast<size_t>(T), std::vector<Vec>(static_cast<size_t>(B), Vec(static_cast<size_t>(D * P))));
+    std::vector<std::vector<Vec>> out(
+        static_cast<size_t>(T),
+        std::vector<Vec>(static_cast<size_t>(B), Vec(static_cast<size_t>(D * P))));
     for (int64_t d = 0; d < D; ++d) {
       const std::string sfx = "_l" + std::to_string(l) + (d ? "_reverse" : "");
       const int64_t k = l * D + d;
@@ -101,7 +110,8 @@ RefOut ref_rnn(Mode mode, const std::map<std::string, Ref>& p, int64_t L, bool b
         for (int64_t s = 0; s < T; ++s) {
           const int64_t t = d ? T - 1 - s : s;
           ref_step(mode, p, sfx, H, in[size_t(t)][size_t(b)], h, c);
-          for (int64_t j = 0; j < P; ++j) out[size_t(t)][size_t(b)][size_t(d * P + j)] = h[size_t(j)];
+          for (int64_t j = 0; j < P; ++j)
+            out[size_t(t)][size_t(b)][size_t(d * P + j)] = h[size_t(j)];
         }
         for (int64_t j = 0; j < P; ++j) r.hn.v[size_t(r.hn.flat({k, b, j}))] = h[size_t(j)];
         for (int64_t j = 0; j < H; ++j) r.cn.v[size_t(r.cn.flat({k, b, j}))] = c[size_t(j)];
@@ -111,7 +121,8 @@ RefOut ref_rnn(Mode mode, const std::map<std::string, Ref>& p, int64_t L, bool b
   }
   for (int64_t t = 0; t < T; ++t)
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = 0; j < D * P; ++j) r.out.v[size_t(r.out.flat({t, b, j}))] = in[size_t(t)][size_t(b)][size_t(j)];
+      for (int64_t j = 0; j < D * P; ++j)
+        r.out.v[size_t(r.out.flat({t, b, j}))] = in[size_t(t)][size_t(b)][size_t(j)];
   return r;
 }
 
@@ -136,8 +147,9 @@ struct Config {
   int64_t proj = 0;
   std::string str() const {
     std::ostringstream s;
-    s << mode_name(mode) << " layers=" << layers << " bidir=" << bidir << " batch_first=" << batch_first
-      << " bias=" << bias << " states=" << states << " noncontig=" << noncontig << " proj=" << proj;
+    s << mode_name(mode) << " layers=" << layers << " bidir=" << bidir
+      << " batch_first=" << batch_first << " bias=" << bias << " states=" << states
+      << " noncontig=" << noncontig << " proj=" << proj;
     return s.str();
   }
 };
@@ -148,22 +160,30 @@ constexpr int64_t kIn = 3, kHidden = 4, kT = 5, kB = 2;
 struct AnyRnn {
   std::shared_ptr<nn::Module> module;
   std::function<std::tuple<of::Tensor, of::Tensor, of::Tensor>(const of::Tensor&, const of::Tensor&,
-                                                               const of::Tensor&)> fwd;
+                                                               const of::Tensor&)>
+      fwd;
 };
 
 AnyRnn make_rnn(const Config& c) {
   AnyRnn r;
   if (c.mode == Mode::Lstm) {
-    nn::LSTM m(nn::LSTMOptions(kIn, kHidden).num_layers(c.layers).bidirectional(c.bidir)
-                   .batch_first(c.batch_first).bias(c.bias).proj_size(c.proj));
+    nn::LSTM m(nn::LSTMOptions(kIn, kHidden)
+                   .num_layers(c.layers)
+                   .bidirectional(c.bidir)
+                   .batch_first(c.batch_first)
+                   .bias(c.bias)
+                   .proj_size(c.proj));
     r.module = m.ptr();
     r.fwd = [m](const of::Tensor& x, const of::Tensor& h, const of::Tensor& cc) {
       auto [out, hc] = h.defined() ? m(x, std::make_tuple(h, cc)) : m(x);
       return std::make_tuple(out, std::get<0>(hc), std::get<1>(hc));
     };
   } else if (c.mode == Mode::Gru) {
-    nn::GRU m(nn::GRUOptions(kIn, kHidden).num_layers(c.layers).bidirectional(c.bidir)
-                  .batch_first(c.batch_first).bias(c.bias));
+    nn::GRU m(nn::GRUOptions(kIn, kHidden)
+                  .num_layers(c.layers)
+                  .bidirectional(c.bidir)
+                  .batch_first(c.batch_first)
+                  .bias(c.bias));
     r.module = m.ptr();
     r.fwd = [m](const of::Tensor& x, const of::Tensor& h, const of::Tensor&) {
       auto [out, hn] = m(x, h);
@@ -218,9 +238,11 @@ void check_against_ref(const Config& c, of::ScalarType dt, double rtol, double a
   RefOut want = ref_rnn(c.mode, param_refs(*r.module), c.layers, c.bidir, kHidden, P, xr,
                         c.states ? &h0r : nullptr, c.states ? &c0r : nullptr);
   if (c.batch_first) want.out = transpose01(want.out);
-  CHECK_MESSAGE(th::compare(out, want.out, rtol, atol) == "", c.str(), " output ", th::compare(out, want.out, rtol, atol));
+  CHECK_MESSAGE(th::compare(out, want.out, rtol, atol) == "", c.str(), " output ",
+                th::compare(out, want.out, rtol, atol));
   CHECK_MESSAGE(th::compare(hn, want.hn, rtol, atol) == "", c.str(), " h_n");
-  if (c.mode == Mode::Lstm) CHECK_MESSAGE(th::compare(cn, want.cn, rtol, atol) == "", c.str(), " c_n");
+  if (c.mode == Mode::Lstm)
+    CHECK_MESSAGE(th::compare(cn, want.cn, rtol, atol) == "", c.str(), " c_n");
 }
 
 // d(sum(f() * v))/d(param) by backward vs central differences on the parameter's data.
@@ -254,7 +276,9 @@ std::string param_gradcheck(nn::Module& m, const std::function<of::Tensor()>& f)
 
 }  // namespace
 
-TEST_CASE("rnn lstm gru: forward equals a float64 loop (layers, bidirectional, batch_first, bias, states, proj)") {
+TEST_CASE(
+    "rnn lstm gru: forward equals a float64 loop (layers, bidirectional, batch_first, bias, "
+    "states, proj)") {
   for (const Config& c : configs()) {
     check_against_ref(c, of::kFloat64, 1e-10, 1e-12);
     check_against_ref(c, of::kFloat32, 1e-4, 1e-5);
@@ -301,8 +325,10 @@ TEST_CASE("rnn lstm gru: gradients of input, states and every parameter match fi
     };
     std::vector<of::Tensor> ins{x, h0, c0};
     if (c.mode != Mode::Lstm) ins.pop_back(), ins.push_back(of::zeros({1}, of::kFloat64));
-    CHECK_MESSAGE(th::gradcheck(all, ins, c.mode == Mode::Lstm ? std::vector<int>{} : std::vector<int>{2}) == "",
-                  c.str());
+    CHECK_MESSAGE(
+        th::gradcheck(all, ins, c.mode == Mode::Lstm ? std::vector<int>{} : std::vector<int>{2}) ==
+            "",
+        c.str());
     CHECK_MESSAGE(param_gradcheck(*r.module, [&] { return all(ins); }) == "", c.str());
   }
 }
@@ -313,7 +339,8 @@ TEST_CASE("rnn lstm gru: parameter names, shapes and init as libtorch") {
   for (int l = 0; l < 2; ++l)
     for (std::string s : {"", "_reverse"}) {
       const std::string k = std::to_string(l) + s;
-      want.push_back({"weight_ih_l" + k, {80, l == 0 ? 12 : 10}});  // layer 1 reads both directions' projections
+      want.push_back({"weight_ih_l" + k,
+                      {80, l == 0 ? 12 : 10}});  // layer 1 reads both directions' projections
       want.push_back({"weight_hh_l" + k, {80, 5}});
       want.push_back({"bias_ih_l" + k, {80}});
       want.push_back({"bias_hh_l" + k, {80}});
@@ -347,10 +374,12 @@ TEST_CASE("rnn lstm gru: parameter names, shapes and init as libtorch") {
   CHECK(cp[0].value().sizes() == of::IntArrayRef(Shape{12, 4}));
   CHECK(cp[3].key() == "bias_hh");
   std::ostringstream s;
-  s << *lstm << " " << *cell << " " << *nn::RNNCell(nn::RNNCellOptions(2, 3).nonlinearity(of::kReLU).bias(false));
-  CHECK(s.str() == "LSTM(input_size=12, hidden_size=20, num_layers=2, bias=true, batch_first=false, "
-                   "dropout=0, bidirectional=true, proj_size=5) LSTMCell(4, 3) "
-                   "RNNCell(2, 3, bias=false, nonlinearity=kReLU)");
+  s << *lstm << " " << *cell << " "
+    << *nn::RNNCell(nn::RNNCellOptions(2, 3).nonlinearity(of::kReLU).bias(false));
+  CHECK(s.str() ==
+        "LSTM(input_size=12, hidden_size=20, num_layers=2, bias=true, batch_first=false, "
+        "dropout=0, bidirectional=true, proj_size=5) LSTMCell(4, 3) "
+        "RNNCell(2, 3, bias=false, nonlinearity=kReLU)");
 }
 
 TEST_CASE("rnn lstm gru cells: one step equals the float64 loop, gradients match") {
@@ -359,7 +388,9 @@ TEST_CASE("rnn lstm gru cells: one step equals the float64 loop, gradients match
       for (bool given : {true, false}) {
         of::manual_seed(5);
         std::shared_ptr<nn::Module> m;
-        std::function<std::tuple<of::Tensor, of::Tensor>(const of::Tensor&, const of::Tensor&, const of::Tensor&)> f;
+        std::function<std::tuple<of::Tensor, of::Tensor>(const of::Tensor&, const of::Tensor&,
+                                                         const of::Tensor&)>
+            f;
         if (mode == Mode::Lstm) {
           nn::LSTMCell cell(nn::LSTMCellOptions(kIn, kHidden).bias(bias));
           m = cell.ptr();
@@ -389,15 +420,18 @@ TEST_CASE("rnn lstm gru cells: one step equals the float64 loop, gradients match
         auto [h1, c1] = f(x, h, c);
         // the reference: one time step of the layer loop with the cell's parameters as layer 0
         std::map<std::string, Ref> p;
-        for (const auto& item : m->named_parameters()) p[item.key() + "_l0"] = th::to_ref(item.value());
+        for (const auto& item : m->named_parameters())
+          p[item.key() + "_l0"] = th::to_ref(item.value());
         Ref xr = th::to_ref(x.unsqueeze(0)), hr = given ? th::to_ref(h.unsqueeze(0)) : Ref(),
             cr = given ? th::to_ref(c.unsqueeze(0)) : Ref();
         RefOut want = ref_rnn(mode, p, 1, false, kHidden, kHidden, xr, given ? &hr : nullptr,
                               given ? &cr : nullptr);
-        const std::string what = std::string(mode_name(mode)) + "Cell bias=" + std::to_string(bias) +
+        const std::string what = std::string(mode_name(mode)) +
+                                 "Cell bias=" + std::to_string(bias) +
                                  " given=" + std::to_string(given);
         CHECK_MESSAGE(th::compare(h1.unsqueeze(0), want.hn, 1e-10, 1e-12) == "", what);
-        if (mode == Mode::Lstm) CHECK_MESSAGE(th::compare(c1.unsqueeze(0), want.cn, 1e-10, 1e-12) == "", what);
+        if (mode == Mode::Lstm)
+          CHECK_MESSAGE(th::compare(c1.unsqueeze(0), want.cn, 1e-10, 1e-12) == "", what);
         // unbatched: one sample
         auto [hu, cu] = f(x[0], given ? h[0] : of::Tensor(), given ? c[0] : of::Tensor());
         CHECK(of::allclose(hu, h1[0]));
@@ -457,7 +491,8 @@ TEST_CASE("rnn lstm gru: packed sequences equal each sequence run alone") {
     Config c{mode, 2, true};
     AnyRnn r = make_rnn(c);
     r.module->to(of::kFloat64);
-    of::Tensor h0 = of::randn({4, 4, kHidden}, of::kFloat64), c0 = of::randn({4, 4, kHidden}, of::kFloat64);
+    of::Tensor h0 = of::randn({4, 4, kHidden}, of::kFloat64),
+               c0 = of::randn({4, 4, kHidden}, of::kFloat64);
     of::Tensor out, hn, cn;
     if (mode == Mode::Lstm) {
       auto m = std::dynamic_pointer_cast<nn::LSTMImpl>(r.module);
@@ -466,11 +501,13 @@ TEST_CASE("rnn lstm gru: packed sequences equal each sequence run alone") {
       hn = std::get<0>(hc);
       cn = std::get<1>(hc);
     } else if (mode == Mode::Gru) {
-      auto [po, h] = std::dynamic_pointer_cast<nn::GRUImpl>(r.module)->forward_with_packed_input(ps, h0);
+      auto [po, h] =
+          std::dynamic_pointer_cast<nn::GRUImpl>(r.module)->forward_with_packed_input(ps, h0);
       out = std::get<0>(U::pad_packed_sequence(po));
       hn = h;
     } else {
-      auto [po, h] = std::dynamic_pointer_cast<nn::RNNImpl>(r.module)->forward_with_packed_input(ps, h0);
+      auto [po, h] =
+          std::dynamic_pointer_cast<nn::RNNImpl>(r.module)->forward_with_packed_input(ps, h0);
       out = std::get<0>(U::pad_packed_sequence(po));
       hn = h;
     }
@@ -480,9 +517,11 @@ TEST_CASE("rnn lstm gru: packed sequences equal each sequence run alone") {
       auto [o1, h1, c1] = r.fwd(seqs[b].unsqueeze(1), h0.narrow(1, bi, 1).contiguous(),
                                 c0.narrow(1, bi, 1).contiguous());
       const std::string what = std::string(mode_name(mode)) + " sequence " + std::to_string(b);
-      CHECK_MESSAGE(of::allclose(out.narrow(0, 0, lens[b]).narrow(1, bi, 1), o1, 1e-10, 1e-12), what);
+      CHECK_MESSAGE(of::allclose(out.narrow(0, 0, lens[b]).narrow(1, bi, 1), o1, 1e-10, 1e-12),
+                    what);
       CHECK_MESSAGE(of::allclose(hn.narrow(1, bi, 1), h1, 1e-10, 1e-12), what);
-      if (mode == Mode::Lstm) CHECK_MESSAGE(of::allclose(cn.narrow(1, bi, 1), c1, 1e-10, 1e-12), what);
+      if (mode == Mode::Lstm)
+        CHECK_MESSAGE(of::allclose(cn.narrow(1, bi, 1), c1, 1e-10, 1e-12), what);
       if (lens[b] < 5)  // padding rows of the output are zero
         CHECK(of::equal(out.narrow(0, lens[b], 5 - lens[b]).narrow(1, bi, 1),
                         of::zeros({5 - lens[b], 1, 2 * kHidden}, of::kFloat64)));
@@ -501,32 +540,92 @@ TEST_CASE("rnn lstm gru: packed sequences equal each sequence run alone") {
 TEST_CASE("rnn lstm gru: bad input raises a bracketed error naming the shapes") {
   nn::LSTM lstm(nn::LSTMOptions(10, 20).num_layers(2));
   std::string msg;
-  CHECK_MESSAGE(th::throws_with([&] { lstm(of::randn({5, 3, 7})); },
-                                {"[LSTM] input of shape (5, 3, 7) has 7 features, expected 10"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { lstm(of::randn({5, 3, 10}), std::make_tuple(of::zeros({1, 3, 20}), of::zeros({2, 3, 20}))); },
-                                {"[LSTM] h_0 of shape (1, 3, 20)", "expected (2, 3, 20)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { lstm(of::randn({5, 3, 10}), std::make_tuple(of::zeros({2, 3, 20}), of::zeros({2, 4, 20}))); },
-                                {"[LSTM] c_0 of shape (2, 4, 20)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { lstm(of::randn({2, 3, 4, 10})); }, {"[LSTM] input of shape (2, 3, 4, 10) must be 3-D"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      lstm(of::randn({5, 3, 7}));
+                    },
+                    {"[LSTM] input of shape (5, 3, 7) has 7 features, expected 10"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      lstm(of::randn({5, 3, 10}),
+                           std::make_tuple(of::zeros({1, 3, 20}), of::zeros({2, 3, 20})));
+                    },
+                    {"[LSTM] h_0 of shape (1, 3, 20)", "expected (2, 3, 20)"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      lstm(of::randn({5, 3, 10}),
+                           std::make_tuple(of::zeros({2, 3, 20}), of::zeros({2, 4, 20})));
+                    },
+                    {"[LSTM] c_0 of shape (2, 4, 20)"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      lstm(of::randn({2, 3, 4, 10}));
+                    },
+                    {"[LSTM] input of shape (2, 3, 4, 10) must be 3-D"}, &msg),
+                msg);
   nn::GRU gru(nn::GRUOptions(4, 3).bidirectional(true));
-  CHECK_MESSAGE(th::throws_with([&] { gru(of::randn({5, 2, 4}), of::zeros({1, 2, 3})); },
-                                {"[GRU] hx of shape (1, 2, 3)", "expected (2, 2, 3)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { gru(of::randn({5, 2, 4}), of::zeros({2, 2, 3}, of::kFloat64)); },
-                                {"[GRU] hx", "dtype"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      gru(of::randn({5, 2, 4}), of::zeros({1, 2, 3}));
+                    },
+                    {"[GRU] hx of shape (1, 2, 3)", "expected (2, 2, 3)"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      gru(of::randn({5, 2, 4}), of::zeros({2, 2, 3}, of::kFloat64));
+                    },
+                    {"[GRU] hx", "dtype"}, &msg),
+                msg);
   nn::RNNCell cell(4, 3);
-  CHECK_MESSAGE(th::throws_with([&] { cell(of::randn({2, 5})); }, {"[RNNCell] input of shape (2, 5) has 5 features, expected 4"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { cell(of::randn({2, 4}), of::zeros({3, 3})); }, {"[RNNCell] hx of shape (3, 3)", "(2, 3)"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      cell(of::randn({2, 5}));
+                    },
+                    {"[RNNCell] input of shape (2, 5) has 5 features, expected 4"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      cell(of::randn({2, 4}), of::zeros({3, 3}));
+                    },
+                    {"[RNNCell] hx of shape (3, 3)", "(2, 3)"}, &msg),
+                msg);
   nn::LSTMCell lc(4, 3);
-  CHECK_MESSAGE(th::throws_with([&] { lc(of::randn({2, 4}), std::make_tuple(of::zeros({2, 3}), of::zeros({2, 2}))); }, {"[LSTMCell] hx[1] of shape (2, 2)"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { nn::LSTM(nn::LSTMOptions(4, 3).proj_size(3)); }, {"[LSTM] proj_size 3 must be smaller than hidden_size 3"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { nn::GRU(nn::GRUOptions(4, 3).dropout(1.5)); }, {"[GRU] dropout"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      lc(of::randn({2, 4}), std::make_tuple(of::zeros({2, 3}), of::zeros({2, 2})));
+                    },
+                    {"[LSTMCell] hx[1] of shape (2, 2)"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with([&] { nn::LSTM(nn::LSTMOptions(4, 3).proj_size(3)); },
+                                {"[LSTM] proj_size 3 must be smaller than hidden_size 3"}, &msg),
+                msg);
+  CHECK_MESSAGE(
+      th::throws_with([&] { nn::GRU(nn::GRUOptions(4, 3).dropout(1.5)); }, {"[GRU] dropout"}, &msg),
+      msg);
   namespace U = nn::utils::rnn;
-  CHECK_MESSAGE(th::throws_with([&] { U::pack_padded_sequence(of::randn({4, 2, 3}), of::tensor(std::vector<int64_t>{2, 3})); },
-                                {"[pack_padded_sequence] lengths must be non-increasing"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { U::pack_padded_sequence(of::randn({4, 2, 3}), of::tensor(std::vector<int64_t>{5, 3})); },
-                                {"[pack_padded_sequence] length 5 of sequence 0 is outside [1, 4]"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { U::pad_sequence({of::randn({2, 3}), of::randn({2, 4})}); },
-                                {"[pad_sequence] sequence 1 of shape (2, 4)"}, &msg), msg);
+  CHECK_MESSAGE(
+      th::throws_with(
+          [&] {
+            U::pack_padded_sequence(of::randn({4, 2, 3}), of::tensor(std::vector<int64_t>{2, 3}));
+          },
+          {"[pack_padded_sequence] lengths must be non-increasing"}, &msg),
+      msg);
+  CHECK_MESSAGE(
+      th::throws_with(
+          [&] {
+            U::pack_padded_sequence(of::randn({4, 2, 3}), of::tensor(std::vector<int64_t>{5, 3}));
+          },
+          {"[pack_padded_sequence] length 5 of sequence 0 is outside [1, 4]"}, &msg),
+      msg);
+  CHECK_MESSAGE(th::throws_with(
+                    [&] {
+                      U::pad_sequence({of::randn({2, 3}), of::randn({2, 4})});
+                    },
+                    {"[pad_sequence] sequence 1 of shape (2, 4)"}, &msg),
+                msg);
   // a failed call changes nothing: parameters untouched, no gradient recorded
   auto before = lstm->parameters()[0].clone();
   CHECK(th::throws_with([&] { lstm(of::randn({5, 3, 7})); }, {"[LSTM]"}));

@@ -25,8 +25,9 @@ namespace utils::rnn {
 Tensor invert_permutation(const Tensor& permutation) {
   if (!permutation.defined()) return {};
   const int64_t n = permutation.numel();
-  return scatter(empty_like(permutation), 0, permutation,
-                 arange(n, TensorOptions().dtype(permutation.dtype()).device(permutation.device())));
+  return scatter(
+      empty_like(permutation), 0, permutation,
+      arange(n, TensorOptions().dtype(permutation.dtype()).device(permutation.device())));
 }
 
 PackedSequence::PackedSequence(Tensor data, Tensor batch_sizes, Tensor sorted_indices,
@@ -61,9 +62,10 @@ PackedSequence pack_padded_sequence(Tensor input, Tensor lengths, bool batch_fir
            lengths.numel(), B, shape_str(input.sizes()));
   std::vector<int64_t> len = lengths.to(kInt64).cpu().to_vector<int64_t>();
   for (int64_t b = 0; b < B; ++b)
-    OF_CHECK(len[size_t(b)] > 0 && len[size_t(b)] <= T,
-             "[pack_padded_sequence] length {} of sequence {} is outside [1, {}] (input of shape {})",
-             len[size_t(b)], b, T, shape_str(input.sizes()));
+    OF_CHECK(
+        len[size_t(b)] > 0 && len[size_t(b)] <= T,
+        "[pack_padded_sequence] length {} of sequence {} is outside [1, {}] (input of shape {})",
+        len[size_t(b)], b, T, shape_str(input.sizes()));
   Tensor sorted_indices;
   if (enforce_sorted) {
     for (int64_t b = 1; b < B; ++b)
@@ -84,7 +86,8 @@ PackedSequence pack_padded_sequence(Tensor input, Tensor lengths, bool batch_fir
   for (int64_t t = 0; t < steps; ++t)
     for (int64_t b = 0; b < B && len[size_t(b)] > t; ++b) ++bs[size_t(t)];
   std::vector<Tensor> pieces;
-  for (int64_t t = 0; t < steps; ++t) pieces.push_back(input.select(tdim, t).narrow(0, 0, bs[size_t(t)]));
+  for (int64_t t = 0; t < steps; ++t)
+    pieces.push_back(input.select(tdim, t).narrow(0, 0, bs[size_t(t)]));
   Tensor data = pieces.size() == 1 ? pieces[0].contiguous() : cat(pieces, 0);
   return PackedSequence(data, tensor(bs), sorted_indices, {});
 }
@@ -116,7 +119,8 @@ std::tuple<Tensor, Tensor> pad_packed_sequence(PackedSequence sequence, bool bat
     }
     steps.push_back(piece);
   }
-  for (int64_t t = int64_t(bs.size()); t < T; ++t) steps.push_back(full(row_shape, padding_value, data.options()));
+  for (int64_t t = int64_t(bs.size()); t < T; ++t)
+    steps.push_back(full(row_shape, padding_value, data.options()));
   Tensor padded = stack(steps, batch_first ? 1 : 0);
   std::vector<int64_t> len(size_t(B), 0);
   for (int64_t b = 0; b < B; ++b)
@@ -136,10 +140,11 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, doub
   for (size_t i = 0; i < sequences.size(); ++i) {
     const Tensor& s = sequences[i];
     OF_CHECK(s.defined() && s.dim() >= 1, "[pad_sequence] sequence {} must be at least 1-D", i);
-    OF_CHECK(s.dim() == sequences[0].dim() &&
-                 std::equal(s.sizes().begin() + 1, s.sizes().end(), sequences[0].sizes().begin() + 1),
+    OF_CHECK(s.dim() == sequences[0].dim() && std::equal(s.sizes().begin() + 1, s.sizes().end(),
+                                                         sequences[0].sizes().begin() + 1),
              "[pad_sequence] sequence {} of shape {} does not match the trailing dims of sequence "
-             "0 of shape {}", i, shape_str(s.sizes()), shape_str(sequences[0].sizes()));
+             "0 of shape {}",
+             i, shape_str(s.sizes()), shape_str(sequences[0].sizes()));
     max_len = std::max(max_len, s.size(0));
   }
   std::vector<Tensor> padded;
@@ -165,13 +170,18 @@ PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_
 
 namespace {
 
-const char* bool_str(bool b) { return b ? "true" : "false"; }
+const char* bool_str(bool b) {
+  return b ? "true" : "false";
+}
 
 int64_t gate_count(RNNMode mode) {
   switch (mode) {
-    case RNNMode::kLSTM: return 4;
-    case RNNMode::kGRU: return 3;
-    default: return 1;
+    case RNNMode::kLSTM:
+      return 4;
+    case RNNMode::kGRU:
+      return 3;
+    default:
+      return 1;
   }
 }
 
@@ -185,8 +195,12 @@ struct DirWeights {
 void step(RNNMode mode, const Tensor& xp, Tensor& h, Tensor& c, const DirWeights& w,
           const Tensor& w_hh_t, const Tensor& w_hr_t) {
   switch (mode) {
-    case RNNMode::kRNN_TANH: h = addmm(xp, h, w_hh_t).tanh(); return;
-    case RNNMode::kRNN_RELU: h = addmm(xp, h, w_hh_t).relu(); return;
+    case RNNMode::kRNN_TANH:
+      h = addmm(xp, h, w_hh_t).tanh();
+      return;
+    case RNNMode::kRNN_RELU:
+      h = addmm(xp, h, w_hh_t).relu();
+      return;
     case RNNMode::kLSTM: {
       std::vector<Tensor> g = addmm(xp, h, w_hh_t).chunk(4, 1);  // i, f, g, o
       c = add(mul(g[1].sigmoid(), c), mul(g[0].sigmoid(), g[2].tanh()));
@@ -199,7 +213,8 @@ void step(RNNMode mode, const Tensor& xp, Tensor& h, Tensor& c, const DirWeights
       const int64_t H = xp.size(1) / 3;
       Tensor hp = w.b_hh.defined() ? addmm(w.b_hh, h, w_hh_t) : mm(h, w_hh_t);
       Tensor rz = add(xp.narrow(1, 0, 2 * H), hp.narrow(1, 0, 2 * H)).sigmoid();
-      Tensor n = add(xp.narrow(1, 2 * H, H), mul(rz.narrow(1, 0, H), hp.narrow(1, 2 * H, H))).tanh();
+      Tensor n =
+          add(xp.narrow(1, 2 * H, H), mul(rz.narrow(1, 0, H), hp.narrow(1, 2 * H, H))).tanh();
       h = lerp(n, h, rz.narrow(1, H, H));  // (1 - z) n + z h
       return;
     }
@@ -305,8 +320,8 @@ RNNImplBase::RNNImplBase(const RNNOptionsBase& o, std::string name)
   OF_CHECK(o.dropout() >= 0 && o.dropout() <= 1,
            "[{}] dropout must be a probability in [0, 1], got {}", n, o.dropout());
   OF_CHECK(o.proj_size() >= 0, "[{}] proj_size must be non-negative, got {}", n, o.proj_size());
-  OF_CHECK(o.proj_size() < o.hidden_size(),
-           "[{}] proj_size {} must be smaller than hidden_size {}", n, o.proj_size(), o.hidden_size());
+  OF_CHECK(o.proj_size() < o.hidden_size(), "[{}] proj_size {} must be smaller than hidden_size {}",
+           n, o.proj_size(), o.hidden_size());
   OF_CHECK(o.proj_size() == 0 || o.mode() == RNNMode::kLSTM,
            "[{}] proj_size is only supported by LSTM", n);
   const int64_t G = gate_count(o.mode()) * o.hidden_size();
@@ -324,7 +339,8 @@ RNNImplBase::RNNImplBase(const RNNOptionsBase& o, std::string name)
         ws[3] = register_parameter("bias_hh_l" + sfx, oneflow::empty({G}));
       }
       if (o.proj_size() > 0)
-        ws[4] = register_parameter("weight_hr_l" + sfx, oneflow::empty({o.proj_size(), o.hidden_size()}));
+        ws[4] = register_parameter("weight_hr_l" + sfx,
+                                   oneflow::empty({o.proj_size(), o.hidden_size()}));
       flat_weights_.push_back(std::move(ws));
     }
   }
@@ -395,7 +411,8 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input,
   } else {
     OF_CHECK(input.dim() == 2 || input.dim() == 3,
              "[{}] input of shape {} must be 3-D ([T, B, features], or [B, T, features] with "
-             "batch_first) or 2-D (unbatched)", n, shape_str(input.sizes()));
+             "batch_first) or 2-D (unbatched)",
+             n, shape_str(input.sizes()));
     OF_CHECK(input.size(-1) == F, "[{}] input of shape {} has {} features, expected {}", n,
              shape_str(input.sizes()), input.size(-1), F);
     unbatched = input.dim() == 2;
@@ -418,11 +435,15 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input,
   };
   check_state(hx, P, lstm ? "h_0" : "hx");
   if (lstm) check_state(cx, H, "c_0");
-  if (!hx.defined()) hx = zeros({L * D, B, P}, x.options());
-  else if (unbatched) hx = hx.unsqueeze(1);
+  if (!hx.defined())
+    hx = zeros({L * D, B, P}, x.options());
+  else if (unbatched)
+    hx = hx.unsqueeze(1);
   if (lstm) {
-    if (!cx.defined()) cx = zeros({L * D, B, H}, x.options());
-    else if (unbatched) cx = cx.unsqueeze(1);
+    if (!cx.defined())
+      cx = zeros({L * D, B, H}, x.options());
+    else if (unbatched)
+      cx = cx.unsqueeze(1);
   }
   // ---- layers
   std::vector<Tensor> h_n(size_t(L * D)), c_n(size_t(L * D));
@@ -433,12 +454,13 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input,
       const int64_t k = l * D + d;
       const auto& ws = flat_weights_[size_t(k)];
       const DirWeights w{ws[0], ws[1], ws[2], ws[3], ws[4]};
-      outs[size_t(d)] = run_direction(mode, layer_in, w, bs, d == 1, hx.select(0, k),
-                                      lstm ? cx.select(0, k) : Tensor(), h_n[size_t(k)],
-                                      c_n[size_t(k)]);
+      outs[size_t(d)] =
+          run_direction(mode, layer_in, w, bs, d == 1, hx.select(0, k),
+                        lstm ? cx.select(0, k) : Tensor(), h_n[size_t(k)], c_n[size_t(k)]);
     }
     layer_in = D == 1 ? outs[0] : cat(outs, 1);
-    if (o.dropout() > 0 && is_training() && l + 1 < L) layer_in = dropout(layer_in, o.dropout(), true);
+    if (o.dropout() > 0 && is_training() && l + 1 < L)
+      layer_in = dropout(layer_in, o.dropout(), true);
   }
   Tensor output = layer_in, hn = stack(h_n, 0), cn = lstm ? stack(c_n, 0) : Tensor();
   if (!packed) {
@@ -461,21 +483,32 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input,
 namespace {
 
 detail::RNNOptionsBase base_of(const RNNOptions& o) {
-  const RNNMode mode = std::holds_alternative<enumtype::kTanh>(o.nonlinearity()) ? RNNMode::kRNN_TANH
-                                                                                 : RNNMode::kRNN_RELU;
+  const RNNMode mode = std::holds_alternative<enumtype::kTanh>(o.nonlinearity())
+                           ? RNNMode::kRNN_TANH
+                           : RNNMode::kRNN_RELU;
   return detail::RNNOptionsBase(mode, o.input_size(), o.hidden_size())
-      .num_layers(o.num_layers()).bias(o.bias()).batch_first(o.batch_first())
-      .dropout(o.dropout()).bidirectional(o.bidirectional());
+      .num_layers(o.num_layers())
+      .bias(o.bias())
+      .batch_first(o.batch_first())
+      .dropout(o.dropout())
+      .bidirectional(o.bidirectional());
 }
 detail::RNNOptionsBase base_of(const LSTMOptions& o) {
   return detail::RNNOptionsBase(RNNMode::kLSTM, o.input_size(), o.hidden_size())
-      .num_layers(o.num_layers()).bias(o.bias()).batch_first(o.batch_first())
-      .dropout(o.dropout()).bidirectional(o.bidirectional()).proj_size(o.proj_size());
+      .num_layers(o.num_layers())
+      .bias(o.bias())
+      .batch_first(o.batch_first())
+      .dropout(o.dropout())
+      .bidirectional(o.bidirectional())
+      .proj_size(o.proj_size());
 }
 detail::RNNOptionsBase base_of(const GRUOptions& o) {
   return detail::RNNOptionsBase(RNNMode::kGRU, o.input_size(), o.hidden_size())
-      .num_layers(o.num_layers()).bias(o.bias()).batch_first(o.batch_first())
-      .dropout(o.dropout()).bidirectional(o.bidirectional());
+      .num_layers(o.num_layers())
+      .bias(o.bias())
+      .batch_first(o.batch_first())
+      .dropout(o.dropout())
+      .bidirectional(o.bidirectional());
 }
 
 // batch_sizes of a PackedSequence as host integers; h (when given) reordered to packed order.
@@ -486,7 +519,8 @@ Tensor to_packed_order(const Tensor& h, const utils::rnn::PackedSequence& p) {
   return h.defined() && p.sorted_indices().defined() ? h.index_select(1, p.sorted_indices()) : h;
 }
 Tensor to_caller_order(const Tensor& h, const utils::rnn::PackedSequence& p) {
-  return h.defined() && p.unsorted_indices().defined() ? h.index_select(1, p.unsorted_indices()) : h;
+  return h.defined() && p.unsorted_indices().defined() ? h.index_select(1, p.unsorted_indices())
+                                                       : h;
 }
 
 }  // namespace
@@ -502,8 +536,9 @@ std::tuple<utils::rnn::PackedSequence, Tensor> RNNImpl::forward_with_packed_inpu
     const utils::rnn::PackedSequence& p, Tensor hx) {
   const std::vector<int64_t> bs = packed_sizes(p);
   auto [out, hn, cn] = run(p.data(), &bs, to_packed_order(hx, p), {});
-  return {utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
-          to_caller_order(hn, p)};
+  return {
+      utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
+      to_caller_order(hn, p)};
 }
 
 LSTMImpl::LSTMImpl(const LSTMOptions& o) : RNNImplBase(base_of(o), "LSTM"), options(o) {}
@@ -516,14 +551,16 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTMImpl::forward(
   return {out, {hn, cn}};
 }
 
-std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTMImpl::forward_with_packed_input(
-    const utils::rnn::PackedSequence& p, std::optional<std::tuple<Tensor, Tensor>> hx_opt) {
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>>
+LSTMImpl::forward_with_packed_input(const utils::rnn::PackedSequence& p,
+                                    std::optional<std::tuple<Tensor, Tensor>> hx_opt) {
   Tensor h0, c0;
   if (hx_opt) std::tie(h0, c0) = *hx_opt;
   const std::vector<int64_t> bs = packed_sizes(p);
   auto [out, hn, cn] = run(p.data(), &bs, to_packed_order(h0, p), to_packed_order(c0, p));
-  return {utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
-          {to_caller_order(hn, p), to_caller_order(cn, p)}};
+  return {
+      utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
+      {to_caller_order(hn, p), to_caller_order(cn, p)}};
 }
 
 GRUImpl::GRUImpl(const GRUOptions& o) : RNNImplBase(base_of(o), "GRU"), options(o) {}
@@ -537,8 +574,9 @@ std::tuple<utils::rnn::PackedSequence, Tensor> GRUImpl::forward_with_packed_inpu
     const utils::rnn::PackedSequence& p, Tensor hx) {
   const std::vector<int64_t> bs = packed_sizes(p);
   auto [out, hn, cn] = run(p.data(), &bs, to_packed_order(hx, p), {});
-  return {utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
-          to_caller_order(hn, p)};
+  return {
+      utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
+      to_caller_order(hn, p)};
 }
 
 // ---------------------------------------------------------------- cells
@@ -551,8 +589,10 @@ RNNCellImplBase::RNNCellImplBase(int64_t input_size, int64_t hidden_size, bool b
   OF_CHECK(input_size > 0 && hidden_size > 0,
            "[{}] input_size and hidden_size must be positive, got {} and {}", this->name(),
            input_size, hidden_size);
-  weight_ih = register_parameter("weight_ih", oneflow::empty({num_chunks * hidden_size, input_size}));
-  weight_hh = register_parameter("weight_hh", oneflow::empty({num_chunks * hidden_size, hidden_size}));
+  weight_ih =
+      register_parameter("weight_ih", oneflow::empty({num_chunks * hidden_size, input_size}));
+  weight_hh =
+      register_parameter("weight_hh", oneflow::empty({num_chunks * hidden_size, hidden_size}));
   if (bias) {
     bias_ih = register_parameter("bias_ih", oneflow::empty({num_chunks * hidden_size}));
     bias_hh = register_parameter("bias_hh", oneflow::empty({num_chunks * hidden_size}));
@@ -588,9 +628,10 @@ void RNNCellImplBase::check_forward_hidden(const Tensor& input, const Tensor& hx
   if (!hx.defined()) return;
   DimVector want = input.sizes().dims();
   want.back() = hidden_size_;
-  OF_CHECK(hx.sizes() == IntArrayRef(want), "[{}] {} of shape {} does not match the expected {} "
-           "(input of shape {})", name(), label, shape_str(hx.sizes()), shape_str(want),
-           shape_str(input.sizes()));
+  OF_CHECK(hx.sizes() == IntArrayRef(want),
+           "[{}] {} of shape {} does not match the expected {} "
+           "(input of shape {})",
+           name(), label, shape_str(hx.sizes()), shape_str(want), shape_str(input.sizes()));
   OF_CHECK(hx.dtype() == input.dtype(), "[{}] {} dtype {} does not match the input's {}", name(),
            label, dtype_name(hx.dtype()), dtype_name(input.dtype()));
 }
@@ -618,7 +659,8 @@ Tensor RNNCellImpl::forward(const Tensor& input, Tensor hx) {
   check_forward_input(input);
   check_forward_hidden(input, hx, "hx");
   const RNNMode mode = std::holds_alternative<enumtype::kTanh>(options.nonlinearity())
-                           ? RNNMode::kRNN_TANH : RNNMode::kRNN_RELU;
+                           ? RNNMode::kRNN_TANH
+                           : RNNMode::kRNN_RELU;
   const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
   Tensor h = cell_state(hx, input, hidden_size_), c;
   const DirWeights w{weight_ih, weight_hh, bias_ih, bias_hh, {}};

@@ -165,8 +165,9 @@ class RNNImplBase : public Module {
   // The shared recurrence. input: padded [T, B, F] / [B, T, F] / unbatched [T, F], or packed
   // data [N, F] when batch_sizes is given. hx (and cx for LSTM) [L * D, B, H] or undefined.
   // Returns (output, h_n, c_n); c_n undefined except for LSTM.
-  std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const std::vector<int64_t>* batch_sizes,
-                                         Tensor hx, Tensor cx);
+  std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input,
+                                         const std::vector<int64_t>* batch_sizes, Tensor hx,
+                                         Tensor cx);
   // The parameters of layer l, direction d: w_ih, w_hh, b_ih, b_hh, w_hr (undefined if absent).
   std::vector<std::vector<Tensor>> flat_weights_;
 };
@@ -210,7 +211,8 @@ OF_MODULE(RNN);
 // LSTM with gates (i, f, g, o) in libtorch's order, optional projection (proj_size).
 class LSTMImpl : public detail::RNNImplBase {
  public:
-  LSTMImpl(int64_t input_size, int64_t hidden_size) : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
+  LSTMImpl(int64_t input_size, int64_t hidden_size)
+      : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
   explicit LSTMImpl(const LSTMOptions& options);
   // (output [T, B, D * (proj_size or H)], (h_n, c_n)); hx_opt = (h_0, c_0) defaults to zeros.
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
