@@ -1,5 +1,6 @@
-// nn.h: layers (of::nn), their options (libtorch's names and defaults), of::nn::functional and
-// of::nn::init. Layers are XxxImpl modules wrapped by OF_MODULE holders: of::nn::Linear fc(3, 4).
+// nn.h: layers (of::nn; the recurrent ones in nn/rnn.h), their options (libtorch's names and
+// defaults), of::nn::functional and of::nn::init. Layers are XxxImpl modules wrapped by
+// OF_MODULE holders: of::nn::Linear fc(3, 4).
 #pragma once
 #include <any>
 #include <array>
@@ -14,6 +15,7 @@
 #include "oneflow/nn/functional.h"
 #include "oneflow/nn/module.h"
 #include "oneflow/nn/options.h"
+#include "oneflow/nn/rnn.h"
 #include "oneflow/ops.h"
 #include "oneflow/ops_conv.h"
 #include "oneflow/ops_nn.h"

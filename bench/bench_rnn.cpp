@@ -1,0 +1,151 @@
+// An LSTM language-model training step beside libtorch 1.13: embedding (64 tokens -> 64) ->
+// 2-layer LSTM (hidden 256) -> linear over the 64-token vocabulary, seq 32 x batch 32,
+// cross entropy over every position, Adam. libtorch runs at 1 and 2 threads and at our thread
+// count; the ratio is against its best. Each (library, threads) runs in its own fork()ed child,
+// so neither side's thread pool or allocator state leaks into the other's figure.
+#include <oneflow/oneflow.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include "bench_util.h"
+
+#ifdef OF_BENCH_WITH_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+namespace ob = oneflow::bench;
+
+namespace {
+
+constexpr int kWarmup = 3, kSteps = 10, kRounds = 2;
+constexpr int64_t kVocab = 64, kEmbed = 64, kHidden = 256, kLayers = 2, kSeq = 32, kBatch = 32;
+
+// The model and step, written once for both libraries (NS: of or torch).
+#define OF_BENCH_LM(NS, Name)                                                                    \
+  struct Name##Impl : NS::nn::Module {                                                           \
+    Name##Impl() {                                                                               \
+      emb = register_module("emb", NS::nn::Embedding(kVocab, kEmbed));                           \
+      lstm = register_module("lstm", NS::nn::LSTM(NS::nn::LSTMOptions(kEmbed, kHidden)           \
+                                                      .num_layers(kLayers)));                    \
+      head = register_module("head", NS::nn::Linear(kHidden, kVocab));                           \
+    }                                                                                            \
+    NS::Tensor forward(const NS::Tensor& tokens) {                                               \
+      NS::Tensor h = std::get<0>(lstm->forward(emb->forward(tokens)));                           \
+      return head->forward(h.reshape({kSeq * kBatch, kHidden}));                                 \
+    }                                                                                            \
+    NS::nn::Embedding emb{nullptr};                                                              \
+    NS::nn::LSTM lstm{nullptr};                                                                  \
+    NS::nn::Linear head{nullptr};                                                                \
+  };                                                                                             \
+  TORCH_MODULE(Name);                                                                            \
+  double Name##_step_time() {                                                                    \
+    NS::manual_seed(0);                                                                          \
+    Name net;                                                                                    \
+    NS::optim::Adam opt(net->parameters(), NS::optim::AdamOptions(1e-3));                        \
+    NS::Tensor x = NS::randint(0, kVocab, {kSeq, kBatch}, NS::kInt64);                           \
+    NS::Tensor y = NS::randint(0, kVocab, {kSeq * kBatch}, NS::kInt64);                          \
+    auto step = [&] {                                                                            \
+      opt.zero_grad();                                                                           \
+      NS::Tensor loss = NS::nn::functional::cross_entropy(net->forward(x), y);                  \
+      loss.backward();                                                                           \
+      opt.step();                                                                                \
+      ob::keep(loss.item<float>());                                                              \
+    };                                                                                           \
+    return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);                                  \
+  }
+
+OF_BENCH_LM(of, OfLm)
+#ifdef OF_BENCH_WITH_LIBTORCH
+OF_BENCH_LM(torch, TorchLm)
+#endif
+
+// Runs f in a child process and returns its result (-1 on failure).
+double in_child(const std::function<double()>& f) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double t = -1;
+    try {
+      t = f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "workload failed: %s\n", e.what());
+    }
+    ssize_t w = write(fds[1], &t, sizeof t);
+    (void)w;
+    _exit(0);
+  }
+  close(fds[1]);
+  double t = -1;
+  if (read(fds[0], &t, sizeof t) != ssize_t(sizeof t)) t = -1;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return t;
+}
+
+}  // namespace
+
+int main() {
+  // The parent starts no thread pool: fork()ed children would inherit one without its threads.
+  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  ob::print_machine("bench_rnn", threads);
+  fmt::print("LSTM LM: embedding {}x{} -> LSTM {} layers hidden {} -> linear {}, seq {} x batch {}, "
+             "Adam; median of {} steps after {} warm-up steps, each side in its own process, best of {} "
+             "alternating rounds\n",
+             kVocab, kEmbed, kLayers, kHidden, kVocab, kSeq, kBatch, kSteps, kWarmup, kRounds);
+  // kRounds alternating rounds, the best median of each side: a shared host's busy phases then
+  // hit both sides instead of whichever happened to run during them.
+  auto best_of = [](double a, double b) { return a > 0 && (b <= 0 || a < b) ? a : b; };
+  double ours = -1;
+  std::string peer = ob::kNoTorch, ratio = "-", verdict = "n/a (no peer)", detail = "-";
+#ifdef OF_BENCH_WITH_LIBTORCH
+  std::vector<int> counts{1, 2};
+  if (std::find(counts.begin(), counts.end(), threads) == counts.end()) counts.push_back(threads);
+  std::vector<double> torch_t(counts.size(), -1);
+#endif
+  for (int round = 0; round < kRounds; ++round) {
+    ours = best_of(in_child([threads] {
+                     of::set_num_threads(threads);
+                     return OfLm_step_time();
+                   }),
+                   ours);
+#ifdef OF_BENCH_WITH_LIBTORCH
+    for (size_t i = 0; i < counts.size(); ++i)
+      torch_t[i] = best_of(in_child([n = counts[i]] {
+                             torch::set_num_threads(n);
+                             return TorchLm_step_time();
+                           }),
+                           torch_t[i]);
+#endif
+  }
+#ifdef OF_BENCH_WITH_LIBTORCH
+  double best = INFINITY;
+  int best_threads = 0;
+  detail.clear();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double t = torch_t[i];
+    detail += fmt::format("{}{} thr: {:.1f} ms", detail.empty() ? "" : ", ", counts[i], t * 1e3);
+    if (t > 0 && t < best) best = t, best_threads = counts[i];
+  }
+  peer = fmt::format("{:.2f} ms ({} thr)", best * 1e3, best_threads);
+  ratio = ob::ratio_str(ours / best);
+  verdict = ob::verdict(ours > 0 && ours / best <= 1.0);
+#endif
+  ob::Table table("training step time (forward + backward + Adam), ms; peer = libtorch 1.13 "
+                  "same model at its best thread count; ratio = ours / libtorch",
+                  {"libtorch by threads"});
+  table.row({fmt::format("LSTM LM seq {} x batch {}, hidden {} x {} layers ({} thr)", kSeq, kBatch,
+                         kHidden, kLayers, threads),
+             ours > 0 ? fmt::format("{:.2f} ms", ours * 1e3) : "failed", peer, ratio, "<= 1.0x",
+             verdict, detail});
+  table.print();
+  return 0;
+}
