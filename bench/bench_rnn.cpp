@@ -84,32 +84,6 @@ double OfLm_traced_step_time() {
 OF_BENCH_LM(torch, TorchLm)
 #endif
 
-// Runs f in a child process and returns its result (-1 on failure).
-double in_child(const std::function<double()>& f) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    double t = -1;
-    try {
-      t = f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "workload failed: %s\n", e.what());
-    }
-    ssize_t w = write(fds[1], &t, sizeof t);
-    (void)w;
-    _exit(0);
-  }
-  close(fds[1]);
-  double t = -1;
-  if (read(fds[0], &t, sizeof t) != ssize_t(sizeof t)) t = -1;
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return t;
-}
-
 }  // namespace
 
 int main() {
@@ -131,22 +105,22 @@ int main() {
   std::vector<double> torch_t(counts.size(), -1);
 #endif
   for (int round = 0; round < kRounds; ++round) {
-    ours = best_of(in_child([threads] {
+    ours = best_of(ob::in_child([threads] {
                      of::set_num_threads(threads);
                      return OfLm_step_time();
-                   }),
+                   }).seconds,
                    ours);
-    traced = best_of(in_child([threads] {
+    traced = best_of(ob::in_child([threads] {
                        of::set_num_threads(threads);
                        return OfLm_traced_step_time();
-                     }),
+                     }).seconds,
                      traced);
 #ifdef OF_BENCH_WITH_LIBTORCH
     for (size_t i = 0; i < counts.size(); ++i)
-      torch_t[i] = best_of(in_child([n = counts[i]] {
+      torch_t[i] = best_of(ob::in_child([n = counts[i]] {
                              torch::set_num_threads(n);
                              return TorchLm_step_time();
-                           }),
+                           }).seconds,
                            torch_t[i]);
 #endif
   }

@@ -168,40 +168,6 @@ double torch_step_time(const std::vector<int64_t>& in_shape, int threads) {
 }
 #endif
 
-struct Result {
-  double seconds = -1;
-  double peak_mb = -1;
-};
-
-// Runs f in a child process; returns its result and the child's peak RSS.
-Result in_child(const std::function<double()>& f) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    double t = -1;
-    try {
-      t = f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "workload failed: %s\n", e.what());
-    }
-    ssize_t w = write(fds[1], &t, sizeof t);
-    (void)w;
-    _exit(0);
-  }
-  close(fds[1]);
-  Result r;
-  double t = -1;
-  if (read(fds[0], &t, sizeof t) == ssize_t(sizeof t)) r.seconds = t;
-  close(fds[0]);
-  int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
-  r.peak_mb = double(ru.ru_maxrss) / 1024.0;
-  return r;
-}
-
 }  // namespace
 
 int main() {
@@ -235,7 +201,7 @@ int main() {
   ob::Table mem_table("peak resident memory of the process running the workload, MB; peer = "
                       "libtorch; ratio = ours / libtorch");
   for (auto& w : ws) {
-    Result ours = in_child(w.ours);
+    ob::Result ours = ob::in_child(w.ours);
     std::string peer = ob::kNoTorch, ratio = "-", verdict = "n/a (no peer)";
     std::string mpeer = ob::kNoTorch, mratio = "-", mverdict = "n/a (no peer)";
     if (ours.seconds < 0) {
@@ -243,7 +209,7 @@ int main() {
       continue;
     }
     if (w.torch) {
-      Result t = in_child(w.torch);
+      ob::Result t = ob::in_child(w.torch);
       if (t.seconds < 0) t.seconds = NAN;
       peer = fmt::format("{:.2f} ms", t.seconds * 1e3);
       ratio = ob::ratio_str(ours.seconds / t.seconds);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,5 +185,40 @@ class BusyProcess {
  private:
   pid_t pid_ = -1;
 };
+
+struct Result {
+  double seconds = -1;
+  double peak_mb = -1;
+};
+
+// Runs f in a fork()ed child process; returns its result (seconds, -1 on failure) and the
+// child's peak RSS.
+inline Result in_child(const std::function<double()>& f) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double t = -1;
+    try {
+      t = f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "workload failed: %s\n", e.what());
+    }
+    ssize_t w = write(fds[1], &t, sizeof t);
+    (void)w;
+    _exit(0);
+  }
+  close(fds[1]);
+  Result r;
+  double t = -1;
+  if (read(fds[0], &t, sizeof t) == ssize_t(sizeof t)) r.seconds = t;
+  close(fds[0]);
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  r.peak_mb = double(ru.ru_maxrss) / 1024.0;
+  return r;
+}
 
 }  // namespace oneflow::bench

@@ -212,15 +212,7 @@ enum RowId {
   kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum, kFmod, kRemainder, kAtan2,
   kPow, kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor
 };
-// Rows are reached by name like every op (NOTE [Reaching an op]), looked up once per row.
-const OpDef& row_op(size_t i) {
-  static const auto ops = [] {
-    std::array<const OpDef*, std::size(kRows)> a{};
-    for (size_t k = 0; k < a.size(); ++k) a[k] = &find_op(kRows[k].name);
-    return a;
-  }();
-  return *ops[i];
-}
+const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
   switch (r.kind) {

@@ -1,5 +1,6 @@
 // elementwise.h (internal): shared pieces of the unary/binary op families.
 #pragma once
+#include <array>
 #include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/functors.h"
@@ -46,6 +47,17 @@ template <class F> void binary_kernel_bool(const KernelArgs& k) {
     using T = decltype(z);
     cpu::cpu_kernel<bool, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1]}, F{});
   });
+}
+
+// Row i of a table-driven op family (rows with a `name`), reached by name like every op
+// (NOTE [Reaching an op] in dispatch.h) and looked up once per row.
+template <auto& Rows> const OpDef& row_op(size_t i) {
+  static const auto ops = [] {
+    std::array<const OpDef*, std::size(Rows)> a{};
+    for (size_t k = 0; k < a.size(); ++k) a[k] = &find_op(Rows[k].name);
+    return a;
+  }();
+  return *ops[i];
 }
 
 // Prepares an operand: casts to `dtype` and moves CPU wrapped numbers to `device`.

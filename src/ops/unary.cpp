@@ -130,15 +130,7 @@ const UnaryRow kRows[] = {
     {"logical_not", "fn::LogicalNot", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
 };
 
-// Rows are reached by name like every op (NOTE [Reaching an op]), looked up once per row.
-const OpDef& row_op(size_t i) {
-  static const auto ops = [] {
-    std::array<const OpDef*, std::size(kRows)> a{};
-    for (size_t k = 0; k < a.size(); ++k) a[k] = &find_op(kRows[k].name);
-    return a;
-  }();
-  return *ops[i];
-}
+const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 int row_index(const char* name) {
   for (size_t i = 0; i < std::size(kRows); ++i)
