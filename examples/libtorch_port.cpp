@@ -1,7 +1,7 @@
 // libtorch_port: the libtorch C++ MNIST example (pytorch/examples, cpp/mnist) ported to
 // oneflow by replacing `torch::` with `of::` and the include. The remaining differences from
-// the original are marked "port:": the data root (Debian's Fashion-MNIST, same file format),
-// the epoch count (1, to keep the demo short), and AT_ASSERT, a libtorch macro outside torch::.
+// the original are marked "port:": the data root (Debian's Fashion-MNIST, same file format) and
+// the epoch count (1, to keep the demo short). AT_ASSERT works as in libtorch (of::compat.h).
 #include <oneflow/oneflow.h>  // port: was <torch/torch.h>
 
 #include <cmath>
@@ -72,7 +72,7 @@ void train(
     optimizer.zero_grad();
     auto output = model.forward(data);
     auto loss = of::nll_loss(output, targets);
-    OF_CHECK(!std::isnan(loss.template item<float>()), "loss is NaN");  // port: was AT_ASSERT
+    AT_ASSERT(!std::isnan(loss.template item<float>()));
     loss.backward();
     optimizer.step();
 

@@ -184,7 +184,7 @@ Result run(const std::string& kDataFolder, const std::string& out) {
             {kNumberOfSamplesPerCheckpoint, kNoiseSize, 1, 1}, device));
         of::save(
             (samples + 1.0) / 2.0,
-            out + "/dcgan-sample-" + std::to_string(checkpoint_counter) + ".pt");  // port: was torch::str
+            of::str(out, "/dcgan-sample-", checkpoint_counter, ".pt"));  // port: the folder
         std::cout << "\n-> checkpoint " << ++checkpoint_counter << '\n';
         result.checkpoints++;  // port: for the test
       }

@@ -11,6 +11,7 @@
 #include "oneflow/data.h"
 #include "oneflow/serialize.h"
 #include "oneflow/checkpoint.h"
+#include "oneflow/compat.h"
 #include "oneflow/jit.h"
 #include "oneflow/nn/graph.h"
 #include "oneflow/runtime.h"

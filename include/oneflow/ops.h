@@ -16,6 +16,11 @@ Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions options
 Tensor zeros(IntArrayRef size, TensorOptions options = {});
 Tensor ones(IntArrayRef size, TensorOptions options = {});
 Tensor full(IntArrayRef size, const Scalar& fill_value, TensorOptions options = {});
+// A 0-d tensor holding `value` (libtorch's torch::tensor(3.5)): float32 for floating values,
+// int64 for integers, bool for bools, unless `options` give a dtype.
+Tensor tensor(const Scalar& value, TensorOptions options = {});
+// Constant padding, libtorch's constant_pad_nd: `pad` as (left, right) pairs from the last dim.
+Tensor constant_pad_nd(const Tensor& x, IntArrayRef pad, const Scalar& value = 0);
 Tensor scalar_tensor(const Scalar& s, TensorOptions options = {});
 Tensor arange(const Scalar& end, TensorOptions options = {});
 Tensor arange(const Scalar& start, const Scalar& end, TensorOptions options = {});

@@ -33,6 +33,15 @@ class Scalar {
     else if constexpr (std::is_integral_v<T>) return T(to_long());
     else return T(to_double());
   }
+  // libtorch's spellings (c10::Scalar::toLong, ...).
+  int64_t toLong() const { return to_long(); }
+  int toInt() const { return int(to_long()); }
+  double toDouble() const { return to_double(); }
+  float toFloat() const { return float(to_double()); }
+  bool toBool() const { return to_bool(); }
+  bool isFloatingPoint() const { return is_floating_point(); }
+  bool isIntegral(bool include_bool) const { return is_integral(include_bool); }
+  bool isBoolean() const { return is_boolean(); }
   // The dtype a bare Scalar gets as a 0-d tensor: int64, float32 (default float) or bool.
   ScalarType default_dtype() const {
     return kind_ == Kind::Float ? kFloat32 : kind_ == Kind::Int ? kInt64 : kBool;

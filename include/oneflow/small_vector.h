@@ -1,5 +1,7 @@
 // small_vector.h: SmallVector (inline storage) and IntArrayRef (a non-owning int64 list).
 #pragma once
+#include <ostream>
+#include <stdexcept>
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -139,8 +141,21 @@ class IntArrayRef {
   int64_t front() const { return data_[0]; }
   std::vector<int64_t> vec() const { return {begin(), end()}; }
   DimVector dims() const { return DimVector(begin(), end()); }
+  // libtorch's ArrayRef::slice: the `n` elements from `start` (to the end when n is omitted).
+  IntArrayRef slice(size_t start, size_t n) const {
+    if (start > size_ || n > size_ - start)
+      throw std::out_of_range("[IntArrayRef::slice] range is out of bounds");
+    return IntArrayRef(data_ + start, n);
+  }
+  IntArrayRef slice(size_t start) const { return slice(start, start <= size_ ? size_ - start : 0); }
   friend bool operator==(IntArrayRef a, IntArrayRef b) {
     return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  // Prints as libtorch does: [2, 3, 4].
+  friend std::ostream& operator<<(std::ostream& os, IntArrayRef a) {
+    os << '[';
+    for (size_t i = 0; i < a.size_; ++i) os << (i ? ", " : "") << a.data_[i];
+    return os << ']';
   }
 
  private:

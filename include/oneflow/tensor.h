@@ -139,6 +139,11 @@ class Tensor {
   bool is_cpu() const { return device().is_cpu(); }
   bool is_floating_point() const { return oneflow::is_floating_point(dtype()); }
   TensorOptions options() const { return TensorOptions().dtype(dtype()).device(device()); }
+  // New tensors with this one's dtype and device unless `options` say otherwise (libtorch's).
+  Tensor new_empty(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_zeros(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_ones(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_full(IntArrayRef size, const Scalar& fill_value, TensorOptions options = {}) const;
   bool is_contiguous() const { return check_impl()->is_contiguous; }
   int64_t storage_offset() const { return check_impl()->offset; }
   size_t element_size() const { return itemsize(dtype()); }

@@ -409,3 +409,38 @@ template Tensor tensor<Half>(const std::vector<Half>&, IntArrayRef, TensorOption
 template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, IntArrayRef, TensorOptions);
 
 }  // namespace oneflow
+
+namespace oneflow {
+
+namespace {
+// This tensor's dtype and device where `o` names none (libtorch's new_* factories).
+TensorOptions inherit(const Tensor& t, TensorOptions o) {
+  if (!o.has_dtype()) o = o.dtype(t.dtype());
+  if (!o.has_device()) o = o.device(t.device());
+  return o;
+}
+}  // namespace
+
+Tensor Tensor::new_empty(IntArrayRef size, TensorOptions o) const {
+  return empty(size, inherit(*this, o));
+}
+Tensor Tensor::new_zeros(IntArrayRef size, TensorOptions o) const {
+  return zeros(size, inherit(*this, o));
+}
+Tensor Tensor::new_ones(IntArrayRef size, TensorOptions o) const {
+  return ones(size, inherit(*this, o));
+}
+Tensor Tensor::new_full(IntArrayRef size, const Scalar& v, TensorOptions o) const {
+  return full(size, v, inherit(*this, o));
+}
+
+Tensor tensor(const Scalar& value, TensorOptions o) {
+  if (!o.has_dtype()) o = o.dtype(value.default_dtype());
+  return full({}, value, o);
+}
+
+Tensor constant_pad_nd(const Tensor& x, IntArrayRef pad, const Scalar& value) {
+  return oneflow::pad(x, pad, "constant", value.to_double());
+}
+
+}  // namespace oneflow
