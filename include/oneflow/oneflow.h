@@ -12,6 +12,7 @@
 #include "oneflow/serialize.h"
 #include "oneflow/checkpoint.h"
 #include "oneflow/compat.h"
+#include "oneflow/activations.h"
 #include "oneflow/jit.h"
 #include "oneflow/nn/graph.h"
 #include "oneflow/runtime.h"
