@@ -169,3 +169,90 @@ TEST_CASE("compat: prelu and glu; bad input") {
   CHECK(th::throws_with([&] { of::hardswish_(leaf); }, {"[hardswish_]", "leaf"}));
   CHECK(th::throws_with([] { of::celu(of::ones({2}), 0.0); }, {"[celu]", "alpha"}));
 }
+
+// ---------------------------------------------------------------- indexing
+
+namespace {
+using of::indexing::Ellipsis;
+using of::indexing::None;
+using of::indexing::Slice;
+std::vector<double> vals(const of::Tensor& t) { return t.to(of::kFloat64).contiguous().to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("compat: index with integers, slices, None and ellipsis (views)") {
+  of::Tensor x = of::arange(24, of::kFloat64).reshape({2, 3, 4});  // x[i, j, k] = 12i + 4j + k
+  of::Tensor a = x.index({Slice(), 1});
+  CHECK(a.sizes() == of::IntArrayRef({2, 4}));
+  CHECK(vals(a) == std::vector<double>{4, 5, 6, 7, 16, 17, 18, 19});
+  CHECK(a.impl()->storage == x.impl()->storage);  // a view
+  CHECK(vals(x.index({1, Slice(None, 2), Slice(1, None, 2)})) == std::vector<double>{13, 15, 17, 19});
+  CHECK(x.index({Ellipsis, -1}).sizes() == of::IntArrayRef({2, 3}));
+  CHECK(vals(x.index({Ellipsis, -1})) == std::vector<double>{3, 7, 11, 15, 19, 23});
+  CHECK(x.index({None, 0, "..."}).sizes() == of::IntArrayRef({1, 3, 4}));
+  CHECK(x.index({Slice(-1, None)}).sizes() == of::IntArrayRef({1, 3, 4}));
+  CHECK(x.index({true}).sizes() == of::IntArrayRef({1, 2, 3, 4}));
+  CHECK(x.index({false}).size(0) == 0);
+  CHECK(th::throws_with([&] { x.index({0, 0, 0, 0}); }, {"[index]", "too many indices"}));
+  CHECK(th::throws_with([&] { x.index({5}); }, {"[index]", "index 5 is out of bounds", "size 2"}));
+  CHECK(th::throws_with([&] { x.index({Ellipsis, Ellipsis}); }, {"single ellipsis"}));
+  CHECK(th::throws_with([&] { x.index({Slice(0, 2, 0)}); }, {"step must be positive"}));
+}
+
+TEST_CASE("compat: index with bool and integer tensors (PyTorch's placement), with gradients") {
+  of::Tensor x = of::arange(24, of::kFloat64).reshape({2, 3, 4});
+  of::Tensor idx = of::tensor(std::vector<int64_t>{2, 0}, {2}, of::kInt64);
+  // one tensor index in the middle: the result dim stays there
+  of::Tensor a = x.index({Slice(), idx});
+  CHECK(a.sizes() == of::IntArrayRef({2, 2, 4}));
+  CHECK(vals(a.index({0, 0})) == std::vector<double>{8, 9, 10, 11});
+  CHECK(vals(a.index({1, 1})) == std::vector<double>{12, 13, 14, 15});
+  // two adjacent tensor indices broadcast together
+  of::Tensor j = of::tensor(std::vector<int64_t>{1, -1}, {2}, of::kInt64);
+  CHECK(vals(x.index({Slice(), idx, j})) == std::vector<double>{9, 3, 21, 15});
+  // separated by a slice: the broadcast dims go first
+  of::Tensor b = x.index({idx.narrow(0, 1, 1), Slice(), j});
+  CHECK(b.sizes() == of::IntArrayRef({2, 3}));  // x[[0], :, [1, -1]] -> (2, 3)
+  CHECK(vals(b) == std::vector<double>{1, 5, 9, 3, 7, 11});
+  // a bool mask
+  of::Tensor m = x.index({0}) > 6.5;
+  CHECK(vals(x.index({0}).index({m})) == std::vector<double>{7, 8, 9, 10, 11});
+  CHECK(x.index({Slice(), m}).sizes() == of::IntArrayRef({2, 5}));
+  CHECK(th::throws_with([&] { x.index({of::ones({4}, of::kBool)}); }, {"[index]", "mask", "(4,)"}));
+  CHECK(th::throws_with([&] { x.index({of::tensor(std::vector<int64_t>{2}, {1}, of::kInt64)}); },
+                        {"[index]", "out of bounds"}));
+  CHECK(th::throws_with([&] { x.index({of::ones({1})}); }, {"[index]", "long, int, byte or bool"}));
+  // gradients flow through tensor indices (repeated indices accumulate)
+  of::Tensor rep = of::tensor(std::vector<int64_t>{1, 1, 0}, {3}, of::kInt64);
+  CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return in[0].index({Slice(), rep}); },
+                      {of::randn({2, 3, 4}, of::kFloat64)}).empty());
+  CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return in[0].index({m}); },
+                      {of::randn({3, 4}, of::kFloat64)}).empty());
+}
+
+TEST_CASE("compat: index_put_ and assignment to temporaries (t[i] = v)") {
+  of::Tensor x = of::zeros({3, 4}, of::kFloat64);
+  x.index_put_({Slice(), 1}, 5.0);
+  CHECK(vals(x.index({Slice(), 1})) == std::vector<double>{5, 5, 5});
+  x[0] = of::arange(4, of::kFloat64);
+  CHECK(vals(x[0]) == std::vector<double>{0, 1, 2, 3});
+  x.index({2, Slice(2, None)}) = -1;
+  CHECK(vals(x[2]) == std::vector<double>{0, 5, -1, -1});
+  of::Tensor idx = of::tensor(std::vector<int64_t>{2, 0}, {2}, of::kInt64);
+  x.index_put_({idx}, of::tensor(std::vector<double>{7, 8, 9, 10}, {4}, of::kFloat64));  // broadcast rows
+  CHECK(vals(x[0]) == std::vector<double>{7, 8, 9, 10});
+  CHECK(vals(x[2]) == std::vector<double>{7, 8, 9, 10});
+  CHECK(vals(x[1]) == std::vector<double>{0, 5, 0, 0});
+  of::Tensor y = of::zeros({2, 3}, of::kFloat64);
+  CHECK(th::throws_with([&] { y.index_put_({y.index({0}) >= 0}, 0.0); }, {"[index_put_]", "mask (3,)"}));
+  y.index_put_({Slice(), of::tensor(std::vector<int64_t>{0, 2}, {2}, of::kInt64)},
+               of::tensor(std::vector<double>{1, 2}, {2}, of::kFloat64));
+  CHECK(vals(y) == std::vector<double>{1, 0, 2, 1, 0, 2});
+  of::Tensor m = y > 1.5;
+  y.index_put_({m}, -3.0);
+  CHECK(vals(y) == std::vector<double>{1, 0, -3, 1, 0, -3});
+  // a handle assigned to another tensor is rebound, not written
+  of::Tensor h = y;
+  h = of::ones({1});
+  CHECK(y.numel() == 6);
+  CHECK(th::throws_with([&] { of::Tensor u; std::move(u) = of::ones({1}); }, {"undefined"}));
+}

@@ -18,5 +18,6 @@
 #include "oneflow/runtime.h"
 #include "oneflow/scalar.h"
 #include "oneflow/tensor.h"
+#include "oneflow/indexing.h"
 
 namespace of = oneflow;

@@ -116,10 +116,22 @@ inline TensorOptions dtype(ScalarType t) { return TensorOptions().dtype(t); }
 inline TensorOptions device(Device d) { return TensorOptions().device(d); }
 inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
+namespace indexing {
+class TensorIndex;
+}
+
 class Tensor {
  public:
   Tensor() = default;  // undefined tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(const Tensor&) & = default;  // rebinds the handle
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  // Assigning to a temporary writes into its memory, as libtorch's `t[0] = v` or
+  // `t.index({Slice(), 1}) = 0` do (the value broadcasts to this tensor's shape).
+  Tensor& operator=(const Tensor& value) &&;
+  Tensor& operator=(const Scalar& value) &&;
 
   // --- metadata ---
   bool defined() const { return impl_ != nullptr; }
@@ -212,6 +224,14 @@ class Tensor {
                std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // libtorch's indexing (of::indexing::{Slice, None, Ellipsis}, integers, bools and bool or
+  // integer tensors): basic indices give a view; tensor indices gather (differentiably).
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  // Writes `value` (broadcast) where index(indices) reads.
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
   Tensor expand(IntArrayRef size, bool implicit = false) const;
   Tensor expand_as(const Tensor& o) const { return expand(o.sizes()); }
   Tensor squeeze() const;
