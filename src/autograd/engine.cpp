@@ -1,5 +1,6 @@
 // The autograd tape and engine: recording nodes at dispatch time, and running VJPs backward.
 #include <algorithm>
+#include <cctype>
 #include "allocator.h"
 #include <atomic>
 #include <queue>
@@ -7,6 +8,9 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "oneflow/autograd.h"
+
+#include <cxxabi.h>
 
 namespace oneflow {
 
@@ -103,6 +107,20 @@ Tensor OpNode::unpack(const SavedTensor& s, bool output, size_t index) const {
     a->requires_grad = true;
   }
   return Tensor(a);
+}
+
+std::string OpNode::name() const {
+  std::string n;
+  bool up = true;
+  for (char c : op->name) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    n += up ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return n + "Backward0";
 }
 
 void OpNode::release_variables() {
@@ -333,3 +351,210 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 }  // namespace autograd
 
 }  // namespace oneflow
+
+// ---------------------------------------------------------------- custom functions
+// of::autograd::Function (include/oneflow/autograd.h): a node that calls the user's backward.
+
+
+namespace oneflow::autograd {
+
+double IValue::toDouble() const {
+  if (auto* d = std::get_if<double>(&v_)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v_)) return double(*i);
+  fail("[IValue] toDouble() on a value that is not a number");
+}
+int64_t IValue::toInt() const {
+  if (auto* i = std::get_if<int64_t>(&v_)) return *i;
+  if (auto* b = std::get_if<bool>(&v_)) return *b;
+  fail("[IValue] toInt() on a value that is not an integer");
+}
+bool IValue::toBool() const {
+  if (auto* b = std::get_if<bool>(&v_)) return *b;
+  fail("[IValue] toBool() on a value that is not a bool");
+}
+Tensor IValue::toTensor() const {
+  if (auto* t = std::get_if<Tensor>(&v_)) return *t;
+  fail("[IValue] toTensor() on a value that is not a tensor");
+}
+const std::string& IValue::toStringRef() const {
+  if (auto* s = std::get_if<std::string>(&v_)) return *s;
+  fail("[IValue] toStringRef() on a value that is not a string");
+}
+std::vector<int64_t> IValue::toIntVector() const {
+  if (auto* v = std::get_if<std::vector<int64_t>>(&v_)) return *v;
+  fail("[IValue] toIntVector() on a value that is not a list of integers");
+}
+
+void AutogradContext::save_for_backward(variable_list to_save) {
+  saved_.clear();
+  for (Tensor& t : to_save) {
+    Saved s;
+    s.version = t.defined() ? t._version() : 0;
+    s.tensor = std::move(t);
+    saved_.push_back(std::move(s));
+  }
+}
+
+variable_list AutogradContext::get_saved_variables() const {
+  if (released_)
+    fail("[{}] Trying to backward through the graph a second time (or directly access saved "
+         "tensors after they have already been freed); specify retain_graph=true", name_);
+  variable_list out;
+  for (const Saved& s : saved_) {
+    if (!s.tensor.defined()) {
+      out.push_back(Tensor());
+      continue;
+    }
+    if (s.tensor._version() != s.version)
+      fail("[{}] one of the variables needed for gradient computation has been modified by an "
+           "inplace operation: saved tensor of shape {} is at version {}; expected version {}",
+           name_, shape_str(s.tensor.sizes()), s.tensor._version(), s.version);
+    if (s.output < 0) {
+      out.push_back(s.tensor);
+      continue;
+    }
+    auto a = alias_impl(*s.tensor.impl());
+    if (auto node = node_.lock()) {
+      a->grad_fn = node;
+      a->output_nr = uint32_t(s.output);
+      a->requires_grad = true;
+    }
+    out.push_back(Tensor(a));
+  }
+  return out;
+}
+
+void AutogradContext::mark_dirty(const variable_list& inputs) {
+  dirty_.insert(dirty_.end(), inputs.begin(), inputs.end());
+}
+void AutogradContext::mark_non_differentiable(const variable_list& outputs) {
+  non_differentiable_.insert(non_differentiable_.end(), outputs.begin(), outputs.end());
+}
+
+namespace {
+
+struct FunctionNode final : Node {
+  std::shared_ptr<AutogradContext> ctx;
+  std::function<variable_list(AutogradContext*, variable_list)> backward;
+  std::vector<size_t> arg_index;  // forward argument of each tensor input
+  size_t num_args = 0;
+  SmallVector<TensorMetaLite, 2> input_metas;
+  SmallVector<TensorMetaLite, 1> output_metas;
+
+  std::string name() const override { return ctx->name_; }
+  size_t num_outputs() const override { return output_metas.size(); }
+  Tensor zeros_for_output(size_t i) const override {
+    if (!ctx->materialize_grads_) return {};
+    const auto& m = output_metas[i];
+    return zeros(m.sizes, TensorOptions().dtype(m.dtype).device(m.device));
+  }
+  void release_variables() override {
+    ctx->saved_.clear();
+    ctx->released_ = true;
+  }
+  TensorList apply(TensorList&& grads) override {
+    if (ctx->released_) ctx->get_saved_variables();  // raises the "second time" error
+    variable_list g(grads.begin(), grads.end());
+    g.resize(output_metas.size());
+    if (ctx->materialize_grads_)
+      for (size_t i = 0; i < g.size(); ++i)
+        if (!g[i].defined()) g[i] = zeros_for_output(i);
+    variable_list r = backward(ctx.get(), std::move(g));
+    if (r.size() != num_args)
+      fail("[{}] backward returned {} gradients, expected {} (one per argument of forward, "
+           "undefined for arguments that are not tensors)", name(), r.size(), num_args);
+    TensorList out;
+    for (size_t k = 0; k < arg_index.size(); ++k) {
+      Tensor gk = r[arg_index[k]];
+      if (gk.defined() && next_edges[k].fn) {
+        const auto& m = input_metas[k];
+        if (!(gk.sizes() == IntArrayRef(m.sizes)))
+          fail("[{}] backward returned a gradient of shape {} for argument {} of shape {}", name(),
+               shape_str(gk.sizes()), arg_index[k], shape_str(m.sizes));
+        if (gk.dtype() != m.dtype) gk = gk.to(m.dtype);
+      } else {
+        gk = Tensor();
+      }
+      out.push_back(gk);
+    }
+    return out;
+  }
+};
+
+bool contains(const variable_list& v, const Tensor& t) {
+  for (const Tensor& x : v)
+    if (x.defined() && t.defined() && x.impl() == t.impl()) return true;
+  return false;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : name;
+  std::free(d);
+  const size_t colon = s.rfind("::");
+  return colon == std::string::npos ? s : s.substr(colon + 2);
+}
+
+void attach_function(const std::shared_ptr<AutogradContext>& ctx, const variable_list& inputs,
+                     const std::vector<size_t>& arg_index, size_t num_args, variable_list& outputs,
+                     std::function<variable_list(AutogradContext*, variable_list)> backward) {
+  ctx->needs_.assign(num_args, false);
+  bool any = false;
+  if (grad_mode_enabled())
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].defined() && inputs[k].requires_grad()) {
+        ctx->needs_[arg_index[k]] = true;
+        any = true;
+      }
+  for (const Tensor& d : ctx->dirty_) {
+    if (!contains(inputs, d)) fail("[{}] mark_dirty was given a tensor that is not an input", ctx->name_);
+    if (any && d.is_leaf() && d.requires_grad())
+      fail("[{}] a leaf Variable that requires grad has been used in an in-place operation",
+           ctx->name_);
+    d.impl()->storage->version.fetch_add(1, std::memory_order_relaxed);
+  }
+  // saved outputs become aliases (holding the output itself would form a cycle)
+  for (auto& s : ctx->saved_)
+    for (size_t j = 0; j < outputs.size(); ++j)
+      if (s.tensor.defined() && outputs[j].defined() && s.tensor.impl() == outputs[j].impl()) {
+        s.tensor = Tensor(alias_impl(*outputs[j].impl()));
+        s.output = int(j);
+      }
+  if (!any) return;
+  auto node = std::make_shared<FunctionNode>();
+  node->ctx = ctx;
+  node->backward = std::move(backward);
+  node->arg_index = arg_index;
+  node->num_args = num_args;
+  node->sequence_nr = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  node->next_edges.resize(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    node->input_metas.push_back(t.defined() ? TensorMetaLite{t.impl()->sizes, t.dtype(), t.device()}
+                                            : TensorMetaLite{{}, kFloat32, Device(kCPU)});
+    if (t.defined() && t.requires_grad()) node->next_edges[k] = gradient_edge(t);
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    Tensor& o = outputs[j];
+    if (!o.defined()) {
+      node->output_metas.push_back({{}, kFloat32, Device(kCPU)});
+      continue;
+    }
+    // an input returned unchanged is returned as a new handle on the same data
+    if (contains(inputs, o) && !contains(ctx->dirty_, o)) o = Tensor(alias_impl(*o.impl()));
+    node->output_metas.push_back({o.impl()->sizes, o.dtype(), o.device()});
+    if (contains(ctx->non_differentiable_, o) || !o.is_floating_point()) continue;
+    o.impl()->grad_fn = node;
+    o.impl()->output_nr = uint32_t(j);
+    o.impl()->requires_grad = true;
+  }
+  ctx->node_ = node;
+}
+
+}  // namespace detail
+}  // namespace oneflow::autograd

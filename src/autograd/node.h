@@ -4,30 +4,11 @@
 #include <string>
 
 #include "dispatch.h"
+#include "oneflow/autograd.h"
 
 namespace oneflow::autograd {
 
-struct Node;
-
-struct Edge {
-  std::shared_ptr<Node> fn;  // null: this input needs no gradient
-  uint32_t input_nr = 0;     // which of fn's gradient slots receives it
-};
-
-struct Node : std::enable_shared_from_this<Node> {
-  virtual ~Node() = default;
-  // Gradients for this node's inputs (aligned with next_edges) from the gradients of its outputs.
-  virtual TensorList apply(TensorList&& grad_outputs) = 0;
-  virtual std::string name() const = 0;
-  virtual void release_variables() {}
-  virtual size_t num_outputs() const { return 1; }
-  // Undefined output gradients get zeros of this output's shape before apply.
-  virtual Tensor zeros_for_output(size_t i) const { (void)i; return {}; }
-  SmallVector<Edge, 2> next_edges;
-  uint64_t sequence_nr = 0;
-  // Non-leaf tensors that asked retain_grad(): output slot -> tensor.
-  SmallVector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>, 1> retained;
-};
+// Edge and Node are public (include/oneflow/autograd.h): t.grad_fn()->name() is libtorch's.
 
 // Accumulates into a leaf's .grad.
 struct AccumulateGrad final : Node {
@@ -63,7 +44,7 @@ struct OpNode final : Node {
   bool released = false;
 
   TensorList apply(TensorList&& grads) override;
-  std::string name() const override { return op->name + "Backward"; }
+  std::string name() const override;  // libtorch's: "MulBackward0" for mul
   void release_variables() override;
   size_t num_outputs() const override { return output_metas.size(); }
   Tensor zeros_for_output(size_t i) const override;
