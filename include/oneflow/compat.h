@@ -40,25 +40,16 @@ inline void torch_warn(const char* file, int line, const std::string& msg) {
 namespace c10 = ::oneflow;
 namespace at = ::oneflow;
 
-#define TORCH_CHECK(cond, ...)                                                               \
+#define OF_TORCH_CHECK_(kind, cond, ...)                                                     \
   do {                                                                                       \
     if (!(cond))                                                                             \
-      ::oneflow::detail::torch_check_failed("TORCH_CHECK", #cond, __FILE__, __LINE__,        \
+      ::oneflow::detail::torch_check_failed(kind, #cond, __FILE__, __LINE__,                 \
                                             ::oneflow::str("" __VA_OPT__(, ) __VA_ARGS__));  \
   } while (0)
-#define AT_ASSERT(cond, ...)                                                                 \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      ::oneflow::detail::torch_check_failed("AT_ASSERT", #cond, __FILE__, __LINE__,          \
-                                            ::oneflow::str("" __VA_OPT__(, ) __VA_ARGS__));  \
-  } while (0)
-#define TORCH_INTERNAL_ASSERT(cond, ...)                                                     \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      ::oneflow::detail::torch_check_failed("TORCH_INTERNAL_ASSERT", #cond, __FILE__,       \
-                                            __LINE__,                                        \
-                                            ::oneflow::str("" __VA_OPT__(, ) __VA_ARGS__));  \
-  } while (0)
+#define TORCH_CHECK(cond, ...) OF_TORCH_CHECK_("TORCH_CHECK", cond __VA_OPT__(, ) __VA_ARGS__)
+#define AT_ASSERT(cond, ...) OF_TORCH_CHECK_("AT_ASSERT", cond __VA_OPT__(, ) __VA_ARGS__)
+#define TORCH_INTERNAL_ASSERT(cond, ...) \
+  OF_TORCH_CHECK_("TORCH_INTERNAL_ASSERT", cond __VA_OPT__(, ) __VA_ARGS__)
 #define TORCH_WARN(...) \
   ::oneflow::detail::torch_warn(__FILE__, __LINE__, ::oneflow::str(__VA_ARGS__))
 #define TORCH_WARN_ONCE(...)                                                                 \

@@ -355,7 +355,6 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 // ---------------------------------------------------------------- custom functions
 // of::autograd::Function (include/oneflow/autograd.h): a node that calls the user's backward.
 
-
 namespace oneflow::autograd {
 
 double IValue::toDouble() const {

@@ -527,18 +527,27 @@ Tensor to_caller_order(const Tensor& h, const utils::rnn::PackedSequence& p) {
 
 RNNImpl::RNNImpl(const RNNOptions& o) : RNNImplBase(base_of(o), "RNN"), options(o) {}
 
-std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, Tensor hx) {
+std::tuple<Tensor, Tensor> detail::RNNImplBase::run_single_state(const Tensor& input, Tensor hx) {
   auto [out, hn, cn] = run(input, nullptr, std::move(hx), {});
   return {out, hn};
 }
 
-std::tuple<utils::rnn::PackedSequence, Tensor> RNNImpl::forward_with_packed_input(
+std::tuple<utils::rnn::PackedSequence, Tensor> detail::RNNImplBase::run_single_state_packed(
     const utils::rnn::PackedSequence& p, Tensor hx) {
   const std::vector<int64_t> bs = packed_sizes(p);
   auto [out, hn, cn] = run(p.data(), &bs, to_packed_order(hx, p), {});
   return {
       utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
       to_caller_order(hn, p)};
+}
+
+std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, Tensor hx) {
+  return run_single_state(input, std::move(hx));
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor> RNNImpl::forward_with_packed_input(
+    const utils::rnn::PackedSequence& p, Tensor hx) {
+  return run_single_state_packed(p, std::move(hx));
 }
 
 LSTMImpl::LSTMImpl(const LSTMOptions& o) : RNNImplBase(base_of(o), "LSTM"), options(o) {}
@@ -566,17 +575,12 @@ LSTMImpl::forward_with_packed_input(const utils::rnn::PackedSequence& p,
 GRUImpl::GRUImpl(const GRUOptions& o) : RNNImplBase(base_of(o), "GRU"), options(o) {}
 
 std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, Tensor hx) {
-  auto [out, hn, cn] = run(input, nullptr, std::move(hx), {});
-  return {out, hn};
+  return run_single_state(input, std::move(hx));
 }
 
 std::tuple<utils::rnn::PackedSequence, Tensor> GRUImpl::forward_with_packed_input(
     const utils::rnn::PackedSequence& p, Tensor hx) {
-  const std::vector<int64_t> bs = packed_sizes(p);
-  auto [out, hn, cn] = run(p.data(), &bs, to_packed_order(hx, p), {});
-  return {
-      utils::rnn::PackedSequence(out, p.batch_sizes(), p.sorted_indices(), p.unsorted_indices()),
-      to_caller_order(hn, p)};
+  return run_single_state_packed(p, std::move(hx));
 }
 
 // ---------------------------------------------------------------- cells

@@ -1,15 +1,15 @@
 // Optimizers, schedulers and gradient clipping. NOTE [Optimizer updates]: each update is
 // written with public ops under NoGradGuard, in libtorch 1.13's order of operations, on the
 // parameter's own storage (in place), so modules, optimizers and checkpoints all see it.
-#include "trace/graph.h"
-#include "oneflow/jit.h"
-#include <limits>
 #include "oneflow/optim.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
+
+#include "oneflow/jit.h"
+#include "trace/graph.h"
 
 namespace oneflow::optim {
 

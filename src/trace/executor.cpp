@@ -119,6 +119,7 @@ class Plan {
   std::vector<GroupPlan> groups;
   std::vector<EscapeSlot> escapes;
   std::vector<int> input_buffers, grad_buffers, host_buffers;
+  std::vector<int> effect_escape;  // per .grad effect: its escape slot (-1: none)
   std::vector<GeneratorState> draws;
 };
 
@@ -419,10 +420,12 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     p.steps.push_back(std::move(s));
   }
   for (EscapeSlot& e : p.escapes) e.internal_refs = p.buf_storage[size_t(e.buffer)].use_count();
-  // group members' attrs point into the plan's own graph (stable from here on)
-  for (size_t k = 0; k < p.groups.size(); ++k)
-    for (size_t m = 0; m < p.groups[k].members.size(); ++m)
-      p.groups[k].members[m].attrs = &g.nodes[size_t(g.groups[k][m])].attrs;
+  for (const GradEffect& e : g.grad_effects) {
+    int slot = -1;
+    for (size_t x = 0; e.value >= 0 && x < p.escapes.size(); ++x)
+      if (p.escapes[x].buffer == g.values[size_t(e.value)].buffer) slot = int(x);
+    p.effect_escape.push_back(slot);
+  }
   return pp;
 }
 
@@ -578,16 +581,15 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     }
   }
   // 5. .grad effects and outputs
-  for (const GradEffect& e : g.grad_effects) {
+  for (size_t k = 0; k < g.grad_effects.size(); ++k) {
+    const GradEffect& e = g.grad_effects[k];
     Tensor& slot = grad_slot(e.leaf.get());
     if (e.value < 0) {
       slot = Tensor();
       continue;
     }
     const Tensor& src = p.vt[size_t(e.value)];
-    EscapeSlot* es = nullptr;
-    for (EscapeSlot& x : p.escapes)
-      if (x.buffer == g.values[size_t(e.value)].buffer) es = &x;
+    EscapeSlot* es = p.effect_escape[k] >= 0 ? &p.escapes[size_t(p.effect_escape[k])] : nullptr;
     if (es && es->grad_handout && slot.impl() == es->grad_handout.get() &&
         es->grad_handout->storage == src.impl()->storage)
       continue;  // still bound to the same memory, rewritten in place

@@ -284,6 +284,7 @@ struct Entry {
 
 struct Engine {
   TraceOptions options;
+  bool disabled = false;  // OF_TRACE=0 when the traced function was made
   std::list<Entry> lru;  // most recently used first
   size_t recordings = 0, replays = 0;
 };
@@ -291,6 +292,7 @@ struct Engine {
 std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
   auto e = std::make_shared<Engine>();
   e->options = options;
+  e->disabled = tracing_disabled();
   if (options.cache_size_ == 0) fail("[jit.trace] cache_size must be at least 1");
   return e;
 }
@@ -373,8 +375,7 @@ void say(const Engine& e, const std::string& what) {
 
 std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
                         const std::vector<int>& structure, const EagerFn& fn) {
-  if (tracing_disabled()) return fn(inputs);
-  const PassSwitches sw = switches(e.options);  // a bad OF_TRACE_PASSES raises here
+  if (e.disabled) return fn(inputs);
   if (g_tracer)
     fail("[jit.trace] a traced function was called while another one is being recorded on this "
          "thread (a trace inside a trace); call the inner function's code directly");
@@ -404,6 +405,7 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
       fail("[jit.trace] strict mode: the call does not match the recorded signature: {}", why);
   }
   if (!why.empty()) say(e, "recording again: " + why);
+  const PassSwitches sw = switches(e.options);  // a bad OF_TRACE_PASSES raises before recording
   trace::Recording r = trace::record(fn, inputs);  // throws: nothing is cached
   ++e.recordings;
   if (it == e.lru.end()) {

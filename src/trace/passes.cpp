@@ -101,7 +101,6 @@ bool constant_scalar(const Graph& g, int v, double& out) {
   const Buffer& b = g.buffers[size_t(val.buffer)];
   if (b.kind != BufKind::Constant || val.numel() != 1 || b.impls.empty()) return false;
   Tensor t(b.impls[0]);
-  bool ok = true;
   dispatch_dtype(val.dtype, [&](auto z) {
     using T = decltype(z);
     const char* base = static_cast<const char*>(t.impl()->storage->data);
@@ -109,7 +108,7 @@ bool constant_scalar(const Graph& g, int v, double& out) {
     std::memcpy(&x, base + val.offset * int64_t(sizeof(T)), sizeof(T));
     out = double(compute_t<T>(x));
   });
-  return ok;
+  return true;
 }
 
 }  // namespace
@@ -365,15 +364,14 @@ Graph fuse(const Graph& g0) {
     const Value& o = g.values[size_t(n.outputs[0])];
     bool join = !cur.empty() && IntArrayRef(o.sizes) == IntArrayRef(shape) &&
                 cur.size() < kMaxGroupNodes;
+    // Consecutive same-shape nodes share one pass over memory, connected or side by side
+    // (Adam's moment updates read the gradient next to each other).
     if (join) {
-      bool connected = false, conflict = false;
+      bool conflict = false;
+      // reading memory the group writes through another geometry breaks block locality
       for (int v : n.inputs) {
-        const int b = g.values[size_t(v)].buffer;
-        auto w = written.find(b);
-        if (w != written.end()) {
-          if (w->second == v) connected = true;
-          else conflict = true;  // reads a different geometry of memory the group writes
-        }
+        auto w = written.find(g.values[size_t(v)].buffer);
+        if (w != written.end() && w->second != v) conflict = true;
       }
       const int ob = o.buffer;
       auto w = written.find(ob);
@@ -382,9 +380,6 @@ Graph fuse(const Graph& g0) {
       if (r != reads.end())
         for (int v : r->second)
           if (v != n.outputs[0]) conflict = true;
-      // Consecutive same-shape nodes share one pass over memory even when they are not
-      // connected (Adam's moment updates read the gradient side by side).
-      (void)connected;
       join = !conflict;
     }
     if (!join) {
@@ -562,6 +557,7 @@ Graph remat(const Graph& g0) {
   Graph g = g0;
   constexpr int kGap = 24;  // nodes between two reads before it pays
   constexpr size_t kMinBytes = 256 * 1024;  // small tensors are not worth an extra pass
+  static const bool debug = std::getenv("OF_TRACE_DEBUG_REMAT") != nullptr;
   for (int round = 0; round < 64; ++round) {
     const Uses u = uses_of(g);
     // the largest candidate first: a buffer written once by a cheap op, read through its value
@@ -593,7 +589,7 @@ Graph remat(const Graph& g0) {
           std::vector<int> chain;
           buildable = chain_for(g, u, reads[j].second, reads[k].first, int(b), 0, chain);
         }
-        if (!buildable && std::getenv("OF_TRACE_DEBUG_REMAT"))
+        if (!buildable && debug)
           std::fprintf(stderr, "[jit.trace] remat: buffer %zu (%zu bytes, made by %s) cannot be rebuilt at node %d\n",
                        b, buf.nbytes, g.nodes[size_t(u.writers[b][0])].op->name.c_str(), reads[k].first);
         if (buildable) {
@@ -614,7 +610,7 @@ Graph remat(const Graph& g0) {
       for (int in : g.nodes[size_t(r)].inputs)
         if (in >= 0 && g.values[size_t(in)].buffer == best) chain_for(g, u, in, at, best, 0, chain);
     std::sort(chain.begin(), chain.end());  // node order is a valid order for the clones
-    if (std::getenv("OF_TRACE_DEBUG_REMAT")) {
+    if (debug) {
       std::string ops;
       for (int c : chain) ops += g.nodes[size_t(c)].op->name + " ";
       std::fprintf(stderr, "[jit.trace] remat: buffer %d (%zu bytes) before node %d (%zu late reads): %s\n",

@@ -168,6 +168,10 @@ class RNNImplBase : public Module {
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input,
                                          const std::vector<int64_t>* batch_sizes, Tensor hx,
                                          Tensor cx);
+  // RNN's and GRU's forward forms (one hidden state): (output, h_n).
+  std::tuple<Tensor, Tensor> run_single_state(const Tensor& input, Tensor hx);
+  std::tuple<utils::rnn::PackedSequence, Tensor> run_single_state_packed(
+      const utils::rnn::PackedSequence& packed_input, Tensor hx);
   // The parameters of layer l, direction d: w_ih, w_hh, b_ih, b_hh, w_hr (undefined if absent).
   std::vector<std::vector<Tensor>> flat_weights_;
 };
