@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 
 namespace oneflow {
 namespace {

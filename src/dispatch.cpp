@@ -75,6 +75,10 @@ const OpDef& find_op(std::string_view name) {
   return *it->second;
 }
 
+void set_op_cuda_kernel(std::string_view name, KernelFn fn) {
+  const_cast<OpDef&>(find_op(name)).cuda = fn;  // the table owns its ops; only this slot changes
+}
+
 void ensure_op_table() { table(); }
 
 std::vector<const OpDef*> all_ops() {

@@ -102,6 +102,9 @@ size_t hash_attrs(const Attrs& a);
 const OpDef* register_op(OpDef def);
 // The op with this name; throws of::Error if there is none.
 const OpDef& find_op(std::string_view name);
+// Fills the CUDA kernel slot of the op named `name`: the CUDA module does this once, when it is
+// loaded (NOTE [CUDA module] in cuda_loader.cpp), before any CUDA tensor exists.
+void set_op_cuda_kernel(std::string_view name, KernelFn fn);
 // Every registered op, in registration order.
 std::vector<const OpDef*> all_ops();
 // Builds the op table if needed.

@@ -4,6 +4,13 @@
 
 #include <oneflow/oneflow.h>
 
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -59,6 +66,69 @@ TEST_CASE("cuda: a CUDA request without a device is a clear error") {
   const std::string msg = error_of([] { of::zeros({2}).to(of::Device("cuda:0")); });
   INFO("error: " << msg);
   CHECK(msg.find("cuda") != std::string::npos);
+}
+
+namespace {
+
+// Runs the probe (tests/cpu_only_probe.cpp) in its own process with `env` prepended; returns
+// its standard output and error.
+std::string run_probe(const std::string& env, const char* mode) {
+  const std::string cmd = env + " " + ONEFLOW_CPU_ONLY_PROBE + " " + mode + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 512> buf{};
+  while (std::fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  const int rc = pclose(p);
+  INFO("command: " << cmd << "\noutput:\n" << out);
+  CHECK(rc == 0);
+  return out;
+}
+
+// The value after "key " on its line of the probe's output ("" when absent).
+std::string probe_value(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key + " ");
+  if (at == std::string::npos) return "";
+  const size_t end = out.find('\n', at);
+  return out.substr(at + key.size() + 1, end - at - key.size() - 1);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a CPU-only program maps no CUDA library and starts small") {
+  const std::string out = run_probe("", "cpu");
+  INFO("probe output:\n" << out);
+  CHECK(probe_value(out, "trained") == "1");
+  CHECK(probe_value(out, "cuda_mapped") == "[]");
+  const long rss = std::stol(probe_value(out, "start_rss_kib"));
+  CHECK(rss > 0);
+  // The target: <= 25 MiB at the start of main (sanitizer runtimes add their own).
+  if (probe_value(out, "sanitized") == "0") CHECK(rss <= 25 * 1024);
+}
+
+TEST_CASE("cuda: the same binary starts with the CUDA libraries hidden, and says why CUDA is off") {
+  // Empty files named as the CUDA libraries shadow the real ones (LD_LIBRARY_PATH is searched
+  // before the loader's cache), so loading the CUDA module fails as on a machine without them.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("of_hidden_cuda_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* lib : {"libcudart.so", "libcublas.so", "libcublasLt.so", "libcuda.so"})
+    for (int v = 10; v <= 14; ++v) std::ofstream(dir / (std::string(lib) + "." + std::to_string(v)));
+  const std::string hide = "LD_LIBRARY_PATH=" + dir.string();
+  const std::string cpu = run_probe(hide, "cpu");
+  CHECK(probe_value(cpu, "trained") == "1");
+  const std::string err = probe_value(run_probe(hide, "ask"), "error");
+  INFO("error: " << err);
+  CHECK(err.find("[cuda] not available: ") != std::string::npos);
+  CHECK(err.find("cuda:0") != std::string::npos);
+  std::filesystem::remove_all(dir);
+  // A module that is not there: the same clear error, naming what was looked for.
+  const std::string missing =
+      probe_value(run_probe("OF_CUDA_MODULE=/nonexistent/liboneflow_cuda.so", "ask"), "error");
+  INFO("error: " << missing);
+  CHECK(missing.find("[cuda] not available: ") != std::string::npos);
+  const std::string off = probe_value(run_probe("OF_CUDA_MODULE=none", "ask"), "error");
+  CHECK(off.find("[cuda] not available: ") != std::string::npos);
 }
 
 TEST_CASE("cuda: to() round trips keep values, dtype and shape") {

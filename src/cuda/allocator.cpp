@@ -10,10 +10,10 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/cuda_backend.h"
+#include "cuda/module.h"
 #include "cuda/cuda_check.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 namespace {
 
 constexpr size_t kSmallLimit = size_t(1) << 20;  // requests up to 1 MiB: 512-byte buckets
@@ -153,4 +153,4 @@ memory::Stats stats(int device) { return pool(resolve_device(device)).stats(); }
 void reset_peak_stats(int device) { pool(resolve_device(device)).reset_peak(); }
 void empty_cache(int device) { pool(resolve_device(device)).empty_cache(); }
 
-}  // namespace oneflow::cuda_backend
+}  // namespace oneflow::cuda_module

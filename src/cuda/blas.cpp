@@ -8,11 +8,11 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/cuda_backend.h"
+#include "cuda/module.h"
 #include "cuda/cuda_check.h"
 #include "cuda/strided_copy.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 namespace {
 
 cublasHandle_t handle_for(int device) {  // `device` was validated by resolve_device
@@ -197,4 +197,4 @@ void bmm_kernel(const KernelArgs& args) {
   gemm(args, args.outputs[0].sizes()[0], "bmm");
 }
 
-}  // namespace oneflow::cuda_backend
+}  // namespace oneflow::cuda_module

@@ -2,11 +2,11 @@
 // dimensions, takes the cudaMemcpy fast path when it can, else launches strided_copy.cu.
 #include <vector>
 
-#include "cuda/cuda_backend.h"
+#include "cuda/module.h"
 #include "cuda/cuda_check.h"
 #include "cuda/strided_copy.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 
 void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, const char* op) {
   if (src.numel == 0) return;
@@ -66,4 +66,4 @@ void copy_strided_kernel(const KernelArgs& args) {
   copy_to_contiguous(*in.impl(), out.dtype(), out.impl()->raw_data(), "contiguous");
 }
 
-}  // namespace oneflow::cuda_backend
+}  // namespace oneflow::cuda_module

@@ -6,7 +6,7 @@
 
 #include "oneflow/error.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 
 // Clears the runtime's last-error slot and throws "[cuda] <expr> failed: <name>: <text> (f:l)".
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
@@ -29,18 +29,18 @@ class DeviceGuard {
   int prev_ = -1;  // -1: the device was already current, nothing to restore
 };
 
-}  // namespace oneflow::cuda_backend
+}  // namespace oneflow::cuda_module
 
 #define OF_CUDA_CHECK(expr)                                                          \
   do {                                                                               \
     cudaError_t of_cuda_err_ = (expr);                                               \
     if (of_cuda_err_ != cudaSuccess)                                                 \
-      ::oneflow::cuda_backend::throw_cuda_error(of_cuda_err_, #expr, __FILE__, __LINE__); \
+      ::oneflow::cuda_module::throw_cuda_error(of_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 #define OF_CUBLAS_CHECK(expr)                                                          \
   do {                                                                                 \
     cublasStatus_t of_cublas_st_ = (expr);                                             \
     if (of_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                        \
-      ::oneflow::cuda_backend::throw_cublas_error(of_cublas_st_, #expr, __FILE__, __LINE__); \
+      ::oneflow::cuda_module::throw_cublas_error(of_cublas_st_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -1,12 +1,12 @@
 // runtime.cpp: CUDA device queries, synchronization and byte copies; the error helpers behind
-// OF_CUDA_CHECK / OF_CUBLAS_CHECK; the public oneflow::cuda functions.
+// OF_CUDA_CHECK / OF_CUBLAS_CHECK.
 #include <cstring>
 #include <string>
 
-#include "cuda/cuda_backend.h"
+#include "cuda/module.h"
 #include "cuda/cuda_check.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 
 void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
   cudaGetLastError();  // clear the (non-sticky) error so later checks do not report it again
@@ -46,9 +46,9 @@ int resolve_device(int index) {
   const Probe& p = probe();
   if (p.count == 0) {
     if (p.err != cudaSuccess)
-      fail("[cuda] no CUDA device is available (cudaGetDeviceCount failed: {}: {})",
+      fail("[cuda] not available: no CUDA device (cudaGetDeviceCount failed: {}: {})",
            cudaGetErrorName(p.err), cudaGetErrorString(p.err));
-    fail("[cuda] no CUDA device is available (cudaGetDeviceCount found 0 devices)");
+    fail("[cuda] not available: no CUDA device (cudaGetDeviceCount found 0 devices)");
   }
   if (index < 0) {
     int current = 0;
@@ -73,8 +73,15 @@ DeviceGuard::~DeviceGuard() {
   if (prev_ >= 0) cudaSetDevice(prev_);  // destructors must not throw; the set cannot fail here
 }
 
-bool built() { return true; }
 bool is_available() { return probe().count > 0; }
+std::string unavailable_reason() {
+  const Probe& p = probe();
+  if (p.count > 0) return {};
+  if (p.err != cudaSuccess)
+    return fmt::format("no CUDA device (cudaGetDeviceCount failed: {}: {})", cudaGetErrorName(p.err),
+                       cudaGetErrorString(p.err));
+  return "no CUDA device (cudaGetDeviceCount found 0 devices)";
+}
 int device_count() { return probe().count; }
 int current_device() { return resolve_device(-1); }
 
@@ -119,12 +126,4 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   OF_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-}  // namespace oneflow::cuda_backend
-
-namespace oneflow::cuda {
-
-bool is_available() { return cuda_backend::is_available(); }
-int device_count() { return cuda_backend::device_count(); }
-void synchronize(int device) { cuda_backend::synchronize(device); }
-
-}  // namespace oneflow::cuda
+}  // namespace oneflow::cuda_module

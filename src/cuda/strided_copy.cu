@@ -6,7 +6,7 @@
 #include "cuda/strided_copy.h"
 #include "oneflow/dtype.h"
 
-namespace oneflow::cuda_backend {
+namespace oneflow::cuda_module {
 namespace {
 
 template <class T>
@@ -80,4 +80,4 @@ cudaError_t launch_strided_copy(const StridedCopyParams& params, cudaStream_t st
   return cudaGetLastError();
 }
 
-}  // namespace oneflow::cuda_backend
+}  // namespace oneflow::cuda_module

@@ -11,7 +11,7 @@ namespace oneflow {
 enum class ScalarType : int8_t;  // oneflow/dtype.h
 struct TensorImpl;                // oneflow/tensor.h
 
-namespace cuda_backend {
+namespace cuda_module {
 
 inline constexpr int kMaxCopyDims = 8;
 
@@ -35,5 +35,5 @@ cudaError_t launch_strided_copy(const StridedCopyParams& params, cudaStream_t st
 // default stream. `op` names the caller in errors. Throws of::Error on failure.
 void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, const char* op);
 
-}  // namespace cuda_backend
+}  // namespace cuda_module
 }  // namespace oneflow

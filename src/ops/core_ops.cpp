@@ -5,7 +5,7 @@
 #include "allocator.h"
 #include "autograd/node.h"
 #include "cpu/loops.h"
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 #include "dispatch.h"
 
 namespace oneflow {
@@ -162,8 +162,7 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 
 void register_core_ops() {
   register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
-                        .infer_meta = copy_meta, .cpu = copy_cpu,
-                        .cuda = cuda_backend::copy_strided_kernel, .vjp = copy_vjp});
+                        .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp});
   register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
                              .infer_meta = to_device_meta, .cpu = to_device_kernel,
                              .cuda = to_device_kernel, .vjp = to_device_vjp});
@@ -213,10 +212,9 @@ Tensor Tensor::to(Device d, bool non_blocking, bool copy) const {
   check_impl();
   if (d == device() && !copy) return *this;
   if (d == device()) return clone();
-  if (d.is_cuda() && !cuda_backend::is_available())
-    fail("[to] cannot move a tensor to {}: {}", d.str(),
-         cuda_backend::built() ? "no CUDA device is available"
-                               : "oneflow was built without CUDA support");
+  if (d.is_cuda())
+    if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
+      fail("[to] cannot move a tensor to {}: [cuda] not available: {}", d.str(), why);
   Tensor src = contiguous();
   return dispatch1(OF_OP("to_device"), {src}, {dev_type(d), dev_index(d)});
 }
@@ -271,9 +269,9 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor empty(IntArrayRef size, TensorOptions o) {
   checked_numel(size, "empty");
-  if (o.device().is_cuda() && !cuda_backend::is_available())
-    fail("[empty] cannot allocate on {}: {}", o.device().str(),
-         cuda_backend::built() ? "no CUDA device is available" : "built without CUDA support");
+  if (o.device().is_cuda())
+    if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
+      fail("[empty] cannot allocate on {}: [cuda] not available: {}", o.device().str(), why);
   return finish_factory(make_empty(size, o.dtype(), o.device()), o);
 }
 Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {

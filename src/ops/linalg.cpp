@@ -13,7 +13,7 @@
 #include "autograd/node.h"
 #include "cpu/blas.h"
 #include "cpu/loops.h"
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 
 namespace oneflow {
 namespace {
@@ -525,10 +525,10 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
 
 void register_linalg_ops() {
   register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
-                      .cpu = mm_cpu, .cuda = cuda_backend::mm_kernel, .vjp = mm_vjp,
+                      .cpu = mm_cpu, .vjp = mm_vjp,
                       .save_inputs = 3});
   register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
-                       .cpu = bmm_cpu, .cuda = cuda_backend::bmm_kernel, .vjp = bmm_vjp,
+                       .cpu = bmm_cpu, .vjp = bmm_vjp,
                        .save_inputs = 3,
                  .contiguous_inputs = ~0u});
   register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},

@@ -1,0 +1,39 @@
+// module.cpp: the entry point of liboneflow_cuda.so. The core dlopens this module the first
+// time a CUDA device is asked for and calls oneflow_cuda_module_init_v1 once.
+#include "cuda/module.h"
+
+namespace oneflow::cuda_module {
+namespace {
+
+const cuda_backend::ModuleV1 kTable = {
+    .abi = cuda_backend::kModuleAbi,
+    .build_id = ONEFLOW_BUILD_ID,
+    .unavailable_reason = unavailable_reason,
+    .device_count = device_count,
+    .current_device = current_device,
+    .synchronize = synchronize,
+    .allocate_storage = allocate_storage,
+    .stats = stats,
+    .reset_peak_stats = reset_peak_stats,
+    .empty_cache = empty_cache,
+    .copy_bytes = copy_bytes,
+};
+
+}  // namespace
+}  // namespace oneflow::cuda_module
+
+extern "C" __attribute__((visibility("default"))) const oneflow::cuda_backend::ModuleV1*
+oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
+  using namespace oneflow;
+  OF_CHECK(core != nullptr && core->abi == cuda_backend::kModuleAbi,
+           "[cuda] not available: liboneflow_cuda.so speaks module ABI {}, the core {}",
+           cuda_backend::kModuleAbi, core ? core->abi : 0u);
+  OF_CHECK(std::string_view(core->build_id) == ONEFLOW_BUILD_ID,
+           "[cuda] not available: liboneflow_cuda.so is from build '{}', the core from '{}' "
+           "(install both from the same build)",
+           ONEFLOW_BUILD_ID, core->build_id);
+  core->set_cuda_kernel("copy", cuda_module::copy_strided_kernel);
+  core->set_cuda_kernel("mm", cuda_module::mm_kernel);
+  core->set_cuda_kernel("bmm", cuda_module::bmm_kernel);
+  return &cuda_module::kTable;
+}

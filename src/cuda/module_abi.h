@@ -1,0 +1,51 @@
+// module_abi.h (internal): the contract between the core (liboneflow.so) and the CUDA backend
+// module (liboneflow_cuda.so), which the core loads with dlopen the first time a CUDA device is
+// asked for (src/cuda_loader.cpp). A CPU-only process never maps the CUDA libraries.
+//
+// The module is built from the same sources and headers as the core it sits beside; the ABI
+// number and the build id below catch a module from another build before anything is called.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "dispatch.h"
+#include "oneflow/runtime.h"
+
+namespace oneflow::cuda_backend {
+
+// Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
+inline constexpr uint32_t kModuleAbi = 1;
+
+// What the core calls through; each entry may throw of::Error (never returns an error code).
+struct ModuleV1 {
+  uint32_t abi = 0;
+  const char* build_id = nullptr;  // ONEFLOW_BUILD_ID of the module's build
+  // "" when a device is usable, else why not ("no CUDA device (cudaGetDeviceCount ...)").
+  std::string (*unavailable_reason)() = nullptr;
+  int (*device_count)() = nullptr;
+  int (*current_device)() = nullptr;
+  void (*synchronize)(int device) = nullptr;
+  // Caching allocator: one pool per device.
+  Storage (*allocate_storage)(size_t nbytes, int device) = nullptr;
+  memory::Stats (*stats)(int device) = nullptr;
+  void (*reset_peak_stats)(int device) = nullptr;
+  void (*empty_cache)(int device) = nullptr;
+  // n bytes, any of host<->device, device<->device; returns after the copy is complete.
+  void (*copy_bytes)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) = nullptr;
+};
+
+// What the core hands the module: how to fill the op table's CUDA kernel slots.
+struct CoreV1 {
+  uint32_t abi = 0;
+  const char* build_id = nullptr;
+  // Sets OpDef::cuda of the op named `op`; throws of::Error for an unknown op.
+  void (*set_cuda_kernel)(const char* op, KernelFn fn) = nullptr;
+};
+
+// The module's one exported symbol. Registers the module's kernels through `core` and returns
+// its table, or throws of::Error (a mismatched ABI or build).
+using ModuleInitFn = const ModuleV1* (*)(const CoreV1* core);
+inline constexpr const char* kModuleInitSymbol = "oneflow_cuda_module_init_v1";
+
+}  // namespace oneflow::cuda_backend
