@@ -13,6 +13,8 @@
 #include <functional>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -219,6 +221,76 @@ inline Result in_child(const std::function<double()>& f) {
   wait4(pid, &status, 0, &ru);
   r.peak_mb = double(ru.ru_maxrss) / 1024.0;
   return r;
+}
+
+// NOTE [Bench side process]: a side of a memory comparison runs as its own program (fork +
+// execv), so that its peak RSS holds only the libraries it links: a fork()ed child of a binary
+// linking both libraries would carry the other's mapped pages, and ru_maxrss survives exec, so
+// the child reports its own VmHWM (per address space, reset by exec) on its last line:
+// "result <seconds> <VmHWM kB>".
+inline double vm_hwm_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  double kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kib = std::atof(line + 6);
+  std::fclose(f);
+  return kib;
+}
+
+// The child side: runs f, prints the result line, returns the exit status.
+inline int report_side(const std::function<double()>& f) {
+  double t = -1;
+  try {
+    t = f();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "workload failed: %s\n", e.what());
+  }
+  std::printf("result %.9g %.0f\n", t, vm_hwm_kib());
+  std::fflush(stdout);
+  return t < 0 ? 1 : 0;
+}
+
+// The parent side: runs `argv` (argv[0] a path) and reads the child's result line.
+inline Result in_program(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s\n", argv[0].c_str());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  const size_t at = out.rfind("result ");
+  double t = -1, kib = -1;
+  if (at != std::string::npos && std::sscanf(out.c_str() + at, "result %lf %lf", &t, &kib) == 2) {
+    r.seconds = t;
+    r.peak_mb = kib / 1024.0;
+  }
+  return r;
+}
+
+// The folder of the running executable ("." when it cannot be told).
+inline std::string exe_dir() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string p(path, size_t(n));
+  return p.substr(0, p.rfind('/'));
 }
 
 }  // namespace oneflow::bench
