@@ -3,6 +3,8 @@
 // slicing, new_* factories, tensor(scalar), constant_pad_nd.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "harness.h"
@@ -255,4 +257,127 @@ TEST_CASE("compat: index_put_ and assignment to temporaries (t[i] = v)") {
   h = of::ones({1});
   CHECK(y.numel() == 6);
   CHECK(th::throws_with([&] { of::Tensor u; std::move(u) = of::ones({1}); }, {"undefined"}));
+}
+
+TEST_CASE("compat: MemoryFormat in contiguous(), to(), clone() and empty()") {
+  of::manual_seed(3);
+  const of::Tensor x = of::randn({2, 3, 4, 5}, of::kFloat64);
+  const of::Tensor cl = x.contiguous(of::MemoryFormat::ChannelsLast);
+  CHECK(cl.sizes() == x.sizes());
+  CHECK(cl.strides() == std::vector<int64_t>{60, 1, 15, 3});
+  CHECK(cl.is_contiguous(of::MemoryFormat::ChannelsLast));
+  CHECK_FALSE(cl.is_contiguous());
+  CHECK(cl.suggest_memory_format() == of::MemoryFormat::ChannelsLast);
+  CHECK(x.suggest_memory_format() == of::MemoryFormat::Contiguous);
+  CHECK(of::equal(cl, x));
+  CHECK(cl.contiguous(of::MemoryFormat::ChannelsLast).is_same(cl));  // already so: no copy
+  // Preserve (the default) keeps channels-last through dtype changes and clone().
+  const of::Tensor f = cl.to(of::kFloat32);
+  CHECK(f.strides() == cl.strides());
+  CHECK(of::equal(f, x.to(of::kFloat32)));
+  CHECK(cl.clone().strides() == cl.strides());
+  CHECK(cl.clone(of::MemoryFormat::Contiguous).is_contiguous());
+  // The five-argument to(): device, dtype, non_blocking, copy, memory_format.
+  const of::Tensor c = cl.to(of::kCPU, of::kFloat64, false, false, of::MemoryFormat::Contiguous);
+  CHECK(c.is_contiguous());
+  CHECK(of::equal(c, x));
+  const of::Tensor c2 = x.to(of::kCPU, of::kFloat32, false, true, at::MemoryFormat::ChannelsLast);
+  CHECK(c2.is_contiguous(c10::MemoryFormat::ChannelsLast));
+  CHECK(of::allclose(c2.to(of::kFloat64), x, 1e-6, 1e-6));
+  const of::Tensor same = x.to(x.options(), false, false, of::MemoryFormat::Contiguous);
+  CHECK(same.is_same(x));  // nothing to do: libtorch returns self
+  // 5-D: ChannelsLast3d.
+  const of::Tensor v = of::randn({2, 3, 2, 4, 5});
+  const of::Tensor v3 = v.contiguous(of::MemoryFormat::ChannelsLast3d);
+  CHECK(v3.strides() == std::vector<int64_t>{120, 1, 60, 15, 3});
+  CHECK(of::equal(v3, v));
+  // empty(size, options, memory_format) and ops on channels-last inputs.
+  const of::Tensor e = of::empty({2, 3, 4, 5}, of::TensorOptions(of::kFloat64), of::MemoryFormat::ChannelsLast);
+  CHECK(e.is_contiguous(of::MemoryFormat::ChannelsLast));
+  const of::Tensor w = of::randn({4, 3, 3, 3}, of::kFloat64);
+  CHECK(of::allclose(of::conv2d(cl, w, {}, 1, 1), of::conv2d(x, w, {}, 1, 1), 1e-12, 1e-12));
+  // Gradients flow through the layout change.
+  of::Tensor xg = x.clone().set_requires_grad(true);
+  (xg.contiguous(of::MemoryFormat::ChannelsLast) * 3).sum().backward();
+  CHECK(of::allclose(xg.grad(), of::full({2, 3, 4, 5}, 3.0, of::kFloat64), 0, 0));
+  // Size-1 dims may have any stride.
+  CHECK(of::randn({1, 3, 1, 1}).is_contiguous(of::MemoryFormat::ChannelsLast));
+  std::ostringstream os;
+  os << of::MemoryFormat::ChannelsLast;
+  CHECK(os.str() == "ChannelsLast");
+  // Bad requests: clear errors.
+  CHECK(th::throws_with([&] { x.contiguous(of::MemoryFormat::Preserve); }, {"[contiguous]", "Preserve"}));
+  CHECK(th::throws_with([] { of::randn({3, 4, 5}).contiguous(of::MemoryFormat::ChannelsLast); },
+                        {"[contiguous]", "ChannelsLast", "4-D", "(3, 4, 5)"}));
+  CHECK(th::throws_with([&] { x.to(of::kFloat32, false, false, of::MemoryFormat::ChannelsLast3d); },
+                        {"[to]", "ChannelsLast3d", "5-D"}));
+  CHECK(th::throws_with([] { of::empty({2, 3}, {}, of::MemoryFormat::ChannelsLast); },
+                        {"[empty]", "ChannelsLast", "4 sizes"}));
+}
+
+TEST_CASE("compat: multinomial draws from the rows' distributions") {
+  of::manual_seed(11);
+  // With replacement: frequencies close to the normalized weights (not normalized on input).
+  const of::Tensor w = of::tensor(std::vector<double>{1, 0, 3, 6}, {}, of::kFloat64);
+  const int64_t n = 40000;
+  const of::Tensor s = of::multinomial(w, n, true);
+  CHECK(s.dtype() == of::kInt64);
+  CHECK(s.sizes() == std::vector<int64_t>{n});
+  std::vector<double> count(4, 0);
+  for (int64_t v : s.to_vector<int64_t>()) count[size_t(v)] += 1;
+  CHECK(count[1] == 0);  // a zero-weight category is never drawn
+  for (int j : {0, 2, 3}) {
+    const double p = w.to_vector<double>()[size_t(j)] / 10.0;
+    const double sd = std::sqrt(p * (1 - p) / double(n));
+    CHECK(std::abs(count[size_t(j)] / double(n) - p) < 5 * sd);
+  }
+  // Without replacement: distinct indices, never a zero weight, first draw ~ the weights.
+  const of::Tensor rows = of::tensor(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0, 5, 0, 1, 1, 1}, {2, 5},
+                                     of::kFloat32);
+  std::vector<double> first(5, 0);
+  const int trials = 4000;
+  for (int t = 0; t < trials; ++t) {
+    const std::vector<int64_t> d = rows.multinomial(3).to_vector<int64_t>();
+    REQUIRE(d.size() == 6);
+    CHECK((d[0] != d[1] && d[1] != d[2] && d[0] != d[2]));
+    CHECK((d[3] != 4 && d[4] != 4 && d[5] != 4 && d[3] != d[4] && d[4] != d[5] && d[3] != d[5]));
+    for (int k = 0; k < 3; ++k) CHECK(d[size_t(k)] != 4);
+    first[size_t(d[0])] += 1;
+  }
+  for (int j = 0; j < 4; ++j) {
+    const double p = 0.1 * (j + 1);
+    CHECK(std::abs(first[size_t(j)] / trials - p) < 5 * std::sqrt(p * (1 - p) / trials));
+  }
+  // Every category once when all are asked for.
+  std::vector<int64_t> all = of::multinomial(rows.select(0, 1), 4).to_vector<int64_t>();
+  std::sort(all.begin(), all.end());
+  CHECK(all == std::vector<int64_t>{0, 1, 2, 3});
+  // Deterministic under manual_seed, and a traced call redraws as eager does.
+  of::manual_seed(5);
+  const of::Tensor a = of::multinomial(w, 16, true);
+  of::manual_seed(5);
+  CHECK(of::equal(of::multinomial(w, 16, true), a));
+  auto f = of::jit::trace([](const of::Tensor& p) { return of::multinomial(p, 8, true) + 0; });
+  of::manual_seed(9);
+  std::vector<of::Tensor> eager;
+  for (int i = 0; i < 3; ++i) eager.push_back(of::multinomial(w, 8, true) + 0);
+  of::manual_seed(9);
+  for (int i = 0; i < 3; ++i) CHECK(of::equal(f(w), eager[size_t(i)]));
+  // Bad arguments: clear errors before the generator moves.
+  of::manual_seed(21);
+  CHECK(th::throws_with([&] { of::multinomial(w, 5); }, {"[multinomial]", "without replacement"}));
+  CHECK(th::throws_with([&] { of::multinomial(w, 0, true); }, {"[multinomial]", "n_sample <= 0"}));
+  CHECK(th::throws_with([] { of::multinomial(of::ones({2, 2, 2}), 1); }, {"[multinomial]", "1 or 2 dim"}));
+  CHECK(th::throws_with([] { of::multinomial(of::ones({3}, of::kInt64), 1); }, {"[multinomial]", "floating point"}));
+  const of::Tensor after_errors = of::multinomial(w, 4, true);
+  of::manual_seed(21);
+  CHECK(of::equal(of::multinomial(w, 4, true), after_errors));
+  // Bad weights (read by the kernel, as in libtorch): clear errors.
+  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, -1}), 1); },
+                        {"[multinomial]", "element < 0"}));
+  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, NAN}), 1); },
+                        {"[multinomial]", "nan"}));
+  CHECK(th::throws_with([] { of::multinomial(of::zeros({3}), 1, true); }, {"[multinomial]", "sum of probabilities"}));
+  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, 0, 0}), 2); },
+                        {"[multinomial]", "not enough non-negative category"}));
 }

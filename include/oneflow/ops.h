@@ -12,6 +12,8 @@ namespace oneflow {
 
 // ---------------------------------------------------------------- factories
 Tensor empty(IntArrayRef size, TensorOptions options = {});
+// libtorch's empty(size, options, memory_format): ChannelsLast(3d) gives channels-last strides.
+Tensor empty(IntArrayRef size, TensorOptions options, std::optional<MemoryFormat> memory_format);
 Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions options = {});
 Tensor zeros(IntArrayRef size, TensorOptions options = {});
 Tensor ones(IntArrayRef size, TensorOptions options = {});
@@ -33,6 +35,10 @@ Tensor randn(IntArrayRef size, TensorOptions options = {});
 Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
 Tensor randperm(int64_t n, TensorOptions options = kInt64);
+// Indices drawn from the categorical distribution(s) of the rows of `input` (weights >= 0, not
+// necessarily normalized): shape (num_samples) or (rows, num_samples), int64. Not
+// differentiable; replayed by a traced function with fresh draws each call.
+Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = false);
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 Tensor ones_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);

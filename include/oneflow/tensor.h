@@ -89,6 +89,12 @@ struct TensorImpl {
 
 class Tensor;
 
+// libtorch's memory formats: how a 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor is laid out.
+// ChannelsLast keeps C innermost (strides (HWC, 1, WC, C)); Preserve (only for conversions)
+// keeps the input's format when it has one, else gives a contiguous result.
+enum class MemoryFormat : int8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
+std::ostream& operator<<(std::ostream& os, MemoryFormat mf);
+
 // dtype, device, requires_grad. Implicit from a dtype or a device: of::ones({2}, of::kBool).
 class TensorOptions {
  public:
@@ -196,10 +202,16 @@ class Tensor {
   Tensor data() const { return detach(); }
 
   // --- conversion and copies ---
-  Tensor to(ScalarType t, bool non_blocking = false, bool copy = false) const;
-  Tensor to(Device d, bool non_blocking = false, bool copy = false) const;
-  Tensor to(Device d, ScalarType t, bool non_blocking = false, bool copy = false) const;
-  Tensor to(const TensorOptions& o, bool non_blocking = false, bool copy = false) const;
+  // memory_format: unset or Preserve keeps a channels-last input channels-last (libtorch's
+  // default); Contiguous / ChannelsLast / ChannelsLast3d give that layout.
+  Tensor to(ScalarType t, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const;
+  Tensor to(Device d, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const;
+  Tensor to(Device d, ScalarType t, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const;
+  Tensor to(const TensorOptions& o, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const;
   Tensor to(const Tensor& other) const { return to(other.device(), other.dtype()); }
   Tensor cpu() const { return to(Device(kCPU)); }
   Tensor cuda() const { return to(Device(kCUDA, 0)); }
@@ -207,8 +219,17 @@ class Tensor {
   Tensor toType(ScalarType t) const { return to(t); }
   Tensor float_() const { return to(kFloat32); }
   Tensor clone() const;
+  Tensor clone(std::optional<MemoryFormat> memory_format) const;  // Preserve when unset
   Tensor& copy_(const Tensor& src, bool non_blocking = false);
   Tensor contiguous() const;
+  // This tensor when already laid out so, else a copy in that layout (Preserve is an error, as
+  // in libtorch; ChannelsLast needs 4 dims, ChannelsLast3d 5).
+  Tensor contiguous(MemoryFormat memory_format) const;
+  // Whether the strides are those of the format (size-1 dims may have any stride).
+  bool is_contiguous(MemoryFormat memory_format) const;
+  // ChannelsLast(3d) for a 4-D (5-D) tensor whose strides are channels-last and not plain
+  // contiguous, else Contiguous.
+  MemoryFormat suggest_memory_format(bool channels_last_strides_exact_match = false) const;
 
   // --- views ---
   Tensor view(IntArrayRef size) const;
@@ -298,6 +319,7 @@ class Tensor {
   Tensor& fill_(const Scalar& v);
   Tensor& uniform_(double from = 0, double to = 1);
   Tensor& normal_(double mean = 0, double std = 1);
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;
 
   // --- reductions ---
   Tensor sum(std::optional<ScalarType> dtype = std::nullopt) const;

@@ -200,34 +200,160 @@ Tensor on_device(const OpDef& op, Attrs attrs, Device dev, size_t dev_attr) {
 }
 }  // namespace
 
-Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy) const {
-  (void)non_blocking;
-  check_impl();
-  if (t == dtype() && !copy) return *this;
-  return dispatch1(OF_OP("copy"), {*this}, {t});
+namespace {
+
+Tensor to_dtype(const Tensor& x, ScalarType t, bool copy) {
+  if (t == x.dtype() && !copy) return x;
+  return dispatch1(OF_OP("copy"), {x}, {t});
 }
 
-Tensor Tensor::to(Device d, bool non_blocking, bool copy) const {
-  (void)non_blocking;
-  check_impl();
-  if (d == device() && !copy) return *this;
-  if (d == device()) return clone();
+Tensor to_device(const Tensor& x, Device d, bool copy) {
+  if (d == x.device() && !copy) return x;
+  if (d == x.device()) return x.clone();
   if (d.is_cuda())
     if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
       fail("[to] cannot move a tensor to {}: [cuda] not available: {}", d.str(), why);
-  Tensor src = contiguous();
+  Tensor src = x.contiguous();
   return dispatch1(OF_OP("to_device"), {src}, {dev_type(d), dev_index(d)});
 }
 
-Tensor Tensor::to(Device d, ScalarType t, bool non_blocking, bool copy) const {
-  return to(d, non_blocking, copy).to(t, non_blocking, false);
+// Permutation taking (N, C, spatial...) to channels-last order, and back.
+std::vector<int64_t> to_channels_last(int64_t dim) {
+  std::vector<int64_t> p{0};
+  for (int64_t d = 2; d < dim; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+std::vector<int64_t> from_channels_last(int64_t dim) {
+  std::vector<int64_t> p{0, dim - 1};
+  for (int64_t d = 1; d < dim - 1; ++d) p.push_back(d);
+  return p;
 }
 
-Tensor Tensor::to(const TensorOptions& o, bool non_blocking, bool copy) const {
-  Tensor r = *this;
-  if (o.has_device()) r = r.to(o.device(), non_blocking, copy);
-  if (o.has_dtype()) r = r.to(o.dtype(), non_blocking, copy && r.is_same(*this));
-  return r;
+int64_t format_dim(MemoryFormat mf) { return mf == MemoryFormat::ChannelsLast ? 4 : 5; }
+
+const char* format_name(MemoryFormat mf) {
+  switch (mf) {
+    case MemoryFormat::Contiguous: return "Contiguous";
+    case MemoryFormat::Preserve: return "Preserve";
+    case MemoryFormat::ChannelsLast: return "ChannelsLast";
+    case MemoryFormat::ChannelsLast3d: return "ChannelsLast3d";
+  }
+  return "?";
+}
+
+void check_format_rank(const Tensor& x, MemoryFormat mf, const char* op) {
+  if (mf == MemoryFormat::ChannelsLast || mf == MemoryFormat::ChannelsLast3d)
+    OF_CHECK(x.dim() == format_dim(mf),
+             "[{}] memory format {} needs a {}-D tensor, got shape {}", op,
+             format_name(mf), format_dim(mf), shape_str(x.sizes()));
+}
+
+// `convert(y)` applied in the layout `mf` asks for (Preserve resolved against x's layout).
+template <class F>
+Tensor convert_in_format(const Tensor& x, std::optional<MemoryFormat> mf, const char* op,
+                         F&& convert) {
+  MemoryFormat want = mf.value_or(MemoryFormat::Preserve);
+  if (want == MemoryFormat::Preserve) {
+    if (x.is_contiguous() || (x.dim() != 4 && x.dim() != 5)) return convert(x);
+    want = x.suggest_memory_format();
+  }
+  check_format_rank(x, want, op);
+  if (want == MemoryFormat::Contiguous) {
+    Tensor r = convert(x);
+    return r.is_contiguous() ? r : r.contiguous();
+  }
+  // Channels-last: convert the channels-last-ordered view, made dense, and view it back.
+  Tensor r = convert(x.permute(to_channels_last(x.dim())));
+  if (!r.is_contiguous()) r = r.contiguous();
+  return r.permute(from_channels_last(x.dim()));
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, MemoryFormat mf) { return os << format_name(mf); }
+
+Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy,
+                  std::optional<MemoryFormat> mf) const {
+  (void)non_blocking;
+  check_impl();
+  if (!mf && t == dtype() && !copy) return *this;
+  return convert_in_format(*this, mf, "to", [&](const Tensor& y) { return to_dtype(y, t, copy); });
+}
+
+Tensor Tensor::to(Device d, bool non_blocking, bool copy, std::optional<MemoryFormat> mf) const {
+  (void)non_blocking;
+  check_impl();
+  if (!mf && d == device() && !copy) return *this;
+  return convert_in_format(*this, mf, "to", [&](const Tensor& y) { return to_device(y, d, copy); });
+}
+
+Tensor Tensor::to(Device d, ScalarType t, bool non_blocking, bool copy,
+                  std::optional<MemoryFormat> mf) const {
+  (void)non_blocking;
+  check_impl();
+  if (!mf && d == device() && t == dtype() && !copy) return *this;
+  return convert_in_format(*this, mf, "to", [&](const Tensor& y) {
+    Tensor r = to_device(y, d, copy);
+    return to_dtype(r, t, false);
+  });
+}
+
+Tensor Tensor::to(const TensorOptions& o, bool non_blocking, bool copy,
+                  std::optional<MemoryFormat> mf) const {
+  return to(o.has_device() ? o.device() : device(), o.has_dtype() ? o.dtype() : dtype(),
+            non_blocking, copy, mf);
+}
+
+Tensor Tensor::clone(std::optional<MemoryFormat> mf) const {
+  check_impl();
+  return convert_in_format(*this, mf, "clone", [](const Tensor& y) { return y.clone(); });
+}
+
+bool Tensor::is_contiguous(MemoryFormat mf) const {
+  check_impl();
+  switch (mf) {
+    case MemoryFormat::Contiguous: return is_contiguous();
+    case MemoryFormat::Preserve:
+      fail("[is_contiguous] memory format Preserve is not a layout (ask Contiguous or "
+           "ChannelsLast)");
+    case MemoryFormat::ChannelsLast:
+    case MemoryFormat::ChannelsLast3d: {
+      if (dim() != format_dim(mf)) return false;
+      // Walk the dims from innermost (C, then W, H[, D], then N) checking dense strides.
+      const std::vector<int64_t> order = to_channels_last(dim());
+      int64_t expected = 1;
+      for (int64_t i = dim() - 1; i >= 0; --i) {
+        const int64_t d = order[size_t(i)];
+        const int64_t sz = sizes()[size_t(d)];
+        if (sz != 1 && strides()[size_t(d)] != expected) return false;
+        expected *= sz;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+MemoryFormat Tensor::suggest_memory_format(bool exact_match) const {
+  check_impl();
+  (void)exact_match;  // channels-last strides are checked exactly either way
+  if (dim() == 4 && !is_contiguous() && is_contiguous(MemoryFormat::ChannelsLast))
+    return MemoryFormat::ChannelsLast;
+  if (dim() == 5 && !is_contiguous() && is_contiguous(MemoryFormat::ChannelsLast3d))
+    return MemoryFormat::ChannelsLast3d;
+  return MemoryFormat::Contiguous;
+}
+
+Tensor Tensor::contiguous(MemoryFormat mf) const {
+  check_impl();
+  OF_CHECK(mf != MemoryFormat::Preserve,
+           "[contiguous] memory format Preserve is not supported by contiguous() (as in "
+           "libtorch): ask Contiguous, ChannelsLast or ChannelsLast3d");
+  if (mf == MemoryFormat::Contiguous) return contiguous();
+  check_format_rank(*this, mf, "contiguous");
+  if (is_contiguous(mf)) return *this;
+  return convert_in_format(*this, mf, "contiguous", [](const Tensor& y) { return y; });
 }
 
 Tensor Tensor::clone() const { return dispatch1(OF_OP("copy"), {*this}, {dtype()}); }
@@ -273,6 +399,21 @@ Tensor empty(IntArrayRef size, TensorOptions o) {
     if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
       fail("[empty] cannot allocate on {}: [cuda] not available: {}", o.device().str(), why);
   return finish_factory(make_empty(size, o.dtype(), o.device()), o);
+}
+Tensor empty(IntArrayRef size, TensorOptions o, std::optional<MemoryFormat> mf) {
+  const MemoryFormat f = mf.value_or(MemoryFormat::Contiguous);
+  OF_CHECK(f != MemoryFormat::Preserve,
+           "[empty] memory format Preserve is not supported by empty(): ask Contiguous, "
+           "ChannelsLast or ChannelsLast3d");
+  if (f == MemoryFormat::Contiguous) return empty(size, o);
+  OF_CHECK(int64_t(size.size()) == format_dim(f), "[empty] memory format {} needs {} sizes, got {}",
+           format_name(f), format_dim(f), shape_str(size));
+  std::vector<int64_t> cl;
+  for (int64_t d : to_channels_last(int64_t(size.size()))) cl.push_back(size[size_t(d)]);
+  const bool grad = o.requires_grad();
+  Tensor t = empty(cl, o.requires_grad(false)).permute(from_channels_last(int64_t(size.size())));
+  if (grad) t.set_requires_grad(true);
+  return t;
 }
 Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
   OF_CHECK(size.size() == stride.size(), "[empty_strided] got {} sizes and {} strides",

@@ -1,4 +1,5 @@
 // Random factories and in-place fills, from the counter-based generator (generator.h).
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -73,6 +74,97 @@ void randint_kernel(const KernelArgs& k) {
   });
 }
 
+// multinomial: inputs {weights (k) or (rows, k)}; attrs {num_samples, replacement, seed, offset}.
+// Row r draws with counters offset + r * per_row, two words per uniform double.
+int64_t multinomial_draws(int64_t k, int64_t num_samples, bool replacement) {
+  return replacement ? num_samples : k;
+}
+
+void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& w = in[0];
+  OF_CHECK(w.dim() == 1 || w.dim() == 2,
+           "[multinomial] prob_dist must be 1 or 2 dim, got shape {}", shape_str(w.sizes()));
+  OF_CHECK(is_floating_point(w.dtype()),
+           "[multinomial] prob_dist must be a floating point tensor, got {}", dtype_name(w.dtype()));
+  const int64_t k = w.sizes().back(), n = a.i(0);
+  OF_CHECK(k > 0, "[multinomial] prob_dist has no categories (shape {})", shape_str(w.sizes()));
+  OF_CHECK(n > 0, "[multinomial] cannot sample n_sample <= 0 samples (got {})", n);
+  OF_CHECK(a.b(1) || n <= k,
+           "[multinomial] cannot sample n_sample > prob_dist.size(-1) samples without "
+           "replacement (n_sample {}, {} categories)", n, k);
+  DimVector shape;
+  if (w.dim() == 2) shape.push_back(w.sizes()[0]);
+  shape.push_back(n);
+  out.push_back({shape, {}, 0, kInt64, w.device()});
+}
+
+void multinomial_kernel(const KernelArgs& args) {
+  const Tensor& w = args.inputs[0];
+  const int64_t k = w.sizes().back(), n = args.attrs.i(0);
+  const bool replacement = args.attrs.b(1);
+  const uint64_t seed = uint64_t(args.attrs.i(2)), offset = uint64_t(args.attrs.i(3));
+  const int64_t rows = w.dim() == 1 ? 1 : w.sizes()[0];
+  const uint64_t per_row = uint64_t((multinomial_draws(k, n, replacement) + 1) / 2);
+  const std::vector<double> wv = w.contiguous().to_vector<double>();
+  // Validate every row before writing anything (libtorch's messages).
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    int64_t positive = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const double x = wv[size_t(r * k + j)];
+      OF_CHECK(std::isfinite(x) && x >= 0,
+               "[multinomial] probability tensor contains either `inf`, `nan` or element < 0 "
+               "(row {}, category {}: {})", r, j, x);
+      sum += x;
+      positive += x > 0;
+    }
+    OF_CHECK(sum > 0, "[multinomial] invalid multinomial distribution (sum of probabilities <= 0) "
+             "in row {}", r);
+    OF_CHECK(replacement || positive >= n,
+             "[multinomial] invalid multinomial distribution (with replacement=False, not enough "
+             "non-negative category to sample): row {} has {} categories of positive weight, {} "
+             "samples asked", r, positive, n);
+  }
+  int64_t* out = static_cast<int64_t*>(args.outputs[0].data_ptr());
+  parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<double> cdf(static_cast<size_t>(k)), key(static_cast<size_t>(k));
+    std::vector<int64_t> idx(static_cast<size_t>(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      const double* row = wv.data() + r * k;
+      uint64_t ctr = offset + uint64_t(r) * per_row;
+      uint32_t word[4];
+      auto uniform = [&](int64_t i) {  // draw i of this row, in (0, 1]
+        if (i % 2 == 0) Philox::generate(seed, ctr + uint64_t(i / 2), word);
+        const int p = int(i % 2) * 2;
+        return 1.0 - Philox::u01d(word[p], word[p + 1]);
+      };
+      int64_t* o = out + r * n;
+      if (replacement) {
+        double acc = 0;
+        for (int64_t j = 0; j < k; ++j) cdf[size_t(j)] = acc += row[j];
+        for (int64_t i = 0; i < n; ++i) {
+          const double u = (1.0 - uniform(i)) * acc;  // [0, total)
+          int64_t j = int64_t(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+          while (j < k - 1 && row[j] == 0) ++j;  // never a zero-weight category
+          o[i] = std::min(j, k - 1);
+        }
+      } else {
+        // Exponential race: category j finishes at E_j / w_j; the n first finishers, in order,
+        // are a sample without replacement (zero weights never finish).
+        for (int64_t j = 0; j < k; ++j) {
+          const double u = uniform(j);
+          key[size_t(j)] = row[j] > 0 ? -std::log(u) / row[j] : INFINITY;
+          idx[size_t(j)] = j;
+        }
+        std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int64_t a, int64_t b) {
+          return key[size_t(a)] < key[size_t(b)] || (key[size_t(a)] == key[size_t(b)] && a < b);
+        });
+        for (int64_t i = 0; i < n; ++i) o[i] = idx[size_t(i)];
+      }
+    }
+  });
+}
+
 
 Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
   GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
@@ -107,6 +199,10 @@ void register_random_ops() {
   register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
                            .infer_meta = random_meta, .cpu = randint_kernel,
                            .rng_seed_attr = 4});
+  register_op({.name = "multinomial", .traits = kRandom,
+               .attr_names = {"num_samples", "replacement", "seed", "offset"},
+               .infer_meta = multinomial_meta, .cpu = multinomial_kernel,
+               .nondiff_inputs = 1, .rng_seed_attr = 2});
 }
 
 Tensor rand(IntArrayRef size, TensorOptions o) {
@@ -126,6 +222,26 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
   OF_CHECK(o.dtype() != kBool, "[randint] bool dtype is not supported");
   return random_factory(OF_OP("randint"), size, o, double(low), double(high));
 }
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement) {
+  OF_CHECK(self.defined(), "[multinomial] input is undefined");
+  OF_CHECK(self.dim() == 1 || self.dim() == 2,
+           "[multinomial] prob_dist must be 1 or 2 dim, got shape {}", shape_str(self.sizes()));
+  const int64_t k = self.sizes().back();
+  const int64_t rows = self.dim() == 1 ? 1 : self.sizes()[0];
+  const int64_t per_row = (multinomial_draws(k, std::max<int64_t>(num_samples, 0), replacement) + 1) / 2;
+  Tensor w = self.is_cuda() ? self.cpu() : self;  // sampled on the host (no CUDA RNG yet)
+  // The meta check runs before the generator advances (no state change on bad input).
+  MetaList probe;
+  multinomial_meta({w}, Attrs{num_samples, replacement, int64_t(0), int64_t(0)}, probe);
+  GeneratorState st = reserve_random(uint64_t(rows * per_row));
+  Tensor r = dispatch1(OF_OP("multinomial"), {w.detach()},
+                       {num_samples, replacement, int64_t(st.seed), int64_t(st.offset)});
+  return self.is_cuda() ? r.to(self.device()) : r;
+}
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
+  return oneflow::multinomial(*this, num_samples, replacement);
+}
+
 Tensor randperm(int64_t n, TensorOptions o) {
   OF_CHECK(n >= 0, "[randperm] n must be non-negative, got {}", n);
   // Sort random keys: a deterministic permutation from the generator.
