@@ -16,6 +16,7 @@ OF_TLS TraceObserver* g_tracer = nullptr;
 // Registered here rather than declared in dispatch.h: the nn op families are newer.
 void register_conv_ops();
 void register_nn_ops();
+void register_nn_extra_ops();
 
 GlobalDispatchHook g_global_dispatch_hook = nullptr;
 
@@ -43,6 +44,7 @@ struct OpTable {
     register_random_ops();
     register_conv_ops();
     register_nn_ops();
+    register_nn_extra_ops();
   }
   static OpTable*& current() {
     static OpTable* c = nullptr;

@@ -300,3 +300,81 @@ TEST_CASE("port: a libtorch LSTM classifier compiles with torch -> of and learns
   CHECK(losses.front() > 0.5f);              // chance level is ln 2
   CHECK(losses.back() < 0.5f * losses.front());
 }
+
+// A libtorch-style seq2seq nn::Transformer learning to copy its input (teacher forcing with
+// generate_square_subsequent_mask), and a CTC model: the torch -> of spellings of both.
+namespace transformer_port {
+
+namespace nn = of::nn;
+
+struct Seq2SeqImpl : nn::Module {
+  Seq2SeqImpl(int64_t vocab, int64_t d_model)
+      : embed(register_module("embed", nn::Embedding(vocab, d_model))),
+        transformer(register_module(
+            "transformer",
+            nn::Transformer(nn::TransformerOptions(d_model, 2, 1, 1).dim_feedforward(32).dropout(0.0)))),
+        out(register_module("out", nn::Linear(d_model, vocab))) {}
+
+  of::Tensor forward(const of::Tensor& src, const of::Tensor& tgt_in) {
+    auto mask = nn::TransformerImpl::generate_square_subsequent_mask(tgt_in.size(0));
+    return out->forward(transformer->forward(embed->forward(src), embed->forward(tgt_in),
+                                             /*src_mask=*/{}, /*tgt_mask=*/mask));
+  }
+
+  nn::Embedding embed;
+  nn::Transformer transformer;
+  nn::Linear out;
+};
+TORCH_MODULE(Seq2Seq);
+
+std::vector<float> train_copy(int steps) {
+  of::manual_seed(3);
+  const int64_t vocab = 6;
+  Seq2Seq model(vocab, 16);
+  of::optim::Adam optimizer(model->parameters(), of::optim::AdamOptions(1e-2));
+  of::Tensor src = of::randint(1, vocab, {5, 8}, of::kInt64);  // [S, N], 0 is BOS
+  of::Tensor tgt_in = of::cat({of::zeros({1, 8}, of::kInt64), src.narrow(0, 0, 4)});
+  std::vector<float> losses;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    of::Tensor logits = model->forward(src, tgt_in);
+    of::Tensor loss =
+        of::nn::functional::cross_entropy(logits.view({-1, vocab}), src.reshape({-1}));
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+std::vector<float> train_ctc(int steps) {
+  of::manual_seed(4);
+  nn::Linear proj(4, 5);  // 4 features -> blank + 4 labels
+  nn::CTCLoss ctc(nn::CTCLossOptions().blank(0).zero_infinity(true));
+  of::optim::SGD optimizer(proj->parameters(), of::optim::SGDOptions(0.5));
+  of::Tensor x = of::randn({12, 3, 4});
+  of::Tensor targets = of::tensor(std::vector<int64_t>{1, 2, 3, 4, 4, 0, 2, 2, 1}, {3, 3});
+  of::Tensor input_lengths = of::tensor(std::vector<int64_t>{12, 10, 12});
+  of::Tensor target_lengths = of::tensor(std::vector<int64_t>{3, 2, 3});
+  std::vector<float> losses;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    of::Tensor log_probs = proj->forward(x).log_softmax(2);
+    of::Tensor loss = ctc->forward(log_probs, targets, input_lengths, target_lengths);
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+}  // namespace transformer_port
+
+TEST_CASE("port: a libtorch seq2seq nn::Transformer and a CTC model train") {
+  const std::vector<float> copy = transformer_port::train_copy(40);
+  for (float l : copy) CHECK(std::isfinite(l));
+  CHECK(copy.back() < 0.5f * copy.front());
+  const std::vector<float> ctc = transformer_port::train_ctc(30);
+  for (float l : ctc) CHECK(std::isfinite(l));
+  CHECK(ctc.back() < 0.8f * ctc.front());
+}

@@ -16,6 +16,8 @@
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"
 #include "oneflow/nn/graph.h"
+#include "oneflow/nn/extra.h"
+#include "oneflow/nn/losses.h"
 #include "oneflow/runtime.h"
 #include "oneflow/scalar.h"
 #include "oneflow/tensor.h"
