@@ -203,7 +203,9 @@ TEST_CASE("data: libtorch-style pipeline (datasets::MNIST.map(Normalize).map(Sta
                 .map(data::transforms::Stack<>());
   CHECK(ds.size().value() == 3);
   const float expect = (30.0f / 255.0f - 0.5f) / 0.25f;  // pixel 1 holds 30
-  CHECK(ds.dataset()->data().flatten().to_vector<float>()[1] == doctest::Approx(expect));
+  data::Example<> first = ds.get_batch(std::vector<size_t>{0});
+  CHECK(first.data.sizes().vec() == std::vector<int64_t>{1, 1, 28, 28});
+  CHECK(first.data.flatten().to_vector<float>()[1] == doctest::Approx(expect));
   auto loader = data::make_data_loader<data::samplers::SequentialSampler>(std::move(ds), 2);
   std::vector<int64_t> targets;
   for (auto& b : *loader)
