@@ -315,6 +315,15 @@ class Dataset : public BatchDataset<Self, std::vector<SingleExample>> {
 namespace detail {
 template <bool C, class T>
 using optional_if_t = std::conditional_t<C, optional<T>, T>;
+// A stateful dataset's optional<Batch> is Batch to its transforms.
+template <class T>
+struct unwrap_optional {
+  using type = T;
+};
+template <class T>
+struct unwrap_optional<optional<T>> {
+  using type = T;
+};
 }  // namespace detail
 
 // A dataset whose batches are the source's batches passed through a transform's apply_batch
@@ -360,9 +369,7 @@ class MapDataset
 // MapDataset(dataset, transform); the transform must take the dataset's batches.
 template <class DatasetType, class TransformType>
 MapDataset<DatasetType, TransformType> map(DatasetType dataset, TransformType transform) {
-  static_assert(std::is_same_v<std::conditional_t<DatasetType::is_stateful,
-                                                  typename DatasetType::BatchType::value_type,
-                                                  typename DatasetType::BatchType>,
+  static_assert(std::is_same_v<typename detail::unwrap_optional<typename DatasetType::BatchType>::type,
                                typename TransformType::InputBatchType>,
                 "BatchType type of dataset does not match input type of transform");
   return {std::move(dataset), std::move(transform)};
