@@ -1,8 +1,11 @@
-// small_vector.h: SmallVector (inline storage) and IntArrayRef (a non-owning int64 list).
+// small_vector.h: SmallVector (inline storage), IntArrayRef (a non-owning int64 list) and
+// ArrayRef<T> (the same for any element type).
 #pragma once
 #include <ostream>
 #include <stdexcept>
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -160,6 +163,52 @@ class IntArrayRef {
 
  private:
   const int64_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A read-only view of T values, libtorch's c10::ArrayRef<T>: accepts one value, a braced list,
+// a std::vector, a std::array, a C array or a pointer and a count. Use it only as a parameter.
+template <class T>
+class ArrayRef {
+ public:
+  using value_type = T;
+  using iterator = const T*;
+  using const_iterator = const T*;
+  using size_type = size_t;
+  ArrayRef() = default;
+  ArrayRef(const T& one) : data_(&one), size_(1) {}
+  ArrayRef(const T* d, size_t n) : data_(d), size_(n) {}
+  ArrayRef(const T* b, const T* e) : data_(b), size_(size_t(e - b)) {}
+  template <class A> ArrayRef(const std::vector<T, A>& v) : data_(v.data()), size_(v.size()) {}
+  template <size_t N> ArrayRef(const std::array<T, N>& a) : data_(a.data()), size_(N) {}
+  template <size_t N> ArrayRef(const T (&a)[N]) : data_(a), size_(N) {}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+  ArrayRef(std::initializer_list<T> il) : data_(il.begin()), size_(il.size()) {}
+#pragma GCC diagnostic pop
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T& at(size_t i) const {
+    if (i >= size_) throw std::out_of_range("[ArrayRef::at] index is out of bounds");
+    return data_[i];
+  }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  const T& front() const { return data_[0]; }
+  const T& back() const { return data_[size_ - 1]; }
+  std::vector<T> vec() const { return {begin(), end()}; }
+  ArrayRef slice(size_t start, size_t n) const {
+    if (start > size_ || n > size_ - start)
+      throw std::out_of_range("[ArrayRef::slice] range is out of bounds");
+    return ArrayRef(data_ + start, n);
+  }
+  ArrayRef slice(size_t start) const { return slice(start, start <= size_ ? size_ - start : 0); }
+  bool equals(ArrayRef o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
+
+ private:
+  const T* data_ = nullptr;
   size_t size_ = 0;
 };
 

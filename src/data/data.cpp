@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "generator.h"
 
@@ -145,10 +146,10 @@ std::string find_idx(const std::string& root, const std::string& stem) {
   fail("[MNIST] neither '{0}/{1}' nor '{0}/{1}.gz' exists (install Debian's dataset-fashion-mnist, "
        "or point root at an MNIST-format directory)", root, stem);
 }
-}  // namespace
 
-MNIST::MNIST(const std::string& root, Mode mode) : train_(mode == Mode::kTrain) {
-  const std::string prefix = train_ ? "train" : "t10k";
+// images float32 [N, 1, H, W] / 255 and targets int64 [N] from root (train or t10k files).
+std::pair<Tensor, Tensor> load_mnist(const std::string& root, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
   const std::string ipath = find_idx(root, prefix + "-images-idx3-ubyte");
   const std::string lpath = find_idx(root, prefix + "-labels-idx1-ubyte");
   Tensor images = read_idx(ipath), labels = read_idx(lpath);
@@ -158,8 +159,12 @@ MNIST::MNIST(const std::string& root, Mode mode) : train_(mode == Mode::kTrain) 
   if (labels.dim() != 1 || labels.size(0) != images.size(0))
     fail("[MNIST] '{}': expected {} labels, got shape {}", lpath, images.size(0),
          shape_str(labels.sizes()));
-  data_ = (images.to(kFloat32) / 255.0).unsqueeze(1).contiguous();
-  targets_ = labels.to(kInt64);
+  return {(images.to(kFloat32) / 255.0).unsqueeze(1).contiguous(), labels.to(kInt64)};
+}
+}  // namespace
+
+MNIST::MNIST(const std::string& root, Mode mode) : train_(mode == Mode::kTrain) {
+  std::tie(data_, targets_) = load_mnist(root, train_);
 }
 
 // ---------------------------------------------------------------- text
@@ -227,21 +232,123 @@ Example<> CharDataset::get_batch(const std::vector<int64_t>& indices) {
   return {x, y};
 }
 
-// ---------------------------------------------------------------- libtorch-style pipeline
+// ---------------------------------------------------------------- libtorch's torch::data API
 
-MapDataset MapDataset::map(const transforms::Normalize<>& n) const {
-  OF_CHECK(n.stddev != 0, "[Normalize] stddev must not be zero");
-  return MapDataset(std::make_shared<TensorDataset>((inner_->data() - n.mean) / n.stddev,
-                                                    inner_->targets()));
+TensorExample datasets::TensorDataset::get(size_t index) {
+  OF_CHECK(index < size_t(tensor.size(0)), "[TensorDataset] index {} out of range for {} rows",
+           index, tensor.size(0));
+  return tensor.select(0, int64_t(index));
 }
 
-MapDataset datasets::MNIST::map(const transforms::Normalize<>& n) const {
-  return MapDataset(std::make_shared<TensorDataset>(data(), targets())).map(n);
+datasets::MNIST::MNIST(const std::string& root, Mode mode) : train_(mode == Mode::kTrain) {
+  std::tie(images_, targets_) = load_mnist(root, train_);
 }
 
-MapDataset datasets::MNIST::map(const transforms::Stack<>&) const {
-  return MapDataset(std::make_shared<TensorDataset>(data(), targets()));
+Example<> datasets::MNIST::get(size_t index) {
+  OF_CHECK(index < size_t(images_.size(0)), "[MNIST] index {} out of range for {} images", index,
+           images_.size(0));
+  return {images_.select(0, int64_t(index)), targets_.select(0, int64_t(index))};
 }
+
+optional<size_t> datasets::MNIST::size() const { return size_t(images_.size(0)); }
+bool datasets::MNIST::is_train() const noexcept { return train_; }
+const Tensor& datasets::MNIST::images() const { return images_; }
+const Tensor& datasets::MNIST::targets() const { return targets_; }
+
+Example<> transforms::Stack<Example<>>::apply_batch(std::vector<Example<>> examples) {
+  OF_CHECK(!examples.empty(), "[Stack] cannot collate an empty batch");
+  std::vector<Tensor> data, targets;
+  data.reserve(examples.size());
+  targets.reserve(examples.size());
+  for (auto& example : examples) {
+    data.push_back(std::move(example.data));
+    targets.push_back(std::move(example.target));
+  }
+  return {stack(data), stack(targets)};
+}
+
+TensorExample transforms::Stack<TensorExample>::apply_batch(std::vector<TensorExample> examples) {
+  OF_CHECK(!examples.empty(), "[Stack] cannot collate an empty batch");
+  std::vector<Tensor> data;
+  data.reserve(examples.size());
+  for (auto& example : examples) data.push_back(std::move(example.data));
+  return stack(data);
+}
+
+Tensor transforms::detail::normalize_stat(ArrayRef<double> values, ArrayRef<double> mean,
+                                          ArrayRef<double> stddev, bool is_stddev) {
+  OF_CHECK(!mean.empty() && !stddev.empty(), "[Normalize] mean ({} values) and stddev ({} values) "
+           "must not be empty", mean.size(), stddev.size());
+  OF_CHECK(mean.size() == stddev.size() || mean.size() == 1 || stddev.size() == 1,
+           "[Normalize] mean has {} values and stddev {}: give one value or one per channel for "
+           "both", mean.size(), stddev.size());
+  if (is_stddev)
+    for (size_t c = 0; c < stddev.size(); ++c)
+      OF_CHECK(stddev[c] != 0, "[Normalize] stddev must not be zero (stddev[{}] = 0)", c);
+  return tensor(values.vec(), {int64_t(values.size())}, kFloat64)
+      .to(kFloat32)
+      .unsqueeze(1)
+      .unsqueeze(2);
+}
+
+samplers::RandomSampler::RandomSampler(int64_t size, ScalarType index_dtype)
+    : indices_(randperm(size, index_dtype)) {}
+
+samplers::RandomSampler::~RandomSampler() = default;
+
+void samplers::RandomSampler::reset(optional<size_t> new_size) {
+  const size_t size = new_size.value_or(size_t(indices_.numel()));
+  indices_ = randperm(int64_t(size), indices_.dtype());
+  index_ = 0;
+}
+
+optional<std::vector<size_t>> samplers::RandomSampler::next(size_t batch_size) {
+  const size_t remaining = size_t(indices_.numel() - index_);
+  if (remaining == 0) return nullopt;
+  std::vector<size_t> batch(std::min(batch_size, remaining));
+  // Indices may be stored narrower than 64 bits; a batch's worth is widened here.
+  Tensor slice = indices_.slice(0, index_, index_ + int64_t(batch.size())).to(kInt64).contiguous();
+  const int64_t* p = slice.data_ptr<int64_t>();
+  std::copy(p, p + batch.size(), batch.begin());
+  index_ += int64_t(batch.size());
+  return batch;
+}
+
+size_t samplers::RandomSampler::index() const noexcept { return size_t(index_); }
+
+samplers::SequentialSampler::SequentialSampler(size_t size) : size_(size) {}
+
+void samplers::SequentialSampler::reset(optional<size_t> new_size) {
+  if (new_size) size_ = *new_size;
+  index_ = 0;
+}
+
+optional<std::vector<size_t>> samplers::SequentialSampler::next(size_t batch_size) {
+  const size_t remaining = size_ - index_;
+  if (remaining == 0) return nullopt;
+  std::vector<size_t> batch(std::min(batch_size, remaining));
+  for (size_t& i : batch) i = index_++;
+  return batch;
+}
+
+size_t samplers::SequentialSampler::index() const noexcept { return index_; }
+
+namespace {
+std::string worker_message(const std::exception_ptr& original) {
+  std::string message = "[DataLoader] Caught exception in DataLoader worker thread.";
+  try {
+    std::rethrow_exception(original);
+  } catch (const std::exception& e) {
+    message += " Original message: ";
+    message += e.what();
+  } catch (...) {
+  }
+  return message;
+}
+}  // namespace
+
+WorkerException::WorkerException(std::exception_ptr original)
+    : Error(worker_message(original)), original_exception(std::move(original)), message(what()) {}
 
 // ---------------------------------------------------------------- DataLoader
 
