@@ -992,7 +992,10 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, nax + 1, nax + 2, shape_str(in));
   Resample r;
   AxisMap* axes[3] = {&r.h, &r.w, nullptr};
-  if (nax == 3) axes[0] = &r.d, axes[1] = &r.h, axes[2] = &r.w;
+  if (nax == 3) {
+    r.d = AxisMap{};
+    axes[0] = &r.d, axes[1] = &r.h, axes[2] = &r.w;
+  }
   int64_t insz[3];
   for (size_t i = 0; i < nax; ++i) insz[i] = in[2 + i];
   if (mode == Mode::kAvg || mode == Mode::kAvg3d) {
