@@ -541,6 +541,12 @@ TEST_CASE("functional: 1-D and 3-D conv and pool modules: parameters, init, forw
   const T x1 = uniform({2, 4, 7}, 41).to(of::kFloat32);
   CHECK(same(t1(x1), of::conv_transpose1d(x1, t1->weight, t1->bias)));
   CHECK(t1(x1).sizes().vec() == std::vector<int64_t>{2, 3, 9});
+  // output_size picks the output_padding (libtorch's ConvTranspose forward(input, output_size))
+  CHECK(same(t3->forward(x, of::IntArrayRef({11, 9, 7})), of::conv_transpose3d(x, t3->weight, t3->bias, 2, 0, {1, 1, 1}, 2)));
+  CHECK(t3->forward(x, of::IntArrayRef({2, 6, 10, 9, 6})).sizes().vec() ==
+        std::vector<int64_t>{2, 6, 10, 9, 6});
+  CHECK(th::throws_with([&] { t3->forward(x, of::IntArrayRef({12, 8, 6})); },
+                        {"[ConvTranspose3d]", "(12, 8, 6)", "[10, 11]"}));
 
   nn::MaxPool3d mp3(nn::MaxPool3dOptions(2).stride(1));
   auto [v, i] = mp3->forward_with_indices(x);

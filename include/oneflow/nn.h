@@ -109,7 +109,9 @@ class ConvTransposeNdImpl : public Module {
  public:
   explicit ConvTransposeNdImpl(const ConvTransposeOptions<D>& options);
   void reset_parameters();
-  Tensor forward(const Tensor& input);
+  // output_size (spatial sizes, or with the batch and channel dims) picks the output_padding
+  // that reaches it, as libtorch's; it must lie within [min, min + stride - 1] per dim.
+  Tensor forward(const Tensor& input, const std::optional<IntArrayRef>& output_size = std::nullopt);
   void pretty_print(std::ostream& stream) const override;
   ConvTransposeOptions<D> options;
   Tensor weight, bias;

@@ -209,14 +209,35 @@ template <size_t D>
 void ConvTransposeNdImpl<D>::reset_parameters() { reset_linear_like(weight, bias); }
 
 template <size_t D>
-Tensor ConvTransposeNdImpl<D>::forward(const Tensor& input) {
+Tensor ConvTransposeNdImpl<D>::forward(const Tensor& input,
+                                       const std::optional<IntArrayRef>& output_size) {
+  DimVector output_padding = options.output_padding().ref().dims();
+  if (output_size) {
+    const IntArrayRef req = *output_size;
+    DimVector os;
+    for (size_t i = req.size() == D + 2 ? 2 : 0; i < req.size(); ++i) os.push_back(req[i]);
+    OF_CHECK(os.size() == D, "[{}] output_size must have {} or {} elements, got {}", this->name(),
+             D, D + 2, shape_str(*output_size));
+    OF_CHECK(input.defined() && input.dim() >= int64_t(D),
+             "[{}] expected an input with at least {} dims", this->name(), D);
+    for (size_t i = 0; i < D; ++i) {
+      const int64_t in = input.size(input.dim() - int64_t(D) + int64_t(i));
+      const int64_t s = options.stride()[i];
+      const int64_t lo = (in - 1) * s - 2 * options.padding()[i] +
+                         options.dilation()[i] * (options.kernel_size()[i] - 1) + 1;
+      OF_CHECK(os[i] >= lo && os[i] <= lo + s - 1,
+               "[{}] requested output size {} is not in the valid range [{}, {}] for input {}",
+               this->name(), shape_str(*output_size), lo, lo + s - 1, shape_str(input.sizes()));
+      output_padding[i] = os[i] - lo;
+    }
+  }
   auto conv_t = [&](auto... a) {
     if constexpr (D == 1) return conv_transpose1d(a...);
     else if constexpr (D == 2) return conv_transpose2d(a...);
     else return conv_transpose3d(a...);
   };
   return conv_t(input, weight, bias, options.stride().ref(), options.padding().ref(),
-                options.output_padding().ref(), options.groups(), options.dilation().ref());
+                IntArrayRef(output_padding), options.groups(), options.dilation().ref());
 }
 
 template <size_t D>

@@ -6,9 +6,16 @@
 // each running single-threaded BLAS (per-part weight-gradient buffers are summed in part
 // order, so results depend only on the thread count); a batch smaller than the thread count
 // runs its images in turn with multi-threaded BLAS instead.
+// conv3d, conv_transpose3d and conv3d_backward_weight are the same three kernels over a depth
+// axis (im2col is vol2col; a 2-D geometry has unit depth); the 1-D forms are views over the
+// 2-D ops with a unit H dim.
 // NOTE [Separable resampling]: avg_pool2d, adaptive_avg_pool2d, upsample_nearest2d and
 // upsample_bilinear2d are all y = Rh * x * Rw^T per plane with sparse rows: one forward and
 // one adjoint kernel (the *_backward ops) serve the four, each with its own index maps.
+// avg_pool3d and adaptive_avg_pool3d add a depth map Rd (the 2-D modes' Rd is the identity).
+// NOTE [Window maxima]: max_pool3d_with_indices and adaptive_max_pool2d/3d share one kernel
+// over per-axis windows (start, end, step); their VJP scatters into the flattened planes.
+// max_pool2d keeps its own kernel (with the branch-free 2x2 path).
 #include <cblas.h>
 
 #include <algorithm>
