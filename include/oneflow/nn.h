@@ -59,7 +59,8 @@ OF_MODULE(Embedding);
 // ---------------------------------------------------------------- convolution
 
 
-// Shared by Conv1d, Conv2d and Conv3d: weight [out, in/groups, k...], kaiming-uniform init as libtorch.
+// Shared by Conv1d, Conv2d and Conv3d: weight [out, in/groups, k...], kaiming-uniform init as
+// libtorch.
 template <size_t D>
 class ConvNdImpl : public Module {
  public:

@@ -910,7 +910,8 @@ template <int Sp> DimVector adaptive_max_check(const Tensor& x, const Attrs& a) 
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, Sp + 1, Sp + 2,
          shape_str(x.sizes()));
   const DimVector& os = a.ints(0);
-  if (os.size() != size_t(Sp)) fail("[{}] output_size must have {} values, got {}", op, Sp, vals(os));
+  if (os.size() != size_t(Sp))
+    fail("[{}] output_size must have {} values, got {}", op, Sp, vals(os));
   for (int64_t i = 0; i < Sp; ++i) {
     if (os[size_t(i)] <= 0)
       fail("[{}] output_size must be positive, got {} for input {}", op, vals(os),
@@ -1676,7 +1677,8 @@ Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size) {
     if (os[0] <= 0)
       fail("[{}] output_size must be positive, got {} for input {}", op, os[0],
            shape_str(input.sizes()));
-    if (x.size(2) <= 0) fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
+    if (x.size(2) <= 0)
+      fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
     return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)}, {DimVector{1, os[0]}})
         .squeeze(2);
   }, 1);
