@@ -469,3 +469,116 @@ TEST_CASE("functional: errors name the function and the offending values") {
   CHECK(th::throws_with([&] { F::cross_entropy(x, of::tensor({0}, of::kInt64), F::CrossEntropyFuncOptions()); },
                         {"[cross_entropy]"}));
 }
+
+TEST_CASE("functional: 1-D and 3-D conv and pool forms forward to the root ops") {
+  const T x = uniform({2, 3, 5, 6, 4}, 31), w = uniform({4, 3, 2, 3, 2}, 32), b = uniform({4}, 33);
+  CHECK(same(F::conv3d(x, w, F::Conv3dFuncOptions().bias(b).stride({1, 2, 1}).padding(1)),
+             of::conv3d(x, w, b, {1, 2, 1}, 1)));
+  CHECK(same(F::conv3d(x, w, F::Conv3dFuncOptions().padding(of::kSame)),
+             of::conv3d(x, w, {}, 1, "same")));
+  const T wt = uniform({3, 2, 2, 2, 3}, 34);
+  CHECK(same(F::conv_transpose3d(x, wt, F::ConvTranspose3dFuncOptions().stride(2).output_padding(1)),
+             of::conv_transpose3d(x, wt, {}, 2, 0, 1)));
+  const T x1 = uniform({2, 3, 9}, 35), wt1 = uniform({3, 4, 3}, 36);
+  CHECK(same(F::conv_transpose1d(x1, wt1, F::ConvTranspose1dFuncOptions().stride(2).dilation(2)),
+             of::conv_transpose1d(x1, wt1, {}, 2, 0, 0, 1, 2)));
+  CHECK(same(F::max_pool1d(x1, F::MaxPool1dFuncOptions(3).stride(2).padding(1).ceil_mode(true)),
+             of::max_pool1d(x1, 3, 2, 1, 1, true)));
+  CHECK(same(std::get<0>(F::max_pool1d_with_indices(x1, F::MaxPool1dFuncOptions(2))),
+             of::max_pool1d(x1, 2)));
+  CHECK(same(F::max_pool3d(x, F::MaxPool3dFuncOptions({2, 3, 2}).dilation({1, 1, 2})),
+             of::max_pool3d(x, {2, 3, 2}, {}, 0, {1, 1, 2})));
+  auto [mv, mi] = F::max_pool3d_with_indices(x, F::MaxPool3dFuncOptions(2));
+  auto [rv, ri] = of::max_pool3d_with_indices(x, 2);
+  CHECK(same(mv, rv));
+  CHECK(of::equal(mi, ri));
+  CHECK(same(F::avg_pool1d(x1, F::AvgPool1dFuncOptions(3).padding(1).count_include_pad(false)),
+             of::avg_pool1d(x1, 3, {}, 1, false, false)));
+  CHECK(same(F::avg_pool3d(x, F::AvgPool3dFuncOptions(2).stride(1).divisor_override(3)),
+             of::avg_pool3d(x, 2, 1, 0, false, true, 3)));
+  CHECK(same(F::adaptive_avg_pool1d(x1, F::AdaptiveAvgPool1dFuncOptions(4)),
+             of::adaptive_avg_pool1d(x1, 4)));
+  // an absent output size keeps the input's
+  CHECK(same(F::adaptive_avg_pool3d(x, F::AdaptiveAvgPool3dFuncOptions({2, std::nullopt, 3})),
+             of::adaptive_avg_pool3d(x, {2, 6, 3})));
+  CHECK(same(F::adaptive_avg_pool2d(x[0], F::AdaptiveAvgPool2dFuncOptions({std::nullopt, 2})),
+             of::adaptive_avg_pool2d(x[0], {6, 2})));
+  CHECK(same(F::adaptive_max_pool1d(x1, F::AdaptiveMaxPool1dFuncOptions(4)),
+             std::get<0>(of::adaptive_max_pool1d(x1, 4))));
+  auto [av, ai] = F::adaptive_max_pool2d_with_indices(x[0], F::AdaptiveMaxPool2dFuncOptions(3));
+  auto [bv, bi] = of::adaptive_max_pool2d(x[0], 3);
+  CHECK(same(av, bv));
+  CHECK(of::equal(ai, bi));
+  CHECK(same(F::adaptive_max_pool3d(x, F::AdaptiveMaxPool3dFuncOptions({1, std::nullopt, 2})),
+             std::get<0>(of::adaptive_max_pool3d(x, {1, 6, 2}))));
+  CHECK(th::throws_with(
+      [&] { F::adaptive_max_pool3d(of::zeros({4, 4}), F::AdaptiveMaxPool3dFuncOptions(2)); },
+      {"[adaptive_max_pool3d]", "(4, 4)"}));
+}
+
+TEST_CASE("functional: 1-D and 3-D conv and pool modules: parameters, init, forward_with_indices") {
+  of::manual_seed(0);
+  nn::Conv3d c3(nn::Conv3dOptions(4, 6, {3, 2, 1}).groups(2).bias(true));
+  CHECK(c3->weight.sizes().vec() == std::vector<int64_t>{6, 2, 3, 2, 1});
+  CHECK(c3->bias.sizes().vec() == std::vector<int64_t>{6});
+  CHECK(c3->named_parameters().size() == 2);
+  CHECK(c3->named_parameters().contains("weight"));
+  // kaiming_uniform(a = sqrt(5)) on fan_in = 2 * 3 * 2 * 1: bound 1 / sqrt(fan_in)
+  const double bound = 1.0 / std::sqrt(12.0);
+  CHECK(c3->weight.abs().max().item<float>() <= bound + 1e-6);
+  CHECK(c3->bias.abs().max().item<float>() <= bound + 1e-6);
+  const T x = uniform({2, 4, 5, 4, 3}, 40).to(of::kFloat32);
+  CHECK(same(c3(x), of::conv3d(x, c3->weight, c3->bias, 1, 0, 1, 2)));
+  nn::Conv3d c3r(nn::Conv3dOptions(4, 2, 3).padding(1).padding_mode(of::kReflect).bias(false));
+  CHECK(c3r(x).sizes().vec() == std::vector<int64_t>{2, 2, 5, 4, 3});
+  CHECK(!c3r->bias.defined());
+
+  nn::ConvTranspose3d t3(nn::ConvTranspose3dOptions(4, 6, 2).stride(2).groups(2));
+  CHECK(t3->weight.sizes().vec() == std::vector<int64_t>{4, 3, 2, 2, 2});
+  CHECK(same(t3(x), of::conv_transpose3d(x, t3->weight, t3->bias, 2, 0, 0, 2)));
+  nn::ConvTranspose1d t1(4, 3, 3);
+  CHECK(t1->weight.sizes().vec() == std::vector<int64_t>{4, 3, 3});
+  const T x1 = uniform({2, 4, 7}, 41).to(of::kFloat32);
+  CHECK(same(t1(x1), of::conv_transpose1d(x1, t1->weight, t1->bias)));
+  CHECK(t1(x1).sizes().vec() == std::vector<int64_t>{2, 3, 9});
+  // output_size picks the output_padding (libtorch's ConvTranspose forward(input, output_size))
+  CHECK(same(t3->forward(x, of::IntArrayRef({11, 9, 7})), of::conv_transpose3d(x, t3->weight, t3->bias, 2, 0, {1, 1, 1}, 2)));
+  CHECK(t3->forward(x, of::IntArrayRef({2, 6, 10, 9, 6})).sizes().vec() ==
+        std::vector<int64_t>{2, 6, 10, 9, 6});
+  CHECK(th::throws_with([&] { t3->forward(x, of::IntArrayRef({12, 8, 6})); },
+                        {"[ConvTranspose3d]", "(12, 8, 6)", "[10, 11]"}));
+
+  nn::MaxPool3d mp3(nn::MaxPool3dOptions(2).stride(1));
+  auto [v, i] = mp3->forward_with_indices(x);
+  CHECK(same(v, mp3(x)));
+  CHECK(of::equal(i, std::get<1>(of::max_pool3d_with_indices(x, 2, 1))));
+  nn::MaxPool1d mp1(3);
+  CHECK(same(mp1(x1), of::max_pool1d(x1, 3)));
+  CHECK(std::get<1>(mp1->forward_with_indices(x1)).scalar_type() == of::kInt64);
+  CHECK(same(nn::AvgPool1d(nn::AvgPool1dOptions(2).ceil_mode(true))(x1),
+             of::avg_pool1d(x1, 2, {}, 0, true)));
+  CHECK(same(nn::AvgPool3d(nn::AvgPool3dOptions(2).padding(1).count_include_pad(false))(x),
+             of::avg_pool3d(x, 2, {}, 1, false, false)));
+  CHECK(same(nn::AdaptiveAvgPool1d(3)(x1), of::adaptive_avg_pool1d(x1, 3)));
+  CHECK(same(nn::AdaptiveAvgPool3d(nn::AdaptiveAvgPool3dOptions({2, std::nullopt, 1}))(x),
+             of::adaptive_avg_pool3d(x, {2, 4, 1})));
+  nn::AdaptiveMaxPool2d am2(nn::AdaptiveMaxPool2dOptions({2, std::nullopt}));
+  auto [av, ai] = am2->forward_with_indices(x[0]);
+  auto [bv, bi] = of::adaptive_max_pool2d(x[0], {2, 3});
+  CHECK(same(av, bv));
+  CHECK(of::equal(ai, bi));
+  CHECK(same(nn::AdaptiveMaxPool1d(2)(x1), std::get<0>(of::adaptive_max_pool1d(x1, 2))));
+  CHECK(same(nn::AdaptiveMaxPool3d(1)(x), std::get<0>(of::adaptive_max_pool3d(x, 1))));
+
+  std::ostringstream os;
+  os << *nn::MaxPool3d(2) << " " << *nn::AdaptiveMaxPool2d(nn::AdaptiveMaxPool2dOptions({2, std::nullopt}))
+     << " " << *nn::ConvTranspose1d(2, 3, 4) << " " << *nn::AvgPool1d(3);
+  CHECK(os.str() == "MaxPool3d(kernel_size=[2, 2, 2], stride=[2, 2, 2], padding=[0, 0, 0], "
+                    "dilation=[1, 1, 1], ceil_mode=false) AdaptiveMaxPool2d(output_size=[2, None]) "
+                    "ConvTranspose1d(2, 3, kernel_size=[4], stride=[1], padding=[0]) "
+                    "AvgPool1d(kernel_size=[3], stride=[3], padding=[0])");
+  CHECK(th::throws_with([&] { nn::Conv3d(nn::Conv3dOptions(3, 4, 3).groups(2)); },
+                        {"[Conv3d]", "groups"}));
+  CHECK(th::throws_with([&] { nn::ConvTranspose3d(nn::ConvTranspose3dOptions(3, 4, 3).groups(2)); },
+                        {"[ConvTranspose3d]", "groups"}));
+}

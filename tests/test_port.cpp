@@ -452,3 +452,92 @@ TEST_CASE("port: a libtorch custom CSV dataset with make_data_loader trains") {
   for (float l : losses) CHECK(std::isfinite(l));
   CHECK(losses.back() < 0.5f * losses.front());
 }
+
+// ---------------------------------------------------------------- 1-D audio classifier
+// An M5-style raw-waveform classifier as libtorch code (torch:: -> of::): strided Conv1d,
+// BatchNorm1d, MaxPool1d (one through forward_with_indices), AvgPool1d, AdaptiveMaxPool1d,
+// ConvTranspose1d and the root and nn::functional 1-D pools. Two classes of synthetic "audio":
+// low- and high-frequency tones with noise.
+namespace audio_port {
+
+using namespace of;
+
+struct M5Impl : nn::Module {
+  M5Impl(int64_t n_input = 1, int64_t n_output = 2, int64_t stride = 4, int64_t n_channel = 8)
+      : conv1(register_module(
+            "conv1", nn::Conv1d(nn::Conv1dOptions(n_input, n_channel, 20).stride(stride)))),
+        bn1(register_module("bn1", nn::BatchNorm1d(n_channel))),
+        pool1(register_module("pool1", nn::MaxPool1d(4))),
+        conv2(register_module("conv2", nn::Conv1d(n_channel, n_channel, 3))),
+        bn2(register_module("bn2", nn::BatchNorm1d(n_channel))),
+        pool2(register_module("pool2", nn::AvgPool1d(nn::AvgPool1dOptions(4).stride(2)))),
+        up(register_module("up", nn::ConvTranspose1d(
+                                      nn::ConvTranspose1dOptions(n_channel, n_channel, 2).stride(2)))),
+        gpool(register_module("gpool", nn::AdaptiveMaxPool1d(2))),
+        fc1(register_module("fc1", nn::Linear(2 * n_channel, n_output))) {}
+
+  of::Tensor forward(of::Tensor x) {
+    x = of::relu(bn1(conv1(x)));
+    auto [p, idx] = pool1->forward_with_indices(x);
+    indices = idx;
+    x = of::relu(bn2(conv2(p)));
+    x = pool2(x);
+    x = of::relu(up(x));
+    x = nn::functional::max_pool1d(x, nn::functional::MaxPool1dFuncOptions(3).stride(1).padding(1));
+    x = gpool(x);                                   // [batch, channels, 2]
+    x = x + 0.1 * of::adaptive_avg_pool1d(x, 1); // broadcast over the 2 positions
+    return fc1(x.flatten(1));
+  }
+
+  nn::Conv1d conv1;
+  nn::BatchNorm1d bn1;
+  nn::MaxPool1d pool1;
+  nn::Conv1d conv2;
+  nn::BatchNorm1d bn2;
+  nn::AvgPool1d pool2;
+  nn::ConvTranspose1d up;
+  nn::AdaptiveMaxPool1d gpool;
+  nn::Linear fc1;
+  of::Tensor indices;
+};
+TORCH_MODULE(M5);
+
+// Returns the losses and the final training accuracy.
+std::pair<std::vector<float>, double> train(int steps) {
+  of::manual_seed(3);
+  const int64_t n = 16, L = 400;
+  of::Tensor t = of::arange(L, of::kFloat32).div(L);
+  of::Tensor freq = of::cat({of::full({n / 2, 1}, 3.0f), of::full({n / 2, 1}, 40.0f)});
+  of::Tensor phase = of::rand({n, 1}) * 6.28f;
+  of::Tensor wave = of::sin(freq * t.unsqueeze(0) * 6.2831853f + phase) +
+                       0.2 * of::randn({n, L});
+  of::Tensor x = wave.unsqueeze(1);  // [batch, 1, L]
+  of::Tensor y = of::cat({of::zeros({n / 2}, of::kLong), of::ones({n / 2}, of::kLong)});
+  M5 model;
+  of::optim::Adam optimizer(model->parameters(), of::optim::AdamOptions(1e-2));
+  std::vector<float> losses;
+  model->train();
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    of::Tensor loss = of::nn::functional::cross_entropy(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<float>());
+  }
+  model->eval();
+  of::NoGradGuard no_grad;
+  of::Tensor pred = model->forward(x).argmax(1);
+  const double acc = pred.eq(y).to(of::kFloat64).mean().item<double>();
+  CHECK(model->indices.scalar_type() == of::kLong);
+  CHECK(model->indices.size(2) == 24);  // (400 - 20) / 4 + 1 = 96 -> MaxPool1d(4) -> 24
+  return {losses, acc};
+}
+
+}  // namespace audio_port
+
+TEST_CASE("port: a libtorch 1-D audio classifier (Conv1d, 1-D pools) compiles and learns") {
+  auto [losses, acc] = audio_port::train(25);
+  for (float l : losses) CHECK(std::isfinite(l));
+  CHECK(losses.back() < 0.5f * losses.front());
+  CHECK(acc >= 0.9);
+}

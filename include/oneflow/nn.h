@@ -59,7 +59,8 @@ OF_MODULE(Embedding);
 // ---------------------------------------------------------------- convolution
 
 
-// Shared by Conv1d and Conv2d: weight [out, in/groups, k...], kaiming-uniform init as libtorch.
+// Shared by Conv1d, Conv2d and Conv3d: weight [out, in/groups, k...], kaiming-uniform init as
+// libtorch.
 template <size_t D>
 class ConvNdImpl : public Module {
  public:
@@ -92,20 +93,57 @@ class Conv2dImpl : public ConvNdImpl<2> {
 };
 OF_MODULE(Conv2d);
 
+class Conv3dImpl : public ConvNdImpl<3> {
+ public:
+  Conv3dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<3> kernel_size)
+      : Conv3dImpl(Conv3dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit Conv3dImpl(const Conv3dOptions& options) : ConvNdImpl<3>(options) {}
+  Tensor forward(const Tensor& input);
+};
+OF_MODULE(Conv3d);
 
-// Transposed convolution: weight [in, out/groups, kh, kw] (libtorch's layout and init).
-class ConvTranspose2dImpl : public Module {
+
+// Transposed convolution, shared by ConvTranspose1d/2d/3d: weight [in, out/groups, k...]
+// (libtorch's layout and init).
+template <size_t D>
+class ConvTransposeNdImpl : public Module {
+ public:
+  explicit ConvTransposeNdImpl(const ConvTransposeOptions<D>& options);
+  void reset_parameters();
+  // output_size (spatial sizes, or with the batch and channel dims) picks the output_padding
+  // that reaches it, as libtorch's; it must lie within [min, min + stride - 1] per dim.
+  Tensor forward(const Tensor& input, const std::optional<IntArrayRef>& output_size = std::nullopt);
+  void pretty_print(std::ostream& stream) const override;
+  ConvTransposeOptions<D> options;
+  Tensor weight, bias;
+};
+
+class ConvTranspose1dImpl : public ConvTransposeNdImpl<1> {
+ public:
+  ConvTranspose1dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<1> kernel_size)
+      : ConvTranspose1dImpl(ConvTranspose1dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit ConvTranspose1dImpl(const ConvTranspose1dOptions& options)
+      : ConvTransposeNdImpl<1>(options) {}
+};
+OF_MODULE(ConvTranspose1d);
+
+class ConvTranspose2dImpl : public ConvTransposeNdImpl<2> {
  public:
   ConvTranspose2dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
       : ConvTranspose2dImpl(ConvTranspose2dOptions(in_channels, out_channels, kernel_size)) {}
-  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options);
-  void reset_parameters();
-  Tensor forward(const Tensor& input);
-  void pretty_print(std::ostream& stream) const override;
-  ConvTranspose2dOptions options;
-  Tensor weight, bias;
+  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options)
+      : ConvTransposeNdImpl<2>(options) {}
 };
 OF_MODULE(ConvTranspose2d);
+
+class ConvTranspose3dImpl : public ConvTransposeNdImpl<3> {
+ public:
+  ConvTranspose3dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<3> kernel_size)
+      : ConvTranspose3dImpl(ConvTranspose3dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit ConvTranspose3dImpl(const ConvTranspose3dOptions& options)
+      : ConvTransposeNdImpl<3>(options) {}
+};
+OF_MODULE(ConvTranspose3d);
 
 // ---------------------------------------------------------------- normalization
 
@@ -276,38 +314,81 @@ OF_MODULE(Flatten);
 // ---------------------------------------------------------------- pooling
 
 
-class MaxPool2dImpl : public Module {
+// Shared by MaxPool1d/2d/3d.
+template <size_t D>
+class MaxPoolNdImpl : public Module {
  public:
-  MaxPool2dImpl(ExpandingArray<2> kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
-  explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
-  Tensor forward(const Tensor& x);
+  explicit MaxPoolNdImpl(const MaxPoolOptions<D>& options);
+  Tensor forward(const Tensor& input);
+  // The maxima and their indices, flat over the spatial dims (as max_poolNd_with_indices).
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
   void pretty_print(std::ostream& stream) const override;
-  MaxPool2dOptions options;
+  MaxPoolOptions<D> options;
 };
-OF_MODULE(MaxPool2d);
 
+// A pooling module over its shared base (the variadic tail): libtorch's two constructors.
+#define OF_POOL_MODULE(Name, Arg, ...)                                              \
+  class Name##Impl : public __VA_ARGS__ {                                           \
+   public:                                                                          \
+    Name##Impl(Arg a) : Name##Impl(Name##Options(a)) {}                             \
+    explicit Name##Impl(const Name##Options& options) : __VA_ARGS__(options) {}     \
+  };                                                                                \
+  OF_MODULE(Name)
 
-class AvgPool2dImpl : public Module {
+OF_POOL_MODULE(MaxPool1d, ExpandingArray<1>, MaxPoolNdImpl<1>);
+OF_POOL_MODULE(MaxPool2d, ExpandingArray<2>, MaxPoolNdImpl<2>);
+OF_POOL_MODULE(MaxPool3d, ExpandingArray<3>, MaxPoolNdImpl<3>);
+
+// Shared by AvgPool1d/2d/3d.
+template <size_t D>
+class AvgPoolNdImpl : public Module {
  public:
-  AvgPool2dImpl(ExpandingArray<2> kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
-  explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
-  Tensor forward(const Tensor& x);
+  explicit AvgPoolNdImpl(const AvgPoolOptions<D>& options);
+  Tensor forward(const Tensor& input);
   void pretty_print(std::ostream& stream) const override;
-  AvgPool2dOptions options;
+  AvgPoolOptions<D> options;
 };
-OF_MODULE(AvgPool2d);
 
-class AdaptiveAvgPool2dImpl : public Module {
+OF_POOL_MODULE(AvgPool1d, ExpandingArray<1>, AvgPoolNdImpl<1>);
+OF_POOL_MODULE(AvgPool2d, ExpandingArray<2>, AvgPoolNdImpl<2>);
+OF_POOL_MODULE(AvgPool3d, ExpandingArray<3>, AvgPoolNdImpl<3>);
+
+// Shared by AdaptiveAvgPool1d/2d/3d.
+template <size_t D, typename output_size_t>
+class AdaptiveAvgPoolNdImpl : public Module {
  public:
-  AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)
-      : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
-  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options)
-      : Module("AdaptiveAvgPool2d"), options(options) {}
-  Tensor forward(const Tensor& x) { return adaptive_avg_pool2d(x, options.output_size()); }
+  explicit AdaptiveAvgPoolNdImpl(const AdaptiveAvgPoolOptions<output_size_t>& options);
+  Tensor forward(const Tensor& input);
   void pretty_print(std::ostream& stream) const override;
-  AdaptiveAvgPool2dOptions options;
+  AdaptiveAvgPoolOptions<output_size_t> options;
 };
-OF_MODULE(AdaptiveAvgPool2d);
+
+OF_POOL_MODULE(AdaptiveAvgPool1d, ExpandingArray<1>,
+               AdaptiveAvgPoolNdImpl<1, ExpandingArray<1>>);
+OF_POOL_MODULE(AdaptiveAvgPool2d, ExpandingArrayWithOptionalElem<2>,
+               AdaptiveAvgPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>);
+OF_POOL_MODULE(AdaptiveAvgPool3d, ExpandingArrayWithOptionalElem<3>,
+               AdaptiveAvgPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>);
+
+// Shared by AdaptiveMaxPool1d/2d/3d.
+template <size_t D, typename output_size_t>
+class AdaptiveMaxPoolNdImpl : public Module {
+ public:
+  explicit AdaptiveMaxPoolNdImpl(const AdaptiveMaxPoolOptions<output_size_t>& options);
+  Tensor forward(const Tensor& input);
+  // The maxima and their indices, flat over the spatial dims.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+  AdaptiveMaxPoolOptions<output_size_t> options;
+};
+
+OF_POOL_MODULE(AdaptiveMaxPool1d, ExpandingArray<1>,
+               AdaptiveMaxPoolNdImpl<1, ExpandingArray<1>>);
+OF_POOL_MODULE(AdaptiveMaxPool2d, ExpandingArrayWithOptionalElem<2>,
+               AdaptiveMaxPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>);
+OF_POOL_MODULE(AdaptiveMaxPool3d, ExpandingArrayWithOptionalElem<3>,
+               AdaptiveMaxPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>);
+#undef OF_POOL_MODULE
 
 // ---------------------------------------------------------------- attention
 

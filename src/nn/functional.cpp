@@ -25,16 +25,40 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const ConvFuncOptions<
   if (const auto* p = std::get_if<ExpandingArray<D>>(&o.padding())) {
     if constexpr (D == 1)
       return oneflow::conv1d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
-    else
+    else if constexpr (D == 2)
       return oneflow::conv2d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
+    else
+      return oneflow::conv3d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
   }
   const std::string_view mode = holds<enumtype::kSame>(o.padding()) ? "same" : "valid";
   if constexpr (D == 1)
     return oneflow::conv1d_padding(input, weight, o.bias(), o.stride(), mode, o.dilation(),
                                    o.groups());
-  else
+  else if constexpr (D == 2)
     return oneflow::conv2d_padding(input, weight, o.bias(), o.stride(), mode, o.dilation(),
                                    o.groups());
+  else
+    return oneflow::conv3d_padding(input, weight, o.bias(), o.stride(), mode, o.dilation(),
+                                   o.groups());
+}
+
+// An adaptive pool's output size with absent entries replaced by the input's trailing sizes
+// (libtorch's _list_with_default).
+template <size_t D>
+DimVector adaptive_size(const char* op, const Tensor& input, const ExpandingArray<D>& s) {
+  (void)op, (void)input;
+  return s.ref().dims();
+}
+template <size_t D>
+DimVector adaptive_size(const char* op, const Tensor& input,
+                        const ExpandingArrayWithOptionalElem<D>& s) {
+  OF_CHECK(input.defined(), "[{}] input is undefined", op);
+  OF_CHECK(input.dim() >= int64_t(D), "[{}] expected an input with at least {} dims, got shape {}",
+           op, D, shape_str(input.sizes()));
+  DimVector r;
+  for (size_t i = 0; i < D; ++i)
+    r.push_back(s[i] ? *s[i] : input.size(input.dim() - int64_t(D) + int64_t(i)));
+  return r;
 }
 
 }  // namespace
@@ -70,10 +94,91 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions
   return conv_nd<2>(input, weight, o);
 }
 
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFuncOptions& o) {
+  return conv_nd<3>(input, weight, o);
+}
+
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight,
+                        const ConvTranspose1dFuncOptions& o) {
+  return oneflow::conv_transpose1d(input, weight, o.bias(), o.stride(), o.padding(),
+                                   o.output_padding(), o.groups(), o.dilation());
+}
+
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
                         const ConvTranspose2dFuncOptions& o) {
   return oneflow::conv_transpose2d(input, weight, o.bias(), o.stride(), o.padding(),
                                    o.output_padding(), o.groups(), o.dilation());
+}
+
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight,
+                        const ConvTranspose3dFuncOptions& o) {
+  return oneflow::conv_transpose3d(input, weight, o.bias(), o.stride(), o.padding(),
+                                   o.output_padding(), o.groups(), o.dilation());
+}
+
+Tensor max_pool1d(const Tensor& input, const MaxPool1dFuncOptions& o) {
+  return oneflow::max_pool1d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                             o.ceil_mode());
+}
+
+Tensor max_pool3d(const Tensor& input, const MaxPool3dFuncOptions& o) {
+  return oneflow::max_pool3d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                             o.ceil_mode());
+}
+
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input,
+                                                   const MaxPool1dFuncOptions& o) {
+  return oneflow::max_pool1d_with_indices(input, o.kernel_size(), o.stride(), o.padding(),
+                                          o.dilation(), o.ceil_mode());
+}
+
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input,
+                                                   const MaxPool3dFuncOptions& o) {
+  return oneflow::max_pool3d_with_indices(input, o.kernel_size(), o.stride(), o.padding(),
+                                          o.dilation(), o.ceil_mode());
+}
+
+Tensor avg_pool1d(const Tensor& input, const AvgPool1dFuncOptions& o) {
+  return oneflow::avg_pool1d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                             o.count_include_pad());
+}
+
+Tensor avg_pool3d(const Tensor& input, const AvgPool3dFuncOptions& o) {
+  return oneflow::avg_pool3d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                             o.count_include_pad(), o.divisor_override());
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& input, const AdaptiveAvgPool1dFuncOptions& o) {
+  return oneflow::adaptive_avg_pool1d(input, o.output_size());
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& input, const AdaptiveAvgPool3dFuncOptions& o) {
+  return oneflow::adaptive_avg_pool3d(
+      input, adaptive_size("adaptive_avg_pool3d", input, o.output_size()));
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(
+    const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
+  return oneflow::adaptive_max_pool1d(input, o.output_size());
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(
+    const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o) {
+  return oneflow::adaptive_max_pool2d(
+      input, adaptive_size("adaptive_max_pool2d", input, o.output_size()));
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(
+    const Tensor& input, const AdaptiveMaxPool3dFuncOptions& o) {
+  return oneflow::adaptive_max_pool3d(
+      input, adaptive_size("adaptive_max_pool3d", input, o.output_size()));
+}
+Tensor adaptive_max_pool1d(const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
+  return std::get<0>(adaptive_max_pool1d_with_indices(input, o));
+}
+Tensor adaptive_max_pool2d(const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o) {
+  return std::get<0>(adaptive_max_pool2d_with_indices(input, o));
+}
+Tensor adaptive_max_pool3d(const Tensor& input, const AdaptiveMaxPool3dFuncOptions& o) {
+  return std::get<0>(adaptive_max_pool3d_with_indices(input, o));
 }
 
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o) {
@@ -93,7 +198,8 @@ Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, const AdaptiveAvgPool2dFuncOptions& o) {
-  return oneflow::adaptive_avg_pool2d(input, o.output_size());
+  return oneflow::adaptive_avg_pool2d(
+      input, adaptive_size("adaptive_avg_pool2d", input, o.output_size()));
 }
 
 // ---------------------------------------------------------------- normalization

@@ -94,7 +94,8 @@ void EmbeddingImpl::pretty_print(std::ostream& s) const {
 // ---------------------------------------------------------------- Conv
 
 template <size_t D>
-ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o) : Module(D == 1 ? "Conv1d" : "Conv2d"), options(o) {
+ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o)
+    : Module(D == 1 ? "Conv1d" : D == 2 ? "Conv2d" : "Conv3d"), options(o) {
   OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
            "[{}] in_channels, out_channels and groups must be positive, got {}, {}, {}",
            this->name(), o.in_channels(), o.out_channels(), o.groups());
@@ -144,7 +145,8 @@ Tensor ConvNdImpl<D>::conv_forward(const Tensor& input) {
   namespace F = functional;
   auto conv_nd = [&](const Tensor& x, const F::ConvFuncOptions<D>& o) {
     if constexpr (D == 1) return F::conv1d(x, weight, o);
-    else return F::conv2d(x, weight, o);
+    else if constexpr (D == 2) return F::conv2d(x, weight, o);
+    else return F::conv3d(x, weight, o);
   };
   F::ConvFuncOptions<D> fo;
   fo.bias(bias).stride(options.stride()).dilation(options.dilation()).groups(options.groups());
@@ -178,37 +180,76 @@ Tensor ConvNdImpl<D>::conv_forward(const Tensor& input) {
 
 template class ConvNdImpl<1>;
 template class ConvNdImpl<2>;
+template class ConvNdImpl<3>;
 
 Tensor Conv1dImpl::forward(const Tensor& input) { return conv_forward(input); }
 
 Tensor Conv2dImpl::forward(const Tensor& input) { return conv_forward(input); }
 
-ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o)
-    : Module("ConvTranspose2d"), options(o) {
+Tensor Conv3dImpl::forward(const Tensor& input) { return conv_forward(input); }
+
+template <size_t D>
+ConvTransposeNdImpl<D>::ConvTransposeNdImpl(const ConvTransposeOptions<D>& o)
+    : Module(D == 1 ? "ConvTranspose1d" : D == 2 ? "ConvTranspose2d" : "ConvTranspose3d"),
+      options(o) {
   OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
-           "[ConvTranspose2d] in_channels, out_channels and groups must be positive, got {}, {}, {}",
-           o.in_channels(), o.out_channels(), o.groups());
+           "[{}] in_channels, out_channels and groups must be positive, got {}, {}, {}",
+           this->name(), o.in_channels(), o.out_channels(), o.groups());
   OF_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
-           "[ConvTranspose2d] in_channels {} and out_channels {} must be divisible by groups {}",
+           "[{}] in_channels {} and out_channels {} must be divisible by groups {}", this->name(),
            o.in_channels(), o.out_channels(), o.groups());
-  weight = register_parameter("weight", oneflow::empty({o.in_channels(), o.out_channels() / o.groups(),
-                                                       o.kernel_size()[0], o.kernel_size()[1]}));
+  DimVector wshape{o.in_channels(), o.out_channels() / o.groups()};
+  for (size_t i = 0; i < D; ++i) wshape.push_back(o.kernel_size()[i]);
+  weight = register_parameter("weight", oneflow::empty(wshape));
   if (o.bias()) bias = register_parameter("bias", oneflow::empty({o.out_channels()}));
   reset_parameters();
 }
 
-void ConvTranspose2dImpl::reset_parameters() { reset_linear_like(weight, bias); }
+template <size_t D>
+void ConvTransposeNdImpl<D>::reset_parameters() { reset_linear_like(weight, bias); }
 
-Tensor ConvTranspose2dImpl::forward(const Tensor& input) {
-  return conv_transpose2d(input, weight, bias, options.stride(), options.padding(),
-                          options.output_padding(), options.groups(), options.dilation());
+template <size_t D>
+Tensor ConvTransposeNdImpl<D>::forward(const Tensor& input,
+                                       const std::optional<IntArrayRef>& output_size) {
+  DimVector output_padding = options.output_padding().ref().dims();
+  if (output_size) {
+    const IntArrayRef req = *output_size;
+    DimVector os;
+    for (size_t i = req.size() == D + 2 ? 2 : 0; i < req.size(); ++i) os.push_back(req[i]);
+    OF_CHECK(os.size() == D, "[{}] output_size must have {} or {} elements, got {}", this->name(),
+             D, D + 2, shape_str(*output_size));
+    OF_CHECK(input.defined() && input.dim() >= int64_t(D),
+             "[{}] expected an input with at least {} dims", this->name(), D);
+    for (size_t i = 0; i < D; ++i) {
+      const int64_t in = input.size(input.dim() - int64_t(D) + int64_t(i));
+      const int64_t s = options.stride()[i];
+      const int64_t lo = (in - 1) * s - 2 * options.padding()[i] +
+                         options.dilation()[i] * (options.kernel_size()[i] - 1) + 1;
+      OF_CHECK(os[i] >= lo && os[i] <= lo + s - 1,
+               "[{}] requested output size {} is not in the valid range [{}, {}] for input {}",
+               this->name(), shape_str(*output_size), lo, lo + s - 1, shape_str(input.sizes()));
+      output_padding[i] = os[i] - lo;
+    }
+  }
+  auto conv_t = [&](auto... a) {
+    if constexpr (D == 1) return conv_transpose1d(a...);
+    else if constexpr (D == 2) return conv_transpose2d(a...);
+    else return conv_transpose3d(a...);
+  };
+  return conv_t(input, weight, bias, options.stride().ref(), options.padding().ref(),
+                IntArrayRef(output_padding), options.groups(), options.dilation().ref());
 }
 
-void ConvTranspose2dImpl::pretty_print(std::ostream& s) const {
-  s << "ConvTranspose2d(" << options.in_channels() << ", " << options.out_channels()
+template <size_t D>
+void ConvTransposeNdImpl<D>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(" << options.in_channels() << ", " << options.out_channels()
     << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride())
     << ", padding=" << list_str(options.padding()) << ")";
 }
+
+template class ConvTransposeNdImpl<1>;
+template class ConvTransposeNdImpl<2>;
+template class ConvTransposeNdImpl<3>;
 
 // ---------------------------------------------------------------- BatchNorm
 
@@ -415,30 +456,115 @@ void FlattenImpl::pretty_print(std::ostream& s) const {
 
 // ---------------------------------------------------------------- pooling
 
-Tensor MaxPool2dImpl::forward(const Tensor& x) {
-  return max_pool2d(x, options.kernel_size(), options.stride(), options.padding(),
-                    options.dilation(), options.ceil_mode());
+namespace {
+template <size_t D> std::string pool_name(const char* base) {
+  return std::string(base) + std::to_string(D) + "d";
 }
-void MaxPool2dImpl::pretty_print(std::ostream& s) const {
-  s << "MaxPool2d(kernel_size=" << list_str(options.kernel_size())
+template <size_t D> std::string size_str(const ExpandingArray<D>& a) { return list_str(a); }
+template <size_t D> std::string size_str(const ExpandingArrayWithOptionalElem<D>& a) {
+  std::string r = "[";
+  for (size_t i = 0; i < D; ++i)
+    r += (i ? ", " : "") + (a[i] ? std::to_string(*a[i]) : std::string("None"));
+  return r + "]";
+}
+}  // namespace
+
+template <size_t D>
+MaxPoolNdImpl<D>::MaxPoolNdImpl(const MaxPoolOptions<D>& o)
+    : Module(pool_name<D>("MaxPool")), options(o) {}
+template <size_t D>
+Tensor MaxPoolNdImpl<D>::forward(const Tensor& x) {
+  return std::get<0>(forward_with_indices(x));
+}
+template <size_t D>
+std::tuple<Tensor, Tensor> MaxPoolNdImpl<D>::forward_with_indices(const Tensor& x) {
+  const auto& o = options;
+  if constexpr (D == 1)
+    return max_pool1d_with_indices(x, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                                   o.ceil_mode());
+  else if constexpr (D == 2)
+    return max_pool2d_with_indices(x, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                                   o.ceil_mode());
+  else
+    return max_pool3d_with_indices(x, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                                   o.ceil_mode());
+}
+template <size_t D>
+void MaxPoolNdImpl<D>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(kernel_size=" << list_str(options.kernel_size())
     << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
     << ", dilation=" << list_str(options.dilation())
     << ", ceil_mode=" << bool_str(options.ceil_mode()) << ")";
 }
+template class MaxPoolNdImpl<1>;
+template class MaxPoolNdImpl<2>;
+template class MaxPoolNdImpl<3>;
 
-Tensor AvgPool2dImpl::forward(const Tensor& x) {
-  return avg_pool2d(x, options.kernel_size(), options.stride(), options.padding(),
-                    options.ceil_mode(), options.count_include_pad(), options.divisor_override());
+template <size_t D>
+AvgPoolNdImpl<D>::AvgPoolNdImpl(const AvgPoolOptions<D>& o)
+    : Module(pool_name<D>("AvgPool")), options(o) {}
+template <size_t D>
+Tensor AvgPoolNdImpl<D>::forward(const Tensor& x) {
+  const auto& o = options;
+  if constexpr (D == 1)
+    return avg_pool1d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                      o.count_include_pad());
+  else if constexpr (D == 2)
+    return avg_pool2d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                      o.count_include_pad(), o.divisor_override());
+  else
+    return avg_pool3d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                      o.count_include_pad(), o.divisor_override());
 }
-void AvgPool2dImpl::pretty_print(std::ostream& s) const {
-  s << "AvgPool2d(kernel_size=" << list_str(options.kernel_size())
+template <size_t D>
+void AvgPoolNdImpl<D>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(kernel_size=" << list_str(options.kernel_size())
     << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
     << ")";
 }
+template class AvgPoolNdImpl<1>;
+template class AvgPoolNdImpl<2>;
+template class AvgPoolNdImpl<3>;
 
-void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& s) const {
-  s << "AdaptiveAvgPool2d(output_size=" << list_str(options.output_size()) << ")";
+template <size_t D, typename S>
+AdaptiveAvgPoolNdImpl<D, S>::AdaptiveAvgPoolNdImpl(const AdaptiveAvgPoolOptions<S>& o)
+    : Module(pool_name<D>("AdaptiveAvgPool")), options(o) {}
+template <size_t D, typename S>
+Tensor AdaptiveAvgPoolNdImpl<D, S>::forward(const Tensor& x) {
+  namespace F = functional;
+  if constexpr (D == 1) return F::adaptive_avg_pool1d(x, options);
+  else if constexpr (D == 2) return F::adaptive_avg_pool2d(x, options);
+  else return F::adaptive_avg_pool3d(x, options);
 }
+template <size_t D, typename S>
+void AdaptiveAvgPoolNdImpl<D, S>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(output_size=" << size_str(options.output_size()) << ")";
+}
+template class AdaptiveAvgPoolNdImpl<1, ExpandingArray<1>>;
+template class AdaptiveAvgPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>;
+template class AdaptiveAvgPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>;
+
+template <size_t D, typename S>
+AdaptiveMaxPoolNdImpl<D, S>::AdaptiveMaxPoolNdImpl(const AdaptiveMaxPoolOptions<S>& o)
+    : Module(pool_name<D>("AdaptiveMaxPool")), options(o) {}
+template <size_t D, typename S>
+Tensor AdaptiveMaxPoolNdImpl<D, S>::forward(const Tensor& x) {
+  return std::get<0>(forward_with_indices(x));
+}
+template <size_t D, typename S>
+std::tuple<Tensor, Tensor> AdaptiveMaxPoolNdImpl<D, S>::forward_with_indices(const Tensor& x) {
+  namespace F = functional;
+  if constexpr (D == 1) return F::adaptive_max_pool1d_with_indices(x, options);
+  else if constexpr (D == 2) return F::adaptive_max_pool2d_with_indices(x, options);
+  else return F::adaptive_max_pool3d_with_indices(x, options);
+}
+template <size_t D, typename S>
+void AdaptiveMaxPoolNdImpl<D, S>::pretty_print(std::ostream& s) const {
+  s << this->name() << "(output_size=" << size_str(options.output_size()) << ")";
+}
+template class AdaptiveMaxPoolNdImpl<1, ExpandingArray<1>>;
+template class AdaptiveMaxPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>;
+template class AdaptiveMaxPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>;
 
 // ---------------------------------------------------------------- containers
 

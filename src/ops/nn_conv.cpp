@@ -6,9 +6,16 @@
 // each running single-threaded BLAS (per-part weight-gradient buffers are summed in part
 // order, so results depend only on the thread count); a batch smaller than the thread count
 // runs its images in turn with multi-threaded BLAS instead.
+// conv3d, conv_transpose3d and conv3d_backward_weight are the same three kernels over a depth
+// axis (im2col is vol2col; a 2-D geometry has unit depth); the 1-D forms are views over the
+// 2-D ops with a unit H dim.
 // NOTE [Separable resampling]: avg_pool2d, adaptive_avg_pool2d, upsample_nearest2d and
 // upsample_bilinear2d are all y = Rh * x * Rw^T per plane with sparse rows: one forward and
 // one adjoint kernel (the *_backward ops) serve the four, each with its own index maps.
+// avg_pool3d and adaptive_avg_pool3d add a depth map Rd (the 2-D modes' Rd is the identity).
+// NOTE [Window maxima]: max_pool3d_with_indices and adaptive_max_pool2d/3d share one kernel
+// over per-axis windows (start, end, step); their VJP scatters into the flattened planes.
+// max_pool2d keeps its own kernel (with the branch-free 2x2 path).
 #include <cblas.h>
 
 #include <algorithm>
@@ -72,14 +79,18 @@ int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool 
 
 // ---------------------------------------------------------------- conv geometry
 
-// A convolution in "forward" terms: x [N, C, H, W] * w [M, C/G, kh, kw] -> y [N, M, OH, OW].
-// conv_transpose2d is the adjoint, so it uses the same geometry with x and y swapped.
+// A convolution in "forward" terms: x [N, C, (D,) H, W] * w [M, C/G, (kd,) kh, kw] ->
+// y [N, M, (OD,) OH, OW]. conv_transpose is the adjoint, so it uses the same geometry with x and y
+// swapped. 2-D convolutions have a unit depth (D = kd = OD = 1).
 struct Geom {
   int64_t N, C, H, W, M, G, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
-  int64_t K() const { return (C / G) * kh * kw; }  // GEMM depth per group
-  int64_t L() const { return OH * OW; }
+  int64_t D = 1, kd = 1, sd = 1, pd = 0, dd = 1, OD = 1;
+  int64_t K() const { return (C / G) * kd * kh * kw; }  // GEMM depth per group
+  int64_t L() const { return OD * OH * OW; }
+  int64_t img() const { return C * D * H * W; }
   bool direct() const {  // 1x1, stride 1, no padding: the image is its own column matrix
-    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+    return kd == 1 && kh == 1 && kw == 1 && sd == 1 && sh == 1 && sw == 1 && pd == 0 &&
+           ph == 0 && pw == 0;
   }
 };
 
@@ -88,72 +99,84 @@ struct ConvParams {
   int64_t groups = 1;
 };
 
-// Validates a (transposed) convolution on 4-D input/weight and returns its geometry.
-// `one_d` prints shapes and parameters as conv1d sees them (the unit H dim dropped).
+// Validates a (transposed) convolution on 4-D (2-D conv) or 5-D (3-D conv) input/weight and
+// returns its geometry; the spatial rank is the size of p.stride. `one_d` prints shapes and
+// parameters as conv1d sees them (the unit H dim dropped).
 Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType wdt, Device wdev,
                   const Tensor* bias, const ConvParams& p, bool transposed, bool one_d) {
+  const int64_t sp = int64_t(p.stride.size());
   auto shp = [&](IntArrayRef s) {
     if (!one_d || s.size() < 3) return shape_str(s);
     DimVector d = s.dims();
     d.erase(d.begin() + 2);
     return shape_str(d);
   };
-  auto pv = [&](const DimVector& v) { return one_d ? std::to_string(v[1]) : vals(v); };
+  auto pv = [&](const DimVector& v) { return one_d ? std::to_string(v.back()) : vals(v); };
   check_float(op, x, "input");
-  if (x.dim() != 4)
-    fail("[{}] expected a {}-D (batched) input, got shape {}", op, one_d ? 3 : 4,
+  if (x.dim() != sp + 2)
+    fail("[{}] expected a {}-D (batched) input, got shape {}", op, one_d ? 3 : sp + 2,
          shp(x.sizes()));
-  if (int64_t(wsz.size()) != 4)
-    fail("[{}] expected a {}-D weight, got shape {}", op, one_d ? 3 : 4, shp(wsz));
+  if (int64_t(wsz.size()) != sp + 2)
+    fail("[{}] expected a {}-D weight, got shape {}", op, one_d ? 3 : sp + 2, shp(wsz));
   if (x.dtype() != wdt)
     fail("[{}] input ({}, shape {}) and weight ({}, shape {}) must have the same dtype", op,
          dtype_name(x.dtype()), shp(x.sizes()), dtype_name(wdt), shp(wsz));
   if (x.device() != wdev)
     fail("[{}] input is on {} but weight is on {}", op, x.device().str(), wdev.str());
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < size_t(sp); ++i) {
     if (p.stride[i] <= 0) fail("[{}] stride must be positive, got {}", op, pv(p.stride));
     if (p.dilation[i] <= 0) fail("[{}] dilation must be positive, got {}", op, pv(p.dilation));
     if (p.padding[i] < 0) fail("[{}] padding must be non-negative, got {}", op, pv(p.padding));
   }
   const int64_t G = p.groups;
   if (G <= 0) fail("[{}] groups must be positive, got {}", op, G);
+  // per-axis values, depth first; a 2-D convolution leaves the depth axis at its unit defaults
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, opad[3] = {0, 0, 0};
+  const size_t o3 = size_t(3 - sp);
+  for (size_t i = 0; i < size_t(sp); ++i) {
+    k[o3 + i] = wsz[2 + i];
+    s[o3 + i] = p.stride[i];
+    pad[o3 + i] = p.padding[i];
+    dil[o3 + i] = p.dilation[i];
+    if (transposed) opad[o3 + i] = p.output_padding[i];
+  }
+  for (size_t i = 0; i < 3; ++i)
+    if (k[i] <= 0) fail("[{}] weight {} has an empty kernel", op, shp(wsz));
+  auto spatial = [&](const int64_t* v, int64_t add) {
+    DimVector r;
+    for (size_t i = o3; i < 3; ++i) r.push_back(v[i] + add * pad[i]);
+    return r;
+  };
   Geom g{};
   g.N = x.size(0);
   g.G = G;
-  g.kh = wsz[2];
-  g.kw = wsz[3];
-  g.sh = p.stride[0];
-  g.sw = p.stride[1];
-  g.ph = p.padding[0];
-  g.pw = p.padding[1];
-  g.dh = p.dilation[0];
-  g.dw = p.dilation[1];
-  if (g.kh <= 0 || g.kw <= 0) fail("[{}] weight {} has an empty kernel", op, shp(wsz));
   int64_t out_ch;
   if (!transposed) {
     g.C = x.size(1);
     g.M = wsz[0];
-    g.H = x.size(2);
-    g.W = x.size(3);
+    for (size_t i = 0; i < size_t(sp); ++i) in[o3 + i] = x.size(2 + int64_t(i));
     if (wsz[1] * G != g.C || g.C == 0)
       fail("[{}] given groups={} and weight of shape {}, expected input {} to have {} channels, "
            "but got {} channels", op, G, shp(wsz), shp(x.sizes()), wsz[1] * G, g.C);
     if (g.M % G != 0)
       fail("[{}] out_channels of weight {} ({}) must be divisible by groups={}", op,
            shp(wsz), g.M, G);
-    const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;
-    if (eh > g.H + 2 * g.ph || ew > g.W + 2 * g.pw)
+    int64_t eff[3];
+    bool too_big = false;
+    for (size_t i = 0; i < 3; ++i) {
+      eff[i] = dil[i] * (k[i] - 1) + 1;
+      too_big = too_big || eff[i] > in[i] + 2 * pad[i];
+    }
+    if (too_big)
       fail("[{}] kernel size {} (with dilation {}) is larger than the padded input size {} of "
-           "input {} with padding {}", op, one_d ? std::to_string(ew) : vals({eh, ew}),
-           pv(p.dilation), one_d ? std::to_string(g.W + 2 * g.pw)
-                                  : vals({g.H + 2 * g.ph, g.W + 2 * g.pw}),
-           shp(x.sizes()), pv(p.padding));
-    g.OH = (g.H + 2 * g.ph - eh) / g.sh + 1;
-    g.OW = (g.W + 2 * g.pw - ew) / g.sw + 1;
+           "input {} with padding {}", op, pv(spatial(eff, 0)), pv(p.dilation),
+           pv(spatial(in, 2)), shp(x.sizes()), pv(p.padding));
+    for (size_t i = 0; i < 3; ++i) out[i] = (in[i] + 2 * pad[i] - eff[i]) / s[i] + 1;
     out_ch = g.M;
   } else {
-    // x [N, Cin, H, W], w [Cin, Cout/G, kh, kw] -> y [N, Cout, OH, OW]; in conv terms the
-    // output y is the conv input (C = Cout) and x the conv output (M = Cin).
+    // x [N, Cin, ...], w [Cin, Cout/G, k...] -> y [N, Cout, ...]; in conv terms the output y is
+    // the conv input (C = Cout) and x the conv output (M = Cin).
     const int64_t cin = x.size(1);
     if (wsz[0] != cin || cin == 0)
       fail("[{}] weight {} expects {} input channels, but input {} has {} channels", op,
@@ -161,7 +184,7 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     if (cin % G != 0)
       fail("[{}] input channels of input {} ({}) must be divisible by groups={}", op,
            shp(x.sizes()), cin, G);
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < size_t(sp); ++i) {
       const int64_t op_ = p.output_padding[i];
       if (op_ < 0 || (op_ >= p.stride[i] && op_ >= p.dilation[i]))
         fail("[{}] output_padding {} must be non-negative and smaller than either stride {} or "
@@ -169,17 +192,25 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     }
     g.M = cin;
     g.C = wsz[1] * G;
-    g.OH = x.size(2);
-    g.OW = x.size(3);
-    g.H = (g.OH - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + p.output_padding[0] + 1;
-    g.W = (g.OW - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + p.output_padding[1] + 1;
-    if (g.H <= 0 || g.W <= 0)
+    bool empty = false;
+    for (size_t i = 0; i < size_t(sp); ++i) out[o3 + i] = x.size(2 + int64_t(i));
+    for (size_t i = 0; i < 3; ++i) {
+      in[i] = (out[i] - 1) * s[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + opad[i] + 1;
+      empty = empty || in[i] <= 0;
+    }
+    if (empty)
       fail("[{}] input {} with stride {}, padding {}, dilation {} and kernel {} gives a "
            "non-positive output size {}", op, shp(x.sizes()), pv(p.stride), pv(p.padding),
-           pv(p.dilation), shp(wsz), one_d ? std::to_string(g.W) : vals({g.H, g.W}));
+           pv(p.dilation), shp(wsz), pv(spatial(in, 0)));
     out_ch = g.C;
   }
-  if (g.OH <= 0 || g.OW <= 0)
+  g.D = in[0], g.H = in[1], g.W = in[2];
+  g.kd = k[0], g.kh = k[1], g.kw = k[2];
+  g.sd = s[0], g.sh = s[1], g.sw = s[2];
+  g.pd = pad[0], g.ph = pad[1], g.pw = pad[2];
+  g.dd = dil[0], g.dh = dil[1], g.dw = dil[2];
+  g.OD = out[0], g.OH = out[1], g.OW = out[2];
+  if (g.OD <= 0 || g.OH <= 0 || g.OW <= 0)
     fail("[{}] input {} gives an empty output", op, shp(x.sizes()));
   if (bias && bias->defined()) {
     if (bias->dtype() != x.dtype())
@@ -199,6 +230,8 @@ Geom conv_geom(const char* op, const Tensor& x, const Tensor& w, const Tensor* b
   return conv_geom_sz(op, x, w.sizes(), w.dtype(), w.device(), bias, p, transposed, one_d);
 }
 
+// Attrs: stride, padding, dilation, groups (conv) or stride, padding, output_padding, groups,
+// dilation (conv_transpose).
 ConvParams conv_params(const Attrs& a, bool transposed) {
   ConvParams p;
   p.stride = a.ints(0);
@@ -210,7 +243,7 @@ ConvParams conv_params(const Attrs& a, bool transposed) {
   } else {
     p.dilation = a.ints(2);
     p.groups = a.i(3);
-    p.output_padding = {0, 0};
+    p.output_padding = DimVector(p.stride.size(), 0);
   }
   return p;
 }
@@ -247,58 +280,76 @@ inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t
   o1 = std::clamp(o1, o0, out);
 }
 
-// col [C*kh*kw, OH*OW] (rows `ld` apart) <- the patches of one image x [C, H, W].
+// col [C*kd*kh*kw, OD*OH*OW] (rows `ld` apart) <- the patches of one image x [C, D, H, W]
+// (vol2col; a 2-D image has D = kd = OD = 1).
 template <class T> void im2col(const T* x, T* col, const Geom& g, int64_t ld) {
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW;
   for (int64_t c = 0; c < g.C; ++c) {
-    const T* plane = x + c * g.H * g.W;
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j) {
-        T* dst = col + ((c * g.kh + i) * g.kw + j) * ld;
-        const int64_t offw = j * g.dw - g.pw;
-        int64_t w0, w1;
-        valid_range(offw, g.sw, g.W, g.OW, w0, w1);
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          T* d = dst + oh * g.OW;
-          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-          if (ih < 0 || ih >= g.H) {
-            std::fill(d, d + g.OW, T(0));
-            continue;
+    for (int64_t a = 0; a < g.kd; ++a) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        for (int64_t j = 0; j < g.kw; ++j) {
+          T* dst = col + (((c * g.kd + a) * g.kh + i) * g.kw + j) * ld;
+          const int64_t offw = j * g.dw - g.pw;
+          int64_t w0, w1;
+          valid_range(offw, g.sw, g.W, g.OW, w0, w1);
+          for (int64_t od = 0; od < g.OD; ++od, dst += OHW) {
+            const int64_t id = od * g.sd - g.pd + a * g.dd;
+            if (id < 0 || id >= g.D) {
+              std::fill(dst, dst + OHW, T(0));
+              continue;
+            }
+            const T* plane = x + (c * g.D + id) * HW;
+            for (int64_t oh = 0; oh < g.OH; ++oh) {
+              T* d = dst + oh * g.OW;
+              const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+              if (ih < 0 || ih >= g.H) {
+                std::fill(d, d + g.OW, T(0));
+                continue;
+              }
+              const T* row = plane + ih * g.W + offw;
+              std::fill(d, d + w0, T(0));
+              if (g.sw == 1) {
+                std::memcpy(d + w0, row + w0, size_t(w1 - w0) * sizeof(T));
+              } else {
+                for (int64_t ow = w0; ow < w1; ++ow) d[ow] = row[ow * g.sw];
+              }
+              std::fill(d + w1, d + g.OW, T(0));
+            }
           }
-          const T* row = plane + ih * g.W + offw;
-          std::fill(d, d + w0, T(0));
-          if (g.sw == 1) {
-            std::memcpy(d + w0, row + w0, size_t(w1 - w0) * sizeof(T));
-          } else {
-            for (int64_t ow = w0; ow < w1; ++ow) d[ow] = row[ow * g.sw];
-          }
-          std::fill(d + w1, d + g.OW, T(0));
         }
       }
     }
   }
 }
 
-// x [C, H, W] = the sum of the patches in col [C*kh*kw, OH*OW] (rows `ld` apart): the adjoint
-// of im2col.
+// x [C, D, H, W] = the sum of the patches in col [C*kd*kh*kw, OD*OH*OW] (rows `ld` apart): the
+// adjoint of im2col.
 template <class T> void col2im(const T* col, T* x, const Geom& g, int64_t ld) {
-  std::fill(x, x + g.C * g.H * g.W, T(0));
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW;
+  std::fill(x, x + g.img(), T(0));
   for (int64_t c = 0; c < g.C; ++c) {
-    T* plane = x + c * g.H * g.W;
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const T* src = col + ((c * g.kh + i) * g.kw + j) * ld;
-        const int64_t offw = j * g.dw - g.pw;
-        int64_t w0, w1;
-        valid_range(offw, g.sw, g.W, g.OW, w0, w1);
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-          if (ih < 0 || ih >= g.H) continue;
-          const T* s = src + oh * g.OW;
-          T* row = plane + ih * g.W + offw;
-          if (g.sw == 1) {
-            for (int64_t ow = w0; ow < w1; ++ow) row[ow] += s[ow];
-          } else {
-            for (int64_t ow = w0; ow < w1; ++ow) row[ow * g.sw] += s[ow];
+    for (int64_t a = 0; a < g.kd; ++a) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const T* src = col + (((c * g.kd + a) * g.kh + i) * g.kw + j) * ld;
+          const int64_t offw = j * g.dw - g.pw;
+          int64_t w0, w1;
+          valid_range(offw, g.sw, g.W, g.OW, w0, w1);
+          for (int64_t od = 0; od < g.OD; ++od, src += OHW) {
+            const int64_t id = od * g.sd - g.pd + a * g.dd;
+            if (id < 0 || id >= g.D) continue;
+            T* plane = x + (c * g.D + id) * HW;
+            for (int64_t oh = 0; oh < g.OH; ++oh) {
+              const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+              if (ih < 0 || ih >= g.H) continue;
+              const T* s = src + oh * g.OW;
+              T* row = plane + ih * g.W + offw;
+              if (g.sw == 1) {
+                for (int64_t ow = w0; ow < w1; ++ow) row[ow] += s[ow];
+              } else {
+                for (int64_t ow = w0; ow < w1; ++ow) row[ow * g.sw] += s[ow];
+              }
+            }
           }
         }
       }
@@ -345,7 +396,7 @@ template <class T> void gather_images(const T* src, T* dst, int64_t nb, int64_t 
 // y [N, M, OH, OW] = conv(x [N, C, H, W], w [M, C/G, kh, kw]) (+ bias [M]).
 template <class T>
 void conv_forward(const T* x, const T* w, const T* bias, T* y, const Geom& g) {
-  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.C * g.H * g.W;
+  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.img();
   for_image_parts(g.N, [&](int64_t, int64_t n0, int64_t n1) {
     const int64_t cb = chunk_images(L, n1 - n0);
     const bool direct = g.direct() && cb == 1;
@@ -378,7 +429,7 @@ void conv_forward(const T* x, const T* w, const T* bias, T* y, const Geom& g) {
 
 // x [N, C, H, W] = conv's input-adjoint of y [N, M, OH, OW] (col = W^T y, then col2im).
 template <class T> void conv_backward_input(const T* y, const T* w, T* x, const Geom& g) {
-  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.C * g.H * g.W;
+  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.img();
   for_image_parts(g.N, [&](int64_t, int64_t n0, int64_t n1) {
     const int64_t cb = chunk_images(L, n1 - n0);
     const bool direct = g.direct() && cb == 1;
@@ -403,7 +454,7 @@ template <class T> void conv_backward_input(const T* y, const T* w, T* x, const 
 
 // dw [M, C/G, kh, kw] = sum over images of dy_n * col(x_n)^T.
 template <class T> void conv_backward_weight(const T* dy, const T* x, T* dw, const Geom& g) {
-  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.C * g.H * g.W;
+  const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.img();
   const int64_t wsize = g.M * K;
   const int nt = num_threads();
   const int64_t parts = nt > 1 && g.N >= nt && !in_parallel_region() ? nt : 1;
@@ -454,127 +505,164 @@ template <class F> void float_or_double(ScalarType t, const char* op, F&& f) {
   fail("[{}] internal: unsupported dtype {}", op, dtype_name(t));
 }
 
-// ---------------------------------------------------------------- conv2d
+// ---------------------------------------------------------------- conv2d / conv3d
 
-// conv2d(x, w, bias?; stride, padding, dilation, groups)
-void conv2d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  const Geom g = conv_geom("conv2d", in[0], in[1], &in[2], conv_params(a, false), false, false);
-  out.push_back({{g.N, g.M, g.OH, g.OW}, {}, 0, in[0].dtype(), in[0].device()});
+// The ops of a Sp-D convolution family (Sp = 2 or 3).
+template <int Sp> const char* conv_name() { return Sp == 2 ? "conv2d" : "conv3d"; }
+template <int Sp> const char* conv_t_name() {
+  return Sp == 2 ? "conv_transpose2d" : "conv_transpose3d";
 }
-void conv2d_cpu(const KernelArgs& k) {
+template <int Sp> const char* conv_bw_name() {
+  return Sp == 2 ? "conv2d_backward_weight" : "conv3d_backward_weight";
+}
+template <int Sp> const OpDef& conv_bw_op() {
+  return Sp == 2 ? OF_OP("conv2d_backward_weight") : OF_OP("conv3d_backward_weight");
+}
+
+// [N, channels, (D,) H, W] for Sp = 2 or 3.
+template <int Sp> DimVector conv_shape(int64_t N, int64_t ch, int64_t D, int64_t H, int64_t W) {
+  if constexpr (Sp == 2) return {N, ch, H, W};
+  else return {N, ch, D, H, W};
+}
+// The spatial dims of a [N, C, spatial...] tensor, for the bias gradient.
+template <int Sp> DimVector spatial_dims() {
+  if constexpr (Sp == 2) return {2, 3};
+  else return {2, 3, 4};
+}
+
+// conv2d / conv3d (x, w, bias?; stride, padding, dilation, groups)
+template <int Sp> void conv_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Geom g =
+      conv_geom(conv_name<Sp>(), in[0], in[1], &in[2], conv_params(a, false), false, false);
+  out.push_back({conv_shape<Sp>(g.N, g.M, g.OD, g.OH, g.OW), {}, 0, in[0].dtype(),
+                 in[0].device()});
+}
+template <int Sp> void conv_cpu(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
   const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
-  const Geom g = conv_geom("conv2d", x, w, &b, conv_params(k.attrs, false), false, false);
+  const Geom g = conv_geom(conv_name<Sp>(), x, w, &b, conv_params(k.attrs, false), false, false);
   if (k.outputs[0].numel() == 0) return;
-  float_or_double(x.dtype(), "conv2d", [&](auto z) {
+  float_or_double(x.dtype(), conv_name<Sp>(), [&](auto z) {
     using T = decltype(z);
     conv_forward<T>(x.data_ptr<T>(), w.data_ptr<T>(), b.defined() ? b.data_ptr<T>() : nullptr,
                     k.outputs[0].data_ptr<T>(), g);
   });
 }
-// The output_padding that makes conv_transpose2d reproduce an input of size `in`.
-DimVector adjoint_output_padding(const Geom& g) {
-  return {g.H - ((g.OH - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + 1),
-          g.W - ((g.OW - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + 1)};
+// The output_padding that makes conv_transpose reproduce the convolution's input size.
+DimVector adjoint_output_padding(const Geom& g, size_t sp) {
+  DimVector r{g.D - ((g.OD - 1) * g.sd - 2 * g.pd + g.dd * (g.kd - 1) + 1),
+              g.H - ((g.OH - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + 1),
+              g.W - ((g.OW - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + 1)};
+  if (sp == 2) r.erase(r.begin());
+  return r;
 }
-TensorList conv2d_vjp(const VjpCtx& c, const TensorList& gr) {
+template <int Sp> Tensor conv_public(const Tensor& x, const Tensor& w, const ConvParams& p) {
+  if constexpr (Sp == 2) return conv2d(x, w, {}, p.stride, p.padding, p.dilation, p.groups);
+  else return conv3d(x, w, {}, p.stride, p.padding, p.dilation, p.groups);
+}
+template <int Sp> Tensor conv_t_public(const Tensor& x, const Tensor& w, const ConvParams& p,
+                                       const DimVector& output_padding) {
+  if constexpr (Sp == 2)
+    return conv_transpose2d(x, w, {}, p.stride, p.padding, output_padding, p.groups, p.dilation);
+  else
+    return conv_transpose3d(x, w, {}, p.stride, p.padding, output_padding, p.groups, p.dilation);
+}
+template <int Sp> TensorList conv_vjp(const VjpCtx& c, const TensorList& gr) {
   const ConvParams p = conv_params(c.attrs(), false);
   Tensor gx, gw, gb;
   const Tensor& g = gr[0];
   if (c.needs_input_grad(0)) {
-    const Geom geo = conv_geom("conv2d", c.input(0), c.input(1), nullptr, p, false, false);
-    gx = conv_transpose2d(g, c.input(1), {}, p.stride, p.padding, adjoint_output_padding(geo),
-                          p.groups, p.dilation);
+    const Geom geo = conv_geom(conv_name<Sp>(), c.input(0), c.input(1), nullptr, p, false, false);
+    gx = conv_t_public<Sp>(g, c.input(1), p, adjoint_output_padding(geo, Sp));
   }
   if (c.needs_input_grad(1))
-    gw = dispatch1(OF_OP("conv2d_backward_weight"), {g, c.input(0)},
+    gw = dispatch1(conv_bw_op<Sp>(), {g, c.input(0)},
                    {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
-  if (c.needs_input_grad(2)) gb = g.sum({2, 3}).sum(0);  // faster than sum({0, 2, 3})
+  if (c.needs_input_grad(2)) gb = g.sum(spatial_dims<Sp>()).sum(0);  // faster than one sum
   return {gx, gw, gb};
 }
 
-// ---------------------------------------------------------------- conv_transpose2d
+// ---------------------------------------------------------------- conv_transpose2d / 3d
 
-// conv_transpose2d(x, w, bias?; stride, padding, output_padding, groups, dilation)
-void conv_transpose2d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+// conv_transpose2d / 3d (x, w, bias?; stride, padding, output_padding, groups, dilation)
+template <int Sp> void conv_transpose_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Geom g =
-      conv_geom("conv_transpose2d", in[0], in[1], &in[2], conv_params(a, true), true, false);
-  out.push_back({{g.N, g.C, g.H, g.W}, {}, 0, in[0].dtype(), in[0].device()});
+      conv_geom(conv_t_name<Sp>(), in[0], in[1], &in[2], conv_params(a, true), true, false);
+  out.push_back({conv_shape<Sp>(g.N, g.C, g.D, g.H, g.W), {}, 0, in[0].dtype(),
+                 in[0].device()});
 }
-void conv_transpose2d_cpu(const KernelArgs& k) {
+template <int Sp> void conv_transpose_cpu(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
   const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
-  const Geom g =
-      conv_geom("conv_transpose2d", x, w, &b, conv_params(k.attrs, true), true, false);
+  const Geom g = conv_geom(conv_t_name<Sp>(), x, w, &b, conv_params(k.attrs, true), true, false);
   if (k.outputs[0].numel() == 0) return;
-  float_or_double(x.dtype(), "conv_transpose2d", [&](auto z) {
+  float_or_double(x.dtype(), conv_t_name<Sp>(), [&](auto z) {
     using T = decltype(z);
     T* y = k.outputs[0].data_ptr<T>();
     conv_backward_input<T>(x.data_ptr<T>(), w.data_ptr<T>(), y, g);
-    if (b.defined()) add_bias<T>(y, b.data_ptr<T>(), g.N, g.C, g.H * g.W);
+    if (b.defined()) add_bias<T>(y, b.data_ptr<T>(), g.N, g.C, g.D * g.H * g.W);
   });
 }
-TensorList conv_transpose2d_vjp(const VjpCtx& c, const TensorList& gr) {
+template <int Sp> TensorList conv_transpose_vjp(const VjpCtx& c, const TensorList& gr) {
   const ConvParams p = conv_params(c.attrs(), true);
   Tensor gx, gw, gb;
   const Tensor& g = gr[0];
-  if (c.needs_input_grad(0)) gx = conv2d(g, c.input(1), {}, p.stride, p.padding, p.dilation,
-                                         p.groups);
+  if (c.needs_input_grad(0)) gx = conv_public<Sp>(g, c.input(1), p);
   if (c.needs_input_grad(1))
-    gw = dispatch1(OF_OP("conv2d_backward_weight"), {c.input(0), g},
+    gw = dispatch1(conv_bw_op<Sp>(), {c.input(0), g},
                    {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
-  if (c.needs_input_grad(2)) gb = g.sum({2, 3}).sum(0);  // faster than sum({0, 2, 3})
+  if (c.needs_input_grad(2)) gb = g.sum(spatial_dims<Sp>()).sum(0);  // faster than one sum
   return {gx, gw, gb};
 }
 
-// ---------------------------------------------------------------- conv2d_backward_weight
+// ---------------------------------------------------------------- conv2d/3d_backward_weight
 
 // conv2d_backward_weight(grad_output [N, M, OH, OW], input [N, C, H, W]; weight_size, stride,
-// padding, dilation, groups) -> grad_weight [M, C/G, kh, kw].
-Geom bw_geom(const Tensor& dy, const Tensor& x, const Attrs& a) {
-  const char* op = "conv2d_backward_weight";
+// padding, dilation, groups) -> grad_weight [M, C/G, kh, kw]; conv3d_backward_weight likewise
+// with a depth dim.
+template <int Sp> Geom bw_geom(const Tensor& dy, const Tensor& x, const Attrs& a) {
+  const char* op = conv_bw_name<Sp>();
   const DimVector& ws = a.ints(0);
-  OF_CHECK(ws.size() == 4, "[{}] weight_size must have 4 values, got {}", op, vals(ws));
+  OF_CHECK(ws.size() == Sp + 2, "[{}] weight_size must have {} values, got {}", op, Sp + 2,
+           vals(ws));
   ConvParams p;
   p.stride = a.ints(1);
   p.padding = a.ints(2);
   p.dilation = a.ints(3);
   p.groups = a.i(4);
-  p.output_padding = {0, 0};
+  p.output_padding = DimVector(size_t(Sp), 0);
   check_float(op, x, "input");
   check_float(op, dy, "grad_output");
   const Geom g = conv_geom_sz(op, x, ws, x.dtype(), x.device(), nullptr, p, false, false);
-  if (!(dy.sizes() == IntArrayRef(DimVector{g.N, g.M, g.OH, g.OW})) || dy.dtype() != x.dtype())
+  const DimVector expect = conv_shape<Sp>(g.N, g.M, g.OD, g.OH, g.OW);
+  if (!(dy.sizes() == IntArrayRef(expect)) || dy.dtype() != x.dtype())
     fail("[{}] grad_output {} ({}) does not match the convolution output {} ({})", op,
-         shape_str(dy.sizes()), dtype_name(dy.dtype()), vals({g.N, g.M, g.OH, g.OW}),
-         dtype_name(x.dtype()));
+         shape_str(dy.sizes()), dtype_name(dy.dtype()), vals(expect), dtype_name(x.dtype()));
   return g;
 }
-void conv2d_backward_weight_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  bw_geom(in[0], in[1], a);
+template <int Sp> void conv_backward_weight_meta(const TensorList& in, const Attrs& a,
+                                                 MetaList& out) {
+  bw_geom<Sp>(in[0], in[1], a);
   out.push_back({a.ints(0), {}, 0, in[1].dtype(), in[1].device()});
 }
-void conv2d_backward_weight_cpu(const KernelArgs& k) {
+template <int Sp> void conv_backward_weight_cpu(const KernelArgs& k) {
   const Tensor dy = k.inputs[0].contiguous(), x = k.inputs[1].contiguous();
-  const Geom g = bw_geom(dy, x, k.attrs);
+  const Geom g = bw_geom<Sp>(dy, x, k.attrs);
   if (k.outputs[0].numel() == 0) return;
-  float_or_double(x.dtype(), "conv2d_backward_weight", [&](auto z) {
+  float_or_double(x.dtype(), conv_bw_name<Sp>(), [&](auto z) {
     using T = decltype(z);
     conv_backward_weight<T>(dy.data_ptr<T>(), x.data_ptr<T>(), k.outputs[0].data_ptr<T>(), g);
   });
 }
-TensorList conv2d_backward_weight_vjp(const VjpCtx& c, const TensorList& gr) {
+template <int Sp> TensorList conv_backward_weight_vjp(const VjpCtx& c, const TensorList& gr) {
   const Attrs& a = c.attrs();
-  const DimVector stride = a.ints(1), padding = a.ints(2), dilation = a.ints(3);
-  const int64_t groups = a.i(4);
+  ConvParams p{a.ints(1), a.ints(2), a.ints(3), DimVector(size_t(Sp), 0), a.i(4)};
   const Tensor& gg = gr[0];  // gradient w.r.t. grad_weight
   Tensor gdy, gx;
-  if (c.needs_input_grad(0)) gdy = conv2d(c.input(1), gg, {}, stride, padding, dilation, groups);
+  if (c.needs_input_grad(0)) gdy = conv_public<Sp>(c.input(1), gg, p);
   if (c.needs_input_grad(1)) {
-    ConvParams p{stride, padding, dilation, {0, 0}, groups};
-    const Geom geo = conv_geom("conv2d", c.input(1), gg, nullptr, p, false, false);
-    gx = conv_transpose2d(c.input(0), gg, {}, stride, padding, adjoint_output_padding(geo),
-                          groups, dilation);
+    const Geom geo = conv_geom(conv_name<Sp>(), c.input(1), gg, nullptr, p, false, false);
+    gx = conv_t_public<Sp>(c.input(0), gg, p, adjoint_output_padding(geo, Sp));
   }
   return {gdy, gx};
 }
@@ -583,15 +671,19 @@ TensorList conv2d_backward_weight_vjp(const VjpCtx& c, const TensorList& gr) {
 
 struct PoolGeom {
   int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t D = 1, kd = 1, sd = 1, pd = 0, dd = 1, OD = 1;
 };
 
-// max_pool2d / avg_pool2d parameter checks and output size (PyTorch's pool2d_shape_check).
+// max_pool2d/3d and avg_pool2d parameter checks and output size (PyTorch's pool2d_shape_check);
+// the spatial rank is k.size() (2 or 3).
 PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const DimVector& s,
                    const DimVector& p, const DimVector& d, bool ceil_mode) {
+  const int64_t sp = int64_t(k.size());
   check_float(op, x, "input");
-  if (x.dim() != 4)
-    fail("[{}] expected a 3-D or 4-D input, got shape {}", op, shape_str(x.sizes()));
-  for (size_t i = 0; i < 2; ++i) {
+  if (x.dim() != sp + 2)
+    fail("[{}] expected a {}-D or {}-D input, got shape {}", op, sp + 1, sp + 2,
+         shape_str(x.sizes()));
+  for (size_t i = 0; i < size_t(sp); ++i) {
     if (k[i] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
     if (s[i] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
     if (d[i] <= 0) fail("[{}] dilation must be positive, got {}", op, vals(d));
@@ -599,14 +691,21 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
       fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op,
            vals(p), vals(k));
   }
-  PoolGeom g{x.size(0), x.size(1), x.size(2), x.size(3), k[0], k[1], s[0], s[1], p[0], p[1],
-             d[0], d[1], 0, 0};
+  const size_t o = size_t(sp - 2);  // index of H in the parameter lists
+  PoolGeom g{x.size(0), x.size(1), x.size(-2), x.size(-1), k[o], k[o + 1], s[o], s[o + 1],
+             p[o], p[o + 1], d[o], d[o + 1], 0, 0};
   g.OH = pool_out(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
   g.OW = pool_out(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
-  if (g.OH <= 0 || g.OW <= 0)
+  DimVector outs{g.OH, g.OW};
+  if (sp == 3) {
+    g.D = x.size(2), g.kd = k[0], g.sd = s[0], g.pd = p[0], g.dd = d[0];
+    g.OD = pool_out(g.D, g.kd, g.pd, g.sd, g.dd, ceil_mode);
+    outs.insert(outs.begin(), g.OD);
+  }
+  if (g.OD <= 0 || g.OH <= 0 || g.OW <= 0)
     fail("[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
          "{}, which is too small", op, shape_str(x.sizes()), vals(k), vals(s), vals(p), vals(d),
-         vals({g.OH, g.OW}));
+         vals(outs));
   return g;
 }
 
@@ -697,17 +796,158 @@ void max_pool2d_cpu(const KernelArgs& k) {
     });
   });
 }
-TensorList max_pool2d_vjp(const VjpCtx& c, const TensorList& gr) {
+// The gradient of a max op with indices: each output's gradient lands at its index, within the
+// flattened spatial dims of its plane.
+TensorList max_indices_vjp(const VjpCtx& c, const TensorList& gr) {
   const IntArrayRef s = c.input_sizes(0);
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  Tensor gx = zeros({N, C, HW}, gr[0].options())
+  const int64_t N = s[0], C = s[1];
+  int64_t S = 1;
+  for (size_t i = 2; i < s.size(); ++i) S *= s[i];
+  Tensor gx = zeros({N, C, S}, gr[0].options())
                   .scatter_add(2, c.output(1).reshape({N, C, -1}), gr[0].reshape({N, C, -1}));
   return {gx.view(s)};
 }
 
+// One axis of a window maximum: output o scans lo[o], lo[o] + step, ... below hi[o].
+struct MaxAxis {
+  int64_t in = 1, out = 1, step = 1;
+  std::vector<int64_t> lo{0}, hi{1};
+};
+MaxAxis pool_axis(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out) {
+  MaxAxis a{in, out, d, {}, {}};
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t start = o * s - p;
+    const int64_t end = std::min(start + (k - 1) * d + 1, in);
+    while (start < 0) start += d;
+    a.lo.push_back(start);
+    a.hi.push_back(end);
+  }
+  return a;
+}
+// Adaptive windows [floor(o*in/out), ceil((o+1)*in/out)).
+MaxAxis adaptive_axis(int64_t in, int64_t out) {
+  MaxAxis a{in, out, 1, {}, {}};
+  for (int64_t o = 0; o < out; ++o) {
+    a.lo.push_back((o * in) / out);
+    a.hi.push_back(((o + 1) * in + out - 1) / out);
+  }
+  return a;
+}
+
+// y, idx [P, OD, OH, OW] = the maximum of each window of x [P, D, H, W] and its flat index in
+// the plane; the first maximum wins and NaN propagates (PyTorch's rule).
+template <class T> void window_max(const T* x, T* y, int64_t* idx, int64_t planes,
+                                   const MaxAxis& ad, const MaxAxis& ah, const MaxAxis& aw) {
+  const int64_t in_sz = ad.in * ah.in * aw.in, out_sz = ad.out * ah.out * aw.out;
+  const int64_t taps = std::max<int64_t>(
+      1, (ad.hi[0] - ad.lo[0]) * (ah.hi[0] - ah.lo[0]) * (aw.hi[0] - aw.lo[0]));
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(out_sz * taps, 1));
+  parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* src = x + pl * in_sz;
+      T* dst = y + pl * out_sz;
+      int64_t* ix = idx + pl * out_sz;
+      for (int64_t od = 0; od < ad.out; ++od)
+        for (int64_t oh = 0; oh < ah.out; ++oh)
+          for (int64_t ow = 0; ow < aw.out; ++ow) {
+            int64_t best = (ad.lo[od] * ah.in + ah.lo[oh]) * aw.in + aw.lo[ow];
+            T mv = -std::numeric_limits<T>::infinity();
+            for (int64_t id = ad.lo[od]; id < ad.hi[od]; id += ad.step)
+              for (int64_t ih = ah.lo[oh]; ih < ah.hi[oh]; ih += ah.step) {
+                const int64_t base = (id * ah.in + ih) * aw.in;
+                const T* row = src + base;
+                for (int64_t iw = aw.lo[ow]; iw < aw.hi[ow]; iw += aw.step) {
+                  const T v = row[iw];
+                  if (v > mv || std::isnan(v)) {
+                    mv = v;
+                    best = base + iw;
+                  }
+                }
+              }
+            const int64_t o = (od * ah.out + oh) * aw.out + ow;
+            dst[o] = mv;
+            ix[o] = best;
+          }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- max_pool3d
+
+// max_pool3d_with_indices(x [N, C, D, H, W]; kernel_size, stride, padding, dilation, ceil_mode)
+PoolGeom max3_geom(const Tensor& x, const Attrs& a) {
+  return pool_geom("max_pool3d_with_indices", x, a.ints(0), a.ints(1), a.ints(2), a.ints(3),
+                   a.b(4));
+}
+void max_pool3d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const PoolGeom g = max3_geom(in[0], a);
+  out.push_back({{g.N, g.C, g.OD, g.OH, g.OW}, {}, 0, in[0].dtype(), in[0].device()});
+  out.push_back({{g.N, g.C, g.OD, g.OH, g.OW}, {}, 0, kInt64, in[0].device()});
+}
+void max_pool3d_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const PoolGeom g = max3_geom(x, k.attrs);
+  const MaxAxis ad = pool_axis(g.D, g.kd, g.sd, g.pd, g.dd, g.OD);
+  const MaxAxis ah = pool_axis(g.H, g.kh, g.sh, g.ph, g.dh, g.OH);
+  const MaxAxis aw = pool_axis(g.W, g.kw, g.sw, g.pw, g.dw, g.OW);
+  float_or_double(x.dtype(), "max_pool3d_with_indices", [&](auto z) {
+    using T = decltype(z);
+    window_max<T>(x.data_ptr<T>(), k.outputs[0].data_ptr<T>(), k.outputs[1].data_ptr<int64_t>(),
+                  g.N * g.C, ad, ah, aw);
+  });
+}
+
+// ---------------------------------------------------------------- adaptive_max_pool2d / 3d
+
+template <int Sp> const char* adaptive_max_name() {
+  return Sp == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
+}
+// adaptive_max_pool2d / 3d (x [N, C, (D,) H, W]; output_size) -> (values, indices)
+template <int Sp> DimVector adaptive_max_check(const Tensor& x, const Attrs& a) {
+  const char* op = adaptive_max_name<Sp>();
+  check_float(op, x, "input");
+  if (x.dim() != Sp + 2)
+    fail("[{}] expected a {}-D or {}-D input, got shape {}", op, Sp + 1, Sp + 2,
+         shape_str(x.sizes()));
+  const DimVector& os = a.ints(0);
+  if (os.size() != size_t(Sp))
+    fail("[{}] output_size must have {} values, got {}", op, Sp, vals(os));
+  for (int64_t i = 0; i < Sp; ++i) {
+    if (os[size_t(i)] <= 0)
+      fail("[{}] output_size must be positive, got {} for input {}", op, vals(os),
+           shape_str(x.sizes()));
+    if (x.size(2 + i) <= 0)
+      fail("[{}] input {} has an empty spatial dimension", op, shape_str(x.sizes()));
+  }
+  DimVector shape{x.size(0), x.size(1)};
+  for (int64_t v : os) shape.push_back(v);
+  return shape;
+}
+template <int Sp> void adaptive_max_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const DimVector shape = adaptive_max_check<Sp>(in[0], a);
+  out.push_back({shape, {}, 0, in[0].dtype(), in[0].device()});
+  out.push_back({shape, {}, 0, kInt64, in[0].device()});
+}
+template <int Sp> void adaptive_max_cpu(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  adaptive_max_check<Sp>(x, k.attrs);
+  const DimVector& os = k.attrs.ints(0);
+  MaxAxis ax[3];
+  for (int64_t i = 0; i < Sp; ++i)
+    ax[3 - Sp + i] = adaptive_axis(x.size(2 + i), os[size_t(i)]);
+  float_or_double(x.dtype(), adaptive_max_name<Sp>(), [&](auto z) {
+    using T = decltype(z);
+    window_max<T>(x.data_ptr<T>(), k.outputs[0].data_ptr<T>(), k.outputs[1].data_ptr<int64_t>(),
+                  x.size(0) * x.size(1), ax[0], ax[1], ax[2]);
+  });
+}
+
 // ---------------------------------------------------------------- separable resampling
 
-enum class Mode { kAvg, kAdaptive, kNearest, kBilinear };
+enum class Mode { kAvg, kAdaptive, kNearest, kBilinear, kAvg3d, kAdaptive3d };
+
+// Spatial rank of a mode's op (the 3-D modes map depth, height and width).
+constexpr int mode_rank(Mode m) { return m == Mode::kAvg3d || m == Mode::kAdaptive3d ? 3 : 2; }
 
 const char* mode_name(Mode m, bool backward) {
   switch (m) {
@@ -717,6 +957,9 @@ const char* mode_name(Mode m, bool backward) {
     case Mode::kNearest: return backward ? "upsample_nearest2d_backward" : "upsample_nearest2d";
     case Mode::kBilinear:
       return backward ? "upsample_bilinear2d_backward" : "upsample_bilinear2d";
+    case Mode::kAvg3d: return backward ? "avg_pool3d_backward" : "avg_pool3d";
+    case Mode::kAdaptive3d:
+      return backward ? "adaptive_avg_pool3d_backward" : "adaptive_avg_pool3d";
   }
   return "";
 }
@@ -726,6 +969,7 @@ struct AxisMap {
   int64_t in = 0, out = 0;
   std::vector<int64_t> off, src;
   std::vector<double> wt;
+  static AxisMap identity() { return {1, 1, {0, 1}, {0}, {1.0}}; }
   void add(int64_t s, double w) {
     src.push_back(s);
     wt.push_back(w);
@@ -734,31 +978,39 @@ struct AxisMap {
 };
 
 // Attrs per mode (the *_backward ops append input_size):
-//   avg:       kernel_size, stride, padding, ceil_mode, count_include_pad, divisor (0: none)
-//   adaptive: output_size;   nearest: output_size, scales_h, scales_w;
+//   avg, avg3d: kernel_size, stride, padding, ceil_mode, count_include_pad, divisor (0: none)
+//   adaptive, adaptive3d: output_size;   nearest: output_size, scales_h, scales_w;
 //   bilinear: output_size, align_corners, scales_h, scales_w
 // A scale (double) <= 0 means "none": the source step is then in/out; a given scale s makes the
 // step 1/s, as at::upsample_*2d's optional scales (interpolate's scale_factor).
+// The 2-D modes leave the depth axis d at the identity.
 struct Resample {
-  AxisMap h, w;
+  AxisMap d = AxisMap::identity(), h, w;
 };
 
 void check_output_size(const char* op, const DimVector& os, IntArrayRef in) {
-  if (os[0] <= 0 || os[1] <= 0)
-    fail("[{}] output_size must be positive, got {} for input {}", op, vals(os), shape_str(in));
+  for (int64_t v : os)
+    if (v <= 0)
+      fail("[{}] output_size must be positive, got {} for input {}", op, vals(os), shape_str(in));
 }
 
 Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op) {
-  if (in.size() != 4)
-    fail("[{}] expected a 3-D or 4-D input, got shape {}", op, shape_str(in));
+  const size_t nax = size_t(mode_rank(mode));
+  if (in.size() != nax + 2)
+    fail("[{}] expected a {}-D or {}-D input, got shape {}", op, nax + 1, nax + 2, shape_str(in));
   Resample r;
-  AxisMap* axes[2] = {&r.h, &r.w};
-  const int64_t insz[2] = {in[2], in[3]};
-  if (mode == Mode::kAvg) {
+  AxisMap* axes[3] = {&r.h, &r.w, nullptr};
+  if (nax == 3) {
+    r.d = AxisMap{};
+    axes[0] = &r.d, axes[1] = &r.h, axes[2] = &r.w;
+  }
+  int64_t insz[3];
+  for (size_t i = 0; i < nax; ++i) insz[i] = in[2 + i];
+  if (mode == Mode::kAvg || mode == Mode::kAvg3d) {
     const DimVector &k = a.ints(0), &s = a.ints(1), &p = a.ints(2);
     const bool ceil_mode = a.b(3), include_pad = a.b(4);
     const int64_t divisor = a.i(5);
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < nax; ++i) {
       if (k[i] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
       if (s[i] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
       if (p[i] < 0 || p[i] > k[i] / 2)
@@ -766,13 +1018,16 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
              vals(p), vals(k));
     }
     if (divisor < 0) fail("[{}] divisor_override must be positive, got {}", op, divisor);
-    const int64_t o0 = pool_out(insz[0], k[0], p[0], s[0], 1, ceil_mode);
-    const int64_t o1 = pool_out(insz[1], k[1], p[1], s[1], 1, ceil_mode);
-    if (o0 <= 0 || o1 <= 0)
+    DimVector outsz;
+    bool small = false;
+    for (size_t i = 0; i < nax; ++i) {
+      outsz.push_back(pool_out(insz[i], k[i], p[i], s[i], 1, ceil_mode));
+      small = small || outsz.back() <= 0;
+    }
+    if (small)
       fail("[{}] input {} with kernel_size {}, stride {}, padding {} gives output size {}, "
-           "which is too small", op, shape_str(in), vals(k), vals(s), vals(p), vals({o0, o1}));
-    const int64_t outsz[2] = {o0, o1};
-    for (size_t i = 0; i < 2; ++i) {
+           "which is too small", op, shape_str(in), vals(k), vals(s), vals(p), vals(outsz));
+    for (size_t i = 0; i < nax; ++i) {
       AxisMap& m = *axes[i];
       m.in = insz[i];
       m.out = outsz[i];
@@ -783,7 +1038,8 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
         const int64_t pool = a1 - a0;
         a0 = std::max<int64_t>(a0, 0);
         a1 = std::min(a1, m.in);
-        double f = divisor > 0 ? (i == 0 ? 1.0 : 1.0 / double(divisor))
+        // the divisor (and any product of per-axis factors) is applied once, on the last axis
+        double f = divisor > 0 ? (i + 1 < nax ? 1.0 : 1.0 / double(divisor))
                                : 1.0 / double(include_pad ? pool : std::max<int64_t>(a1 - a0, 1));
         for (int64_t t = a0; t < a1; ++t) m.add(t, f);
         m.next();
@@ -794,16 +1050,17 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   const DimVector& os = a.ints(0);
   check_output_size(op, os, in);
   const size_t scale_attr = mode == Mode::kNearest ? 1 : 2;
-  for (size_t i = 0; i < 2; ++i) {
+  const bool adaptive = mode == Mode::kAdaptive || mode == Mode::kAdaptive3d;
+  for (size_t i = 0; i < nax; ++i) {
     AxisMap& m = *axes[i];
     m.in = insz[i];
     m.out = os[i];
     if (m.in <= 0)
       fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
-    const double given = mode == Mode::kAdaptive ? 0.0 : a.f(scale_attr + i);
+    const double given = adaptive ? 0.0 : a.f(scale_attr + i);
     m.next();
     for (int64_t o = 0; o < m.out; ++o) {
-      if (mode == Mode::kAdaptive) {
+      if (adaptive) {
         const int64_t a0 = (o * m.in) / m.out, a1 = ((o + 1) * m.in + m.out - 1) / m.out;
         for (int64_t t = a0; t < a1; ++t) m.add(t, 1.0 / double(a1 - a0));
       } else if (mode == Mode::kNearest) {
@@ -845,8 +1102,9 @@ template <Mode M> void resample_meta(const TensorList& in, const Attrs& a, MetaL
   const char* op = mode_name(M, false);
   check_float(op, in[0], "input");
   const Resample r = make_resample(M, in[0].sizes(), a, op);
-  out.push_back({{in[0].size(0), in[0].size(1), r.h.out, r.w.out}, {}, 0, in[0].dtype(),
-                 in[0].device()});
+  DimVector shape{in[0].size(0), in[0].size(1), r.h.out, r.w.out};
+  if (mode_rank(M) == 3) shape.insert(shape.begin() + 2, r.d.out);
+  out.push_back({shape, {}, 0, in[0].dtype(), in[0].device()});
 }
 template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs& a,
                                               MetaList& out) {
@@ -854,23 +1112,29 @@ template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs&
   check_float(op, in[0], "grad_output");
   const DimVector isz = in_size_attr(a);
   const Resample r = make_resample(M, isz, a, op);
-  const DimVector expect{isz[0], isz[1], r.h.out, r.w.out};
+  DimVector expect{isz[0], isz[1], r.h.out, r.w.out};
+  if (mode_rank(M) == 3) expect.insert(expect.begin() + 2, r.d.out);
   if (!(in[0].sizes() == IntArrayRef(expect)))
     fail("[{}] grad_output {} does not match the output size {}", op, shape_str(in[0].sizes()),
          vals(expect));
   out.push_back({isz, {}, 0, in[0].dtype(), in[0].device()});
 }
 
-// y [P, OH, OW] = Rh x Rw^T per plane (forward) or x [P, H, W] = Rh^T y Rw (adjoint).
+// y [P, (OD,) OH, OW] = (Rd ⊗ Rh ⊗ Rw) x per plane (forward) or its transpose (adjoint); the
+// 2-D modes' Rd is the 1x1 identity (weight 1, so their results are unchanged by it).
 template <class T> void resample_planes(const Resample& r, const T* src, T* dst, int64_t planes,
                                         bool adjoint) {
-  const AxisMap &h = r.h, &w = r.w;
-  std::vector<T> wh(h.wt.begin(), h.wt.end()), ww(w.wt.begin(), w.wt.end());
-  const int64_t in_sz = h.in * w.in, out_sz = h.out * w.out;
+  const AxisMap &d = r.d, &h = r.h, &w = r.w;
+  std::vector<T> wd(d.wt.begin(), d.wt.end()), wh(h.wt.begin(), h.wt.end()),
+      ww(w.wt.begin(), w.wt.end());
+  const int64_t in_hw = h.in * w.in, out_hw = h.out * w.out;
+  const int64_t in_sz = d.in * in_hw, out_sz = d.out * out_hw;
   // taps per output element, averaged over each axis
+  const int64_t td = int64_t(d.src.size()) / std::max<int64_t>(d.out, 1);
   const int64_t th = int64_t(h.src.size()) / std::max<int64_t>(h.out, 1);
   const int64_t tw = int64_t(w.src.size()) / std::max<int64_t>(w.out, 1);
-  const int64_t work = std::max<int64_t>(1, out_sz * std::max<int64_t>(th, 1) *
+  const int64_t work = std::max<int64_t>(1, out_sz * std::max<int64_t>(td, 1) *
+                                                std::max<int64_t>(th, 1) *
                                                 std::max<int64_t>(tw, 1));
   const int64_t grain = std::max<int64_t>(1, 32768 / work);
   parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
@@ -879,30 +1143,43 @@ template <class T> void resample_planes(const Resample& r, const T* src, T* dst,
       if (!adjoint) {
         const T* x = src + pl * in_sz;
         T* y = dst + pl * out_sz;
-        for (int64_t oh = 0; oh < h.out; ++oh) {
-          std::fill(acc.begin(), acc.end(), T(0));
-          for (int64_t eh = h.off[oh]; eh < h.off[oh + 1]; ++eh) {
-            const T a = wh[eh];
-            const T* row = x + h.src[eh] * w.in;
-            for (int64_t ow = 0; ow < w.out; ++ow) {
-              T s = 0;
-              for (int64_t ew = w.off[ow]; ew < w.off[ow + 1]; ++ew) s += ww[ew] * row[w.src[ew]];
-              acc[ow] += a * s;
+        for (int64_t od = 0; od < d.out; ++od) {
+          for (int64_t oh = 0; oh < h.out; ++oh) {
+            std::fill(acc.begin(), acc.end(), T(0));
+            for (int64_t ed = d.off[od]; ed < d.off[od + 1]; ++ed) {
+              const T* xs = x + d.src[ed] * in_hw;
+              for (int64_t eh = h.off[oh]; eh < h.off[oh + 1]; ++eh) {
+                const T a = wd[ed] * wh[eh];
+                const T* row = xs + h.src[eh] * w.in;
+                for (int64_t ow = 0; ow < w.out; ++ow) {
+                  T s = 0;
+                  for (int64_t ew = w.off[ow]; ew < w.off[ow + 1]; ++ew)
+                    s += ww[ew] * row[w.src[ew]];
+                  acc[ow] += a * s;
+                }
+              }
             }
+            std::copy(acc.begin(), acc.end(), y + (od * h.out + oh) * w.out);
           }
-          std::copy(acc.begin(), acc.end(), y + oh * w.out);
         }
       } else {
         const T* g = src + pl * out_sz;
         T* x = dst + pl * in_sz;
         std::fill(x, x + in_sz, T(0));
-        for (int64_t oh = 0; oh < h.out; ++oh) {
-          for (int64_t eh = h.off[oh]; eh < h.off[oh + 1]; ++eh) {
-            const T a = wh[eh];
-            T* row = x + h.src[eh] * w.in;
-            for (int64_t ow = 0; ow < w.out; ++ow) {
-              const T gv = a * g[oh * w.out + ow];
-              for (int64_t ew = w.off[ow]; ew < w.off[ow + 1]; ++ew) row[w.src[ew]] += ww[ew] * gv;
+        for (int64_t od = 0; od < d.out; ++od) {
+          for (int64_t oh = 0; oh < h.out; ++oh) {
+            const T* grow = g + (od * h.out + oh) * w.out;
+            for (int64_t ed = d.off[od]; ed < d.off[od + 1]; ++ed) {
+              T* xs = x + d.src[ed] * in_hw;
+              for (int64_t eh = h.off[oh]; eh < h.off[oh + 1]; ++eh) {
+                const T a = wd[ed] * wh[eh];
+                T* row = xs + h.src[eh] * w.in;
+                for (int64_t ow = 0; ow < w.out; ++ow) {
+                  const T gv = a * grow[ow];
+                  for (int64_t ew = w.off[ow]; ew < w.off[ow + 1]; ++ew)
+                    row[w.src[ew]] += ww[ew] * gv;
+                }
+              }
             }
           }
         }
@@ -936,6 +1213,8 @@ const OpDef* backward_op(Mode m) {
     case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d_backward");
     case Mode::kNearest: return &OF_OP("upsample_nearest2d_backward");
     case Mode::kBilinear: return &OF_OP("upsample_bilinear2d_backward");
+    case Mode::kAvg3d: return &OF_OP("avg_pool3d_backward");
+    case Mode::kAdaptive3d: return &OF_OP("adaptive_avg_pool3d_backward");
   }
   return nullptr;
 }
@@ -945,6 +1224,8 @@ const OpDef* forward_op(Mode m) {
     case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d");
     case Mode::kNearest: return &OF_OP("upsample_nearest2d");
     case Mode::kBilinear: return &OF_OP("upsample_bilinear2d");
+    case Mode::kAvg3d: return &OF_OP("avg_pool3d");
+    case Mode::kAdaptive3d: return &OF_OP("adaptive_avg_pool3d");
   }
   return nullptr;
 }
@@ -967,21 +1248,23 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
 }
 
 // Calls f on the (widened, batched) input and restores the rank and dtype of the result.
-template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f) {
+template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f,
+                                     int64_t sp = 2) {
   check_defined(op, input, "input");
   check_float(op, input, "input");
-  const Tensor x = batched(op, input, 2);
+  const Tensor x = batched(op, input, sp);
   Tensor y = f(widen(x));
   if (is_half(input.dtype())) y = y.to(input.dtype());
-  return input.dim() == 3 ? y.squeeze(0) : y;
+  return input.dim() == sp + 1 ? y.squeeze(0) : y;
 }
 
-Tensor conv2d_impl(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                   const ConvParams& p, bool transposed, bool one_d) {
+// conv1d/2d/3d and conv_transpose1d/2d/3d; 1-D runs as 2-D over a unit H dim (`sp` = 1, 2, 3).
+Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                 const ConvParams& p, bool transposed, int64_t sp) {
   check_defined(op, input, "input");
   check_defined(op, weight, "weight");
   check_float(op, input, "input");
-  const int64_t sp = one_d ? 1 : 2;
+  const bool one_d = sp == 1;
   const bool unbatched = input.dim() == sp + 1;
   Tensor x = batched(op, input, sp), w = weight;
   if (one_d) {
@@ -993,8 +1276,9 @@ Tensor conv2d_impl(const char* op, const Tensor& input, const Tensor& weight, co
   const ScalarType dt = input.dtype();
   Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
                            : Attrs{p.stride, p.padding, p.dilation, p.groups};
-  Tensor y = dispatch1((transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d")),
-                       {widen(x), widen(w), widen(bias)}, std::move(attrs));
+  const OpDef& def = sp == 3 ? (transposed ? OF_OP("conv_transpose3d") : OF_OP("conv3d"))
+                             : (transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d"));
+  Tensor y = dispatch1(def, {widen(x), widen(w), widen(bias)}, std::move(attrs));
   if (is_half(dt)) y = y.to(dt);
   if (one_d) y = y.squeeze(2);
   return unbatched ? y.squeeze(0) : y;
@@ -1024,7 +1308,7 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
   check_defined(op, input, "input");
   check_defined(op, weight, "weight");
   ConvParams p = make_params(op, sp, stride, 0, dilation, groups);
-  if (padding == "valid") return conv2d_impl(op, input, weight, bias, p, false, sp == 1);
+  if (padding == "valid") return conv_impl(op, input, weight, bias, p, false, sp);
   if (padding != "same")
     fail("[{}] padding must be 'valid' or 'same' (or integers), got '{}'", op, padding);
   for (int64_t s : p.stride)
@@ -1032,12 +1316,13 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
                      op, vals(expand_param(stride, sp, op, "stride")));
   if (weight.dim() != sp + 2)
     fail("[{}] expected a {}-D weight, got shape {}", op, sp + 2, shape_str(weight.sizes()));
+  const size_t off = p.padding.size() - size_t(sp);  // conv1d's params carry a unit H dim
   DimVector extra;  // pad() order: last dim first
   bool asym = false;
   for (int64_t d = sp - 1; d >= 0; --d) {
-    const int64_t dil = p.dilation[size_t(d + 2 - sp)];
+    const int64_t dil = p.dilation[off + size_t(d)];
     const int64_t total = dil * (weight.size(2 + d) - 1);
-    p.padding[size_t(d + 2 - sp)] = total / 2;
+    p.padding[off + size_t(d)] = total / 2;
     extra.push_back(0);
     extra.push_back(total % 2);
     asym = asym || total % 2 != 0;
@@ -1048,31 +1333,53 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
     x = pad(batched(op, input, sp), extra);
     if (input.dim() == sp + 1) x = x.squeeze(0);
   }
-  return conv2d_impl(op, x, weight, bias, p, false, sp == 1);
+  return conv_impl(op, x, weight, bias, p, false, sp);
 }
 
 }  // namespace
 
 void register_conv_ops() {
-  register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation",
-                                                           "groups"},
-                          .infer_meta = conv2d_meta, .cpu = conv2d_cpu, .vjp = conv2d_vjp,
-                          .save_inputs = 3,
-                 .contiguous_inputs = ~0u});
+  register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_meta<2>, .cpu = conv_cpu<2>, .vjp = conv_vjp<2>,
+               .save_inputs = 3, .contiguous_inputs = ~0u});
+  register_op({.name = "conv3d", .attr_names = {"stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_meta<3>, .cpu = conv_cpu<3>, .vjp = conv_vjp<3>,
+               .save_inputs = 3, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv_transpose2d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
-       .infer_meta = conv_transpose2d_meta, .cpu = conv_transpose2d_cpu,
-       .vjp = conv_transpose2d_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .infer_meta = conv_transpose_meta<2>, .cpu = conv_transpose_cpu<2>,
+       .vjp = conv_transpose_vjp<2>, .save_inputs = 3, .contiguous_inputs = ~0u});
+  register_op(
+      {.name = "conv_transpose3d",
+       .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
+       .infer_meta = conv_transpose_meta<3>, .cpu = conv_transpose_cpu<3>,
+       .vjp = conv_transpose_vjp<3>, .save_inputs = 3, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv2d_backward_weight",
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
-       .infer_meta = conv2d_backward_weight_meta, .cpu = conv2d_backward_weight_cpu,
-       .vjp = conv2d_backward_weight_vjp, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .infer_meta = conv_backward_weight_meta<2>, .cpu = conv_backward_weight_cpu<2>,
+       .vjp = conv_backward_weight_vjp<2>, .save_inputs = 3, .contiguous_inputs = ~0u});
+  register_op(
+      {.name = "conv3d_backward_weight",
+       .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
+       .infer_meta = conv_backward_weight_meta<3>, .cpu = conv_backward_weight_cpu<3>,
+       .vjp = conv_backward_weight_vjp<3>, .save_inputs = 3, .contiguous_inputs = ~0u});
+  register_op(
+      {.name = "max_pool3d_with_indices",
+       .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+       .infer_meta = max_pool3d_meta, .cpu = max_pool3d_cpu, .vjp = max_indices_vjp,
+       .save_outputs = 2, .contiguous_inputs = ~0u});
+  register_op({.name = "adaptive_max_pool2d", .attr_names = {"output_size"},
+               .infer_meta = adaptive_max_meta<2>, .cpu = adaptive_max_cpu<2>,
+               .vjp = max_indices_vjp, .save_outputs = 2, .contiguous_inputs = ~0u});
+  register_op({.name = "adaptive_max_pool3d", .attr_names = {"output_size"},
+               .infer_meta = adaptive_max_meta<3>, .cpu = adaptive_max_cpu<3>,
+               .vjp = max_indices_vjp, .save_outputs = 2, .contiguous_inputs = ~0u});
   register_op(
       {.name = "max_pool2d_with_indices",
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-       .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_pool2d_vjp,
+       .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_indices_vjp,
        .save_outputs = 2, .contiguous_inputs = ~0u});
   const std::vector<std::string> avg_attrs = {"kernel_size", "stride", "padding", "ceil_mode",
                                               "count_include_pad", "divisor_override"};
@@ -1102,6 +1409,21 @@ void register_conv_ops() {
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
                    .vjp = resample_backward_vjp<Mode::kAdaptive>,
                  .contiguous_inputs = ~0u});
+  register_op({.name = "avg_pool3d", .attr_names = avg_attrs,
+               .infer_meta = resample_meta<Mode::kAvg3d>, .cpu = resample_cpu<Mode::kAvg3d>,
+               .vjp = resample_vjp<Mode::kAvg3d>, .contiguous_inputs = ~0u});
+  register_op({.name = "avg_pool3d_backward", .attr_names = with_size(avg_attrs),
+               .infer_meta = resample_backward_meta<Mode::kAvg3d>,
+               .cpu = resample_backward_cpu<Mode::kAvg3d>,
+               .vjp = resample_backward_vjp<Mode::kAvg3d>, .contiguous_inputs = ~0u});
+  register_op({.name = "adaptive_avg_pool3d", .attr_names = {"output_size"},
+               .infer_meta = resample_meta<Mode::kAdaptive3d>,
+               .cpu = resample_cpu<Mode::kAdaptive3d>, .vjp = resample_vjp<Mode::kAdaptive3d>,
+               .contiguous_inputs = ~0u});
+  register_op({.name = "adaptive_avg_pool3d_backward", .attr_names = {"output_size", "input_size"},
+               .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
+               .cpu = resample_backward_cpu<Mode::kAdaptive3d>,
+               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .contiguous_inputs = ~0u});
   register_op({.name = "upsample_nearest2d",
                                       .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
@@ -1132,8 +1454,8 @@ void register_conv_ops() {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
               IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
-  return conv2d_impl("conv2d", input, weight, bias,
-                     make_params("conv2d", 2, stride, padding, dilation, groups), false, false);
+  return conv_impl("conv2d", input, weight, bias,
+                   make_params("conv2d", 2, stride, padding, dilation, groups), false, 2);
 }
 Tensor conv2d_padding(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       IntArrayRef stride, std::string_view padding, IntArrayRef dilation,
@@ -1142,58 +1464,178 @@ Tensor conv2d_padding(const Tensor& input, const Tensor& weight, const Tensor& b
 }
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
               IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
-  return conv2d_impl("conv1d", input, weight, bias,
-                     make_params("conv1d", 1, stride, padding, dilation, groups), false, true);
+  return conv_impl("conv1d", input, weight, bias,
+                   make_params("conv1d", 1, stride, padding, dilation, groups), false, 1);
 }
 Tensor conv1d_padding(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       IntArrayRef stride, std::string_view padding, IntArrayRef dilation,
                       int64_t groups) {
   return conv_padding_mode("conv1d", 1, input, weight, bias, stride, padding, dilation, groups);
 }
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+              IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  return conv_impl("conv3d", input, weight, bias,
+                   make_params("conv3d", 3, stride, padding, dilation, groups), false, 3);
+}
+Tensor conv3d_padding(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      IntArrayRef stride, std::string_view padding, IntArrayRef dilation,
+                      int64_t groups) {
+  return conv_padding_mode("conv3d", 3, input, weight, bias, stride, padding, dilation, groups);
+}
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        IntArrayRef stride, IntArrayRef padding, IntArrayRef output_padding,
+                        int64_t groups, IntArrayRef dilation) {
+  return conv_impl(
+      "conv_transpose1d", input, weight, bias,
+      make_params("conv_transpose1d", 1, stride, padding, dilation, groups, output_padding), true,
+      1);
+}
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         IntArrayRef stride, IntArrayRef padding, IntArrayRef output_padding,
                         int64_t groups, IntArrayRef dilation) {
-  return conv2d_impl(
+  return conv_impl(
       "conv_transpose2d", input, weight, bias,
       make_params("conv_transpose2d", 2, stride, padding, dilation, groups, output_padding), true,
-      false);
+      2);
+}
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        IntArrayRef stride, IntArrayRef padding, IntArrayRef output_padding,
+                        int64_t groups, IntArrayRef dilation) {
+  return conv_impl(
+      "conv_transpose3d", input, weight, bias,
+      make_params("conv_transpose3d", 3, stride, padding, dilation, groups, output_padding), true,
+      3);
 }
 
 namespace {
-// max_pool2d and max_pool2d_with_indices; `op` is the name the caller's errors carry.
-std::tuple<Tensor, Tensor> max_pool_impl(const char* op, const Tensor& input,
-                                         IntArrayRef kernel_size, IntArrayRef stride,
-                                         IntArrayRef padding, IntArrayRef dilation,
-                                         bool ceil_mode) {
-  const DimVector k = expand_param(kernel_size, 2, op, "kernel_size");
-  const DimVector s = stride.empty() ? k : expand_param(stride, 2, op, "stride");
-  const DimVector p = expand_param(padding, 2, op, "padding");
-  const DimVector d = expand_param(dilation, 2, op, "dilation");
+// The 1-D pooling checks in 1-D terms (the ops then run as 2-D over a unit H dim); returns the
+// batched [N, C, L] input.
+Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, int64_t p,
+                    int64_t d, bool ceil_mode) {
   check_defined(op, input, "input");
   check_float(op, input, "input");
-  const Tensor x = batched(op, input, 2);
-  pool_geom(op, x, k, s, p, d, ceil_mode);
-  TensorList r = dispatch(OF_OP("max_pool2d_with_indices"), {widen(x)}, {k, s, p, d, ceil_mode});
+  const Tensor x = batched(op, input, 1);
+  if (k <= 0) fail("[{}] kernel_size must be positive, got {}", op, k);
+  if (s <= 0) fail("[{}] stride must be positive, got {}", op, s);
+  if (d <= 0) fail("[{}] dilation must be positive, got {}", op, d);
+  if (p < 0 || p > k / 2)
+    fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op, p, k);
+  const int64_t out = pool_out(x.size(2), k, p, s, d, ceil_mode);
+  if (out <= 0)
+    fail("[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
+         "{}, which is too small", op, shape_str(input.sizes()), k, s, p, d, out);
+  return x;
+}
+
+// Runs a 2-op with indices (max pools) on the widened input and restores dtype and rank.
+std::tuple<Tensor, Tensor> finish_indices(const Tensor& input, TensorList r, int64_t sp,
+                                          bool one_d) {
   Tensor y = is_half(input.dtype()) ? r[0].to(input.dtype()) : r[0];
   Tensor idx = r[1];
-  if (input.dim() == 3) {
+  if (one_d) {
+    y = y.squeeze(2);
+    idx = idx.squeeze(2);
+  }
+  if (input.dim() == sp + 1) {
     y = y.squeeze(0);
     idx = idx.squeeze(0);
   }
   return {y, idx};
 }
+
+// max_poolNd and max_poolNd_with_indices (sp = 1, 2, 3); `op` is the name errors carry.
+std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tensor& input,
+                                         IntArrayRef kernel_size, IntArrayRef stride,
+                                         IntArrayRef padding, IntArrayRef dilation,
+                                         bool ceil_mode) {
+  DimVector k = expand_param(kernel_size, sp, op, "kernel_size");
+  DimVector s = stride.empty() ? k : expand_param(stride, sp, op, "stride");
+  DimVector p = expand_param(padding, sp, op, "padding");
+  DimVector d = expand_param(dilation, sp, op, "dilation");
+  Tensor x;
+  if (sp == 1) {
+    x = pool1d_input(op, input, k[0], s[0], p[0], d[0], ceil_mode).unsqueeze(2);
+    k.insert(k.begin(), 1), s.insert(s.begin(), 1), p.insert(p.begin(), 0),
+        d.insert(d.begin(), 1);
+  } else {
+    check_defined(op, input, "input");
+    check_float(op, input, "input");
+    x = batched(op, input, sp);
+  }
+  pool_geom(op, x, k, s, p, d, ceil_mode);
+  const OpDef& def = sp == 3 ? OF_OP("max_pool3d_with_indices") : OF_OP("max_pool2d_with_indices");
+  return finish_indices(input, dispatch(def, {widen(x)}, {k, s, p, d, ceil_mode}), sp, sp == 1);
+}
+
+// adaptive_max_poolNd (sp = 1, 2, 3).
+std::tuple<Tensor, Tensor> adaptive_max_impl(const char* op, int64_t sp, const Tensor& input,
+                                             IntArrayRef output_size) {
+  DimVector os = expand_param(output_size, sp, op, "output_size");
+  check_defined(op, input, "input");
+  check_float(op, input, "input");
+  Tensor x = batched(op, input, sp);
+  for (int64_t i = 0; i < sp; ++i) {
+    if (os[size_t(i)] <= 0)
+      fail("[{}] output_size must be positive, got {} for input {}", op, vals(os),
+           shape_str(input.sizes()));
+    if (x.size(2 + i) <= 0)
+      fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
+  }
+  if (sp == 1) {
+    x = x.unsqueeze(2);
+    os.insert(os.begin(), 1);
+  }
+  const OpDef& def = sp == 3 ? OF_OP("adaptive_max_pool3d") : OF_OP("adaptive_max_pool2d");
+  return finish_indices(input, dispatch(def, {widen(x)}, {os}), sp, sp == 1);
+}
 }  // namespace
 
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                                   IntArrayRef stride, IntArrayRef padding,
+                                                   IntArrayRef dilation, bool ceil_mode) {
+  return max_pool_impl("max_pool1d_with_indices", 1, input, kernel_size, stride, padding,
+                       dilation, ceil_mode);
+}
+Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(
+      max_pool_impl("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode));
+}
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
                                                    IntArrayRef stride, IntArrayRef padding,
                                                    IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool2d_with_indices", input, kernel_size, stride, padding, dilation,
-                       ceil_mode);
+  return max_pool_impl("max_pool2d_with_indices", 2, input, kernel_size, stride, padding,
+                       dilation, ceil_mode);
 }
 Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   return std::get<0>(
-      max_pool_impl("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode));
+      max_pool_impl("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode));
+}
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                                   IntArrayRef stride, IntArrayRef padding,
+                                                   IntArrayRef dilation, bool ceil_mode) {
+  return max_pool_impl("max_pool3d_with_indices", 3, input, kernel_size, stride, padding,
+                       dilation, ceil_mode);
+}
+Tensor max_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(
+      max_pool_impl("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+Tensor avg_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, bool ceil_mode, bool count_include_pad) {
+  const char* op = "avg_pool1d";
+  const DimVector k = expand_param(kernel_size, 1, op, "kernel_size");
+  const DimVector s = stride.empty() ? k : expand_param(stride, 1, op, "stride");
+  const DimVector p = expand_param(padding, 1, op, "padding");
+  pool1d_input(op, input, k[0], s[0], p[0], 1, ceil_mode);
+  return on_batched(op, input, [&](const Tensor& x) {
+    Attrs a{DimVector{1, k[0]}, DimVector{1, s[0]}, DimVector{0, p[0]}, ceil_mode,
+            count_include_pad, int64_t(0)};
+    return dispatch1(OF_OP("avg_pool2d"), {x.unsqueeze(2)}, std::move(a)).squeeze(2);
+  }, 1);
 }
 
 Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
@@ -1212,6 +1654,36 @@ Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   });
 }
 
+Tensor avg_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  const char* op = "avg_pool3d";
+  const DimVector k = expand_param(kernel_size, 3, op, "kernel_size");
+  const DimVector s = stride.empty() ? k : expand_param(stride, 3, op, "stride");
+  const DimVector p = expand_param(padding, 3, op, "padding");
+  if (divisor_override && *divisor_override <= 0)
+    fail("[{}] divisor_override must be positive, got {}", op, *divisor_override);
+  return on_batched(op, input, [&](const Tensor& x) {
+    Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
+    make_resample(Mode::kAvg3d, x.sizes(), a, op);
+    return dispatch1(OF_OP("avg_pool3d"), {x}, std::move(a));
+  }, 3);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size) {
+  const char* op = "adaptive_avg_pool1d";
+  const DimVector os = expand_param(output_size, 1, op, "output_size");
+  return on_batched(op, input, [&](const Tensor& x) {
+    if (os[0] <= 0)
+      fail("[{}] output_size must be positive, got {} for input {}", op, os[0],
+           shape_str(input.sizes()));
+    if (x.size(2) <= 0)
+      fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
+    return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)}, {DimVector{1, os[0]}})
+        .squeeze(2);
+  }, 1);
+}
+
 Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
   const char* op = "adaptive_avg_pool2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
@@ -1220,6 +1692,26 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
     make_resample(Mode::kAdaptive, x.sizes(), a, op);
     return dispatch1(OF_OP("adaptive_avg_pool2d"), {x}, std::move(a));
   });
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& input, IntArrayRef output_size) {
+  const char* op = "adaptive_avg_pool3d";
+  const DimVector os = expand_param(output_size, 3, op, "output_size");
+  return on_batched(op, input, [&](const Tensor& x) {
+    Attrs a{os};
+    make_resample(Mode::kAdaptive3d, x.sizes(), a, op);
+    return dispatch1(OF_OP("adaptive_avg_pool3d"), {x}, std::move(a));
+  }, 3);
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, IntArrayRef output_size) {
+  return adaptive_max_impl("adaptive_max_pool1d", 1, input, output_size);
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, IntArrayRef output_size) {
+  return adaptive_max_impl("adaptive_max_pool2d", 2, input, output_size);
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& input, IntArrayRef output_size) {
+  return adaptive_max_impl("adaptive_max_pool3d", 3, input, output_size);
 }
 
 namespace {

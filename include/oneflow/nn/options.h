@@ -40,6 +40,31 @@ class ExpandingArray {
   std::array<int64_t, D> values_{};
 };
 
+// D sizes of which any may be absent (std::nullopt: "keep the input's size"), as
+// torch::ExpandingArrayWithOptionalElem: AdaptiveAvgPool2dOptions({3, std::nullopt}).
+template <size_t D>
+class ExpandingArrayWithOptionalElem {
+ public:
+  ExpandingArrayWithOptionalElem(int64_t v) { values_.fill(v); }
+  ExpandingArrayWithOptionalElem(std::initializer_list<std::optional<int64_t>> list) {
+    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  ExpandingArrayWithOptionalElem(const std::vector<std::optional<int64_t>>& list) {
+    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    std::copy(list.begin(), list.end(), values_.begin());
+  }
+  ExpandingArrayWithOptionalElem(const ExpandingArray<D>& a) {
+    for (size_t i = 0; i < D; ++i) values_[i] = a[i];
+  }
+  const std::optional<int64_t>& operator[](size_t i) const { return values_[i]; }
+  size_t size() const { return D; }
+  bool operator==(const ExpandingArrayWithOptionalElem&) const = default;
+
+ private:
+  std::array<std::optional<int64_t>, D> values_{};
+};
+
 namespace nn {
 
 // OF_ARG plus a braced-list setter for a variant option whose first alternative is an
@@ -110,6 +135,7 @@ struct ConvOptions {
 };
 using Conv1dOptions = ConvOptions<1>;
 using Conv2dOptions = ConvOptions<2>;
+using Conv3dOptions = ConvOptions<3>;
 
 template <size_t D>
 struct ConvTransposeOptions {
@@ -125,7 +151,9 @@ struct ConvTransposeOptions {
   OF_ARG(bool, bias) = true;
   OF_ARG(ExpandingArray<D>, dilation) = 1;
 };
+using ConvTranspose1dOptions = ConvTransposeOptions<1>;
 using ConvTranspose2dOptions = ConvTransposeOptions<2>;
+using ConvTranspose3dOptions = ConvTransposeOptions<3>;
 
 namespace functional {
 template <size_t D>
@@ -139,6 +167,7 @@ struct ConvFuncOptions {
 };
 using Conv1dFuncOptions = ConvFuncOptions<1>;
 using Conv2dFuncOptions = ConvFuncOptions<2>;
+using Conv3dFuncOptions = ConvFuncOptions<3>;
 
 template <size_t D>
 struct ConvTransposeFuncOptions {
@@ -149,7 +178,9 @@ struct ConvTransposeFuncOptions {
   OF_ARG(int64_t, groups) = 1;
   OF_ARG(ExpandingArray<D>, dilation) = 1;
 };
+using ConvTranspose1dFuncOptions = ConvTransposeFuncOptions<1>;
 using ConvTranspose2dFuncOptions = ConvTransposeFuncOptions<2>;
+using ConvTranspose3dFuncOptions = ConvTransposeFuncOptions<3>;
 }  // namespace functional
 
 // ---------------------------------------------------------------- pooling
@@ -163,7 +194,9 @@ struct MaxPoolOptions {
   OF_ARG(ExpandingArray<D>, dilation) = 1;
   OF_ARG(bool, ceil_mode) = false;
 };
+using MaxPool1dOptions = MaxPoolOptions<1>;
 using MaxPool2dOptions = MaxPoolOptions<2>;
+using MaxPool3dOptions = MaxPoolOptions<3>;
 
 template <size_t D>
 struct AvgPoolOptions {
@@ -175,17 +208,44 @@ struct AvgPoolOptions {
   OF_ARG(bool, count_include_pad) = true;
   OF_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
 };
+// libtorch's avg_pool1d has no divisor_override: AvgPool1d ignores it (as libtorch does).
+using AvgPool1dOptions = AvgPoolOptions<1>;
 using AvgPool2dOptions = AvgPoolOptions<2>;
+using AvgPool3dOptions = AvgPoolOptions<3>;
 
-struct AdaptiveAvgPool2dOptions {
-  AdaptiveAvgPool2dOptions(ExpandingArray<2> output_size) : output_size_(output_size) {}
-  OF_ARG(ExpandingArray<2>, output_size);
+// output_size_t: ExpandingArray<1> for 1-D, ExpandingArrayWithOptionalElem<D> for 2-D / 3-D
+// (an absent size keeps the input's).
+template <typename output_size_t>
+struct AdaptiveMaxPoolOptions {
+  AdaptiveMaxPoolOptions(output_size_t output_size) : output_size_(output_size) {}
+  OF_ARG(output_size_t, output_size);
 };
+using AdaptiveMaxPool1dOptions = AdaptiveMaxPoolOptions<ExpandingArray<1>>;
+using AdaptiveMaxPool2dOptions = AdaptiveMaxPoolOptions<ExpandingArrayWithOptionalElem<2>>;
+using AdaptiveMaxPool3dOptions = AdaptiveMaxPoolOptions<ExpandingArrayWithOptionalElem<3>>;
+
+template <typename output_size_t>
+struct AdaptiveAvgPoolOptions {
+  AdaptiveAvgPoolOptions(output_size_t output_size) : output_size_(output_size) {}
+  OF_ARG(output_size_t, output_size);
+};
+using AdaptiveAvgPool1dOptions = AdaptiveAvgPoolOptions<ExpandingArray<1>>;
+using AdaptiveAvgPool2dOptions = AdaptiveAvgPoolOptions<ExpandingArrayWithOptionalElem<2>>;
+using AdaptiveAvgPool3dOptions = AdaptiveAvgPoolOptions<ExpandingArrayWithOptionalElem<3>>;
 
 namespace functional {
+using MaxPool1dFuncOptions = MaxPool1dOptions;
 using MaxPool2dFuncOptions = MaxPool2dOptions;
+using MaxPool3dFuncOptions = MaxPool3dOptions;
+using AvgPool1dFuncOptions = AvgPool1dOptions;
 using AvgPool2dFuncOptions = AvgPool2dOptions;
+using AvgPool3dFuncOptions = AvgPool3dOptions;
+using AdaptiveMaxPool1dFuncOptions = AdaptiveMaxPool1dOptions;
+using AdaptiveMaxPool2dFuncOptions = AdaptiveMaxPool2dOptions;
+using AdaptiveMaxPool3dFuncOptions = AdaptiveMaxPool3dOptions;
+using AdaptiveAvgPool1dFuncOptions = AdaptiveAvgPool1dOptions;
 using AdaptiveAvgPool2dFuncOptions = AdaptiveAvgPool2dOptions;
+using AdaptiveAvgPool3dFuncOptions = AdaptiveAvgPool3dOptions;
 }  // namespace functional
 
 // ---------------------------------------------------------------- normalization
