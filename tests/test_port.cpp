@@ -378,6 +378,8 @@ TEST_CASE("port: a libtorch seq2seq nn::Transformer and a CTC model train") {
   const std::vector<float> ctc = transformer_port::train_ctc(30);
   for (float l : ctc) CHECK(std::isfinite(l));
   CHECK(ctc.back() < 0.8f * ctc.front());
+}
+
 // The libtorch custom-dataset tutorial's shape with `torch` replaced by `of`: a dataset class
 // reading a CSV file (label, features...) into tensors, .map(Stack<>()), make_data_loader with a
 // RandomSampler and worker threads, and an MLP trained with SGD.
