@@ -292,7 +292,7 @@ inline void write_spec(Out& o, const of::Tensor& t) {
 
 // Host values for a storage of n elements.
 inline std::vector<double> make_values(const TensorSpec& s, int64_t n) {
-  std::vector<double> v(size_t(n));
+  std::vector<double> v(static_cast<size_t>(n));
   uint32_t x = 2463534242u ^ s.seed;
   static const double edge[] = {0.0, -0.0, 1.0, -1.0, std::nan(""), INFINITY, -INFINITY, 1e30,
                                 -1e30, 1e-40, 255.0, 3e9};
