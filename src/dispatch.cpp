@@ -226,6 +226,10 @@ void TensorImpl::refresh_contiguous() {
 
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
+  // checked_numel allows 2^62 elements; their bytes must not wrap around either
+  if (size_t(n) > SIZE_MAX / 16)
+    fail("[empty] size {} of {} needs more bytes than memory can address", shape_str(sizes),
+         dtype_name(dtype));
   auto impl = new_tensor_impl();
   impl->storage = allocate_storage(size_t(n) * itemsize(dtype), device);
   impl->sizes = sizes.dims();

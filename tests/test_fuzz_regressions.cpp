@@ -1,0 +1,28 @@
+// Regression tests for what the sanitized suite and the fuzzers (tests/fuzz) found.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "harness.h"
+
+TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
+  // 2^62 elements pass the element-count check; times 8 bytes they wrapped to a 0-byte storage
+  const int64_t big = int64_t(1) << 31;
+  CHECK(th::throws_with([&] { (void)of::empty({big, big}, of::kFloat64); },
+                        {"[empty]", "(2147483648, 2147483648)", "float64"}));
+  CHECK(th::throws_with([&] { (void)of::zeros({big, big}, of::kInt32); }, {"[empty]"}));
+}
+
+TEST_CASE("fuzz regressions: an IDX header whose shape times item size wraps is refused") {
+  // int32 items, shape (2^31, 2^31): 2^62 * 4 bytes = 2^64, which wrapped to "0 data bytes"
+  const std::string path = "fuzz_regression_wrap.idx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    const unsigned char h[] = {0, 0, 0x0C, 2, 0x80, 0, 0, 0, 0x80, 0, 0, 0};
+    f.write(reinterpret_cast<const char*>(h), sizeof h);
+  }
+  std::string msg;
+  CHECK(th::throws_with([&] { (void)of::data::read_idx(path); }, {"(2147483648, 2147483648)"}, &msg));
+  std::remove(path.c_str());
+}
