@@ -4,6 +4,7 @@
 //   OF_FUZZ_WRITE=1 ./build/tests/oneflow_tests -tc='fuzz support*'
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,4 +152,51 @@ TEST_CASE("fuzz support: the op signatures and seed corpus are current") {
   for (const of::OpDef* op : of::all_ops())
     if (!rec.sigs.count(op->name)) missing.push_back(op->name);
   MESSAGE("ops only dispatched inside kernels (not fuzzed directly): ", missing.size());
+}
+
+TEST_CASE("fuzz support: seed corpora of the file readers") {
+  const std::string root = ONEFLOW_SOURCE_ROOT "/tests/fuzz/corpus/";
+  if (const char* w = std::getenv("OF_FUZZ_WRITE"); w && *w == '1') {
+    for (const char* t : {"checkpoint", "idx", "jit_load"})
+      std::filesystem::create_directories(root + t);
+    of::manual_seed(1);
+    // checkpoints: one tensor, a module's state, several dtypes
+    of::save(of::arange(6, of::kFloat32).reshape({2, 3}), root + "checkpoint/tensor.safetensors");
+    of::nn::Linear lin(2, 3);
+    of::save(lin, root + "checkpoint/linear.safetensors");
+    of::save_tensors({{"a", of::tensor({1, 2, 3}, of::kInt64)},
+                      {"b", of::tensor({true, false})},
+                      {"c", of::ones({2, 2}, of::kFloat64)}},
+                     root + "checkpoint/dtypes.safetensors", {{"note", "seed"}});
+    // IDX: mode byte (0 plain, 1 gzip'd by the harness), then the file
+    auto idx = [&](const std::string& name, uint8_t mode, std::vector<uint8_t> bytes) {
+      bytes.insert(bytes.begin(), mode);
+      std::ofstream(root + "idx/" + name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    };
+    idx("u8_2x3", 0, {0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6});
+    idx("u8_2x3_gz", 1, {0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6});
+    idx("i16_3", 0, {0, 0, 0x0B, 1, 0, 0, 0, 3, 0, 1, 0xFF, 0xFE, 0x7F, 0xFF});
+    idx("f32_2", 1, {0, 0, 0x0D, 1, 0, 0, 0, 2, 0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0});
+    idx("f64_1", 0, {0, 0, 0x0E, 1, 0, 0, 0, 1, 0x40, 0x09, 0x21, 0xFB, 0x54, 0x44, 0x2D, 0x18});
+    idx("i8_empty", 0, {0, 0, 0x09, 2, 0, 0, 0, 0, 0, 0, 0, 4});
+    // traced graphs: the payload (the harness writes the header), and one whole file (0xFF)
+    of::NoGradGuard ng;
+    auto f = of::jit::trace([](const of::Tensor& x) { return (x.matmul(x.t()) + 1).relu().sum(1); });
+    (void)f(of::randn({3, 4}));
+    const std::string tmp = root + "jit_load/tmp.oftrace";
+    of::jit::save(f, tmp);
+    const std::string file = read_file(tmp);
+    std::remove(tmp.c_str());
+    const size_t head = 8 + 4 + 8 + 4;
+    std::ofstream(root + "jit_load/matmul_relu", std::ios::binary) << file.substr(head);
+    std::ofstream(root + "jit_load/whole_file", std::ios::binary) << std::string(1, '\xFF') + file;
+  }
+  for (const char* t : {"checkpoint", "idx", "jit_load", "ops"}) {
+    size_t n = 0;
+    if (std::filesystem::is_directory(root + t))
+      for (const auto& e : std::filesystem::directory_iterator(root + t)) n += e.is_regular_file();
+    CHECK_MESSAGE(n > 0, "tests/fuzz/corpus/", t, " is empty: run OF_FUZZ_WRITE=1 "
+                  "./build/tests/oneflow_tests -tc='fuzz support*'");
+  }
 }
