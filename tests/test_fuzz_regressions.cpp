@@ -1,9 +1,11 @@
 // Regression tests for what the sanitized suite and the fuzzers (tests/fuzz) found.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
+#include "dispatch.h"
 #include "harness.h"
 
 TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
@@ -25,4 +27,25 @@ TEST_CASE("fuzz regressions: an IDX header whose shape times item size wraps is 
   std::string msg;
   CHECK(th::throws_with([&] { (void)of::data::read_idx(path); }, {"(2147483648, 2147483648)"}, &msg));
   std::remove(path.c_str());
+}
+
+TEST_CASE("fuzz regressions: softmax of NaN is NaN (fast_exp converted NaN to int32)") {
+  of::Tensor y = of::tensor({std::nanf(""), 1.0f, 2.0f}).softmax(0);
+  CHECK(std::isnan(y[0].item<float>()));
+}
+
+TEST_CASE("fuzz regressions: norm ops refuse a bad axis or group count in their attributes") {
+  // reachable through saved graphs (of::jit::load), which carry any attribute values
+  of::Tensor x = of::randn({2, 4, 3});
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(7), 1e-5, false, false});
+  }, {"[layer_norm]", "axis 7"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(-1), 1e-5, false, false});
+  }, {"[layer_norm]", "axis -1"}));
+  for (int64_t g : {0, -2, 3})
+    CHECK(th::throws_with([&] {
+      (void)of::dispatch(of::find_op("group_norm"), {x, {}, {}}, {g, 1e-5, false, false});
+    }, {"[group_norm]", "num_groups " + std::to_string(g)}));
+  CHECK(th::throws_with([&] { (void)of::group_norm(of::randn({4}), 2); }, {"[group_norm]"}));
 }
