@@ -182,7 +182,9 @@ DimVector contiguous_strides(IntArrayRef sizes) {
   int64_t acc = 1;
   for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
     st[d] = acc;
-    acc *= std::max<int64_t>(sizes[d], 1);
+    // unsigned: the product only overflows when a size is 0 (numel is checked to fit), and
+    // an empty tensor's strides are never used to address memory
+    acc = int64_t(uint64_t(acc) * uint64_t(std::max<int64_t>(sizes[d], 1)));
   }
   return st;
 }

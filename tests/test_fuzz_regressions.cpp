@@ -1,7 +1,10 @@
 // Regression tests for what the sanitized suite and the fuzzers (tests/fuzz) found.
 #include <doctest/doctest.h>
 
+#include <zlib.h>
+
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 
@@ -48,4 +51,32 @@ TEST_CASE("fuzz regressions: norm ops refuse a bad axis or group count in their 
       (void)of::dispatch(of::find_op("group_norm"), {x, {}, {}}, {g, 1e-5, false, false});
     }, {"[group_norm]", "num_groups " + std::to_string(g)}));
   CHECK(th::throws_with([&] { (void)of::group_norm(of::randn({4}), 2); }, {"[group_norm]"}));
+}
+
+TEST_CASE("fuzz regressions: an empty tensor with huge other sizes (stride product overflowed)") {
+  const int64_t big = int64_t(1) << 40;
+  of::Tensor t = of::empty({big, big, 0});
+  CHECK(t.numel() == 0);
+  CHECK(t.sizes()[0] == big);
+}
+
+TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hold") {
+  // a valid header and checksum around a payload claiming 2^32-1 buffers: it sized a table
+  // of 2^32 entries (64 GiB) before reading any of them
+  std::string payload(40, '\0');
+  const uint32_t nb = 0xFFFFFFFFu;
+  std::memcpy(payload.data(), &nb, 4);
+  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
+  const uint32_t version = 1;
+  const uint64_t n = payload.size();
+  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
+  std::string file(magic, 8);
+  file.append(reinterpret_cast<const char*>(&version), 4);
+  file.append(reinterpret_cast<const char*>(&n), 8);
+  file.append(reinterpret_cast<const char*>(&crc), 4);
+  file += payload;
+  const std::string path = "fuzz_regression_buffers.oftrace";
+  std::ofstream(path, std::ios::binary) << file;
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "more buffers"}));
+  std::remove(path.c_str());
 }
