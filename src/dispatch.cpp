@@ -188,7 +188,9 @@ DimVector contiguous_strides(IntArrayRef sizes) {
   int64_t acc = 1;
   for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
     st[d] = acc;
-    acc *= std::max<int64_t>(sizes[d], 1);
+    // unsigned: the product only overflows when a size is 0 (numel is checked to fit), and
+    // an empty tensor's strides are never used to address memory
+    acc = int64_t(uint64_t(acc) * uint64_t(std::max<int64_t>(sizes[d], 1)));
   }
   return st;
 }
@@ -232,6 +234,10 @@ void TensorImpl::refresh_contiguous() {
 
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
+  // checked_numel allows 2^62 elements; their bytes must not wrap around either
+  if (size_t(n) > SIZE_MAX / 16)
+    fail("[empty] size {} of {} needs more bytes than memory can address", shape_str(sizes),
+         dtype_name(dtype));
   auto impl = new_tensor_impl();
   impl->storage = allocate_storage(size_t(n) * itemsize(dtype), device);
   impl->sizes = sizes.dims();

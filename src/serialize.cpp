@@ -120,6 +120,9 @@ std::string quoted(std::string_view s) {
 
 // ------------------------------------------------------------------ JSON values and parser
 
+// Object members are JMembers, not std::pair<std::string, JValue>: pair needs a complete
+// JValue where JValue is still being defined (clang with libstdc++ rejects it).
+struct JMember;
 struct JValue {
   enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
   bool b = false;
@@ -127,13 +130,18 @@ struct JValue {
   bool is_uint = false;  // Number: a non-negative integer literal that fits in uint64
   uint64_t u = 0;
   std::vector<JValue> arr;
-  std::vector<std::pair<std::string, JValue>> obj;  // in file order; keys are unique
+  std::vector<JMember> obj;  // in file order; keys are unique
 
   const char* kind_name() const {
     static constexpr const char* kNames[] = {"null", "a boolean", "a number",
                                              "a string", "an array", "an object"};
     return kNames[kind];
   }
+};
+struct JMember {
+  std::string first;
+  JValue second;
+  JMember(std::string k, JValue v) : first(std::move(k)), second(std::move(v)) {}
 };
 
 class JsonParser {

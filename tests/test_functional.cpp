@@ -414,7 +414,10 @@ TEST_CASE("functional: Conv padding tags and padding modes") {
   // reflect / replicate / circular pad the input first, then convolve unpadded
   const std::vector<std::pair<nn::Conv2dOptions::padding_mode_t, const char*>> modes = {
       {of::kReflect, "reflect"}, {of::kReplicate, "replicate"}, {of::kCircular, "circular"}};
-  for (const auto& [mode, name] : modes) {
+  for (const auto& entry : modes) {
+    // named references, not a structured binding: clang 14 cannot capture bindings in lambdas
+    const auto& mode = entry.first;
+    const auto& name = entry.second;
     CAPTURE(name);
     nn::Conv2d c(nn::Conv2dOptions(3, 4, 3).padding({1, 2}).padding_mode(mode));
     CHECK(same(c(x), of::conv2d(of::pad(x, {2, 2, 1, 1}, name), c->weight, c->bias)));

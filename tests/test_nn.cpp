@@ -968,7 +968,10 @@ TEST_CASE("nn: double backward through a fused op is an error, not a missing ter
       {"scaled_dot_product_attention_backward",
        [](const of::Tensor& h) { return of::scaled_dot_product_attention(h, h, h); }},
   };
-  for (const auto& [name, f] : fused) {
+  for (const auto& entry : fused) {
+    // named references, not a structured binding: clang 14 cannot capture bindings in lambdas
+    const auto& name = std::get<0>(entry);
+    const auto& f = std::get<1>(entry);
     CAPTURE(name);
     of::Tensor p = penalty(f);
     CHECK(th::throws_with([&] { p.backward(); }, {"[" + name + "]", "double backward"}));

@@ -231,7 +231,11 @@ void check_against_ref(const Config& c, of::ScalarType dt, double rtol, double a
   }
   of::Tensor xin = c.noncontig ? th::noncontig(x) : x;
   if (c.noncontig) REQUIRE_FALSE(xin.is_contiguous());
-  auto [out, hn, cn] = r.fwd(xin, h0, c0);
+  // named references, not a structured binding: clang 14 cannot capture bindings in lambdas
+  auto res = r.fwd(xin, h0, c0);
+  auto& out = std::get<0>(res);
+  auto& hn = std::get<1>(res);
+  auto& cn = std::get<2>(res);
   Ref xr = th::to_ref(x);
   if (c.batch_first) xr = transpose01(xr);
   Ref h0r = c.states ? th::to_ref(h0) : Ref(), c0r = c.states ? th::to_ref(c0) : Ref();

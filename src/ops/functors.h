@@ -25,6 +25,7 @@ OF_HD OF_FI inline float fast_exp(float x) {
   // exp(x) = 2^n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]
   const float hi = 88.3762626647949f, lo = -87.3365447504f;
   float xc = x > hi ? hi : (x < lo ? lo : x);
+  xc = x != x ? 0.0f : xc;  // NaN: int32_t(n) below would be undefined (the result is x anyway)
   float n = std::floor(xc * 1.44269504088896341f + 0.5f);
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;

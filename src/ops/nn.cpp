@@ -138,13 +138,20 @@ Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
   Geom g;
   if (mode == kGroup) {
     g.G = a.i(0);
+    if (s.size() < 2)
+      fail("[group_norm] expected an input with at least 2 dims (N, C, ...), got {}", shape_str(s));
     const int64_t C = s[1];
+    if (g.G <= 0 || C % g.G != 0)
+      fail("[group_norm] num_groups {} must be positive and divide the {} channels", g.G, C);
     g.cg = C / g.G;
     g.hw = prod_range(s, 2, s.size());
     g.M = s[0] * g.G;
     g.N = g.cg * g.hw;
     g.param_shape = {C};
   } else {
+    if (a.i(0) < 0 || size_t(a.i(0)) > s.size())
+      fail("[{}] normalized axis {} is outside the input's {} dims", norm_name(mode), a.i(0),
+           s.size());
     const size_t axis = size_t(a.i(0));
     g.M = prod_range(s, 0, axis);
     g.N = prod_range(s, axis, s.size());

@@ -239,6 +239,9 @@ Graph load_graph(const std::string& path) {
   Reader r(payload, size_t(n), path);
   Graph g;
   const uint32_t nb = r.pod<uint32_t>();
+  // each buffer takes at least 34 bytes: a count beyond that is a corrupt file, not a request
+  // for a table of 2^32 entries
+  if (nb > n / 34) r.bad("more buffers than the file has bytes for");
   std::vector<std::pair<const char*, uint64_t>> blobs(nb, {nullptr, 0});
   for (uint32_t i = 0; i < nb; ++i) {
     Buffer b;

@@ -1,0 +1,82 @@
+// Regression tests for what the sanitized suite and the fuzzers (tests/fuzz) found.
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+
+#include "dispatch.h"
+#include "harness.h"
+
+TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
+  // 2^62 elements pass the element-count check; times 8 bytes they wrapped to a 0-byte storage
+  const int64_t big = int64_t(1) << 31;
+  CHECK(th::throws_with([&] { (void)of::empty({big, big}, of::kFloat64); },
+                        {"[empty]", "(2147483648, 2147483648)", "float64"}));
+  CHECK(th::throws_with([&] { (void)of::zeros({big, big}, of::kInt32); }, {"[empty]"}));
+}
+
+TEST_CASE("fuzz regressions: an IDX header whose shape times item size wraps is refused") {
+  // int32 items, shape (2^31, 2^31): 2^62 * 4 bytes = 2^64, which wrapped to "0 data bytes"
+  const std::string path = "fuzz_regression_wrap.idx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    const unsigned char h[] = {0, 0, 0x0C, 2, 0x80, 0, 0, 0, 0x80, 0, 0, 0};
+    f.write(reinterpret_cast<const char*>(h), sizeof h);
+  }
+  std::string msg;
+  CHECK(th::throws_with([&] { (void)of::data::read_idx(path); }, {"(2147483648, 2147483648)"}, &msg));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("fuzz regressions: softmax of NaN is NaN (fast_exp converted NaN to int32)") {
+  of::Tensor y = of::tensor({std::nanf(""), 1.0f, 2.0f}).softmax(0);
+  CHECK(std::isnan(y[0].item<float>()));
+}
+
+TEST_CASE("fuzz regressions: norm ops refuse a bad axis or group count in their attributes") {
+  // reachable through saved graphs (of::jit::load), which carry any attribute values
+  of::Tensor x = of::randn({2, 4, 3});
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(7), 1e-5, false, false});
+  }, {"[layer_norm]", "axis 7"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(-1), 1e-5, false, false});
+  }, {"[layer_norm]", "axis -1"}));
+  for (int64_t g : {0, -2, 3})
+    CHECK(th::throws_with([&] {
+      (void)of::dispatch(of::find_op("group_norm"), {x, {}, {}}, {g, 1e-5, false, false});
+    }, {"[group_norm]", "num_groups " + std::to_string(g)}));
+  CHECK(th::throws_with([&] { (void)of::group_norm(of::randn({4}), 2); }, {"[group_norm]"}));
+}
+
+TEST_CASE("fuzz regressions: an empty tensor with huge other sizes (stride product overflowed)") {
+  const int64_t big = int64_t(1) << 40;
+  of::Tensor t = of::empty({0, big, big});  // strides: big, then big * big
+  CHECK(t.numel() == 0);
+  CHECK(t.sizes()[1] == big);
+}
+
+TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hold") {
+  // a valid header and checksum around a payload claiming 2^32-1 buffers: it sized a table
+  // of 2^32 entries (64 GiB) before reading any of them
+  std::string payload(40, '\0');
+  const uint32_t nb = 0xFFFFFFFFu;
+  std::memcpy(payload.data(), &nb, 4);
+  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
+  const uint32_t version = 1;
+  const uint64_t n = payload.size();
+  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
+  std::string file(magic, 8);
+  file.append(reinterpret_cast<const char*>(&version), 4);
+  file.append(reinterpret_cast<const char*>(&n), 8);
+  file.append(reinterpret_cast<const char*>(&crc), 4);
+  file += payload;
+  const std::string path = "fuzz_regression_buffers.oftrace";
+  std::ofstream(path, std::ios::binary) << file;
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "more buffers"}));
+  std::remove(path.c_str());
+}
