@@ -275,7 +275,7 @@ TEST_CASE("compat: MemoryFormat in contiguous(), to(), clone() and empty()") {
   const of::Tensor f = cl.to(of::kFloat32);
   CHECK(f.strides() == cl.strides());
   CHECK(of::equal(f, x.to(of::kFloat32)));
-  CHECK(cl.clone().strides() == cl.strides());
+  CHECK(cl.clone(of::MemoryFormat::Preserve).strides() == cl.strides());
   CHECK(cl.clone(of::MemoryFormat::Contiguous).is_contiguous());
   // The five-argument to(): device, dtype, non_blocking, copy, memory_format.
   const of::Tensor c = cl.to(of::kCPU, of::kFloat64, false, false, of::MemoryFormat::Contiguous);
@@ -332,7 +332,7 @@ TEST_CASE("compat: multinomial draws from the rows' distributions") {
     CHECK(std::abs(count[size_t(j)] / double(n) - p) < 5 * sd);
   }
   // Without replacement: distinct indices, never a zero weight, first draw ~ the weights.
-  const of::Tensor rows = of::tensor(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0, 5, 0, 1, 1, 1}, {2, 5},
+  const of::Tensor rows = of::tensor(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0, 5, 1, 1, 1, 0}, {2, 5},
                                      of::kFloat32);
   std::vector<double> first(5, 0);
   const int trials = 4000;
@@ -381,3 +381,36 @@ TEST_CASE("compat: multinomial draws from the rows' distributions") {
   CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, 0, 0}), 2); },
                         {"[multinomial]", "not enough non-negative category"}));
 }
+
+namespace {
+
+// multinomial's table row: the frequencies of 20000 draws with replacement per row against the
+// normalized weights (~6 standard errors), on contiguous and non-contiguous weights.
+TH_ROWS({[] {
+  th::OpRow r;
+  r.name = "multinomial/frequencies";
+  r.ops = {"multinomial"};
+  r.shapes = {{3, 4}};
+  r.lo = 0.5;
+  r.hi = 2.0;
+  r.fn = [](const std::vector<of::Tensor>& in) {
+    of::manual_seed(17);
+    const of::Tensor s = of::multinomial(in[0], 20000, true);
+    return (s.unsqueeze(-1) == of::arange(in[0].size(1))).to(in[0].dtype()).mean(1);
+  };
+  r.ref = [](const std::vector<th::Ref>& in) {
+    th::Ref o = in[0];
+    for (int64_t i = 0; i < 3; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < 4; ++j) sum += o.v[size_t(i * 4 + j)];
+      for (int64_t j = 0; j < 4; ++j) o.v[size_t(i * 4 + j)] /= sum;
+    }
+    return o;
+  };
+  r.rtol = r.rtol64 = 0;
+  r.atol = r.atol64 = 0.02;
+  r.grad = false;
+  return r;
+}()});
+
+}  // namespace

@@ -284,13 +284,20 @@ Graph load_graph(const std::string& path) {
     bool empty = false;
     for (size_t d = 0; d < v.sizes.size(); ++d) {
       if (v.sizes[d] < 0) r.bad("a negative size");
-      if (v.sizes[d] == 0) empty = true;
-      else if (v.strides[d] >= 0) hi += (v.sizes[d] - 1) * v.strides[d];
-      else lo += (v.sizes[d] - 1) * v.strides[d];
+      if (v.sizes[d] == 0) {
+        empty = true;
+        continue;
+      }
+      // Overflow-checked: a crafted file may hold any sizes and strides.
+      int64_t reach = 0;
+      if (__builtin_mul_overflow(v.sizes[d] - 1, v.strides[d], &reach) ||
+          __builtin_add_overflow(reach >= 0 ? hi : lo, reach, reach >= 0 ? &hi : &lo))
+        r.bad("a tensor's extent overflows");
     }
+    if (v.offset < 0) r.bad("a negative offset");
     const Buffer& b = g.buffers[size_t(v.buffer)];
     if (!empty && b.kind != BufKind::Input &&
-        (lo < 0 || uint64_t(hi + 1) * itemsize(v.dtype) > b.nbytes))
+        (lo < 0 || hi >= int64_t(b.nbytes / itemsize(v.dtype))))
       r.bad("a tensor reaches outside its buffer");
     g.values.push_back(std::move(v));
   }
