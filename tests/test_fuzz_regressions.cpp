@@ -80,3 +80,37 @@ TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hol
   CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "more buffers"}));
   std::remove(path.c_str());
 }
+
+TEST_CASE("fuzz regressions: elementwise ops refuse operands of different dtypes at dispatch") {
+  // fuzz_ops: fmod dispatched with a float64 (4, 1) and a float16 (3) operand read the float16
+  // buffer as doubles (out of bounds). The public functions promote first; dispatch refuses.
+  const of::Tensor a = of::ones({4, 1}, of::kFloat64), b = of::ones({3}, of::kFloat16);
+  CHECK(th::throws_with([&] { of::dispatch(of::find_op("fmod"), {a, b}); },
+                        {"operand 1 is float16", "operand 0 is float64"}));
+  CHECK(th::throws_with([&] { of::dispatch(of::find_op("add"), {a, b.to(of::kInt32)}); },
+                        {"operand 1 is int32"}));
+  CHECK(of::fmod(a, b).dtype() == of::kFloat64);  // the public function promotes
+}
+
+TEST_CASE("fuzz regressions: jit.load refuses extents that overflow") {
+  // fuzz_jit_load's finding (tests/fuzz/regressions/jit_load_extent_overflow.bin, a payload the
+  // target wraps in a header and checksum): (size - 1) * stride overflowed int64 in the check
+  // that a value lies inside its buffer; the check is overflow-checked now.
+  std::ifstream in(ONEFLOW_SOURCE_ROOT "/tests/fuzz/regressions/jit_load_extent_overflow.bin",
+                   std::ios::binary);
+  REQUIRE(in.good());
+  const std::string payload((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
+  const uint32_t version = 1;
+  const uint64_t n = payload.size();
+  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
+  std::string file(magic, 8);
+  file.append(reinterpret_cast<const char*>(&version), 4);
+  file.append(reinterpret_cast<const char*>(&n), 8);
+  file.append(reinterpret_cast<const char*>(&crc), 4);
+  file += payload;
+  const std::string path = "fuzz_regression_extent.oftrace";
+  std::ofstream(path, std::ios::binary) << file;
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "extent overflows"}));
+  std::remove(path.c_str());
+}

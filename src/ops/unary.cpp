@@ -9,8 +9,17 @@ namespace oneflow {
 
 void elementwise_meta(const TensorList& in, const Attrs&, MetaList& out) {
   DimVector shape = in[0].sizes().dims();
-  for (size_t i = 1; i < in.size(); ++i)
+  for (size_t i = 1; i < in.size(); ++i) {
+    // Kernels read every operand as the first one's type: the public functions promote to a
+    // common dtype before dispatch, so a mix here is a caller's error (found by fuzz_ops).
+    OF_CHECK(in[i].dtype() == in[0].dtype(),
+             "[elementwise] operand {} is {} but operand 0 is {} (promote to one dtype first)", i,
+             dtype_name(in[i].dtype()), dtype_name(in[0].dtype()));
+    OF_CHECK(in[i].device() == in[0].device(),
+             "[elementwise] operand {} is on {} but operand 0 is on {}", i, in[i].device().str(),
+             in[0].device().str());
     if (!(in[i].sizes() == IntArrayRef(shape))) shape = broadcast_shapes(shape, in[i].sizes());
+  }
   out.push_back({std::move(shape), {}, 0, in.back().dtype(), in[0].device()});
 }
 void elementwise_bool_meta(const TensorList& in, const Attrs& a, MetaList& out) {
