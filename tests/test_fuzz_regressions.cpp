@@ -60,12 +60,11 @@ TEST_CASE("fuzz regressions: an empty tensor with huge other sizes (stride produ
   CHECK(t.sizes()[1] == big);
 }
 
-TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hold") {
-  // a valid header and checksum around a payload claiming 2^32-1 buffers: it sized a table
-  // of 2^32 entries (64 GiB) before reading any of them
-  std::string payload(40, '\0');
-  const uint32_t nb = 0xFFFFFFFFu;
-  std::memcpy(payload.data(), &nb, 4);
+namespace {
+
+// A traced-graph file around `payload`: the header and checksum jit.load expects (as
+// tests/fuzz/fuzz_jit_load.cpp writes them), so the payload's own checks are reached.
+std::string oftrace_file(const std::string& payload) {
   const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
   const uint32_t version = 1;
   const uint64_t n = payload.size();
@@ -75,6 +74,18 @@ TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hol
   file.append(reinterpret_cast<const char*>(&n), 8);
   file.append(reinterpret_cast<const char*>(&crc), 4);
   file += payload;
+  return file;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz regressions: jit.load refuses a buffer count the file cannot hold") {
+  // a valid header and checksum around a payload claiming 2^32-1 buffers: it sized a table
+  // of 2^32 entries (64 GiB) before reading any of them
+  std::string payload(40, '\0');
+  const uint32_t nb = 0xFFFFFFFFu;
+  std::memcpy(payload.data(), &nb, 4);
+  const std::string file = oftrace_file(payload);
   const std::string path = "fuzz_regression_buffers.oftrace";
   std::ofstream(path, std::ios::binary) << file;
   CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "more buffers"}));
@@ -100,15 +111,7 @@ TEST_CASE("fuzz regressions: jit.load refuses extents that overflow") {
                    std::ios::binary);
   REQUIRE(in.good());
   const std::string payload((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
-  const uint32_t version = 1;
-  const uint64_t n = payload.size();
-  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
-  std::string file(magic, 8);
-  file.append(reinterpret_cast<const char*>(&version), 4);
-  file.append(reinterpret_cast<const char*>(&n), 8);
-  file.append(reinterpret_cast<const char*>(&crc), 4);
-  file += payload;
+  const std::string file = oftrace_file(payload);
   const std::string path = "fuzz_regression_extent.oftrace";
   std::ofstream(path, std::ios::binary) << file;
   CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "extent overflows"}));
