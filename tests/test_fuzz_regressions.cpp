@@ -117,3 +117,32 @@ TEST_CASE("fuzz regressions: jit.load refuses extents that overflow") {
   CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "extent overflows"}));
   std::remove(path.c_str());
 }
+
+TEST_CASE("fuzz regressions: jit.load refuses dangling producers, groups and draws") {
+  // fuzz_jit_load (jit_load_missing_producer.bin): a value naming a producer node past the end
+  // reached the memory planner (an out-of-bounds read in buffer_intervals).
+  std::ifstream in(ONEFLOW_SOURCE_ROOT "/tests/fuzz/regressions/jit_load_missing_producer.bin",
+                   std::ios::binary);
+  REQUIRE(in.good());
+  const std::string payload((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = "fuzz_regression_producer.oftrace";
+  std::ofstream(path, std::ios::binary) << oftrace_file(payload);
+  std::string msg;
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "missing producer"}, &msg));
+  INFO(msg);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("fuzz regressions: randint dispatched with an empty or huge range is refused") {
+  // fuzz_ops (ops_randint_empty_range.bin): the op's kernel took `v % (high - low)` with
+  // high == low (division by zero); randint() checks, a direct dispatch did not.
+  auto call = [](double lo, double hi) {
+    return of::dispatch(of::find_op("randint"), {},
+                        {of::DimVector{4}, of::kInt64, int64_t(of::DeviceType::CPU), int64_t(-1),
+                         int64_t(1), int64_t(0), lo, hi});
+  };
+  CHECK(th::throws_with([&] { call(3, 3); }, {"[randint]", "low < high"}));
+  CHECK(th::throws_with([&] { call(0, 1e300); }, {"[randint]", "2^62"}));
+  CHECK(th::throws_with([&] { call(0, NAN); }, {"[randint]"}));
+  CHECK(call(0, 2)[0].to_vector<int64_t>().size() == 4);
+}

@@ -66,7 +66,12 @@ void normal_kernel(const KernelArgs& k) {
 
 void randint_kernel(const KernelArgs& k) {
   const Attrs& a = k.attrs;
+  // randint() checks these; a direct dispatch (a loaded graph, fuzz_ops) must not reach UB.
+  OF_CHECK(std::abs(a.f(6)) < 0x1p62 && std::abs(a.f(7)) < 0x1p62 && a.f(6) < a.f(7),
+           "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", a.f(6),
+           a.f(7));
   const int64_t lo = int64_t(a.f(6)), hi = int64_t(a.f(7));
+  OF_CHECK(lo < hi, "[randint] low {} and high {} leave no integer to draw", a.f(6), a.f(7));
   const uint64_t range = uint64_t(hi - lo);
   fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
     uint64_t v = (uint64_t(w[j]) << 32) | w[(j + 1) & 3];

@@ -1,6 +1,7 @@
 // Saving and loading optimized graphs with their captured tensors (docs/TRACING.md, "File
 // format"). A file is checked completely (magic, version, sizes, checksum, every index) before
 // a graph is built from it.
+#include <algorithm>
 #include <zlib.h>
 
 #include <cstring>
@@ -351,11 +352,28 @@ Graph load_graph(const std::string& path) {
     ints(gr, nn);
     g.groups.push_back(std::move(gr));
   }
+  // Cross-references the passes and the executor follow without checking (fuzz_jit_load).
+  for (size_t vi = 0; vi < g.values.size(); ++vi) {
+    const int p = g.values[vi].producer;
+    if (p < -1 || (p >= 0 && size_t(p) >= g.nodes.size())) r.bad("a value names a missing producer");
+    if (p >= 0) {
+      const auto& outs = g.nodes[size_t(p)].outputs;
+      if (std::find(outs.begin(), outs.end(), int(vi)) == outs.end())
+        r.bad("a value's producer does not output it");
+    }
+  }
+  for (const Node& n : g.nodes) {
+    if (n.group < -1 || (n.group >= 0 && size_t(n.group) >= g.groups.size()))
+      r.bad("a node names a missing fused group");
+    if (n.rng < -1) r.bad("a node names a bad random draw");
+  }
   const uint32_t nm = r.pod<uint32_t>();
   if (nm != 0 && nm != nv) r.bad("the fused-value table has the wrong length");
   for (uint32_t i = 0; i < nm; ++i) g.materialized.push_back(r.pod<uint8_t>() != 0);
   const uint32_t nr = r.pod<uint32_t>();
   for (uint32_t i = 0; i < nr; ++i) g.rng_counters.push_back(r.pod<uint64_t>());
+  for (const Node& n : g.nodes)
+    if (n.rng >= 0 && uint32_t(n.rng) >= nr) r.bad("a node names a missing random draw");
   const uint32_t nrr = r.pod<uint32_t>();
   if (nrr > nr + 1) r.bad("too many generator resets");
   for (uint32_t i = 0; i < nrr; ++i) {
