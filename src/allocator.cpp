@@ -207,6 +207,9 @@ CpuAllocator& cpu_allocator() {
 }  // namespace
 
 Storage allocate_storage(size_t nbytes, Device device) {
+  // Sizes from files (a forged .oftrace buffer, fuzz_jit_load) must not wrap the bucket math.
+  if (nbytes > (size_t(1) << 56)) [[unlikely]]
+    fail("[allocate] {} bytes on {} is more memory than can be addressed", nbytes, device.str());
   if (device.is_cuda()) return cuda_backend::allocate_storage(nbytes, device.index());
   size_t bucket;
   void* p = cpu_allocator().allocate(nbytes, &bucket);

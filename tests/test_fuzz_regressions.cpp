@@ -146,3 +146,16 @@ TEST_CASE("fuzz regressions: randint dispatched with an empty or huge range is r
   CHECK(th::throws_with([&] { call(0, NAN); }, {"[randint]"}));
   CHECK(call(0, 2)[0].to_vector<int64_t>().size() == 4);
 }
+
+TEST_CASE("fuzz regressions: a forged buffer size is refused, not wrapped") {
+  // fuzz_jit_load (jit_load_huge_buffer.bin): a buffer of ~2^64 bytes wrapped the allocator's
+  // bucket arithmetic (an out-of-range free-list index); allocation now refuses it.
+  std::ifstream in(ONEFLOW_SOURCE_ROOT "/tests/fuzz/regressions/jit_load_huge_buffer.bin",
+                   std::ios::binary);
+  REQUIRE(in.good());
+  const std::string payload((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = "fuzz_regression_huge_buffer.oftrace";
+  std::ofstream(path, std::ios::binary) << oftrace_file(payload);
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[allocate]", "more memory than"}));
+  std::remove(path.c_str());
+}
