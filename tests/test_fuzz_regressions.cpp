@@ -159,3 +159,9 @@ TEST_CASE("fuzz regressions: a forged buffer size is refused, not wrapped") {
   CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[allocate]", "more memory than"}));
   std::remove(path.c_str());
 }
+
+TEST_CASE("fuzz regressions: integer sums wrap instead of overflowing") {
+  // fuzz_checkpoint: summing loaded int64 extremes was signed overflow (undefined behaviour).
+  const of::Tensor t = of::tensor(std::vector<int64_t>{INT64_MAX, 1}, {}, of::kInt64);
+  CHECK(t.sum().item<int64_t>() == INT64_MIN);
+}

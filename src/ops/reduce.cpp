@@ -55,8 +55,14 @@ template <class C> struct SumOp {
   static constexpr bool kPlainSum = true;  // lets the engine sum float blocks in float lanes
   using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
   static Acc init() { return Acc(0); }
-  static Acc step(Acc a, C x) { return a + Acc(x); }
-  static Acc merge(Acc a, Acc b) { return a + b; }
+  // Integer sums wrap on overflow, as libtorch's do in practice (two's complement through
+  // uint64: defined behaviour; fuzz_checkpoint summed int64 extremes).
+  static Acc add(Acc a, Acc b) {
+    if constexpr (std::is_floating_point_v<Acc>) return a + b;
+    else return Acc(uint64_t(a) + uint64_t(b));
+  }
+  static Acc step(Acc a, C x) { return add(a, Acc(x)); }
+  static Acc merge(Acc a, Acc b) { return add(a, b); }
   static Acc finish(Acc a, int64_t) { return a; }
 };
 template <class C> struct MeanOp : SumOp<C> {
