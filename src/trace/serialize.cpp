@@ -280,6 +280,11 @@ Graph load_graph(const std::string& path) {
     v.device = Device(kCPU);
     v.producer = r.pod<int32_t>();
     v.is_view = r.pod<uint8_t>() != 0;
+    // the element count must be representable (kernels and the executor multiply sizes)
+    int64_t count = 1;
+    for (int64_t sz : v.sizes)
+      if (sz < 0 || __builtin_mul_overflow(count, sz, &count) || count > (int64_t(1) << 56))
+        r.bad("a tensor with too many elements");
     // every element of the value must lie inside its buffer
     int64_t hi = v.offset, lo = v.offset;
     bool empty = false;
