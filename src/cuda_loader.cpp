@@ -5,13 +5,12 @@
 //   1. $OF_CUDA_MODULE, when set (a path to the module; "" or "none" disables CUDA),
 //   2. beside liboneflow.so (the build folder, or the installed libdir),
 //   3. the loader's search path (LD_LIBRARY_PATH, ld.so.cache).
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <mutex>
 
 #include "cuda/module_abi.h"
 #include "cuda_backend.h"
+#include "module_loader.h"
 
 namespace oneflow::cuda_backend {
 namespace {
@@ -24,52 +23,13 @@ struct Loaded {
 #ifdef ONEFLOW_CUDA_MODULE
 void set_cuda_kernel(const char* op, KernelFn fn) { set_op_cuda_kernel(op, fn); }
 
-std::string dl_error() {
-  const char* e = dlerror();
-  return e ? e : "unknown dlopen error";
-}
-
-// The folder liboneflow.so was loaded from ("" when it cannot be told).
-std::string core_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&core_dir), &info) == 0 || !info.dli_fname) return {};
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
 Loaded load() {
   Loaded r;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("OF_CUDA_MODULE")) {
-    const std::string e = env;
-    if (e.empty() || e == "none") {
-      r.why = "disabled by OF_CUDA_MODULE=" + e;
-      return r;
-    }
-    candidates.push_back(e);
-  } else {
-    if (std::string dir = core_dir(); !dir.empty()) candidates.push_back(dir + "/liboneflow_cuda.so");
-    candidates.push_back("liboneflow_cuda.so");
-  }
-  void* handle = nullptr;
-  std::string errors;
-  for (const std::string& c : candidates) {
-    // RTLD_LOCAL: the CUDA libraries' symbols stay out of the global namespace.
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) break;
-    errors += (errors.empty() ? "" : "; ") + dl_error();
-  }
-  if (!handle) {
-    r.why = "cannot load the CUDA backend module liboneflow_cuda.so: " + errors;
-    return r;
-  }
+  void* handle = load_core_module("OF_CUDA_MODULE", "liboneflow_cuda.so", &r.why);
+  if (!handle) return r;
   // Never dlclose'd: storages and kernels of the module live until the process exits.
-  auto init = reinterpret_cast<ModuleInitFn>(dlsym(handle, kModuleInitSymbol));
-  if (!init) {
-    r.why = fmt::format("liboneflow_cuda.so has no {}: {}", kModuleInitSymbol, dl_error());
-    return r;
-  }
+  auto init = reinterpret_cast<ModuleInitFn>(module_symbol(handle, kModuleInitSymbol, &r.why));
+  if (!init) return r;
   static const CoreV1 core{.abi = kModuleAbi, .build_id = ONEFLOW_BUILD_ID,
                            .set_cuda_kernel = set_cuda_kernel};
   try {

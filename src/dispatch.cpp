@@ -45,6 +45,7 @@ struct OpTable {
     register_conv_ops();
     register_nn_ops();
     register_nn_extra_ops();
+    register_global_ops();
   }
   static OpTable*& current() {
     static OpTable* c = nullptr;
@@ -382,6 +383,41 @@ void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
 
 }  // namespace
 
+GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* out) {
+  GradPlan gp;
+  const bool grad_on = t_grad_enabled && op.vjp;
+  bool& needs_grad = gp.needs_grad;
+  if (grad_on) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!((op.nondiff_inputs >> i) & 1u) && inputs[i].defined() && inputs[i].requires_grad())
+        needs_grad = true;
+  }
+  int out_alias = -1;
+  TensorList& snapshot = gp.snapshot;
+  if (out) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].is_same(*out)) out_alias = int(i);
+    if (needs_grad || (out->requires_grad() && t_grad_enabled)) {
+      if (out_alias < 0)
+        fail("[{}] out= arguments don't support automatic differentiation, but one of the "
+             "arguments requires grad", op.name);
+      if (out->is_leaf() && out->requires_grad())
+        fail("[{}] a leaf tensor that requires grad is being used in an in-place operation",
+             op.name);
+      if (out->impl()->view_base && out->impl()->view_base->requires_grad)
+        fail("[{}] in-place operation on a view of a tensor that requires grad is not "
+             "supported; use the out-of-place form", op.name);
+      needs_grad = grad_on;
+      if (needs_grad && ((op.save_inputs >> out_alias) & 1u)) {
+        snapshot = inputs;  // the VJP must see the value before it is overwritten
+        NoGradGuard ng;
+        snapshot[out_alias] = inputs[out_alias].clone();
+      }
+    }
+  }
+  return gp;
+}
+
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
   TraceObserver* const tracer = t_kernel_depth == 0 ? g_tracer : nullptr;
   if (tracer) tracer->before_op(op);
@@ -392,7 +428,7 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     if (t.impl()->global) {
       if (!g_global_dispatch_hook)
         fail("[{}] global tensors need the global layer, which is not initialized", op.name);
-      return g_global_dispatch_hook(op, std::move(inputs), std::move(attrs));
+      return g_global_dispatch_hook(op, std::move(inputs), std::move(attrs), out);
     }
     if (!first) {
       first = &t;
@@ -415,36 +451,9 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
   op.infer_meta(inputs, attrs, metas);
   if (out) check_out(op, *out, metas[0]);
   // 3. in-place/out= autograd rules, checked before anything is written
-  const bool grad_on = t_grad_enabled && op.vjp;
-  bool needs_grad = false;
-  if (grad_on) {
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!((op.nondiff_inputs >> i) & 1u) && inputs[i].defined() && inputs[i].requires_grad())
-        needs_grad = true;
-  }
-  int out_alias = -1;
-  TensorList snapshot;
-  if (out) {
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].defined() && inputs[i].is_same(*out)) out_alias = int(i);
-    if (needs_grad || (out->requires_grad() && t_grad_enabled)) {
-      if (out_alias < 0)
-        fail("[{}] out= arguments don't support automatic differentiation, but one of the "
-             "arguments requires grad", op.name);
-      if (out->is_leaf() && out->requires_grad())
-        fail("[{}] a leaf tensor that requires grad is being used in an in-place operation",
-             op.name);
-      if (out->impl()->view_base && out->impl()->view_base->requires_grad)
-        fail("[{}] in-place operation on a view of a tensor that requires grad is not "
-             "supported; use the out-of-place form", op.name);
-      needs_grad = grad_on;
-      if (needs_grad && ((op.save_inputs >> out_alias) & 1u)) {
-        snapshot = inputs;  // the VJP must see the value before it is overwritten
-        NoGradGuard ng;
-        snapshot[out_alias] = inputs[out_alias].clone();
-      }
-    }
-  }
+  GradPlan gp = plan_autograd(op, inputs, out);
+  const bool needs_grad = gp.needs_grad;
+  TensorList& snapshot = gp.snapshot;
   // 4. allocate outputs
   TensorList outputs;
   Tensor staged;  // when out's dtype/layout needs a copy after the kernel

@@ -68,6 +68,29 @@ using KernelFn = void (*)(const KernelArgs& args);
 // Gradients for each input (undefined where none), written with public ops.
 using VjpFn = TensorList (*)(const VjpCtx& ctx, const TensorList& grad_outputs);
 
+// NOTE [SBP rules] (src/global/dispatch.cpp): how an op runs on global tensors. `signatures`
+// lists 1-D signatures (an Sbp per input and per output) over the logical shapes; the global
+// layer picks one per mesh axis (an exact match of the inputs' SBPs first, else the least
+// bytes moved), boxes the inputs and runs the op on the local pieces. `localize` rewrites
+// attrs that name sizes (view, expand) for the local pieces. Ops without a rule get a default
+// from their traits (elementwise, reductions); anything else runs on broadcast inputs.
+struct SbpSig {
+  SmallVector<Sbp, 4> in;
+  SmallVector<Sbp, 2> out;
+};
+struct SbpRuleCtx {
+  const struct OpDef& op;
+  const TensorList& inputs;  // global, logical shapes
+  const Attrs& attrs;
+  const MetaList& metas;  // logical output metas
+};
+struct SbpRule {
+  void (*signatures)(const SbpRuleCtx& ctx, std::vector<SbpSig>& out) = nullptr;
+  // attrs for the local op, given each output's local sizes; null: the attrs as they are
+  void (*localize)(const SbpRuleCtx& ctx, const std::vector<DimVector>& local_out_sizes,
+                   Attrs& attrs) = nullptr;
+};
+
 struct OpDef {
   std::string name;
   uint32_t traits = 0;
@@ -79,7 +102,7 @@ struct OpDef {
   uint32_t save_inputs = 0;    // bitmask of inputs the VJP reads
   uint32_t save_outputs = 0;   // bitmask of outputs the VJP reads
   uint32_t nondiff_inputs = 0; // bitmask of inputs that never receive gradients
-  const void* sbp_rule = nullptr;  // filled by the global layer (later)
+  const SbpRule* sbp_rule = nullptr;  // null: the default of the traits (NOTE [SBP rules])
   // kRandom ops: index of the `seed` attr (`offset` follows it); the tracer re-draws both at
   // every replay so that a replay advances the generator exactly as the eager call did.
   int rng_seed_attr = -1;
@@ -161,7 +184,15 @@ struct KernelScope {
 bool in_kernel();
 // Tells the recorder, if one is active and no kernel runs, about a host read of `t`'s data.
 void note_host_read(const Tensor& t, const char* what);
-using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs);
+using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs,
+                                          Tensor* out);
+// What dispatch decides about autograd before anything runs (the global layer shares it):
+// whether the result records a node, and the pre-write copy of an in-place op's input.
+struct GradPlan {
+  bool needs_grad = false;
+  TensorList snapshot;
+};
+GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* out);
 extern GlobalDispatchHook g_global_dispatch_hook;
 
 // ---- helpers shared by op definitions ----
@@ -191,5 +222,6 @@ void register_linalg_ops();
 void register_shape_ops();
 void register_index_ops();
 void register_random_ops();
+void register_global_ops();  // installs the global dispatch hook
 
 }  // namespace oneflow

@@ -81,7 +81,12 @@ void print_rec(std::string& s, const Tensor& t, const Formatter& f, int64_t dim,
 std::string format_tensor(const Tensor& t0) {
   if (!t0.defined()) return "[ Tensor (undefined) ]";
   NoGradGuard ng;
-  Tensor t = t0.is_cpu() ? t0.detach() : t0.detach().to(Device(kCPU));
+  // A global tensor shows its logical value (gathered on every rank: printing is collective).
+  Tensor t = t0.is_global() ? t0.detach().to_global(t0.placement(),
+                                                    NdSbp(size_t(t0.placement().ndim()), Sbp::broadcast()))
+                                  .to_local()
+                            : t0.detach();
+  if (!t.is_cpu()) t = t.to(Device(kCPU));
   Formatter f;
   f.is_float = t.is_floating_point();
   f.is_bool = t.dtype() == kBool;
@@ -109,7 +114,12 @@ std::string format_tensor(const Tensor& t0) {
     extra.push_back(fmt::format("dtype={}", dtype_name(t0.dtype())));
   else if (t0.dtype() != kFloat32)
     extra.push_back(fmt::format("dtype={}", dtype_name(t0.dtype())));
-  if (!t0.is_cpu()) extra.push_back("device='" + t0.device().str() + "'");
+  if (t0.is_global()) {
+    extra.push_back("placement=" + t0.placement().str());
+    extra.push_back("sbp=" + sbp_str(t0.sbp()));
+  } else if (!t0.is_cpu()) {
+    extra.push_back("device='" + t0.device().str() + "'");
+  }
   if (t0.grad_fn()) extra.push_back("grad_fn=<" + t0.grad_fn()->name() + ">");
   else if (t0.requires_grad()) extra.push_back("requires_grad=True");
   for (auto& e : extra) s += ", " + e;

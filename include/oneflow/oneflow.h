@@ -15,6 +15,7 @@
 #include "oneflow/activations.h"
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"
+#include "oneflow/global.h"
 #include "oneflow/nn/graph.h"
 #include "oneflow/nn/extra.h"
 #include "oneflow/nn/losses.h"

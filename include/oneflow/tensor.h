@@ -15,6 +15,7 @@
 #include "oneflow/device.h"
 #include "oneflow/dtype.h"
 #include "oneflow/error.h"
+#include "oneflow/placement.h"
 #include "oneflow/scalar.h"
 #include "oneflow/small_vector.h"
 
@@ -73,8 +74,8 @@ struct TensorImpl {
     return static_cast<char*>(storage->data) + offset * int64_t(itemsize(dtype));
   }
   void refresh_contiguous();  // recompute numel and is_contiguous from sizes/strides
-  // Takes o's data and layout (storage, offset, sizes, strides, dtype, device); autograd
-  // fields and the view base stay.
+  // Takes o's data and layout (storage, offset, sizes, strides, dtype, device, and the global
+  // placement/SBP with the local piece); autograd fields and the view base stay.
   void share_data_from(const TensorImpl& o) {
     storage = o.storage;
     offset = o.offset;
@@ -84,6 +85,7 @@ struct TensorImpl {
     dtype = o.dtype;
     device = o.device;
     is_contiguous = o.is_contiguous;
+    global = o.global;
   }
 };
 
@@ -171,6 +173,17 @@ class Tensor {
   // Version counter of the underlying storage (bumped by every in-place write).
   uint32_t _version() const { return check_impl()->storage->version.load(); }
   bool is_global() const { return impl_ && impl_->global != nullptr; }
+  // --- global tensors (NOTE [Global tensors], include/oneflow/global.h) ---
+  // A local tensor becomes this rank's piece of a global tensor (split), the whole value
+  // (broadcast) or this rank's addend (partial_sum); a global tensor is converted (boxing).
+  Tensor to_global(const Placement& placement, const NdSbp& sbp) const;
+  Tensor to_global(const Placement& placement, Sbp sbp) const {
+    return to_global(placement, NdSbp{sbp});
+  }
+  // This rank's piece of a global tensor (a view sharing its memory; differentiable).
+  Tensor to_local() const;
+  Placement placement() const;  // [placement] error for a local tensor
+  NdSbp sbp() const;
 
   // --- data access (CPU tensors) ---
   void* data_ptr() const { return check_impl()->raw_data(); }

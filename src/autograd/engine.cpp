@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "global/global.h"
 #include "oneflow/autograd.h"
 
 #include <cxxabi.h>
@@ -31,6 +32,7 @@ std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src) {
   a->dtype = src.dtype;
   a->device = src.device;
   a->is_contiguous = src.is_contiguous;
+  a->global = src.global;
   return a;
 }
 }  // namespace
@@ -59,7 +61,7 @@ void record(const OpDef& op, const TensorList& inputs, const Attrs& attrs, Tenso
       node->input_metas.push_back({{}, kFloat32, Device(kCPU)});
       continue;
     }
-    node->input_metas.push_back({t.impl()->sizes, t.dtype(), t.device()});
+    node->input_metas.push_back({t.impl()->sizes, t.dtype(), t.device(), t.impl()->global});
     if (!((op.nondiff_inputs >> i) & 1u) && t.requires_grad()) {
       node->next_edges[i] = gradient_edge(t);
       node->needs_grad_mask |= 1u << i;
@@ -72,7 +74,7 @@ void record(const OpDef& op, const TensorList& inputs, const Attrs& attrs, Tenso
   node->saved_outputs.resize(outputs.size());
   for (size_t j = 0; j < outputs.size(); ++j) {
     TensorImpl* o = outputs[j].impl();
-    node->output_metas.push_back({o->sizes, o->dtype, o->device});
+    node->output_metas.push_back({o->sizes, o->dtype, o->device, o->global});
     if ((op.save_outputs >> j) & 1u) {
       // Saved outputs hold a detached alias: holding the output itself would form a cycle.
       node->saved_outputs[j] = {alias_impl(*o), o->storage->version.load(), true, true};
@@ -131,6 +133,7 @@ void OpNode::release_variables() {
 
 Tensor OpNode::zeros_for_output(size_t i) const {
   const auto& m = output_metas[i];
+  if (m.global) return global::zeros_for(m.sizes, m.dtype, *m.global);
   return zeros(m.sizes, TensorOptions().dtype(m.dtype).device(m.device));
 }
 
@@ -160,6 +163,9 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   auto var = variable.lock();
   if (!var || !grads[0].defined()) return {};
   Tensor g = std::move(grads[0]);
+  // A global leaf's gradient takes the leaf's SBP (data parallel: partial sums are reduced).
+  if (var->global && g.is_global() && !(g.impl()->global->sbp == var->global->sbp))
+    g = global::boxing(g, var->global->sbp);
   const bool create = grad_mode_enabled();
   if (g_tracer) g_tracer->on_grad_access(var);  // .grad is read or rebound below
   Tensor& slot = grad_slot(var.get());

@@ -30,6 +30,7 @@ struct TensorMetaLite {
   DimVector sizes;
   ScalarType dtype;
   Device device;
+  std::shared_ptr<GlobalMeta> global;  // placement and SBP of a global tensor
 };
 
 // The node every dispatched differentiable op records.

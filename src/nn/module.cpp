@@ -153,6 +153,11 @@ void Module::to(ScalarType dtype, bool non_blocking) {
   });
 }
 
+void Module::to_global(const Placement& placement, const NdSbp& sbp) {
+  NoGradGuard ng;
+  apply_to_tensors([&](const Tensor& t) { return t.to_global(placement, sbp); });
+}
+
 void Module::to(Device device, ScalarType dtype, bool non_blocking) {
   to(device, non_blocking);
   to(dtype, non_blocking);

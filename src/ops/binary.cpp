@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "ops/elementwise.h"
 
 namespace oneflow {
@@ -292,6 +293,11 @@ void register_binary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in;
     d.save_outputs = r.save_out;
+    // SBP rules beside the VJPs (NOTE [SBP rules]): sums of partial sums stay partial, and a
+    // partial sum times (or over) a broadcast value is still one.
+    const std::string_view n = r.name;
+    if (n == "add" || n == "sub") d.sbp_rule = &sbp_rules::kLinearAll;
+    if (n == "mul" || n == "div") d.sbp_rule = &sbp_rules::kLinearFirst;
     register_op(std::move(d));
   }
   register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,

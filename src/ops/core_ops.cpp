@@ -7,6 +7,7 @@
 #include "cpu/loops.h"
 #include "cuda_backend.h"
 #include "dispatch.h"
+#include "global/global.h"
 
 namespace oneflow {
 namespace {
@@ -482,14 +483,20 @@ TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o) {
 }
 }  // namespace
 
-Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o)); }
-Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o)); }
-Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { return ones(t.sizes(), like(t, o)); }
+// *_like of a global tensor is global (global::like_global); of a local one, local.
+#define OF_LIKE(expr)                                                                          \
+  if (t.is_global())                                                                           \
+    return global::like_global(t, like(t, o), [&](IntArrayRef s, TensorOptions lo) { return expr; }); \
+  return [&](IntArrayRef s, TensorOptions lo) { return expr; }(t.sizes(), like(t, o))
+Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(empty(s, lo)); }
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(zeros(s, lo)); }
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(ones(s, lo)); }
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> o) {
-  return full(t.sizes(), v, like(t, o));
+  OF_LIKE(full(s, v, lo));
 }
-Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) { return rand(t.sizes(), like(t, o)); }
-Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { return randn(t.sizes(), like(t, o)); }
+Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(rand(s, lo)); }
+Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(randn(s, lo)); }
+#undef OF_LIKE
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptions o) {
   OF_CHECK(data != nullptr || checked_numel(sizes, "from_blob") == 0,

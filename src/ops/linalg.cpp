@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/blas.h"
 #include "cpu/loops.h"
 #include "cuda_backend.h"
@@ -526,10 +527,10 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
 void register_linalg_ops() {
   register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
                       .cpu = mm_cpu, .vjp = mm_vjp,
-                      .save_inputs = 3});
+                      .save_inputs = 3, .sbp_rule = &sbp_rules::kMm});
   register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
                        .cpu = bmm_cpu, .vjp = bmm_vjp,
-                       .save_inputs = 3,
+                       .save_inputs = 3, .sbp_rule = &sbp_rules::kBmm,
                  .contiguous_inputs = ~0u});
   register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
                          .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/blas.h"
 #include "dispatch.h"
 #include "generator.h"
@@ -1074,7 +1075,8 @@ void check_class_targets(const Tensor& input, const Tensor& target, const Tensor
       fail("[{}] expected weight of shape ({},) (one per class), got {}", op, C,
            shape_str(weight.sizes()));
   }
-  if (target.is_cpu() && target.numel() > 0) {
+  // (a global target is checked piece by piece when the op runs on the local pieces)
+  if (target.is_cpu() && !target.is_global() && target.numel() > 0) {
     const Tensor t = target.contiguous();
     const int64_t* p = t.data_ptr<int64_t>();
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -1149,7 +1151,7 @@ void register_nn_ops() {
                  .vjp = fused_backward_vjp});
   register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
                           .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = ~0u});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
                                            "mask_kind"};
   register_op({.name = "scaled_dot_product_attention", .traits = kRandom,

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/reduce.h"
 #include "ops/reduce_common.h"
 
@@ -136,7 +137,8 @@ template <class C> struct AnyOp {
 
 void register_reduce_ops() {
   register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
-                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp});
+                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp,
+               .sbp_rule = &sbp_rules::kSum});
   register_op({.name = "mean", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
                         .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/reduce.h"
 #include "ops/functors.h"
 #include "ops/reduce_common.h"
@@ -947,11 +948,11 @@ void register_reduce_ops_extra() {
   register_op({.name = "softmax", .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
                            .vjp = softmax_vjp, .save_outputs = 1,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});
   register_op({.name = "log_softmax", .attr_names = {"dim"},
                                .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
                                .vjp = log_softmax_vjp, .save_outputs = 1,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

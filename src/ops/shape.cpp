@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
 
@@ -304,9 +305,10 @@ void register_shape_ops() {
   register_op({.name = "as_strided", .traits = kView, .attr_names = {"size", "stride", "offset", "base_offset"},
                .infer_meta = as_strided_meta, .vjp = as_strided_vjp});
   register_op({.name = "view", .traits = kView, .attr_names = {"size"}, .infer_meta = view_meta,
-               .vjp = reshape_vjp});
+               .vjp = reshape_vjp, .sbp_rule = &sbp_rules::kView});
   register_op({.name = "permute", .traits = kView, .attr_names = {"dims"},
-               .infer_meta = permute_meta, .vjp = permute_vjp});
+               .infer_meta = permute_meta, .vjp = permute_vjp,
+               .sbp_rule = &sbp_rules::kPermute});
   register_op({.name = "expand", .traits = kView, .attr_names = {"size"},
                .infer_meta = expand_meta, .vjp = expand_vjp});
   register_op({.name = "slice", .traits = kView, .attr_names = {"dim", "start", "end", "step"},

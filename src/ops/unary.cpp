@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "ops/elementwise.h"
 
 namespace oneflow {
@@ -190,6 +191,7 @@ void register_unary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in ? 1u : 0u;
     d.save_outputs = r.save_out ? 1u : 0u;
+    if (std::string_view(r.name) == "neg") d.sbp_rule = &sbp_rules::kLinearAll;  // -P is P
     register_op(std::move(d));
   }
   register_op({.name = "gelu", .traits = kElementwise | kInplaceOk, .attr_names = {"approximate"},

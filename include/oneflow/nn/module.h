@@ -70,6 +70,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device, bool non_blocking = false);
   void to(ScalarType dtype, bool non_blocking = false);
   void to(Device device, ScalarType dtype, bool non_blocking = false);
+  // Makes every parameter and buffer global in place (data parallel: broadcast); a tensor
+  // that is already global is converted. Needs include/oneflow/global.h for Placement/Sbp.
+  void to_global(const Placement& placement, const NdSbp& sbp);
+  void to_global(const Placement& placement, Sbp sbp) { to_global(placement, NdSbp{sbp}); }
 
   // Clears the gradients of all parameters (set_to_none: drop them; else zero them).
   void zero_grad(bool set_to_none = true);

@@ -1,0 +1,485 @@
+// boxing.cpp: converting a global tensor between SBPs (collectives on local pieces), the
+// differentiable boxing / to_global / to_local ops, and the global factories.
+// NOTE [Boxing]: one mesh axis at a time, on that axis' communicator. A change on one axis
+// whose later axes are all broadcast is done directly (P->B all-reduce, P->S reduce-scatter,
+// S->B all-gather, S(i)->S(j) all-to-all, B->S slice, B->P / S->P local); any other change
+// first gathers the changed axes from the last one inwards to broadcast, then distributes
+// them outwards to the target. Uneven pieces use the v-collectives; a piece may be empty.
+#include <cstring>
+
+#include "autograd/node.h"
+#include "global/global.h"
+
+namespace oneflow {
+namespace global {
+namespace {
+
+DimVector front_perm(int64_t nd, int64_t d) {
+  DimVector p{d};
+  for (int64_t k = 0; k < nd; ++k)
+    if (k != d) p.push_back(k);
+  return p;
+}
+DimVector back_perm(int64_t nd, int64_t d) {  // inverse of front_perm
+  DimVector p;
+  for (int64_t k = 0; k < nd; ++k) p.push_back(k < d ? k + 1 : (k == d ? 0 : k));
+  return p;
+}
+// A fresh row-major copy of x with dim d moved to the front.
+Tensor to_front(const Tensor& x, int64_t d) {
+  return d == 0 ? x.contiguous().clone() : x.permute(front_perm(x.dim(), d)).contiguous();
+}
+Tensor from_front(const Tensor& y, int64_t d) {
+  return d == 0 ? y : y.permute(back_perm(y.dim(), d)).contiguous();
+}
+int64_t inner_bytes(IntArrayRef shape_front, ScalarType dt) {
+  int64_t n = int64_t(itemsize(dt));
+  for (size_t k = 1; k < shape_front.size(); ++k) n *= shape_front[k];
+  return n;
+}
+DimVector front_shape(IntArrayRef L, int64_t d) {
+  DimVector s{L[size_t(d)]};
+  for (size_t k = 0; k < L.size(); ++k)
+    if (int64_t(k) != d) s.push_back(L[k]);
+  return s;
+}
+
+// Reductions of half types run in float32 (MPI has no 16-bit float sum).
+bool reduce_via_float(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
+
+Tensor allreduce(Communicator& c, const Tensor& x) {
+  if (reduce_via_float(x.dtype())) return allreduce(c, x.to(kFloat32)).to(x.dtype());
+  Tensor y = x.contiguous().clone();
+  c.allreduce_sum(y.data_ptr(), y.numel(), y.dtype());
+  return y;
+}
+
+Tensor allgather(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
+  const int64_t p = c.size();
+  Tensor xt = to_front(x, d);
+  DimVector fs = front_shape(L, d);
+  Tensor recv = empty(fs, x.options());
+  const int64_t inner = inner_bytes(fs, x.dtype());
+  std::vector<int64_t> bytes;
+  for (int64_t r = 0; r < p; ++r) bytes.push_back(balanced_piece(L[size_t(d)], p, r).size * inner);
+  c.allgatherv(xt.data_ptr(), recv.data_ptr(), bytes);
+  return from_front(recv, d);
+}
+
+Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
+  if (reduce_via_float(x.dtype()))
+    return reduce_scatter(c, x.to(kFloat32), L, d).to(x.dtype());
+  const int64_t p = c.size();
+  Tensor xt = to_front(x, d);
+  DimVector fs = front_shape(L, d);
+  const int64_t inner = inner_bytes(fs, x.dtype()) / int64_t(itemsize(x.dtype()));
+  const Range mine = balanced_piece(L[size_t(d)], p, c.rank());
+  fs[0] = mine.size;
+  Tensor recv = empty(fs, x.options());
+  std::vector<int64_t> counts;
+  for (int64_t r = 0; r < p; ++r) counts.push_back(balanced_piece(L[size_t(d)], p, r).size * inner);
+  c.reduce_scatterv_sum(xt.data_ptr(), recv.data_ptr(), counts, x.dtype());
+  return from_front(recv, d);
+}
+
+Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, int64_t j) {
+  const int64_t p = c.size(), me = c.rank();
+  std::vector<Tensor> blocks;
+  std::vector<int64_t> send_bytes, recv_bytes;
+  const Range mine_j = balanced_piece(L[size_t(j)], p, me);
+  int64_t send_total = 0, recv_total = 0;
+  for (int64_t q = 0; q < p; ++q) {
+    const Range rj = balanced_piece(L[size_t(j)], p, q);
+    blocks.push_back(x.narrow(j, rj.start, rj.size).contiguous());
+    send_bytes.push_back(int64_t(blocks.back().nbytes()));
+    send_total += send_bytes.back();
+    int64_t n = int64_t(itemsize(x.dtype()));
+    for (size_t k = 0; k < L.size(); ++k)
+      n *= int64_t(k) == int64_t(i) ? balanced_piece(L[k], p, q).size
+                                    : (int64_t(k) == j ? mine_j.size : L[k]);
+    recv_bytes.push_back(n);
+    recv_total += n;
+  }
+  std::vector<char> send(static_cast<size_t>(send_total));
+  std::vector<char> recv(static_cast<size_t>(recv_total));
+  int64_t off = 0;
+  for (const Tensor& b : blocks) {
+    if (b.nbytes()) std::memcpy(send.data() + off, b.data_ptr(), b.nbytes());
+    off += int64_t(b.nbytes());
+  }
+  c.alltoallv(send.data(), send_bytes, recv.data(), recv_bytes);
+  DimVector os(L.begin(), L.end());
+  os[size_t(j)] = mine_j.size;
+  Tensor out = empty(os, x.options());
+  off = 0;
+  for (int64_t q = 0; q < p; ++q) {
+    const Range ri = balanced_piece(L[size_t(i)], p, q);
+    DimVector bs = os;
+    bs[size_t(i)] = ri.size;
+    Tensor b = empty(bs, x.options());
+    if (recv_bytes[size_t(q)]) std::memcpy(b.data_ptr(), recv.data() + off, size_t(recv_bytes[size_t(q)]));
+    off += recv_bytes[size_t(q)];
+    out.narrow(i, ri.start, ri.size).copy_(b);
+  }
+  return out;
+}
+
+// One mesh axis: x is this rank's piece, under `from`, of a tensor of shape L on communicator c.
+Tensor box_1d(Communicator& c, const Tensor& x, IntArrayRef L, Sbp from, Sbp to) {
+  if (from == to) return x;
+  const int64_t p = c.size(), me = c.rank();
+  if (to.is_broadcast()) {
+    if (from.is_partial_sum()) return allreduce(c, x);
+    return allgather(c, x, L, from.dim());
+  }
+  if (to.is_split()) {
+    const int64_t d = to.dim();
+    if (from.is_partial_sum()) return reduce_scatter(c, x, L, d);
+    if (from.is_broadcast()) {
+      const Range r = balanced_piece(L[size_t(d)], p, me);
+      return x.narrow(d, r.start, r.size).contiguous();
+    }
+    return all_to_all(c, x, L, from.dim(), d);
+  }
+  // to partial sum: the first rank keeps the value, or every rank its piece among zeros
+  if (from.is_broadcast()) return me == 0 ? x.clone() : zeros(L, x.options());
+  Tensor out = zeros(L, x.options());
+  const Range r = balanced_piece(L[size_t(from.dim())], p, me);
+  out.narrow(from.dim(), r.start, r.size).copy_(x);
+  return out;
+}
+
+// The shape of the tensor whose piece axis `a` holds: `logical` after the axes before `a`.
+DimVector axis_shape(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
+                     const std::vector<int64_t>& coord, size_t a) {
+  NdSbp before = sbp;
+  for (size_t k = a; k < before.size(); ++k) before[k] = Sbp::broadcast();
+  return piece_box(logical, before, pl, coord).size;
+}
+
+}  // namespace
+
+Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, const NdSbp& from,
+                 const NdSbp& to) {
+  if (from == to) return local;
+  NoGradGuard ng;
+  const std::vector<int64_t> coord = my_coord(pl, "boxing");
+  const size_t n = from.size();
+  size_t first = 0;
+  while (from[first] == to[first]) ++first;
+  bool direct = true;
+  for (size_t a = first + 1; a < n; ++a)
+    if (!(from[a] == to[a] && from[a].is_broadcast())) direct = false;
+  if (direct)
+    return box_1d(axis_comm(pl, int64_t(first)), local, axis_shape(logical, from, pl, coord, first),
+                  from[first], to[first]);
+  NdSbp cur = from;
+  Tensor x = local;
+  for (size_t a = n; a-- > first;) {
+    if (cur[a].is_broadcast()) continue;
+    x = box_1d(axis_comm(pl, int64_t(a)), x, axis_shape(logical, cur, pl, coord, a), cur[a],
+               Sbp::broadcast());
+    cur[a] = Sbp::broadcast();
+  }
+  for (size_t a = first; a < n; ++a) {
+    if (to[a].is_broadcast()) continue;
+    x = box_1d(axis_comm(pl, int64_t(a)), x, axis_shape(logical, cur, pl, coord, a),
+               Sbp::broadcast(), to[a]);
+    cur[a] = to[a];
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------- the boxing ops
+
+namespace {
+
+// Placement, SBPs and logical sizes travel in attrs: {ranks, mesh shape, device, sbp codes
+// (-1 B, -2 P, d >= 0 S(d)), logical sizes}; the boxing op has the source codes in slot 4.
+DimVector sbp_codes(const NdSbp& s) {
+  DimVector c;
+  for (const Sbp& x : s) c.push_back(x.is_split() ? x.dim() : (x.is_broadcast() ? -1 : -2));
+  return c;
+}
+NdSbp sbp_from_codes(IntArrayRef c) {
+  NdSbp s;
+  for (int64_t x : c)
+    s.push_back(x >= 0 ? Sbp::split(x) : (x == -1 ? Sbp::broadcast() : Sbp::partial_sum()));
+  return s;
+}
+Attrs global_attrs(const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
+  return Attrs{DimVector(pl.ranks().begin(), pl.ranks().end()),
+               DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
+               std::string(pl.device_type() == kCPU ? "cpu" : "cuda"), sbp_codes(sbp),
+               DimVector(logical.begin(), logical.end())};
+}
+Placement placement_from(const Attrs& a) {
+  const DimVector& r = a.ints(0);
+  const DimVector& h = a.ints(1);
+  std::vector<int> ranks(r.begin(), r.end());
+  if (h.size() == 1) return Placement(a.str(2), ranks);
+  std::vector<std::vector<int>> mesh;
+  for (int64_t i = 0; i < h[0]; ++i)
+    mesh.emplace_back(ranks.begin() + i * h[1], ranks.begin() + (i + 1) * h[1]);
+  return Placement(a.str(2), mesh);
+}
+
+// The SBP a gradient takes (NOTE [Boxing gradients] in docs/GLOBAL.md): the gradient of a
+// broadcast value is a partial sum and that of a partial sum is broadcast; splits stay.
+NdSbp dual(const NdSbp& s) {
+  NdSbp d = s;
+  for (Sbp& x : d)
+    if (x.is_broadcast()) x = Sbp::partial_sum();
+    else if (x.is_partial_sum()) x = Sbp::broadcast();
+  return d;
+}
+// The SBP under which a local input's gradient is this rank's piece: a rank's copy of a
+// broadcast value gets the whole gradient, as in a single process.
+NdSbp local_grad_sbp(const NdSbp& s) {
+  NdSbp d = s;
+  for (Sbp& x : d)
+    if (x.is_partial_sum()) x = Sbp::broadcast();
+  return d;
+}
+
+[[noreturn]] void direct_call(const char* op) {
+  fail("[{}] is run by the global layer (Tensor::to_global / to_local), not dispatched", op);
+}
+
+Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp, IntArrayRef logical);
+Tensor global_to_local(const Tensor& t);
+
+// NOTE [Boxing gradients]: the gradient of a boxing is the same logical tensor, whatever its
+// SBP, so it is passed on as it is; the op that uses it (or a leaf's AccumulateGrad) boxes it
+// where it must, which is never more communication than boxing here.
+TensorList boxing_vjp(const VjpCtx&, const TensorList& g) { return {g[0]}; }
+TensorList to_global_vjp(const VjpCtx& ctx, const TensorList& g) {
+  return {global_to_local(boxing(g[0], local_grad_sbp(sbp_from_codes(ctx.attrs().ints(3)))))};
+}
+TensorList to_local_vjp(const VjpCtx& ctx, const TensorList& g) {
+  const Attrs& a = ctx.attrs();
+  return {local_to_global(g[0], placement_from(a), dual(sbp_from_codes(a.ints(3))), a.ints(4))};
+}
+
+const OpDef& boxing_op() {
+  static const OpDef op{.name = "boxing",
+                        .traits = kCollective,
+                        .attr_names = {"ranks", "hierarchy", "device", "from", "logical"},
+                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
+                        .vjp = boxing_vjp};
+  return op;
+}
+const OpDef& to_global_op() {
+  static const OpDef op{.name = "to_global",
+                        .traits = kCollective,
+                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+                        .vjp = to_global_vjp};
+  return op;
+}
+const OpDef& to_local_op() {
+  static const OpDef op{.name = "to_local",
+                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
+                        .vjp = to_local_vjp};
+  return op;
+}
+
+void maybe_record(const OpDef& op, const Tensor& in, const Attrs& a, Tensor& out) {
+  if (!grad_mode_enabled() || !in.requires_grad() || !is_floating_point(out.dtype())) return;
+  TensorList outs{out};
+  autograd::record(op, TensorList{in}, a, outs);
+  out = outs[0];
+}
+
+Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
+  const Box b = piece_box(logical, sbp, pl, my_coord(pl, "to_global"));
+  if (!(x.sizes() == IntArrayRef(b.size)))
+    fail("[to_global] internal error: a piece of shape {} for logical {} under {}",
+         shape_str(x.sizes()), shape_str(logical), sbp_str(sbp));
+  Tensor out = make_global(x.is_global() ? x : x.detach(), logical, pl, sbp);
+  maybe_record(to_global_op(), x, global_attrs(pl, sbp, logical), out);
+  return out;
+}
+
+Tensor global_to_local(const Tensor& t) {
+  const GlobalMeta& m = meta(t);
+  Tensor out = m.local.detach();
+  maybe_record(to_local_op(), t, global_attrs(m.placement, m.sbp, t.sizes()), out);
+  return out;
+}
+
+// The logical sizes of the tensor whose pieces the placement's ranks hold as `x` (one
+// all-gather of every rank's shape and dtype; every rank raises the same error on a mismatch).
+DimVector logical_sizes(const Tensor& x, const Placement& pl, const NdSbp& sbp) {
+  Communicator& c = placement_comm(pl);
+  constexpr int64_t kMaxDims = 32;
+  const int64_t nd = x.dim();
+  std::vector<int64_t> mine(kMaxDims + 2, 0);
+  mine[0] = nd <= kMaxDims ? nd : -1;
+  mine[1] = int64_t(x.dtype());
+  for (int64_t k = 0; k < std::min(nd, kMaxDims); ++k) mine[size_t(k + 2)] = x.size(k);
+  if (c.size() == 1) return DimVector(x.sizes().begin(), x.sizes().end());
+  std::vector<int64_t> all(mine.size() * size_t(c.size()));
+  c.allgatherv(mine.data(), all.data(),
+               std::vector<int64_t>(size_t(c.size()), int64_t(mine.size() * sizeof(int64_t))));
+  // the world ranks of the communicator's ranks, ascending
+  std::vector<int> members = pl.ranks();
+  std::sort(members.begin(), members.end());
+  auto rec = [&](size_t r) { return all.data() + r * mine.size(); };
+  auto shape_of = [&](size_t r) { return DimVector(rec(r) + 2, rec(r) + 2 + std::max<int64_t>(rec(r)[0], 0)); };
+  for (size_t r = 0; r < members.size(); ++r) {
+    if (rec(r)[0] < 0) fail("[to_global] rank {} has a piece of more than {} dims", members[r], kMaxDims);
+    if (rec(r)[0] != rec(0)[0] || rec(r)[1] != rec(0)[1])
+      fail("[to_global] local pieces differ across ranks: rank {} has {} of dtype {}, rank {} has "
+           "{} of dtype {}", members[0], shape_str(shape_of(0)), dtype_name(ScalarType(rec(0)[1])),
+           members[r], shape_str(shape_of(r)), dtype_name(ScalarType(rec(r)[1])));
+  }
+  check_sbp("to_global", pl, sbp, nd);
+  // each split dim is the sum of the pieces along the axes splitting it (coordinate 0 elsewhere)
+  DimVector L = shape_of(0);
+  for (int64_t d = 0; d < nd; ++d) {
+    bool split = false;
+    for (const Sbp& s : sbp) split |= s.is_split() && s.dim() == d;
+    if (!split) continue;
+    int64_t total = 0;
+    for (size_t r = 0; r < members.size(); ++r) {
+      std::vector<int64_t> cr = pl.coord_of(members[r]);
+      bool on_line = true;
+      for (size_t a = 0; a < sbp.size(); ++a)
+        if (!(sbp[a].is_split() && sbp[a].dim() == d) && cr[a] != 0) on_line = false;
+      if (on_line) total += shape_of(r)[size_t(d)];
+    }
+    L[size_t(d)] = total;
+  }
+  for (size_t r = 0; r < members.size(); ++r) {
+    const Box b = piece_box(L, sbp, pl, pl.coord_of(members[r]));
+    if (!(IntArrayRef(b.size) == IntArrayRef(shape_of(r))))
+      fail("[to_global] local pieces of inconsistent shapes under {}: rank {} has {}, but a "
+           "logical {} needs {} there (pieces are balanced: the first n % p ranks one larger)",
+           sbp_str(sbp), members[r], shape_str(shape_of(r)), shape_str(L), shape_str(b.size));
+  }
+  return L;
+}
+
+}  // namespace
+
+Tensor boxing(const Tensor& t, const NdSbp& to) {
+  const GlobalMeta& m = meta(t);
+  check_sbp("to_global", m.placement, to, t.dim());
+  if (m.sbp == to) return t;
+  Tensor local = box_local(m.local, t.sizes(), m.placement, m.sbp, to);
+  Tensor out = make_global(local, t.sizes(), m.placement, to);
+  Attrs a = global_attrs(m.placement, to, t.sizes());
+  a.values[3] = sbp_codes(m.sbp);  // the VJP boxes back to the source SBP's dual
+  maybe_record(boxing_op(), t, a, out);
+  return out;
+}
+
+}  // namespace global
+
+// ---------------------------------------------------------------- Tensor methods
+
+Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
+  check_impl();
+  if (g_tracer && !in_kernel())
+    fail("[to_global] tracing global tensors is not supported yet: call the traced function "
+         "on local tensors, or run the global step eagerly");
+  if (is_global()) {
+    const GlobalMeta& m = global::meta(*this);
+    if (m.placement != placement)
+      fail("[to_global] moving a tensor from {} to {} (another placement) is not supported yet",
+           m.placement.str(), placement.str());
+    return global::boxing(*this, sbp);
+  }
+  if ((placement.device_type() == kCPU) != is_cpu())
+    fail("[to_global] a tensor on {} can't be placed on {}", device().str(), placement.str());
+  global::check_sbp("to_global", placement, sbp, dim());
+  DimVector L = global::logical_sizes(*this, placement, sbp);
+  return global::local_to_global(contiguous(), placement, sbp, L);
+}
+
+Tensor Tensor::to_local() const {
+  check_impl();
+  if (!is_global()) return *this;
+  return global::global_to_local(*this);
+}
+
+Placement Tensor::placement() const {
+  if (!is_global()) fail("[placement] the tensor is local: only global tensors have a placement");
+  return impl()->global->placement;
+}
+
+NdSbp Tensor::sbp() const {
+  if (!is_global()) fail("[sbp] the tensor is local: only global tensors have an SBP");
+  return impl()->global->sbp;
+}
+
+// ---------------------------------------------------------------- factories
+
+namespace {
+
+// The logical tensor drawn (or filled) in full on every rank, each keeping its piece.
+Tensor from_full(const Tensor& full, const Placement& pl, const NdSbp& sbp) {
+  const std::vector<int64_t> coord = global::my_coord(pl, "factory");
+  const global::Box b = global::piece_box(full.sizes(), sbp, pl, coord);
+  Tensor piece = full;
+  for (size_t d = 0; d < b.size.size(); ++d)
+    if (b.size[d] != full.size(int64_t(d))) piece = piece.narrow(int64_t(d), b.start[d], b.size[d]);
+  bool keeper = true;  // partial sums: the first rank of each P axis holds the value
+  for (size_t a = 0; a < sbp.size(); ++a)
+    if (sbp[a].is_partial_sum() && coord[a] != 0) keeper = false;
+  piece = keeper ? piece.contiguous() : zeros(b.size, full.options());
+  if (piece.is_same(full)) piece = full.clone();
+  return global::make_global(piece, full.sizes(), pl, sbp);
+}
+
+Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, const NdSbp& sbp,
+                      const TensorOptions& o, const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
+  global::check_sbp(op, pl, sbp, int64_t(size.size()));
+  checked_numel(size, op);
+  NoGradGuard ng;
+  TensorOptions lo = o.requires_grad(false);
+  Tensor t = from_full(make(size, lo), pl, sbp);
+  if (o.requires_grad()) t.set_requires_grad(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor randn(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+  return global_factory("randn", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return randn(s, lo); });
+}
+Tensor rand(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+  return global_factory("rand", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return rand(s, lo); });
+}
+Tensor zeros(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+  return global_factory("zeros", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return zeros(s, lo); });
+}
+Tensor ones(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+  return global_factory("ones", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return ones(s, lo); });
+}
+Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+  return global_factory("full", size, pl, sbp, o,
+                        [&](IntArrayRef s, TensorOptions lo) { return full(s, v, lo); });
+}
+
+namespace global {
+Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
+  NdSbp s = m.sbp;
+  for (Sbp& x : s)
+    if (x.is_partial_sum()) x = Sbp::broadcast();
+  return zeros(sizes, m.placement, s, TensorOptions().dtype(dtype));
+}
+
+Tensor like_global(const Tensor& t, const TensorOptions& o,
+                   const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
+  const GlobalMeta& m = meta(t);
+  NdSbp s = m.sbp;
+  for (Sbp& x : s)
+    if (x.is_partial_sum()) x = Sbp::broadcast();
+  return global_factory("like", t.sizes(), m.placement, s, o, make);
+}
+}  // namespace global
+
+}  // namespace oneflow

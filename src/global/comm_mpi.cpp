@@ -1,0 +1,174 @@
+// comm_mpi.cpp: the MPI communicator, built into liboneflow_mpi.so (NOTE [MPI module]).
+// The core dlopen's this module only when the process was started by an MPI launcher, so a
+// single-process program maps no MPI library. Every MPI return code is checked (the world
+// communicator returns errors instead of aborting) and becomes an of::Error naming the call.
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "global/comm.h"
+#include "oneflow/error.h"
+
+namespace oneflow::global {
+namespace {
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING + 1] = {0};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  fail("[mpi] {} failed: {}", call, std::string(msg, size_t(len)));
+}
+
+int as_int(int64_t n, const char* call) {
+  if (n < 0 || n > INT_MAX)
+    fail("[mpi] {}: a count of {} does not fit MPI's int counts (at most {})", call, n, INT_MAX);
+  return int(n);
+}
+
+MPI_Datatype mpi_type(ScalarType t, const char* call) {
+  switch (t) {
+    case kFloat32: return MPI_FLOAT;
+    case kFloat64: return MPI_DOUBLE;
+    case kInt32: return MPI_INT32_T;
+    case kInt64: return MPI_INT64_T;
+    case kUInt8: return MPI_UINT8_T;
+    default: fail("[mpi] {}: no MPI reduction for dtype {}", call, dtype_name(t));
+  }
+}
+
+// Byte counts and displacements as MPI's ints.
+struct Counts {
+  std::vector<int> n, displ;
+  Counts(const std::vector<int64_t>& c, const char* call) {
+    int64_t off = 0;
+    for (int64_t x : c) {
+      n.push_back(as_int(x, call));
+      displ.push_back(as_int(off, call));
+      off += x;
+    }
+    as_int(off, call);
+  }
+};
+
+class MpiComm final : public Communicator {
+ public:
+  MpiComm(MPI_Comm c, bool owned) : comm_(c), owned_(owned) {
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void allreduce_sum(void* buf, int64_t count, ScalarType dtype) override {
+    ++stats_.allreduce;
+    check(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(count, "MPI_Allreduce"),
+                        mpi_type(dtype, "MPI_Allreduce"), MPI_SUM, comm_),
+          "MPI_Allreduce");
+  }
+  void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) override {
+    ++stats_.allgather;
+    Counts c(recv_bytes, "MPI_Allgatherv");
+    check(MPI_Allgatherv(send, c.n[size_t(rank_)], MPI_BYTE, recv, c.n.data(), c.displ.data(),
+                         MPI_BYTE, comm_),
+          "MPI_Allgatherv");
+  }
+  void reduce_scatterv_sum(const void* send, void* recv, const std::vector<int64_t>& counts,
+                           ScalarType dtype) override {
+    ++stats_.reduce_scatter;
+    Counts c(counts, "MPI_Reduce_scatter");
+    check(MPI_Reduce_scatter(send, recv, c.n.data(), mpi_type(dtype, "MPI_Reduce_scatter"),
+                             MPI_SUM, comm_),
+          "MPI_Reduce_scatter");
+  }
+  void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                 const std::vector<int64_t>& recv_bytes) override {
+    ++stats_.alltoall;
+    Counts s(send_bytes, "MPI_Alltoallv"), r(recv_bytes, "MPI_Alltoallv");
+    check(MPI_Alltoallv(send, s.n.data(), s.displ.data(), MPI_BYTE, recv, r.n.data(),
+                        r.displ.data(), MPI_BYTE, comm_),
+          "MPI_Alltoallv");
+  }
+  void broadcast(void* buf, int64_t bytes, int root) override {
+    ++stats_.broadcast;
+    check(MPI_Bcast(buf, as_int(bytes, "MPI_Bcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+  void send(const void* buf, int64_t bytes, int dst, int tag) override {
+    ++stats_.send;
+    check(MPI_Send(buf, as_int(bytes, "MPI_Send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
+  }
+  void recv(void* buf, int64_t bytes, int src, int tag) override {
+    ++stats_.recv;
+    check(MPI_Recv(buf, as_int(bytes, "MPI_Recv"), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  }
+  void barrier() override {
+    ++stats_.barrier;
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+  std::shared_ptr<Communicator> group(const std::vector<int>& ranks) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = groups_.find(ranks);
+    if (it != groups_.end()) return it->second;
+    MPI_Group all, sub;
+    check(MPI_Comm_group(comm_, &all), "MPI_Comm_group");
+    check(MPI_Group_incl(all, int(ranks.size()), ranks.data(), &sub), "MPI_Group_incl");
+    MPI_Comm c = MPI_COMM_NULL;
+    // Collective over the group's members only (MPI-3), so disjoint placements need no
+    // participation of the other ranks.
+    check(MPI_Comm_create_group(comm_, sub, 0, &c), "MPI_Comm_create_group");
+    MPI_Group_free(&sub);
+    MPI_Group_free(&all);
+    if (c == MPI_COMM_NULL) fail("[mpi] rank {} is not among the group's ranks", rank_);
+    check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    auto g = std::make_shared<MpiComm>(c, true);
+    groups_.emplace(ranks, g);
+    return g;
+  }
+
+ private:
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+  std::mutex mu_;
+  std::map<std::vector<int>, std::shared_ptr<Communicator>> groups_;
+};
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+}  // namespace oneflow::global
+
+extern "C" __attribute__((visibility("default"))) oneflow::global::Communicator*
+oneflow_mpi_module_init_v1(const char* build_id) {
+  using namespace oneflow;
+  if (!build_id || std::strcmp(build_id, ONEFLOW_BUILD_ID) != 0)
+    fail("[mpi] liboneflow_mpi.so is from build {}, the core from {}: they must come from the "
+         "same build", ONEFLOW_BUILD_ID, build_id ? build_id : "(none)");
+  int initialized = 0;
+  global::check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (!initialized) {
+    int provided = 0;
+    global::check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+                  "MPI_Init_thread");
+    std::atexit(global::finalize_at_exit);
+  }
+  global::check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+                "MPI_Comm_set_errhandler");
+  // Never freed: the world lives until the process exits (the module is never unloaded).
+  return new global::MpiComm(MPI_COMM_WORLD, false);
+}

@@ -1,0 +1,200 @@
+// global/dispatch.cpp: ops on global tensors (NOTE [SBP rules] in dispatch.h).
+// The op's meta is inferred on the logical shapes; a signature is chosen per mesh axis; inputs
+// in another SBP are boxed (differentiable boxing ops, so autograd sees them); the op runs on
+// the local pieces through the ordinary dispatch (no autograd there); the outputs are wrapped
+// as global tensors and the op is recorded for autograd on the global tensors, so its VJP
+// runs on global tensors too.
+#include "global/global.h"
+#include "global/rules.h"
+
+#include "autograd/node.h"
+
+namespace oneflow {
+namespace sbp_rules {
+void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);
+void reduction_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out, bool partial);
+}  // namespace sbp_rules
+
+namespace global {
+namespace {
+
+// Bytes a rank moves to convert a tensor of T bytes over p ranks (ARCHITECTURE.md's costs).
+double box_cost(Sbp from, Sbp to, double T, double p) {
+  if (from == to || p == 1) return 0;
+  if (from.is_broadcast()) return to.is_partial_sum() ? 1e-3 * T : 0;  // a slice or zeros
+  if (to.is_partial_sum()) return 1e-3 * T;                            // S -> P: local zeros
+  if (from.is_split() && to.is_split()) return T * (p - 1) / p;
+  if (from.is_partial_sum() && to.is_broadcast()) return 2 * T * (p - 1);
+  return T * (p - 1);  // S -> B, P -> S
+}
+
+void signatures_of(const SbpRuleCtx& c, std::vector<SbpSig>& sigs) {
+  const OpDef& op = c.op;
+  if (op.sbp_rule && op.sbp_rule->signatures) {
+    op.sbp_rule->signatures(c, sigs);
+  } else if (op.has(kElementwise) && !op.has(kRandom)) {
+    sbp_rules::elementwise_signatures(c, sigs);
+  } else if (op.has(kReduction) && op.attr_names.size() >= 2 && op.attr_names[1] == "keepdim" &&
+             (op.attr_names[0] == "dims" || op.attr_names[0] == "dim")) {
+    sbp_rules::reduction_signatures(c, sigs, false);
+  } else {
+    // no rule: the op runs on whole (broadcast) values on every rank
+    SbpSig s;
+    s.in.assign(c.inputs.size(), Sbp::broadcast());
+    s.out.assign(c.metas.size(), Sbp::broadcast());
+    sigs.push_back(std::move(s));
+  }
+  for (const SbpSig& s : sigs)
+    if (s.in.size() != c.inputs.size() || s.out.size() != c.metas.size())
+      fail("[{}] internal error: an SBP signature with {} inputs and {} outputs for {} and {}",
+           op.name, s.in.size(), s.out.size(), c.inputs.size(), c.metas.size());
+}
+
+// The signature for mesh axis `a`: the first exact match of the inputs' SBPs, else the least
+// bytes moved.
+const SbpSig& choose(const std::vector<SbpSig>& sigs, const TensorList& inputs, size_t a,
+                     int64_t p) {
+  for (const SbpSig& s : sigs) {
+    bool exact = true;
+    for (size_t i = 0; i < inputs.size() && exact; ++i)
+      exact = !inputs[i].defined() || inputs[i].impl()->global->sbp[a] == s.in[i];
+    if (exact) return s;
+  }
+  const SbpSig* best = nullptr;
+  double best_cost = 0;
+  for (const SbpSig& s : sigs) {
+    double cost = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      const Sbp cur = inputs[i].impl()->global->sbp[a];
+      cost += box_cost(cur, s.in[i], double(inputs[i].nbytes()), double(p));
+    }
+    if (!best || cost < best_cost) {
+      best = &s;
+      best_cost = cost;
+    }
+  }
+  return *best;
+}
+
+[[noreturn]] void placement_mismatch(const OpDef& op, const TensorList& inputs) {
+  std::string what;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    what += fmt::format("{}input {}: {}", what.empty() ? "" : ", ", i,
+                        inputs[i].is_global() ? inputs[i].placement().str() : std::string("local"));
+  }
+  fail("[{}] expected all tensors to be global on the same placement, but got {}", op.name, what);
+}
+
+}  // namespace
+
+TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
+  if (g_tracer && !in_kernel())
+    fail("[{}] tracing global tensors is not supported yet: run the global step eagerly",
+         op.name);
+  // 1. one placement; local 0-d tensors (scalars, optimizer step counts) count as broadcast
+  const Placement* pl = nullptr;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.is_global()) {
+      if (!pl) pl = &t.impl()->global->placement;
+      else if (*pl != t.impl()->global->placement) placement_mismatch(op, inputs);
+    }
+  if (out && !out->is_global())
+    fail("[{}] the output tensor is local, but the inputs are global on {}", op.name, pl->str());
+  if (out && out->impl()->global->placement != *pl) placement_mismatch(op, inputs);
+  const Placement place = *pl;
+  const NdSbp all_b(size_t(place.ndim()), Sbp::broadcast());
+  for (Tensor& t : inputs) {
+    if (!t.defined() || t.is_global()) continue;
+    if (t.dim() != 0 || (place.device_type() == kCPU) != t.is_cpu()) placement_mismatch(op, inputs);
+    const bool wrapped = t.impl()->is_wrapped_number;
+    t = make_global(t, {}, place, all_b);
+    t.impl()->is_wrapped_number = wrapped;
+  }
+  // 2. logical metadata (errors here come before any communication). Ops whose shapes depend
+  // on data read it on the host: they run on broadcast values, whose local pieces are whole.
+  MetaList metas;
+  if (op.has(kSyncsHost)) {
+    for (Tensor& t : inputs)
+      if (t.defined() && !(t.impl()->global->sbp == all_b)) t = boxing(t, all_b);
+    TensorList local;
+    for (const Tensor& t : inputs) local.push_back(t.defined() ? t.impl()->global->local : Tensor());
+    op.infer_meta(local, attrs, metas);
+  } else {
+    op.infer_meta(inputs, attrs, metas);
+  }
+  if (out && !(out->sizes() == IntArrayRef(metas[0].sizes)))
+    fail("[{}] output with shape {} doesn't match the result shape {}", op.name,
+         shape_str(out->sizes()), shape_str(metas[0].sizes));
+  // 3. a signature per mesh axis
+  const SbpRuleCtx ctx{op, inputs, attrs, metas};
+  std::vector<SbpSig> sigs;
+  signatures_of(ctx, sigs);
+  std::vector<NdSbp> in_sbp(inputs.size()), out_sbp(metas.size());
+  for (size_t a = 0; a < size_t(place.ndim()); ++a) {
+    const SbpSig& s = choose(sigs, inputs, a, place.hierarchy()[a]);
+    for (size_t i = 0; i < inputs.size(); ++i) in_sbp[i].push_back(s.in[i]);
+    for (size_t j = 0; j < metas.size(); ++j) out_sbp[j].push_back(s.out[j]);
+  }
+  // 4. boxing (differentiable); an in-place op whose target must move computes out of place
+  bool out_via_copy = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& t = inputs[i];
+    if (!t.defined() || t.impl()->global->sbp == in_sbp[i]) continue;
+    if (out && t.is_same(*out)) out_via_copy = true;
+    t = boxing(t, in_sbp[i]);
+  }
+  if (out && !(out_sbp[0] == out->impl()->global->sbp)) out_via_copy = true;
+  GradPlan gp = plan_autograd(op, inputs, out_via_copy ? nullptr : out);
+  // 5. the op on the local pieces
+  const std::vector<int64_t> coord = my_coord(place, op.name.c_str());
+  TensorList local;
+  for (const Tensor& t : inputs) local.push_back(t.defined() ? t.impl()->global->local : Tensor());
+  std::vector<DimVector> local_sizes;
+  for (size_t j = 0; j < metas.size(); ++j)
+    local_sizes.push_back(piece_box(metas[j].sizes, out_sbp[j], place, coord).size);
+  Attrs local_attrs = attrs;
+  if (op.sbp_rule && op.sbp_rule->localize) op.sbp_rule->localize(ctx, local_sizes, local_attrs);
+  Tensor local_out;
+  if (out && !out_via_copy) local_out = out->impl()->global->local;
+  TensorList res;
+  {
+    NoGradGuard ng;
+    res = dispatch(op, std::move(local), std::move(local_attrs), local_out.defined() ? &local_out : nullptr);
+  }
+  TensorList outputs;
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (!(res[j].sizes() == IntArrayRef(local_sizes[j])))
+      fail("[{}] internal error: under {} output {} has a local piece of shape {}, expected {}",
+           op.name, sbp_str(out_sbp[j]), j, shape_str(res[j].sizes()), shape_str(local_sizes[j]));
+    Tensor g = make_global(res[j], metas[j].sizes, place, out_sbp[j]);
+    if (metas[j].view_of >= 0) {
+      const Tensor& base = inputs[size_t(metas[j].view_of)];
+      if (!metas[j].strides.empty()) {
+        g.impl()->strides = metas[j].strides;
+        g.impl()->refresh_contiguous();
+      }
+      g.impl()->view_base = base.impl()->view_base ? base.impl()->view_base : base.impl_ptr();
+    }
+    outputs.push_back(std::move(g));
+  }
+  if (out) {
+    if (out_via_copy) {
+      NoGradGuard ng;
+      Tensor r = boxing(outputs[0], out->impl()->global->sbp);
+      out->impl()->global->local.copy_(r.impl()->global->local);
+    }
+    outputs[0] = *out;
+  }
+  // 6. autograd on the global tensors
+  if (gp.needs_grad)
+    autograd::record(op, inputs, attrs, outputs, gp.snapshot.empty() ? nullptr : &gp.snapshot);
+  return outputs;
+}
+
+}  // namespace global
+
+void register_global_ops() { g_global_dispatch_hook = global::global_dispatch; }
+
+}  // namespace oneflow

@@ -1,0 +1,79 @@
+// global.h (internal): the global-tensor layer's shared pieces (NOTE [Global tensors]).
+#pragma once
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "dispatch.h"
+#include "global/comm.h"
+#include "oneflow/global.h"
+
+namespace oneflow {
+
+// What a global tensor's impl carries. The impl itself has the logical sizes (row-major
+// strides), the dtype and device; its storage is the local piece's, so in-place writes to the
+// piece bump the global tensor's version counter.
+struct GlobalMeta {
+  Placement placement;
+  NdSbp sbp;
+  Tensor local;  // this rank's piece
+};
+
+struct PlacementImpl {
+  DeviceType device_type = kCPU;
+  std::vector<int> ranks;          // row-major over the mesh
+  std::vector<int64_t> hierarchy;  // mesh shape
+  std::mutex mu;
+  std::unordered_map<int64_t, std::shared_ptr<global::Communicator>> axis_comms;
+  std::shared_ptr<global::Communicator> all_comm;
+};
+
+namespace global {
+
+struct Range {
+  int64_t start = 0, size = 0;
+};
+// Piece r of p balanced pieces of n (the first n % p pieces one larger).
+Range balanced_piece(int64_t n, int64_t p, int64_t r);
+// Start and size of this rank's piece in every dim of `logical`.
+struct Box {
+  DimVector start, size;
+};
+Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
+              const std::vector<int64_t>& coord);
+// This process' rank in the world, and its mesh coordinate in `pl` ([op] error when absent).
+int this_rank();
+std::vector<int64_t> my_coord(const Placement& pl, const char* op);
+// The communicator of the ranks sharing every coordinate but `axis` with this rank.
+Communicator& axis_comm(const Placement& pl, int64_t axis);
+// The communicator of every rank of the placement.
+Communicator& placement_comm(const Placement& pl);
+
+// Wraps `local` (this rank's piece) as a global tensor of the given logical sizes.
+Tensor make_global(const Tensor& local, IntArrayRef logical, const Placement& pl, NdSbp sbp);
+const GlobalMeta& meta(const Tensor& t);  // t must be global
+// The SBP list checked against the placement and the logical rank (split dims in range).
+void check_sbp(const char* op, const Placement& pl, const NdSbp& sbp, int64_t ndim);
+
+// Boxing on local pieces: the piece of the same logical tensor under `to` (collectives on the
+// placement's axis communicators). Not differentiable by itself (the boxing op is).
+Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, const NdSbp& from,
+                 const NdSbp& to);
+
+// The hook dispatch() calls for ops with global inputs (installed by the op table).
+TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out);
+// The boxing op: a global tensor under another SBP (differentiable; the VJP boxes back).
+Tensor boxing(const Tensor& t, const NdSbp& to);
+
+// Zeros of a global tensor's shape (an output no gradient reached), partial sums as broadcast.
+Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
+// *_like of a global tensor: its placement and SBP (partial sums made broadcast).
+Tensor like_global(const Tensor& t, const TensorOptions& o,
+                   const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
+
+// The number of collectives issued so far by this rank, all communicators together.
+uint64_t collectives_issued();
+void count_collective();
+
+}  // namespace global
+}  // namespace oneflow

@@ -1,0 +1,182 @@
+// rules.cpp: the SBP rules of rules.h and the trait defaults (NOTE [SBP rules]).
+#include "global/rules.h"
+
+#include "global/global.h"
+
+namespace oneflow {
+namespace sbp_rules {
+namespace {
+
+using Sigs = std::vector<SbpSig>;
+const Sbp B = Sbp::broadcast();
+const Sbp P = Sbp::partial_sum();
+Sbp S(int64_t d) { return Sbp::split(d); }
+
+SbpSig sig(std::initializer_list<Sbp> in, std::initializer_list<Sbp> out) {
+  SbpSig s;
+  for (Sbp x : in) s.in.push_back(x);
+  for (Sbp x : out) s.out.push_back(x);
+  return s;
+}
+// Every input and every output under the same Sbp.
+SbpSig uniform(const SbpRuleCtx& c, Sbp x) {
+  SbpSig s;
+  for (size_t i = 0; i < c.inputs.size(); ++i) s.in.push_back(x);
+  for (size_t j = 0; j < c.metas.size(); ++j) s.out.push_back(x);
+  return s;
+}
+
+}  // namespace
+
+// Elementwise with broadcasting: output dim d may be split when every input either has the
+// dim at full size (split too) or broadcasts over it (then broadcast).
+void elementwise_signatures(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const auto& osz = c.metas[0].sizes;
+  const int64_t n = int64_t(osz.size());
+  for (int64_t d = 0; d < n; ++d) {
+    SbpSig s;
+    bool any_split = false;
+    for (const Tensor& t : c.inputs) {
+      if (!t.defined()) {
+        s.in.push_back(B);
+        continue;
+      }
+      const int64_t k = d - (n - t.dim());
+      if (k >= 0 && t.size(k) == osz[size_t(d)]) {
+        s.in.push_back(S(k));
+        any_split = true;
+      } else {
+        s.in.push_back(B);
+      }
+    }
+    if (!any_split) continue;
+    for (size_t j = 0; j < c.metas.size(); ++j) s.out.push_back(S(d));
+    out.push_back(std::move(s));
+  }
+}
+
+// Reductions over `dims` (attr 0: a list, empty = every dim, or one int) with keepdim (attr 1):
+// splits of kept dims stay; `partial` adds S(reduced) -> P and P -> P (sums).
+void reduction_signatures(const SbpRuleCtx& c, Sigs& out, bool partial) {
+  out.push_back(uniform(c, B));
+  if (partial) out.push_back(uniform(c, P));
+  const Tensor& x = c.inputs[0];
+  const int64_t nd = x.dim();
+  std::vector<bool> reduced(size_t(nd), false);
+  const AttrValue& dv = c.attrs.values[0];
+  if (const auto* dims = std::get_if<DimVector>(&dv)) {
+    if (dims->empty()) reduced.assign(size_t(nd), true);
+    for (int64_t d : *dims) reduced[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
+  } else if (const auto* d = std::get_if<int64_t>(&dv)) {
+    if (nd == 0) return;
+    reduced[size_t(wrap_dim(*d, nd, c.op.name.c_str()))] = true;
+  } else {
+    return;
+  }
+  const bool keepdim = c.attrs.b(1);
+  int64_t removed = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (reduced[size_t(d)]) {
+      ++removed;
+      if (partial) {
+        SbpSig s = uniform(c, P);
+        s.in[0] = S(d);
+        out.push_back(std::move(s));
+      }
+      continue;
+    }
+    SbpSig s = uniform(c, S(keepdim ? d : d - removed));
+    s.in.assign(c.inputs.size(), B);
+    s.in[0] = S(d);
+    out.push_back(std::move(s));
+  }
+}
+
+namespace {
+
+void linear_all(const SbpRuleCtx& c, Sigs& out) {
+  elementwise_signatures(c, out);
+  out.push_back(uniform(c, P));
+}
+void linear_first(const SbpRuleCtx& c, Sigs& out) {
+  elementwise_signatures(c, out);
+  out.push_back(sig({P, B}, {P}));
+  if (c.op.name == "mul") out.push_back(sig({B, P}, {P}));
+}
+void mm(const SbpRuleCtx&, Sigs& out) {
+  out = {sig({B, B}, {B}),    sig({S(0), B}, {S(0)}), sig({B, S(1)}, {S(1)}),
+         sig({S(1), S(0)}, {P}), sig({P, B}, {P}),     sig({B, P}, {P})};
+}
+void bmm(const SbpRuleCtx&, Sigs& out) {
+  out = {sig({B, B}, {B}),       sig({S(0), S(0)}, {S(0)}), sig({S(1), B}, {S(1)}),
+         sig({B, S(2)}, {S(2)}), sig({S(2), S(1)}, {P}),    sig({P, B}, {P}),
+         sig({B, P}, {P})};
+}
+void linear(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t n = c.inputs[0].dim();
+  const bool bias = c.inputs.size() > 2 && c.inputs[2].defined();
+  auto with_bias = [&](SbpSig s, Sbp b) {
+    if (c.inputs.size() > 2) s.in.push_back(bias ? b : B);
+    return s;
+  };
+  out.push_back(with_bias(sig({B, B}, {B}), B));
+  for (int64_t d = 0; d + 1 < n; ++d) out.push_back(with_bias(sig({S(d), B}, {S(d)}), B));
+  out.push_back(with_bias(sig({B, S(0)}, {S(n - 1)}), S(0)));  // column parallel
+  out.push_back(with_bias(sig({S(n - 1), S(1)}, {P}), P));     // row parallel
+  out.push_back(with_bias(sig({P, B}, {P}), P));
+}
+void sum(const SbpRuleCtx& c, Sigs& out) { reduction_signatures(c, out, true); }
+
+void view(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  out.push_back(uniform(c, P));
+  IntArrayRef in = c.inputs[0].sizes();
+  const auto& o = c.metas[0].sizes;
+  int64_t pin = 1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t pout = 1;
+    for (size_t k = 0; k < o.size(); ++k) {
+      if (pout == pin && o[k] == in[d]) {
+        out.push_back(sig({S(int64_t(d))}, {S(int64_t(k))}));
+        break;
+      }
+      pout *= o[k];
+    }
+    pin *= in[d];
+  }
+}
+void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
+  a.values[0] = local[0];
+}
+void permute(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  out.push_back(uniform(c, P));
+  const DimVector& dims = c.attrs.ints(0);
+  const int64_t nd = c.inputs[0].dim();
+  for (size_t k = 0; k < dims.size(); ++k)
+    out.push_back(sig({S(wrap_dim(dims[k], nd, "permute"))}, {S(int64_t(k))}));
+}
+void softmax(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim) out.push_back(uniform(c, S(d)));
+}
+
+}  // namespace
+
+const SbpRule kLinearAll{linear_all};
+const SbpRule kLinearFirst{linear_first};
+const SbpRule kMm{mm};
+const SbpRule kBmm{bmm};
+const SbpRule kLinear{linear};
+const SbpRule kSum{sum};
+const SbpRule kView{view, view_localize};
+const SbpRule kPermute{permute};
+const SbpRule kSoftmax{softmax};
+
+}  // namespace sbp_rules
+}  // namespace oneflow

@@ -1,0 +1,19 @@
+// rules.h (internal): SBP rules that op definitions point at (NOTE [SBP rules] in dispatch.h).
+// Each op family's file sets `.sbp_rule` beside its VJP; the rules themselves are written in
+// src/global/rules.cpp since several families share them.
+#pragma once
+#include "dispatch.h"
+
+namespace oneflow::sbp_rules {
+
+extern const SbpRule kLinearAll;    // add, sub, neg, copy: partial sums stay partial
+extern const SbpRule kLinearFirst;  // mul (either operand P, the other B), div (P / B)
+extern const SbpRule kMm;           // mm / addmm's product: OneFlow's matmul signatures
+extern const SbpRule kBmm;          // bmm: batch splits, then the mm signatures per batch
+extern const SbpRule kLinear;       // linear(x, w, b): data, column and row parallel
+extern const SbpRule kSum;          // sum: split reduced dims become partial sums
+extern const SbpRule kView;         // view/reshape: splits of dims kept whole
+extern const SbpRule kPermute;      // permute: splits follow their dim
+extern const SbpRule kSoftmax;      // softmax / log_softmax (attr 0 = dim): split other dims
+
+}  // namespace oneflow::sbp_rules
