@@ -7,6 +7,11 @@
 
 #include <oneflow/oneflow.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
 namespace of = oneflow;
 using of::Sbp;
 using of::NdSbp;
@@ -236,6 +241,18 @@ TEST_CASE("errors come before any collective and are the same on every rank") {
 int main(int argc, char** argv) {
   of::distributed::init();
   of::set_num_threads(1);
+  // Fault modes (test_global.cpp): rank 1 dies or sleeps while the others enter a collective;
+  // the job must end non-zero in bounded time instead of hanging.
+  if (const char* mode = std::getenv("OF_WORKER_FAULT")) {
+    of::Placement pl = of::Placement::all("cpu");
+    if (of::distributed::rank() == 1) {
+      if (std::string(mode) == "die") std::raise(SIGKILL);
+      if (std::string(mode) == "sleep") std::this_thread::sleep_for(std::chrono::seconds(120));
+    }
+    of::Tensor s = of::ones({4}, pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast());
+    std::printf("rank %d finished the collective: %g\n", of::distributed::rank(), s.sum().item<double>());
+    return 0;
+  }
   doctest::Context ctx(argc, argv);
   const int rc = ctx.run();
   // every rank reports; a failure anywhere fails the run (mpirun returns non-zero)

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -90,11 +91,11 @@ TEST_CASE("global: a world of one process (no MPI): conversions, ops, autograd, 
 namespace {
 
 // Runs the worker under mpirun with a deadline; returns the exit status and the output tail.
-int run_ranks(int n, std::string* out) {
+int run_ranks(int n, std::string* out, const std::string& env = "", int deadline_s = 300) {
   const std::string cmd = fmt::format(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-      "timeout -k 5 300 mpirun --oversubscribe -np {} {} 2>&1",
-      n, ONEFLOW_GLOBAL_WORKER);
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {} "
+      "timeout -k 5 {} mpirun --oversubscribe -np {} {} 2>&1",
+      env, deadline_s, n, ONEFLOW_GLOBAL_WORKER);
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
@@ -114,6 +115,29 @@ TEST_CASE("global: the multi-rank suite under mpirun -np 1, 2 and 4") {
     const int rc = run_ranks(n, &out);
     INFO(out);
     CHECK(rc == 0);
+  }
+#elif ONEFLOW_STATIC_CORE
+  MESSAGE("static core (the sanitized build): the multi-rank suite runs in the regular build");
+#else
+  FAIL("built without Open MPI's development files (libopenmpi-dev); ./run installs them");
+#endif
+}
+
+TEST_CASE("global: a dead rank or a stuck rank ends the job non-zero in bounded time") {
+#if ONEFLOW_HAVE_MPI
+  for (const char* mode : {"die", "sleep"}) {
+    CAPTURE(mode);
+    std::string out;
+    const auto t0 = std::chrono::steady_clock::now();
+    // the sleeping rank sleeps 120 s; the others' watchdog gives up after 3 s
+    const int rc = run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_COLLECTIVE_TIMEOUT=3", mode), 90);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(out);
+    CHECK(rc != 0);
+    CHECK(rc != 124);  // not the deadline: the job ended itself
+    CHECK(secs < 60);
+    if (std::string(mode) == "sleep") CHECK(out.find("did not complete within 3 s") != std::string::npos);
+    CHECK(out.find("finished the collective") == std::string::npos);
   }
 #elif ONEFLOW_STATIC_CORE
   MESSAGE("static core (the sanitized build): the MPI module and the multi-rank suite are built "

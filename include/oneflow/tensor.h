@@ -173,6 +173,7 @@ class Tensor {
   // Version counter of the underlying storage (bumped by every in-place write).
   uint32_t _version() const { return check_impl()->storage->version.load(); }
   bool is_global() const { return impl_ && impl_->global != nullptr; }
+  [[noreturn]] static void global_data_ptr_error();
   // --- global tensors (NOTE [Global tensors], include/oneflow/global.h) ---
   // A local tensor becomes this rank's piece of a global tensor (split), the whole value
   // (broadcast) or this rank's addend (partial_sum); a global tensor is converted (boxing).
@@ -186,7 +187,12 @@ class Tensor {
   NdSbp sbp() const;
 
   // --- data access (CPU tensors) ---
-  void* data_ptr() const { return check_impl()->raw_data(); }
+  // A global tensor's data is its pieces': data_ptr() raises (use to_local()).
+  void* data_ptr() const {
+    auto* i = check_impl();
+    if (i->global) global_data_ptr_error();
+    return i->raw_data();
+  }
   template <class T> T* data_ptr() const;
   template <class T> T* mutable_data_ptr() const { return data_ptr<T>(); }
   // Value of a one-element tensor (any device); [item] error for more elements.
@@ -466,6 +472,7 @@ template <class T> T* Tensor::data_ptr() const {
   auto* i = check_impl();
   OF_CHECK(i->dtype == scalar_type_of<T>, "[data_ptr] tensor has dtype {}, asked for {}",
            dtype_name(i->dtype), dtype_name(scalar_type_of<T>));
+  if (i->global) global_data_ptr_error();
   return static_cast<T*>(i->raw_data());
 }
 

@@ -399,6 +399,11 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
   return global::local_to_global(contiguous(), placement, sbp, L);
 }
 
+void Tensor::global_data_ptr_error() {
+  fail("[data_ptr] a global tensor's data lives in its ranks' pieces: call to_local() for this "
+       "rank's piece, or to_vector() / item() for the logical value");
+}
+
 Tensor Tensor::to_local() const {
   check_impl();
   if (!is_global()) return *this;

@@ -7,8 +7,12 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "global/comm.h"
 #include "oneflow/error.h"
@@ -23,6 +27,58 @@ void check(int rc, const char* call) {
   MPI_Error_string(rc, msg, &len);
   fail("[mpi] {} failed: {}", call, std::string(msg, size_t(len)));
 }
+
+// NOTE [Collective watchdog]: MPI has no timeouts. Every collective call marks its start; a
+// watchdog thread ends this rank (exit status 3; mpirun then ends the others) when one has not
+// finished within $OF_COLLECTIVE_TIMEOUT seconds (default 300; 0 disables), saying which call
+// and which collective number it was, so a dead, diverged or stuck rank never hangs the job.
+struct Watchdog {
+  std::atomic<const char*> call{nullptr};
+  std::atomic<int64_t> started_ms{0};
+  std::atomic<uint64_t> sequence{0};
+  double timeout_s = 300;
+  int rank = 0;
+  void start() {
+    if (const char* e = std::getenv("OF_COLLECTIVE_TIMEOUT")) timeout_s = std::atof(e);
+    if (timeout_s <= 0) return;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::thread([this] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const char* c = call.load();
+        if (!c) continue;
+        const double waited = double(now_ms() - started_ms.load()) / 1e3;
+        if (waited > timeout_s && call.load() == c) {
+          std::fprintf(stderr,
+                       "[mpi] rank %d: %s (collective #%llu of this rank) did not complete "
+                       "within %.0f s (OF_COLLECTIVE_TIMEOUT): another rank died, took another "
+                       "path or is stuck; aborting every rank\n",
+                       rank, c, (unsigned long long)sequence.load(), timeout_s);
+          std::fflush(stderr);
+          // Not MPI_Abort: under MPI_THREAD_FUNNELED only the main thread may call MPI. A
+          // rank that exits non-zero makes mpirun end the others.
+          std::_Exit(3);
+        }
+      }
+    }).detach();
+  }
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+Watchdog g_watchdog;
+
+// Marks one collective call for the watchdog.
+struct Timed {
+  explicit Timed(const char* c) {
+    g_watchdog.sequence.fetch_add(1);
+    g_watchdog.started_ms.store(Watchdog::now_ms());
+    g_watchdog.call.store(c);
+  }
+  ~Timed() { g_watchdog.call.store(nullptr); }
+};
 
 int as_int(int64_t n, const char* call) {
   if (n < 0 || n > INT_MAX)
@@ -72,6 +128,7 @@ class MpiComm final : public Communicator {
 
   void allreduce_sum(void* buf, int64_t count, ScalarType dtype) override {
     ++stats_.allreduce;
+    Timed timed("MPI_Allreduce");
     check(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(count, "MPI_Allreduce"),
                         mpi_type(dtype, "MPI_Allreduce"), MPI_SUM, comm_),
           "MPI_Allreduce");
@@ -79,6 +136,7 @@ class MpiComm final : public Communicator {
   void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) override {
     ++stats_.allgather;
     Counts c(recv_bytes, "MPI_Allgatherv");
+    Timed timed("MPI_Allgatherv");
     check(MPI_Allgatherv(send, c.n[size_t(rank_)], MPI_BYTE, recv, c.n.data(), c.displ.data(),
                          MPI_BYTE, comm_),
           "MPI_Allgatherv");
@@ -87,6 +145,7 @@ class MpiComm final : public Communicator {
                            ScalarType dtype) override {
     ++stats_.reduce_scatter;
     Counts c(counts, "MPI_Reduce_scatter");
+    Timed timed("MPI_Reduce_scatter");
     check(MPI_Reduce_scatter(send, recv, c.n.data(), mpi_type(dtype, "MPI_Reduce_scatter"),
                              MPI_SUM, comm_),
           "MPI_Reduce_scatter");
@@ -95,25 +154,30 @@ class MpiComm final : public Communicator {
                  const std::vector<int64_t>& recv_bytes) override {
     ++stats_.alltoall;
     Counts s(send_bytes, "MPI_Alltoallv"), r(recv_bytes, "MPI_Alltoallv");
+    Timed timed("MPI_Alltoallv");
     check(MPI_Alltoallv(send, s.n.data(), s.displ.data(), MPI_BYTE, recv, r.n.data(),
                         r.displ.data(), MPI_BYTE, comm_),
           "MPI_Alltoallv");
   }
   void broadcast(void* buf, int64_t bytes, int root) override {
     ++stats_.broadcast;
+    Timed timed("MPI_Bcast");
     check(MPI_Bcast(buf, as_int(bytes, "MPI_Bcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   void send(const void* buf, int64_t bytes, int dst, int tag) override {
     ++stats_.send;
+    Timed timed("MPI_Send");
     check(MPI_Send(buf, as_int(bytes, "MPI_Send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
   }
   void recv(void* buf, int64_t bytes, int src, int tag) override {
     ++stats_.recv;
+    Timed timed("MPI_Recv");
     check(MPI_Recv(buf, as_int(bytes, "MPI_Recv"), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");
   }
   void barrier() override {
     ++stats_.barrier;
+    Timed timed("MPI_Barrier");
     check(MPI_Barrier(comm_), "MPI_Barrier");
   }
   std::shared_ptr<Communicator> group(const std::vector<int>& ranks) override {
@@ -169,6 +233,7 @@ oneflow_mpi_module_init_v1(const char* build_id) {
   }
   global::check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
                 "MPI_Comm_set_errhandler");
+  global::g_watchdog.start();
   // Never freed: the world lives until the process exits (the module is never unloaded).
   return new global::MpiComm(MPI_COMM_WORLD, false);
 }

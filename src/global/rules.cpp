@@ -166,8 +166,24 @@ void softmax(const SbpRuleCtx& c, Sigs& out) {
     if (d != dim) out.push_back(uniform(c, S(d)));
 }
 
+void per_sample(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (c.inputs[0].dim() == 0) return;
+  SbpSig s = uniform(c, S(0));
+  for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
+  out.push_back(std::move(s));
+}
+void embedding(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[1].dim();
+  for (int64_t d = 0; d < nd; ++d) out.push_back(sig({B, S(d)}, {S(d)}));
+  out.push_back(sig({S(1), B}, {S(nd)}));  // each rank holds some embedding columns
+}
+
 }  // namespace
 
+const SbpRule kPerSample{per_sample};
+const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};
 const SbpRule kLinearFirst{linear_first};
 const SbpRule kMm{mm};

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
 
@@ -635,7 +636,7 @@ void one_hot_meta(const TensorList& in, const Attrs& a, MetaList& out) {
            dtype_name(x.dtype()));
   const int64_t c = a.i(0);
   OF_CHECK(c >= 0, "[one_hot] num_classes must be positive or -1, got {}", c);
-  if (x.is_cpu() && x.numel() > 0)
+  if (x.is_cpu() && !x.is_global() && x.numel() > 0)  // global: checked on the pieces
     for_each_index(x, [&](int64_t v) {
       if (v < 0) fail("[one_hot] class values must be non-negative, got {}", v);
       if (v >= c) fail("[one_hot] class value {} must be smaller than num_classes {}", v, c);
@@ -1039,7 +1040,7 @@ void embedding_meta(const TensorList& in, const Attrs&, MetaList& out) {
            shape_str(w.sizes()));
   check_index_dtype(idx, "embedding", true, "indices");
   const int64_t num = w.sizes()[0];
-  if (idx.is_cpu() && idx.numel() > 0)
+  if (idx.is_cpu() && !idx.is_global() && idx.numel() > 0)  // global: checked on the pieces
     for_each_index(idx, [&](int64_t v) {
       if (v < 0 || v >= num)
         fail("[embedding] index {} is out of range for weight of shape {} ({} rows)", v,
@@ -1141,7 +1142,7 @@ void register_index_ops() {
   register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
                              .infer_meta = embedding_meta, .cpu = embedding_cpu,
                              .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kEmbedding, .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions

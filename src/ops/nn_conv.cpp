@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/rules.h"
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
 #include "thread_pool.h"
@@ -1341,10 +1342,10 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 void register_conv_ops() {
   register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation", "groups"},
                .infer_meta = conv_meta<2>, .cpu = conv_cpu<2>, .vjp = conv_vjp<2>,
-               .save_inputs = 3, .contiguous_inputs = ~0u});
+               .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
   register_op({.name = "conv3d", .attr_names = {"stride", "padding", "dilation", "groups"},
                .infer_meta = conv_meta<3>, .cpu = conv_cpu<3>, .vjp = conv_vjp<3>,
-               .save_inputs = 3, .contiguous_inputs = ~0u});
+               .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv_transpose2d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
