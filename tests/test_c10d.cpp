@@ -67,7 +67,7 @@ TEST_CASE("DistributedSequentialSampler: libtorch's blocks, with and without dup
   for (auto [i, c] : n) CHECK(c == 1);
   // reset to another size re-blocks
   last.reset(20);
-  CHECK(drain(last) == iota(7, 14));
+  CHECK(drain(last) == std::vector<size_t>{14, 15, 16, 17, 18, 19, 0});
   // defaults: one replica, every index in order
   samplers::DistributedSequentialSampler one(5);
   CHECK(drain(one) == iota(5));
@@ -216,11 +216,11 @@ TEST_CASE("c10d: errors name the op and the offending tensors") {
                        of::Error);
   std::vector<std::vector<of::Tensor>> wrong{{of::zeros({3})}};
   CHECK_THROWS_WITH_AS(pg->allgather(wrong, one),
-                       doctest::Contains("outputTensors[0][0] is float32 [3], but inputTensors[0] "
-                                         "is float32 [2]"),
+                       doctest::Contains("outputTensors[0][0] is float32 (3,), but inputTensors[0] "
+                                         "is float32 (2,)"),
                        of::Error);
   std::vector<std::vector<of::Tensor>> doubles{{of::zeros({2}, of::kFloat64)}};
-  CHECK_THROWS_WITH_AS(pg->reduce_scatter(one, doubles), doctest::Contains("float64 [2]"),
+  CHECK_THROWS_WITH_AS(pg->reduce_scatter(one, doubles), doctest::Contains("float64 (2,)"),
                        of::Error);
   std::vector<std::vector<of::Tensor>> too_many{{of::zeros({2}), of::zeros({2})}};
   CHECK_THROWS_WITH_AS(pg->reduce_scatter(one, too_many),

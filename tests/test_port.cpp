@@ -558,7 +558,7 @@ namespace dist_port {
 struct Points : of::data::datasets::Dataset<Points> {
   of::data::Example<> get(size_t index) override {
     const float x = float(index % 8) / 4.0f - 1.0f, y = float(index / 8) / 4.0f - 1.0f;
-    return {of::tensor({x, y}), of::full({}, x * y > 0 ? 1 : 0, of::kInt64)};
+    return {of::tensor({x, y}), of::full({}, x + y > 0 ? 1 : 0, of::kInt64)};
   }
   of::optional<size_t> size() const override { return 64; }
 };
@@ -606,7 +606,7 @@ std::vector<float> run() {
   auto model = std::make_shared<Model>();
   of::optim::SGD optimizer(model->parameters(), of::optim::SGDOptions(0.1).momentum(0.9));
   std::vector<float> losses;
-  for (size_t epoch = 1; epoch <= 12; ++epoch) {
+  for (size_t epoch = 1; epoch <= 20; ++epoch) {
     float sum = 0;
     int batches = 0;
     for (auto& batch : *data_loader) {

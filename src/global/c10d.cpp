@@ -245,7 +245,7 @@ struct CallDesc {
     }
     const auto type = OpType(op);
     if (type == OpType::ALLREDUCE || type == OpType::REDUCE || type == OpType::REDUCE_SCATTER)
-      s += " " + reduce_op_name(ReduceOp(ReduceOp::RedOpType(reduce_op)));
+      s += fmt::format(" {}", reduce_op_name(ReduceOp(ReduceOp::RedOpType(reduce_op))));
     if (type == OpType::BROADCAST || type == OpType::REDUCE || type == OpType::GATHER ||
         type == OpType::SCATTER)
       s += fmt::format(" root {}", root);
