@@ -5,6 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <oneflow/c10d.h>
 #include <oneflow/oneflow.h>
 
 #include <chrono>
@@ -236,6 +237,182 @@ TEST_CASE("errors come before any collective and are the same on every rank") {
                          doctest::Contains("the world has"), of::Error);
   }
   (void)b;
+}
+
+// ---------------------------------------------------------------- c10d process groups
+
+namespace {
+
+std::vector<double> values(const of::Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> filled(size_t n, double v) { return std::vector<double>(n, v); }
+double factorial(int n) { return n <= 1 ? 1.0 : n * factorial(n - 1); }
+
+}  // namespace
+
+TEST_CASE("c10d: collectives over the world equal the expected values, on float32/float64/int64") {
+  auto pg = c10d::ProcessGroupMPI::createProcessGroupMPI();
+  const int p = pg->getSize(), me = pg->getRank();
+  CHECK(p == of::distributed::world_size());
+  CHECK(me == of::distributed::rank());
+  const double sum_ranks = p * (p - 1) / 2.0;
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64, of::kInt64}) {
+    CAPTURE(of::dtype_name(dt));
+    const auto o = of::dtype(dt);
+    std::vector<of::Tensor> t{of::full({3, 2}, me + 1, o)};
+    c10::intrusive_ptr<c10d::Work> w = pg->allreduce(t);
+    CHECK(w->wait());
+    CHECK(w->isCompleted());
+    CHECK(values(t[0]) == filled(6, sum_ranks + p));
+    CHECK(t[0].dtype() == dt);
+    for (auto [op, expect] : {std::pair{c10d::ReduceOp::MIN, 1.0}, std::pair{c10d::ReduceOp::MAX, double(p)},
+                              std::pair{c10d::ReduceOp::PRODUCT, factorial(p)}}) {
+      t[0].fill_(me + 1);
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = op;
+      pg->allreduce(t, opts)->wait();
+      CHECK(values(t[0]) == filled(6, expect));
+    }
+    // allgather: outputs[0][q] is rank q's input
+    std::vector<of::Tensor> in{of::full({2}, 10 * me, o)};
+    std::vector<std::vector<of::Tensor>> out(1);
+    for (int q = 0; q < p; ++q) out[0].push_back(of::zeros({2}, o));
+    pg->allgather(out, in)->wait();
+    for (int q = 0; q < p; ++q) CHECK(values(out[0][size_t(q)]) == filled(2, 10.0 * q));
+    // broadcast from the last rank
+    std::vector<of::Tensor> b{of::full({4}, me, o)};
+    c10d::BroadcastOptions bo;
+    bo.rootRank = p - 1;
+    pg->broadcast(b, bo)->wait();
+    CHECK(values(b[0]) == filled(4, p - 1));
+    // reduce_scatter: rank r contributes r + q to block q; this rank gets the sum of block me
+    std::vector<of::Tensor> mine{of::zeros({2, 2}, o)};
+    std::vector<std::vector<of::Tensor>> blocks(1);
+    for (int q = 0; q < p; ++q) blocks[0].push_back(of::full({2, 2}, me + q, o));
+    pg->reduce_scatter(mine, blocks)->wait();
+    CHECK(values(mine[0]) == filled(4, sum_ranks + double(p) * me));
+    // reduce to rank 0: the others keep their values
+    std::vector<of::Tensor> r{of::full({2}, me + 1, o)};
+    pg->reduce(r)->wait();
+    CHECK(values(r[0]) == filled(2, me == 0 ? sum_ranks + p : me + 1));
+    CHECK(pg->barrier()->wait());
+  }
+  // float16 sums go through float32 and keep the dtype
+  std::vector<of::Tensor> h{of::full({5}, 1.5, of::dtype(of::kFloat16))};
+  pg->allreduce(h)->wait();
+  CHECK(h[0].dtype() == of::kFloat16);
+  CHECK(values(h[0]) == filled(5, 1.5 * p));
+  // gather / scatter / alltoall with root 0
+  std::vector<of::Tensor> g_in{of::full({3}, double(me))};
+  std::vector<std::vector<of::Tensor>> g_out;
+  if (me == 0) {
+    g_out.emplace_back();
+    for (int q = 0; q < p; ++q) g_out[0].push_back(of::zeros({3}));
+  }
+  pg->gather(g_out, g_in)->wait();
+  if (me == 0)
+    for (int q = 0; q < p; ++q) CHECK(values(g_out[0][size_t(q)]) == filled(3, q));
+  std::vector<of::Tensor> s_out{of::zeros({2})};
+  std::vector<std::vector<of::Tensor>> s_in;
+  if (me == 0) {
+    s_in.emplace_back();
+    for (int q = 0; q < p; ++q) s_in[0].push_back(of::full({2}, 100.0 + q));
+  }
+  pg->scatter(s_out, s_in)->wait();
+  CHECK(values(s_out[0]) == filled(2, 100 + me));
+  std::vector<of::Tensor> a_in, a_out;
+  for (int q = 0; q < p; ++q) {
+    a_in.push_back(of::full({q + 1}, 10.0 * me + q));   // q + 1 values to rank q
+    a_out.push_back(of::zeros({me + 1}));             // me + 1 values from every rank
+  }
+  pg->alltoall(a_out, a_in)->wait();
+  for (int q = 0; q < p; ++q) CHECK(values(a_out[size_t(q)]) == filled(size_t(me + 1), 10 * q + me));
+  // a sub-group of ranks 0 and 1: the others get a null group and take no part
+  if (p >= 2) {
+    auto sub = c10d::ProcessGroupMPI::createProcessGroupMPI({0, 1});
+    CHECK((sub != nullptr) == (me < 2));
+    if (sub) {
+      CHECK(sub->getSize() == 2);
+      CHECK(sub->getRank() == me);
+      std::vector<of::Tensor> t{of::full({2}, me + 1.0)};
+      sub->allreduce(t)->wait();
+      CHECK(values(t[0]) == filled(2, 3));
+    }
+  }
+}
+
+TEST_CASE("c10d: DDP by hand (all-reduce the gradients, divide by the world) equals one process") {
+  auto pg = c10d::ProcessGroupMPI::createProcessGroupMPI();
+  const int p = pg->getSize(), me = pg->getRank();
+  auto make = [](uint64_t seed) {
+    of::manual_seed(seed);
+    auto m = of::nn::Sequential(of::nn::Linear(5, 12), of::nn::Tanh(), of::nn::Linear(12, 3));
+    m->to(of::kFloat64);
+    return m;
+  };
+  auto ref = make(3);
+  // every rank starts from its own initialization; rank 0's is broadcast, as DDP does
+  auto ddp = make(3 + uint64_t(me));
+  for (auto& param : ddp->parameters()) {
+    std::vector<of::Tensor> v{param};
+    pg->broadcast(v)->wait();
+  }
+  of::optim::SGD opt_ref(ref->parameters(), of::optim::SGDOptions(0.1).momentum(0.9));
+  of::optim::SGD opt(ddp->parameters(), of::optim::SGDOptions(0.1).momentum(0.9));
+  const int64_t batch = 8, local = batch / p;  // 8 rows split evenly over 1, 2 or 4 ranks
+  for (int step = 0; step < 3; ++step) {
+    of::manual_seed(50 + step);
+    of::Tensor x = of::randn({batch, 5}, of::dtype(of::kFloat64));
+    of::Tensor y = of::randint(0, 3, {batch}, of::dtype(of::kInt64));
+    opt_ref.zero_grad();
+    of::nn::functional::cross_entropy(ref->forward(x), y).backward();
+    opt_ref.step();
+    opt.zero_grad();
+    of::nn::functional::cross_entropy(ddp->forward(x.narrow(0, me * local, local)),
+                                      y.narrow(0, me * local, local))
+        .backward();
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (auto& param : ddp->parameters()) {
+      std::vector<of::Tensor> grads{param.grad()};
+      works.push_back(pg->allreduce(grads));
+    }
+    for (auto& work : works) work->wait();
+    for (auto& param : ddp->parameters()) of::Tensor(param.grad()).div_(p);
+    opt.step();
+  }
+  auto pr = ref->parameters(), pd = ddp->parameters();
+  for (size_t i = 0; i < pr.size(); ++i) CHECK(max_diff(pd[i], pr[i]) < 1e-12);
+}
+
+TEST_CASE("c10d: bad calls raise before communicating, the same error on every rank") {
+  auto pg = c10d::ProcessGroupMPI::createProcessGroupMPI();
+  const int p = pg->getSize(), me = pg->getRank();
+  const uint64_t before = issued();
+  // wrong on this rank's own arguments: raised before any collective
+  std::vector<of::Tensor> in{of::zeros({2})};
+  std::vector<std::vector<of::Tensor>> out{std::vector<of::Tensor>(size_t(p), of::zeros({3}))};
+  CHECK_THROWS_WITH_AS(pg->allgather(out, in), doctest::Contains("float32 (3,), but inputTensors[0]"),
+                       of::Error);
+  std::vector<of::Tensor> strided{of::zeros({3, 4}).t()};
+  CHECK_THROWS_WITH_AS(pg->allreduce(strided), doctest::Contains("contiguous"), of::Error);
+  std::vector<std::vector<of::Tensor>> few{{of::zeros({2})}};
+  if (p > 1)
+    CHECK_THROWS_WITH_AS(pg->reduce_scatter(in, few), doctest::Contains("one tensor per rank"),
+                         of::Error);
+  CHECK(issued() == before);
+  if (p > 1) {
+    // ranks that disagree (rank 0 passes 3 elements, the others 4; or another op) all raise
+    std::vector<of::Tensor> t{of::zeros({me == 0 ? 3 : 4})};
+    CHECK_THROWS_WITH_AS(pg->allreduce(t), doctest::Contains("the ranks' calls disagree"), of::Error);
+    std::vector<of::Tensor> u{of::zeros({2}, of::dtype(me == p - 1 ? of::kFloat64 : of::kFloat32))};
+    CHECK_THROWS_WITH_AS(pg->allreduce(u), doctest::Contains("float64 (2,)"), of::Error);
+    std::vector<of::Tensor> w{of::zeros({2})};
+    CHECK_THROWS_WITH_AS(me == 0 ? pg->broadcast(w) : pg->allreduce(w),
+                         doctest::Contains("rank 0: broadcast float32 (2,) root 0"), of::Error);
+  }
+  // the ranks are still in step afterwards
+  std::vector<of::Tensor> ok{of::ones({2})};
+  pg->allreduce(ok)->wait();
+  CHECK(values(ok[0]) == filled(2, p));
 }
 
 int main(int argc, char** argv) {

@@ -16,6 +16,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <oneflow/c10d.h>
+
 #include "harness.h"
 
 namespace fs = std::filesystem;
@@ -542,4 +544,97 @@ TEST_CASE("port: a libtorch 1-D audio classifier (Conv1d, 1-D pools) compiles an
   for (float l : losses) CHECK(std::isfinite(l));
   CHECK(losses.back() < 0.5f * losses.front());
   CHECK(acc >= 0.9);
+}
+
+// ---------------------------------------------------------------- distributed data parallel
+// The shape of libtorch's distributed MNIST example (pytorch/examples, cpp/distributed) as
+// libtorch code: c10d::ProcessGroupMPI::createProcessGroupMPI(), a DistributedRandomSampler
+// feeding make_data_loader, and the gradients all-reduced by hand then divided by the number of
+// ranks. Here it runs as one process (a group of one); global_worker.cpp runs the same pattern
+// under mpirun. Both the libtorch 1.13 (c10::intrusive_ptr) and the older (std::shared_ptr)
+// spellings of the group and its works are used.
+namespace dist_port {
+
+struct Points : of::data::datasets::Dataset<Points> {
+  of::data::Example<> get(size_t index) override {
+    const float x = float(index % 8) / 4.0f - 1.0f, y = float(index / 8) / 4.0f - 1.0f;
+    return {of::tensor({x, y}), of::full({}, x + y > 0 ? 1 : 0, of::kInt64)};
+  }
+  of::optional<size_t> size() const override { return 64; }
+};
+
+struct Model : of::nn::Module {
+  Model() : fc1(2, 16), fc2(16, 2) {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
+  of::Tensor forward(of::Tensor x) { return fc2->forward(of::relu(fc1->forward(x))); }
+  of::nn::Linear fc1, fc2;
+};
+
+void waitWork(c10::intrusive_ptr<::c10d::ProcessGroupMPI> pg,
+              std::vector<c10::intrusive_ptr<c10d::Work>> works) {
+  for (auto& work : works) {
+    try {
+      work->wait();
+    } catch (const std::exception& ex) {
+      std::cerr << "Exception received: " << ex.what() << std::endl;
+      pg->abort();
+    }
+  }
+}
+
+// The older spelling: the group and its works as std::shared_ptr.
+void waitWorkShared(std::shared_ptr<c10d::ProcessGroup> pg,
+                    std::vector<std::shared_ptr<c10d::ProcessGroup::Work>> works) {
+  for (auto& work : works) CHECK(work->wait());
+  CHECK(pg->getSize() >= 1);
+}
+
+std::vector<float> run() {
+  of::manual_seed(0);
+  auto pg = c10d::ProcessGroupMPI::createProcessGroupMPI();
+  auto numranks = pg->getSize();
+  auto rank = pg->getRank();
+  auto train_dataset = Points().map(of::data::transforms::Stack<>());
+  auto data_sampler = of::data::samplers::DistributedRandomSampler(
+      train_dataset.size().value(), numranks, rank, false);
+  auto total_batch_size = 16;
+  auto batch_size_per_proc = total_batch_size / numranks;
+  auto data_loader =
+      of::data::make_data_loader(std::move(train_dataset), data_sampler, batch_size_per_proc);
+  auto model = std::make_shared<Model>();
+  of::optim::SGD optimizer(model->parameters(), of::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<float> losses;
+  for (size_t epoch = 1; epoch <= 20; ++epoch) {
+    float sum = 0;
+    int batches = 0;
+    for (auto& batch : *data_loader) {
+      model->zero_grad();
+      auto loss = of::nll_loss(of::log_softmax(model->forward(batch.data), 1), batch.target);
+      loss.backward();
+      // average the gradients over the ranks
+      for (auto& param : model->named_parameters()) {
+        std::vector<of::Tensor> tmp = {param.value().grad()};
+        auto work = pg->allreduce(tmp);
+        waitWork(pg, {work});
+        param.value().grad().data() = param.value().grad().data() / numranks;
+      }
+      optimizer.step();
+      sum += loss.item<float>();
+      ++batches;
+    }
+    losses.push_back(sum / float(batches));
+  }
+  std::shared_ptr<c10d::ProcessGroup> shared = pg;
+  waitWorkShared(shared, {shared->barrier()});
+  return losses;
+}
+
+}  // namespace dist_port
+
+TEST_CASE("port: libtorch's distributed (c10d + DistributedRandomSampler) training loop") {
+  const std::vector<float> losses = dist_port::run();
+  for (float l : losses) CHECK(std::isfinite(l));
+  CHECK(losses.back() < 0.5f * losses.front());
 }

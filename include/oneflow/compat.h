@@ -1,10 +1,13 @@
 // compat.h: the libtorch names that ported programs write and that a `torch::` -> `of::` swap
 // leaves untouched — TORCH_CHECK / AT_ASSERT / TORCH_INTERNAL_ASSERT (throwing of::Error),
-// TORCH_WARN / TORCH_WARN_ONCE (stderr), of::str, of::optional / of::nullopt, and the `c10::`
-// and `at::` namespaces as aliases of oneflow. Define ONEFLOW_NO_TORCH_NAMES before including
+// TORCH_WARN / TORCH_WARN_ONCE (stderr), of::str, of::optional / of::nullopt,
+// of::intrusive_ptr / of::make_intrusive, and the `c10::` and `at::` namespaces as aliases of
+// oneflow. Define ONEFLOW_NO_TORCH_NAMES before including
 // oneflow.h to leave the macros and the two aliases out (for example next to real libtorch).
 #pragma once
+#include <concepts>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,6 +24,31 @@ template <class... A> std::string str(const A&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
+}
+
+// NOTE [intrusive_ptr]: libtorch 1.13 hands out process groups and their works as
+// c10::intrusive_ptr, older programs hold them as std::shared_ptr. Here intrusive_ptr<T> *is* a
+// std::shared_ptr<T> (a subclass adding nothing but libtorch's spellings), so a value converts
+// to std::shared_ptr<T> (or to a base's) implicitly and back, and both spellings compile.
+template <class T>
+class intrusive_ptr : public std::shared_ptr<T> {
+ public:
+  intrusive_ptr() noexcept = default;
+  intrusive_ptr(std::nullptr_t) noexcept {}
+  template <class U>
+    requires std::convertible_to<U*, T*>
+  intrusive_ptr(const std::shared_ptr<U>& p) noexcept : std::shared_ptr<T>(p) {}
+  template <class U>
+    requires std::convertible_to<U*, T*>
+  intrusive_ptr(std::shared_ptr<U>&& p) noexcept : std::shared_ptr<T>(std::move(p)) {}
+  // True when it points at an object (libtorch's name for operator bool).
+  bool defined() const noexcept { return bool(*this); }
+};
+
+// A new T owned by an intrusive_ptr (libtorch's c10::make_intrusive).
+template <class T, class... Args>
+intrusive_ptr<T> make_intrusive(Args&&... args) {
+  return std::make_shared<T>(std::forward<Args>(args)...);
 }
 
 namespace detail {

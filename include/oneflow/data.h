@@ -565,6 +565,71 @@ class SequentialSampler : public Sampler<> {
   size_t size_;
   size_t index_{0};
 };
+
+// NOTE [Distributed samplers]: libtorch's index sets. Each of num_replicas ranks takes the
+// rank-th block of local_sample_count() indices: ceil(size / num_replicas) with duplicates
+// (the tail wraps to the first indices, so every rank gets as many), floor(size / num_replicas)
+// without (the last size % num_replicas indices are left out). The random sampler shuffles the
+// whole index list with std::shuffle over std::mt19937(epoch), as libtorch does, so the same
+// (size, num_replicas, rank, epoch) gives the same indices as libtorch built with the same C++
+// library; every rank draws the same permutation, so the blocks stay disjoint.
+template <class BatchRequest = std::vector<size_t>>
+class DistributedSampler : public Sampler<BatchRequest> {
+ public:
+  DistributedSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
+                     bool allow_duplicates = true)
+      : size_(size), num_replicas_(num_replicas), rank_(rank), allow_duplicates_(allow_duplicates) {
+    OF_CHECK(num_replicas >= 1, "[DistributedSampler] num_replicas must be at least 1 (got 0)");
+    OF_CHECK(rank < num_replicas, "[DistributedSampler] rank {} is out of range for {} replicas",
+             rank, num_replicas);
+  }
+  // The epoch seeds the random sampler's next reset().
+  void set_epoch(size_t epoch) { epoch_ = epoch; }
+  size_t epoch() const { return epoch_; }
+  // The next position handed out: this rank's block starts at rank * local_sample_count() (in
+  // the shuffled list for the random sampler; before wrapping for the sequential one).
+  size_t index() const noexcept { return sample_index_; }
+
+ protected:
+  // How many indices each replica gets per pass.
+  size_t local_sample_count() const {
+    return allow_duplicates_ ? (size_ + num_replicas_ - 1) / num_replicas_ : size_ / num_replicas_;
+  }
+
+  size_t size_;
+  size_t num_replicas_;
+  size_t rank_;
+  size_t epoch_ = 0;
+  bool allow_duplicates_;
+  // This rank's block is [begin_index_, end_index_); sample_index_ is the next one handed out.
+  size_t begin_index_ = 0, end_index_ = 0, sample_index_ = 0;
+};
+
+// This rank's block of a permutation drawn from the epoch (NOTE [Distributed samplers]).
+class DistributedRandomSampler : public DistributedSampler<> {
+ public:
+  DistributedRandomSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
+                           bool allow_duplicates = true);
+  // Starts a new pass (over new_size indices when given), shuffled by the current epoch.
+  void reset(optional<size_t> new_size = nullopt) override;
+  optional<std::vector<size_t>> next(size_t batch_size) override;
+
+ private:
+  std::vector<size_t> all_indices_;
+};
+
+// This rank's contiguous block of 0, 1, ..., size - 1 (NOTE [Distributed samplers]).
+class DistributedSequentialSampler : public DistributedSampler<> {
+ public:
+  DistributedSequentialSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
+                               bool allow_duplicates = true);
+  // Starts a new pass, over new_size indices when given.
+  void reset(optional<size_t> new_size = nullopt) override;
+  optional<std::vector<size_t>> next(size_t batch_size) override;
+
+ private:
+  void populate_indices();
+};
 }  // namespace samplers
 
 // What a loader throws when get_batch failed on a worker thread: the original is kept, and

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <tuple>
 
@@ -332,6 +333,67 @@ optional<std::vector<size_t>> samplers::SequentialSampler::next(size_t batch_siz
 }
 
 size_t samplers::SequentialSampler::index() const noexcept { return index_; }
+
+samplers::DistributedRandomSampler::DistributedRandomSampler(size_t size, size_t num_replicas,
+                                                             size_t rank, bool allow_duplicates)
+    : DistributedSampler(size, num_replicas, rank, allow_duplicates) {
+  reset(size_);
+}
+
+void samplers::DistributedRandomSampler::reset(optional<size_t> new_size) {
+  size_ = new_size.value_or(size_);
+  const size_t local = local_sample_count();
+  // With duplicates the list is padded to local * num_replicas by wrapping to the start;
+  // without, it is cut to that length (libtorch's index sets, NOTE [Distributed samplers]).
+  all_indices_.resize(num_replicas_ == 1 ? size_ : local * num_replicas_);
+  for (size_t i = 0; i < all_indices_.size(); ++i) all_indices_[i] = i < size_ ? i : i - size_;
+  std::mt19937 gen(static_cast<std::mt19937::result_type>(epoch_));
+  std::shuffle(all_indices_.begin(), all_indices_.end(), gen);
+  begin_index_ = rank_ * local;
+  end_index_ = begin_index_ + local;
+  sample_index_ = begin_index_;
+}
+
+optional<std::vector<size_t>> samplers::DistributedRandomSampler::next(size_t batch_size) {
+  if (sample_index_ == end_index_) return nullopt;
+  const size_t end = std::min(sample_index_ + batch_size, end_index_);
+  std::vector<size_t> batch(all_indices_.begin() + std::ptrdiff_t(sample_index_),
+                            all_indices_.begin() + std::ptrdiff_t(end));
+  sample_index_ = end;
+  return batch;
+}
+
+samplers::DistributedSequentialSampler::DistributedSequentialSampler(size_t size,
+                                                                     size_t num_replicas,
+                                                                     size_t rank,
+                                                                     bool allow_duplicates)
+    : DistributedSampler(size, num_replicas, rank, allow_duplicates) {
+  populate_indices();
+}
+
+void samplers::DistributedSequentialSampler::populate_indices() {
+  begin_index_ = rank_ * local_sample_count();
+  end_index_ = begin_index_ + local_sample_count();
+  sample_index_ = begin_index_;
+}
+
+void samplers::DistributedSequentialSampler::reset(optional<size_t> new_size) {
+  if (new_size && *new_size != size_) {
+    size_ = *new_size;
+    populate_indices();
+  } else {
+    sample_index_ = begin_index_;
+  }
+}
+
+optional<std::vector<size_t>> samplers::DistributedSequentialSampler::next(size_t batch_size) {
+  if (sample_index_ == end_index_) return nullopt;
+  const size_t end = std::min(sample_index_ + batch_size, end_index_);
+  std::vector<size_t> batch(end - sample_index_);
+  // past the end the block wraps to the first indices (duplicates, as libtorch pads)
+  for (size_t& i : batch) i = sample_index_++ % size_;
+  return batch;
+}
 
 namespace {
 std::string worker_message(const std::exception_ptr& original) {
