@@ -25,9 +25,9 @@ DimVector back_perm(int64_t nd, int64_t d) {  // inverse of front_perm
   for (int64_t k = 0; k < nd; ++k) p.push_back(k < d ? k + 1 : (k == d ? 0 : k));
   return p;
 }
-// A fresh row-major copy of x with dim d moved to the front.
+// x row-major with dim d moved to the front (x itself when it already is): a send buffer.
 Tensor to_front(const Tensor& x, int64_t d) {
-  return d == 0 ? x.contiguous().clone() : x.permute(front_perm(x.dim(), d)).contiguous();
+  return d == 0 ? x.contiguous() : x.permute(front_perm(x.dim(), d)).contiguous();
 }
 Tensor from_front(const Tensor& y, int64_t d) {
   return d == 0 ? y : y.permute(back_perm(y.dim(), d)).contiguous();
@@ -49,8 +49,9 @@ bool reduce_via_float(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
 
 Tensor allreduce(Communicator& c, const Tensor& x) {
   if (reduce_via_float(x.dtype())) return allreduce(c, x.to(kFloat32)).to(x.dtype());
-  Tensor y = x.contiguous().clone();
-  c.allreduce_sum(y.data_ptr(), y.numel(), y.dtype());
+  Tensor src = x.contiguous();
+  Tensor y = empty(x.sizes(), x.options());
+  c.allreduce_sum_into(src.data_ptr(), y.data_ptr(), y.numel(), y.dtype());
   return y;
 }
 
@@ -82,44 +83,50 @@ Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d
   return from_front(recv, d);
 }
 
+// Blocks are packed straight into one send buffer and unpacked from views of the receive
+// buffer (no intermediate copies).
 Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, int64_t j) {
   const int64_t p = c.size(), me = c.rank();
-  std::vector<Tensor> blocks;
-  std::vector<int64_t> send_bytes, recv_bytes;
+  const int64_t item = int64_t(itemsize(x.dtype()));
   const Range mine_j = balanced_piece(L[size_t(j)], p, me);
+  std::vector<int64_t> send_bytes, recv_bytes;
+  std::vector<DimVector> recv_shapes;
+  for (int64_t q = 0; q < p; ++q) {
+    send_bytes.push_back(x.numel() / std::max<int64_t>(x.size(j), 1) *
+                         balanced_piece(L[size_t(j)], p, q).size * item);
+    if (x.size(j) == 0) send_bytes.back() = 0;
+    DimVector bs(L.begin(), L.end());
+    bs[size_t(i)] = balanced_piece(L[size_t(i)], p, q).size;
+    bs[size_t(j)] = mine_j.size;
+    int64_t n = item;
+    for (int64_t v : bs) n *= v;
+    recv_bytes.push_back(n);
+    recv_shapes.push_back(std::move(bs));
+  }
   int64_t send_total = 0, recv_total = 0;
+  for (int64_t b : send_bytes) send_total += b;
+  for (int64_t b : recv_bytes) recv_total += b;
+  Tensor send = empty({std::max<int64_t>(send_total, 1)}, TensorOptions().dtype(kUInt8));
+  Tensor recv = empty({std::max<int64_t>(recv_total, 1)}, TensorOptions().dtype(kUInt8));
+  auto* sp = static_cast<char*>(send.data_ptr());
+  auto* rp = static_cast<char*>(recv.data_ptr());
+  int64_t off = 0;
   for (int64_t q = 0; q < p; ++q) {
     const Range rj = balanced_piece(L[size_t(j)], p, q);
-    blocks.push_back(x.narrow(j, rj.start, rj.size).contiguous());
-    send_bytes.push_back(int64_t(blocks.back().nbytes()));
-    send_total += send_bytes.back();
-    int64_t n = int64_t(itemsize(x.dtype()));
-    for (size_t k = 0; k < L.size(); ++k)
-      n *= int64_t(k) == int64_t(i) ? balanced_piece(L[k], p, q).size
-                                    : (int64_t(k) == j ? mine_j.size : L[k]);
-    recv_bytes.push_back(n);
-    recv_total += n;
+    Tensor block = x.narrow(j, rj.start, rj.size);
+    if (send_bytes[size_t(q)]) from_blob(sp + off, block.sizes(), x.options()).copy_(block);
+    off += send_bytes[size_t(q)];
   }
-  std::vector<char> send(static_cast<size_t>(send_total));
-  std::vector<char> recv(static_cast<size_t>(recv_total));
-  int64_t off = 0;
-  for (const Tensor& b : blocks) {
-    if (b.nbytes()) std::memcpy(send.data() + off, b.data_ptr(), b.nbytes());
-    off += int64_t(b.nbytes());
-  }
-  c.alltoallv(send.data(), send_bytes, recv.data(), recv_bytes);
+  c.alltoallv(sp, send_bytes, rp, recv_bytes);
   DimVector os(L.begin(), L.end());
   os[size_t(j)] = mine_j.size;
   Tensor out = empty(os, x.options());
   off = 0;
   for (int64_t q = 0; q < p; ++q) {
     const Range ri = balanced_piece(L[size_t(i)], p, q);
-    DimVector bs = os;
-    bs[size_t(i)] = ri.size;
-    Tensor b = empty(bs, x.options());
-    if (recv_bytes[size_t(q)]) std::memcpy(b.data_ptr(), recv.data() + off, size_t(recv_bytes[size_t(q)]));
+    if (recv_bytes[size_t(q)])
+      out.narrow(i, ri.start, ri.size).copy_(from_blob(rp + off, recv_shapes[size_t(q)], x.options()));
     off += recv_bytes[size_t(q)];
-    out.narrow(i, ri.start, ri.size).copy_(b);
   }
   return out;
 }

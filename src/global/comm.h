@@ -8,6 +8,7 @@
 // `dtype`; byte counts are bytes.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ class Communicator {
   virtual std::string backend() const = 0;  // "self", "mpi", "nccl"
   // In place: buf (count elements) becomes the elementwise sum over the ranks.
   virtual void allreduce_sum(void* buf, int64_t count, ScalarType dtype) = 0;
+  // The same into another buffer (send is unchanged); no copy of send is made first.
+  virtual void allreduce_sum_into(const void* send, void* recv, int64_t count, ScalarType dtype) {
+    if (count > 0 && send != recv) std::memcpy(recv, send, size_t(count) * itemsize(dtype));
+    allreduce_sum(recv, count, dtype);
+  }
   // Rank r contributes recv_bytes[r] bytes; recv gets every rank's bytes in rank order.
   virtual void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) = 0;
   // send holds counts[0] + counts[1] + ... elements; rank r receives the sum over ranks of the

@@ -133,6 +133,14 @@ class MpiComm final : public Communicator {
                         mpi_type(dtype, "MPI_Allreduce"), MPI_SUM, comm_),
           "MPI_Allreduce");
   }
+  void allreduce_sum_into(const void* send, void* recv, int64_t count, ScalarType dtype) override {
+    if (send == recv) return allreduce_sum(recv, count, dtype);
+    ++stats_.allreduce;
+    Timed timed("MPI_Allreduce");
+    check(MPI_Allreduce(send, recv, as_int(count, "MPI_Allreduce"),
+                        mpi_type(dtype, "MPI_Allreduce"), MPI_SUM, comm_),
+          "MPI_Allreduce");
+  }
   void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) override {
     ++stats_.allgather;
     Counts c(recv_bytes, "MPI_Allgatherv");
