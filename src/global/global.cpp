@@ -76,7 +76,7 @@ Placement::Placement(std::string_view device_type, std::vector<std::vector<int>>
 }
 
 Placement Placement::all(std::string_view device_type) {
-  std::vector<int> r(size_t(distributed::world_size()));
+  std::vector<int> r(static_cast<size_t>(distributed::world_size()));
   for (size_t i = 0; i < r.size(); ++i) r[i] = int(i);
   return Placement(device_type, std::move(r));
 }
