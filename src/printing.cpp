@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "global/global.h"
 
 namespace oneflow {
 namespace {
@@ -82,10 +83,7 @@ std::string format_tensor(const Tensor& t0) {
   if (!t0.defined()) return "[ Tensor (undefined) ]";
   NoGradGuard ng;
   // A global tensor shows its logical value (gathered on every rank: printing is collective).
-  Tensor t = t0.is_global() ? t0.detach().to_global(t0.placement(),
-                                                    NdSbp(size_t(t0.placement().ndim()), Sbp::broadcast()))
-                                  .to_local()
-                            : t0.detach();
+  Tensor t = t0.is_global() ? global::logical_value(t0) : t0.detach();
   if (!t.is_cpu()) t = t.to(Device(kCPU));
   Formatter f;
   f.is_float = t.is_floating_point();

@@ -4,17 +4,9 @@
 #include "allocator.h"
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "global/global.h"
 
 namespace oneflow {
-namespace {
-// The whole logical value of a global tensor on this rank (collective: every rank calls it).
-Tensor logical_value(const Tensor& t) {
-  NoGradGuard ng;
-  return t.detach()
-      .to_global(t.placement(), NdSbp(size_t(t.placement().ndim()), Sbp::broadcast()))
-      .to_local();
-}
-}  // namespace
 
 int64_t Tensor::size(int64_t dim) const {
   auto* i = check_impl();
@@ -36,7 +28,7 @@ template <class T> T Tensor::item() const {
   OF_CHECK(i->numel == 1,
            "[item] a Tensor with {} elements cannot be converted to a Scalar (shape {})",
            i->numel, shape_str(i->sizes));
-  Tensor c = is_global() ? logical_value(*this) : *this;
+  Tensor c = is_global() ? global::logical_value(*this) : *this;
   if (!c.is_cpu()) c = c.to(Device(kCPU));
   T v{};
   dispatch_dtype(c.dtype(), [&](auto z) {
@@ -64,7 +56,7 @@ Scalar Tensor::item() const {
 template <class T> std::vector<T> Tensor::to_vector() const {
   check_impl();
   note_host_read(*this, "to_vector()");
-  Tensor c = is_global() ? logical_value(*this).contiguous() : contiguous();
+  Tensor c = is_global() ? global::logical_value(*this).contiguous() : contiguous();
   if (!c.is_cpu()) c = c.to(Device(kCPU));
   std::vector<T> out(size_t(c.numel()));
   dispatch_dtype(c.dtype(), [&](auto z) {

@@ -240,14 +240,6 @@ NdSbp dual(const NdSbp& s) {
     else if (x.is_partial_sum()) x = Sbp::broadcast();
   return d;
 }
-// The SBP under which a local input's gradient is this rank's piece: a rank's copy of a
-// broadcast value gets the whole gradient, as in a single process.
-NdSbp local_grad_sbp(const NdSbp& s) {
-  NdSbp d = s;
-  for (Sbp& x : d)
-    if (x.is_partial_sum()) x = Sbp::broadcast();
-  return d;
-}
 
 [[noreturn]] void direct_call(const char* op) {
   fail("[{}] is run by the global layer (Tensor::to_global / to_local), not dispatched", op);
@@ -261,7 +253,9 @@ Tensor global_to_local(const Tensor& t);
 // where it must, which is never more communication than boxing here.
 TensorList boxing_vjp(const VjpCtx&, const TensorList& g) { return {g[0]}; }
 TensorList to_global_vjp(const VjpCtx& ctx, const TensorList& g) {
-  return {global_to_local(boxing(g[0], local_grad_sbp(sbp_from_codes(ctx.attrs().ints(3)))))};
+  // a local input's gradient is its piece; a rank's copy of a broadcast (or addend of a
+  // partial) value gets the whole gradient, as in a single process
+  return {global_to_local(boxing(g[0], partial_to_broadcast(sbp_from_codes(ctx.attrs().ints(3)))))};
 }
 TensorList to_local_vjp(const VjpCtx& ctx, const TensorList& g) {
   const Attrs& a = ctx.attrs();
@@ -304,7 +298,7 @@ Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp, I
   if (!(x.sizes() == IntArrayRef(b.size)))
     fail("[to_global] internal error: a piece of shape {} for logical {} under {}",
          shape_str(x.sizes()), shape_str(logical), sbp_str(sbp));
-  Tensor out = make_global(x.is_global() ? x : x.detach(), logical, pl, sbp);
+  Tensor out = make_global(x.detach(), logical, pl, sbp);
   maybe_record(to_global_op(), x, global_attrs(pl, sbp, logical), out);
   return out;
 }
@@ -477,20 +471,26 @@ Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp&
 }
 
 namespace global {
-Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
-  NdSbp s = m.sbp;
+NdSbp partial_to_broadcast(NdSbp s) {
   for (Sbp& x : s)
     if (x.is_partial_sum()) x = Sbp::broadcast();
-  return zeros(sizes, m.placement, s, TensorOptions().dtype(dtype));
+  return s;
+}
+
+Tensor logical_value(const Tensor& t) {
+  NoGradGuard ng;
+  const GlobalMeta& m = meta(t);
+  return t.detach().to_global(m.placement, NdSbp(size_t(m.placement.ndim()), Sbp::broadcast())).to_local();
+}
+
+Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
+  return zeros(sizes, m.placement, partial_to_broadcast(m.sbp), TensorOptions().dtype(dtype));
 }
 
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
   const GlobalMeta& m = meta(t);
-  NdSbp s = m.sbp;
-  for (Sbp& x : s)
-    if (x.is_partial_sum()) x = Sbp::broadcast();
-  return global_factory("like", t.sizes(), m.placement, s, o, make);
+  return global_factory("like", t.sizes(), m.placement, partial_to_broadcast(m.sbp), o, make);
 }
 }  // namespace global
 

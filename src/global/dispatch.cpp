@@ -10,11 +10,6 @@
 #include "autograd/node.h"
 
 namespace oneflow {
-namespace sbp_rules {
-void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);
-void reduction_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out, bool partial);
-}  // namespace sbp_rules
-
 namespace global {
 namespace {
 

@@ -223,6 +223,15 @@ void remember_comm(const std::shared_ptr<Communicator>& c) {
     if (k.get() == c.get()) return;
   g_all_comms.push_back(c);
 }
+// The communicator of world ranks `sorted` (ascending): the world itself when it is all of it.
+std::shared_ptr<Communicator> comm_of(const std::vector<int>& sorted) {
+  std::shared_ptr<Communicator> c =
+      sorted.size() == size_t(world().size())
+          ? std::shared_ptr<Communicator>(&world(), [](Communicator*) {})
+          : world().group(sorted);
+  remember_comm(c);
+  return c;
+}
 }  // namespace
 
 Communicator& axis_comm(const Placement& pl, int64_t axis) {
@@ -242,20 +251,11 @@ Communicator& axis_comm(const Placement& pl, int64_t axis) {
       if (int64_t(a) != axis && c[a] != coord[a]) same = false;
     if (same) members.push_back(r);
   }
-  std::shared_ptr<Communicator> c;
-  if (members.size() == size_t(world().size()) &&
-      std::is_sorted(members.begin(), members.end())) {
-    c = std::shared_ptr<Communicator>(&world(), [](Communicator*) {});
-  } else {
-    // ordered by coordinate; the world's group wants ascending ranks: map through a sort
-    std::vector<int> sorted = members;
-    std::sort(sorted.begin(), sorted.end());
-    OF_CHECK(sorted == members,
-             "[boxing] placement {}: ranks along a mesh axis must ascend with the coordinate",
-             pl.str());
-    c = world().group(sorted);
-  }
-  remember_comm(c);
+  // ordered by coordinate; communicator ranks ascend, so the two orders must agree
+  OF_CHECK(std::is_sorted(members.begin(), members.end()),
+           "[boxing] placement {}: ranks along a mesh axis must ascend with the coordinate",
+           pl.str());
+  std::shared_ptr<Communicator> c = comm_of(members);
   std::lock_guard<std::mutex> lk(p.mu);
   p.axis_comms.emplace(axis, c);
   return *c;
@@ -270,12 +270,7 @@ Communicator& placement_comm(const Placement& pl) {
   }
   std::vector<int> sorted = p.ranks;
   std::sort(sorted.begin(), sorted.end());
-  std::shared_ptr<Communicator> c;
-  if (sorted.size() == size_t(world().size()))
-    c = std::shared_ptr<Communicator>(&world(), [](Communicator*) {});
-  else
-    c = world().group(sorted);
-  remember_comm(c);
+  std::shared_ptr<Communicator> c = comm_of(sorted);
   std::lock_guard<std::mutex> lk(p.mu);
   p.all_comm = c;
   return *c;

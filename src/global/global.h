@@ -65,6 +65,11 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
 // The boxing op: a global tensor under another SBP (differentiable; the VJP boxes back).
 Tensor boxing(const Tensor& t, const NdSbp& to);
 
+// The SBP with every partial sum made broadcast (what *_like, zeros for missing gradients and
+// a local input's gradient take).
+NdSbp partial_to_broadcast(NdSbp s);
+// The whole logical value of a global tensor on this rank (collective: every rank calls it).
+Tensor logical_value(const Tensor& t);
 // Zeros of a global tensor's shape (an output no gradient reached), partial sums as broadcast.
 Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
 // *_like of a global tensor: its placement and SBP (partial sums made broadcast).

@@ -18,4 +18,8 @@ extern const SbpRule kSoftmax;
 extern const SbpRule kPerSample;    // conv: input split on the batch dim, weights broadcast
 extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns      // softmax / log_softmax (attr 0 = dim): split other dims
 
+// The trait defaults the global layer uses for ops without a rule.
+void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);
+void reduction_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out, bool partial);
+
 }  // namespace oneflow::sbp_rules
