@@ -137,7 +137,7 @@ void pow_scalar_cpu(const KernelArgs& k) {
         cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return std::pow(x, ce); });
       }
     } else {
-      const C ce = C(e);
+      const C ce = saturate_cast<C>(e);  // an attribute: any double
       cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return fn::Pow{}(x, ce); });
     }
   });
@@ -149,7 +149,8 @@ void clamp_cpu(const KernelArgs& k) {
   dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
-    const C l = has_lo ? C(lo) : C(0), h = has_hi ? C(hi) : C(0);
+    // bounds are doubles (a loaded graph's: any value); into an integer type they saturate
+    const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
     cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [=](C x) {
       if constexpr (std::is_floating_point_v<C>) { if (x != x) return x; }
       C r = x;
