@@ -167,8 +167,10 @@ TEST_CASE("fuzz regressions: integer sums wrap instead of overflowing") {
 }
 
 TEST_CASE("fuzz regressions: masked_select_backward checks its inputs against the shape") {
-  // fuzz_ops (ops_masked_select_backward.bin): dispatched with a (3, 3) mask and shape (2,),
-  // bcast_strides wrote before its array (UBSan in msb_cpu); infer_meta checked nothing.
+  // fuzz_ops: dispatched with a mask that does not broadcast to its shape attribute,
+  // bcast_strides indexed outside its array (UBSan in msb_cpu); infer_meta checked nothing.
+  // ops_masked_select_backward.bin is such a call ((3, 3) mask, shape (2,)) in the fuzzer's
+  // encoding.
   const of::OpDef& op = of::find_op("masked_select_backward");
   const of::Tensor g = of::ones({4});
   const of::Tensor m33 = of::ones({3, 3}, of::kBool);
@@ -360,4 +362,9 @@ TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   CHECK(of::remainder(big, -one).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
   CHECK(of::pow(big, 2).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
   CHECK(big.prod().item<int64_t>() == INT64_MIN);  // MAX * MIN = -2^126 + 2^63: 2^63 mod 2^64
+  // double attributes into integer kernels saturate (clamp bounds, pow_scalar's exponent)
+  CHECK(of::dispatch(of::find_op("clamp"), {big}, {true, -1e300, true, 1e300})[0]
+            .to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN});
+  CHECK(of::dispatch(of::find_op("pow_scalar"), {one}, {1e300})[0].to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1});
 }
