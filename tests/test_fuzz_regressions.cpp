@@ -368,3 +368,13 @@ TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   CHECK(of::dispatch(of::find_op("pow_scalar"), {one}, {1e300})[0].to_vector<int64_t>() ==
         std::vector<int64_t>{1, 1});
 }
+
+TEST_CASE("fuzz regressions: view refuses a shape whose product overflows") {
+  // fuzz_ops (ops_view_shape_overflow.bin): infer_size multiplied the shape attribute's
+  // sizes unchecked (signed overflow); a product past int64 cannot match any numel.
+  const int64_t big = int64_t(1302123111085380114);
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("view"), {of::ones({4})}, {of::DimVector{big, big, 0}});
+  }, {"[view]", "is invalid for input of size 4"}));
+  CHECK(th::throws_with([&] { (void)of::ones({4}).reshape({big, big, -1}); }, {"is invalid"}));
+}

@@ -126,7 +126,9 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
       infer = int(i);
     } else {
       OF_CHECK(r[i] >= 0, "[{}] invalid shape dimension {} in {}", op, r[i], shape_str(shape));
-      known *= r[i];
+      // overflow-checked: a shape attribute can hold any int64 (fuzz_ops: view)
+      OF_CHECK(!__builtin_mul_overflow(known, r[i], &known),
+               "[{}] shape {} is invalid for input of size {}", op, shape_str(shape), numel);
     }
   }
   if (infer >= 0) {
