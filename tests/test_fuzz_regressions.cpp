@@ -378,3 +378,13 @@ TEST_CASE("fuzz regressions: view refuses a shape whose product overflows") {
   }, {"[view]", "is invalid for input of size 4"}));
   CHECK(th::throws_with([&] { (void)of::ones({4}).reshape({big, big, -1}); }, {"is invalid"}));
 }
+
+TEST_CASE("fuzz regressions: where dispatched with x and y of different dtypes is refused") {
+  // fuzz_ops (ops_where_mixed_dtypes.bin): a float64 x and a narrower y were both read as
+  // float64 (use-after-poison past y's buffer); where() promotes first, dispatch refuses.
+  const of::Tensor c = of::ones({3}, of::kBool);
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("where"), {c, of::ones({3}, of::kFloat64), of::ones({3})});
+  }, {"[where]", "float64 and float32"}));
+  CHECK(of::where(c, of::ones({3}, of::kFloat64), of::ones({3})).dtype() == of::kFloat64);
+}

@@ -163,6 +163,9 @@ void clamp_cpu(const KernelArgs& k) {
 void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
   OF_CHECK(in[0].dtype() == kBool, "[where] condition must be a bool tensor, got {}",
            dtype_name(in[0].dtype()));
+  // where() casts x and y to their result type; the kernel reads both as x's dtype
+  OF_CHECK(in[1].dtype() == in[2].dtype(), "[where] expected x and y of one dtype, got {} and {}",
+           dtype_name(in[1].dtype()), dtype_name(in[2].dtype()));
   DimVector s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes()), in[2].sizes());
   out.push_back({std::move(s), {}, 0, in[1].dtype(), in[1].device()});
 }
