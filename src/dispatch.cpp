@@ -207,6 +207,31 @@ int64_t checked_numel(IntArrayRef sizes, const char* op) {
   return n;
 }
 
+Device device_from_attrs(int64_t type, int64_t index, const char* op) {
+  if (type != int64_t(kCPU) && type != int64_t(kCUDA))
+    fail("[{}] unknown device type {} (0 is CPU, 1 CUDA)", op, type);
+  if (index < -1 || index > 127) fail("[{}] device index {} is out of range", op, index);
+  return Device(DeviceType(type), int(index));
+}
+
+int64_t view_extent(IntArrayRef sizes, IntArrayRef strides, int64_t offset, const char* op) {
+  if (sizes.size() != strides.size())
+    fail("[{}] got {} sizes and {} strides", op, sizes.size(), strides.size());
+  for (int64_t st : strides)
+    if (st < 0) fail("[{}] negative stride {} is not supported", op, st);
+  if (offset < 0) fail("[{}] negative storage offset {}", op, offset);
+  if (checked_numel(sizes, op) == 0) return 0;
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
+        __builtin_add_overflow(last, reach, &last) || last == INT64_MAX)
+      fail("[{}] size {} with stride {} and offset {} overflows the addressable elements", op,
+           shape_str(sizes), shape_str(strides), offset);
+  }
+  return last + 1;
+}
+
 std::string shape_str(IntArrayRef sizes) {
   std::string s = "(";
   for (size_t i = 0; i < sizes.size(); ++i) {

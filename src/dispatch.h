@@ -200,6 +200,12 @@ extern GlobalDispatchHook g_global_dispatch_hook;
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 DimVector contiguous_strides(IntArrayRef sizes);
 int64_t checked_numel(IntArrayRef sizes, const char* op);  // errors on negative/overflowing sizes
+// The device a (device_type, device_index) attribute pair names; [op] error for another type
+// or an index outside -1..127 (attributes of a direct dispatch or a loaded graph are any int).
+Device device_from_attrs(int64_t type, int64_t index, const char* op);
+// Elements a strided view (non-negative strides, offset >= 0) needs in its storage: 0 when
+// it is empty, else its last element + 1; [op] error on bad or overflowing geometry.
+int64_t view_extent(IntArrayRef sizes, IntArrayRef strides, int64_t offset, const char* op);
 std::string shape_str(IntArrayRef sizes);                   // "(2, 3)"
 // Allocates an uninitialized contiguous tensor (no autograd, no dispatch).
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device);

@@ -165,3 +165,226 @@ TEST_CASE("fuzz regressions: integer sums wrap instead of overflowing") {
   const of::Tensor t = of::tensor(std::vector<int64_t>{INT64_MAX, 1}, {}, of::kInt64);
   CHECK(t.sum().item<int64_t>() == INT64_MIN);
 }
+
+TEST_CASE("fuzz regressions: masked_select_backward checks its inputs against the shape") {
+  // fuzz_ops: dispatched with a mask that does not broadcast to its shape attribute,
+  // bcast_strides indexed outside its array (UBSan in msb_cpu); infer_meta checked nothing.
+  // ops_masked_select_backward.bin is such a call ((3, 3) mask, shape (2,)) in the fuzzer's
+  // encoding.
+  const of::OpDef& op = of::find_op("masked_select_backward");
+  const of::Tensor g = of::ones({4});
+  const of::Tensor m33 = of::ones({3, 3}, of::kBool);
+  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{2}}); },
+                        {"[masked_select_backward]", "(3, 3)", "(2,)"}));
+  CHECK(th::throws_with([&] { of::dispatch(op, {of::ones({2, 2}), m33}, {of::DimVector{3, 3}}); },
+                        {"[masked_select_backward]", "1-D gradient"}));
+  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33.to(of::kFloat32)}, {of::DimVector{3, 3}}); },
+                        {"[masked_select_backward]", "bool mask"}));
+  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{-3, 3}}); },
+                        {"[masked_select_backward]", "negative size"}));
+  // 9 selected, 4 given: refused before the output is written
+  of::Tensor out = of::full({3, 3}, 7.0);
+  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{3, 3}}, &out); },
+                        {"[masked_select_backward]", "fewer than the 9"}));
+  CHECK(out.sum().item<float>() == 63.0f);
+  const of::Tensor mask = of::tensor(std::vector<int64_t>{1, 0, 1}).to(of::kBool);
+  const of::Tensor r =
+      of::dispatch(op, {of::tensor({5.0f, 6.0f, 7.0f, 8.0f}), mask}, {of::DimVector{2, 3}})[0];
+  CHECK(r.to_vector<float>() == std::vector<float>{5, 0, 6, 7, 0, 8});  // the mask, per row
+}
+
+TEST_CASE("fuzz regressions: the fused nn ops check every input their kernels read") {
+  // Their checks lived in the public functions (layer_norm(), cross_entropy(), ...); a direct
+  // dispatch (fuzz_ops, a loaded graph) reached the kernels with any shapes.
+  const of::Tensor x = of::randn({2, 3});
+  const of::Tensor rows = of::ones({2});
+  auto call = [](const char* name, of::TensorList in, of::Attrs a) {
+    return [=] { (void)of::dispatch(of::find_op(name), in, a); };
+  };
+  const of::Attrs ln{int64_t(1), 1e-5, false, false};
+  CHECK(th::throws_with(call("layer_norm_backward", {of::randn({3, 2}), x, {}, rows, rows}, ln),
+                        {"[layer_norm_backward]", "grad_output", "(3, 2)"}));
+  CHECK(th::throws_with(call("layer_norm_backward", {x, x, {}, rows, of::ones({3})}, ln),
+                        {"[layer_norm_backward]", "rstd"}));
+  CHECK(th::throws_with(call("rms_norm_backward", {x, x, of::ones({2}), {}, rows}, ln),
+                        {"[rms_norm_backward]", "weight"}));
+  CHECK(th::throws_with(call("group_norm_backward", {x, x, {}, {}, of::ones({2})},
+                             {int64_t(3), 1e-5, false, false}),
+                        {"[group_norm_backward]", "mean is undefined"}));
+  const of::Tensor c3 = of::ones({3});
+  CHECK(th::throws_with(call("batch_norm_backward", {x, x, {}, of::ones({2}), c3},
+                             {true, 1e-5, false}),
+                        {"[batch_norm_backward]", "save_mean"}));
+  const of::Attrs ce{int64_t(1), int64_t(-100), 0.0, false};
+  const of::Tensor t = of::tensor(std::vector<int64_t>{0, 7});
+  CHECK(th::throws_with(call("cross_entropy", {x, t, {}}, ce),
+                        {"[cross_entropy]", "target index 7", "3 classes"}));
+  CHECK(th::throws_with(call("cross_entropy", {c3, t, {}}, ce), {"[cross_entropy]", "(N, C"}));
+  CHECK(th::throws_with(call("cross_entropy", {x, t, {}}, {int64_t(5), int64_t(-100), 0.0, false}),
+                        {"[cross_entropy]", "invalid reduction 5"}));
+  const of::Tensor t0 = of::tensor(std::vector<int64_t>{0, 1});
+  const of::Tensor sc = of::ones({});
+  CHECK(th::throws_with(call("cross_entropy_backward", {sc, x, t0, {}, of::ones({3}), sc}, ce),
+                        {"[cross_entropy_backward]", "logsumexp"}));
+  CHECK(th::throws_with(call("cross_entropy_backward", {sc, x, t, {}, rows, sc}, ce),
+                        {"[cross_entropy_backward]", "target index 7"}));
+  const of::Attrs sd{1.0, false, 0.0, int64_t(0), int64_t(0), int64_t(0)};
+  const of::Tensor q = of::randn({1, 2, 3});
+  CHECK(th::throws_with(call("scaled_dot_product_attention", {q, of::randn({1, 4, 5}), q, {}}, sd),
+                        {"[scaled_dot_product_attention]", "(1, 4, 5)"}));
+  CHECK(th::throws_with(call("scaled_dot_product_attention", {q, q, q, of::ones({1, 2, 2})},
+                             {1.0, false, 0.0, int64_t(0), int64_t(0), int64_t(1)}),
+                        {"[scaled_dot_product_attention]", "mask_kind 1", "bool"}));
+  CHECK(th::throws_with(call("scaled_dot_product_attention_backward",
+                             {q, q, q, q, {}, q, of::ones({1, 3})}, sd),
+                        {"[scaled_dot_product_attention_backward]", "logsumexp"}));
+  CHECK(th::throws_with(call("linear", {x, of::randn({4, 5}), {}}, {}), {"[linear]", "(4, 5)"}));
+  CHECK(th::throws_with(call("dropout", {x}, {1e300, int64_t(0), int64_t(0)}), {"[dropout]"}));
+}
+
+TEST_CASE("fuzz regressions: view geometries outside their storage or int64 are refused") {
+  // view_scatter took its geometry unchecked (a direct dispatch wrote out of bounds), and
+  // as_strided's extent (size - 1) * stride could overflow int64.
+  const of::OpDef& vs = of::find_op("view_scatter");
+  CHECK(th::throws_with([&] {
+    of::dispatch(vs, {of::ones({3})}, {of::DimVector{2}, of::DimVector{3}, of::DimVector{1},
+                                       int64_t(0), false});
+  }, {"[view_scatter]", "needs 3 elements", "holds 2"}));
+  CHECK(th::throws_with([&] {
+    of::dispatch(vs, {of::ones({2})}, {of::DimVector{4}, of::DimVector{3}, of::DimVector{1},
+                                       int64_t(0), false});
+  }, {"[view_scatter]", "does not match"}));
+  const of::Tensor r = of::dispatch(vs, {of::ones({2})}, {of::DimVector{4}, of::DimVector{2},
+                                                         of::DimVector{2}, int64_t(1), false})[0];
+  CHECK(r.to_vector<float>() == std::vector<float>{0, 1, 0, 1});
+  const int64_t big = int64_t(1) << 62;
+  CHECK(th::throws_with([&] { (void)of::as_strided(of::ones({4}), {4}, {big}); },
+                        {"[as_strided]", "overflows"}));
+  CHECK(th::throws_with([&] { (void)of::empty_strided({4}, {big}); }, {"[empty_strided]"}));
+}
+
+TEST_CASE("fuzz regressions: reductions refuse dims that are out of range or unsorted") {
+  // sum/mean/all/any took their dims attribute unchecked (the public functions normalize it);
+  // reduce_meta checks it for every reduction now.
+  const of::Tensor x = of::ones({2, 3});
+  for (const char* name : {"sum", "mean", "all", "any"})
+    CHECK(th::throws_with([&] {
+      (void)of::dispatch(of::find_op(name), {x}, {of::DimVector{5}, false, of::kFloat32});
+    }, {std::string("[") + name + "]", "dimension 5"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("sum"), {x}, {of::DimVector{1, 0}, false, of::kFloat32});
+  }, {"[sum]", "sorted and unique"}));
+  CHECK(of::dispatch(of::find_op("sum"), {x}, {of::DimVector{1}, false, of::kFloat32})[0]
+            .to_vector<float>() == std::vector<float>{3, 3});
+}
+
+TEST_CASE("fuzz regressions: floating point to integer conversion saturates") {
+  // fuzz_ops (ops_float_to_int_cast.bin): -inf converted to int64 (undefined behaviour in
+  // convert_cpu). NaN gives 0, out-of-range values the type's limits, everywhere a float
+  // becomes an integer: to(), Scalar fills, arange/linspace of an integer dtype.
+  const of::Tensor x = of::tensor({-INFINITY, INFINITY, NAN, 1e30f, -3.7f});
+  CHECK(x.to(of::kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MIN, INT64_MAX, 0, INT64_MAX, -3});
+  CHECK(x.to(of::kInt32).to_vector<int32_t>() ==
+        std::vector<int32_t>{INT32_MIN, INT32_MAX, 0, INT32_MAX, -3});
+  CHECK(of::tensor({-1.0f, 300.0f, 7.9f}).to(of::kUInt8).to_vector<uint8_t>() ==
+        std::vector<uint8_t>{0, 255, 7});
+  CHECK(of::full({2}, 1e300, of::kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MAX, INT64_MAX});
+  CHECK(of::Scalar(-INFINITY).to_long() == INT64_MIN);
+  CHECK(of::linspace(-1e300, 1e300, 3, of::kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MIN, 0, INT64_MAX});
+  CHECK(th::throws_with([] { (void)of::arange(-1e300, 1e300, 1e-300); },
+                        {"[arange]", "too many elements"}));
+}
+
+TEST_CASE("fuzz regressions: slice dispatched with start/end outside the dimension is refused") {
+  // slice() clamps start and end into [0, size]; the op trusted them (a view past the storage)
+  // and (end - start + step - 1) overflowed for a huge step.
+  const of::OpDef& op = of::find_op("slice");
+  const of::Tensor x = of::arange(6).reshape({2, 3});
+  auto call = [&](int64_t start, int64_t end) {
+    return [=] { of::dispatch(op, {x}, {int64_t(1), start, end, int64_t(1)}); };
+  };
+  CHECK(th::throws_with(call(2, 9), {"[slice]", "end 9"}));
+  CHECK(th::throws_with(call(-1, 2), {"[slice]", "start -1"}));
+  CHECK(th::throws_with(call(2, 1), {"[slice]", "start 2 and end 1"}));
+  const of::Tensor r = of::dispatch(op, {x}, {int64_t(1), int64_t(0), int64_t(3), INT64_MAX})[0];
+  CHECK(r.sizes() == of::IntArrayRef(of::DimVector{2, 1}));
+  CHECK(x.slice(1, -5, 100).sizes() == x.sizes());  // the public function still clamps
+}
+
+TEST_CASE("fuzz regressions: device attributes are checked, to_device copies views densely") {
+  // attributes name the device by integers; any int64 reached Device(DeviceType(..)), and
+  // to_device copied nbytes() from a broadcast view's smaller storage.
+  CHECK(th::throws_with([] {
+    (void)of::dispatch(of::find_op("full"), {},
+                       {of::DimVector{2}, of::Scalar(1), of::kFloat32, int64_t(5), int64_t(-1)});
+  }, {"[full]", "unknown device type 5"}));
+  CHECK(th::throws_with([] {
+    (void)of::dispatch(of::find_op("to_device"), {of::ones({2})}, {int64_t(0), int64_t(300)});
+  }, {"[to_device]", "device index 300"}));
+  const of::Tensor x = of::arange(2).to(of::kFloat32).reshape({2, 1}).expand({2, 3});
+  const of::Tensor r = of::dispatch(of::find_op("to_device"), {x}, {int64_t(0), int64_t(-1)})[0];
+  CHECK(r.to_vector<float>() == std::vector<float>{0, 0, 0, 1, 1, 1});
+}
+
+TEST_CASE("fuzz regressions: upsampling refuses a scale whose inverse is infinite") {
+  // fuzz_ops (ops_upsample_scale_inf.bin): scales_h = 1e-310 made 1 / scale infinite and the
+  // source index int64_t(inf) undefined; such scales are refused, large ones clamp.
+  const of::Tensor x = of::randn({1, 1, 2, 2});
+  const of::OpDef& bil = of::find_op("upsample_bilinear2d");
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(bil, {x}, {of::DimVector{4, 4}, false, 1e-310, 2.0});
+  }, {"[upsample_bilinear2d]", "scale factor"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("upsample_nearest2d"), {x}, {of::DimVector{4, 4}, NAN, 2.0});
+  }, {"[upsample_nearest2d]", "scale factor nan"}));
+  const of::Tensor y = of::dispatch(bil, {x}, {of::DimVector{3, 3}, false, 1e-300, 1e-300})[0];
+  CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3}));  // indices clamp to the input
+}
+
+TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
+  // NOTE [Integer wrap]: once float edge values saturated to INT64_MAX, fuzz_ops' int64 inputs
+  // overflowed add/mul/neg (undefined behaviour); they wrap in two's complement now.
+  const of::Tensor big = of::tensor(std::vector<int64_t>{INT64_MAX, INT64_MIN}, {}, of::kInt64);
+  const of::Tensor one = of::tensor(std::vector<int64_t>{1, 1}, {}, of::kInt64);
+  CHECK((big + one).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MIN + 1});
+  CHECK((big - one).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX - 1, INT64_MAX});
+  CHECK((big * 2).to_vector<int64_t>() == std::vector<int64_t>{-2, 0});
+  CHECK((-big).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN + 1, INT64_MIN});
+  CHECK(big.abs().to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN});
+  CHECK(of::div(big, -one, "trunc").to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MIN + 1, INT64_MIN});
+  CHECK(of::div(big, -one, "floor").to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MIN + 1, INT64_MIN});
+  CHECK(of::fmod(big, -one).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+  CHECK(of::remainder(big, -one).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+  CHECK(of::pow(big, 2).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK(big.prod().item<int64_t>() == INT64_MIN);  // MAX * MIN = -2^126 + 2^63: 2^63 mod 2^64
+  // double attributes into integer kernels saturate (clamp bounds, pow_scalar's exponent)
+  CHECK(of::dispatch(of::find_op("clamp"), {big}, {true, -1e300, true, 1e300})[0]
+            .to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN});
+  CHECK(of::dispatch(of::find_op("pow_scalar"), {one}, {1e300})[0].to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1});
+}
+
+TEST_CASE("fuzz regressions: view refuses a shape whose product overflows") {
+  // fuzz_ops (ops_view_shape_overflow.bin): infer_size multiplied the shape attribute's
+  // sizes unchecked (signed overflow); a product past int64 cannot match any numel.
+  const int64_t big = int64_t(1302123111085380114);
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("view"), {of::ones({4})}, {of::DimVector{big, big, 0}});
+  }, {"[view]", "is invalid for input of size 4"}));
+  CHECK(th::throws_with([&] { (void)of::ones({4}).reshape({big, big, -1}); }, {"is invalid"}));
+}
+
+TEST_CASE("fuzz regressions: where dispatched with x and y of different dtypes is refused") {
+  // fuzz_ops (ops_where_mixed_dtypes.bin): a float64 x and a narrower y were both read as
+  // float64 (use-after-poison past y's buffer); where() promotes first, dispatch refuses.
+  const of::Tensor c = of::ones({3}, of::kBool);
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("where"), {c, of::ones({3}, of::kFloat64), of::ones({3})});
+  }, {"[where]", "float64 and float32"}));
+  CHECK(of::where(c, of::ones({3}, of::kFloat64), of::ones({3})).dtype() == of::kFloat64);
+}

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -134,6 +135,19 @@ constexpr bool is_integral(ScalarType t, bool include_bool = false) {
   return t == kInt32 || t == kInt64 || t == kUInt8 || (include_bool && t == kBool);
 }
 std::string_view dtype_name(ScalarType t);  // "float32", "int64", ...
+
+// A conversion defined for every value: floating point to an integer type gives 0 for NaN
+// and saturates out of range (a plain cast of those is undefined behaviour); else a cast.
+template <class To, class From> OF_HD constexpr To saturate_cast(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
+                !std::is_same_v<To, bool>) {
+    if (v != v) return To(0);
+    // the limits as doubles: exact for int32 and below; int64's max rounds up to 2^63
+    if (double(v) <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (double(v) >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+  }
+  return To(v);
+}
 
 // PyTorch's promotion lattice for two tensor dtypes of the same category.
 ScalarType promote_types(ScalarType a, ScalarType b);

@@ -26,7 +26,7 @@ class Scalar {
   }
   bool is_boolean() const { return kind_ == Kind::Bool; }
   double to_double() const { return kind_ == Kind::Float ? d_ : double(i_); }
-  int64_t to_long() const { return kind_ == Kind::Float ? int64_t(d_) : i_; }
+  int64_t to_long() const { return kind_ == Kind::Float ? saturate_cast<int64_t>(d_) : i_; }
   bool to_bool() const { return kind_ == Kind::Float ? d_ != 0 : i_ != 0; }
   template <class T> T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();

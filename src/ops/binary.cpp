@@ -138,7 +138,7 @@ void pow_scalar_cpu(const KernelArgs& k) {
         cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return std::pow(x, ce); });
       }
     } else {
-      const C ce = C(e);
+      const C ce = saturate_cast<C>(e);  // an attribute: any double
       cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return fn::Pow{}(x, ce); });
     }
   });
@@ -150,7 +150,8 @@ void clamp_cpu(const KernelArgs& k) {
   dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
-    const C l = has_lo ? C(lo) : C(0), h = has_hi ? C(hi) : C(0);
+    // bounds are doubles (a loaded graph's: any value); into an integer type they saturate
+    const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
     cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [=](C x) {
       if constexpr (std::is_floating_point_v<C>) { if (x != x) return x; }
       C r = x;
@@ -163,6 +164,9 @@ void clamp_cpu(const KernelArgs& k) {
 void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
   OF_CHECK(in[0].dtype() == kBool, "[where] condition must be a bool tensor, got {}",
            dtype_name(in[0].dtype()));
+  // where() casts x and y to their result type; the kernel reads both as x's dtype
+  OF_CHECK(in[1].dtype() == in[2].dtype(), "[where] expected x and y of one dtype, got {} and {}",
+           dtype_name(in[1].dtype()), dtype_name(in[2].dtype()));
   DimVector s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes()), in[2].sizes());
   out.push_back({std::move(s), {}, 0, in[1].dtype(), in[1].device()});
 }

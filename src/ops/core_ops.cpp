@@ -25,7 +25,8 @@ void convert_cpu(const Tensor& dst, const Tensor& src) {
       if constexpr (std::is_same_v<O, bool>) {
         cpu::cpu_kernel<O, I>(dst, {&src}, [](compute_t<I> v) { return v != compute_t<I>(0); });
       } else {
-        cpu::cpu_kernel<O, I>(dst, {&src}, [](compute_t<I> v) { return compute_t<O>(v); });
+        cpu::cpu_kernel<O, I>(dst, {&src},
+                              [](compute_t<I> v) { return saturate_cast<compute_t<O>>(v); });
       }
     });
   });
@@ -37,7 +38,7 @@ TensorList copy_vjp(const VjpCtx& c, const TensorList& g) {
 
 // ---- to_device
 void to_device_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  Device d(DeviceType(a.i(0)), int(a.i(1)));
+  const Device d = device_from_attrs(a.i(0), a.i(1), "to_device");
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), d});
 }
 void to_device_kernel(const KernelArgs& k) {
@@ -87,10 +88,12 @@ void fill__kernel(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(0
 TensorList fill__vjp(const VjpCtx&, const TensorList&) { return {Tensor()}; }
 
 // ---- factories
-Device factory_device(const Attrs& a, size_t k) { return Device(DeviceType(a.i(k)), int(a.i(k + 1))); }
+Device factory_device(const Attrs& a, size_t k, const char* op) {
+  return device_from_attrs(a.i(k), a.i(k + 1), op);
+}
 void full_meta(const TensorList&, const Attrs& a, MetaList& out) {
   checked_numel(a.ints(0), "full");
-  out.push_back({a.ints(0), {}, 0, a.dtype(2), factory_device(a, 3)});
+  out.push_back({a.ints(0), {}, 0, a.dtype(2), factory_device(a, 3, "full")});
 }
 void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(1)); }
 
@@ -101,11 +104,14 @@ int64_t arange_count(double start, double end, double step) {
   OF_CHECK((step > 0 && end >= start) || (step < 0 && end <= start),
            "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
            "step {})", start, end, step);
-  return int64_t(std::ceil((end - start) / step));
+  const double n = std::ceil((end - start) / step);  // may be inf: 1e300 - -1e300
+  OF_CHECK(n <= double(int64_t(1) << 62), "[arange] the range {} -> {} by step {} has too many "
+           "elements", start, end, step);
+  return int64_t(n);
 }
 void arange_meta(const TensorList&, const Attrs& a, MetaList& out) {
   int64_t n = arange_count(a.f(0), a.f(1), a.f(2));
-  out.push_back({{n}, {}, 0, a.dtype(3), factory_device(a, 4)});
+  out.push_back({{n}, {}, 0, a.dtype(3), factory_device(a, 4, "arange")});
 }
 void arange_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
@@ -113,12 +119,13 @@ void arange_cpu(const KernelArgs& k) {
   dispatch_dtype(t.dtype(), [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(compute_t<T>(start + double(i) * step));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = T(saturate_cast<compute_t<T>>(start + double(i) * step));
   });
 }
 void linspace_meta(const TensorList&, const Attrs& a, MetaList& out) {
   OF_CHECK(a.i(2) >= 0, "[linspace] number of steps must be non-negative, got {}", a.i(2));
-  out.push_back({{a.i(2)}, {}, 0, a.dtype(3), factory_device(a, 4)});
+  out.push_back({{a.i(2)}, {}, 0, a.dtype(3), factory_device(a, 4, "linspace")});
 }
 void linspace_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
@@ -131,14 +138,14 @@ void linspace_cpu(const KernelArgs& k) {
     // Symmetric evaluation (as PyTorch): the second half counts back from `end`.
     for (int64_t i = 0; i < n; ++i) {
       double v = i < n / 2 ? start + step * double(i) : end - step * double(n - 1 - i);
-      p[i] = T(compute_t<T>(v));
+      p[i] = T(saturate_cast<compute_t<T>>(v));
     }
   });
 }
 void eye_meta(const TensorList&, const Attrs& a, MetaList& out) {
   OF_CHECK(a.i(0) >= 0 && a.i(1) >= 0, "[eye] n and m must be non-negative, got {} and {}",
            a.i(0), a.i(1));
-  out.push_back({{a.i(0), a.i(1)}, {}, 0, a.dtype(2), factory_device(a, 3)});
+  out.push_back({{a.i(0), a.i(1)}, {}, 0, a.dtype(2), factory_device(a, 3, "eye")});
 }
 void eye_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
@@ -166,7 +173,8 @@ void register_core_ops() {
                         .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp});
   register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
                              .infer_meta = to_device_meta, .cpu = to_device_kernel,
-                             .cuda = to_device_kernel, .vjp = to_device_vjp});
+                             .cuda = to_device_kernel, .vjp = to_device_vjp,
+                             .contiguous_inputs = 1});  // the kernel copies bytes
   register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
                          .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp});
   register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
@@ -417,15 +425,7 @@ Tensor empty(IntArrayRef size, TensorOptions o, std::optional<MemoryFormat> mf) 
   return t;
 }
 Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
-  OF_CHECK(size.size() == stride.size(), "[empty_strided] got {} sizes and {} strides",
-           size.size(), stride.size());
-  int64_t extent = 1;
-  for (size_t d = 0; d < size.size(); ++d) {
-    OF_CHECK(stride[d] >= 0, "[empty_strided] negative stride {}", stride[d]);
-    if (size[d] == 0) { extent = 0; break; }
-    extent += (size[d] - 1) * stride[d];
-  }
-  checked_numel(size, "empty_strided");
+  const int64_t extent = view_extent(size, stride, 0, "empty_strided");
   Tensor base = make_empty({extent}, o.dtype(), o.device());
   return finish_factory(make_view(base, size, stride, 0).detach(), o);
 }

@@ -90,14 +90,37 @@ template <class T> OF_HD OF_FI inline T tanh_(T x) {
   }
 }
 
+// NOTE [Integer wrap]: integer +, -, * (and neg, abs, square, pow, INT_MIN / -1) wrap in
+// two's complement, computed in the unsigned type, as libtorch's do in practice and as sums
+// do (reduce.cpp): signed overflow is undefined behaviour (fuzz_ops: int64 edge values).
+template <class T>
+inline constexpr bool kWraps = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <class T> OF_HD OF_FI T wrap_add(T a, T b) {
+  if constexpr (kWraps<T>) return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
+  else return a + b;
+}
+template <class T> OF_HD OF_FI T wrap_sub(T a, T b) {
+  if constexpr (kWraps<T>) return T(std::make_unsigned_t<T>(a) - std::make_unsigned_t<T>(b));
+  else return a - b;
+}
+template <class T> OF_HD OF_FI T wrap_mul(T a, T b) {
+  if constexpr (kWraps<T>) return T(std::make_unsigned_t<T>(a) * std::make_unsigned_t<T>(b));
+  else return a * b;
+}
+template <class T> OF_HD OF_FI T wrap_neg(T x) { return wrap_sub(T(0), x); }
+template <class T> OF_HD OF_FI bool is_minus_one(T x) {
+  if constexpr (std::is_signed_v<T>) return x == T(-1);
+  else return false;
+}
+
 #define OF_FN1(Name, expr) \
   struct Name { template <class T> OF_HD OF_FI T operator()(T x) const { return expr; } };
 #define OF_FN2(Name, expr) \
   struct Name { template <class T> OF_HD OF_FI T operator()(T a, T b) const { return expr; } };
 
 // ---- unary
-OF_FN1(Neg, T(-x))
-OF_FN1(Abs, x < T(0) ? T(-x) : x)
+OF_FN1(Neg, T(wrap_neg(x)))
+OF_FN1(Abs, x < T(0) ? T(wrap_neg(x)) : x)
 OF_FN1(Sign, T((T(0) < x) - (x < T(0))))
 OF_FN1(Exp, exp_(x))
 OF_FN1(Exp2, std::exp2(x))
@@ -108,7 +131,7 @@ OF_FN1(Expm1, std::expm1(x))
 OF_FN1(Sqrt, std::sqrt(x))
 OF_FN1(Rsqrt, T(1) / std::sqrt(x))
 OF_FN1(Reciprocal, T(1) / x)
-OF_FN1(Square, x * x)
+OF_FN1(Square, wrap_mul(x, x))
 OF_FN1(Sin, std::sin(x))
 OF_FN1(Cos, std::cos(x))
 OF_FN1(Tan, std::tan(x))
@@ -133,19 +156,22 @@ struct IsInf {
 struct LogicalNot { template <class T> OF_HD bool operator()(T x) const { return !bool(x); } };
 
 // ---- binary
-OF_FN2(Add, a + b)
-OF_FN2(Sub, a - b)
-OF_FN2(Mul, a * b)
+OF_FN2(Add, wrap_add(a, b))
+OF_FN2(Sub, wrap_sub(a, b))
+OF_FN2(Mul, wrap_mul(a, b))
 OF_FN2(Div, a / b)
+// Integer division by -1 is negation: INT_MIN / -1 (and INT_MIN % -1) overflow otherwise.
+// Division by zero is refused before the kernels (int_safe_kernel).
 struct DivTrunc {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return T(a / b);
+    if constexpr (std::is_integral_v<T>) return is_minus_one(b) ? wrap_neg(a) : T(a / b);
     else return std::trunc(a / b);
   }
 };
 struct DivFloor {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
+      if (is_minus_one(b)) return wrap_neg(a);
       T q = T(a / b);
       return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
     } else {
@@ -167,14 +193,14 @@ struct Minimum {
 };
 struct Fmod {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return T(a % b);
+    if constexpr (std::is_integral_v<T>) return is_minus_one(b) ? T(0) : T(a % b);
     else return std::fmod(a, b);
   }
 };
 struct Remainder {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      T r = T(a % b);
+      T r = is_minus_one(b) ? T(0) : T(a % b);
       return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     } else {
       T r = std::fmod(a, b);
@@ -190,7 +216,11 @@ struct Pow {
       T r = 1;
       T base = a;
       auto e = b;
-      while (e) { if (e & 1) r = T(r * base); base = T(base * base); e >>= 1; }
+      while (e) {
+        if (e & 1) r = wrap_mul(r, base);
+        base = wrap_mul(base, base);
+        e >>= 1;
+      }
       return r;
     } else {
       return std::pow(a, b);

@@ -560,27 +560,48 @@ TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
   return {sum_to_size(full, c.input_sizes(0)), Tensor()};
 }
 // masked_select_backward(grad [n], mask; shape): zeros of `shape` with grad at the true places.
+// Dispatched directly (or from a loaded graph) it sees any inputs: the mask must broadcast to
+// `shape` and the gradient be 1-D, or the kernel's strides would walk outside the mask.
 void msb_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  out.push_back({a.ints(0), {}, 0, in[0].dtype(), in[0].device()});
+  const Tensor &g = in[0], &mask = in[1];
+  const DimVector& size = a.ints(0);
+  OF_CHECK(mask.is_cpu(), "[masked_select_backward] has no CUDA implementation");
+  OF_CHECK(mask.dtype() == kBool, "[masked_select_backward] expected a bool mask, got {}",
+           dtype_name(mask.dtype()));
+  OF_CHECK(g.dim() == 1, "[masked_select_backward] expected a 1-D gradient, got shape {}",
+           shape_str(g.sizes()));
+  for (int64_t d : size)
+    OF_CHECK(d >= 0, "[masked_select_backward] negative size in shape {}", shape_str(size));
+  bool fits = mask.dim() <= int64_t(size.size());
+  for (int64_t d = 0; fits && d < mask.dim(); ++d) {
+    const int64_t m = mask.sizes()[size_t(d)], t = size[size.size() - size_t(mask.dim() - d)];
+    fits = m == 1 || m == t;
+  }
+  OF_CHECK(fits, "[masked_select_backward] mask of shape {} cannot be broadcast to shape {}",
+           shape_str(mask.sizes()), shape_str(size));
+  out.push_back({size, {}, 0, g.dtype(), g.device()});
 }
 void msb_cpu(const KernelArgs& k) {
   const Tensor &g = k.inputs[0], &mask = k.inputs[1], &out = k.outputs[0];
-  fill_any(out, 0.0);
   std::array<DimVector, 2> st{out.strides().dims(), bcast_strides(mask, out.sizes())};
   const bool* mp = static_cast<const bool*>(mask.data_ptr());
+  // count first: a too-short gradient is refused before out (maybe an out= tensor) is written
+  int64_t selected = 0;
+  for_each_run<2>(out.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
+    for (int64_t j = 0; j < n; ++j) selected += mp[off[1] + j * s[1]];
+  });
+  OF_CHECK(selected <= g.sizes()[0], "[masked_select_backward] gradient has {} elements, fewer "
+           "than the {} the mask selects", g.sizes()[0], selected);
+  fill_any(out, 0.0);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* gp = static_cast<const T*>(g.data_ptr());
     const int64_t gs = g.strides()[0];
-    const int64_t gn = g.sizes()[0];
     T* o = static_cast<T*>(out.data_ptr());
     int64_t r = 0;
     for_each_run<2>(out.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
       for (int64_t j = 0; j < n; ++j)
-        if (mp[off[1] + j * s[1]]) {
-          OF_CHECK(r < gn, "[masked_select_backward] gradient has {} elements, fewer than the mask selects", gn);
-          o[off[0] + j * s[0]] = gp[r++ * gs];
-        }
+        if (mp[off[1] + j * s[1]]) o[off[0] + j * s[0]] = gp[r++ * gs];
     });
   });
 }
@@ -862,21 +883,30 @@ void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void roll_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const DimVector &shifts = k.attrs.ints(0), &dims = k.attrs.ints(1);
+  // shifts summed modulo each size: any int64 shifts (a loaded graph's) cannot overflow
   DimVector total(size_t(std::max<int64_t>(x.dim(), 1)), 0);
-  for (size_t i = 0; i < dims.size(); ++i) total[wrap_dim(dims[i], x.dim(), "roll")] += shifts[i];
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], x.dim(), "roll"), n = x.dim() ? x.sizes()[d] : 1;
+    if (n) total[d] = (total[d] + shifts[i] % n) % n;
+  }
   Maps maps(size_t(x.dim()));
   for (int64_t d = 0; d < x.dim(); ++d) {
     const int64_t n = x.sizes()[d];
-    if (n == 0 || total[d] % n == 0) continue;
-    const int64_t s = ((total[d] % n) + n) % n;
+    if (n == 0 || total[d] == 0) continue;
+    const int64_t s = (total[d] + n) % n;
     maps[d].resize(size_t(n));
     for (int64_t i = 0; i < n; ++i) maps[d][i] = (i - s + n) % n;
   }
   dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
 }
 TensorList roll_vjp(const VjpCtx& c, const TensorList& g) {
-  DimVector neg;
-  for (int64_t s : c.attrs().ints(0)) neg.push_back(-s);
+  const IntArrayRef sz = c.input_sizes(0);
+  const DimVector& dims = c.attrs().ints(1);
+  DimVector neg;  // -(shift % size): -INT64_MIN would overflow
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t n = sz.empty() ? 1 : sz[size_t(wrap_dim(dims[i], int64_t(sz.size()), "roll"))];
+    neg.push_back(n ? -(c.attrs().ints(0)[i] % n) : 0);
+  }
   return {roll(g[0], neg, c.attrs().ints(1))};
 }
 

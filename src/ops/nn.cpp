@@ -70,6 +70,69 @@ void check_reduction(int64_t r, const char* op) {
   if (r < Reduction::None || r > Reduction::Sum)
     fail("[{}] invalid reduction {} (expected Reduction::None (0), Mean (1) or Sum (2))", op, r);
 }
+void check_same_shape(const Tensor& input, const Tensor& target, const char* op,
+                      const char* note = "") {
+  if (!target.defined()) fail("[{}] target is undefined", op);
+  if (!(input.sizes() == target.sizes()))
+    fail("[{}] target shape {} does not match input shape {}{}", op, shape_str(target.sizes()),
+         shape_str(input.sizes()), note);
+}
+// Whether s broadcasts to exactly `target`.
+bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
+  if (s.size() > target.size()) return false;
+  const size_t off = target.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != 1 && s[i] != target[off + i]) return false;
+  return true;
+}
+
+// Every class index of a contiguous int64 target is ignore_index or in [0, C).
+void check_target_range(const Tensor& target, int64_t C, int64_t ignore_index, const char* op,
+                        const Tensor& input) {
+  const int64_t* p = target.data_ptr<int64_t>();
+  for (int64_t i = 0; i < target.numel(); ++i)
+    if (p[i] != ignore_index && (p[i] < 0 || p[i] >= C))
+      fail("[{}] target index {} is out of range for {} classes (input shape {})", op, p[i], C,
+           shape_str(input.sizes()));
+}
+// Validates class-index targets against input [N, C, d...] (or [C] with a 0-d target): the
+// shapes and dtypes only when `values` is false (an op's infer_meta; its kernel checks them).
+void check_class_targets(const Tensor& input, const Tensor& target, const Tensor& weight,
+                         int64_t ignore_index, const char* op, bool values = true) {
+  if (!target.defined()) fail("[{}] target is undefined", op);
+  if (target.dtype() != kInt64)
+    fail("[{}] expected class-index targets of dtype int64, got {} (shape {})", op,
+         dtype_name(target.dtype()), shape_str(target.sizes()));
+  if (input.dim() < 1)
+    fail("[{}] expected an input of shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor", op);
+  DimVector expect;
+  if (input.dim() >= 2) {
+    expect.push_back(input.size(0));
+    for (int64_t d = 2; d < input.dim(); ++d) expect.push_back(input.size(d));
+  }
+  if (!(target.sizes() == IntArrayRef(expect)))
+    fail("[{}] target shape {} does not match input shape {}: expected target shape {}", op,
+         shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expect));
+  const int64_t C = input.dim() >= 2 ? input.size(1) : input.size(0);
+  if (weight.defined()) {
+    if (weight.dtype() != input.dtype())
+      fail("[{}] expected weight to have the input's dtype {}, got {}", op,
+           dtype_name(input.dtype()), dtype_name(weight.dtype()));
+    if (!(weight.sizes() == IntArrayRef(DimVector{C})))
+      fail("[{}] expected weight of shape ({},) (one per class), got {}", op, C,
+           shape_str(weight.sizes()));
+  }
+  // (a global target is checked piece by piece when the op runs on the local pieces)
+  if (values && target.is_cpu() && !target.is_global())
+    check_target_range(target.contiguous(), C, ignore_index, op, input);
+}
+
+// A required input the kernel reads with x's geometry: defined, x's dtype and device, `shape`.
+void check_saved(const Tensor& t, const Tensor& x, IntArrayRef shape, const char* op,
+                 const char* what) {
+  if (!t.defined()) fail("[{}] {} is undefined", op, what);
+  check_param(t, x, shape, op, what);
+}
 int64_t prod_range(IntArrayRef s, size_t b, size_t e) {
   int64_t p = 1;
   for (size_t i = b; i < e && i < s.size(); ++i) p *= s[i];
@@ -224,9 +287,20 @@ template <int Mode> void norm_cpu(const KernelArgs& k) {
 
 // Backward inputs: dy, x, weight, mean, rstd (rms: no mean, passed undefined);
 // outputs: gx, gweight, gbias (param-shaped; zero-filled when that parameter is absent).
+// Dispatched directly (or from a loaded graph) its inputs are arbitrary: every one the kernel
+// reads with x's geometry is checked here.
 template <int Mode> void norm_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const std::string name = std::string(norm_name(Mode)) + "_backward";
+  const char* op = name.c_str();
   const Tensor& x = in[1];
+  check_float_input(x, op, "input");
   Geom g = norm_geom(Mode, x.sizes(), a);
+  check_saved(in[0], x, x.sizes(), op, "grad_output");
+  check_param(in[2], x, g.param_shape, op, "weight");
+  const DimVector rows{g.M};
+  if (Mode == kRms) check_param(in[3], x, rows, op, "mean");  // rms_norm has none: unused
+  else check_saved(in[3], x, rows, op, "mean");
+  check_saved(in[4], x, rows, op, "rstd");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   out.push_back({g.param_shape, {}, 0, x.dtype(), x.device()});
   out.push_back({g.param_shape, {}, 0, x.dtype(), x.device()});
@@ -463,7 +537,17 @@ void bn_cpu(const KernelArgs& k) {
 // Backward inputs: dy, x, weight, save_mean, save_invstd; attrs as forward;
 // outputs: gx, gweight [C], gbias [C].
 void bn_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const char* op = "batch_norm_backward";
   const Tensor& x = in[1];
+  check_float_input(x, op, "input");
+  if (x.dim() < 2)
+    fail("[{}] expected an input of at least 2 dims (N, C[, *]), got shape {}", op,
+         shape_str(x.sizes()));
+  const DimVector cs{x.size(1)};
+  check_saved(in[0], x, x.sizes(), op, "grad_output");
+  check_param(in[2], x, cs, op, "weight");
+  check_saved(in[3], x, cs, op, "save_mean");
+  check_saved(in[4], x, cs, op, "save_invstd");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   out.push_back({{x.size(1)}, {}, 0, x.dtype(), x.device()});
   out.push_back({{x.size(1)}, {}, 0, x.dtype(), x.device()});
@@ -543,9 +627,11 @@ TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
 // inputs: x; attrs: p, seed, offset; outputs: y, keep mask (bool). Element i (row-major)
 // is kept when the top 24 bits of word i % 4 of Philox counter (offset + i / 4) are >= p * 2^24.
 
-void dropout_meta(const TensorList& in, const Attrs&, MetaList& out) {
+void dropout_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   check_float_input(x, "dropout", "input");
+  if (!(a.f(0) >= 0.0 && a.f(0) <= 1.0))
+    fail("[dropout] dropout probability has to be between 0 and 1, but got {}", a.f(0));
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   out.push_back({x.sizes().dims(), {}, 0, kBool, x.device()});
 }
@@ -598,10 +684,25 @@ CeGeom ce_geom(IntArrayRef s) {
   return g;
 }
 
+// The checks of cross_entropy() for a direct dispatch (the op takes x of at least 2 dims);
+// the class indices' values are checked by the kernels, before they write.
+CeGeom ce_check(const Tensor& x, const Tensor& t, const Tensor& w, const Attrs& a,
+                const char* op) {
+  check_float_input(x, op, "input");
+  if (x.dim() < 2)
+    fail("[{}] expected an input of shape (N, C, d1, ...), got {}", op, shape_str(x.sizes()));
+  check_reduction(a.i(0), op);
+  if (!(a.f(2) >= 0.0 && a.f(2) <= 1.0))
+    fail("[{}] label_smoothing must be between 0.0 and 1.0, got {}", op, a.f(2));
+  check_class_targets(x, t, w, a.i(1), op, false);
+  if (w.defined()) check_param(w, x, DimVector{x.size(1)}, op, "weight");
+  return ce_geom(x.sizes());
+}
+
 void ce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   const Tensor& t = in[1];
-  const CeGeom g = ce_geom(x.sizes());
+  const CeGeom g = ce_check(x, t, in[2], a, "cross_entropy");
   const int64_t reduction = a.i(0);
   if (reduction == Reduction::None) out.push_back({t.sizes().dims(), {}, 0, x.dtype(), x.device()});
   else out.push_back({{}, {}, 0, x.dtype(), x.device()});
@@ -616,6 +717,7 @@ void ce_cpu(const KernelArgs& k) {
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
   const CeGeom g = ce_geom(x.sizes());
+  check_target_range(t, g.C, ignore, "cross_entropy", x);
   dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
     using T = decltype(z);
     const T* px = cptr<T>(x);
@@ -708,8 +810,14 @@ void ce_cpu(const KernelArgs& k) {
 }
 
 // Backward inputs: g, x, target, weight, lse, total_weight; output: gx.
-void ce_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+void ce_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "cross_entropy_backward";
   const Tensor& x = in[1];
+  const CeGeom g = ce_check(x, in[2], in[3], a, op);
+  check_saved(in[0], x, a.i(0) == Reduction::None ? in[2].sizes() : IntArrayRef(), op,
+              "grad_output");
+  check_saved(in[4], x, DimVector{g.rows}, op, "logsumexp");
+  check_saved(in[5], x, IntArrayRef(), op, "total_weight");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
 }
 
@@ -722,6 +830,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
   const CeGeom g = ce_geom(x.sizes());
+  check_target_range(t, g.C, ignore, "cross_entropy_backward", x);
   dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
     using T = decltype(z);
     const T* pg = cptr<T>(go);
@@ -793,6 +902,13 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
 
 void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
+  check_float_input(x, "linear", "input");
+  check_float_input(in[1], "linear", "weight");
+  if (x.dim() != 2 || in[1].dim() != 2 || x.size(1) != in[1].size(1))
+    fail("[linear] expected input [rows, in] and weight [out, in], got shapes {} and {}",
+         shape_str(x.sizes()), shape_str(in[1].sizes()));
+  check_param(in[1], x, in[1].sizes(), "linear", "weight");
+  check_param(in[2], x, DimVector{in[1].size(0)}, "linear", "bias");
   out.push_back({{x.size(0), in[1].size(0)}, {}, 0, x.dtype(), x.device()});
 }
 
@@ -835,9 +951,37 @@ struct AttnGeom {
 AttnGeom attn_geom(const TensorList& in) {
   return {in[0].size(0), in[0].size(1), in[1].size(1), in[0].size(2), in[2].size(2)};
 }
-
-void sdpa_meta(const TensorList& in, const Attrs&, MetaList& out) {
+// The op's own checks (its inputs come flattened from scaled_dot_product_attention(), or from
+// a direct dispatch or a loaded graph): q [B, L, E], k [B, S, E], v [B, S, Ev] of one float
+// dtype, the mask [B, L, S] of the kind mask_kind names, dropout_p in [0, 1).
+AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2], &mask = in[3];
+  check_float_input(q, op, "query");
+  check_saved(k, q, k.sizes(), op, "key");
+  check_saved(v, q, v.sizes(), op, "value");
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) ||
+      v.size(0) != q.size(0) || k.size(2) != q.size(2) || v.size(1) != k.size(1))
+    fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}",
+         op, shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
   const AttnGeom g = attn_geom(in);
+  const int64_t kind = a.i(5);
+  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
+  if (kind != 0) {
+    const ScalarType mt = kind == 1 ? kBool : q.dtype();
+    if (!mask.defined())
+      fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
+    if (mask.dtype() != mt || !(mask.sizes() == IntArrayRef(DimVector{g.B, g.L, g.S})))
+      fail("[{}] mask_kind {} expects an attn_mask of dtype {} and shape ({}, {}, {}), got {} {}",
+           op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
+           shape_str(mask.sizes()));
+  }
+  if (!(a.f(2) >= 0.0 && a.f(2) < 1.0))
+    fail("[{}] dropout_p must be in [0, 1), got {}", op, a.f(2));
+  return g;
+}
+
+void sdpa_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const AttnGeom g = attn_check(in, a, "scaled_dot_product_attention");
   const Tensor& q = in[0];
   out.push_back({{g.B, g.L, g.Ev}, {}, 0, q.dtype(), q.device()});
   out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
@@ -944,7 +1088,13 @@ void sdpa_cpu(const KernelArgs& k) {
 }
 
 // Backward inputs: dout, q, k, v, mask, out, lse; outputs: dq, dk, dv.
-void sdpa_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
+void sdpa_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "scaled_dot_product_attention_backward";
+  const AttnGeom g = attn_check({in[1], in[2], in[3], in[4]}, a, op);
+  const Tensor& q = in[1];
+  check_saved(in[0], q, DimVector{g.B, g.L, g.Ev}, op, "grad_output");
+  check_saved(in[5], q, DimVector{g.B, g.L, g.Ev}, op, "output");
+  check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
   for (size_t i = 1; i <= 3; ++i)
     out.push_back({in[i].sizes().dims(), {}, 0, in[i].dtype(), in[i].device()});
 }
@@ -1031,59 +1181,6 @@ Tensor reduce_loss(const Tensor& l, int64_t reduction) {
   if (reduction == Reduction::Mean) return l.mean();
   if (reduction == Reduction::Sum) return l.sum();
   return l;
-}
-
-void check_same_shape(const Tensor& input, const Tensor& target, const char* op,
-                      const char* note = "") {
-  if (!target.defined()) fail("[{}] target is undefined", op);
-  if (!(input.sizes() == target.sizes()))
-    fail("[{}] target shape {} does not match input shape {}{}", op, shape_str(target.sizes()),
-         shape_str(input.sizes()), note);
-}
-// Whether s broadcasts to exactly `target`.
-bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
-  if (s.size() > target.size()) return false;
-  const size_t off = target.size() - s.size();
-  for (size_t i = 0; i < s.size(); ++i)
-    if (s[i] != 1 && s[i] != target[off + i]) return false;
-  return true;
-}
-
-// Validates class-index targets against input [N, C, d...] (or [C] with a 0-d target).
-void check_class_targets(const Tensor& input, const Tensor& target, const Tensor& weight,
-                         int64_t ignore_index, const char* op) {
-  if (!target.defined()) fail("[{}] target is undefined", op);
-  if (target.dtype() != kInt64)
-    fail("[{}] expected class-index targets of dtype int64, got {} (shape {})", op,
-         dtype_name(target.dtype()), shape_str(target.sizes()));
-  if (input.dim() < 1)
-    fail("[{}] expected an input of shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor", op);
-  DimVector expect;
-  if (input.dim() >= 2) {
-    expect.push_back(input.size(0));
-    for (int64_t d = 2; d < input.dim(); ++d) expect.push_back(input.size(d));
-  }
-  if (!(target.sizes() == IntArrayRef(expect)))
-    fail("[{}] target shape {} does not match input shape {}: expected target shape {}", op,
-         shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expect));
-  const int64_t C = input.dim() >= 2 ? input.size(1) : input.size(0);
-  if (weight.defined()) {
-    if (weight.dtype() != input.dtype())
-      fail("[{}] expected weight to have the input's dtype {}, got {}", op,
-           dtype_name(input.dtype()), dtype_name(weight.dtype()));
-    if (!(weight.sizes() == IntArrayRef(DimVector{C})))
-      fail("[{}] expected weight of shape ({},) (one per class), got {}", op, C,
-           shape_str(weight.sizes()));
-  }
-  // (a global target is checked piece by piece when the op runs on the local pieces)
-  if (target.is_cpu() && !target.is_global() && target.numel() > 0) {
-    const Tensor t = target.contiguous();
-    const int64_t* p = t.data_ptr<int64_t>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (p[i] != ignore_index && (p[i] < 0 || p[i] >= C))
-        fail("[{}] target index {} is out of range for {} classes (input shape {})", op, p[i], C,
-             shape_str(input.sizes()));
-  }
 }
 
 // The fused backward ops are recorded under create_graph like any op, but their own VJP is

@@ -1059,6 +1059,8 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     if (m.in <= 0)
       fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
     const double given = adaptive ? 0.0 : a.f(scale_attr + i);
+    if (!std::isfinite(given) || (given > 0 && !std::isfinite(1.0 / given)))
+      fail("[{}] scale factor {} is not finite (or its inverse is not)", op, given);
     m.next();
     for (int64_t o = 0; o < m.out; ++o) {
       if (adaptive) {
@@ -1072,7 +1074,8 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
           sidx = o >> 1;
         } else {
           const float scale = given > 0 ? float(1.0 / given) : float(m.in) / float(m.out);
-          sidx = std::min(int64_t(std::floor(float(o) * scale)), m.in - 1);
+          // saturating: a scale of 1e-30 still maps far past the input (clamped)
+          sidx = std::min(saturate_cast<int64_t>(std::floor(float(o) * scale)), m.in - 1);
         }
         m.add(sidx, 1.0);
       } else {
@@ -1085,7 +1088,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
           const double scale = given > 0 ? 1.0 / given : double(m.in) / double(m.out);
           srcf = std::max(scale * (double(o) + 0.5) - 0.5, 0.0);
         }
-        const int64_t i0 = std::min(int64_t(srcf), m.in - 1);
+        const int64_t i0 = std::min(saturate_cast<int64_t>(srcf), m.in - 1);
         const int64_t i1 = i0 + (i0 < m.in - 1 ? 1 : 0);
         const double l1 = std::clamp(srcf - double(i0), 0.0, 1.0);
         m.add(i0, 1.0 - l1);

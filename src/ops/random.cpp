@@ -17,7 +17,7 @@ void random_meta(const TensorList& in, const Attrs& a, MetaList& out) {
     return;
   }
   checked_numel(a.ints(0), "random");
-  out.push_back({a.ints(0), {}, 0, a.dtype(1), Device(DeviceType(a.i(2)), int(a.i(3)))});
+  out.push_back({a.ints(0), {}, 0, a.dtype(1), device_from_attrs(a.i(2), a.i(3), "random")});
 }
 
 // Element i takes word (i % 4) of counter (offset + i / 4).
@@ -33,7 +33,9 @@ template <class F> void fill_random(const Tensor& t, uint64_t seed, uint64_t off
       uint32_t w[4];
       for (int64_t c = c0; c < c1; ++c) {
         Philox::generate(seed, offset + uint64_t(c), w);
-        for (int k = 0; k < 4 && c * 4 + k < n; ++k) p[c * 4 + k] = T(f(w, k));
+        // saturating: uniform(-1e300, 1e300) or randint of 2^40 into an integer dtype
+        for (int k = 0; k < 4 && c * 4 + k < n; ++k)
+          p[c * 4 + k] = T(saturate_cast<compute_t<T>>(f(w, k)));
       }
     });
   });

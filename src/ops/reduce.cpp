@@ -45,12 +45,39 @@ Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVecto
   return r.expand(in_sizes);
 }
 
-void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+// Dims as normalize_reduce_dims leaves them: in range, sorted, unique (the kernels index with
+// them; a direct dispatch or a loaded graph passes any).
+void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
+  const int64_t nd = x.dim();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= std::max<int64_t>(nd, 1) || (nd == 0 && dims[i] != 0))
+      fail("[{}] dimension {} out of range for a tensor of shape {}", op, dims[i],
+           shape_str(x.sizes()));
+    if (i && dims[i] <= dims[i - 1])
+      fail("[{}] reduce dims must be sorted and unique, got dim {} after {}", op, dims[i],
+           dims[i - 1]);
+  }
+}
+void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
+  check_reduce_dims(in[0], a.ints(0), op);
   out.push_back({reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2),
                  in[0].device()});
 }
 
 namespace {
+
+void sum_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  reduce_meta(in, a, out, "sum");
+}
+void mean_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  reduce_meta(in, a, out, "mean");
+}
+void all_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  reduce_meta(in, a, out, "all");
+}
+void any_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  reduce_meta(in, a, out, "any");
+}
 
 template <class C> struct SumOp {
   static constexpr bool kPlainSum = true;  // lets the engine sum float blocks in float lanes
@@ -137,16 +164,16 @@ template <class C> struct AnyOp {
 
 void register_reduce_ops() {
   register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
-                       .infer_meta = reduce_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp,
+                       .infer_meta = sum_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp,
                .sbp_rule = &sbp_rules::kSum});
   register_op({.name = "mean", .traits = kReduction,
-                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = mean_meta,
                         .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});
   register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
-                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = all_meta,
                        .cpu = reduce_cpu<AllOp, false, bool>});
   register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
-                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = reduce_meta,
+                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = any_meta,
                        .cpu = reduce_cpu<AnyOp, false, bool>});
   extern void register_reduce_ops_extra();
   register_reduce_ops_extra();

@@ -11,7 +11,9 @@ DimVector reduced_shape(IntArrayRef sizes, const DimVector& dims, bool keepdim);
 // The gradient of a reduction output, viewed with the reduced dims kept as size 1 and expanded
 // to the input shape.
 Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims, bool keepdim);
-// Output meta for reductions with attrs {dims, keepdim, dtype}.
-void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out);
+// [op] error unless dims are in range for x, sorted and unique.
+void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op);
+// Output meta for reductions with attrs {dims, keepdim, dtype}; checks the dims.
+void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op);
 
 }  // namespace oneflow

@@ -47,18 +47,6 @@ void check_float(const Tensor& x, const char* op) {
   if (!is_floating_point(x.dtype()))
     fail("[{}] expected a floating-point tensor, got {}", op, dtype_name(x.dtype()));
 }
-// Reduce dims in attrs must be normalized (sorted, in range) for this input.
-void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
-  const int64_t nd = x.dim();
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= std::max<int64_t>(nd, 1) || (nd == 0 && dims[i] != 0))
-      fail("[{}] dimension {} out of range for a tensor of shape {}", op, dims[i],
-           shape_str(x.sizes()));
-    if (i && dims[i] <= dims[i - 1])
-      fail("[{}] reduce dims must be sorted and unique, got dim {} after {}", op, dims[i],
-           dims[i - 1]);
-  }
-}
 // Reductions without an identity (max, argmax, ...) refuse zero-size reduced dims.
 void check_nonempty(const Tensor& x, const DimVector& dims, const char* op) {
   if (x.dim() == 0) return;
@@ -269,8 +257,8 @@ template <class T> double row_sumexp_d(const T* p, int64_t n, compute_t<T> m) {
 template <class C> struct ProdOp {
   using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
   static Acc init() { return Acc(1); }
-  static Acc step(Acc a, C x) { return a * Acc(x); }
-  static Acc merge(Acc a, Acc b) { return a * b; }
+  static Acc step(Acc a, C x) { return fn::wrap_mul(a, Acc(x)); }  // NOTE [Integer wrap]
+  static Acc merge(Acc a, Acc b) { return fn::wrap_mul(a, b); }
   static Acc finish(Acc a, int64_t) { return a; }
 };
 template <class C, bool IsMax> struct ExtremeOp {
@@ -684,14 +672,12 @@ template <bool Prod> void scan_cpu(const KernelArgs& k) {
 // ---------------------------------------------------------------- infer_meta
 
 void prod_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  check_reduce_dims(in[0], a.ints(0), "prod");
-  reduce_meta(in, a, out);
+  reduce_meta(in, a, out, "prod");
 }
 template <bool IsMax> void extreme_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = IsMax ? "amax" : "amin";
-  check_reduce_dims(in[0], a.ints(0), op);
+  reduce_meta(in, a, out, op);  // checks the dims check_nonempty reads
   check_nonempty(in[0], a.ints(0), op);
-  reduce_meta(in, a, out);
   out[0].dtype = in[0].dtype();
 }
 template <bool IsMax> void max_dim_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -726,23 +712,20 @@ template <bool IsMax> void argmax_meta(const TensorList& in, const Attrs& a, Met
 template <bool Sqrt> void var_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = Sqrt ? "std" : "var";
   check_float(in[0], op);
-  check_reduce_dims(in[0], a.ints(0), op);
-  reduce_meta(in, a, out);
+  reduce_meta(in, a, out, op);
   out[0].dtype = in[0].dtype();
 }
 void logsumexp_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_float(in[0], "logsumexp");
-  check_reduce_dims(in[0], a.ints(0), "logsumexp");
-  reduce_meta(in, a, out);
+  reduce_meta(in, a, out, "logsumexp");
   out[0].dtype = in[0].dtype();
 }
 void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_float(in[0], "norm");
-  check_reduce_dims(in[0], a.ints(0), "norm");
+  reduce_meta(in, a, out, "norm");
   const double p = a.f(3);
   if (std::isnan(p)) fail("[norm] p must not be NaN");
   if (std::isinf(p)) check_nonempty(in[0], a.ints(0), "norm");
-  reduce_meta(in, a, out);
   out[0].dtype = in[0].dtype();
 }
 template <bool Log> void softmax_meta(const TensorList& in, const Attrs& a, MetaList& out) {

@@ -17,8 +17,21 @@ void push_view(MetaList& out, const Tensor& t, DimVector sizes, DimVector stride
 
 // ---- view_scatter: zeros of `base_sizes` with grad added into the view (sizes, strides,
 // offset) of a contiguous layout. The VJP of every view op that selects elements.
+// Dispatched directly (or from a loaded graph) the geometry is arbitrary: the view must lie
+// inside the base and the gradient have its size, or the kernel would write out of bounds.
 void view_scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  out.push_back({a.ints(0), {}, 0, in[0].dtype(), in[0].device()});
+  const char* op = "view_scatter";
+  const DimVector &base = a.ints(0), &sizes = a.ints(1), &strides = a.ints(2);
+  const int64_t avail = checked_numel(base, op);
+  const int64_t need = view_extent(sizes, strides, a.i(3), op);
+  if (need > avail)
+    fail("[{}] the view of size {} with stride {} and offset {} needs {} elements, but the base "
+         "of size {} holds {}", op, shape_str(sizes), shape_str(strides), a.i(3), need,
+         shape_str(base), avail);
+  if (!(in[0].sizes() == IntArrayRef(sizes)))
+    fail("[{}] gradient of shape {} does not match the view's size {}", op,
+         shape_str(in[0].sizes()), shape_str(sizes));
+  out.push_back({base, {}, 0, in[0].dtype(), in[0].device()});
 }
 void view_scatter_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
@@ -50,19 +63,11 @@ void as_strided_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const DimVector& sz = a.ints(0);
   const DimVector& st = a.ints(1);
   int64_t off = a.i(2) < 0 ? t.storage_offset() : a.i(2);
-  OF_CHECK(sz.size() == st.size(), "[as_strided] got {} sizes and {} strides", sz.size(), st.size());
-  checked_numel(sz, "as_strided");
-  int64_t max_index = off;
-  bool empty = false;
-  for (size_t d = 0; d < sz.size(); ++d) {
-    OF_CHECK(st[d] >= 0, "[as_strided] negative stride {} is not supported", st[d]);
-    if (sz[d] == 0) empty = true;
-    else max_index += (sz[d] - 1) * st[d];
-  }
+  const int64_t need = view_extent(sz, st, off, "as_strided");
   int64_t avail = int64_t(t.impl()->storage->nbytes / itemsize(t.dtype()));
-  if (!empty && max_index >= avail)
+  if (need > avail)
     fail("[as_strided] size {} with stride {} and offset {} needs {} elements but the storage "
-         "holds {}", shape_str(sz), shape_str(st), off, max_index + 1, avail);
+         "holds {}", shape_str(sz), shape_str(st), off, need, avail);
   push_view(out, t, sz, st, off);
 }
 TensorList as_strided_vjp(const VjpCtx& c, const TensorList& g) {
@@ -122,7 +127,9 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
       infer = int(i);
     } else {
       OF_CHECK(r[i] >= 0, "[{}] invalid shape dimension {} in {}", op, r[i], shape_str(shape));
-      known *= r[i];
+      // overflow-checked: a shape attribute can hold any int64 (fuzz_ops: view)
+      OF_CHECK(!__builtin_mul_overflow(known, r[i], &known),
+               "[{}] shape {} is invalid for input of size {}", op, shape_str(shape), numel);
     }
   }
   if (infer >= 0) {
@@ -223,9 +230,13 @@ void slice_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   int64_t d = wrap_dim(a.i(0), t.dim(), "slice");
   int64_t start = a.i(1), end = a.i(2), step = a.i(3);
   OF_CHECK(step > 0, "[slice] step must be positive, got {}", step);
+  // slice() normalizes start and end; a direct dispatch (or a loaded graph) must match that
+  OF_CHECK(start >= 0 && start <= end && end <= t.sizes()[d], "[slice] expected 0 <= start <= "
+           "end <= {} (dimension {} of shape {}), got start {} and end {}", t.sizes()[d], d,
+           shape_str(t.sizes()), start, end);
   DimVector sz = t.sizes().dims(), st = t.strides().dims();
-  sz[d] = std::max<int64_t>(0, (end - start + step - 1) / step);
-  st[d] *= step;
+  sz[d] = end > start ? (end - start - 1) / step + 1 : 0;
+  if (sz[d] > 1) st[d] *= step;  // then step < size: no overflow
   push_view(out, t, sz, st, t.storage_offset() + (sz[d] > 0 ? start * t.strides()[d] : 0));
 }
 TensorList slice_vjp(const VjpCtx& c, const TensorList& g) {
@@ -234,7 +245,7 @@ TensorList slice_vjp(const VjpCtx& c, const TensorList& g) {
   int64_t d = wrap_dim(a.i(0), int64_t(base.size()), "slice");
   DimVector cst = contiguous_strides(base), sz = base.dims(), st = cst;
   sz[d] = g[0].size(d);
-  st[d] *= a.i(3);
+  if (sz[d] > 1) st[d] *= a.i(3);
   return {scatter_back(g[0], base, sz, st, sz[d] > 0 ? a.i(1) * cst[d] : 0)};
 }
 
