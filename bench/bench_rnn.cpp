@@ -97,7 +97,7 @@ int main() {
   // kRounds alternating rounds, the best median of each side: a shared host's busy phases then
   // hit both sides instead of whichever happened to run during them.
   auto best_of = [](double a, double b) { return a > 0 && (b <= 0 || a < b) ? a : b; };
-  double ours = -1, traced = -1;
+  double ours = -1, traced = -1, ours1 = -1;
   std::string peer = ob::kNoTorch, ratio = "-", verdict = "n/a (no peer)", detail = "-";
 #ifdef OF_BENCH_WITH_LIBTORCH
   std::vector<int> counts{1, 2};
@@ -110,6 +110,12 @@ int main() {
                      return OfLm_step_time();
                    }).seconds,
                    ours);
+    if (threads != 1)
+      ours1 = best_of(ob::in_child([] {
+                        of::set_num_threads(1);
+                        return OfLm_step_time();
+                      }).seconds,
+                      ours1);
     traced = best_of(ob::in_child([threads] {
                        of::set_num_threads(threads);
                        return OfLm_traced_step_time();
@@ -153,6 +159,18 @@ int main() {
              "-", "(beside)", fmt::format("{:.2f}x faster than our eager", ours / traced),
 #endif
              detail});
+  if (ours1 > 0) {
+#ifdef OF_BENCH_WITH_LIBTORCH
+    const double torch1 = torch_t[0];  // counts[0] == 1
+    const std::string r1 = ob::ratio_str(ours1 / torch1),
+                      p1 = fmt::format("{:.2f} ms (1 thr)", torch1 * 1e3);
+#else
+    const std::string r1 = "-", p1 = ob::kNoTorch;
+#endif
+    table.row({"  ours at 1 thread (equal threads with libtorch's 1)",
+               fmt::format("{:.2f} ms", ours1 * 1e3), p1, r1, "(beside)",
+               fmt::format("{:.2f}x our {}-thread time", ours1 / ours, threads), detail});
+  }
   table.print();
   return 0;
 }

@@ -17,6 +17,7 @@ OF_TLS TraceObserver* g_tracer = nullptr;
 void register_conv_ops();
 void register_nn_ops();
 void register_nn_extra_ops();
+void register_rnn_ops();
 
 GlobalDispatchHook g_global_dispatch_hook = nullptr;
 
@@ -45,6 +46,7 @@ struct OpTable {
     register_conv_ops();
     register_nn_ops();
     register_nn_extra_ops();
+    register_rnn_ops();
     register_global_ops();
   }
   static OpTable*& current() {

@@ -192,9 +192,26 @@ struct NodeHash {
   size_t operator()(const Node* n) const { return std::hash<const void*>()(n); }
 };
 
+// NOTE [In-place gradient accumulation]: a gradient buffer that several edges feed (a weight
+// shared by every time step of an RNN, a residual branch) sums what arrives. When the buffer
+// holds the only reference to a dense tensor of its own (no other tensor, view or saved
+// variable shares the storage) and no graph is being built, the sum is written into it rather
+// than into a new tensor: an RNN's W_hh gradient is then one buffer, not one per step.
+// While tracing, the out-of-place add is recorded (the trace's memory planner places it).
 void add_grad(Tensor& slot, Tensor g) {
   if (!g.defined()) return;
-  slot = slot.defined() ? slot + g : std::move(g);
+  if (!slot.defined()) {
+    slot = std::move(g);
+    return;
+  }
+  TensorImpl* s = slot.impl();
+  if (!grad_mode_enabled() && !g_tracer && slot.use_count() == 1 && s->storage.use_count() == 1 &&
+      !s->global && !g.impl()->global && s->is_contiguous && s->view_base == nullptr &&
+      g.sizes() == slot.sizes() && g.dtype() == slot.dtype() && g.device() == slot.device()) {
+    slot.add_(g);
+    return;
+  }
+  slot = slot + g;
 }
 
 }  // namespace

@@ -89,6 +89,19 @@ inline void blas_gemm(bool ta, bool tb, blasint m, blasint n, blasint k, double 
               n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+template <class T>
+void gemm_raw_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  constexpr int64_t kMaxInt = int64_t(std::numeric_limits<blasint>::max());
+  OF_CHECK(m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && lda <= kMaxInt && ldb <= kMaxInt &&
+               ldc <= kMaxInt,
+           "[gemm] dimensions m={}, n={}, k={} are too large for BLAS", m, n, k);
+  if (m <= 0 || n <= 0) return;
+  sync_blas_threads();
+  blas_gemm(ta, tb, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb),
+            beta, c, blasint(ldc));
+}
+
 // Calls f(i) for every batch index, spread over the pool when each GEMM is small.
 template <class F> void for_batches(int64_t batch, int64_t m, int64_t n, int64_t k, F&& f) {
   const double work = double(m) * double(n) * double(std::max<int64_t>(k, 1));
@@ -227,6 +240,15 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
       });
       return;
   }
+}
+
+void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_raw_t(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm_raw_t(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace oneflow::cpu

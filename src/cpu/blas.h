@@ -17,6 +17,14 @@ namespace oneflow::cpu {
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha,
           const Scalar& beta, const char* op);
 
+// Row-major GEMM on dense buffers, for kernels that loop over GEMMs (the fused LSTM layer):
+// c = alpha * op(a) @ op(b) + beta * c with op(x) = x^T when its flag is set; m, n, k > 0.
+// Threads follow of::set_num_threads like gemm().
+void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
 // Whether a [rows, cols] matrix with these strides can be handed to BLAS without a copy.
 bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 

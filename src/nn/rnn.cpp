@@ -1,5 +1,6 @@
 // Recurrent layers and cells (libtorch 1.13 semantics) and the packed-sequence utilities, as
-// composites of public ops: autograd differentiates them through the ops they call.
+// composites of public ops (and, for the LSTM gate arithmetic, the fused lstm_cell op:
+// NOTE [Fused LSTM cell] in ops/nn_rnn.cpp): autograd differentiates them through those ops.
 //
 // NOTE [RNN time loop]: every layer and direction works on "packed" rows [N, F] (a padded
 // batch [T, B, F] is the packed form with B rows per step), so padded and packed input share
@@ -9,10 +10,12 @@
 // as their h_n; reverse, the state starts with the shortest batch and grows by rows of h_0.
 #include "oneflow/nn/rnn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 
 #include "oneflow/nn.h"
+#include "ops/rnn_ops.h"
 
 namespace oneflow::nn {
 
@@ -202,9 +205,7 @@ void step(RNNMode mode, const Tensor& xp, Tensor& h, Tensor& c, const DirWeights
       h = addmm(xp, h, w_hh_t).relu();
       return;
     case RNNMode::kLSTM: {
-      std::vector<Tensor> g = addmm(xp, h, w_hh_t).chunk(4, 1);  // i, f, g, o
-      c = add(mul(g[1].sigmoid(), c), mul(g[0].sigmoid(), g[2].tanh()));
-      h = mul(g[3].sigmoid(), c.tanh());
+      std::tie(h, c) = lstm_cell_update(addmm(xp, h, w_hh_t), c);  // NOTE [Fused LSTM cell]
       if (w_hr_t.defined()) h = mm(h, w_hr_t);
       return;
     }
@@ -251,6 +252,17 @@ Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
   const bool lstm = mode == RNNMode::kLSTM;
   const int64_t T = int64_t(bs.size());
   const Tensor xp = project_input(mode, x, w);
+  // Equal-length steps without a projection: the whole time loop is one fused op (NOTE [Fused
+  // LSTM layer]); packed batches that shrink and proj_size take the step loop below.
+  if (lstm && T > 0 && !w.w_hr.defined() && std::all_of(bs.begin(), bs.end(),
+                                                [&](int64_t b) { return b == bs[0]; })) {
+    const int64_t B = bs[0];
+    auto [out, cs, gates] = lstm_layer(xp, h0, c0, w.w_hh, T, reverse);
+    const int64_t last = reverse ? 0 : (T - 1) * B;
+    h_n = out.narrow(0, last, B);
+    c_n = cs.narrow(0, last, B);
+    return out;
+  }
   const Tensor w_hh_t = w.w_hh.t();
   const Tensor w_hr_t = w.w_hr.defined() ? w.w_hr.t() : Tensor();
   std::vector<int64_t> off(size_t(T), 0);
