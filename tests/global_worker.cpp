@@ -9,6 +9,7 @@
 #include <oneflow/oneflow.h>
 
 #include <chrono>
+#include <functional>
 #include <csignal>
 #include <cstdlib>
 #include <thread>
@@ -137,6 +138,113 @@ TEST_CASE("global ops equal the single process: forward and gradient") {
       CHECK(max_diff(bg0.grad(), bl.grad()) < 1e-12);
     }
   }
+}
+
+// f on global leaves (made from the same values with the given SBPs) equals f on local
+// leaves: the output, its SBP, and the gradients of sum(out * weight) for every leaf.
+void check_against_local(const std::string& what,
+                         const std::function<of::Tensor(const std::vector<of::Tensor>&)>& f,
+                         const std::vector<of::Tensor>& values, const std::vector<Sbp>& sbps,
+                         const Sbp* expect_out = nullptr, double tol = 1e-12) {
+  CAPTURE(what);
+  of::Placement pl = of::Placement::all("cpu");
+  std::vector<of::Tensor> loc, leaves, glob;
+  for (const auto& v : values) {
+    loc.push_back(v.is_floating_point() ? v.clone().requires_grad_() : v);
+    leaves.push_back(v.is_floating_point() ? v.clone().requires_grad_() : v);
+  }
+  for (size_t i = 0; i < values.size(); ++i)
+    glob.push_back(leaves[i].to_global(pl, of::sbp::broadcast()).to_global(pl, sbps[i]));
+  of::Tensor yl = f(loc), yg = f(glob);
+  CHECK(yg.is_global());
+  if (expect_out) CHECK(yg.sbp() == NdSbp{*expect_out});
+  CHECK(yg.sizes() == yl.sizes());
+  CHECK(max_diff(yg, yl) < tol);
+  of::manual_seed(77);
+  const of::Tensor w = of::randn(yl.sizes(), of::dtype(yl.dtype()));
+  (yl * w).sum().backward();
+  (yg * w.to_global(pl, of::sbp::broadcast())).sum().backward();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].is_floating_point()) continue;
+    CAPTURE(i);
+    REQUIRE(leaves[i].grad().defined());
+    CHECK(max_diff(leaves[i].grad(), loc[i].grad()) < tol);
+  }
+}
+
+TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split and equal one process") {
+  const int p = of::distributed::world_size();
+  const Sbp S0 = of::sbp::split(0), Bc = of::sbp::broadcast();
+  of::manual_seed(31);
+  auto f64 = of::dtype(of::kFloat64);
+  // 10 rows: uneven over 4 ranks (3, 3, 2, 2); 4 x 3 rows: dim 0 divides 1, 2 and 4 ranks
+  const of::Tensor x2 = of::randn({10, 6}, f64), x3 = of::randn({4, 3, 6}, f64),
+                   x3u = of::randn({5, 3, 6}, f64), w = of::randn({6}, f64) + 1.0,
+                   b = of::randn({6}, f64);
+  check_against_local("layer_norm 2-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
+                      {x2, w, b}, {S0, Bc, Bc}, &S0);
+  check_against_local("layer_norm 3-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
+                      {x3, w, b}, {S0, Bc, Bc}, &S0);
+  check_against_local("layer_norm 3-D over two dims",
+                      [](const auto& v) { return of::layer_norm(v[0], {3, 6}); }, {x3}, {S0}, &S0);
+  // 5 rows over 2 or 4 ranks: the statistics' rows would not be balanced pieces: whole values
+  check_against_local("layer_norm 3-D, uneven dim 0",
+                      [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
+                      {x3u, w, b}, {S0, Bc, Bc}, p == 1 ? &S0 : &Bc);
+  check_against_local("rms_norm 2-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); },
+                      {x2, w}, {S0, Bc}, &S0);
+  check_against_local("rms_norm 3-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); },
+                      {x3, w}, {S0, Bc}, &S0);
+  // cross entropy: ignored targets, weights, smoothing, every reduction
+  const of::Tensor logits = of::randn({10, 5}, f64);
+  const of::Tensor target = of::tensor({0, 3, 1, -100, 4, 2, 2, -100, 0, 1}, of::kInt64);
+  const of::Tensor cw = of::rand({5}, f64) + 0.5;
+  namespace F = of::nn::functional;
+  using Red = of::nn::CrossEntropyLossOptions::reduction_t;
+  for (Red red : {Red(of::kMean), Red(of::kSum), Red(of::kNone)})
+    for (bool weighted : {false, true})
+      for (double eps : {0.0, 0.1}) {
+        CAPTURE(red.index());
+        CAPTURE(weighted);
+        CAPTURE(eps);
+        auto opts = F::CrossEntropyFuncOptions().reduction(red).ignore_index(-100).label_smoothing(eps);
+        if (weighted) opts = opts.weight(cw);
+        check_against_local("cross_entropy",
+                            [&](const auto& v) {
+                              auto o = opts;
+                              if (weighted) o = o.weight(cw.to_global(of::Placement::all("cpu"), Bc));
+                              return F::cross_entropy(v[0], v[1], v[0].is_global() ? o : opts);
+                            },
+                            {logits, target}, {S0, S0});
+      }
+  // the data-parallel loss: rows stay split; the forward adds one scalar all-reduce
+  {
+    of::Placement pl = of::Placement::all("cpu");
+    of::Tensor lg = logits.to_global(pl, Bc).to_global(pl, S0), tg = target.to_global(pl, Bc).to_global(pl, S0);
+    const uint64_t before = issued();
+    of::Tensor loss = F::cross_entropy(lg, tg, F::CrossEntropyFuncOptions().ignore_index(-100));
+    if (p > 1) CHECK(issued() - before == 1);
+    CHECK(std::abs(loss.item<double>() -
+                   F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().ignore_index(-100))
+                       .item<double>()) < 1e-12);
+  }
+  // cat: splits of the other dim stay, no collective; along the split dim: correct values
+  const of::Tensor a = of::randn({10, 3}, f64), c = of::randn({10, 2}, f64);
+  const Sbp S1 = of::sbp::split(1);
+  {
+    of::Placement pl = of::Placement::all("cpu");
+    of::Tensor ag = a.to_global(pl, Bc).to_global(pl, S0), cg = c.to_global(pl, Bc).to_global(pl, S0);
+    const uint64_t before = issued();
+    of::Tensor r = of::cat({ag, cg}, 1);
+    CHECK(issued() == before);
+    CHECK(r.sbp() == NdSbp{S0});
+  }
+  check_against_local("cat dim 1", [](const auto& v) { return of::cat({v[0], v[1]}, 1); }, {a, c},
+                      {S0, S0}, &S0);
+  check_against_local("cat dim 0", [](const auto& v) { return of::cat({v[0], v[1].t()}, 0); },
+                      {a, of::randn({3, 4}, f64)}, {S0, S1});
+  check_against_local("stack", [](const auto& v) { return of::stack({v[0], v[1]}, 1); },
+                      {a, of::randn({10, 3}, f64)}, {S0, S0}, &S0);
 }
 
 TEST_CASE("data parallel MLP: K Adam steps equal one process with the same global batch") {

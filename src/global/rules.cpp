@@ -180,8 +180,73 @@ void embedding(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(sig({S(1), B}, {S(nd)}));  // each rank holds some embedding columns
 }
 
+// The M rows of layer_norm / rms_norm statistics are x's leading `axis` dims flattened: a
+// split of dim 0 splits them into the same balanced pieces when axis is 1, or when dim 0
+// divides evenly over every rank of the mesh (then each piece's rows are a whole block).
+bool rows_follow_dim0(const Tensor& x, int64_t axis) {
+  if (axis < 1 || x.dim() < 1) return false;
+  if (axis == 1) return true;
+  int64_t ranks = 1;
+  for (int64_t h : x.impl()->global->placement.hierarchy()) ranks *= h;
+  return x.size(0) % ranks == 0;
+}
+// layer_norm / rms_norm (x, weight[, bias] -> y, [mean,] rstd): data parallel over dim 0.
+void norm(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (!rows_follow_dim0(c.inputs[0], c.attrs.i(0))) return;
+  SbpSig s = uniform(c, S(0));
+  for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
+  out.push_back(std::move(s));
+}
+// their backward (dy, x, weight, mean, rstd -> gx, gweight, gbias): the parameter gradients
+// of each piece's rows are partial sums.
+void norm_backward(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (!rows_follow_dim0(c.inputs[1], c.attrs.i(0))) return;
+  out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
+}
+
+// cross_entropy with class indices (x [N, C], target [N], weight [C] -> loss, logsumexp [N],
+// total target weight []): rows split for reduction None (loss S(0)) and Sum (loss P); the
+// total weight is a sum (P). Mean is Sum / total weight, which cross_entropy() computes that
+// way for global inputs (the mean of pieces is not a piece of the mean).
+constexpr int64_t kNone = 0, kMean = 1;  // of::Reduction
+void cross_entropy(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t red = c.attrs.i(0);
+  if (c.inputs[0].dim() != 2 || red == kMean) return;
+  out.push_back(sig({S(0), S(0), B}, {red == kNone ? S(0) : P, S(0), P}));
+}
+// its backward (g, x, target, weight, logsumexp, total weight -> gx); None and Sum do not
+// read the total weight, so either of its SBPs is taken as it is.
+void cross_entropy_backward(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t red = c.attrs.i(0);
+  if (c.inputs[1].dim() != 2 || red == kMean) return;
+  const Sbp g = red == kNone ? S(0) : B;
+  out.push_back(sig({g, S(0), S(0), B, S(0), P}, {S(0)}));
+  out.push_back(sig({g, S(0), S(0), B, S(0), B}, {S(0)}));
+}
+
+// cat along `dim` (attr 0): every input split on another dim stays split there; partial sums
+// concatenate into a partial sum.
+void cat(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  out.push_back(uniform(c, P));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "cat");
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim) out.push_back(uniform(c, S(d)));
+}
+
 }  // namespace
 
+const SbpRule kNorm{norm};
+const SbpRule kNormBackward{norm_backward};
+const SbpRule kCrossEntropy{cross_entropy};
+const SbpRule kCrossEntropyBackward{cross_entropy_backward};
+const SbpRule kCat{cat};
 const SbpRule kPerSample{per_sample};
 const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};

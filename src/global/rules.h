@@ -14,9 +14,14 @@ extern const SbpRule kLinear;       // linear(x, w, b): data, column and row par
 extern const SbpRule kSum;          // sum: split reduced dims become partial sums
 extern const SbpRule kView;         // view/reshape: splits of dims kept whole
 extern const SbpRule kPermute;      // permute: splits follow their dim
-extern const SbpRule kSoftmax;
+extern const SbpRule kSoftmax;      // softmax / log_softmax (attr 0 = dim): split other dims
 extern const SbpRule kPerSample;    // conv: input split on the batch dim, weights broadcast
-extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns      // softmax / log_softmax (attr 0 = dim): split other dims
+extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns
+extern const SbpRule kNorm;          // layer_norm / rms_norm: rows split on dim 0
+extern const SbpRule kNormBackward;  // their backward: parameter gradients partial
+extern const SbpRule kCrossEntropy;  // rows split (reduction None / Sum)
+extern const SbpRule kCrossEntropyBackward;
+extern const SbpRule kCat;           // cat: splits of other dims, partial sums
 
 // The trait defaults the global layer uses for ops without a rule.
 void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);

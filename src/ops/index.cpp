@@ -1122,7 +1122,7 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_index_ops() {
   register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
-                       .vjp = cat_vjp});
+                       .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat});
   register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
                           .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2});
   register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,

@@ -1200,11 +1200,11 @@ void register_nn_ops() {
   register_op({.name = "layer_norm", .attr_names = nattrs,
                               .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
                               .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});
   register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
                                   .cpu = norm_bwd_cpu<kLayer>,
-                 .vjp = fused_backward_vjp});
+                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
   register_op({.name = "group_norm", .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
@@ -1217,11 +1217,11 @@ void register_nn_ops() {
   register_op({.name = "rms_norm", .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
                             .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});
   register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
                                 .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
                                 .cpu = norm_bwd_cpu<kRms>,
-                 .vjp = fused_backward_vjp});
+                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
   register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
                               .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
@@ -1241,11 +1241,11 @@ void register_nn_ops() {
   register_op({.name = "cross_entropy", .attr_names = cattrs,
                                  .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
                                  .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kCrossEntropy, .contiguous_inputs = ~0u});
   register_op({.name = "cross_entropy_backward",
                                      .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
-                 .vjp = fused_backward_vjp});
+                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kCrossEntropyBackward});
   register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
                           .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
                  .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = ~0u});
@@ -1503,6 +1503,16 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
     Tensor r = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), weight, reduction,
                              ignore_index, label_smoothing);
     return reduction == Reduction::None ? r.squeeze(0) : r;
+  }
+  // A global mean is the global sum over the global total weight: a mean of split rows would
+  // average the pieces' means (the op's SBP rule splits rows for None and Sum only). Unweighted
+  // label smoothing divides its term by the row count instead: that case runs on whole values.
+  if (input.is_global() && reduction == Reduction::Mean && input.dim() == 2 &&
+      (label_smoothing == 0.0 || weight.defined())) {
+    TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
+                            {int64_t(Reduction::Sum), ignore_index, label_smoothing,
+                             weight.defined()});
+    return r[0] / r[2].detach();
   }
   TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
                           {reduction, ignore_index, label_smoothing, weight.defined()});
