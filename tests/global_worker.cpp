@@ -534,6 +534,24 @@ int main(int argc, char** argv) {
       if (std::string(mode) == "die") std::raise(SIGKILL);
       if (std::string(mode) == "sleep") std::this_thread::sleep_for(std::chrono::seconds(120));
     }
+    const std::string m(mode);
+    if (m == "diverge" || m == "diverge_shape") {
+      // rank 1 runs another op (or the same op on another shape): under OF_GLOBAL_CHECK=1 every
+      // rank raises an of::Error naming the op and its sequence number before any collective
+      const bool odd = of::distributed::rank() == 1;
+      try {
+        of::Tensor x = of::ones({m == "diverge_shape" && odd ? 5 : 4}, pl, of::sbp::broadcast());
+        of::Tensor y = m == "diverge" && odd ? x * 2.0 : x + 2.0;
+        std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
+                    y.to_global(pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast())
+                        .sum().item<double>());
+        return 0;
+      } catch (const of::Error& e) {
+        std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
+        std::fflush(stdout);
+        return 3;
+      }
+    }
     of::Tensor s = of::ones({4}, pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast());
     std::printf("rank %d finished the collective: %g\n", of::distributed::rank(), s.sum().item<double>());
     return 0;

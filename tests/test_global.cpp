@@ -123,6 +123,39 @@ TEST_CASE("global: the multi-rank suite under mpirun -np 1, 2 and 4") {
 #endif
 }
 
+TEST_CASE("global: a diverging rank is detected by the opt-in check, naming the op and its number") {
+#if ONEFLOW_HAVE_MPI
+  for (const char* mode : {"diverge", "diverge_shape"}) {
+    CAPTURE(mode);
+    std::string out;
+    const int rc = run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_GLOBAL_CHECK=1", mode), 90);
+    INFO(out);
+    CHECK(rc == 3);
+    CHECK(out.find("finished the collective") == std::string::npos);
+    // both ranks raise, each naming its op, the sequence number and the rank that differs
+    CHECK(out.find("rank 0 caught:") != std::string::npos);
+    CHECK(out.find("rank 1 caught:") != std::string::npos);
+    CHECK(out.find("diverged across the ranks") != std::string::npos);
+    CHECK(out.find("(differs from this rank)") != std::string::npos);
+    if (std::string(mode) == "diverge") {
+      CHECK(out.find("'add'") != std::string::npos);
+      CHECK(out.find("'mul'") != std::string::npos);
+    } else {
+      CHECK(out.find("(5,)") != std::string::npos);
+    }
+  }
+  // without the check the same divergence goes unnoticed (the sums just differ): the check is
+  // what catches it
+  std::string out;
+  CHECK(run_ranks(2, &out, "OF_WORKER_FAULT=diverge", 90) == 0);
+  CHECK(out.find("finished the collective") != std::string::npos);
+#elif ONEFLOW_STATIC_CORE
+  MESSAGE("static core (the sanitized build): the multi-rank suite runs in the regular build");
+#else
+  FAIL("built without Open MPI's development files (libopenmpi-dev); ./run installs them");
+#endif
+}
+
 TEST_CASE("global: a dead rank or a stuck rank ends the job non-zero in bounded time") {
 #if ONEFLOW_HAVE_MPI
   for (const char* mode : {"die", "sleep"}) {

@@ -9,6 +9,11 @@
 
 #include "autograd/node.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
 namespace oneflow {
 namespace global {
 namespace {
@@ -72,6 +77,90 @@ const SbpSig& choose(const std::vector<SbpSig>& sigs, const TensorList& inputs, 
   return *best;
 }
 
+// NOTE [Divergence check]: with OF_GLOBAL_CHECK=1 every global op first all-gathers a
+// fingerprint over its placement's ranks: the op's sequence number on this process, its name,
+// attrs, and each input's dtype, logical shape and SBP. Ranks that run a different op, or the
+// same op on other shapes or SBPs, would otherwise meet in mismatched collectives (a hang
+// until the watchdog, or silently wrong sums); with the check every rank raises an of::Error
+// naming the op and sequence number of each rank that differs, before any of the op's
+// collectives. It costs one small all-gather per global op (off by default).
+bool divergence_check_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("OF_GLOBAL_CHECK");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+uint64_t g_global_op_seq = 0;  // global ops dispatched by this process (the main thread's)
+
+struct Fingerprint {
+  uint64_t hash = 0, seq = 0;
+  char name[48] = {};
+};
+
+uint64_t fnv(uint64_t h, const void* p, size_t n) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string op_signature_str(const OpDef& op, const TensorList& inputs) {
+  std::string s = op.name + "(";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) s += ", ";
+    const Tensor& t = inputs[i];
+    if (!t.defined()) s += "undefined";
+    else if (!t.is_global()) s += fmt::format("local {} {}", dtype_name(t.dtype()), shape_str(t.sizes()));
+    else s += fmt::format("{} {} {}", dtype_name(t.dtype()), shape_str(t.sizes()),
+                          sbp_str(t.impl()->global->sbp));
+  }
+  return s + ")";
+}
+
+void check_divergence(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                      const Placement& place, uint64_t seq) {
+  Fingerprint mine;
+  mine.seq = seq;
+  std::snprintf(mine.name, sizeof mine.name, "%s", op.name.c_str());
+  uint64_t h = 1469598103934665603ull;
+  h = fnv(h, op.name.data(), op.name.size());
+  const uint64_t ah = hash_attrs(attrs);
+  h = fnv(h, &ah, sizeof ah);
+  for (const Tensor& t : inputs) {
+    const int64_t tag = !t.defined() ? -1 : t.is_global() ? int64_t(t.dtype()) : 1000 + int64_t(t.dtype());
+    h = fnv(h, &tag, sizeof tag);
+    if (!t.defined()) continue;
+    for (int64_t d : t.sizes()) h = fnv(h, &d, sizeof d);
+    if (t.is_global()) {
+      const std::string sb = sbp_str(t.impl()->global->sbp);
+      h = fnv(h, sb.data(), sb.size());
+    }
+  }
+  h = fnv(h, &seq, sizeof seq);
+  mine.hash = h;
+  Communicator& comm = placement_comm(place);
+  const int n = comm.size();
+  std::vector<Fingerprint> all(static_cast<size_t>(n));
+  comm.allgatherv(&mine, all.data(), std::vector<int64_t>(size_t(n), int64_t(sizeof(Fingerprint))));
+  std::string diff;
+  for (int r = 0; r < n; ++r)
+    if (all[size_t(r)].hash != all[0].hash) {
+      diff = "differ";
+      break;
+    }
+  if (diff.empty()) return;
+  diff.clear();
+  for (int r = 0; r < n; ++r) {
+    const Fingerprint& f = all[size_t(r)];
+    diff += fmt::format("{}rank {}: op #{} '{}'{}", diff.empty() ? "" : "; ", place.ranks()[size_t(r)],
+                        f.seq, std::string(f.name, strnlen(f.name, sizeof f.name)),
+                        f.hash == mine.hash ? "" : " (differs from this rank)");
+  }
+  fail("[{}] global op #{} diverged across the ranks of {} (OF_GLOBAL_CHECK): this rank runs {}; "
+       "{}", op.name, seq, place.str(), op_signature_str(op, inputs), diff);
+}
+
 [[noreturn]] void placement_mismatch(const OpDef& op, const TensorList& inputs) {
   std::string what;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -99,6 +188,8 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
     fail("[{}] the output tensor is local, but the inputs are global on {}", op.name, pl->str());
   if (out && out->impl()->global->placement != *pl) placement_mismatch(op, inputs);
   const Placement place = *pl;
+  const uint64_t seq = ++g_global_op_seq;
+  if (divergence_check_on()) check_divergence(op, inputs, attrs, place, seq);
   const NdSbp all_b(size_t(place.ndim()), Sbp::broadcast());
   for (Tensor& t : inputs) {
     if (!t.defined() || t.is_global()) continue;
