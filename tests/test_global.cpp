@@ -88,6 +88,36 @@ TEST_CASE("global: a world of one process (no MPI): conversions, ops, autograd, 
   CHECK_THROWS_WITH_AS(f(g), doctest::Contains("global"), of::Error);
 }
 
+TEST_CASE("global: the signature cache serves repeated calls and keys on every input's SBP and shape") {
+  namespace g = of::global;
+  of::Placement pl("cpu", {0});
+  const of::Tensor a = of::randn({6, 4}), b = of::randn({6, 4});
+  const of::Tensor as0 = a.to_global(pl, of::sbp::split(0)), bs0 = b.to_global(pl, of::sbp::split(0));
+  const of::Tensor ab = a.to_global(pl, of::sbp::broadcast()), bb = b.to_global(pl, of::sbp::broadcast());
+  (void)(as0 + bs0);  // first call (may be a miss or a hit from an earlier test)
+  g::SignatureCacheStats s0 = g::signature_cache_stats();
+  of::Tensor r1 = as0 + bs0;
+  g::SignatureCacheStats s1 = g::signature_cache_stats();
+  CHECK(s1.hits == s0.hits + 1);
+  CHECK(s1.misses == s0.misses);
+  CHECK(r1.sbp() == NdSbp{of::sbp::split(0)});
+  // other SBPs, other shapes, other attrs: new entries, and the results follow the inputs
+  of::Tensor r2 = ab + bb;
+  CHECK(r2.sbp() == NdSbp{of::sbp::broadcast()});
+  of::Tensor r3 = of::randn({3, 4}).to_global(pl, of::sbp::split(0)) + of::randn({3, 4}).to_global(pl, of::sbp::split(0));
+  CHECK(r3.sizes() == of::IntArrayRef({3, 4}));
+  of::Tensor r4 = ab.sum(0), r5 = ab.sum(1);
+  CHECK(r4.sizes() == of::IntArrayRef({4}));
+  CHECK(r5.sizes() == of::IntArrayRef({6}));
+  CHECK(of::allclose(r5.to_local(), a.sum(1)));
+  g::SignatureCacheStats s2 = g::signature_cache_stats();
+  CHECK(s2.misses >= s1.misses + 4);
+  CHECK(s2.entries >= 4);
+  // a call that raises stores nothing and raises again
+  const of::Tensor c = of::randn({5, 4}).to_global(pl, of::sbp::broadcast());
+  for (int i = 0; i < 2; ++i) CHECK_THROWS_AS(ab + c, of::Error);
+}
+
 namespace {
 
 // Runs the worker under mpirun with a deadline; returns the exit status and the output tail.

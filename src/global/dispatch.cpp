@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace oneflow {
 namespace global {
@@ -161,6 +163,92 @@ void check_divergence(const OpDef& op, const TensorList& inputs, const Attrs& at
        "{}", op.name, seq, place.str(), op_signature_str(op, inputs), diff);
 }
 
+// NOTE [Signature cache]: an op's logical metas and the SBPs chosen per mesh axis depend only
+// on the op, its attrs, the placement and each input's dtype, logical geometry and SBP; the
+// steps of a training loop repeat them. They are cached per thread under exactly that key
+// (compared in full, not by hash alone). Ops that read tensor data to know their shapes
+// (kSyncsHost) are not cached, and a call that raises stores nothing.
+struct InputKey {
+  bool defined = false, wrapped = false;
+  ScalarType dtype = kFloat32;
+  DimVector sizes, strides;
+  int64_t offset = 0;
+  NdSbp sbp;
+  bool operator==(const InputKey& o) const {
+    return defined == o.defined && wrapped == o.wrapped && dtype == o.dtype &&
+           sizes == o.sizes && strides == o.strides && offset == o.offset && sbp == o.sbp;
+  }
+};
+struct SigKey {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  Placement place;
+  std::vector<InputKey> in;
+  bool operator==(const SigKey& o) const {
+    return op == o.op && attrs == o.attrs && place == o.place && in == o.in;
+  }
+};
+struct SigEntry {
+  SigKey key;
+  MetaList metas;
+  std::vector<NdSbp> in_sbp, out_sbp;
+};
+struct SigCache {
+  std::unordered_map<size_t, std::vector<SigEntry>> map;
+  size_t entries = 0;
+  uint64_t hits = 0, misses = 0;
+};
+OF_TLS SigCache* t_sig_cache = nullptr;
+SigCache& sig_cache() {
+  if (!t_sig_cache) t_sig_cache = new SigCache();  // per thread, kept to the thread's end
+  return *t_sig_cache;
+}
+constexpr size_t kSigCacheCapacity = 4096;  // then it starts over (a loop repeats few keys)
+
+size_t key_hash_of(const OpDef& op, const TensorList& inputs, const Attrs& attrs) {
+  size_t h = std::hash<const void*>()(&op) ^ (hash_attrs(attrs) * 31);
+  for (const Tensor& t : inputs) {
+    h = h * 7 + (t.defined() ? 1 : 0);
+    if (!t.defined()) continue;
+    const TensorImpl* impl = t.impl();
+    for (int64_t d : impl->sizes) h = h * 1000003 ^ size_t(d);
+    h = h * 31 + size_t(impl->dtype);
+    for (const Sbp& b : impl->global->sbp) h = h * 131 + size_t(int(b.kind()) * 64 + b.dim() + 1);
+  }
+  return h;
+}
+bool key_matches(const SigKey& k, const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                 const Placement& place) {
+  if (k.op != &op || k.in.size() != inputs.size() || !(k.attrs == attrs) || !(k.place == place))
+    return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputKey& ik = k.in[i];
+    const Tensor& t = inputs[i];
+    if (ik.defined != t.defined()) return false;
+    if (!ik.defined) continue;
+    const TensorImpl* impl = t.impl();
+    if (ik.wrapped != impl->is_wrapped_number || ik.dtype != impl->dtype ||
+        !(ik.sizes == impl->sizes) || !(ik.strides == impl->strides) || ik.offset != impl->offset ||
+        !(ik.sbp == impl->global->sbp))
+      return false;
+  }
+  return true;
+}
+SigKey make_key(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                const Placement& place) {
+  SigKey k{&op, attrs, place, {}};
+  for (const Tensor& t : inputs) {
+    InputKey ik;
+    if (t.defined()) {
+      const TensorImpl* impl = t.impl();
+      ik = {true, impl->is_wrapped_number, impl->dtype, impl->sizes, impl->strides, impl->offset,
+            impl->global->sbp};
+    }
+    k.in.push_back(std::move(ik));
+  }
+  return k;
+}
+
 [[noreturn]] void placement_mismatch(const OpDef& op, const TensorList& inputs) {
   std::string what;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -200,8 +288,30 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   }
   // 2. logical metadata (errors here come before any communication). Ops whose shapes depend
   // on data read it on the host: they run on broadcast values, whose local pieces are whole.
+  // 3. a signature per mesh axis. Both come from the cache when this call repeats an earlier
+  // one (NOTE [Signature cache]).
   MetaList metas;
-  if (op.has(kSyncsHost)) {
+  std::vector<NdSbp> in_sbp(inputs.size()), out_sbp;
+  const SigEntry* cached = nullptr;
+  size_t key_hash = 0;
+  if (!op.has(kSyncsHost)) {
+    key_hash = key_hash_of(op, inputs, attrs);
+    SigCache& cache = sig_cache();
+    auto it = cache.map.find(key_hash);
+    if (it != cache.map.end())
+      for (const SigEntry& e : it->second)
+        if (key_matches(e.key, op, inputs, attrs, place)) {
+          cached = &e;
+          break;
+        }
+    if (cached) ++cache.hits;
+    else ++cache.misses;
+  }
+  if (cached) {
+    metas = cached->metas;
+    in_sbp = cached->in_sbp;
+    out_sbp = cached->out_sbp;
+  } else if (op.has(kSyncsHost)) {
     for (Tensor& t : inputs)
       if (t.defined() && !(t.impl()->global->sbp == all_b)) t = boxing(t, all_b);
     TensorList local;
@@ -213,15 +323,25 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   if (out && !(out->sizes() == IntArrayRef(metas[0].sizes)))
     fail("[{}] output with shape {} doesn't match the result shape {}", op.name,
          shape_str(out->sizes()), shape_str(metas[0].sizes));
-  // 3. a signature per mesh axis
   const SbpRuleCtx ctx{op, inputs, attrs, metas};
-  std::vector<SbpSig> sigs;
-  signatures_of(ctx, sigs);
-  std::vector<NdSbp> in_sbp(inputs.size()), out_sbp(metas.size());
-  for (size_t a = 0; a < size_t(place.ndim()); ++a) {
-    const SbpSig& s = choose(sigs, inputs, a, place.hierarchy()[a]);
-    for (size_t i = 0; i < inputs.size(); ++i) in_sbp[i].push_back(s.in[i]);
-    for (size_t j = 0; j < metas.size(); ++j) out_sbp[j].push_back(s.out[j]);
+  if (!cached) {
+    std::vector<SbpSig> sigs;
+    signatures_of(ctx, sigs);
+    out_sbp.assign(metas.size(), NdSbp{});
+    for (size_t a = 0; a < size_t(place.ndim()); ++a) {
+      const SbpSig& s = choose(sigs, inputs, a, place.hierarchy()[a]);
+      for (size_t i = 0; i < inputs.size(); ++i) in_sbp[i].push_back(s.in[i]);
+      for (size_t j = 0; j < metas.size(); ++j) out_sbp[j].push_back(s.out[j]);
+    }
+    if (!op.has(kSyncsHost)) {
+      SigCache& cache = sig_cache();
+      if (cache.entries >= kSigCacheCapacity) {
+        cache.map.clear();
+        cache.entries = 0;
+      }
+      cache.map[key_hash].push_back({make_key(op, inputs, attrs, place), metas, in_sbp, out_sbp});
+      ++cache.entries;
+    }
   }
   // 4. boxing (differentiable); an in-place op whose target must move computes out of place
   bool out_via_copy = false;
@@ -279,6 +399,13 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   return outputs;
 }
 
+}  // namespace global
+
+namespace global {
+SignatureCacheStats signature_cache_stats() {
+  const SigCache& c = sig_cache();
+  return {c.hits, c.misses, c.entries};
+}
 }  // namespace global
 
 void register_global_ops() { g_global_dispatch_hook = global::global_dispatch; }

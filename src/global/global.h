@@ -49,6 +49,14 @@ Communicator& axis_comm(const Placement& pl, int64_t axis);
 // The communicator of every rank of the placement.
 Communicator& placement_comm(const Placement& pl);
 
+// This thread's global-dispatch signature cache (NOTE [Signature cache]): lookups that found an
+// entry, lookups that did not, and the entries held.
+struct SignatureCacheStats {
+  uint64_t hits = 0, misses = 0;
+  size_t entries = 0;
+};
+SignatureCacheStats signature_cache_stats();
+
 // Wraps `local` (this rank's piece) as a global tensor of the given logical sizes.
 Tensor make_global(const Tensor& local, IntArrayRef logical, const Placement& pl, NdSbp sbp);
 const GlobalMeta& meta(const Tensor& t);  // t must be global
