@@ -7,6 +7,7 @@
 
 #include <oneflow/c10d.h>
 #include <oneflow/oneflow.h>
+#include <oneflow/zero.h>
 
 #include <chrono>
 #include <functional>
@@ -288,6 +289,54 @@ TEST_CASE("data parallel MLP: K Adam steps equal one process with the same globa
     CHECK(pd[i].sbp() == NdSbp{of::sbp::broadcast()});
     CHECK(max_diff(pd[i], pr[i]) < 1e-12);
   }
+}
+
+TEST_CASE("ZeRO: split Adam state equals plain data parallel, state bytes <= ceil(total / ranks)") {
+  of::Placement pl = of::Placement::all("cpu");
+  const int p = of::distributed::world_size();
+  auto make = [] {
+    of::manual_seed(4);
+    auto m = of::nn::Sequential(of::nn::Linear(6, 9), of::nn::Tanh(), of::nn::Linear(9, 3));
+    m->to(of::kFloat64);
+    return m;
+  };
+  auto plain = make(), zero = make();
+  plain->to_global(pl, of::sbp::broadcast());
+  zero->to_global(pl, of::sbp::broadcast());
+  of::optim::Adam opt_plain(plain->parameters(), of::optim::AdamOptions(1e-2).weight_decay(0.01));
+  of::distributed::ZeroRedundancyAdam opt_zero(zero->parameters(),
+                                               of::optim::AdamOptions(1e-2).weight_decay(0.01));
+  for (int step = 0; step < 3; ++step) {
+    of::manual_seed(200 + step);
+    of::Tensor x = of::randn({10, 6}, pl, of::sbp::split(0), of::dtype(of::kFloat64));
+    of::Tensor t = of::randint(0, 3, {10}, of::dtype(of::kInt64)).to_global(pl, of::sbp::broadcast())
+                       .to_global(pl, of::sbp::split(0));
+    opt_plain.zero_grad();
+    of::nn::functional::cross_entropy(plain->forward(x), t).backward();
+    opt_plain.step();
+    opt_zero.zero_grad();
+    of::nn::functional::cross_entropy(zero->forward(x), t).backward();
+    const uint64_t before = issued();
+    opt_zero.step();
+    if (p > 1) CHECK(issued() - before == 1);  // one all-gather of the new parameters
+  }
+  auto a = plain->parameters(), b = zero->parameters();
+  int64_t total = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(b[i].sbp() == NdSbp{of::sbp::broadcast()});
+    CHECK(max_diff(a[i], b[i]) < 1e-12);
+    total += a[i].numel();
+  }
+  // two moments of ceil(total / p) float64 elements at most
+  const int64_t bound = 2 * ((total + p - 1) / p) * 8;
+  CHECK(opt_zero.local_state_bytes() <= bound);
+  CHECK(opt_zero.local_state_bytes() >= 2 * (total / p) * 8);
+  // local or split parameters: a clear error before any update
+  auto local = make();
+  of::distributed::ZeroRedundancyAdam bad(local->parameters());
+  of::nn::functional::mse_loss(local->forward(of::randn({2, 6}, of::dtype(of::kFloat64))),
+                               of::zeros({2, 3}, of::dtype(of::kFloat64))).backward();
+  CHECK_THROWS_WITH_AS(bad.step(), doctest::Contains("is a local tensor"), of::Error);
 }
 
 TEST_CASE("tensor parallel (Megatron) MLP: one all-reduce forward, one backward") {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "oneflow/jit.h"
+#include "oneflow/zero.h"
 #include "trace/graph.h"
 
 namespace oneflow::optim {
@@ -604,3 +605,85 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
 }
 
 }  // namespace oneflow::nn::utils
+
+// ---------------------------------------------------------------- ZeRO (NOTE [ZeRO])
+
+namespace oneflow::distributed {
+
+ZeroRedundancyAdam::ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup> groups,
+                                       optim::AdamOptions d)
+    : Optimizer(std::move(groups), std::make_unique<optim::AdamOptions>(d)) {
+  optim::check_adam(d.lr(), std::get<0>(d.betas()), std::get<1>(d.betas()), d.eps(),
+                    d.weight_decay(), "ZeroRedundancyAdam");
+}
+
+Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
+  Tensor loss = optim::evaluate(closure);
+  NoGradGuard guard;
+  const char* op = "ZeroRedundancyAdam";
+  if (zero_.size() < groups_.size()) zero_.resize(groups_.size());
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& group = groups_[gi];
+    auto& o = static_cast<optim::AdamOptions&>(group.options());
+    // the parameters with gradients, all checked before anything is updated
+    std::vector<Tensor> ps;
+    std::vector<const TensorImpl*> layout;
+    for (size_t i = 0; i < group.params().size(); ++i) {
+      const Tensor& p = group.params()[i];
+      if (!p.grad().defined()) continue;
+      if (!p.is_global())
+        fail("[{}] parameter {} of group {} is a local tensor: make the model global first "
+             "(model->to_global(placement, of::sbp::broadcast()))", op, i, gi);
+      for (const Sbp& s : p.sbp())
+        if (!s.is_broadcast())
+          fail("[{}] parameter {} of group {} has SBP {}; ZeRO shards broadcast (data-parallel) "
+               "parameters only", op, i, gi, sbp_str(p.sbp()));
+      if (!ps.empty() && !(p.placement() == ps[0].placement()))
+        fail("[{}] parameters of group {} are on different placements: {} and {}", op, gi,
+             ps[0].placement().str(), p.placement().str());
+      if (!ps.empty() && p.dtype() != ps[0].dtype())
+        fail("[{}] parameters of group {} have different dtypes: {} and {}", op, gi,
+             dtype_name(ps[0].dtype()), dtype_name(p.dtype()));
+      ps.push_back(p);
+      layout.push_back(p.impl());
+    }
+    if (ps.empty()) continue;
+    GroupState& z = zero_[gi];
+    if (z.layout.empty()) z.layout = layout;
+    else if (z.layout != layout)
+      fail("[{}] the parameters of group {} that have gradients changed between steps ({} then "
+           "{}): the split optimizer state is laid out over the first step's parameters", op, gi,
+           z.layout.size(), layout.size());
+    const Placement pl = ps[0].placement();
+    const NdSbp split(size_t(pl.ndim()), Sbp::split(0));
+    const NdSbp whole(size_t(pl.ndim()), Sbp::broadcast());
+    std::vector<Tensor> flat_p, flat_g;
+    for (const Tensor& p : ps) {
+      flat_p.push_back(p.reshape({-1}));
+      flat_g.push_back(p.grad().to_global(pl, whole).reshape({-1}));
+    }
+    // this rank's pieces (slices of broadcast values: no communication)
+    Tensor piece = cat(flat_p, 0).to_global(pl, split);
+    const Tensor grad = cat(flat_g, 0).to_global(pl, split);
+    optim::adam_update(piece, grad, advance_step(z.state), z.state.buffers, lr_tensor(gi),
+                       std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(),
+                       o.weight_decay(), o.amsgrad());
+    // one all-gather of the new parameters, copied back into each parameter's storage
+    const Tensor all = piece.to_global(pl, whole);
+    int64_t off = 0;
+    for (Tensor& p : ps) {
+      p.copy_(all.narrow(0, off, p.numel()).view(p.sizes()));
+      off += p.numel();
+    }
+  }
+  return loss;
+}
+
+int64_t ZeroRedundancyAdam::local_state_bytes() const {
+  int64_t n = 0;
+  for (const GroupState& z : zero_)
+    for (const auto& item : z.state.buffers.items()) n += int64_t(item.value().to_local().nbytes());
+  return n;
+}
+
+}  // namespace oneflow::distributed

@@ -1,0 +1,41 @@
+// zero.h: ZeRO (stage 1) for data-parallel training on global tensors: Adam whose moments are
+// split over the data-parallel ranks instead of repeated on each. `#include <oneflow/zero.h>`.
+//
+//   model->to_global(pl, of::sbp::broadcast());                 // data parallel
+//   of::distributed::ZeroRedundancyAdam opt(model->parameters(), of::optim::AdamOptions(1e-3));
+//   ... loss.backward(); opt.step();                             // as with of::optim::Adam
+//
+// NOTE [ZeRO]: at each step the parameters of a group (every one with a gradient) are viewed
+// as one flat vector of `total` elements; the optimizer state is that vector split S(0) over
+// the placement (balanced pieces: at most ceil(total / ranks) elements per rank and buffer).
+// The update slices this rank's piece of the (broadcast) parameters and gradients, runs Adam's
+// arithmetic on the pieces (the same elementwise operations in the same order as
+// of::optim::Adam, so the result is the same), and all-gathers the new parameters once per
+// group. Parameters must be global and broadcast on every mesh axis (data parallel).
+#pragma once
+#include "oneflow/global.h"
+#include "oneflow/optim.h"
+
+namespace oneflow::distributed {
+
+class ZeroRedundancyAdam : public optim::Optimizer {
+ public:
+  ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup> groups,
+                     optim::AdamOptions defaults = {});
+  ZeroRedundancyAdam(std::vector<Tensor> params, optim::AdamOptions defaults = {})
+      : ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup>{
+                               optim::OptimizerParamGroup(std::move(params))},
+                           defaults) {}
+  Tensor step(optim::LossClosure closure = nullptr) override;
+  // Bytes of optimizer state (moments) this rank holds.
+  int64_t local_state_bytes() const;
+
+ private:
+  struct GroupState {
+    std::vector<const TensorImpl*> layout;  // the parameters of the flat vector, in order
+    ParamState state;                       // step and the split moments
+  };
+  std::vector<GroupState> zero_;
+};
+
+}  // namespace oneflow::distributed
