@@ -291,6 +291,44 @@ TEST_CASE("data parallel MLP: K Adam steps equal one process with the same globa
   }
 }
 
+TEST_CASE("hybrid 2x2 (data x tensor) Megatron MLP: equals one process, reductions per axis") {
+  if (of::distributed::world_size() != 4) return;
+  // mesh axis 0: data parallel (ranks {0, 2} and {1, 3} hold the same weight pieces);
+  // mesh axis 1: tensor parallel (ranks {0, 1} and {2, 3} split the weights)
+  of::Placement pl("cpu", {{0, 1}, {2, 3}});
+  const Sbp S0 = of::sbp::split(0), S1 = of::sbp::split(1), Bc = of::sbp::broadcast();
+  of::manual_seed(13);
+  auto f64 = of::dtype(of::kFloat64);
+  of::Tensor x = of::randn({8, 6}, f64);
+  of::Tensor w1 = of::randn({16, 6}, f64), b1 = of::randn({16}, f64);
+  of::Tensor w2 = of::randn({6, 16}, f64), b2 = of::randn({6}, f64);
+  std::vector<of::Tensor> ref{w1, b1, w2, b2};
+  for (auto& t : ref) t = t.clone().requires_grad_();
+  of::Tensor yl = of::linear(of::relu(of::linear(x, ref[0], ref[1])), ref[2], ref[3]);
+  (yl * yl).sum().backward();
+  const NdSbp whole{Bc, Bc};
+  auto put = [&](const of::Tensor& t, NdSbp sbp) {
+    return t.to_global(pl, whole).to_global(pl, sbp).detach().requires_grad_();
+  };
+  of::Tensor xg = x.to_global(pl, whole).to_global(pl, NdSbp{S0, Bc});  // batch over data axis
+  std::vector<of::Tensor> g{put(w1, {Bc, S0}), put(b1, {Bc, S0}), put(w2, {Bc, S1}), put(b2, whole)};
+  const uint64_t c0 = issued();
+  of::Tensor y = of::linear(of::relu(of::linear(xg, g[0], g[1])), g[2], g[3]);
+  CHECK(y.sbp() == (NdSbp{S0, of::sbp::partial_sum()}));
+  of::Tensor yb = y.to_global(pl, NdSbp{S0, Bc});  // the row-parallel sum: tensor-axis groups
+  const uint64_t c1 = issued();
+  CHECK(c1 - c0 == 1);
+  (yb * yb).sum().backward();
+  // one all-reduce per weight over its data-axis group, nothing else
+  CHECK(issued() - c1 == 4);
+  CHECK(max_diff(yb, yl) < 1e-12);
+  for (size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(i);
+    CHECK(g[i].grad().sbp() == g[i].sbp());
+    CHECK(max_diff(g[i].grad(), ref[i].grad()) < 1e-12);
+  }
+}
+
 TEST_CASE("ZeRO: split Adam state equals plain data parallel, state bytes <= ceil(total / ranks)") {
   of::Placement pl = of::Placement::all("cpu");
   const int p = of::distributed::world_size();

@@ -174,12 +174,28 @@ Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, 
   const size_t n = from.size();
   size_t first = 0;
   while (from[first] == to[first]) ++first;
+  // NOTE [Boxing one axis under later splits]: when only axis `first` changes, later axes that
+  // keep their SBP and split dims this conversion neither splits nor gathers only narrow the
+  // box it works on: every rank of axis `first`'s group holds the same extent there, and the
+  // later pieces stay what they are. Then axis `first` converts alone, on that box (a data-
+  // parallel gradient (P, S(0)) -> (B, S(0)) is one all-reduce over the data-axis group, not an
+  // all-gather over the tensor axis, the all-reduce and a slice).
   bool direct = true;
-  for (size_t a = first + 1; a < n; ++a)
-    if (!(from[a] == to[a] && from[a].is_broadcast())) direct = false;
+  DimVector box = axis_shape(logical, from, pl, coord, first);
+  for (size_t a = first + 1; a < n && direct; ++a) {
+    if (!(from[a] == to[a])) {
+      direct = false;
+    } else if (from[a].is_split()) {
+      const int64_t e = from[a].dim();
+      if ((from[first].is_split() && from[first].dim() == e) ||
+          (to[first].is_split() && to[first].dim() == e))
+        direct = false;
+      else
+        box[size_t(e)] = local.size(e);
+    }
+  }
   if (direct)
-    return box_1d(axis_comm(pl, int64_t(first)), local, axis_shape(logical, from, pl, coord, first),
-                  from[first], to[first]);
+    return box_1d(axis_comm(pl, int64_t(first)), local, box, from[first], to[first]);
   NdSbp cur = from;
   Tensor x = local;
   for (size_t a = n; a-- > first;) {
