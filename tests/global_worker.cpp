@@ -248,6 +248,37 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
                       {a, of::randn({10, 3}, f64)}, {S0, S0}, &S0);
 }
 
+TEST_CASE("global rules: view/reshape of split dims (split into several, merged) keep the split") {
+  const int p = of::distributed::world_size();
+  const Sbp S0 = of::sbp::split(0), S1 = of::sbp::split(1);
+  of::manual_seed(41);
+  auto f64 = of::dtype(of::kFloat64);
+  const of::Tensor a = of::randn({4, 12}, f64), b = of::randn({4, 4, 3}, f64), c = of::randn({8, 3}, f64);
+  // [4, 12] S(1) -> [4, 4, 3]: 12 splits into (4, 3), the split moves to the 4 (divisible by 1/2/4)
+  check_against_local("split a dim", [](const auto& v) { return v[0].view({4, 4, 3}); }, {a}, {S1}, &S1);
+  // [4, 4, 3] S(1) -> [4, 12]: (4, 3) merge, the split of the leading 4 carries over
+  check_against_local("merge dims", [](const auto& v) { return v[0].reshape({4, 12}); }, {b}, {S1}, &S1);
+  // [8, 3] S(0) -> [2, 4, 3]: the leading factor 2 divides 1 and 2 ranks, not 4; there the
+  // cheapest signature takes the split input as a partial sum (a local conversion) instead
+  const Sbp Ps = of::sbp::partial_sum();
+  check_against_local("split, leading factor", [](const auto& v) { return v[0].view({2, 4, 3}); },
+                      {c}, {S0}, p == 4 ? &Ps : &S0);
+  // [4, 4, 3] S(0) -> [48]: everything merges into one dim
+  check_against_local("flatten", [](const auto& v) { return v[0].reshape({-1}); }, {b}, {S0}, &S0);
+  // the Megatron head split: [B, L, H * D] S(2) -> [B, L, H, D] S(2) (H = 4 heads)
+  const of::Tensor q = of::randn({2, 3, 8}, f64);
+  check_against_local("heads", [](const auto& v) { return v[0].view({2, 3, 4, 2}); }, {q},
+                      {of::sbp::split(2)}, nullptr);
+  {
+    of::Placement pl = of::Placement::all("cpu");
+    of::Tensor qg = q.to_global(pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(2));
+    const uint64_t before = issued();
+    of::Tensor h = qg.view({2, 3, 4, 2});
+    CHECK(issued() == before);
+    CHECK(h.sbp() == NdSbp{of::sbp::split(2)});
+  }
+}
+
 TEST_CASE("data parallel MLP: K Adam steps equal one process with the same global batch") {
   of::Placement pl = of::Placement::all("cpu");
   auto make = [] {

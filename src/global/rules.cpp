@@ -128,22 +128,53 @@ void linear(const SbpRuleCtx& c, Sigs& out) {
 }
 void sum(const SbpRuleCtx& c, Sigs& out) { reduction_signatures(c, out, true); }
 
+int64_t mesh_ranks(const Tensor& x) {
+  int64_t ranks = 1;
+  for (int64_t h : x.impl()->global->placement.hierarchy()) ranks *= h;
+  return ranks;
+}
+
+// view/reshape: a split dim d of the input maps to output dim k when both start at the same
+// flat position (equal products of the dims before them) and either
+//   - dim d survives whole as dim k, or
+//   - dim d is split into dims k, k+1, ... (in[d] = o[k] * o[k+1] * ...) with o[k] divisible
+//     by the ranks, or
+//   - dims d, d+1, ... merge into dim k (o[k] = in[d] * in[d+1] * ...) with in[d] divisible by
+//     the ranks:
+// then every rank's piece is a whole block of both (the balanced pieces agree). A 2-D mesh is
+// checked against all its ranks (nested splits divide further).
 void view(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
   IntArrayRef in = c.inputs[0].sizes();
   const auto& o = c.metas[0].sizes;
-  int64_t pin = 1;
+  const int64_t ranks = mesh_ranks(c.inputs[0]);
+  // prefix products: pin[d] = in[0] * ... * in[d-1]
+  std::vector<int64_t> pin(in.size() + 1, 1), pout(o.size() + 1, 1);
+  for (size_t d = 0; d < in.size(); ++d) pin[d + 1] = pin[d] * in[d];
+  for (size_t k = 0; k < o.size(); ++k) pout[k + 1] = pout[k] * o[k];
+  auto find_prefix = [](const std::vector<int64_t>& pre, int64_t v, size_t from) -> int64_t {
+    for (size_t m = from; m < pre.size(); ++m)
+      if (pre[m] == v) return int64_t(m);
+    return -1;
+  };
   for (size_t d = 0; d < in.size(); ++d) {
-    int64_t pout = 1;
     for (size_t k = 0; k < o.size(); ++k) {
-      if (pout == pin && o[k] == in[d]) {
+      if (pout[k] != pin[d]) continue;
+      bool ok = o[k] == in[d];
+      if (!ok && in[d] > 0 && o[k] > 0 && in[d] % o[k] == 0 && o[k] % ranks == 0) {
+        // dim d ends where some later output dim ends: in[d] = o[k] * ... * o[m - 1]
+        ok = find_prefix(pout, pin[d + 1], k + 1) >= 0;
+      }
+      if (!ok && in[d] > 0 && o[k] > 0 && o[k] % in[d] == 0 && in[d] % ranks == 0) {
+        // dim k ends where some later input dim ends: o[k] = in[d] * ... * in[m - 1]
+        ok = find_prefix(pin, pout[k + 1], d + 1) >= 0;
+      }
+      if (ok) {
         out.push_back(sig({S(int64_t(d))}, {S(int64_t(k))}));
         break;
       }
-      pout *= o[k];
     }
-    pin *= in[d];
   }
 }
 void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
@@ -186,9 +217,7 @@ void embedding(const SbpRuleCtx& c, Sigs& out) {
 bool rows_follow_dim0(const Tensor& x, int64_t axis) {
   if (axis < 1 || x.dim() < 1) return false;
   if (axis == 1) return true;
-  int64_t ranks = 1;
-  for (int64_t h : x.impl()->global->placement.hierarchy()) ranks *= h;
-  return x.size(0) % ranks == 0;
+  return x.size(0) % mesh_ranks(x) == 0;
 }
 // layer_norm / rms_norm (x, weight[, bias] -> y, [mean,] rstd): data parallel over dim 0.
 void norm(const SbpRuleCtx& c, Sigs& out) {
