@@ -229,6 +229,20 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
                    F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().ignore_index(-100))
                        .item<double>()) < 1e-12);
   }
+  // attention over a split batch (no dropout): per sample, the split stays
+  const of::Tensor q = of::randn({6, 3, 4}, f64), k = of::randn({6, 5, 4}, f64), v = of::randn({6, 5, 2}, f64);
+  check_against_local("sdpa", [](const auto& t) { return of::scaled_dot_product_attention(t[0], t[1], t[2]); },
+                      {q, k, v}, {S0, S0, S0}, &S0);
+  check_against_local("sdpa causal",
+                      [](const auto& t) { return of::scaled_dot_product_attention(t[0], t[1], t[1], {}, 0.0, true); },
+                      {q, q}, {S0, S0}, &S0);
+  const of::Tensor mask = of::rand({6, 3, 5}, f64) > 0.3;
+  check_against_local("sdpa masked",
+                      [&](const auto& t) {
+                        of::Tensor m = t[0].is_global() ? mask.to_global(of::Placement::all("cpu"), Bc) : mask;
+                        return of::scaled_dot_product_attention(t[0], t[1], t[2], m);
+                      },
+                      {q, k, v}, {S0, S0, S0}, p > 1 ? &S0 : nullptr);  // 1 rank: all free
   // cat: splits of the other dim stay, no collective; along the split dim: correct values
   const of::Tensor a = of::randn({10, 3}, f64), c = of::randn({10, 2}, f64);
   const Sbp S1 = of::sbp::split(1);

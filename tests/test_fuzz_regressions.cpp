@@ -1,6 +1,8 @@
 // Regression tests for what the sanitized suite and the fuzzers (tests/fuzz) found.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include <zlib.h>
 
 #include <cmath>
@@ -342,6 +344,34 @@ TEST_CASE("fuzz regressions: upsampling refuses a scale whose inverse is infinit
   }, {"[upsample_nearest2d]", "scale factor nan"}));
   const of::Tensor y = of::dispatch(bil, {x}, {of::DimVector{3, 3}, false, 1e-300, 1e-300})[0];
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3}));  // indices clamp to the input
+}
+
+TEST_CASE("fuzz regressions: a huge resampling output size raises at once, before any map") {
+  // fuzz_ops (ops_resample_huge_output.bin): infer_meta built the per-output source maps of
+  // the requested output size before anything was allocated, looping over ~2^40 entries; the
+  // meta now only computes sizes (NOTE [Resample maps]) and the allocation refuses.
+  const of::Tensor x = of::randn({1, 1, 2, 2});
+  const int64_t huge = int64_t(1) << 40;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS((void)of::dispatch(of::find_op("upsample_nearest2d"), {x},
+                                     {of::DimVector{huge, huge}, 0.0, 0.0}),
+                  of::Error);
+  CHECK_THROWS_AS((void)of::dispatch(of::find_op("upsample_bilinear2d"), {x},
+                                     {of::DimVector{huge, 3}, false, 0.0, 0.0}),
+                  of::Error);
+  CHECK_THROWS_AS((void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x},
+                                     {of::DimVector{huge, huge}}),
+                  of::Error);
+  // the backward ops check grad_output against the output size before building maps
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("upsample_bilinear2d_backward"), {of::randn({1, 1, 4, 4})},
+                       {of::DimVector{huge, 4}, false, 0.0, 0.0, of::DimVector{1, 1, 2, 2}});
+  }, {"[upsample_bilinear2d_backward]", "does not match"}));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  // ordinary sizes still resample
+  const of::Tensor y = of::dispatch(of::find_op("upsample_nearest2d"), {x},
+                                    {of::DimVector{4, 4}, 0.0, 0.0})[0];
+  CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 4, 4}));
 }
 
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {

@@ -269,8 +269,18 @@ void cat(const SbpRuleCtx& c, Sigs& out) {
     if (d != dim) out.push_back(uniform(c, S(d)));
 }
 
+// scaled_dot_product_attention and its backward (q, k, v, mask -> out, lse; g, q, k, v, mask,
+// out, lse -> dq, dk, dv over the flattened batch dim 0): per-sample, so batch splits stay,
+// except with dropout (its draws are numbered by the global batch index).
+void attention(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (c.attrs.f(2) != 0.0) return;
+  out.push_back(uniform(c, S(0)));
+}
+
 }  // namespace
 
+const SbpRule kAttention{attention};
 const SbpRule kNorm{norm};
 const SbpRule kNormBackward{norm_backward};
 const SbpRule kCrossEntropy{cross_entropy};

@@ -21,6 +21,7 @@ extern const SbpRule kNorm;          // layer_norm / rms_norm: rows split on dim
 extern const SbpRule kNormBackward;  // their backward: parameter gradients partial
 extern const SbpRule kCrossEntropy;  // rows split (reduction None / Sum)
 extern const SbpRule kCrossEntropyBackward;
+extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split
 extern const SbpRule kCat;           // cat: splits of other dims, partial sums
 
 // The trait defaults the global layer uses for ops without a rule.

@@ -1254,13 +1254,13 @@ void register_nn_ops() {
   register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
-                        .nondiff_inputs = 0b1000, .rng_seed_attr = 3,
-                 .contiguous_inputs = 0b0111});
+                        .nondiff_inputs = 0b1000, .sbp_rule = &sbp_rules::kAttention,
+                        .rng_seed_attr = 3, .contiguous_inputs = 0b0111});
   register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
-                            .vjp = fused_backward_vjp, .rng_seed_attr = 3,
-                 .contiguous_inputs = 0b1101111});
+                            .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kAttention,
+                            .rng_seed_attr = 3, .contiguous_inputs = 0b1101111});
 }
 
 // ================================================================ public functions

@@ -995,7 +995,12 @@ void check_output_size(const char* op, const DimVector& os, IntArrayRef in) {
       fail("[{}] output_size must be positive, got {} for input {}", op, vals(os), shape_str(in));
 }
 
-Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op) {
+// NOTE [Resample maps]: the checks and output sizes cost O(axes); the per-output source maps
+// cost O(output extent x window) and are built only for a kernel (with_maps), after its output
+// was allocated: an infer_meta asked for a huge output_size (fuzz_ops) raises or allocates
+// instead of looping over the requested extent first.
+Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op,
+                       bool with_maps) {
   const size_t nax = size_t(mode_rank(mode));
   if (in.size() != nax + 2)
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, nax + 1, nax + 2, shape_str(in));
@@ -1032,6 +1037,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
       AxisMap& m = *axes[i];
       m.in = insz[i];
       m.out = outsz[i];
+      if (!with_maps) continue;
       m.next();
       for (int64_t o = 0; o < m.out; ++o) {
         int64_t a0 = o * s[i] - p[i];
@@ -1061,6 +1067,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     const double given = adaptive ? 0.0 : a.f(scale_attr + i);
     if (!std::isfinite(given) || (given > 0 && !std::isfinite(1.0 / given)))
       fail("[{}] scale factor {} is not finite (or its inverse is not)", op, given);
+    if (!with_maps) continue;
     m.next();
     for (int64_t o = 0; o < m.out; ++o) {
       if (adaptive) {
@@ -1105,7 +1112,7 @@ DimVector in_size_attr(const Attrs& a) { return a.ints(a.size() - 1); }
 template <Mode M> void resample_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = mode_name(M, false);
   check_float(op, in[0], "input");
-  const Resample r = make_resample(M, in[0].sizes(), a, op);
+  const Resample r = make_resample(M, in[0].sizes(), a, op, false);
   DimVector shape{in[0].size(0), in[0].size(1), r.h.out, r.w.out};
   if (mode_rank(M) == 3) shape.insert(shape.begin() + 2, r.d.out);
   out.push_back({shape, {}, 0, in[0].dtype(), in[0].device()});
@@ -1115,7 +1122,7 @@ template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs&
   const char* op = mode_name(M, true);
   check_float(op, in[0], "grad_output");
   const DimVector isz = in_size_attr(a);
-  const Resample r = make_resample(M, isz, a, op);
+  const Resample r = make_resample(M, isz, a, op, false);
   DimVector expect{isz[0], isz[1], r.h.out, r.w.out};
   if (mode_rank(M) == 3) expect.insert(expect.begin() + 2, r.d.out);
   if (!(in[0].sizes() == IntArrayRef(expect)))
@@ -1194,7 +1201,7 @@ template <class T> void resample_planes(const Resample& r, const T* src, T* dst,
 
 template <Mode M> void resample_cpu(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous();
-  const Resample r = make_resample(M, x.sizes(), k.attrs, mode_name(M, false));
+  const Resample r = make_resample(M, x.sizes(), k.attrs, mode_name(M, false), true);
   float_or_double(x.dtype(), mode_name(M, false), [&](auto z) {
     using T = decltype(z);
     resample_planes<T>(r, x.data_ptr<T>(), k.outputs[0].data_ptr<T>(), x.size(0) * x.size(1),
@@ -1204,7 +1211,7 @@ template <Mode M> void resample_cpu(const KernelArgs& k) {
 template <Mode M> void resample_backward_cpu(const KernelArgs& k) {
   const Tensor g = k.inputs[0].contiguous();
   const Tensor& out = k.outputs[0];
-  const Resample r = make_resample(M, out.sizes(), k.attrs, mode_name(M, true));
+  const Resample r = make_resample(M, out.sizes(), k.attrs, mode_name(M, true), true);
   float_or_double(g.dtype(), mode_name(M, true), [&](auto z) {
     using T = decltype(z);
     resample_planes<T>(r, g.data_ptr<T>(), out.data_ptr<T>(), out.size(0) * out.size(1), true);
@@ -1653,7 +1660,7 @@ Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
     fail("[{}] divisor_override must be positive, got {}", op, *divisor_override);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
-    make_resample(Mode::kAvg, x.sizes(), a, op);
+    make_resample(Mode::kAvg, x.sizes(), a, op, false);
     return dispatch1(OF_OP("avg_pool2d"), {x}, std::move(a));
   });
 }
@@ -1669,7 +1676,7 @@ Tensor avg_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
     fail("[{}] divisor_override must be positive, got {}", op, *divisor_override);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
-    make_resample(Mode::kAvg3d, x.sizes(), a, op);
+    make_resample(Mode::kAvg3d, x.sizes(), a, op, false);
     return dispatch1(OF_OP("avg_pool3d"), {x}, std::move(a));
   }, 3);
 }
@@ -1693,7 +1700,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
   const DimVector os = expand_param(output_size, 2, op, "output_size");
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os};
-    make_resample(Mode::kAdaptive, x.sizes(), a, op);
+    make_resample(Mode::kAdaptive, x.sizes(), a, op, false);
     return dispatch1(OF_OP("adaptive_avg_pool2d"), {x}, std::move(a));
   });
 }
@@ -1703,7 +1710,7 @@ Tensor adaptive_avg_pool3d(const Tensor& input, IntArrayRef output_size) {
   const DimVector os = expand_param(output_size, 3, op, "output_size");
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os};
-    make_resample(Mode::kAdaptive3d, x.sizes(), a, op);
+    make_resample(Mode::kAdaptive3d, x.sizes(), a, op, false);
     return dispatch1(OF_OP("adaptive_avg_pool3d"), {x}, std::move(a));
   }, 3);
 }
@@ -1733,7 +1740,7 @@ Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
   const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, sh, sw};
-    make_resample(Mode::kNearest, x.sizes(), a, op);
+    make_resample(Mode::kNearest, x.sizes(), a, op, false);
     return dispatch1(OF_OP("upsample_nearest2d"), {x}, std::move(a));
   });
 }
@@ -1745,7 +1752,7 @@ Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool al
   const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, align_corners, sh, sw};
-    make_resample(Mode::kBilinear, x.sizes(), a, op);
+    make_resample(Mode::kBilinear, x.sizes(), a, op, false);
     return dispatch1(OF_OP("upsample_bilinear2d"), {x}, std::move(a));
   });
 }
