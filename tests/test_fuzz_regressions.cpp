@@ -374,6 +374,27 @@ TEST_CASE("fuzz regressions: a huge resampling output size raises at once, befor
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 4, 4}));
 }
 
+TEST_CASE("fuzz regressions: convolution sizes are computed overflow-checked") {
+  // fuzz_ops (ops_conv_dilation_overflow.bin): dilation * (kernel - 1) overflowed int64 for a
+  // huge dilation; the geometry now raises instead.
+  const of::Tensor x = of::randn({1, 1, 4, 4, 4}), w = of::randn({1, 1, 2, 2, 2});
+  const int64_t big = int64_t(1) << 62;
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("conv3d"), {x, of::randn({1, 1, 3, 3, 3}), of::Tensor()},
+                       {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0}, of::DimVector{big, 1, 1},
+                        int64_t(1)});
+  }, {"[conv3d]", "overflow"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("conv2d"), {of::randn({1, 1, 4, 4}), of::randn({1, 1, 2, 2}), of::Tensor()},
+                       {of::DimVector{1, 1}, of::DimVector{big, 0}, of::DimVector{1, 1}, int64_t(1)});
+  }, {"[conv2d]", "overflow"}));
+  // ordinary parameters still convolve
+  const of::Tensor y = of::dispatch(of::find_op("conv3d"), {x, w, of::Tensor()},
+                                    {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0},
+                                     of::DimVector{1, 1, 1}, int64_t(1)})[0];
+  CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3, 3}));
+}
+
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   // NOTE [Integer wrap]: once float edge values saturated to INT64_MAX, fuzz_ops' int64 inputs
   // overflowed add/mul/neg (undefined behaviour); they wrap in two's complement now.

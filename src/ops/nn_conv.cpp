@@ -131,6 +131,22 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
   }
   const int64_t G = p.groups;
   if (G <= 0) fail("[{}] groups must be positive, got {}", op, G);
+  // Overflow-checked size arithmetic: a weight may have a huge dim and no elements, and the
+  // parameters any value (fuzz_ops: dilation * (kernel - 1) overflowed).
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+      fail("[{}] input {}, weight {} and these parameters give sizes that overflow", op,
+           shp(x.sizes()), shp(wsz));
+    return r;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+      fail("[{}] input {}, weight {} and these parameters give sizes that overflow", op,
+           shp(x.sizes()), shp(wsz));
+    return r;
+  };
   // per-axis values, depth first; a 2-D convolution leaves the depth axis at its unit defaults
   int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, opad[3] = {0, 0, 0};
@@ -157,7 +173,7 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     g.C = x.size(1);
     g.M = wsz[0];
     for (size_t i = 0; i < size_t(sp); ++i) in[o3 + i] = x.size(2 + int64_t(i));
-    if (wsz[1] * G != g.C || g.C == 0)
+    if (mul(wsz[1], G) != g.C || g.C == 0)
       fail("[{}] given groups={} and weight of shape {}, expected input {} to have {} channels, "
            "but got {} channels", op, G, shp(wsz), shp(x.sizes()), wsz[1] * G, g.C);
     if (g.M % G != 0)
@@ -166,14 +182,14 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     int64_t eff[3];
     bool too_big = false;
     for (size_t i = 0; i < 3; ++i) {
-      eff[i] = dil[i] * (k[i] - 1) + 1;
-      too_big = too_big || eff[i] > in[i] + 2 * pad[i];
+      eff[i] = add(mul(dil[i], k[i] - 1), 1);
+      too_big = too_big || eff[i] > add(in[i], mul(2, pad[i]));
     }
     if (too_big)
       fail("[{}] kernel size {} (with dilation {}) is larger than the padded input size {} of "
            "input {} with padding {}", op, pv(spatial(eff, 0)), pv(p.dilation),
            pv(spatial(in, 2)), shp(x.sizes()), pv(p.padding));
-    for (size_t i = 0; i < 3; ++i) out[i] = (in[i] + 2 * pad[i] - eff[i]) / s[i] + 1;
+    for (size_t i = 0; i < 3; ++i) out[i] = (add(in[i], mul(2, pad[i])) - eff[i]) / s[i] + 1;
     out_ch = g.M;
   } else {
     // x [N, Cin, ...], w [Cin, Cout/G, k...] -> y [N, Cout, ...]; in conv terms the output y is
@@ -192,11 +208,12 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
              "dilation {}", op, pv(p.output_padding), pv(p.stride), pv(p.dilation));
     }
     g.M = cin;
-    g.C = wsz[1] * G;
+    g.C = mul(wsz[1], G);
     bool empty = false;
     for (size_t i = 0; i < size_t(sp); ++i) out[o3 + i] = x.size(2 + int64_t(i));
     for (size_t i = 0; i < 3; ++i) {
-      in[i] = (out[i] - 1) * s[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + opad[i] + 1;
+      in[i] = add(add(add(mul(out[i] - 1, s[i]), -mul(2, pad[i])), mul(dil[i], k[i] - 1)),
+                  add(opad[i], 1));
       empty = empty || in[i] <= 0;
     }
     if (empty)
