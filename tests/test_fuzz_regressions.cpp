@@ -395,6 +395,21 @@ TEST_CASE("fuzz regressions: convolution sizes are computed overflow-checked") {
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3, 3}));
 }
 
+TEST_CASE("fuzz regressions: dim-wise kernels dispatched with a negative dim count from the end") {
+  // fuzz_ops (ops_min_negative_dim.bin): min/max/argmax/softmax/cumsum kernels read the dim
+  // attr unwrapped; a direct dispatch with dim -1 wrote past the output.
+  const of::Tensor x = of::tensor({3.0, 1.0, 2.0, 0.5, 4.0, -1.0}).reshape({2, 3});
+  const of::TensorList mn = of::dispatch(of::find_op("min_dim"), {x}, {int64_t(-1), false});
+  CHECK(mn[0].to_vector<float>() == std::vector<float>{1.0f, -1.0f});
+  CHECK(mn[1].to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  const of::TensorList mx = of::dispatch(of::find_op("max_dim"), {x}, {int64_t(-2), true});
+  CHECK(mx[0].to_vector<float>() == std::vector<float>{3.0f, 4.0f, 2.0f});
+  const of::Tensor sm = of::dispatch(of::find_op("softmax"), {x}, {int64_t(-1)})[0];
+  CHECK(of::allclose(sm, of::softmax(x, 1)));
+  const of::Tensor cs = of::dispatch(of::find_op("cumsum"), {x}, {int64_t(-1), false})[0];
+  CHECK(cs.to_vector<float>() == std::vector<float>{3.0f, 4.0f, 6.0f, 0.5f, 4.5f, 3.5f});
+}
+
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   // NOTE [Integer wrap]: once float edge values saturated to INT64_MAX, fuzz_ops' int64 inputs
   // overflowed add/mul/neg (undefined behaviour); they wrap in two's complement now.

@@ -77,10 +77,13 @@ struct Canon {
   int64_t outer = 1, n = 1, inner = 1;
 };
 // Dim `d` of x in the middle (0-d tensors: n = 1).
+// d as the op's attr holds it (negative counts from the end: the op's infer_meta checked the
+// range; fuzz_ops: a direct dispatch with dim -1 made the lane geometry write past the output).
 Canon canon_dim(const Tensor& x, int64_t d) {
   Canon c;
   c.x = x.contiguous();
   const int64_t nd = x.dim();
+  d = wrap_dim(d, nd, "reduction");
   for (int64_t i = 0; i < nd; ++i) {
     if (i < d) c.outer *= x.sizes()[i];
     else if (i == d) c.n = x.sizes()[i];
