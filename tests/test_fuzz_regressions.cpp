@@ -410,6 +410,37 @@ TEST_CASE("fuzz regressions: dim-wise kernels dispatched with a negative dim cou
   CHECK(cs.to_vector<float>() == std::vector<float>{3.0f, 4.0f, 6.0f, 0.5f, 4.5f, 3.5f});
 }
 
+TEST_CASE("fuzz regressions: max pooling dispatched with parameter lists of other lengths") {
+  // fuzz_ops (ops_max_pool_short_lists.bin): a 1-entry kernel_size made the geometry index
+  // the lists at -1; the op now takes exactly 2 (or 3) values of each.
+  const of::Tensor x = of::randn({1, 1, 4, 4});
+  const of::OpDef& mp = of::find_op("max_pool2d_with_indices");
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(mp, {x}, {of::DimVector{2}, of::DimVector{2}, of::DimVector{0},
+                                 of::DimVector{1}, false});
+  }, {"[max_pool2d_with_indices]", "2 (or 3) values"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(mp, {x}, {of::DimVector{2, 2}, of::DimVector{2}, of::DimVector{0, 0},
+                                 of::DimVector{1, 1}, false});
+  }, {"[max_pool2d_with_indices]", "2 (or 3) values"}));
+  const of::Tensor y = of::dispatch(mp, {x}, {of::DimVector{2, 2}, of::DimVector{2, 2},
+                                              of::DimVector{0, 0}, of::DimVector{1, 1}, false})[0];
+  CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 2, 2}));
+  // the same for convolution, average and adaptive pooling
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("conv2d"), {x, of::randn({1, 1, 2, 2}), of::Tensor()},
+                       {of::DimVector{1, 1}, of::DimVector{0}, of::DimVector{1, 1}, int64_t(1)});
+  }, {"[conv2d]", "one value per spatial dim"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("avg_pool2d"), {x},
+                       {of::DimVector{2}, of::DimVector{2, 2}, of::DimVector{0, 0}, false, true,
+                        int64_t(0)});
+  }, {"[avg_pool2d]", "2 values each"}));
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x}, {of::DimVector{2}});
+  }, {"[adaptive_avg_pool2d]", "output_size of 2 values"}));
+}
+
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   // NOTE [Integer wrap]: once float edge values saturated to INT64_MAX, fuzz_ops' int64 inputs
   // overflowed add/mul/neg (undefined behaviour); they wrap in two's complement now.

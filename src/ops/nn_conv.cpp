@@ -106,6 +106,12 @@ struct ConvParams {
 Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType wdt, Device wdev,
                   const Tensor* bias, const ConvParams& p, bool transposed, bool one_d) {
   const int64_t sp = int64_t(p.stride.size());
+  // a direct dispatch may pass lists of any lengths: one value per spatial dim, 1 to 3 dims
+  if (sp < 1 || sp > 3 || p.padding.size() != p.stride.size() ||
+      p.dilation.size() != p.stride.size() || p.output_padding.size() != p.stride.size())
+    fail("[{}] expected stride, padding, dilation (and output_padding) of one value per "
+         "spatial dim (1 to 3), got {}, {}, {} and {}", op, vals(p.stride), vals(p.padding),
+         vals(p.dilation), vals(p.output_padding));
   auto shp = [&](IntArrayRef s) {
     if (!one_d || s.size() < 3) return shape_str(s);
     DimVector d = s.dims();
@@ -698,6 +704,11 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
                    const DimVector& p, const DimVector& d, bool ceil_mode) {
   const int64_t sp = int64_t(k.size());
   check_float(op, x, "input");
+  // a direct dispatch may pass lists of any lengths (fuzz_ops: a 1-entry kernel_size indexed
+  // the lists at -1); the op takes 2 or 3 of each
+  if (sp < 2 || sp > 3 || s.size() != k.size() || p.size() != k.size() || d.size() != k.size())
+    fail("[{}] expected kernel_size, stride, padding and dilation of 2 (or 3) values each, got "
+         "{}, {}, {} and {}", op, vals(k), vals(s), vals(p), vals(d));
   if (x.dim() != sp + 2)
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, sp + 1, sp + 2,
          shape_str(x.sizes()));
@@ -1031,6 +1042,9 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   for (size_t i = 0; i < nax; ++i) insz[i] = in[2 + i];
   if (mode == Mode::kAvg || mode == Mode::kAvg3d) {
     const DimVector &k = a.ints(0), &s = a.ints(1), &p = a.ints(2);
+    if (k.size() != nax || s.size() != nax || p.size() != nax)
+      fail("[{}] expected kernel_size, stride and padding of {} values each, got {}, {} and {}",
+           op, nax, vals(k), vals(s), vals(p));
     const bool ceil_mode = a.b(3), include_pad = a.b(4);
     const int64_t divisor = a.i(5);
     for (size_t i = 0; i < nax; ++i) {
@@ -1072,6 +1086,8 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     return r;
   }
   const DimVector& os = a.ints(0);
+  if (os.size() != nax)
+    fail("[{}] expected an output_size of {} values, got {}", op, nax, vals(os));
   check_output_size(op, os, in);
   const size_t scale_attr = mode == Mode::kNearest ? 1 : 2;
   const bool adaptive = mode == Mode::kAdaptive || mode == Mode::kAdaptive3d;
