@@ -231,6 +231,8 @@ int64_t view_extent(IntArrayRef sizes, IntArrayRef strides, int64_t offset, cons
       fail("[{}] size {} with stride {} and offset {} overflows the addressable elements", op,
            shape_str(sizes), shape_str(strides), offset);
   }
+  if (last == INT64_MAX)  // a 0-d view at the last offset (fuzz_ops)
+    fail("[{}] storage offset {} overflows the addressable elements", op, offset);
   return last + 1;
 }
 
@@ -246,7 +248,9 @@ std::string shape_str(IntArrayRef sizes) {
 
 void TensorImpl::refresh_contiguous() {
   numel = 1;
-  for (int64_t s : sizes) numel *= s;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(numel, s, &numel))
+      fail("[tensor] sizes {} have more elements than can be addressed", shape_str(sizes));
   is_contiguous = true;
   if (numel <= 1) return;
   int64_t expected = 1;

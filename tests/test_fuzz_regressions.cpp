@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <limits>
 
 #include <zlib.h>
 
@@ -439,6 +440,43 @@ TEST_CASE("fuzz regressions: max pooling dispatched with parameter lists of othe
   CHECK(th::throws_with([&] {
     (void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x}, {of::DimVector{2}});
   }, {"[adaptive_avg_pool2d]", "output_size of 2 values"}));
+}
+
+TEST_CASE("fuzz regressions: repeat refuses repeats whose size overflows") {
+  // fuzz_ops (ops_repeat_overflow.bin): repeats * size overflowed int64 in repeat's meta.
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("repeat"), {of::ones({2})}, {of::DimVector{int64_t(1) << 62}});
+  }, {"[repeat]", "overflow"}));
+  CHECK(of::ones({2}).repeat({3}).sizes() == of::IntArrayRef(of::DimVector{6}));
+}
+
+TEST_CASE("fuzz regressions: integer rounding, saturating fills and means, wrapping scans") {
+  // fuzz_ops (ops_floor_int / ceil_int / round_int.bin): floor/ceil/round of int64 went
+  // through double and back, which does not fit for the extremes; integers are their own.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const of::Tensor xi = of::tensor({big, -big - 1, int64_t(7)}, of::kInt64);
+  for (const char* name : {"floor", "ceil", "round", "trunc"}) {
+    CAPTURE(name);
+    const of::Tensor r = of::dispatch(of::find_op(name), {xi})[0];
+    CHECK(r.to_vector<int64_t>() == xi.to_vector<int64_t>());
+  }
+  // (ops_cumprod_int_wrap.bin) integer cumprod/cumsum wrap in two's complement
+  const of::Tensor cp = of::dispatch(of::find_op("cumprod"), {of::tensor({big, int64_t(2)}, of::kInt64)},
+                                     {int64_t(0), false})[0];
+  CHECK(cp.to_vector<int64_t>() == std::vector<int64_t>{big, -2});
+  // (ops_fill_int_saturate.bin) a NaN or out-of-range fill of an integer output saturates
+  const of::Tensor padded = of::dispatch(of::find_op("pad"), {of::ones({2}, of::kUInt8)},
+                                         {of::DimVector{1, 1}, std::string("constant"), -1.5})[0];
+  CHECK(padded.to_vector<uint8_t>() == std::vector<uint8_t>{0, 1, 1, 0});
+  // (ops_pad_overflow.bin) padding that overflows a dimension's size is refused
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("pad"), {of::ones({2})},
+                       {of::DimVector{big, 1}, std::string("constant"), 0.0});
+  }, {"[pad]", "overflows"}));
+  // (ops_pad_empty_huge.bin, ops_repeat_empty_huge.bin) empty outputs with huge other dims
+  const of::Tensor e = of::dispatch(of::find_op("repeat"), {of::ones({0, 1})},
+                                    {of::DimVector{1, int64_t(1) << 40}})[0];
+  CHECK(e.numel() == 0);
 }
 
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {

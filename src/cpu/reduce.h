@@ -199,7 +199,13 @@ template <template <class> class Op, class T, class O>
 void reduce_as(const Tensor& x, IntArrayRef dims, const Tensor& out) {
   struct Wrapped : Op<compute_t<T>> {
     using Base = Op<compute_t<T>>;
-    static O finish(typename Base::Acc a, int64_t n) { return O(compute_t<O>(Base::finish(a, n))); }
+    // a float result into an integer output saturates (a mean of int64 extremes, fuzz_ops)
+    static O finish(typename Base::Acc a, int64_t n) {
+      if constexpr (std::is_integral_v<O> && !std::is_same_v<O, bool>)
+        return saturate_cast<O>(Base::finish(a, n));
+      else
+        return O(compute_t<O>(Base::finish(a, n)));
+    }
   };
   reduce_kernel<T, O, Wrapped>(x, dims, out);
 }

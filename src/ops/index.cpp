@@ -136,7 +136,8 @@ void fill_any(const Tensor& dst, double v) {
   dispatch_dtype(dst.dtype(), [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(dst.data_ptr());  // dst is a freshly allocated contiguous output
-    const T val = T(compute_t<T>(v));
+    // an integer output saturates (a NaN or out-of-range fill value, fuzz_ops)
+    const T val = T(saturate_cast<compute_t<T>>(v));
     std::fill(p, p + dst.numel(), val);
   });
 }
@@ -709,7 +710,9 @@ DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
         OF_CHECK(l <= n && r <= n, "[pad] circular padding ({}, {}) at dimension {} must not exceed "
                  "the dimension's size {} (input {})", l, r, d, n, shape_str(in));
     }
-    out[d] = n + l + r;
+    OF_CHECK(!__builtin_add_overflow(n, l, &out[d]) && !__builtin_add_overflow(out[d], r, &out[d]),
+             "[pad] padding ({}, {}) of dimension {} of input {} overflows its size", l, r, d,
+             shape_str(in));
     OF_CHECK(out[d] >= 0, "[pad] padding ({}, {}) makes dimension {} of input {} negative ({})", l, r,
              d, shape_str(in), out[d]);
   }
@@ -749,6 +752,9 @@ void pad_cpu(const KernelArgs& k) {
   const Tensor &x = k.inputs[0], &out = k.outputs[0];
   const DimVector& pads = k.attrs.ints(0);
   const PadMode mode = pad_mode(k.attrs.str(1));
+  // an empty output has nothing to map: its other dims may be huge (fuzz_ops: the index maps
+  // of a [0, 2^50] output were allocated)
+  if (out.numel() == 0) return;
   if (mode != PadMode::kConstant) {
     Maps maps = pad_maps(x.sizes(), pads, mode);
     dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, x, maps); });
@@ -791,6 +797,7 @@ void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void pad_backward_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   fill_any(out, 0.0);
+  if (out.numel() == 0 || k.inputs[0].numel() == 0) return;  // nothing to map (see pad_cpu)
   Maps maps = pad_maps(out.sizes(), k.attrs.ints(1), pad_mode(k.attrs.str(2)));
   dispatch_dtype(out.dtype(), [&](auto z) { mapped_add<decltype(z)>(out, k.inputs[0], maps); });
 }
@@ -919,13 +926,16 @@ void repeat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const int64_t lead = int64_t(r.size()) - x.dim();
   for (int64_t d = 0; d < int64_t(r.size()); ++d) {
     OF_CHECK(r[d] >= 0, "[repeat] repeats must be non-negative, got {}", shape_str(r));
-    sz[d] = r[d] * (d < lead ? 1 : x.sizes()[d - lead]);
+    OF_CHECK(!__builtin_mul_overflow(r[d], d < lead ? 1 : x.sizes()[d - lead], &sz[d]),
+             "[repeat] repeats {} of a tensor of shape {} overflow the size of a dimension",
+             shape_str(r), shape_str(x.sizes()));
   }
   checked_numel(sz, "repeat");
   out.push_back({sz, {}, 0, x.dtype(), x.device()});
 }
 void repeat_cpu(const KernelArgs& k) {
   const Tensor &x = k.inputs[0], &out = k.outputs[0];
+  if (out.numel() == 0) return;  // nothing to map (its other dims may be huge: fuzz_ops)
   const int64_t nd = out.dim(), lead = nd - x.dim();
   DimVector xs(size_t(nd), 0), xsz(size_t(nd), 1);
   for (int64_t d = lead; d < nd; ++d) {

@@ -54,12 +54,24 @@ ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, con
   const DimVector& d = a.ints(first + 1);
   const DimVector& p = a.ints(first + 2);
   const DimVector& s = a.ints(first + 3);
+  if (k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2)
+    fail("[{}] expected kernel_size, dilation, padding and stride of 2 values each, got {}, {}, "
+         "{} and {}", op, vals(k), vals(d), vals(p), vals(s));
   if (k[0] <= 0 || k[1] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
   if (d[0] <= 0 || d[1] <= 0) fail("[{}] dilation must be positive, got {}", op, vals(d));
   if (p[0] < 0 || p[1] < 0) fail("[{}] padding must be non-negative, got {}", op, vals(p));
   if (s[0] <= 0 || s[1] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
   ColGeom g{N, C, H, W, k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1], 0, 0};
-  const int64_t eh = H + 2 * g.ph - g.dh * (g.kh - 1) - 1, ew = W + 2 * g.pw - g.dw * (g.kw - 1) - 1;
+  // overflow-checked: the attrs of a direct dispatch may hold any values (fuzz_ops)
+  auto extent = [&](int64_t n, int64_t pad, int64_t dil, int64_t ker) {
+    int64_t twice, padded, reach, e;
+    if (__builtin_mul_overflow(pad, 2, &twice) || __builtin_add_overflow(n, twice, &padded) ||
+        __builtin_mul_overflow(dil, ker - 1, &reach) || __builtin_sub_overflow(padded, reach, &e))
+      fail("[{}] kernel_size {}, dilation {} and padding {} overflow the sizes", op, vals(k),
+           vals(d), vals(p));
+    return e - 1;
+  };
+  const int64_t eh = extent(H, g.ph, g.dh, g.kh), ew = extent(W, g.pw, g.dw, g.kw);
   if (eh < 0 || ew < 0)
     fail("[{}] the dilated kernel {} does not fit the padded input of size ({}, {}) "
          "(padding {}, dilation {})", op, vals(k), H + 2 * g.ph, W + 2 * g.pw, vals(p), vals(d));

@@ -620,6 +620,12 @@ template <bool Log> void softmax_cpu(const KernelArgs& k) {
 
 // ---------------------------------------------------------------- cumsum, cumprod
 
+// Integer running sums and products wrap in two's complement (NOTE [Integer wrap]; fuzz_ops:
+// a cumprod of int64 extremes overflowed).
+template <class Acc> inline Acc scan_step(Acc a, Acc x, bool prod) {
+  if constexpr (std::is_floating_point_v<Acc>) return prod ? a * x : a + x;
+  else return Acc(prod ? uint64_t(a) * uint64_t(x) : uint64_t(a) + uint64_t(x));
+}
 template <bool Prod, bool Reverse, class T> void scan_kernel(const Canon& c, T* y) {
   using C = compute_t<T>;
   using Acc = std::conditional_t<is_floating_v<T>, double, int64_t>;
@@ -631,8 +637,7 @@ template <bool Prod, bool Reverse, class T> void scan_kernel(const Canon& c, T* 
     Acc a = Acc(Prod ? 1 : 0);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t k = Reverse ? n - 1 - i : i;
-      if constexpr (Prod) a *= Acc(C(p[k]));
-      else a += Acc(C(p[k]));
+      a = scan_step(a, Acc(C(p[k])), Prod);
       q[k] = T(C(a));
     }
   };
@@ -646,8 +651,7 @@ template <bool Prod, bool Reverse, class T> void scan_kernel(const Canon& c, T* 
       const T* pk = p + k * inner;
       T* qk = q + k * inner;
       for (int64_t j = 0; j < w; ++j) {
-        if constexpr (Prod) a[j] *= Acc(C(pk[j]));
-        else a[j] += Acc(C(pk[j]));
+        a[j] = scan_step(a[j], Acc(C(pk[j])), Prod);
         qk[j] = T(C(a[j]));
       }
     }
