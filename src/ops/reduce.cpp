@@ -97,6 +97,9 @@ template <class C> struct MeanOp : SumOp<C> {
   using Acc = double;
   static Acc init() { return 0; }
   static Acc step(Acc a, C x) { return a + Acc(x); }
+  // its own merge: SumOp's takes integer accumulators for integer inputs, which would convert
+  // the double partial sums back to int64 (UB beyond 2^63: fuzz_ops, a mean of int64 extremes)
+  static Acc merge(Acc a, Acc b) { return a + b; }
   static Acc finish(Acc a, int64_t n) { return n ? a / double(n) : NAN; }
 };
 
