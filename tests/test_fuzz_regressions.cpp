@@ -481,6 +481,15 @@ TEST_CASE("fuzz regressions: integer rounding, saturating fills and means, wrapp
   CHECK(e.numel() == 0);
 }
 
+TEST_CASE("fuzz regressions: norm row counts of empty tensors with huge dims are checked") {
+  // fuzz_ops (ops_norm_geom_overflow.bin): the rows of layer_norm over the last dim of an
+  // empty [4, 2^62, 0] tensor were 4 * 2^62 (signed overflow). Such a tensor is refused where
+  // it is made (its partial products overflow), and the norms' products are checked as well.
+  CHECK(th::throws_with([&] { (void)of::zeros({4, int64_t(1) << 62, 0}); }, {"overflows"}));
+  CHECK(of::layer_norm(of::zeros({2, 0, 3}), {3}).numel() == 0);
+  CHECK(of::layer_norm(of::zeros({0, int64_t(1) << 40, 3}), {3}).numel() == 0);
+}
+
 TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   // NOTE [Integer wrap]: once float edge values saturated to INT64_MAX, fuzz_ops' int64 inputs
   // overflowed add/mul/neg (undefined behaviour); they wrap in two's complement now.

@@ -133,9 +133,14 @@ void check_saved(const Tensor& t, const Tensor& x, IntArrayRef shape, const char
   if (!t.defined()) fail("[{}] {} is undefined", op, what);
   check_param(t, x, shape, op, what);
 }
+// Overflow-checked: an empty tensor may have huge other dims whose partial products overflow
+// (fuzz_ops: layer_norm's row count 4 * INT64_MAX).
 int64_t prod_range(IntArrayRef s, size_t b, size_t e) {
   int64_t p = 1;
-  for (size_t i = b; i < e && i < s.size(); ++i) p *= s[i];
+  for (size_t i = b; i < e && i < s.size(); ++i)
+    if (__builtin_mul_overflow(p, s[i], &p))
+      fail("[nn] the sizes {} give a product of dims {}..{} that overflows", shape_str(s), b,
+           e - 1);
   return p;
 }
 template <class T> const T* cptr(const Tensor& t) {
@@ -209,8 +214,9 @@ Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
       fail("[group_norm] num_groups {} must be positive and divide the {} channels", g.G, C);
     g.cg = C / g.G;
     g.hw = prod_range(s, 2, s.size());
-    g.M = s[0] * g.G;
-    g.N = g.cg * g.hw;
+    if (__builtin_mul_overflow(s[0], g.G, &g.M) || __builtin_mul_overflow(g.cg, g.hw, &g.N))
+      fail("[group_norm] input {} with {} groups gives row counts that overflow", shape_str(s),
+           g.G);
     g.param_shape = {C};
   } else {
     if (a.i(0) < 0 || size_t(a.i(0)) > s.size())
