@@ -139,19 +139,21 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
   if (G <= 0) fail("[{}] groups must be positive, got {}", op, G);
   // Overflow-checked size arithmetic: a weight may have a huge dim and no elements, and the
   // parameters any value (fuzz_ops: dilation * (kernel - 1) overflowed).
-  auto mul = [&](int64_t a, int64_t b) {
-    int64_t r;
-    if (__builtin_mul_overflow(a, b, &r))
+  auto checked = [&](bool overflowed, int64_t r) {
+    if (overflowed)
       fail("[{}] input {}, weight {} and these parameters give sizes that overflow", op,
            shp(x.sizes()), shp(wsz));
     return r;
   };
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r;
+    const bool o = __builtin_mul_overflow(a, b, &r);
+    return checked(o, r);
+  };
   auto add = [&](int64_t a, int64_t b) {
     int64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-      fail("[{}] input {}, weight {} and these parameters give sizes that overflow", op,
-           shp(x.sizes()), shp(wsz));
-    return r;
+    const bool o = __builtin_add_overflow(a, b, &r);
+    return checked(o, r);
   };
   // per-axis values, depth first; a 2-D convolution leaves the depth axis at its unit defaults
   int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};

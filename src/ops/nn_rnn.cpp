@@ -53,12 +53,13 @@ int64_t check_cell(const Tensor& gates, const Tensor& c, const char* op) {
     fail("[{}] expected gates of shape (batch, 4 * hidden), got {}", op,
          shape_str(gates.sizes()));
   const int64_t H = gates.size(1) / 4;
-  if (!c.defined()) fail("[{}] cell state is undefined", op);
-  if (!(c.sizes() == IntArrayRef(DimVector{gates.size(0), H})))
-    fail("[{}] expected a cell state of shape ({}, {}) for gates {}, got {}", op, gates.size(0),
-         H, shape_str(gates.sizes()), shape_str(c.sizes()));
   check_like(c, gates, gates.size(0), H, op, "cell state");
   return H;
+}
+
+// Rows per task of a row loop costing about `work_per_row`.
+int64_t row_grain(int64_t work_per_row) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_row));
 }
 
 // inputs: gates [b, 4H], c [b, H]; outputs: h' [b, H], c' [b, H].
@@ -115,8 +116,7 @@ void cell_cpu(const KernelArgs& k) {
     const T* pc = c.data_ptr<T>();
     T* ph = k.outputs[0].data_ptr<T>();
     T* pcn = k.outputs[1].data_ptr<T>();
-    parallel_for(0, b, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, 40 * H_)),
-                 [&](int64_t r0, int64_t r1) {
+    parallel_for(0, b, row_grain(40 * H_), [&](int64_t r0, int64_t r1) {
                    for (int64_t r = r0; r < r1; ++r)
                      cell_row(pg + r * 4 * H_, pc + r * H_, ph + r * H_, pcn + r * H_, H_);
     });
@@ -148,8 +148,7 @@ void cell_bwd_cpu(const KernelArgs& k) {
     const T* pcn = k.inputs[4].data_ptr<T>();
     T* pdg = k.outputs[0].data_ptr<T>();
     T* pdcp = k.outputs[1].data_ptr<T>();
-    parallel_for(0, b, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, 50 * H_)),
-                 [&](int64_t r0, int64_t r1) {
+    parallel_for(0, b, row_grain(50 * H_), [&](int64_t r0, int64_t r1) {
                    for (int64_t r = r0; r < r1; ++r)
                      cell_bwd_row(pdh + r * H_, pdc + r * H_, pg + r * 4 * H_, pc + r * H_,
                                   pcn + r * H_, pdg + r * 4 * H_, pdcp + r * H_, H_);
@@ -200,6 +199,10 @@ TensorList cell_bwd_vjp(const VjpCtx& c, const TensorList&) {
 struct LayerGeom {
   int64_t T, B, H;
 };
+// The geometry of a validated call: rows x cols of xp (or of the saved gates), attr 0 = steps.
+LayerGeom layer_geom(IntArrayRef rows_cols, const Attrs& a) {
+  return {a.i(0), rows_cols[0] / a.i(0), rows_cols[1] / 4};
+}
 
 LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
   const Tensor& xp = in[0];
@@ -214,7 +217,7 @@ LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
   if (T < 1 || xp.size(0) % T != 0)
     fail("[{}] {} steps do not divide the {} rows of the input projection {}", op, T,
          xp.size(0), shape_str(xp.sizes()));
-  const LayerGeom g{T, xp.size(0) / T, xp.size(1) / 4};
+  const LayerGeom g = layer_geom(xp.sizes(), a);
   check_like(in[1], xp, g.B, g.H, op, "h0");
   check_like(in[2], xp, g.B, g.H, op, "c0");
   check_like(in[3], xp, 4 * g.H, g.H, op, "w_hh");
@@ -229,12 +232,8 @@ void layer_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.T * g.B, 4 * g.H}, {}, 0, xp.dtype(), xp.device()});
 }
 
-int64_t row_grain(int64_t work_per_row) {
-  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_row));
-}
-
 void layer_cpu(const KernelArgs& k) {
-  const LayerGeom g{k.attrs.i(0), k.inputs[0].size(0) / k.attrs.i(0), k.inputs[0].size(1) / 4};
+  const LayerGeom g = layer_geom(k.inputs[0].sizes(), k.attrs);
   const bool reverse = k.attrs.b(1);
   float_types(k.inputs[0].dtype(), "lstm_layer", [&](auto z) {
     using T = decltype(z);
@@ -284,7 +283,7 @@ void layer_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 
 void layer_bwd_cpu(const KernelArgs& k) {
   const Tensor& gates_t = k.inputs[8];
-  const LayerGeom g{k.attrs.i(0), gates_t.size(0) / k.attrs.i(0), gates_t.size(1) / 4};
+  const LayerGeom g = layer_geom(gates_t.sizes(), k.attrs);
   const bool reverse = k.attrs.b(1);
   float_types(gates_t.dtype(), "lstm_layer_backward", [&](auto z) {
     using T = decltype(z);
@@ -370,8 +369,7 @@ TensorList composite_layer_vjp(const VjpCtx& c, const TensorList& g, const Layer
 }
 
 TensorList layer_vjp(const VjpCtx& c, const TensorList& g) {
-  const LayerGeom geo{c.attrs().i(0), c.input_sizes(0)[0] / c.attrs().i(0),
-                      c.input_sizes(0)[1] / 4};
+  const LayerGeom geo = layer_geom(c.input_sizes(0), c.attrs());
   const bool reverse = c.attrs().b(1);
   TensorList r;
   if (is_grad_enabled()) {
@@ -394,8 +392,8 @@ TensorList layer_bwd_vjp(const VjpCtx&, const TensorList&) {
 
 }  // namespace
 
+// (dispatch runs the op's infer_meta, which checks the inputs, before anything else)
 std::pair<Tensor, Tensor> lstm_cell_update(const Tensor& gates, const Tensor& c) {
-  check_cell(gates, c, "lstm_cell");
   TensorList r = dispatch(OF_OP("lstm_cell"), {gates, c});
   return {r[0], r[1]};
 }
@@ -403,9 +401,7 @@ std::pair<Tensor, Tensor> lstm_cell_update(const Tensor& gates, const Tensor& c)
 std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0,
                                               const Tensor& c0, const Tensor& w_hh,
                                               int64_t steps, bool reverse) {
-  const Attrs a{steps, reverse};
-  check_layer({xp, h0, c0, w_hh}, a, "lstm_layer");
-  TensorList r = dispatch(OF_OP("lstm_layer"), {xp, h0, c0, w_hh}, a);
+  TensorList r = dispatch(OF_OP("lstm_layer"), {xp, h0, c0, w_hh}, {steps, reverse});
   return {r[0], r[1], r[2]};
 }
 
