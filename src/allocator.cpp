@@ -67,20 +67,31 @@ class CpuAllocator {
   void* allocate(size_t nbytes, size_t* bucket_out) {
     size_t b = bucket_size(nbytes);
     *bucket_out = b;
-    {
-      std::lock_guard<SpinLock> lk(mu_);
-      ++stats_.num_allocs;
-      stats_.allocated += b;
-      if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
-      auto& list = free_list(b);
-      if (!list.empty()) {
-        void* p = list.back();
-        list.pop_back();
-        ++stats_.num_cache_hits;
-        OF_UNPOISON(p, nbytes);
-        return p;
+    for (bool emptied = false;; emptied = true) {
+      {
+        std::lock_guard<SpinLock> lk(mu_);
+        auto& list = free_list(b);
+        if (!list.empty()) {
+          void* p = list.back();
+          list.pop_back();
+          count_alloc(b);
+          ++stats_.num_cache_hits;
+          OF_UNPOISON(p, nbytes);
+          return p;
+        }
+        // the cap (memory::set_cpu_limit) bounds what is taken from the system: the cached
+        // blocks go back first, then the request is refused
+        if (limit_ == 0 || (b <= limit_ && stats_.reserved <= limit_ - b)) {
+          count_alloc(b);
+          stats_.reserved += b;
+          break;
+        }
+        if (emptied)
+          fail("[allocator] out of memory allocating {} bytes on cpu: {} bytes are allocated, "
+               "and memory::set_cpu_limit caps the allocator at {}", nbytes, stats_.allocated,
+               limit_);
       }
-      stats_.reserved += b;
+      empty_cache();
     }
     void* p = std::aligned_alloc(64, b);
     if (!p) {
@@ -95,6 +106,19 @@ class CpuAllocator {
     }
     OF_POISON(static_cast<char*>(p) + nbytes, b - nbytes);
     return p;
+  }
+  void count_alloc(size_t b) {  // with mu_ held
+    ++stats_.num_allocs;
+    stats_.allocated += b;
+    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+  }
+  void set_limit(size_t bytes) {
+    std::lock_guard<SpinLock> lk(mu_);
+    limit_ = bytes;
+  }
+  size_t limit() {
+    std::lock_guard<SpinLock> lk(mu_);
+    return limit_;
   }
   void release(void* p, size_t b) {
     OF_POISON(p, b);
@@ -135,6 +159,7 @@ class CpuAllocator {
   std::vector<void*> small_[kSmall];
   std::unordered_map<size_t, std::vector<void*>> large_;
   memory::Stats stats_;
+  size_t limit_ = 0;  // 0: no cap (memory::set_cpu_limit)
 };
 
 // NOTE [object pool]: every eager op creates a TensorImpl and a StorageImpl (with their
@@ -224,7 +249,7 @@ std::shared_ptr<TensorImpl> new_tensor_impl() {
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
   if (n == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
-    std::memcpy(dst, src, n);
+    std::memmove(dst, src, n);  // an out= tensor may be the source itself
     return;
   }
   cuda_backend::copy_bytes(dst, dst_dev, src, src_dev, n);
@@ -243,6 +268,8 @@ void empty_cache(Device device) {
   if (device.is_cuda()) return cuda_backend::empty_cache(device.index());
   cpu_allocator().empty_cache();
 }
+void set_cpu_limit(size_t bytes) { cpu_allocator().set_limit(bytes); }
+size_t cpu_limit() { return cpu_allocator().limit(); }
 }  // namespace memory
 
 }  // namespace oneflow

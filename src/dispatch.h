@@ -200,6 +200,14 @@ extern GlobalDispatchHook g_global_dispatch_hook;
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 DimVector contiguous_strides(IntArrayRef sizes);
 int64_t checked_numel(IntArrayRef sizes, const char* op);  // errors on negative/overflowing sizes
+// a * b of sizes taken from attributes or shapes (a direct dispatch or a loaded graph may hold
+// any int64): [op] error naming `what` when the product overflows int64.
+inline int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail("[{}] {} overflows int64 ({} * {})", op, what, a, b);
+  return r;
+}
 // The device a (device_type, device_index) attribute pair names; [op] error for another type
 // or an index outside -1..127 (attributes of a direct dispatch or a loaded graph are any int).
 Device device_from_attrs(int64_t type, int64_t index, const char* op);

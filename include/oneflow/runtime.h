@@ -21,6 +21,13 @@ Stats stats(Device device = Device(kCPU));
 void reset_peak_stats(Device device = Device(kCPU));
 // Returns cached free blocks to the system.
 void empty_cache(Device device = Device(kCPU));
+// Caps the bytes the CPU allocator takes from the system (`stats().reserved`: live tensors,
+// bucket-rounded, plus cached free blocks). A request past it first returns the cached blocks,
+// then raises of::Error ("[allocator] out of memory ...") instead of asking the system.
+// 0 (the default) means no cap. A server bounding what a loaded graph or a request may take
+// sets it; the fuzzers set it below their malloc limit.
+void set_cpu_limit(size_t bytes);
+size_t cpu_limit();
 }  // namespace memory
 
 namespace cuda {

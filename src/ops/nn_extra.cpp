@@ -77,6 +77,11 @@ ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, con
          "(padding {}, dilation {})", op, vals(k), H + 2 * g.ph, W + 2 * g.pw, vals(p), vals(d));
   g.OH = eh / g.sh + 1;
   g.OW = ew / g.sw + 1;
+  // the products the metas and the loops form
+  checked_mul(checked_mul(C, checked_mul(g.kh, g.kw, op, "the kernel size"), op,
+                          "channels times the kernel size"),
+              checked_mul(g.OH, g.OW, op, "the number of sliding blocks"), op,
+              "the column matrix size");
   return g;
 }
 
@@ -102,9 +107,12 @@ ColGeom col2im_geom(const Tensor& x, const Attrs& a) {
     fail("[{}] expected a 3-D input [N, C*kh*kw, L], got shape {}", op, shape_str(x.sizes()));
   const DimVector& os = a.ints(0);
   const DimVector& k = a.ints(1);
+  if (os.size() != 2 || k.size() != 2)
+    fail("[{}] expected output_size and kernel_size of 2 values each, got {} and {}", op,
+         vals(os), vals(k));
   if (os[0] <= 0 || os[1] <= 0) fail("[{}] output_size must be positive, got {}", op, vals(os));
   if (k[0] <= 0 || k[1] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
-  const int64_t kk = k[0] * k[1];
+  const int64_t kk = checked_mul(k[0], k[1], op, "the kernel size");
   if (x.size(1) % kk != 0)
     fail("[{}] expected size of input's dimension 1 ({}, input shape {}) to be divisible by the "
          "product of kernel_size {} = {}", op, x.size(1), shape_str(x.sizes()), vals(k), kk);

@@ -266,6 +266,7 @@ Graph load_graph(const std::string& path) {
     g.buffers.push_back(std::move(b));
   }
   const uint32_t nv = r.pod<uint32_t>();
+  std::vector<size_t> reach(nb, 0);  // per buffer: the bytes its tensors reach
   for (uint32_t i = 0; i < nv; ++i) {
     Value v;
     v.buffer = r.pod<int32_t>();
@@ -305,7 +306,19 @@ Graph load_graph(const std::string& path) {
     if (!empty && b.kind != BufKind::Input &&
         (lo < 0 || hi >= int64_t(b.nbytes / itemsize(v.dtype))))
       r.bad("a tensor reaches outside its buffer");
+    if (!empty && b.kind != BufKind::Input)
+      reach[size_t(v.buffer)] = std::max(reach[size_t(v.buffer)], size_t(hi + 1) * itemsize(v.dtype));
     g.values.push_back(std::move(v));
+  }
+  // NOTE [Loaded buffer sizes]: the plan allocates what the buffers say, so a forged size must
+  // not exceed what the graph needs (fuzz_jit_load: a 4 GiB buffer behind a few floats). An
+  // intermediate buffer is cut to the bytes its tensors reach (all of them still fit; a
+  // recorded one holds exactly that), and jit::load plans the arena again from these sizes
+  // (memplan) instead of trusting the file's offsets: the arena then never exceeds the sum of
+  // the buffers the graph uses.
+  for (uint32_t i = 0; i < nb; ++i) {
+    Buffer& b = g.buffers[i];
+    if (b.kind == BufKind::Intermediate) b.nbytes = std::min(b.nbytes, reach[i]);
   }
   auto check_value = [&](int v, bool allow_none) {
     if ((v < 0 && !(allow_none && v == -1)) || (v >= 0 && uint32_t(v) >= nv))
@@ -460,7 +473,8 @@ LoadedGraph load(const std::string& path) {
   ensure_op_table();
   LoadedGraph lg;
   lg.impl_ = std::make_unique<LoadedGraph::Impl>();
-  lg.impl_->graph = trace::load_graph(path);
+  // the arena is planned again (NOTE [Loaded buffer sizes])
+  lg.impl_->graph = trace::memplan(trace::load_graph(path));
   lg.impl_->plan = trace::lower(lg.impl_->graph, false);
   return lg;
 }

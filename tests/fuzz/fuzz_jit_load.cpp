@@ -13,6 +13,11 @@
 
 #include "fuzz_file.h"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  offuzz::cap_memory();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace of = oneflow;
   std::string file;

@@ -11,6 +11,7 @@
 
 #include <oneflow/oneflow.h>
 
+#include "fuzz_file.h"
 #include "op_call.h"
 
 namespace {
@@ -20,10 +21,42 @@ std::vector<const oneflow::OpDef*> g_ops;
 
 constexpr size_t kMaxOutputBytes = size_t(64) << 20;
 
+// OF_FUZZ_TRACE=1: print each call (op, inputs, attributes, mode) to stderr before it runs,
+// to see what a reproducer does.
+bool g_trace = false;
+
+void print_call(const oneflow::OpDef& op, const oneflow::TensorList& inputs,
+                const oneflow::Attrs& attrs, uint8_t mode) {
+  namespace of = oneflow;
+  std::string s = "fuzz_ops: " + op.name + " mode " + std::to_string(mode);
+  for (const of::Tensor& t : inputs) {
+    if (!t.defined()) { s += "\n  input: undefined"; continue; }
+    s += "\n  input: sizes " + of::shape_str(t.sizes()) + " strides " + of::shape_str(t.strides()) +
+         " offset " + std::to_string(t.storage_offset()) + " " + std::string(of::dtype_name(t.scalar_type())) +
+         (t.requires_grad() ? " requires_grad" : "");
+  }
+  for (size_t a = 0; a < attrs.values.size(); ++a) {
+    s += "\n  attr " + std::to_string(a) + ": ";
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::monostate>) s += "none";
+      else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) s += std::to_string(x);
+      else if constexpr (std::is_same_v<T, bool>) s += x ? "true" : "false";
+      else if constexpr (std::is_same_v<T, of::DimVector>) s += of::shape_str(x);
+      else if constexpr (std::is_same_v<T, of::ScalarType>) s += of::dtype_name(x);
+      else if constexpr (std::is_same_v<T, std::string>) s += "\"" + x + "\"";
+      else s += std::to_string(x.to_double());
+    }, attrs.values[a]);
+  }
+  std::fprintf(stderr, "%s\n", s.c_str());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   oneflow::ensure_op_table();
+  offuzz::cap_memory();
+  g_trace = std::getenv("OF_FUZZ_TRACE") != nullptr;
   std::ifstream f(ONEFLOW_SOURCE_ROOT "/tests/fuzz/op_signatures.txt", std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -62,6 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     of::Tensor out;
     if (mode & 1) out = offuzz::build_tensor(offuzz::read_spec(b), false);
     else if ((mode & 2) && !inputs.empty() && inputs[0].defined()) out = inputs[0];
+    if (g_trace) print_call(op, inputs, attrs, mode);
     // results too large to be a test (a factory asked for 2^40 elements) are skipped; the
     // shape checks that raise come first, in infer_meta
     {
