@@ -527,6 +527,12 @@ TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
             .to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN});
   CHECK(of::dispatch(of::find_op("pow_scalar"), {one}, {1e300})[0].to_vector<int64_t>() ==
         std::vector<int64_t>{1, 1});
+  // integer matmul sums wrap too (fuzz_ops, ops_mm_int_wrap.bin: int32 rows of -2^31)
+  const of::Tensor a = of::full({1, 2}, INT32_MIN, of::kInt32), b = of::full({2, 1}, INT32_MIN, of::kInt32);
+  CHECK(a.mm(b).item<int32_t>() == 0);  // 2 * 2^62 = 2^63: 0 mod 2^32
+  const of::Tensor c = of::tensor(std::vector<int64_t>{INT64_MAX, 1}, {}, of::kInt64).reshape({1, 2});
+  const of::Tensor d = of::tensor(std::vector<int64_t>{2, 1}, {}, of::kInt64).reshape({2, 1});
+  CHECK(c.mm(d).item<int64_t>() == -1);  // 2 * (2^63 - 1) + 1 = 2^64 - 1
 }
 
 TEST_CASE("fuzz regressions: view refuses a shape whose product overflows") {

@@ -146,22 +146,25 @@ void gemm_int(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, 
   T* cp = static_cast<T*>(c.data_ptr());
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(n * k, 1));
   parallel_for(0, batch * m, grain, [&](int64_t r0, int64_t r1) {
-    std::vector<int64_t> acc(static_cast<size_t>(n), 0);
+    // integer products and sums wrap in two's complement, as libtorch's do in practice
+    // (NOTE [Integer wrap]): computed in uint64_t, where overflow is defined
+    using U = uint64_t;
+    std::vector<U> acc(static_cast<size_t>(n), 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t bi = r / m, i = r % m;
       std::fill(acc.begin(), acc.end(), 0);
       const T* arow = ap + bi * sab + i * sar;
       const T* bmat = bp + bi * sbb;
       for (int64_t kk = 0; kk < k; ++kk) {
-        const int64_t av = int64_t(arow[kk * sak]);
+        const U av = U(int64_t(arow[kk * sak]));
         if (av == 0) continue;
         const T* brow = bmat + kk * sbk;
-        for (int64_t j = 0; j < n; ++j) acc[size_t(j)] += av * int64_t(brow[j * sbn]);
+        for (int64_t j = 0; j < n; ++j) acc[size_t(j)] += av * U(int64_t(brow[j * sbn]));
       }
       T* crow = cp + r * n;
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t v = alpha * acc[size_t(j)];
-        crow[j] = beta == 0 ? T(v) : T(beta * int64_t(crow[j]) + v);
+        const U v = U(alpha) * acc[size_t(j)];
+        crow[j] = beta == 0 ? T(int64_t(v)) : T(int64_t(U(beta) * U(int64_t(crow[j])) + v));
       }
     }
   });
