@@ -660,3 +660,16 @@ TEST_CASE("fuzz regressions: col2im and im2col sizes are computed overflow-check
   CHECK(r.sizes() == of::IntArrayRef(of::DimVector{1, 1, 4, 4}));
   CHECK(r.sum().item<float>() == 36.0f);
 }
+
+TEST_CASE("fuzz regressions: as_strided checks the input offset it records for the VJP") {
+  // fuzz_ops (ops_as_strided_offset.bin): attribute 3 (the input's storage offset, which the
+  // VJP subtracts) was taken as given: INT64_MIN overflowed the subtraction
+  const of::Tensor x = of::randn({2, 3}).requires_grad_();
+  CHECK(th::throws_with([&] {
+    (void)of::dispatch(of::find_op("as_strided"), {x},
+                       {of::DimVector{}, of::DimVector{}, int64_t(0), INT64_MIN});
+  }, {"[as_strided]", "recorded input offset"}));
+  of::Tensor y = x.as_strided({2}, {4}, 1);
+  y.sum().backward();
+  CHECK(x.grad().flatten().to_vector<float>() == std::vector<float>{0, 1, 0, 0, 0, 1});
+}

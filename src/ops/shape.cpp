@@ -62,6 +62,10 @@ void as_strided_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
   const DimVector& sz = a.ints(0);
   const DimVector& st = a.ints(1);
+  // attr 3 records the input's storage offset for the VJP (a direct dispatch may give any)
+  if (a.i(3) != t.storage_offset())
+    fail("[as_strided] the recorded input offset {} is not the input's storage offset {}",
+         a.i(3), t.storage_offset());
   int64_t off = a.i(2) < 0 ? t.storage_offset() : a.i(2);
   const int64_t need = view_extent(sz, st, off, "as_strided");
   int64_t avail = int64_t(t.impl()->storage->nbytes / itemsize(t.dtype()));
