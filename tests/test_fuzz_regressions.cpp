@@ -673,3 +673,17 @@ TEST_CASE("fuzz regressions: as_strided checks the input offset it records for t
   y.sum().backward();
   CHECK(x.grad().flatten().to_vector<float>() == std::vector<float>{0, 1, 0, 0, 0, 1});
 }
+
+TEST_CASE("fuzz regressions: reductions of empty tensors with huge other sizes") {
+  // fuzz_ops (ops_sum_empty_huge.bin, ops_repeat_backward_empty_huge.bin): the reduction
+  // engine merged dims (size * stride) before it saw the input was empty
+  const int64_t big = int64_t(1) << 62;
+  const of::Tensor e = of::zeros({1}).as_strided({0, big, 4}, {1, 4, 1});
+  CHECK(e.sum(std::vector<int64_t>{1}).sizes() == of::IntArrayRef(of::DimVector{0, 4}));
+  CHECK(e.sum().item<float>() == 0.0f);
+  const of::Tensor x = of::randn({2, 2}, of::kFloat64).requires_grad_();
+  const of::Tensor r = x.repeat({0, 13, 0, 122, int64_t(70926722076932730), 0});
+  CHECK(r.numel() == 0);
+  r.sum().backward();
+  CHECK(x.grad().abs().sum().item<double>() == 0.0);
+}

@@ -27,6 +27,13 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
   using Acc = typename Op::Acc;
   const int64_t nd = x.dim();
   std::vector<bool> is_red(std::max<int64_t>(nd, 1), false);
+  Out* o = static_cast<Out*>(out.data_ptr());
+  // first: an empty input may have other sizes whose products with the strides overflow
+  // (fuzz_ops), and the geometry below multiplies them
+  if (x.numel() == 0) {
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = Op::finish(Op::init(), 0);
+    return;
+  }
   for (int64_t d : reduce_dims) is_red[d] = true;
   DimVector ksz, kst, rsz, rst;
   for (int64_t d = 0; d < nd; ++d) {
@@ -58,11 +65,6 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
   for (auto s : ksz) n_out *= s;
   for (auto s : rsz) n_red *= s;
   const T* base = static_cast<const T*>(x.data_ptr());
-  Out* o = static_cast<Out*>(out.data_ptr());
-  if (x.numel() == 0) {
-    for (int64_t i = 0; i < out.numel(); ++i) o[i] = Op::finish(Op::init(), 0);
-    return;
-  }
   // offset of output element i (kept dims in order) within x
   auto out_offset = [&](int64_t i) {
     int64_t off = 0;
