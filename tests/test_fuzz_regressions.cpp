@@ -687,3 +687,25 @@ TEST_CASE("fuzz regressions: reductions of empty tensors with huge other sizes")
   r.sum().backward();
   CHECK(x.grad().abs().sum().item<double>() == 0.0);
 }
+
+TEST_CASE("fuzz regressions: pooling output sizes of any int64 sizes are computed without overflow") {
+  // fuzz_ops (ops_avg_pool3d_backward_size.bin): avg_pool3d_backward's input_size attribute
+  // held INT64_MIN, and the output-size formula subtracted from it
+  const of::Tensor g = of::zeros({2, 3, 2, 2, 2}, of::kFloat64);
+  CHECK_THROWS_AS((void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
+                                      of::DimVector{0, 0, 0}, false, true, int64_t(0),
+                                      of::DimVector{2, 3, 4, 1, INT64_MIN}}),
+                  of::Error);
+  CHECK_THROWS_AS((void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
+                                      of::DimVector{0, 0, 0}, true, true, int64_t(0),
+                                      of::DimVector{2, 3, 4, 4, INT64_MAX}}),
+                  of::Error);
+  // the matching size still gives the gradient
+  const of::Tensor gi = of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
+                                      of::DimVector{0, 0, 0}, false, true, int64_t(0),
+                                      of::DimVector{2, 3, 4, 4, 4}})[0];
+  CHECK(gi.sizes() == of::IntArrayRef(of::DimVector{2, 3, 4, 4, 4}));
+}

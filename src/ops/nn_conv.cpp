@@ -71,11 +71,14 @@ Tensor batched(const char* op, const Tensor& x, int64_t spatial) {
 }
 
 // PyTorch's pooling_output_shape (floor division, ceil_mode drops a window starting in padding).
+// Computed in 128 bits and saturated: the sizes of a direct dispatch (a backward op's input_size
+// attribute, fuzz_ops) may be any int64; s > 0 (the callers check it).
 int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
-  const int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + pad) --out;
-  return out;
+  using W = __int128;
+  const W num = W(in) + 2 * W(pad) - W(d) * (W(k) - 1) - 1 + (ceil_mode ? W(s) - 1 : 0);
+  W out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= W(in) + pad) --out;
+  return out > W(INT64_MAX) ? INT64_MAX : out < W(INT64_MIN) ? INT64_MIN : int64_t(out);
 }
 
 // ---------------------------------------------------------------- conv geometry
