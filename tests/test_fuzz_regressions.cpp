@@ -709,3 +709,20 @@ TEST_CASE("fuzz regressions: pooling output sizes of any int64 sizes are compute
                                       of::DimVector{2, 3, 4, 4, 4}})[0];
   CHECK(gi.sizes() == of::IntArrayRef(of::DimVector{2, 3, 4, 4, 4}));
 }
+
+TEST_CASE("fuzz regressions: max pooling of an empty batch with a huge output size") {
+  // fuzz_ops (ops_adaptive_max_pool_empty_huge.bin): the per-output windows of a 7e16-wide
+  // output were built for an empty batch (past the fuzzer's time and memory limits)
+  const int64_t huge = int64_t(72308286998921147);
+  const auto t0 = std::chrono::steady_clock::now();
+  const of::TensorList r = of::dispatch(of::find_op("adaptive_max_pool2d"),
+                                        {of::zeros({0, 0, 2, 3})}, {of::DimVector{4, huge}});
+  CHECK(r[0].sizes() == of::IntArrayRef(of::DimVector{0, 0, 4, huge}));
+  CHECK(r[1].numel() == 0);
+  const of::Tensor e = of::zeros({1}).as_strided({0, 1, 2, int64_t(1) << 40, 2}, {0, 0, 0, 0, 0});
+  const of::TensorList m = of::dispatch(of::find_op("max_pool3d_with_indices"), {e},
+                                        {of::DimVector{1, 1, 1}, of::DimVector{1, 1, 1},
+                                         of::DimVector{0, 0, 0}, of::DimVector{1, 1, 1}, false});
+  CHECK(m[0].numel() == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+}

@@ -919,6 +919,9 @@ void max_pool3d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.N, g.C, g.OD, g.OH, g.OW}, {}, 0, kInt64, in[0].device()});
 }
 void max_pool3d_cpu(const KernelArgs& k) {
+  // no planes: the per-output windows (O(output extent)) are not built, and an empty batch may
+  // come with huge spatial sizes (fuzz_ops)
+  if (k.outputs[0].numel() == 0) return;
   const Tensor x = k.inputs[0].contiguous();
   const PoolGeom g = max3_geom(x, k.attrs);
   const MaxAxis ad = pool_axis(g.D, g.kd, g.sd, g.pd, g.dd, g.OD);
@@ -963,6 +966,7 @@ template <int Sp> void adaptive_max_meta(const TensorList& in, const Attrs& a, M
   out.push_back({shape, {}, 0, kInt64, in[0].device()});
 }
 template <int Sp> void adaptive_max_cpu(const KernelArgs& k) {
+  if (k.outputs[0].numel() == 0) return;  // no planes (as max_pool3d_cpu)
   const Tensor x = k.inputs[0].contiguous();
   adaptive_max_check<Sp>(x, k.attrs);
   const DimVector& os = k.attrs.ints(0);
