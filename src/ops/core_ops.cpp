@@ -44,7 +44,7 @@ void to_device_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void to_device_kernel(const KernelArgs& k) {
   // dense (contiguous_inputs), except when it is also the out= tensor (dispatch leaves that
   // one as it is; its output is then staged, so dst is dense)
-  const Tensor src = k.inputs[0].is_contiguous() ? k.inputs[0] : k.inputs[0].contiguous();
+  const Tensor src = k.inputs[0].contiguous();
   const Tensor& dst = k.outputs[0];
   copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), src.nbytes());
 }
