@@ -23,6 +23,24 @@ void barrier();
 std::string backend();
 // Collectives this rank has issued on every communicator together (tests count boxing).
 uint64_t collectives_issued();
+
+// Data-parallel gradient reduction (NOTE [Bucketed gradient all-reduce], docs/GLOBAL.md): a
+// broadcast parameter's partial-sum gradient is packed into a bucket during backward; a bucket
+// of at least this many bytes starts its all-reduce at once and overlaps the rest of backward,
+// and backward returns once every bucket is reduced. Default 1 MiB ($OF_GRAD_BUCKET_BYTES);
+// 0 reduces each gradient when it is accumulated, waiting for it.
+void set_grad_bucket_bytes(int64_t bytes);
+int64_t grad_bucket_bytes();
+// What this process' backward passes did: gradients reduced through buckets and the buckets
+// (all-reduces) that carried them, gradients reduced one by one, and the seconds backward spent
+// in gradient reduction (packing, polling and waiting for buckets, or the blocking all-reduces)
+// — the communication time the overlap did not hide.
+struct GradReductionStats {
+  uint64_t gradients_bucketed = 0, buckets = 0, gradients_unbucketed = 0;
+  double seconds = 0;
+};
+GradReductionStats grad_reduction_stats();
+void reset_grad_reduction_stats();
 }  // namespace distributed
 
 // Global factories: the same logical tensor for any SBP and any world size (drawn from the

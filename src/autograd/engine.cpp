@@ -3,6 +3,8 @@
 #include <cctype>
 #include "allocator.h"
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -159,13 +161,9 @@ TensorList OpNode::apply(TensorList&& grads) {
   return r;
 }
 
-TensorList AccumulateGrad::apply(TensorList&& grads) {
-  auto var = variable.lock();
-  if (!var || !grads[0].defined()) return {};
-  Tensor g = std::move(grads[0]);
-  // A global leaf's gradient takes the leaf's SBP (data parallel: partial sums are reduced).
-  if (var->global && g.is_global() && !(g.impl()->global->sbp == var->global->sbp))
-    g = global::boxing(g, var->global->sbp);
+namespace {
+// Accumulates a leaf's gradient (already in the leaf's SBP) into its .grad.
+void accumulate_into_grad(const std::shared_ptr<TensorImpl>& var, Tensor g) {
   const bool create = grad_mode_enabled();
   if (g_tracer) g_tracer->on_grad_access(var);  // .grad is read or rebound below
   Tensor& slot = grad_slot(var.get());
@@ -183,6 +181,26 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   } else {
     slot.add_(g.detach());
   }
+}
+}  // namespace
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  auto var = variable.lock();
+  if (!var || !grads[0].defined()) return {};
+  Tensor g = std::move(grads[0]);
+  // A global leaf's gradient takes the leaf's SBP (data parallel: partial sums are reduced, in
+  // a bucket that overlaps the rest of backward when one is open: NOTE [Bucketed gradient
+  // all-reduce]).
+  if (var->global && g.is_global() && !(g.impl()->global->sbp == var->global->sbp)) {
+    if (auto* r = global::GradReducer::current(); r && !grad_mode_enabled() && !g_tracer) {
+      if (r->offer(var, g)) return {};
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    g = global::boxing(g, var->global->sbp);
+    global::note_grad_reduction(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), false);
+  }
+  accumulate_into_grad(var, std::move(g));
   return {};
 }
 
@@ -293,6 +311,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
       if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn);
   }
 
+  // Data-parallel gradients are reduced in buckets that overlap the rest of this pass.
+  std::optional<global::GradReducer> reducer;
+  if (!create_graph && !capturing && !g_tracer && global::world_initialized() &&
+      global::world().size() > 1 && distributed::grad_bucket_bytes() > 0)
+    reducer.emplace();
   bool prev = grad_mode_enabled();
   set_grad_enabled(create_graph);
   try {
@@ -331,7 +354,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
         if (k < out.size()) add_grad(buffer_of(e.fn.get())[e.input_nr], out[k]);
         if (--deps[e.fn.get()] == 0) ready.push(e.fn);
       }
+      if (reducer) reducer->poll();
     }
+    if (reducer)
+      for (auto& [var, g] : reducer->finish()) accumulate_into_grad(var, std::move(g));
   } catch (...) {
     set_grad_enabled(prev);
     throw;

@@ -26,6 +26,16 @@ struct CommStats {
   }
 };
 
+// A collective started without waiting for it (Communicator::iallreduce_sum). test() advances
+// it (MPI progresses a non-blocking collective only inside MPI calls) and says whether it has
+// finished; wait() blocks until it has. Its buffer must stay untouched until then.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual bool test() = 0;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -39,6 +49,10 @@ class Communicator {
     if (count > 0 && send != recv) std::memcpy(recv, send, size_t(count) * itemsize(dtype));
     allreduce_sum(recv, count, dtype);
   }
+  // Non-blocking in-place sum (count elements of a dtype MPI can sum). Every rank of the
+  // communicator starts the same non-blocking collectives in the same order. The default
+  // (a world of one) finishes at once.
+  virtual std::unique_ptr<CommRequest> iallreduce_sum(void* buf, int64_t count, ScalarType dtype);
   // Rank r contributes recv_bytes[r] bytes; recv gets every rank's bytes in rank order.
   virtual void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) = 0;
   // send holds counts[0] + counts[1] + ... elements; rank r receives the sum over ranks of the

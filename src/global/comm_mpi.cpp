@@ -111,6 +111,31 @@ struct Counts {
   }
 };
 
+// A started MPI_Iallreduce. The watchdog covers wait(); test() returns at once.
+class MpiRequest final : public CommRequest {
+ public:
+  MpiRequest() = default;
+  ~MpiRequest() override {
+    // A request dropped unfinished (an exception unwound the backward pass): finish it, since
+    // MPI still writes its buffer.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (req_ != MPI_REQUEST_NULL && !finalized) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  }
+  bool test() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    check(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test (MPI_Iallreduce)");
+    return flag != 0;
+  }
+  void wait() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    Timed timed("MPI_Wait (MPI_Iallreduce)");
+    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Iallreduce)");
+  }
+  MPI_Request req_ = MPI_REQUEST_NULL;
+};
+
 class MpiComm final : public Communicator {
  public:
   MpiComm(MPI_Comm c, bool owned) : comm_(c), owned_(owned) {
@@ -140,6 +165,14 @@ class MpiComm final : public Communicator {
     check(MPI_Allreduce(send, recv, as_int(count, "MPI_Allreduce"),
                         mpi_type(dtype, "MPI_Allreduce"), MPI_SUM, comm_),
           "MPI_Allreduce");
+  }
+  std::unique_ptr<CommRequest> iallreduce_sum(void* buf, int64_t count, ScalarType dtype) override {
+    ++stats_.allreduce;
+    auto r = std::make_unique<MpiRequest>();
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf, as_int(count, "MPI_Iallreduce"),
+                         mpi_type(dtype, "MPI_Iallreduce"), MPI_SUM, comm_, &r->req_),
+          "MPI_Iallreduce");
+    return r;
   }
   void allgatherv(const void* send, void* recv, const std::vector<int64_t>& recv_bytes) override {
     ++stats_.allgather;

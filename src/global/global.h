@@ -84,6 +84,42 @@ Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
 
+// NOTE [Bucketed gradient all-reduce] (reducer.cpp): open for the length of one backward pass
+// (run_backward opens one when the world has several ranks, bucketing is on and no graph is
+// built or traced). AccumulateGrad offers a global leaf's gradient; offer() takes it when the
+// gradient only needs P -> B on one mesh axis. poll() advances the started all-reduces;
+// finish() waits for them and returns each leaf with its reduced gradient (leaf's SBP).
+class GradReducer {
+ public:
+  GradReducer();
+  ~GradReducer();
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+  static GradReducer* current();  // this thread's open reducer, or null
+  bool offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g);
+  void poll();
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> finish();
+
+ private:
+  struct Pending {
+    std::shared_ptr<TensorImpl> var;
+    Tensor local;  // the partial-sum piece, until it is copied into its bucket
+    DimVector local_sizes, logical;
+    Placement placement;
+    NdSbp to;
+  };
+  struct Bucket;
+  void start(std::unique_ptr<Bucket> b);
+  int64_t cap_;
+  GradReducer* prev_;
+  std::vector<std::unique_ptr<Bucket>> open_, started_;  // started_: in start order
+  uint64_t gradients_ = 0, buckets_ = 0;
+  double seconds_ = 0;
+};
+// Adds time spent reducing gradients outside a bucket (AccumulateGrad's blocking boxing) to
+// distributed::grad_reduction_stats().
+void note_grad_reduction(double seconds, bool bucketed_gradient);
+
 // The number of collectives issued so far by this rank, all communicators together.
 uint64_t collectives_issued();
 void count_collective();
