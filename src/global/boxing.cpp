@@ -503,6 +503,15 @@ Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
   return zeros(sizes, m.placement, partial_to_broadcast(m.sbp), TensorOptions().dtype(dtype));
 }
 
+Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
+  if (!like.is_global()) return zeros(sizes, like.options());
+  const GlobalMeta& m = meta(like);
+  NdSbp s = partial_to_broadcast(m.sbp);
+  for (Sbp& x : s)
+    if (x.is_split() && x.dim() >= int64_t(sizes.size())) x = Sbp::broadcast();
+  return zeros(sizes, m.placement, s, like.options());
+}
+
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
   const GlobalMeta& m = meta(t);

@@ -80,6 +80,10 @@ NdSbp partial_to_broadcast(NdSbp s);
 Tensor logical_value(const Tensor& t);
 // Zeros of a global tensor's shape (an output no gradient reached), partial sums as broadcast.
 Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
+// Zeros of `sizes` with like's dtype and device; when `like` is global, a global tensor on its
+// placement under its SBP (partial sums as broadcast, splits of dims `sizes` lacks as
+// broadcast). VJPs that scatter into a fresh buffer start from it.
+Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like);
 // *_like of a global tensor: its placement and SBP (partial sums made broadcast).
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make);

@@ -204,6 +204,39 @@ void per_sample(const SbpRuleCtx& c, Sigs& out) {
   for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
   out.push_back(std::move(s));
 }
+// conv2d/3d_backward_weight (g, x) or (x, g): both split on the batch -> the weight's
+// gradient is a partial sum (data parallel).
+void per_sample_weight_grad(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (c.inputs[0].dim() == 0 || c.inputs[1].dim() == 0) return;
+  out.push_back(sig({S(0), S(0)}, {P}));
+}
+// Resampling backward ops (avg/adaptive pooling, upsampling: grad_output -> grad_input, the
+// input's sizes the last attr): batch or channel split, the sizes rewritten for the pieces.
+void per_sample_channel(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (c.inputs[0].dim() < 2) return;
+  out.push_back(uniform(c, S(0)));
+  out.push_back(uniform(c, S(1)));
+}
+void last_attr_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
+  a.values.back() = local[0];
+}
+// gather / scatter / scatter_add (attr 0 = dim): a split of another dim that every input has
+// at the output's size (the pieces then line up element for element).
+void along_dim(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = int64_t(c.metas[0].sizes.size());
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == dim) continue;
+    bool lined_up = true;
+    for (const Tensor& t : c.inputs)
+      lined_up &= t.defined() && t.dim() == nd && t.size(d) == c.metas[0].sizes[size_t(d)];
+    if (lined_up) out.push_back(uniform(c, S(d)));
+  }
+}
 void embedding(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[1].dim();
@@ -287,6 +320,10 @@ const SbpRule kCrossEntropy{cross_entropy};
 const SbpRule kCrossEntropyBackward{cross_entropy_backward};
 const SbpRule kCat{cat};
 const SbpRule kPerSample{per_sample};
+const SbpRule kPerSampleWeightGrad{per_sample_weight_grad};
+const SbpRule kPool{per_sample_channel};
+const SbpRule kResampleBackward{per_sample_channel, last_attr_localize};
+const SbpRule kAlongDim{along_dim};
 const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};
 const SbpRule kLinearFirst{linear_first};

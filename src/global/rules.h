@@ -15,7 +15,11 @@ extern const SbpRule kSum;          // sum: split reduced dims become partial su
 extern const SbpRule kView;         // view/reshape: splits of dims kept whole
 extern const SbpRule kPermute;      // permute: splits follow their dim
 extern const SbpRule kSoftmax;      // softmax / log_softmax (attr 0 = dim): split other dims
-extern const SbpRule kPerSample;    // conv: input split on the batch dim, weights broadcast
+extern const SbpRule kPerSample;    // conv, pooling: input split on the batch dim, weights broadcast
+extern const SbpRule kPerSampleWeightGrad;  // conv*_backward_weight: batch split -> P
+extern const SbpRule kPool;             // pooling, upsampling: batch or channel split
+extern const SbpRule kResampleBackward;     // avg/adaptive pool, upsample backward: S(0)/S(1)
+extern const SbpRule kAlongDim;     // gather/scatter/scatter_add: splits of the other dims
 extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns
 extern const SbpRule kNorm;          // layer_norm / rms_norm: rows split on dim 0
 extern const SbpRule kNormBackward;  // their backward: parameter gradients partial

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "global/global.h"
 #include "global/rules.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
@@ -114,9 +115,11 @@ void check_index_dtype(const Tensor& idx, const char* op, bool allow_int32, cons
        dtype_name(idx.dtype()));
 }
 
-// Every value of `index` must lie in [0, size) (checked on the host for CPU tensors).
+// Every value of `index` must lie in [0, size) (checked on the host for CPU tensors). A global
+// index is checked piece by piece when the op runs on the local pieces (its logical values are
+// on no one rank).
 void check_bounds(const Tensor& index, int64_t size, const char* op, int64_t dim) {
-  if (!index.is_cpu() || index.numel() == 0) return;
+  if (!index.is_cpu() || index.numel() == 0 || index.is_global()) return;
   for_each_index(index, [&](int64_t v) {
     if (v < 0 || v >= size)
       fail("[{}] index {} is out of bounds for dimension {} with size {}", op, v, dim, size);
@@ -398,7 +401,7 @@ Tensor pad_to(const Tensor& t, IntArrayRef sizes) {
 
 TensorList gather_vjp(const VjpCtx& c, const TensorList& g) {
   const int64_t d = c.attrs().i(0);
-  Tensor z = zeros(c.input_sizes(0), g[0].options());
+  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
   return {scatter_add(z, d, c.input(1), g[0]), Tensor()};
 }
 
@@ -1134,13 +1137,13 @@ void register_index_ops() {
   register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
                        .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat});
   register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
-                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
                            .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = 2,
-                           .nondiff_inputs = 2});
+                           .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter_add", .attr_names = {"dim"},
                                .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
-                               .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                               .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "index_select", .attr_names = {"dim"},
                                 .infer_meta = index_select_meta, .cpu = index_select_cpu,
                                 .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/global.h"
 #include "global/rules.h"
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
@@ -837,7 +838,7 @@ TensorList max_indices_vjp(const VjpCtx& c, const TensorList& gr) {
   const int64_t N = s[0], C = s[1];
   int64_t S = 1;
   for (size_t i = 2; i < s.size(); ++i) S *= s[i];
-  Tensor gx = zeros({N, C, S}, gr[0].options())
+  Tensor gx = global::zeros_shaped_like({N, C, S}, gr[0])
                   .scatter_add(2, c.output(1).reshape({N, C, -1}), gr[0].reshape({N, C, -1}));
   return {gx.view(s)};
 }
@@ -1409,38 +1410,38 @@ void register_conv_ops() {
       {.name = "conv_transpose2d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose_meta<2>, .cpu = conv_transpose_cpu<2>,
-       .vjp = conv_transpose_vjp<2>, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .vjp = conv_transpose_vjp<2>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv_transpose3d",
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose_meta<3>, .cpu = conv_transpose_cpu<3>,
-       .vjp = conv_transpose_vjp<3>, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .vjp = conv_transpose_vjp<3>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv2d_backward_weight",
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv_backward_weight_meta<2>, .cpu = conv_backward_weight_cpu<2>,
-       .vjp = conv_backward_weight_vjp<2>, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .vjp = conv_backward_weight_vjp<2>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = ~0u});
   register_op(
       {.name = "conv3d_backward_weight",
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv_backward_weight_meta<3>, .cpu = conv_backward_weight_cpu<3>,
-       .vjp = conv_backward_weight_vjp<3>, .save_inputs = 3, .contiguous_inputs = ~0u});
+       .vjp = conv_backward_weight_vjp<3>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = ~0u});
   register_op(
       {.name = "max_pool3d_with_indices",
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool3d_meta, .cpu = max_pool3d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = 2, .contiguous_inputs = ~0u});
+       .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_max_pool2d", .attr_names = {"output_size"},
                .infer_meta = adaptive_max_meta<2>, .cpu = adaptive_max_cpu<2>,
-               .vjp = max_indices_vjp, .save_outputs = 2, .contiguous_inputs = ~0u});
+               .vjp = max_indices_vjp, .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_max_pool3d", .attr_names = {"output_size"},
                .infer_meta = adaptive_max_meta<3>, .cpu = adaptive_max_cpu<3>,
-               .vjp = max_indices_vjp, .save_outputs = 2, .contiguous_inputs = ~0u});
+               .vjp = max_indices_vjp, .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op(
       {.name = "max_pool2d_with_indices",
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = 2, .contiguous_inputs = ~0u});
+       .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   const std::vector<std::string> avg_attrs = {"kernel_size", "stride", "padding", "ceil_mode",
                                               "count_include_pad", "divisor_override"};
   auto with_size = [](std::vector<std::string> v) {
@@ -1451,63 +1452,63 @@ void register_conv_ops() {
                               .infer_meta = resample_meta<Mode::kAvg>,
                               .cpu = resample_cpu<Mode::kAvg>,
                               .vjp = resample_vjp<Mode::kAvg>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "avg_pool2d_backward",
                                        .attr_names = with_size(avg_attrs),
                                        .infer_meta = resample_backward_meta<Mode::kAvg>,
                                        .cpu = resample_backward_cpu<Mode::kAvg>,
                                        .vjp = resample_backward_vjp<Mode::kAvg>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_avg_pool2d", .attr_names = {"output_size"},
                                        .infer_meta = resample_meta<Mode::kAdaptive>,
                                        .cpu = resample_cpu<Mode::kAdaptive>,
                                        .vjp = resample_vjp<Mode::kAdaptive>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_avg_pool2d_backward",
                    .attr_names = {"output_size", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
                    .vjp = resample_backward_vjp<Mode::kAdaptive>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
   register_op({.name = "avg_pool3d", .attr_names = avg_attrs,
                .infer_meta = resample_meta<Mode::kAvg3d>, .cpu = resample_cpu<Mode::kAvg3d>,
-               .vjp = resample_vjp<Mode::kAvg3d>, .contiguous_inputs = ~0u});
+               .vjp = resample_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "avg_pool3d_backward", .attr_names = with_size(avg_attrs),
                .infer_meta = resample_backward_meta<Mode::kAvg3d>,
                .cpu = resample_backward_cpu<Mode::kAvg3d>,
-               .vjp = resample_backward_vjp<Mode::kAvg3d>, .contiguous_inputs = ~0u});
+               .vjp = resample_backward_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_avg_pool3d", .attr_names = {"output_size"},
                .infer_meta = resample_meta<Mode::kAdaptive3d>,
                .cpu = resample_cpu<Mode::kAdaptive3d>, .vjp = resample_vjp<Mode::kAdaptive3d>,
-               .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "adaptive_avg_pool3d_backward", .attr_names = {"output_size", "input_size"},
                .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
                .cpu = resample_backward_cpu<Mode::kAdaptive3d>,
-               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .contiguous_inputs = ~0u});
+               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
   register_op({.name = "upsample_nearest2d",
                                       .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
                                       .cpu = resample_cpu<Mode::kNearest>,
                                       .vjp = resample_vjp<Mode::kNearest>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "upsample_nearest2d_backward",
                    .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kNearest>,
                    .cpu = resample_backward_cpu<Mode::kNearest>,
                    .vjp = resample_backward_vjp<Mode::kNearest>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
   register_op({.name = "upsample_bilinear2d",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
                    .infer_meta = resample_meta<Mode::kBilinear>,
                    .cpu = resample_cpu<Mode::kBilinear>,
                    .vjp = resample_vjp<Mode::kBilinear>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
   register_op({.name = "upsample_bilinear2d_backward",
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kBilinear>,
                    .cpu = resample_backward_cpu<Mode::kBilinear>,
                    .vjp = resample_backward_vjp<Mode::kBilinear>,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions
