@@ -113,7 +113,7 @@ class GradReducer {
     NdSbp to;
   };
   struct Bucket;
-  void start(std::unique_ptr<Bucket> b);
+  void start(std::unique_ptr<Bucket> b, bool blocking);
   int64_t cap_;
   GradReducer* prev_;
   std::vector<std::unique_ptr<Bucket>> open_, started_;  // started_: in start order

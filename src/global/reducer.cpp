@@ -13,7 +13,9 @@
 // started without waiting (MPI_Iallreduce). The engine polls the started buckets after every
 // node it runs (MPI progresses a non-blocking collective only inside MPI calls), so the
 // reduction proceeds while backward computes the gradients of earlier layers. When backward
-// has run every node, the rest of the open buckets start, every bucket is waited for, and each
+// has run every node, the rest of the open buckets are reduced with the blocking all-reduce
+// (nothing is left to overlap them with, and Open MPI's blocking all-reduce is faster than its
+// non-blocking one), the started ones are waited for, and each
 // gradient (a view of its bucket, under the leaf's SBP) is accumulated into `.grad` as
 // AccumulateGrad would have. Every rank starts the same buckets in the same order, so the
 // non-blocking collectives match. Not deferred (reduced at once, as before): a backward that
@@ -111,7 +113,7 @@ GradReducer::~GradReducer() {
   t_current = prev_;
   // Unwinding (an exception in backward): started collectives still write their buffers, so
   // they finish (the request's destructor waits) before the buffers go.
-  for (auto& b : started_) b->request.reset();
+  for (auto& b : started_) b->request.reset();  // (null for a blocking bucket)
 }
 
 GradReducer* GradReducer::current() { return t_current; }
@@ -143,7 +145,7 @@ bool GradReducer::offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g)
   if (b->bytes >= cap_) {
     for (size_t k = 0; k < open_.size(); ++k)
       if (open_[k].get() == b) {
-        start(std::move(open_[k]));
+        start(std::move(open_[k]), false);
         open_.erase(open_.begin() + std::ptrdiff_t(k));
         break;
       }
@@ -152,7 +154,7 @@ bool GradReducer::offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g)
   return true;
 }
 
-void GradReducer::start(std::unique_ptr<Bucket> b) {
+void GradReducer::start(std::unique_ptr<Bucket> b, bool blocking) {
   NoGradGuard ng;
   int64_t n = 0;
   for (auto& p : b->pending) n += p.local.numel();
@@ -164,7 +166,12 @@ void GradReducer::start(std::unique_ptr<Bucket> b) {
     p.local = Tensor();  // the bucket holds the values now
     off += k;
   }
-  b->request = b->comm->iallreduce_sum(b->flat.data_ptr(), n, b->dtype);
+  if (blocking) {  // nothing left to overlap: the blocking collective is the faster one
+    b->comm->allreduce_sum(b->flat.data_ptr(), n, b->dtype);
+    b->done = true;
+  } else {
+    b->request = b->comm->iallreduce_sum(b->flat.data_ptr(), n, b->dtype);
+  }
   ++buckets_;
   started_.push_back(std::move(b));
 }
@@ -179,13 +186,14 @@ void GradReducer::poll() {
 
 std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> GradReducer::finish() {
   const double t0 = now_s();
+  // Backward is over: the rest of the open buckets are reduced at once (blocking).
   while (!open_.empty()) {
-    start(std::move(open_.front()));
+    start(std::move(open_.front()), true);
     open_.erase(open_.begin());
   }
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> out;
   for (auto& b : started_) {
-    if (!b->done) b->request->wait();
+    if (!b->done) b->request->wait();  // in start order, as every rank
     b->done = true;
     int64_t off = 0;
     for (auto& p : b->pending) {
