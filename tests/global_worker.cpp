@@ -7,6 +7,7 @@
 
 #include <oneflow/c10d.h>
 #include <oneflow/oneflow.h>
+#include <oneflow/pipeline.h>
 #include <oneflow/zero.h>
 
 #include <chrono>
@@ -440,6 +441,101 @@ TEST_CASE("global rules: gather / scatter_add along one dim keep the other dims 
     (yg * yg).sum().backward();
     CHECK(max_diff(xg.grad(), x.grad()) < 1e-12);
   }
+}
+
+TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation in one process") {
+  // 1 rank: one stage; 2 ranks: stages {0}, {1}; 4 ranks: stages {0, 1}, {2, 3} (each data
+  // parallel inside); odd worlds skip
+  const int me = of::distributed::rank(), world = of::distributed::world_size();
+  if (world != 1 && world != 2 && world != 4) return;
+  const int S = world == 1 ? 1 : 2, K = world == 1 ? 1 : world / 2;  // stages, ranks per stage
+  const int64_t M = 4, mb = 2;  // micro-batches, rows per micro-batch per rank
+  namespace nn = of::nn;
+  auto f64 = of::dtype(of::kFloat64);
+  auto make = [] {
+    of::manual_seed(41);
+    auto a = nn::Sequential(nn::Linear(6, 16), nn::Tanh());
+    auto b = nn::Sequential(nn::Linear(16, 3));
+    a->to(of::kFloat64);
+    b->to(of::kFloat64);
+    return std::make_pair(a, b);
+  };
+  auto [ra, rb] = make();
+  auto [pa, pb] = make();
+  of::manual_seed(42);
+  const int64_t rows = K * M * mb;
+  of::Tensor x = of::randn({rows, 6}, f64);
+  of::Tensor t = of::randint(0, 3, {rows}, of::dtype(of::kInt64));
+  // reference: micro-batch m holds chunk m of every rank's rows
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<of::Tensor> xm, tm;
+    for (int k = 0; k < K; ++k) {
+      xm.push_back(x.narrow(0, (k * M + m) * mb, mb));
+      tm.push_back(t.narrow(0, (k * M + m) * mb, mb));
+    }
+    of::Tensor l = of::nn::functional::cross_entropy(rb->forward(ra->forward(of::cat(xm, 0))),
+                                                     of::cat(tm, 0)) / double(M);
+    l.backward();
+  }
+  std::vector<of::Placement> pls;
+  for (int s = 0; s < S; ++s) {
+    std::vector<int> r;
+    for (int k = 0; k < K; ++k) r.push_back(s * K + k);
+    pls.emplace_back("cpu", r);
+  }
+  // a rank places only its own stage's parameters
+  if (me / K == 0) pa->to_global(pls[0], of::sbp::broadcast());
+  if (me / K == S - 1) pb->to_global(pls[size_t(S - 1)], of::sbp::broadcast());
+  std::vector<of::distributed::Pipeline::Stage> stages;
+  if (S == 1) {
+    stages.push_back([&](const of::Tensor& v) { return pb->forward(pa->forward(v)); });
+  } else {
+    stages.push_back([&](const of::Tensor& v) { return pa->forward(v); });
+    stages.push_back([&](const of::Tensor& v) { return pb->forward(v); });
+  }
+  of::distributed::Pipeline pipe(
+      stages, pls,
+      [](const of::Tensor& out, const of::Tensor& y) { return of::nn::functional::cross_entropy(out, y); },
+      M);
+  const int k = me % K;
+  of::Tensor xl = x.narrow(0, k * M * mb, M * mb), tl = t.narrow(0, k * M * mb, M * mb);
+  of::Tensor loss = pipe.step(xl, tl);
+  const int s = pipe.stage();
+  CHECK(s == me / K);
+  CHECK(pipe.max_in_flight() == std::min<int64_t>(S - s, M));
+  if (S == 2 && s == 0) CHECK(pipe.last_schedule() == "F0 F1 B0 F2 B1 F3 B2 B3");
+  if (S == 2 && s == 1) CHECK(pipe.last_schedule() == "F0 B0 F1 B1 F2 B2 F3 B3");
+  // each rank checks its own stage's parameters (collective over the stage's ranks)
+  auto check_params = [](nn::Sequential& got, nn::Sequential& want) {
+    auto g = got->parameters(), w = want->parameters();
+    for (size_t i = 0; i < g.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(g[i].grad().defined());
+      CHECK(max_diff(g[i].grad(), w[i].grad()) < 1e-12);
+    }
+  };
+  if (s == 0) check_params(pa, ra);
+  if (s == S - 1) {
+    check_params(pb, rb);
+    CHECK(loss.defined());
+  } else {
+    CHECK(!loss.defined());
+  }
+  // errors before anything is sent
+  CHECK_THROWS_WITH(of::distributed::Pipeline(stages, {}, nullptr, M),
+                    doctest::Contains("one placement per stage"));
+  CHECK_THROWS_WITH(of::distributed::Pipeline({stages[0]}, {pls[0]},
+                                              [](const of::Tensor& o, const of::Tensor&) { return o; }, 0),
+                    doctest::Contains("micro_batches must be >= 1"));
+  if (world > 1)
+    CHECK_THROWS_WITH(of::distributed::Pipeline({stages[0], stages[0]},
+                                                {of::Placement::all("cpu"), of::Placement::all("cpu")},
+                                                [](const of::Tensor& o, const of::Tensor&) { return o; }),
+                      doctest::Contains("disjoint"));
+  of::distributed::Pipeline odd({stages[0]}, {of::Placement::all("cpu")},
+                                [](const of::Tensor& o, const of::Tensor&) { return o; }, 3);
+  CHECK_THROWS_WITH(odd.step(of::randn({4, 6}), of::randn({4})),
+                    doctest::Contains("does not cut into 3 micro-batches"));
 }
 
 TEST_CASE("bucketed gradient reduction: accumulation over two backward passes, create_graph, "

@@ -111,7 +111,8 @@ struct Counts {
   }
 };
 
-// A started MPI_Iallreduce. The watchdog covers wait(); test() returns at once.
+// A started non-blocking call (MPI_Iallreduce, MPI_Isend, MPI_Irecv). The watchdog covers
+// wait(); test() returns at once.
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest() = default;
@@ -125,15 +126,17 @@ class MpiRequest final : public CommRequest {
   bool test() override {
     if (req_ == MPI_REQUEST_NULL) return true;
     int flag = 0;
-    check(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), "MPI_Test (MPI_Iallreduce)");
+    check(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), what_test_);
     return flag != 0;
   }
   void wait() override {
     if (req_ == MPI_REQUEST_NULL) return;
-    Timed timed("MPI_Wait (MPI_Iallreduce)");
-    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Iallreduce)");
+    Timed timed(what_wait_);
+    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), what_wait_);
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
+  const char* what_test_ = "MPI_Test (MPI_Iallreduce)";
+  const char* what_wait_ = "MPI_Wait (MPI_Iallreduce)";
 };
 
 class MpiComm final : public Communicator {
@@ -215,6 +218,24 @@ class MpiComm final : public Communicator {
     Timed timed("MPI_Recv");
     check(MPI_Recv(buf, as_int(bytes, "MPI_Recv"), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");
+  }
+  std::unique_ptr<CommRequest> isend(const void* buf, int64_t bytes, int dst, int tag) override {
+    ++stats_.send;
+    auto r = std::make_unique<MpiRequest>();
+    r->what_test_ = "MPI_Test (MPI_Isend)";
+    r->what_wait_ = "MPI_Wait (MPI_Isend)";
+    check(MPI_Isend(buf, as_int(bytes, "MPI_Isend"), MPI_BYTE, dst, tag, comm_, &r->req_),
+          "MPI_Isend");
+    return r;
+  }
+  std::unique_ptr<CommRequest> irecv(void* buf, int64_t bytes, int src, int tag) override {
+    ++stats_.recv;
+    auto r = std::make_unique<MpiRequest>();
+    r->what_test_ = "MPI_Test (MPI_Irecv)";
+    r->what_wait_ = "MPI_Wait (MPI_Irecv)";
+    check(MPI_Irecv(buf, as_int(bytes, "MPI_Irecv"), MPI_BYTE, src, tag, comm_, &r->req_),
+          "MPI_Irecv");
+    return r;
   }
   void barrier() override {
     ++stats_.barrier;

@@ -205,6 +205,15 @@ std::unique_ptr<CommRequest> Communicator::iallreduce_sum(void* buf, int64_t cou
   return std::make_unique<DoneRequest>();
 }
 
+std::unique_ptr<CommRequest> Communicator::isend(const void*, int64_t, int dst, int) {
+  fail("[{}] isend to rank {}: this communicator of {} rank(s) has no point-to-point transport",
+       backend(), dst, size());
+}
+std::unique_ptr<CommRequest> Communicator::irecv(void*, int64_t, int src, int) {
+  fail("[{}] irecv from rank {}: this communicator of {} rank(s) has no point-to-point transport",
+       backend(), src, size());
+}
+
 std::shared_ptr<Communicator> make_self_comm() { return std::make_shared<SelfComm>(); }
 
 Communicator& world() {
