@@ -45,6 +45,11 @@ class Pipeline {
   // stage's ranks as a local 0-d tensor, an undefined tensor on the others.
   Tensor step(const Tensor& x, const Tensor& target);
 
+  // Inference: `x` (read on the first stage's ranks) runs forward through every stage in one
+  // piece, without gradients; the last stage's ranks get its output (local), the others an
+  // undefined tensor.
+  Tensor predict(const Tensor& x);
+
   int stage() const { return stage_; }  // this rank's stage (-1: none)
   int num_stages() const { return int(stages_.size()); }
   int64_t micro_batches() const { return micro_batches_; }

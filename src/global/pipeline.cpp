@@ -32,6 +32,38 @@ struct Send {
   Tensor keep;                // the data, likewise
 };
 
+Send send_tensor(global::Communicator& w, const Tensor& t, int dst, int64_t micro, Kind kind,
+                 const char* op) {
+  Send q;
+  q.keep = t.contiguous();
+  if (q.keep.dim() > kMaxDims)
+    fail("[{}] a {}-D tensor between stages (at most {})", op, q.keep.dim(), kMaxDims);
+  q.head.assign(size_t(kMaxDims + 2), 0);
+  q.head[0] = int64_t(q.keep.dtype());
+  q.head[1] = q.keep.dim();
+  for (int64_t d = 0; d < q.keep.dim(); ++d) q.head[size_t(d) + 2] = q.keep.size(d);
+  q.header = w.isend(q.head.data(), int64_t(q.head.size() * sizeof(int64_t)), dst,
+                     tag_of(micro, kind, 0));
+  q.data = w.isend(q.keep.data_ptr(), int64_t(q.keep.nbytes()), dst, tag_of(micro, kind, 1));
+  return q;
+}
+
+Tensor recv_tensor(global::Communicator& w, int src, int64_t micro, Kind kind) {
+  std::vector<int64_t> head(size_t(kMaxDims + 2));
+  w.recv(head.data(), int64_t(head.size() * sizeof(int64_t)), src, tag_of(micro, kind, 0));
+  DimVector sizes(head.begin() + 2, head.begin() + 2 + head[1]);
+  Tensor t = empty(sizes, TensorOptions().dtype(ScalarType(head[0])));
+  w.recv(t.data_ptr(), int64_t(t.nbytes()), src, tag_of(micro, kind, 1));
+  return t;
+}
+
+void wait_all(std::vector<Send>& sends) {
+  for (Send& q : sends) {
+    if (q.header) q.header->wait();
+    if (q.data) q.data->wait();
+  }
+}
+
 }  // namespace
 
 Pipeline::Pipeline(std::vector<Stage> stages, std::vector<Placement> placements, Loss loss,
@@ -107,26 +139,9 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
     }
   };
   auto send = [&](const Tensor& t, int dst, int64_t micro, Kind kind) {
-    Send q;
-    q.keep = t.contiguous();
-    if (q.keep.dim() > kMaxDims) fail("[{}] a {}-D tensor between stages (at most {})", op, q.keep.dim(), kMaxDims);
-    q.head.assign(size_t(kMaxDims + 2), 0);
-    q.head[0] = int64_t(q.keep.dtype());
-    q.head[1] = q.keep.dim();
-    for (int64_t d = 0; d < q.keep.dim(); ++d) q.head[size_t(d) + 2] = q.keep.size(d);
-    q.header = w.isend(q.head.data(), int64_t(q.head.size() * sizeof(int64_t)), dst,
-                       tag_of(micro, kind, 0));
-    q.data = w.isend(q.keep.data_ptr(), int64_t(q.keep.nbytes()), dst, tag_of(micro, kind, 1));
-    sends.push_back(std::move(q));
+    sends.push_back(send_tensor(w, t, dst, micro, kind, op));
   };
-  auto recv = [&](int src, int64_t micro, Kind kind) {
-    std::vector<int64_t> head(size_t(kMaxDims + 2));
-    w.recv(head.data(), int64_t(head.size() * sizeof(int64_t)), src, tag_of(micro, kind, 0));
-    DimVector sizes(head.begin() + 2, head.begin() + 2 + head[1]);
-    Tensor t = empty(sizes, TensorOptions().dtype(ScalarType(head[0])));
-    w.recv(t.data_ptr(), int64_t(t.nbytes()), src, tag_of(micro, kind, 1));
-    return t;
-  };
+  auto recv = [&](int src, int64_t micro, Kind kind) { return recv_tensor(w, src, micro, kind); };
   struct InFlight {
     Tensor input, output;  // the stage's input leaf (stage > 0) and its output (or the loss)
   };
@@ -186,12 +201,40 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
     backward();
   }
   while (backwards < M) backward();
-  for (Send& q : sends) {
-    if (q.header) q.header->wait();
-    if (q.data) q.data->wait();
-  }
+  wait_all(sends);
   if (!last) return {};
   return loss_sum.to_global(pl, NdSbp{sbp::broadcast()}).to_local();
+}
+
+Tensor Pipeline::predict(const Tensor& x) {
+  if (stage_ < 0) return {};
+  const char* op = "distributed::Pipeline::predict";
+  NoGradGuard ng;
+  const int S = num_stages(), s = stage_;
+  const Placement& pl = placements_[size_t(s)];
+  global::Communicator& w = global::world();
+  // micro-batch numbers past any step's, so a prediction never matches a step's messages
+  const int64_t tag_micro = micro_batches_;
+  Tensor in;
+  if (s == 0) {
+    if (!x.defined() || x.is_global())
+      fail("[{}] the first stage needs this rank's local input (a defined local tensor)", op);
+    in = x.to_global(pl, sbp::split(0));
+  } else {
+    in = recv_tensor(w, placements_[size_t(s) - 1].ranks()[size_t(position_)], tag_micro,
+                     kActivation)
+             .to_global(pl, sbp::split(0));
+  }
+  Tensor out = stages_[size_t(s)](in);
+  if (!out.defined() || !out.is_global() || !(out.placement() == pl))
+    fail("[{}] stage {} must return a global tensor on its placement {}", op, s, pl.str());
+  Tensor piece = out.to_global(pl, sbp::split(0)).to_local();
+  if (s == S - 1) return piece;
+  std::vector<Send> sends;
+  sends.push_back(send_tensor(w, piece, placements_[size_t(s) + 1].ranks()[size_t(position_)],
+                              tag_micro, kActivation, op));
+  wait_all(sends);
+  return {};
 }
 
 }  // namespace oneflow::distributed
