@@ -83,8 +83,19 @@ Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d
   return from_front(recv, d);
 }
 
+// True when the blocks of a dense row-major tensor of `sizes` along dim d lie one after the
+// other in memory, in block order (every dim before d has size 1).
+bool blocks_consecutive(IntArrayRef sizes, int64_t d) {
+  for (int64_t k = 0; k < d; ++k)
+    if (sizes[size_t(k)] != 1) return false;
+  return true;
+}
+
 // Blocks are packed straight into one send buffer and unpacked from views of the receive
-// buffer (no intermediate copies).
+// buffer (no intermediate copies). Where the blocks are consecutive in memory already — the
+// send blocks of a dense x split along its first dim (S(1) -> S(0)), the received blocks of an
+// output assembled along its first dim (S(0) -> S(1)) — MPI reads or writes the tensor itself
+// and that copy is skipped.
 Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, int64_t j) {
   const int64_t p = c.size(), me = c.rank();
   const int64_t item = int64_t(itemsize(x.dtype()));
@@ -106,23 +117,26 @@ Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, in
   int64_t send_total = 0, recv_total = 0;
   for (int64_t b : send_bytes) send_total += b;
   for (int64_t b : recv_bytes) recv_total += b;
-  Tensor send = empty({std::max<int64_t>(send_total, 1)}, TensorOptions().dtype(kUInt8));
-  Tensor recv = empty({std::max<int64_t>(recv_total, 1)}, TensorOptions().dtype(kUInt8));
-  auto* sp = static_cast<char*>(send.data_ptr());
-  auto* rp = static_cast<char*>(recv.data_ptr());
+  DimVector os(L.begin(), L.end());
+  os[size_t(j)] = mine_j.size;
+  Tensor out = empty(os, x.options());
+  const bool send_direct = x.is_contiguous() && blocks_consecutive(x.sizes(), j);
+  const bool recv_direct = blocks_consecutive(os, i);
+  Tensor send, recv;
+  if (!send_direct) send = empty({std::max<int64_t>(send_total, 1)}, TensorOptions().dtype(kUInt8));
+  if (!recv_direct) recv = empty({std::max<int64_t>(recv_total, 1)}, TensorOptions().dtype(kUInt8));
+  auto* sp = send_direct ? static_cast<char*>(x.data_ptr()) : static_cast<char*>(send.data_ptr());
+  auto* rp = recv_direct ? static_cast<char*>(out.data_ptr()) : static_cast<char*>(recv.data_ptr());
   int64_t off = 0;
-  for (int64_t q = 0; q < p; ++q) {
+  for (int64_t q = 0; q < p && !send_direct; ++q) {
     const Range rj = balanced_piece(L[size_t(j)], p, q);
     Tensor block = x.narrow(j, rj.start, rj.size);
     if (send_bytes[size_t(q)]) from_blob(sp + off, block.sizes(), x.options()).copy_(block);
     off += send_bytes[size_t(q)];
   }
   c.alltoallv(sp, send_bytes, rp, recv_bytes);
-  DimVector os(L.begin(), L.end());
-  os[size_t(j)] = mine_j.size;
-  Tensor out = empty(os, x.options());
   off = 0;
-  for (int64_t q = 0; q < p; ++q) {
+  for (int64_t q = 0; q < p && !recv_direct; ++q) {
     const Range ri = balanced_piece(L[size_t(i)], p, q);
     if (recv_bytes[size_t(q)])
       out.narrow(i, ri.start, ri.size).copy_(from_blob(rp + off, recv_shapes[size_t(q)], x.options()));
