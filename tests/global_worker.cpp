@@ -538,6 +538,82 @@ TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation
                     doctest::Contains("does not cut into 3 micro-batches"));
 }
 
+TEST_CASE("traced global training steps replay their collectives and equal eager steps") {
+  // NOTE [Traced boxing]: data parallel (S(0) batch, broadcast parameters) and tensor parallel
+  // (Megatron MLP) Adam steps, eager and traced from the same start; a traced step reduces each
+  // gradient on its own, so the eager side does too (bucketing off) for bitwise equality
+  of::Placement pl = of::Placement::all("cpu");
+  const int me = of::distributed::rank(), p = of::distributed::world_size();
+  const Sbp Bc = of::sbp::broadcast(), S0 = of::sbp::split(0), S1 = of::sbp::split(1);
+  of::distributed::set_grad_bucket_bytes(0);
+  for (bool tensor_parallel : {false, true}) {
+    CAPTURE(tensor_parallel);
+    auto make = [&] {
+      of::manual_seed(3);
+      auto m = of::nn::Sequential(of::nn::Linear(6, 8), of::nn::ReLU(), of::nn::Linear(8, 3));
+      m->to(of::kFloat64);
+      m->to_global(pl, Bc);
+      if (tensor_parallel) {
+        of::NoGradGuard ng;
+        auto ps = m->parameters();
+        ps[0].set_data(ps[0].to_global(pl, S0));  // column parallel
+        ps[1].set_data(ps[1].to_global(pl, S0));
+        ps[2].set_data(ps[2].to_global(pl, S1));  // row parallel
+      }
+      return m;
+    };
+    auto eager = make(), traced = make();
+    of::optim::Adam opt_e(eager->parameters(), of::optim::AdamOptions(1e-2));
+    of::optim::Adam opt_t(traced->parameters(), of::optim::AdamOptions(1e-2));
+    auto run = [](of::nn::Sequential& m, of::optim::Adam& o, const of::Tensor& x, const of::Tensor& y) {
+      o.zero_grad();
+      of::Tensor loss = of::nn::functional::cross_entropy(m->forward(x), y);
+      loss.backward();
+      o.step();
+      return loss;
+    };
+    auto step = of::jit::trace([&](const of::Tensor& x, const of::Tensor& y) {
+      return run(traced, opt_t, x, y);
+    }, of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
+    const int64_t batch = 4 * p;
+    for (int k = 0; k < 5; ++k) {
+      CAPTURE(k);
+      of::manual_seed(300 + k);
+      of::Tensor x = of::randn({batch, 6}, of::dtype(of::kFloat64));
+      of::Tensor t = of::randint(0, 3, {batch}, of::dtype(of::kInt64));
+      // data parallel: each rank's rows; tensor parallel: the whole batch on every rank
+      const Sbp xs = tensor_parallel ? Bc : S0;
+      of::Tensor xg = (tensor_parallel ? x : x.narrow(0, 4 * me, 4)).to_global(pl, xs);
+      of::Tensor tg = (tensor_parallel ? t : t.narrow(0, 4 * me, 4)).to_global(pl, xs);
+      const uint64_t c0 = issued();
+      of::Tensor le = run(eager, opt_e, xg, tg);
+      const uint64_t c1 = issued();
+      of::Tensor lt = step(xg, tg);
+      const uint64_t c2 = issued();
+      CHECK(lt.is_global());
+      CHECK(lt.sbp() == le.sbp());
+      CHECK(max_diff(lt, le) == 0);
+      if (k >= 2) CHECK(c2 - c1 == c1 - c0);  // a replay issues the eager step's collectives
+    }
+    CHECK(step.stats().replays >= 3);
+    auto pe = eager->parameters(), pt = traced->parameters();
+    for (size_t i = 0; i < pe.size(); ++i) {
+      CAPTURE(i);
+      CHECK(pt[i].sbp() == pe[i].sbp());
+      CHECK(pt[i].grad().sbp() == pe[i].grad().sbp());
+      CHECK(max_diff(pt[i], pe[i]) == 0);
+      CHECK(max_diff(pt[i].grad(), pe[i].grad()) == 0);
+    }
+    // a graph that communicates cannot be saved for one process
+    CHECK_THROWS_WITH(of::jit::save(step, "/tmp/oneflow_global_step.oftrace"),
+                      doctest::Contains("communicates"));
+  }
+  of::distributed::set_grad_bucket_bytes(int64_t(1) << 20);
+  // a local tensor made global inside the traced function: a clear error, nothing cached
+  auto bad = of::jit::trace([&](const of::Tensor& x) { return x.to_global(pl, S0).sum(); });
+  CHECK_THROWS_WITH(bad(of::randn({2, 3})), doctest::Contains("make the inputs global"));
+}
+
 TEST_CASE("bucketed gradient reduction: accumulation over two backward passes, create_graph, "
           "a backward that fails") {
   of::Placement pl = of::Placement::all("cpu");

@@ -83,9 +83,20 @@ TEST_CASE("global: a world of one process (no MPI): conversions, ops, autograd, 
   CHECK_THROWS_WITH_AS(of::zeros({2}, of::Placement("cpu", {0, 1}), of::sbp::broadcast()),
                        doctest::Contains("the world has 1"), of::Error);
   CHECK_THROWS_WITH_AS(x.placement(), doctest::Contains("local"), of::Error);
-  // a traced function refuses global tensors with a clear error
+  // a traced function of global tensors replays (NOTE [Traced boxing]); making a local tensor
+  // global inside it is refused with a clear error
   auto f = of::jit::trace([](const of::Tensor& t) { return t * 2.0; });
-  CHECK_THROWS_WITH_AS(f(g), doctest::Contains("global"), of::Error);
+  for (int k = 0; k < 3; ++k) {
+    of::Tensor r = f(g);
+    CHECK(r.is_global());
+    CHECK(r.sbp() == g.sbp());
+    CHECK(r.to_vector<float>() == (g * 2.0).to_vector<float>());
+  }
+  CHECK(f.stats().replays == 2);
+  auto h = of::jit::trace([](const of::Tensor& t) {
+    return t.to_global(of::Placement("cpu", {0}), NdSbp{of::sbp::broadcast()});
+  });
+  CHECK_THROWS_WITH_AS(h(x), doctest::Contains("make the inputs global"), of::Error);
 }
 
 TEST_CASE("global: the signature cache serves repeated calls and keys on every input's SBP and shape") {

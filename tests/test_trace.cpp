@@ -78,6 +78,20 @@ TEST_CASE("trace: a simple function records once and replays bitwise") {
   CHECK(f.to_dot().find("digraph") != std::string::npos);
 }
 
+TEST_CASE("trace: empty intermediates (a rank's empty piece, an empty slice) replay") {
+  of::manual_seed(1);
+  of::Tensor w = of::randn({3, 0});
+  auto fn = [&](const of::Tensor& x) {
+    of::Tensor e = of::matmul(x, w) * 2.0;       // [4, 0]: an intermediate of no bytes
+    return of::cat({x, e.sum(1, true) + 1.0}, 1);  // [4, 4]
+  };
+  auto f = of::jit::trace(fn);
+  of::Tensor x = of::randn({4, 3});
+  CHECK(same_bits(f(x), fn(x)));
+  CHECK(same_bits(f(x), fn(x)));
+  CHECK(f.stats().replays == 1);
+}
+
 TEST_CASE("trace: every op-table row replays bitwise equal to eager, forward and backward") {
   int checked = 0, backward = 0, refused = 0;
   for (const th::OpRow& row : th::rows()) {

@@ -180,6 +180,59 @@ DimVector axis_shape(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
 
 }  // namespace
 
+namespace {
+Placement placement_from(const Attrs& a);
+
+// NOTE [Traced boxing]: while a step of global tensors is recorded (of::jit::trace), each
+// one-axis conversion runs as this op, so that the recorder sees it: a node whose kernel runs
+// the collective on the axis' communicator, replayed in the recorded order on every rank (every
+// rank records the same program, so the same collectives in the same order). Eagerly the
+// conversion is called directly. Attrs: the placement (ranks, mesh shape, device), the mesh
+// axis, the shape that axis converts (L), the source and target SBP codes (-1 B, -2 P, d S(d)).
+Sbp sbp_of_code(int64_t c) {
+  return c >= 0 ? Sbp::split(c) : (c == -1 ? Sbp::broadcast() : Sbp::partial_sum());
+}
+int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 : -2); }
+void box_axis_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Placement pl = placement_from(a);
+  const int64_t axis = a.i(3);
+  DimVector s = a.ints(4);
+  const int64_t to = a.i(6);
+  if (to >= 0) {
+    const int64_t p = pl.hierarchy()[size_t(axis)];
+    s[size_t(to)] = balanced_piece(s[size_t(to)], p, my_coord(pl, "boxing")[size_t(axis)]).size;
+  }
+  out.push_back({s, {}, 0, in[0].dtype(), in[0].device()});
+}
+void box_axis_cpu(const KernelArgs& k) {
+  const Placement pl = placement_from(k.attrs);
+  const int64_t axis = k.attrs.i(3);
+  Tensor y = box_1d(axis_comm(pl, axis), k.inputs[0], k.attrs.ints(4), sbp_of_code(k.attrs.i(5)),
+                    sbp_of_code(k.attrs.i(6)));
+  k.outputs[0].copy_(y);
+}
+const OpDef& box_axis_op() {
+  static const OpDef op{.name = "boxing_axis",
+                        .traits = kCollective,
+                        .attr_names = {"ranks", "hierarchy", "device", "axis", "shape", "from", "to"},
+                        .infer_meta = box_axis_meta,
+                        .cpu = box_axis_cpu};
+  return op;
+}
+// One mesh axis of a conversion: recorded as boxing_axis while tracing, else run directly.
+Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shape, Sbp from,
+                Sbp to) {
+  if (g_tracer && !in_kernel()) {
+    Attrs at{DimVector(pl.ranks().begin(), pl.ranks().end()),
+             DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
+             std::string(pl.device_type() == kCPU ? "cpu" : "cuda"), int64_t(a),
+             DimVector(shape.begin(), shape.end()), code_of(from), code_of(to)};
+    return dispatch1(box_axis_op(), {x}, std::move(at));
+  }
+  return box_1d(axis_comm(pl, int64_t(a)), x, shape, from, to);
+}
+}  // namespace
+
 Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, const NdSbp& from,
                  const NdSbp& to) {
   if (from == to) return local;
@@ -208,20 +261,17 @@ Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, 
         box[size_t(e)] = local.size(e);
     }
   }
-  if (direct)
-    return box_1d(axis_comm(pl, int64_t(first)), local, box, from[first], to[first]);
+  if (direct) return box_axis(pl, first, local, box, from[first], to[first]);
   NdSbp cur = from;
   Tensor x = local;
   for (size_t a = n; a-- > first;) {
     if (cur[a].is_broadcast()) continue;
-    x = box_1d(axis_comm(pl, int64_t(a)), x, axis_shape(logical, cur, pl, coord, a), cur[a],
-               Sbp::broadcast());
+    x = box_axis(pl, a, x, axis_shape(logical, cur, pl, coord, a), cur[a], Sbp::broadcast());
     cur[a] = Sbp::broadcast();
   }
   for (size_t a = first; a < n; ++a) {
     if (to[a].is_broadcast()) continue;
-    x = box_1d(axis_comm(pl, int64_t(a)), x, axis_shape(logical, cur, pl, coord, a),
-               Sbp::broadcast(), to[a]);
+    x = box_axis(pl, a, x, axis_shape(logical, cur, pl, coord, a), Sbp::broadcast(), to[a]);
     cur[a] = to[a];
   }
   return x;
@@ -413,9 +463,10 @@ Tensor boxing(const Tensor& t, const NdSbp& to) {
 
 Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
   check_impl();
-  if (g_tracer && !in_kernel())
-    fail("[to_global] tracing global tensors is not supported yet: call the traced function "
-         "on local tensors, or run the global step eagerly");
+  if (g_tracer && !in_kernel() && !is_global())
+    fail("[to_global] a local tensor becomes global inside a traced function, which takes an "
+         "all-gather of the pieces' shapes that a replay would not repeat: make the inputs "
+         "global before the call (x.to_global(...)) and pass them in");
   if (is_global()) {
     const GlobalMeta& m = global::meta(*this);
     if (m.placement != placement)

@@ -262,9 +262,6 @@ SigKey make_key(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
 }  // namespace
 
 TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
-  if (g_tracer && !in_kernel())
-    fail("[{}] tracing global tensors is not supported yet: run the global step eagerly",
-         op.name);
   // 1. one placement; local 0-d tensors (scalars, optimizer step counts) count as broadcast
   const Placement* pl = nullptr;
   for (const Tensor& t : inputs)

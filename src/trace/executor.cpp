@@ -26,6 +26,7 @@
 #include "allocator.h"
 #include "generator.h"
 #include "thread_pool.h"
+#include "global/global.h"
 #include "trace/graph.h"
 
 namespace oneflow::trace {
@@ -360,6 +361,8 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
           p.buf_storage[b] = std::make_shared<StorageImpl>(
               static_cast<char*>(arena->data) + buf.arena_offset, buf.nbytes, Device(kCPU),
               [arena](void*) {});
+        } else if (buf.nbytes == 0) {  // an empty tensor (a rank's empty piece): no bytes
+          p.buf_storage[b] = allocate_storage(0, Device(kCPU));
         }
         break;
       case BufKind::External:
@@ -504,6 +507,14 @@ struct Profiler {
   };
 };
 
+namespace {
+// A replayed local piece as the global tensor the eager call had (NOTE [Traced boxing]).
+Tensor wrapped(Tensor local, const GlobalWrap& w) {
+  if (!w.meta) return local;
+  return global::make_global(local, w.logical, w.meta->placement, w.meta->sbp);
+}
+}  // namespace
+
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   const Graph& g = p.g;
   // 1. inputs and .grad roots: re-point their values at this call's storages
@@ -590,23 +601,26 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     }
     const Tensor& src = p.vt[size_t(e.value)];
     EscapeSlot* es = p.effect_escape[k] >= 0 ? &p.escapes[size_t(p.effect_escape[k])] : nullptr;
-    if (es && es->grad_handout && slot.impl() == es->grad_handout.get() &&
+    const TensorImpl* bound =
+        slot.defined() && slot.is_global() ? global::meta(slot).local.impl() : slot.impl();
+    if (es && es->grad_handout && bound == es->grad_handout.get() &&
         es->grad_handout->storage == src.impl()->storage)
       continue;  // still bound to the same memory, rewritten in place
     auto h = new_tensor_impl();
     h->share_data_from(*src.impl());
     if (es) es->grad_handout = h;
-    slot = Tensor(h);
+    slot = wrapped(Tensor(h), e.wrap);
   }
   std::vector<Tensor> out;
   out.reserve(g.outputs.size());
-  for (int v : g.outputs) {
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const int v = g.outputs[k];
     const Buffer& b = g.buffers[size_t(g.values[size_t(v)].buffer)];
     if (b.kind == BufKind::Input || b.kind == BufKind::External || b.kind == BufKind::GradOf ||
         b.kind == BufKind::Constant || b.kind == BufKind::HostScalar || b.escapes) {
       auto h = new_tensor_impl();
       h->share_data_from(*p.vt[size_t(v)].impl());
-      out.push_back(Tensor(h));
+      out.push_back(k < g.output_wraps.size() ? wrapped(Tensor(h), g.output_wraps[k]) : Tensor(h));
     } else {
       fail("[jit.replay] internal error: output %{} is not pinned", v);
     }

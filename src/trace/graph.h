@@ -63,10 +63,20 @@ struct Node {
   int group = -1;   // fused group (fuse pass)
 };
 
+// NOTE [Traced boxing]: a traced step of global tensors is a graph of the local pieces (the
+// collectives are boxing_axis nodes). An output or a .grad that was a global tensor is wrapped
+// as one again on every replay: its placement and SBP (`meta`, whose local piece is unused)
+// and its logical sizes. Null meta: a local tensor.
+struct GlobalWrap {
+  std::shared_ptr<GlobalMeta> meta;
+  DimVector logical;
+};
+
 // A leaf's .grad after the call: bound to `value`, or dropped (value = -1).
 struct GradEffect {
   std::shared_ptr<TensorImpl> leaf;
   int value = -1;
+  GlobalWrap wrap;
 };
 
 struct Graph {
@@ -75,6 +85,7 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;   // per flattened input: its value
   std::vector<int> outputs;  // returned values, in order
+  std::vector<GlobalWrap> output_wraps;  // per output (NOTE [Traced boxing])
   std::vector<GradEffect> grad_effects;
   std::vector<uint64_t> rng_counters;  // generator draws in eager order (counters each)
   // rng_reset[d]: the generator state set (manual_seed inside the call) before draw d;

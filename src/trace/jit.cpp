@@ -174,11 +174,12 @@ struct InputSig {
   bool requires_grad;
   int alias_of;     // earlier input with the same storage (-1: none)
   int64_t delta;    // offset difference to it
+  std::string global;  // a global input's placement and SBP (empty: local)
   bool operator==(const InputSig& o) const {
     return IntArrayRef(sizes) == IntArrayRef(o.sizes) &&
            IntArrayRef(strides) == IntArrayRef(o.strides) && dtype == o.dtype &&
            device == o.device && requires_grad == o.requires_grad && alias_of == o.alias_of &&
-           delta == o.delta;
+           delta == o.delta && global == o.global;
   }
 };
 
@@ -198,7 +199,8 @@ Signature signature_of(const std::vector<Tensor>& in, const std::vector<int>& st
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
     if (!t.defined()) fail("[jit.trace] input {} is undefined", i);
-    InputSig x{t.sizes().dims(), t.impl()->strides, t.dtype(), t.device(), t.requires_grad(), -1, 0};
+    InputSig x{t.sizes().dims(), t.impl()->strides, t.dtype(), t.device(), t.requires_grad(), -1, 0,
+               t.is_global() ? t.placement().str() + " " + sbp_str(t.sbp()) : std::string()};
     for (size_t j = 0; j < i; ++j)
       if (in[j].impl()->storage == t.impl()->storage) {
         x.alias_of = int(j);
@@ -228,6 +230,9 @@ std::string explain(const Signature& before, const Signature& now) {
       return fmt::format("input {} device changed {} -> {}", i, a.device.str(), b.device.str());
     if (a.requires_grad != b.requires_grad)
       return fmt::format("input {} requires_grad changed {} -> {}", i, a.requires_grad, b.requires_grad);
+    if (a.global != b.global)
+      return fmt::format("input {} placement/SBP changed {} -> {}", i,
+                         a.global.empty() ? "local" : a.global, b.global.empty() ? "local" : b.global);
     if (!(IntArrayRef(a.strides) == IntArrayRef(b.strides)))
       return fmt::format("input {} strides changed {} -> {}", i, shape_str(a.strides), shape_str(b.strides));
     if (a.alias_of != b.alias_of || a.delta != b.delta)

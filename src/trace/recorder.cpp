@@ -12,6 +12,7 @@
 #include "allocator.h"
 #include "generator.h"
 #include "oneflow/runtime.h"
+#include "global/global.h"
 #include "trace/graph.h"
 
 namespace oneflow::trace {
@@ -73,6 +74,17 @@ class Recorder final : public TraceObserver {
   Graph g;
 
   // ---- values
+  // A global tensor's local piece (what the recorded ops read and write), else t itself.
+  static const Tensor& local_of(const Tensor& t) {
+    return t.is_global() ? global::meta(t).local : t;
+  }
+  static GlobalWrap wrap_of(const Tensor& t) {
+    if (!t.is_global()) return {};
+    const GlobalMeta& m = global::meta(t);
+    return {std::make_shared<GlobalMeta>(GlobalMeta{m.placement, m.sbp, Tensor()}),
+            t.sizes().dims()};
+  }
+
   int find_buffer(const Tensor& t) {
     auto it = buffer_of_.find(t.impl()->storage.get());
     if (it == buffer_of_.end()) return -1;
@@ -147,8 +159,9 @@ class Recorder final : public TraceObserver {
     buf.impls.push_back(t.impl_ptr());
   }
 
-  void add_input(const Tensor& t, int index) {
-    if (!t.defined()) fail("[jit.trace] input {} is undefined", index);
+  void add_input(const Tensor& input, int index) {
+    if (!input.defined()) fail("[jit.trace] input {} is undefined", index);
+    const Tensor& t = local_of(input);  // a global input: the graph reads its piece
     int b = find_buffer(t);
     if (b < 0) {
       b = new_buffer(t, BufKind::Input);
@@ -252,8 +265,9 @@ class Recorder final : public TraceObserver {
   void finish(std::vector<Tensor>& outs, Recording& r) {
     for (size_t k = 0; k < outs.size(); ++k) {
       if (!outs[k].defined()) fail("[jit.trace] output {} of the traced function is undefined", k);
-      const int v = value_for(outs[k]);
+      const int v = value_for(local_of(outs[k]));
       g.outputs.push_back(v);
+      g.output_wraps.push_back(wrap_of(outs[k]));
       g.buffers[g.values[v].buffer].escapes = g.buffers[g.values[v].buffer].kind ==
                                                BufKind::Intermediate;
       r.outputs.push_back(outs[k].detach());
@@ -270,8 +284,8 @@ class Recorder final : public TraceObserver {
       const Buffer& buf = g.buffers[b];
       // still the .grad it had when the call started (written in place at most)
       if (buf.kind == BufKind::GradOf && buf.impls[0] == leaf) continue;
-      const int v = value_for(gr);
-      g.grad_effects.push_back({leaf, v});
+      const int v = value_for(local_of(gr));
+      g.grad_effects.push_back({leaf, v, wrap_of(gr)});
       if (g.buffers[b].kind == BufKind::Intermediate) g.buffers[b].escapes = true;
     }
     // Anything else the call created that is still alive is held outside the graph's reach.

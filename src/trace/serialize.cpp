@@ -131,6 +131,14 @@ AttrValue read_attr(Reader& r) {
 }  // namespace
 
 void save_graph(const Graph& g, const std::string& path) {
+  for (const Node& n : g.nodes)
+    if (n.op->has(kCollective))
+      fail("[jit.save] the graph communicates ({}: a traced step of global tensors); a saved "
+           "graph runs in one process: save a function of local tensors", n.op->name);
+  for (const GlobalWrap& w : g.output_wraps)
+    if (w.meta)
+      fail("[jit.save] the graph returns a global tensor; a saved graph runs in one process: "
+           "save a function of local tensors");
   for (const Buffer& b : g.buffers)
     if (b.kind == BufKind::GradOf)
       fail("[jit.save] the graph reads the .grad of parameters (a training step); save a "
