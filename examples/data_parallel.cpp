@@ -7,6 +7,9 @@
 // mesh: mesh axis 0 splits the batch, axis 1 splits the layers Megatron-style (the first
 // Linear column-parallel, the second row-parallel), written only as SBPs of the weights:
 //   mpirun -np 4 ./build/examples/data_parallel 300 "" hybrid
+// With "traced" the training step is recorded once by of::jit::trace and replayed (each rank
+// replays its local ops and the recorded collectives: NOTE [Traced boxing]):
+//   mpirun -np 2 ./build/examples/data_parallel 300 "" traced
 #include <oneflow/oneflow.h>
 
 #include <chrono>
@@ -19,6 +22,7 @@ int main(int argc, char** argv) {
   const int64_t steps = argc > 1 ? std::stoll(argv[1]) : 300;
   const std::string dir = argc > 2 && *argv[2] ? argv[2] : of::data::kFashionMnistDir;
   const bool hybrid = argc > 3 && std::string(argv[3]) == "hybrid";
+  const bool traced = argc > 3 && std::string(argv[3]) == "traced";
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
   if (hybrid && world != 4) {
@@ -50,10 +54,18 @@ int main(int argc, char** argv) {
   }
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-3));
   if (rank == 0)
-    std::printf("%s on %d rank(s) (%s), %d thread(s) each: MLP 784-256-10, global batch 128 "
+    std::printf("%s%s on %d rank(s) (%s), %d thread(s) each: MLP 784-256-10, global batch 128 "
                 "split %s\n", hybrid ? "data x tensor parallel (2 x 2 mesh)" : "data parallel",
-                world, of::distributed::backend().c_str(), of::get_num_threads(),
-                of::sbp_str(batch_sbp).c_str());
+                traced ? ", traced step" : "", world, of::distributed::backend().c_str(),
+                of::get_num_threads(), of::sbp_str(batch_sbp).c_str());
+  auto train_step = [&](const of::Tensor& x, const of::Tensor& y) {
+    opt.zero_grad();
+    of::Tensor loss = of::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto traced_step = of::jit::trace(train_step);
 
   const int64_t batch = 128, n = xs.size(0);
   const int64_t base = batch / data_ranks, extra = batch % data_ranks;
@@ -68,10 +80,7 @@ int main(int argc, char** argv) {
     of::Tensor idx = order.narrow(0, off + start, len);
     of::Tensor x = xs.index_select(0, idx).to_global(pl, batch_sbp);
     of::Tensor y = ys.index_select(0, idx).to_global(pl, batch_sbp);
-    opt.zero_grad();
-    of::Tensor loss = of::nn::functional::cross_entropy(net->forward(x), y);
-    loss.backward();
-    opt.step();
+    of::Tensor loss = traced ? traced_step(x, y) : train_step(x, y);
     if (step == 0) comm_per_step = of::distributed::collectives_issued() - comm_before;
     loss_sum += loss.item<double>();
     if ((step + 1) % 100 == 0 && rank == 0)
