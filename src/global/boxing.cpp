@@ -568,6 +568,11 @@ Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
   return zeros(sizes, m.placement, partial_to_broadcast(m.sbp), TensorOptions().dtype(dtype));
 }
 
+Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sbp,
+                       IntArrayRef logical) {
+  return local_to_global(piece, pl, sbp, logical);
+}
+
 Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
   if (!like.is_global()) return zeros(sizes, like.options());
   const GlobalMeta& m = meta(like);

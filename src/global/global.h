@@ -80,6 +80,11 @@ NdSbp partial_to_broadcast(NdSbp s);
 Tensor logical_value(const Tensor& t);
 // Zeros of a global tensor's shape (an output no gradient reached), partial sums as broadcast.
 Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
+// This rank's `piece` as the piece of a global tensor of `logical` under `sbp` on `pl`, with no
+// communication (the caller knows the logical shape); differentiable (the gradient is the
+// piece of the global gradient). For ops computed piece by piece (attention split by heads).
+Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sbp,
+                       IntArrayRef logical);
 // Zeros of `sizes` with like's dtype and device; when `like` is global, a global tensor on its
 // placement under its SBP (partial sums as broadcast, splits of dims `sizes` lacks as
 // broadcast). VJPs that scatter into a fresh buffer start from it.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/global.h"
 #include "global/rules.h"
 #include "cpu/blas.h"
 #include "dispatch.h"
@@ -1408,6 +1409,33 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
   if (is_causal && attn_mask.defined())
     fail("[{}] pass either attn_mask or is_causal = true, not both", op);
+  // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
+  // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
+  // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
+  // communication, and the result has the same SBP. With a mask or dropout the op's own rule
+  // decides (a batch split of the flattened batch).
+  if (query.is_global() && key.is_global() && value.is_global() && !attn_mask.defined() &&
+      dropout_p == 0.0 && query.dim() == key.dim() && query.dim() == value.dim()) {
+    const NdSbp sbp = query.sbp();
+    bool pieces = key.sbp() == sbp && value.sbp() == sbp &&
+                  key.placement() == query.placement() && value.placement() == query.placement();
+    bool any_split = false;
+    for (const Sbp& s : sbp) {
+      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
+      any_split |= s.is_split();
+    }
+    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
+      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
+    if (pieces && any_split) {
+      Tensor o = scaled_dot_product_attention(query.to_local(), key.to_local(), value.to_local(),
+                                              Tensor(), 0.0, is_causal,
+                                              scale.value_or(1.0 / std::sqrt(double(E))));
+      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
+      oshape.push_back(L);
+      oshape.push_back(Ev);
+      return global::piece_to_global(o, query.placement(), sbp, oshape);
+    }
+  }
   // batch dims: broadcast of the three operands (and the mask's)
   auto batch_of = [](const Tensor& t) {
     return DimVector(t.sizes().begin(), t.sizes().end() - 2);
