@@ -582,6 +582,12 @@ Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
   return zeros(sizes, m.placement, s, like.options());
 }
 
+Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like) {
+  if (!like.is_global()) return zeros(sizes, like.options());
+  const GlobalMeta& m = meta(like);
+  return zeros(sizes, m.placement, NdSbp(m.sbp.size(), Sbp::broadcast()), like.options());
+}
+
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
   const GlobalMeta& m = meta(t);

@@ -89,6 +89,8 @@ Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sb
 // placement under its SBP (partial sums as broadcast, splits of dims `sizes` lacks as
 // broadcast). VJPs that scatter into a fresh buffer start from it.
 Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like);
+// The same, broadcast on every mesh axis (a buffer that scattered pieces add up in).
+Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like);
 // *_like of a global tensor: its placement and SBP (partial sums made broadcast).
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make);

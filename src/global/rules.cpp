@@ -237,6 +237,19 @@ void along_dim(const SbpRuleCtx& c, Sigs& out) {
     if (lined_up) out.push_back(uniform(c, S(d)));
   }
 }
+// index_add(self, index, src; dim): the rows of a split src (and index) add into their own
+// copy of self -> a partial sum (an embedding's or index_select's gradient on a split batch);
+// self and src split alike on another dim, with the whole index, stay split.
+void index_add(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "index_add");
+  out.push_back(sig({P, S(0), S(dim)}, {P}));
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim && c.inputs[2].dim() == nd && c.inputs[2].size(d) == c.inputs[0].size(d))
+      out.push_back(sig({S(d), B, S(d)}, {S(d)}));
+}
 void embedding(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[1].dim();
@@ -324,6 +337,7 @@ const SbpRule kPerSampleWeightGrad{per_sample_weight_grad};
 const SbpRule kPool{per_sample_channel};
 const SbpRule kResampleBackward{per_sample_channel, last_attr_localize};
 const SbpRule kAlongDim{along_dim};
+const SbpRule kIndexAdd{index_add};
 const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};
 const SbpRule kLinearFirst{linear_first};

@@ -482,7 +482,7 @@ void index_select_cpu(const KernelArgs& k) {
   });
 }
 TensorList index_select_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = zeros(c.input_sizes(0), g[0].options());
+  Tensor z = global::broadcast_zeros_like(c.input_sizes(0), g[0]);
   return {index_add(z, c.attrs().i(0), c.input(1), g[0]), Tensor()};
 }
 
@@ -1125,10 +1125,11 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gf = g[0].reshape({-1, wsz[1]});
   if (pad_idx >= 0) gf = masked_fill(gf, (idx == pad_idx).unsqueeze(1), 0.0);
   if (by_freq) {
-    Tensor counts = zeros({wsz[0]}, gf.options()).index_add(0, idx, ones({idx.numel()}, gf.options()));
+    Tensor counts = global::broadcast_zeros_like({wsz[0]}, gf)
+                        .index_add(0, idx, ones_like(idx, gf.options().dtype()));
     gf = gf / counts.index_select(0, idx).unsqueeze(1);
   }
-  return {zeros(wsz, g[0].options()).index_add(0, idx, gf), Tensor()};
+  return {global::broadcast_zeros_like(wsz, g[0]).index_add(0, idx, gf), Tensor()};
 }
 
 }  // namespace
@@ -1149,7 +1150,8 @@ void register_index_ops() {
                                 .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
   register_op({.name = "index_add", .attr_names = {"dim", "alpha"},
                              .infer_meta = index_add_meta, .cpu = index_add_cpu,
-                             .vjp = index_add_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                             .vjp = index_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                             .sbp_rule = &sbp_rules::kIndexAdd});
   register_op({.name = "masked_select", .traits = kSyncsHost, .attr_names = {},
                                  .infer_meta = masked_select_meta, .cpu = masked_select_cpu,
                                  .vjp = masked_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
