@@ -661,6 +661,31 @@ TEST_CASE("tensor-parallel attention block: heads split over the ranks, equals o
   CHECK(max_diff(bg.grad(), bo.grad()) < 1e-12);
 }
 
+TEST_CASE("data-parallel embedding and index_select: split indices, partial-sum weight gradients") {
+  of::Placement pl = of::Placement::all("cpu");
+  const int me = of::distributed::rank(), p = of::distributed::world_size();
+  auto f64 = of::dtype(of::kFloat64);
+  of::manual_seed(23);
+  of::Tensor w = of::randn({7, 3}, f64).requires_grad_();
+  of::Tensor idx = of::randint(0, 7, {2 * p, 3}, of::dtype(of::kInt64));
+  of::Tensor e = of::nn::functional::embedding(idx, w);
+  of::Tensor s = w.index_select(0, idx.select(1, 0));
+  ((e * e).sum() + (s * s).sum()).backward();
+  of::Tensor wg = w.detach().to_global(pl, of::sbp::broadcast()).requires_grad_();
+  of::Tensor ig = idx.narrow(0, 2 * me, 2).to_global(pl, of::sbp::split(0));
+  of::Tensor eg = of::nn::functional::embedding(ig, wg);
+  of::Tensor i1 = idx.select(1, 0).narrow(0, 2 * me, 2).contiguous().to_global(pl, of::sbp::split(0));
+  of::Tensor sg = wg.index_select(0, i1);
+  CHECK(eg.sbp() == NdSbp{of::sbp::split(0)});
+  CHECK(sg.sbp() == NdSbp{of::sbp::split(0)});
+  of::Tensor loss = (eg * eg).sum() + (sg * sg).sum();
+  const uint64_t c0 = issued();
+  loss.backward();
+  if (p > 1) CHECK(issued() - c0 == 1);  // the partial-sum gradient's bucket, no gather
+  CHECK(max_diff(eg, e) == 0);
+  CHECK(max_diff(wg.grad(), w.grad()) < 1e-12);
+}
+
 TEST_CASE("bucketed gradient reduction: accumulation over two backward passes, create_graph, "
           "a backward that fails") {
   of::Placement pl = of::Placement::all("cpu");

@@ -250,6 +250,17 @@ void index_add(const SbpRuleCtx& c, Sigs& out) {
     if (d != dim && c.inputs[2].dim() == nd && c.inputs[2].size(d) == c.inputs[0].size(d))
       out.push_back(sig({S(d), B, S(d)}, {S(d)}));
 }
+// index_select(x, index; dim): a split index picks a split of the output along dim (x whole);
+// x split on another dim, with the whole index, stays split.
+void index_select(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "index_select");
+  out.push_back(sig({B, S(0)}, {S(dim)}));
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim) out.push_back(sig({S(d), B}, {S(d)}));
+}
 void embedding(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[1].dim();
@@ -338,6 +349,7 @@ const SbpRule kPool{per_sample_channel};
 const SbpRule kResampleBackward{per_sample_channel, last_attr_localize};
 const SbpRule kAlongDim{along_dim};
 const SbpRule kIndexAdd{index_add};
+const SbpRule kIndexSelect{index_select};
 const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};
 const SbpRule kLinearFirst{linear_first};

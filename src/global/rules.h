@@ -19,6 +19,7 @@ extern const SbpRule kPerSample;    // conv, pooling: input split on the batch d
 extern const SbpRule kPerSampleWeightGrad;  // conv*_backward_weight: batch split -> P
 extern const SbpRule kPool;             // pooling, upsampling: batch or channel split
 extern const SbpRule kResampleBackward;     // avg/adaptive pool, upsample backward: S(0)/S(1)
+extern const SbpRule kIndexSelect;  // index_select: a split index splits the output
 extern const SbpRule kIndexAdd;     // index_add: split rows -> P, or a split of another dim
 extern const SbpRule kAlongDim;     // gather/scatter/scatter_add: splits of the other dims
 extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns

@@ -1138,16 +1138,19 @@ void register_index_ops() {
   register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
                        .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat});
   register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
-                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
+                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                          .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
                            .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = 2,
                            .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter_add", .attr_names = {"dim"},
                                .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
-                               .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
+                               .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                               .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "index_select", .attr_names = {"dim"},
                                 .infer_meta = index_select_meta, .cpu = index_select_cpu,
-                                .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                                .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                                .sbp_rule = &sbp_rules::kIndexSelect});
   register_op({.name = "index_add", .attr_names = {"dim", "alpha"},
                              .infer_meta = index_add_meta, .cpu = index_add_cpu,
                              .vjp = index_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
