@@ -302,6 +302,43 @@ TEST_CASE("global rules: view/reshape of split dims (split into several, merged)
   }
 }
 
+TEST_CASE("global rules: select / slice / expand keep the splits of the dims they keep") {
+  of::Placement pl = of::Placement::all("cpu");
+  auto f64 = of::dtype(of::kFloat64);
+  of::manual_seed(37);
+  of::Tensor x = of::randn({6, 4}, f64).requires_grad_();
+  auto fn = [](const of::Tensor& t) {
+    of::Tensor a = t.select(1, 2);                            // [6]
+    of::Tensor b = t.narrow(1, 1, 2);                         // [6, 2]
+    of::Tensor c = t.unsqueeze(1).expand({6, 3, 4});          // [6, 3, 4]
+    return std::vector<of::Tensor>{a, b, c};
+  };
+  std::vector<of::Tensor> ref = fn(x);
+  (ref[0].sum() + (ref[1] * ref[1]).sum() + (ref[2] * ref[2]).sum()).backward();
+  of::Tensor xg = x.detach().to_global(pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(0))
+                      .requires_grad_();
+  const uint64_t c0 = issued();
+  std::vector<of::Tensor> got = fn(xg);
+  CHECK(issued() == c0);
+  CHECK(got[0].sbp() == NdSbp{of::sbp::split(0)});
+  CHECK(got[1].sbp() == NdSbp{of::sbp::split(0)});
+  CHECK(got[2].sbp() == NdSbp{of::sbp::split(0)});
+  for (size_t i = 0; i < 3; ++i) CHECK(max_diff(got[i], ref[i]) == 0);
+  (got[0].sum() + (got[1] * got[1]).sum() + (got[2] * got[2]).sum()).backward();
+  CHECK(max_diff(xg.grad(), x.grad()) < 1e-12);
+  // a selected dim renumbers the split after it; partial sums stay partial
+  of::Tensor z = xg.to_global(pl, of::sbp::split(1)).select(0, 3);
+  CHECK(z.sbp() == NdSbp{of::sbp::split(0)});
+  CHECK(max_diff(z, x.select(0, 3)) == 0);
+  of::Tensor s = of::mm(xg.t(), xg);                        // S(1) . S(0) -> P
+  CHECK(s.sbp() == NdSbp{of::sbp::partial_sum()});
+  const uint64_t c1 = issued();
+  of::Tensor sn = s.narrow(0, 1, 2);
+  CHECK(issued() == c1);
+  CHECK(sn.sbp() == NdSbp{of::sbp::partial_sum()});
+  CHECK(max_diff(sn, of::mm(x.t(), x).narrow(0, 1, 2)) < 1e-12);
+}
+
 TEST_CASE("data parallel MLP: K Adam steps equal one process with the same global batch") {
   // every gradient reduced when accumulated (bucketing off), in buckets of 64 bytes (several
   // per step) and in the default bucket (one per step): NOTE [Bucketed gradient all-reduce]

@@ -180,6 +180,29 @@ void view(const SbpRuleCtx& c, Sigs& out) {
 void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
   a.values[0] = local[0];
 }
+// slice (dim, start, end, step) and select (dim, index) of a dim the split does not cut: the
+// split stays (renumbered past a selected dim); both are linear, so partial sums stay partial.
+void slice_select(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  out.push_back(uniform(c, P));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return;
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  const bool drops = c.op.name == "select";
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim) out.push_back(sig({S(d)}, {S(drops && d > dim ? d - 1 : d)}));
+}
+// expand(size): a split of a dim the expansion keeps (the input's size is the output's) stays,
+// numbered as the output's dim; partial sums stay partial (each addend expands alike).
+void expand(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  out.push_back(uniform(c, P));
+  const int64_t ni = c.inputs[0].dim(), no = int64_t(c.metas[0].sizes.size());
+  for (int64_t d = 0; d < ni; ++d) {
+    const int64_t k = d + (no - ni);
+    if (c.inputs[0].size(d) == c.metas[0].sizes[size_t(k)]) out.push_back(sig({S(d)}, {S(k)}));
+  }
+}
 void permute(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
@@ -359,6 +382,8 @@ const SbpRule kLinear{linear};
 const SbpRule kSum{sum};
 const SbpRule kView{view, view_localize};
 const SbpRule kPermute{permute};
+const SbpRule kSliceSelect{slice_select};
+const SbpRule kExpand{expand, view_localize};
 const SbpRule kSoftmax{softmax};
 
 }  // namespace sbp_rules

@@ -14,6 +14,8 @@ extern const SbpRule kLinear;       // linear(x, w, b): data, column and row par
 extern const SbpRule kSum;          // sum: split reduced dims become partial sums
 extern const SbpRule kView;         // view/reshape: splits of dims kept whole
 extern const SbpRule kPermute;      // permute: splits follow their dim
+extern const SbpRule kSliceSelect;  // slice / select: splits of the other dims stay
+extern const SbpRule kExpand;       // expand: splits of the dims it keeps stay
 extern const SbpRule kSoftmax;      // softmax / log_softmax (attr 0 = dim): split other dims
 extern const SbpRule kPerSample;    // conv, pooling: input split on the batch dim, weights broadcast
 extern const SbpRule kPerSampleWeightGrad;  // conv*_backward_weight: batch split -> P

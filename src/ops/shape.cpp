@@ -325,11 +325,12 @@ void register_shape_ops() {
                .infer_meta = permute_meta, .vjp = permute_vjp,
                .sbp_rule = &sbp_rules::kPermute});
   register_op({.name = "expand", .traits = kView, .attr_names = {"size"},
-               .infer_meta = expand_meta, .vjp = expand_vjp});
+               .infer_meta = expand_meta, .vjp = expand_vjp, .sbp_rule = &sbp_rules::kExpand});
   register_op({.name = "slice", .traits = kView, .attr_names = {"dim", "start", "end", "step"},
-               .infer_meta = slice_meta, .vjp = slice_vjp});
+               .infer_meta = slice_meta, .vjp = slice_vjp, .sbp_rule = &sbp_rules::kSliceSelect});
   register_op({.name = "select", .traits = kView, .attr_names = {"dim", "index"},
-               .infer_meta = select_meta, .vjp = select_vjp});
+               .infer_meta = select_meta, .vjp = select_vjp,
+               .sbp_rule = &sbp_rules::kSliceSelect});
   register_op({.name = "diagonal", .traits = kView, .attr_names = {"offset", "dim1", "dim2"},
                .infer_meta = diagonal_meta, .vjp = diagonal_vjp});
 }
