@@ -197,8 +197,8 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     g = global::boxing(g, var->global->sbp);
-    global::note_grad_reduction(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), false);
+    global::note_unbucketed_reduction(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   accumulate_into_grad(var, std::move(g));
   return {};

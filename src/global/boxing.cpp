@@ -183,16 +183,24 @@ DimVector axis_shape(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
 namespace {
 Placement placement_from(const Attrs& a);
 
+// SBPs as integers in attrs: -1 B, -2 P, d >= 0 S(d).
+int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 : -2); }
+Sbp sbp_of_code(int64_t c) {
+  return c >= 0 ? Sbp::split(c) : (c == -1 ? Sbp::broadcast() : Sbp::partial_sum());
+}
+// A placement's first three attrs: its ranks, its mesh shape, its device ("cpu" / "cuda").
+Attrs placement_attrs(const Placement& pl) {
+  return Attrs{DimVector(pl.ranks().begin(), pl.ranks().end()),
+               DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
+               std::string(pl.device_type() == kCPU ? "cpu" : "cuda")};
+}
+
 // NOTE [Traced boxing]: while a step of global tensors is recorded (of::jit::trace), each
 // one-axis conversion runs as this op, so that the recorder sees it: a node whose kernel runs
 // the collective on the axis' communicator, replayed in the recorded order on every rank (every
 // rank records the same program, so the same collectives in the same order). Eagerly the
 // conversion is called directly. Attrs: the placement (ranks, mesh shape, device), the mesh
-// axis, the shape that axis converts (L), the source and target SBP codes (-1 B, -2 P, d S(d)).
-Sbp sbp_of_code(int64_t c) {
-  return c >= 0 ? Sbp::split(c) : (c == -1 ? Sbp::broadcast() : Sbp::partial_sum());
-}
-int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 : -2); }
+// axis, the shape that axis converts (L), the source and target SBP codes.
 void box_axis_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Placement pl = placement_from(a);
   const int64_t axis = a.i(3);
@@ -223,10 +231,11 @@ const OpDef& box_axis_op() {
 Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shape, Sbp from,
                 Sbp to) {
   if (g_tracer && !in_kernel()) {
-    Attrs at{DimVector(pl.ranks().begin(), pl.ranks().end()),
-             DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
-             std::string(pl.device_type() == kCPU ? "cpu" : "cuda"), int64_t(a),
-             DimVector(shape.begin(), shape.end()), code_of(from), code_of(to)};
+    Attrs at = placement_attrs(pl);
+    at.values.push_back(int64_t(a));
+    at.values.push_back(DimVector(shape.begin(), shape.end()));
+    at.values.push_back(code_of(from));
+    at.values.push_back(code_of(to));
     return dispatch1(box_axis_op(), {x}, std::move(at));
   }
   return box_1d(axis_comm(pl, int64_t(a)), x, shape, from, to);
@@ -285,20 +294,19 @@ namespace {
 // (-1 B, -2 P, d >= 0 S(d)), logical sizes}; the boxing op has the source codes in slot 4.
 DimVector sbp_codes(const NdSbp& s) {
   DimVector c;
-  for (const Sbp& x : s) c.push_back(x.is_split() ? x.dim() : (x.is_broadcast() ? -1 : -2));
+  for (const Sbp& x : s) c.push_back(code_of(x));
   return c;
 }
 NdSbp sbp_from_codes(IntArrayRef c) {
   NdSbp s;
-  for (int64_t x : c)
-    s.push_back(x >= 0 ? Sbp::split(x) : (x == -1 ? Sbp::broadcast() : Sbp::partial_sum()));
+  for (int64_t x : c) s.push_back(sbp_of_code(x));
   return s;
 }
 Attrs global_attrs(const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
-  return Attrs{DimVector(pl.ranks().begin(), pl.ranks().end()),
-               DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
-               std::string(pl.device_type() == kCPU ? "cpu" : "cuda"), sbp_codes(sbp),
-               DimVector(logical.begin(), logical.end())};
+  Attrs a = placement_attrs(pl);
+  a.values.push_back(sbp_codes(sbp));
+  a.values.push_back(DimVector(logical.begin(), logical.end()));
+  return a;
 }
 Placement placement_from(const Attrs& a) {
   const DimVector& r = a.ints(0);

@@ -67,10 +67,9 @@ class Communicator {
   // Point to point (not collective).
   virtual void send(const void* buf, int64_t bytes, int dst, int tag) = 0;
   virtual void recv(void* buf, int64_t bytes, int src, int tag) = 0;
-  // The same without waiting: the buffer must stay untouched until the request has finished.
+  // send without waiting: the buffer must stay untouched until the request has finished.
   // The default (a world of one, which has no other rank) raises.
   virtual std::unique_ptr<CommRequest> isend(const void* buf, int64_t bytes, int dst, int tag);
-  virtual std::unique_ptr<CommRequest> irecv(void* buf, int64_t bytes, int src, int tag);
   virtual void barrier() = 0;
   // The communicator of `ranks` (ranks of *this* communicator, ascending). Collective over
   // those ranks only; a calling rank must be among them. Cached: the same list gives the same

@@ -111,11 +111,12 @@ struct Counts {
   }
 };
 
-// A started non-blocking call (MPI_Iallreduce, MPI_Isend, MPI_Irecv). The watchdog covers
-// wait(); test() returns at once.
+// A started non-blocking call (MPI_Iallreduce, MPI_Isend). The watchdog covers wait(); test()
+// returns at once. `test_call` and `wait_call` name the calls in errors.
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest() = default;
+  MpiRequest(const char* test_call, const char* wait_call)
+      : what_test_(test_call), what_wait_(wait_call) {}
   ~MpiRequest() override {
     // A request dropped unfinished (an exception unwound the backward pass): finish it, since
     // MPI still writes its buffer.
@@ -135,8 +136,10 @@ class MpiRequest final : public CommRequest {
     check(MPI_Wait(&req_, MPI_STATUS_IGNORE), what_wait_);
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
-  const char* what_test_ = "MPI_Test (MPI_Iallreduce)";
-  const char* what_wait_ = "MPI_Wait (MPI_Iallreduce)";
+
+ private:
+  const char* what_test_;
+  const char* what_wait_;
 };
 
 class MpiComm final : public Communicator {
@@ -171,7 +174,7 @@ class MpiComm final : public Communicator {
   }
   std::unique_ptr<CommRequest> iallreduce_sum(void* buf, int64_t count, ScalarType dtype) override {
     ++stats_.allreduce;
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>("MPI_Test (MPI_Iallreduce)", "MPI_Wait (MPI_Iallreduce)");
     check(MPI_Iallreduce(MPI_IN_PLACE, buf, as_int(count, "MPI_Iallreduce"),
                          mpi_type(dtype, "MPI_Iallreduce"), MPI_SUM, comm_, &r->req_),
           "MPI_Iallreduce");
@@ -221,20 +224,9 @@ class MpiComm final : public Communicator {
   }
   std::unique_ptr<CommRequest> isend(const void* buf, int64_t bytes, int dst, int tag) override {
     ++stats_.send;
-    auto r = std::make_unique<MpiRequest>();
-    r->what_test_ = "MPI_Test (MPI_Isend)";
-    r->what_wait_ = "MPI_Wait (MPI_Isend)";
+    auto r = std::make_unique<MpiRequest>("MPI_Test (MPI_Isend)", "MPI_Wait (MPI_Isend)");
     check(MPI_Isend(buf, as_int(bytes, "MPI_Isend"), MPI_BYTE, dst, tag, comm_, &r->req_),
           "MPI_Isend");
-    return r;
-  }
-  std::unique_ptr<CommRequest> irecv(void* buf, int64_t bytes, int src, int tag) override {
-    ++stats_.recv;
-    auto r = std::make_unique<MpiRequest>();
-    r->what_test_ = "MPI_Test (MPI_Irecv)";
-    r->what_wait_ = "MPI_Wait (MPI_Irecv)";
-    check(MPI_Irecv(buf, as_int(bytes, "MPI_Irecv"), MPI_BYTE, src, tag, comm_, &r->req_),
-          "MPI_Irecv");
     return r;
   }
   void barrier() override {

@@ -209,10 +209,6 @@ std::unique_ptr<CommRequest> Communicator::isend(const void*, int64_t, int dst, 
   fail("[{}] isend to rank {}: this communicator of {} rank(s) has no point-to-point transport",
        backend(), dst, size());
 }
-std::unique_ptr<CommRequest> Communicator::irecv(void*, int64_t, int src, int) {
-  fail("[{}] irecv from rank {}: this communicator of {} rank(s) has no point-to-point transport",
-       backend(), src, size());
-}
 
 std::shared_ptr<Communicator> make_self_comm() { return std::make_shared<SelfComm>(); }
 

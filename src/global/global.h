@@ -129,7 +129,7 @@ class GradReducer {
 };
 // Adds time spent reducing gradients outside a bucket (AccumulateGrad's blocking boxing) to
 // distributed::grad_reduction_stats().
-void note_grad_reduction(double seconds, bool bucketed_gradient);
+void note_unbucketed_reduction(double seconds);
 
 // The number of collectives issued so far by this rank, all communicators together.
 uint64_t collectives_issued();

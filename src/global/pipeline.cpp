@@ -57,6 +57,15 @@ Tensor recv_tensor(global::Communicator& w, int src, int64_t micro, Kind kind) {
   return t;
 }
 
+// Stage s on its input; its result must be a global tensor on the stage's placement.
+Tensor run_stage(const Pipeline::Stage& fn, const Tensor& in, int s, const Placement& pl,
+                 const char* op) {
+  Tensor out = fn(in);
+  if (!out.defined() || !out.is_global() || !(out.placement() == pl))
+    fail("[{}] stage {} must return a global tensor on its placement {}", op, s, pl.str());
+  return out;
+}
+
 void wait_all(std::vector<Send>& sends) {
   for (Send& q : sends) {
     if (q.header) q.header->wait();
@@ -138,10 +147,6 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
       if (q.data && q.data->test()) q.data.reset();
     }
   };
-  auto send = [&](const Tensor& t, int dst, int64_t micro, Kind kind) {
-    sends.push_back(send_tensor(w, t, dst, micro, kind, op));
-  };
-  auto recv = [&](int src, int64_t micro, Kind kind) { return recv_tensor(w, src, micro, kind); };
   struct InFlight {
     Tensor input, output;  // the stage's input leaf (stage > 0) and its output (or the loss)
   };
@@ -155,11 +160,9 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
     if (first) {
       f.input = xs[size_t(m)].to_global(pl, S0);
     } else {
-      f.input = recv(prev, m, kActivation).to_global(pl, S0).detach().requires_grad_();
+      f.input = recv_tensor(w, prev, m, kActivation).to_global(pl, S0).detach().requires_grad_();
     }
-    Tensor out = stages_[size_t(s)](f.input);
-    if (!out.defined() || !out.is_global() || !(out.placement() == pl))
-      fail("[{}] stage {} must return a global tensor on its placement {}", op, s, pl.str());
+    Tensor out = run_stage(stages_[size_t(s)], f.input, s, pl, op);
     if (last) {
       f.output = loss_(out, ts[size_t(m)].to_global(pl, S0)) / double(M);
       if (f.output.numel() != 1)
@@ -168,7 +171,7 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
       loss_sum = loss_sum.defined() ? loss_sum + l : l;
     } else {
       f.output = out.to_global(pl, S0);
-      send(f.output.to_local(), next, m, kActivation);
+      sends.push_back(send_tensor(w, f.output.to_local(), next, m, kActivation, op));
     }
     flight.push_back(std::move(f));
     max_in_flight_ = std::max<int64_t>(max_in_flight_, int64_t(flight.size()));
@@ -182,7 +185,7 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
     if (last) {
       f.output.backward();
     } else {
-      Tensor g = recv(next, m, kGradient).to_global(pl, S0);
+      Tensor g = recv_tensor(w, next, m, kGradient).to_global(pl, S0);
       f.output.backward(g);
     }
     if (!first) {
@@ -190,7 +193,7 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
       if (!gi.defined())
         fail("[{}] stage {}'s output does not depend on its input: no gradient for stage {}",
              op, s, s - 1);
-      send(gi.to_global(pl, S0).to_local(), prev, m, kGradient);
+      sends.push_back(send_tensor(w, gi.to_global(pl, S0).to_local(), prev, m, kGradient, op));
     }
     poll_sends();
   };
@@ -225,9 +228,7 @@ Tensor Pipeline::predict(const Tensor& x) {
                      kActivation)
              .to_global(pl, sbp::split(0));
   }
-  Tensor out = stages_[size_t(s)](in);
-  if (!out.defined() || !out.is_global() || !(out.placement() == pl))
-    fail("[{}] stage {} must return a global tensor on its placement {}", op, s, pl.str());
+  Tensor out = run_stage(stages_[size_t(s)], in, s, pl, op);
   Tensor piece = out.to_global(pl, sbp::split(0)).to_local();
   if (s == S - 1) return piece;
   std::vector<Send> sends;

@@ -89,10 +89,10 @@ int64_t single_partial_axis(const NdSbp& from, const NdSbp& to) {
 
 }  // namespace
 
-void note_grad_reduction(double seconds, bool bucketed_gradient) {
+void note_unbucketed_reduction(double seconds) {
   std::lock_guard<std::mutex> lk(distributed::g_stats_mu);
   distributed::g_stats.seconds += seconds;
-  if (!bucketed_gradient) ++distributed::g_stats.gradients_unbucketed;
+  ++distributed::g_stats.gradients_unbucketed;
 }
 
 struct GradReducer::Bucket {

@@ -1126,7 +1126,7 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   if (pad_idx >= 0) gf = masked_fill(gf, (idx == pad_idx).unsqueeze(1), 0.0);
   if (by_freq) {
     Tensor counts = global::broadcast_zeros_like({wsz[0]}, gf)
-                        .index_add(0, idx, ones_like(idx, gf.options().dtype()));
+                        .index_add(0, idx, ones_like(idx, gf.options()));
     gf = gf / counts.index_select(0, idx).unsqueeze(1);
   }
   return {global::broadcast_zeros_like(wsz, g[0]).index_add(0, idx, gf), Tensor()};
