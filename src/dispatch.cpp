@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "allocator.h"
+#include "autocast.h"
 #include "autograd/node.h"
 
 namespace oneflow {
@@ -450,6 +451,13 @@ GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* 
 }
 
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
+  // 0. autocast's casts (dispatched ops of their own, recorded before this one), and float32
+  // kernels given float16/bfloat16 (NOTE [Reduced-precision fallback])
+  if (!out && t_kernel_depth == 0) {
+    if (autocast_detail::active()) autocast_detail::cast_inputs(op, inputs, attrs);
+    if (autocast_detail::needs_widening(op, inputs))
+      return autocast_detail::widened_dispatch(op, std::move(inputs), std::move(attrs));
+  }
   TraceObserver* const tracer = t_kernel_depth == 0 ? g_tracer : nullptr;
   if (tracer) tracer->before_op(op);
   // 1. validate devices; global tensors go to the global layer

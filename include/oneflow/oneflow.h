@@ -13,6 +13,7 @@
 #include "oneflow/checkpoint.h"
 #include "oneflow/compat.h"
 #include "oneflow/activations.h"
+#include "oneflow/amp.h"
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"
 #include "oneflow/global.h"

@@ -157,6 +157,13 @@ class Optimizer {
   OrderedDict<std::string, Tensor> state_dict() const;
   void load_state_dict(const OrderedDict<std::string, Tensor>& state);
 
+  // For loss scaling (amp::GradScaler): the tensors that an update of the parameters with
+  // gradients writes in place (each such parameter, its step count and its buffers, those that
+  // exist now), and forgetting a parameter's state (an update that must not have happened).
+  virtual std::vector<Tensor> update_targets() const;
+  virtual bool has_state(const Tensor& p) const;
+  virtual void drop_state(const Tensor& p) { state_.erase(p.impl()); }
+
  protected:
   // NOTE [Optimizer state as tensors]: the step count is a 0-d float64 tensor and the learning
   // rate reaches the update as a 0-d tensor (lr_tensor), so that a traced training step

@@ -27,6 +27,9 @@ class ZeroRedundancyAdam : public optim::Optimizer {
                                optim::OptimizerParamGroup(std::move(params))},
                            defaults) {}
   Tensor step(optim::LossClosure closure = nullptr) override;
+  std::vector<Tensor> update_targets() const override;
+  bool has_state(const Tensor& p) const override;
+  void drop_state(const Tensor& p) override;
   // Bytes of optimizer state (moments) this rank holds.
   int64_t local_state_bytes() const;
 

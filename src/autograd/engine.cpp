@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autocast.h"
 #include "autograd/node.h"
 #include "global/global.h"
 #include "oneflow/autograd.h"
@@ -238,6 +239,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
                                  const std::vector<Tensor>& grads, bool keep_graph,
                                  bool create_graph, const std::vector<Tensor>& capture,
                                  bool allow_unused) {
+  autocast_detail::Suspend no_autocast;  // NOTE [Autocast]: backward runs in the forward's dtypes
   OF_CHECK(grads.empty() || grads.size() == roots.size(),
            "[backward] got {} tensors and {} gradients", roots.size(), grads.size());
   // Root edges and their initial gradients.

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "oneflow/nn/extra.h"
+#include "autocast.h"
 
 namespace oneflow {
 
@@ -45,6 +46,7 @@ void check_same(const char* op, const Tensor& a, const char* an, const Tensor& b
 
 Tensor hinge_embedding_loss(const Tensor& self, const Tensor& target, double margin,
                             int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "hinge_embedding_loss";
   check_defined(op, {{&self, "input"}, {&target, "target"}});
   check_broadcast(op, self, "input", target, "target");
@@ -55,6 +57,7 @@ Tensor hinge_embedding_loss(const Tensor& self, const Tensor& target, double mar
 }
 
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "soft_margin_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}});
   check_same(op, input, "input", target, "target");
@@ -62,6 +65,7 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, int64_t reduc
 }
 
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "multilabel_margin_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}});
   if (!(input.dim() == 1 || input.dim() == 2) || !(input.sizes() == target.sizes()))
@@ -87,6 +91,7 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, int64_t
 
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const Scalar& p,
                          const Scalar& margin, const Tensor& weight, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "multi_margin_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}});
   const int64_t pv = p.to_long();
@@ -113,6 +118,7 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const Scalar
 
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              double margin, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "cosine_embedding_loss";
   check_defined(op, {{&input1, "input1"}, {&input2, "input2"}, {&target, "target"}});
   const int64_t td = target.dim();
@@ -135,6 +141,7 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
 
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                            double margin, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "margin_ranking_loss";
   check_defined(op, {{&input1, "input1"}, {&input2, "input2"}, {&target, "target"}});
   if (input1.dim() != input2.dim() || input1.dim() != target.dim())
@@ -166,6 +173,7 @@ Tensor triplet_core(const char* op, const Tensor& a, const Tensor& p, const Tens
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            double margin, double p, double eps, bool swap, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return triplet_core(
       "triplet_margin_loss", anchor, positive, negative,
       [&](const Tensor& x, const Tensor& y) { return pairwise_distance(x, y, p, eps); }, margin,
@@ -174,6 +182,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full,
                         double eps, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "poisson_nll_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}});
   check_broadcast(op, input, "input", target, "target");
@@ -190,28 +199,34 @@ namespace nn::functional {
 
 Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
                             const HingeEmbeddingLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::hinge_embedding_loss(input, target, o.margin(), reduction_enum(o.reduction()));
 }
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target,
                          const MultiMarginLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::multi_margin_loss(input, target, o.p(), o.margin(), o.weight(),
                                     reduction_enum(o.reduction()));
 }
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              const CosineEmbeddingLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::cosine_embedding_loss(input1, input2, target, o.margin(),
                                         reduction_enum(o.reduction()));
 }
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
                               const MultilabelMarginLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::multilabel_margin_loss(input, target, reduction_enum(o.reduction()));
 }
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
                         const SoftMarginLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::soft_margin_loss(input, target, reduction_enum(o.reduction()));
 }
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
                                    const MultilabelSoftMarginLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "multilabel_soft_margin_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}});
   if (input.dim() < 1) fail("[{}] expected an input with a class dim, got a 0-d tensor", op);
@@ -227,12 +242,14 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
 }
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            const TripletMarginLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::triplet_margin_loss(anchor, positive, negative, o.margin(), o.p(), o.eps(),
                                       o.swap(), reduction_enum(o.reduction()));
 }
 Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive,
                                          const Tensor& negative,
                                          const TripletMarginWithDistanceLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   std::function<Tensor(const Tensor&, const Tensor&)> dist;
   if (o.distance_function()) dist = *o.distance_function();
   else dist = [](const Tensor& x, const Tensor& y) { return oneflow::pairwise_distance(x, y); };
@@ -241,21 +258,25 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
 }
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, const CTCLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::ctc_loss(log_probs, targets, input_lengths, target_lengths, o.blank(),
                            reduction_enum(o.reduction()), o.zero_infinity());
 }
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target,
                         const PoissonNLLLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::poisson_nll_loss(input, target, o.log_input(), o.full(), o.eps(),
                                    reduction_enum(o.reduction()));
 }
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                            const MarginRankingLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   return oneflow::margin_ranking_loss(input1, input2, target, o.margin(),
                                       reduction_enum(o.reduction()));
 }
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
                          const GaussianNLLLossFuncOptions& o) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "gaussian_nll_loss";
   check_defined(op, {{&input, "input"}, {&target, "target"}, {&var, "var"}});
   check_broadcast(op, input, "input", target, "target");

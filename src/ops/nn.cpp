@@ -24,6 +24,7 @@
 #include "oneflow/ops_nn.h"
 #include "ops/functors.h"
 #include "thread_pool.h"
+#include "autocast.h"
 
 namespace oneflow {
 namespace {
@@ -50,8 +51,8 @@ template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f
 
 void check_float_input(const Tensor& x, const char* op, const char* what) {
   if (!x.defined()) fail("[{}] {} is undefined", op, what);
-  if (x.dtype() != kFloat32 && x.dtype() != kFloat64)
-    fail("[{}] expected {} to be a float32 or float64 tensor, got {} (shape {})", op, what,
+  if (!is_floating_point(x.dtype()))  // float16/bfloat16: NOTE [Reduced-precision fallback]
+    fail("[{}] expected {} to be a floating-point tensor, got {} (shape {})", op, what,
          dtype_name(x.dtype()), shape_str(x.sizes()));
 }
 // An optional parameter: undefined, or of x's dtype and exactly `shape`.
@@ -1273,6 +1274,9 @@ void register_nn_ops() {
 // ================================================================ public functions
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (Tensor x = input, w = weight, b = bias;
+      autocast_detail::autocast_args(OF_OP("linear"), {&x, &w, &b}))
+    return linear(x, w, b);
   check_float_input(input, "linear", "input");
   check_float_input(weight, "linear", "weight");
   if (weight.dim() != 2)
@@ -1309,6 +1313,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   double momentum, double eps, bool cudnn_enabled) {
   (void)cudnn_enabled;
   if (!input.defined()) fail("[batch_norm] input is undefined");
+  if (Tensor x = input, w = weight, b = bias, m = running_mean, v = running_var;
+      autocast_detail::autocast_args(OF_OP("batch_norm"), {&x, &w, &b}))
+    return batch_norm(x, w, b, m, v, training, momentum, eps, cudnn_enabled);
   if (!(eps >= 0)) fail("[batch_norm] eps must be non-negative, got {}", eps);
   TensorList r = dispatch(OF_OP("batch_norm"), {input, weight, bias, running_mean, running_var},
                           {training, eps, weight.defined()});
@@ -1328,6 +1335,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (Tensor x = input, w = weight, b = bias;
+      autocast_detail::autocast_args(OF_OP("layer_norm"), {&x, &w, &b}))
+    return layer_norm(x, normalized_shape, w, b, eps);
   check_float_input(input, "layer_norm", "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
@@ -1342,6 +1352,9 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (Tensor x = input, w = weight, b = bias;
+      autocast_detail::autocast_args(OF_OP("group_norm"), {&x, &w, &b}))
+    return group_norm(x, num_groups, w, b, eps);
   check_float_input(input, "group_norm", "input");
   if (input.dim() < 2)
     fail("[group_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
@@ -1356,6 +1369,8 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
 
 Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
                 std::optional<double> eps) {
+  if (Tensor x = input, w = weight; autocast_detail::autocast_args(OF_OP("rms_norm"), {&x, &w}))
+    return rms_norm(x, normalized_shape, w, eps);
   check_float_input(input, "rms_norm", "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
@@ -1364,9 +1379,12 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
   if (!ok)
     fail("[rms_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
          shape_str(normalized_shape), shape_str(input.sizes()));
-  const double e = eps.value_or(input.dtype() == kFloat32
-                                    ? double(std::numeric_limits<float>::epsilon())
-                                    : std::numeric_limits<double>::epsilon());
+  // the input dtype's machine epsilon (PyTorch's default: torch.finfo(dtype).eps)
+  const ScalarType dt = input.dtype();
+  const double e = eps.value_or(dt == kFloat32    ? double(std::numeric_limits<float>::epsilon())
+                                : dt == kBFloat16 ? 0.0078125     // 2^-7
+                                : dt == kFloat16  ? 0.0009765625  // 2^-10
+                                                  : std::numeric_limits<double>::epsilon());
   return dispatch1(OF_OP("rms_norm"), {input, weight}, {input.dim() - nd, e, weight.defined(),
                                                       false});
 }
@@ -1391,6 +1409,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
+  if (Tensor q = query, k = key, v = value, m = attn_mask;
+      autocast_detail::autocast_args(OF_OP("scaled_dot_product_attention"), {&q, &k, &v, &m}))
+    return scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale);
   check_float_input(query, op, "query");
   check_float_input(key, op, "key");
   check_float_input(value, op, "value");
@@ -1495,6 +1516,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                      int64_t reduction, int64_t ignore_index, double label_smoothing) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
+  if (Tensor x = input, w = weight; autocast_detail::autocast_args(OF_OP("cross_entropy"), {&x, &w}))
+    return cross_entropy(x, target, w, reduction, ignore_index, label_smoothing);
   const char* op = "cross_entropy";
   check_float_input(input, op, "input");
   check_reduction(reduction, op);
@@ -1555,6 +1579,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 int64_t reduction, int64_t ignore_index) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "nll_loss";
   check_float_input(input, op, "input");
   check_reduction(reduction, op);
@@ -1574,6 +1599,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   check_float_input(input, "mse_loss", "input");
   check_same_shape(input, target, "mse_loss");
   check_float_input(target, "mse_loss", "target");
@@ -1582,6 +1608,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   check_float_input(input, "l1_loss", "input");
   check_same_shape(input, target, "l1_loss");
   check_float_input(target, "l1_loss", "target");
@@ -1590,6 +1617,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reduction, double beta) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   check_float_input(input, "smooth_l1_loss", "input");
   check_same_shape(input, target, "smooth_l1_loss");
   check_float_input(target, "smooth_l1_loss", "target");
@@ -1603,6 +1631,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reducti
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                             int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "binary_cross_entropy";
   check_float_input(input, op, "input");
   check_same_shape(input, target, op);
@@ -1628,6 +1657,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, const Tensor& pos_weight,
                                         int64_t reduction) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "binary_cross_entropy_with_logits";
   check_float_input(input, op, "input");
   check_same_shape(input, target, op);
@@ -1651,6 +1681,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, int64_t reduction, bool log_target) {
+  autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "kl_div";
   check_float_input(input, op, "input");
   check_same_shape(input, target, op);

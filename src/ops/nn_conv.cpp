@@ -28,6 +28,7 @@
 #include "autograd/node.h"
 #include "global/global.h"
 #include "global/rules.h"
+#include "autocast.h"
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
 #include "thread_pool.h"
@@ -1322,6 +1323,10 @@ template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f,
 // conv1d/2d/3d and conv_transpose1d/2d/3d; 1-D runs as 2-D over a unit H dim (`sp` = 1, 2, 3).
 Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const ConvParams& p, bool transposed, int64_t sp) {
+  const OpDef& def = sp == 3 ? (transposed ? OF_OP("conv_transpose3d") : OF_OP("conv3d"))
+                             : (transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d"));
+  if (Tensor x = input, w = weight, b = bias; autocast_detail::autocast_args(def, {&x, &w, &b}))
+    return conv_impl(op, x, w, b, p, transposed, sp);
   check_defined(op, input, "input");
   check_defined(op, weight, "weight");
   check_float(op, input, "input");
@@ -1337,8 +1342,6 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
   const ScalarType dt = input.dtype();
   Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
                            : Attrs{p.stride, p.padding, p.dilation, p.groups};
-  const OpDef& def = sp == 3 ? (transposed ? OF_OP("conv_transpose3d") : OF_OP("conv3d"))
-                             : (transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d"));
   Tensor y = dispatch1(def, {widen(x), widen(w), widen(bias)}, std::move(attrs));
   if (is_half(dt)) y = y.to(dt);
   if (one_d) y = y.squeeze(2);

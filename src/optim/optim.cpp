@@ -163,6 +163,25 @@ OrderedDict<std::string, Tensor> Optimizer::state_dict() const {
   return out;
 }
 
+std::vector<Tensor> Optimizer::update_targets() const {
+  std::vector<Tensor> out;
+  for (const auto& g : groups_)
+    for (const Tensor& p : g.params()) {
+      if (!p.grad().defined()) continue;
+      out.push_back(p);
+      auto it = state_.find(p.impl());
+      if (it == state_.end()) continue;
+      if (it->second.step.defined()) out.push_back(it->second.step);
+      for (const auto& b : it->second.buffers) out.push_back(b.value());
+    }
+  return out;
+}
+
+bool Optimizer::has_state(const Tensor& p) const {
+  auto it = state_.find(p.impl());
+  return it != state_.end() && (it->second.step.defined() || it->second.buffers.size() != 0);
+}
+
 void Optimizer::load_state_dict(const OrderedDict<std::string, Tensor>& sd) {
   // Validate every key first (names, indices, shapes), then apply.
   const std::vector<Tensor> params = parameters();
@@ -677,6 +696,27 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
     }
   }
   return loss;
+}
+
+std::vector<Tensor> ZeroRedundancyAdam::update_targets() const {
+  std::vector<Tensor> out = Optimizer::update_targets();  // the parameters (state lives below)
+  for (const GroupState& z : zero_) {
+    if (z.state.step.defined()) out.push_back(z.state.step);
+    for (const auto& item : z.state.buffers.items()) out.push_back(item.value());
+  }
+  return out;
+}
+
+bool ZeroRedundancyAdam::has_state(const Tensor& p) const {
+  for (const GroupState& z : zero_)
+    if (std::find(z.layout.begin(), z.layout.end(), p.impl()) != z.layout.end())
+      return z.state.step.defined();
+  return false;
+}
+
+void ZeroRedundancyAdam::drop_state(const Tensor& p) {
+  for (GroupState& z : zero_)
+    if (std::find(z.layout.begin(), z.layout.end(), p.impl()) != z.layout.end()) z = GroupState{};
 }
 
 int64_t ZeroRedundancyAdam::local_state_bytes() const {

@@ -155,6 +155,10 @@ using EagerFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 // Runs fn once eagerly on `inputs` while recording it.
 Recording record(const EagerFn& fn, const std::vector<Tensor>& inputs);
 bool recording();
+// Makes the call being recorded (if any) run eagerly only, the next call recording again, and
+// lets the rest of it read tensor data on the host: for a call that cannot be a graph anyway
+// (it creates optimizer state) but must read to stay exact (GradScaler's first skipped step).
+void give_up_recording(std::string why);
 // A 0-d float64 CPU tensor holding `value` (made without dispatch). While recording it is a
 // root that every replay refreshes from `getter` (an error once `owner` has died): how
 // optimizers hand the learning rate of a schedule to a traced step.

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <algorithm>
 
+#include "autocast.h"
 #include "trace/graph.h"
 
 namespace oneflow::trace {
@@ -187,8 +188,10 @@ struct Signature {
   std::vector<InputSig> inputs;
   std::vector<int> structure;
   bool grad_mode = true;
+  autocast_detail::State autocast;  // NOTE [Autocast]: the casts are part of the graph
   bool operator==(const Signature& o) const {
-    return inputs == o.inputs && structure == o.structure && grad_mode == o.grad_mode;
+    return inputs == o.inputs && structure == o.structure && grad_mode == o.grad_mode &&
+           autocast == o.autocast;
   }
 };
 
@@ -196,6 +199,7 @@ Signature signature_of(const std::vector<Tensor>& in, const std::vector<int>& st
   Signature s;
   s.structure = structure;
   s.grad_mode = is_grad_enabled();
+  s.autocast = autocast_detail::t_state;
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
     if (!t.defined()) fail("[jit.trace] input {} is undefined", i);
@@ -220,6 +224,12 @@ std::string explain(const Signature& before, const Signature& now) {
   if (before.grad_mode != now.grad_mode)
     return fmt::format("grad mode changed ({} -> {})", before.grad_mode ? "enabled" : "disabled",
                        now.grad_mode ? "enabled" : "disabled");
+  if (!(before.autocast == now.autocast))
+    return fmt::format("autocast changed (cpu {} {} -> {} {}, cuda {} {} -> {} {})",
+                       before.autocast.cpu ? "on" : "off", dtype_name(before.autocast.cpu_dtype),
+                       now.autocast.cpu ? "on" : "off", dtype_name(now.autocast.cpu_dtype),
+                       before.autocast.cuda ? "on" : "off", dtype_name(before.autocast.cuda_dtype),
+                       now.autocast.cuda ? "on" : "off", dtype_name(now.autocast.cuda_dtype));
   for (size_t i = 0; i < now.inputs.size(); ++i) {
     const InputSig &a = before.inputs[i], &b = now.inputs[i];
     if (!(IntArrayRef(a.sizes) == IntArrayRef(b.sizes)))

@@ -237,6 +237,7 @@ class Recorder final : public TraceObserver {
   }
 
   void on_host_read(const char* what) override {
+    if (!given_up_.empty()) return;  // this call runs eagerly only: reading is fine
     fail("[jit.trace] {} reads tensor data on the host while the function is being recorded; a "
          "replay would not run it again. Move it out of the traced function (return the tensor "
          "and read it after the call)", what);
@@ -261,8 +262,14 @@ class Recorder final : public TraceObserver {
     g.rng_reset.push_back(reset_since(now.seed, now.offset));
   }
 
+  // The call will not become a graph (see give_up_recording): the rest of it may read.
+  void give_up(std::string why) {
+    if (given_up_.empty()) given_up_ = std::move(why);
+  }
+
   // ---- after the call
   void finish(std::vector<Tensor>& outs, Recording& r) {
+    if (!given_up_.empty()) r.not_committable = given_up_;
     for (size_t k = 0; k < outs.size(); ++k) {
       if (!outs[k].defined()) fail("[jit.trace] output {} of the traced function is undefined", k);
       const int v = value_for(local_of(outs[k]));
@@ -289,7 +296,7 @@ class Recorder final : public TraceObserver {
       if (g.buffers[b].kind == BufKind::Intermediate) g.buffers[b].escapes = true;
     }
     // Anything else the call created that is still alive is held outside the graph's reach.
-    for (size_t b = 0; b < g.buffers.size(); ++b) {
+    for (size_t b = 0; b < g.buffers.size() && r.not_committable.empty(); ++b) {
       const Buffer& buf = g.buffers[b];
       if (buf.kind != BufKind::Intermediate || buf.escapes) continue;
       if (!storages_[b].expired()) {
@@ -314,11 +321,16 @@ class Recorder final : public TraceObserver {
       grad_storage_;
   std::map<std::pair<uint64_t, uint64_t>, int> rng_of_;
   GeneratorState expected_{0, 0};
+  std::string given_up_;
 };
 
 }  // namespace
 
 bool recording() { return t_recorder != nullptr; }
+
+void give_up_recording(std::string why) {
+  if (t_recorder) t_recorder->give_up(std::move(why));
+}
 
 Tensor host_scalar(double value, std::function<double()> getter, std::weak_ptr<void> owner) {
   Tensor t = make_empty({}, kFloat64, Device(kCPU));
