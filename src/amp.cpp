@@ -5,13 +5,15 @@
 // op's list decides (libtorch 2.x's autocast_mode.cpp lists, restricted to this op table):
 //   lower   run in the autocast dtype (bfloat16 on the CPU, float16/bfloat16 on CUDA):
 //           mm bmm addmm baddbmm linear conv2d conv3d conv_transpose2d conv_transpose3d
-//           scaled_dot_product_attention lstm_cell lstm_layer
+//           scaled_dot_product_attention
 //   float32 inputs in float16/bfloat16 go up to float32: exp expm1 log log2 log1p reciprocal
 //           rsqrt tan pow pow_scalar sum prod cumsum cumprod logsumexp norm softmax log_softmax
 //           layer_norm group_norm rms_norm cross_entropy ctc_loss, and batch_norm (libtorch's
 //           CPU kernel takes a bfloat16 input with float32 statistics and computes in float32;
 //           this one wants one dtype, so the input goes up, which computes the same)
-//   promote the widest floating dtype of the inputs: cat index_add scatter_add
+//   promote the widest floating dtype of the inputs: cat index_add scatter_add, and the LSTM
+//           cell update and recurrence (lstm_cell, lstm_layer: the input projection arrives in
+//           bfloat16 from a linear, the states stay float32, the cell runs in float32)
 // Every other op runs in the dtypes it is given (binary ops promote as usual, so bfloat16 and
 // float32 mixed give float32). Only floating inputs that are not float64 are cast, each by a
 // dispatched `to` (recorded by the tracer, differentiable: the gradient goes back to the
@@ -45,15 +47,14 @@ const std::unordered_map<const OpDef*, Policy>& policies() {
   static const auto* table = [] {
     auto* m = new std::unordered_map<const OpDef*, Policy>();
     for (const char* n : {"mm", "bmm", "addmm", "baddbmm", "linear", "conv2d", "conv3d",
-                          "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention",
-                          "lstm_cell", "lstm_layer"})
+                          "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention"})
       m->emplace(&find_op(n), Policy::kLower);
     for (const char* n : {"exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "tan",
                           "pow", "pow_scalar", "sum", "prod", "cumsum", "cumprod", "logsumexp",
                           "norm", "softmax", "log_softmax", "layer_norm", "group_norm", "rms_norm",
                           "batch_norm", "cross_entropy", "ctc_loss"})
       m->emplace(&find_op(n), Policy::kFloat32);
-    for (const char* n : {"cat", "index_add", "scatter_add"})
+    for (const char* n : {"cat", "index_add", "scatter_add", "lstm_cell", "lstm_layer"})
       m->emplace(&find_op(n), Policy::kPromote);
     return m;
   }();

@@ -85,6 +85,12 @@ TEST_CASE("autocast: the op lists (bfloat16, float32, promote, untouched) on the
       CHECK(of::mm(a, b).dtype() == of::kFloat32);
     }
     CHECK(of::autocast::is_cpu_enabled());
+    // an LSTM: projections in bfloat16, the recurrence in float32 (promote), float32 out
+    of::nn::LSTM lstm(of::nn::LSTMOptions(5, 3));
+    of::Tensor seq = of::randn({4, 2, 5});
+    auto [lo, state] = lstm->forward(seq);
+    CHECK(lo.dtype() == of::kFloat32);
+    CHECK(std::get<1>(state).dtype() == of::kFloat32);
     // out= / in-place calls are never cast
     of::Tensor o = of::empty({6, 4});
     of::mm_out(o, a, b);
