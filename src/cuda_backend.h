@@ -30,4 +30,26 @@ void empty_cache(int device);
 // Copies n bytes; any of host<->device, device<->device. Returns after the copy is complete.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 
+// Streams and events (NOTE [CUDA streams] in src/cuda/stream.cpp): the module's handles.
+void* current_stream(int device);
+void* default_stream(int device);
+void* pool_stream(int device, bool high_priority);
+void set_current_stream(int device, void* stream);
+bool stream_query(int device, void* stream);
+void stream_synchronize(int device, void* stream);
+void* event_create(int device, bool timing);
+void event_destroy(void* event) noexcept;
+void event_record(void* event, int device, void* stream);
+bool event_query(void* event);
+void event_synchronize(void* event);
+void event_block(void* event, int device, void* stream);
+float event_elapsed_ms(void* start, void* end);
+void record_stream(void* ptr, int device, void* stream);
+void begin_pool(int device, void* stream, int id);
+void end_pool(int device, void* stream);
+void release_pool(int device, int id);
+// Before a CUDA kernel of `op` runs (the module names it in asynchronous errors). Only called
+// with a CUDA tensor in hand, so the module is loaded.
+void note_launch(const char* op);
+
 }  // namespace oneflow::cuda_backend

@@ -116,6 +116,52 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   need_device(what.c_str()).copy_bytes(dst, dst_dev, src, src_dev, n);
 }
 
+void* current_stream(int device) { return need_device("get the current CUDA stream").current_stream(device); }
+void* default_stream(int device) { return need_device("get the default CUDA stream").default_stream(device); }
+void* pool_stream(int device, bool high_priority) {
+  return need_device("get a CUDA stream from the pool").pool_stream(device, high_priority);
+}
+void set_current_stream(int device, void* stream) {
+  need_device("set the current CUDA stream").set_current_stream(device, stream);
+}
+bool stream_query(int device, void* stream) {
+  return need_device("query a CUDA stream").stream_query(device, stream);
+}
+void stream_synchronize(int device, void* stream) {
+  need_device("synchronize a CUDA stream").stream_synchronize(device, stream);
+}
+void* event_create(int device, bool timing) {
+  return need_device("create a CUDA event").event_create(device, timing);
+}
+void event_destroy(void* event) noexcept {
+  const Loaded& l = loaded();
+  if (l.module && event) l.module->event_destroy(event);
+}
+void event_record(void* event, int device, void* stream) {
+  need_device("record a CUDA event").event_record(event, device, stream);
+}
+bool event_query(void* event) { return need_device("query a CUDA event").event_query(event); }
+void event_synchronize(void* event) { need_device("synchronize a CUDA event").event_synchronize(event); }
+void event_block(void* event, int device, void* stream) {
+  need_device("make a CUDA stream wait for an event").event_block(event, device, stream);
+}
+float event_elapsed_ms(void* start, void* end) {
+  return need_device("time CUDA events").event_elapsed_ms(start, end);
+}
+void record_stream(void* ptr, int device, void* stream) {
+  need_device("record a stream on a CUDA tensor").record_stream(ptr, device, stream);
+}
+void begin_pool(int device, void* stream, int id) {
+  need_device("begin a CUDA graph memory pool").begin_pool(device, stream, id);
+}
+void end_pool(int device, void* stream) { need_device("end a CUDA graph memory pool").end_pool(device, stream); }
+void release_pool(int device, int id) {
+  need_device("release a CUDA graph memory pool").release_pool(device, id);
+}
+void note_launch(const char* op) {
+  if (const Loaded& l = loaded(); l.module) l.module->note_launch(op);
+}
+
 }  // namespace oneflow::cuda_backend
 
 namespace oneflow::cuda {

@@ -8,6 +8,7 @@
 
 #include "allocator.h"
 #include "autocast.h"
+#include "cuda_backend.h"
 #include "autograd/node.h"
 
 namespace oneflow {
@@ -529,6 +530,7 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     const Device dev = first ? first->device() : metas[0].device;
     KernelFn k = dev.is_cuda() ? op.cuda : op.cpu;
     if (!k) fail("[{}] has no {} implementation", op.name, dev.is_cuda() ? "CUDA" : "CPU");
+    if (dev.is_cuda()) cuda_backend::note_launch(op.name.c_str());
     KernelScope scope;  // kernels that call public ops must not record
     k(KernelArgs{inputs, attrs, outputs});
   }

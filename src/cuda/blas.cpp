@@ -25,11 +25,12 @@ cublasHandle_t handle_for(int device) {  // `device` was validated by resolve_de
     DeviceGuard guard(device);
     cublasHandle_t created = nullptr;
     OF_CUBLAS_CHECK(cublasCreate(&created));
-    // Full-precision fp32 (no TF32) so results match the CPU; the default stream, like all else.
+    // Full-precision fp32 (no TF32) so results match the CPU.
     OF_CUBLAS_CHECK(cublasSetMathMode(created, CUBLAS_DEFAULT_MATH));
-    OF_CUBLAS_CHECK(cublasSetStream(created, nullptr));
     h = created;
   }
+  // every call on the current stream (NOTE [CUDA streams])
+  OF_CUBLAS_CHECK(cublasSetStream(h, current_stream_of(device)));
   return h;
 }
 

@@ -28,7 +28,7 @@ void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, 
   const bool dense = sizes.empty() || (sizes.size() == 1 && strides[0] == 1);
   if (dense && src.dtype == dst_dtype) {
     OF_CUDA_CHECK(cudaMemcpyAsync(dst, src_ptr, size_t(src.numel) * itemsize(src.dtype),
-                                  cudaMemcpyDeviceToDevice, nullptr));
+                                  cudaMemcpyDeviceToDevice, current_stream_of(-1)));
     return;
   }
   OF_CHECK(sizes.size() <= size_t(kMaxCopyDims),
@@ -46,8 +46,9 @@ void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, 
   p.dst = dst;
   p.src_dtype = src.dtype;
   p.dst_dtype = dst_dtype;
-  const cudaError_t err = launch_strided_copy(p, nullptr);
+  const cudaError_t err = launch_strided_copy(p, current_stream_of(-1));
   if (err != cudaSuccess) throw_cuda_error(err, "launch_strided_copy", __FILE__, __LINE__);
+  after_launch(op);
 }
 
 void copy_strided_kernel(const KernelArgs& args) {

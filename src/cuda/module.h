@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include <cuda_runtime_api.h>
+
 #include "cuda/module_abi.h"
 
 namespace oneflow::cuda_module {
@@ -20,6 +22,33 @@ void reset_peak_stats(int device);
 void empty_cache(int device);
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
+
+// Streams and events (stream.cpp, NOTE [CUDA streams]); handles are cudaStream_t/cudaEvent_t.
+cudaStream_t current_stream_of(int device);
+void* current_stream(int device);
+void* default_stream(int device);
+void* pool_stream(int device, bool high_priority);
+void set_current_stream(int device, void* stream);
+bool stream_query(int device, void* stream);
+void stream_synchronize(int device, void* stream);
+void* event_create(int device, bool timing);
+void event_destroy(void* event) noexcept;
+void event_record(void* event, int device, void* stream);
+bool event_query(void* event);
+void event_synchronize(void* event);
+void event_block(void* event, int device, void* stream);
+float event_elapsed_ms(void* start, void* end);
+// The allocator (allocator.cpp): another stream uses the block at ptr; CUDA Graph pools.
+void record_stream(void* ptr, int device, void* stream);
+void begin_pool(int device, void* stream, int id);
+void end_pool(int device, void* stream);
+void release_pool(int device, int id);
+// NOTE [Asynchronous CUDA errors]: the op whose kernel runs next; a launch's own status (and,
+// with OF_CUDA_LAUNCH_BLOCKING=1, its completion); a synchronization's status, re-raised with
+// the ops launched since the last clean one.
+void note_launch(const char* op);
+void after_launch(const char* op);
+void check_async(cudaError_t err, const char* where);
 
 // Kernels the module puts into OpDef::cuda slots.
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)

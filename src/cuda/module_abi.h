@@ -15,7 +15,7 @@
 namespace oneflow::cuda_backend {
 
 // Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
-inline constexpr uint32_t kModuleAbi = 1;
+inline constexpr uint32_t kModuleAbi = 2;
 
 // What the core calls through; each entry may throw of::Error (never returns an error code).
 struct ModuleV1 {
@@ -33,6 +33,27 @@ struct ModuleV1 {
   void (*empty_cache)(int device) = nullptr;
   // n bytes, any of host<->device, device<->device; returns after the copy is complete.
   void (*copy_bytes)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) = nullptr;
+  // Streams (cudaStream_t as void*; device -1: the current device) and events (cudaEvent_t).
+  void* (*current_stream)(int device) = nullptr;
+  void* (*default_stream)(int device) = nullptr;
+  void* (*pool_stream)(int device, bool high_priority) = nullptr;
+  void (*set_current_stream)(int device, void* stream) = nullptr;
+  bool (*stream_query)(int device, void* stream) = nullptr;
+  void (*stream_synchronize)(int device, void* stream) = nullptr;
+  void* (*event_create)(int device, bool timing) = nullptr;
+  void (*event_destroy)(void* event) = nullptr;  // never throws
+  void (*event_record)(void* event, int device, void* stream) = nullptr;
+  bool (*event_query)(void* event) = nullptr;
+  void (*event_synchronize)(void* event) = nullptr;
+  void (*event_block)(void* event, int device, void* stream) = nullptr;  // stream waits
+  float (*event_elapsed_ms)(void* start, void* end) = nullptr;
+  // The caching allocator: the block at ptr is also used on stream; CUDA Graph private pools.
+  void (*record_stream)(void* ptr, int device, void* stream) = nullptr;
+  void (*begin_pool)(int device, void* stream, int id) = nullptr;
+  void (*end_pool)(int device, void* stream) = nullptr;
+  void (*release_pool)(int device, int id) = nullptr;
+  // The op whose CUDA kernel dispatch runs next (NOTE [Asynchronous CUDA errors]).
+  void (*note_launch)(const char* op) = nullptr;
 };
 
 // What the core hands the module: how to fill the op table's CUDA kernel slots.

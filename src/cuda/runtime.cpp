@@ -87,7 +87,7 @@ int current_device() { return resolve_device(-1); }
 
 void synchronize(int device) {
   DeviceGuard guard(resolve_device(device));
-  OF_CUDA_CHECK(cudaDeviceSynchronize());
+  check_async(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
@@ -96,34 +96,35 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     std::memcpy(dst, src, n);
     return;
   }
-  // Everything runs on the legacy default stream, so stream order already protects readers;
-  // the synchronizations below make "returns after the copy is complete" literally true.
-  if (src_dev.is_cpu()) {
-    DeviceGuard guard(resolve_device(dst_dev.index()));
-    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
-    OF_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  // On the current stream of the device involved (NOTE [CUDA streams]), then a sync of that
+  // stream: "returns after the copy is complete", and work queued before on the stream (the
+  // kernel that wrote src) is ordered before the copy.
+  if (src_dev.is_cpu() || dst_dev.is_cpu()) {
+    const int d = resolve_device(src_dev.is_cpu() ? dst_dev.index() : src_dev.index());
+    DeviceGuard guard(d);
+    cudaStream_t s = current_stream_of(d);
+    OF_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, src_dev.is_cpu() ? cudaMemcpyHostToDevice
+                                                                : cudaMemcpyDeviceToHost, s));
+    check_async(cudaStreamSynchronize(s), "cudaStreamSynchronize (a copy)");
     return;
   }
-  const int s = resolve_device(src_dev.index());
-  if (dst_dev.is_cpu()) {
-    DeviceGuard guard(s);
-    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
-    return;
-  }
-  const int d = resolve_device(dst_dev.index());
+  const int s = resolve_device(src_dev.index()), d = resolve_device(dst_dev.index());
   if (s == d) {
     DeviceGuard guard(s);
-    OF_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice));
-    OF_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    cudaStream_t st = current_stream_of(s);
+    OF_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st));
+    check_async(cudaStreamSynchronize(st), "cudaStreamSynchronize (a copy)");
     return;
   }
+  // between devices: the source's writer must be done first, then the copy on dst's stream
   {
-    DeviceGuard guard(d);
-    OF_CUDA_CHECK(cudaMemcpyPeer(dst, d, src, s, n));
-    OF_CUDA_CHECK(cudaDeviceSynchronize());
+    DeviceGuard guard(s);
+    check_async(cudaStreamSynchronize(current_stream_of(s)), "cudaStreamSynchronize (a copy)");
   }
-  DeviceGuard guard(s);
-  OF_CUDA_CHECK(cudaDeviceSynchronize());
+  DeviceGuard guard(d);
+  cudaStream_t st = current_stream_of(d);
+  OF_CUDA_CHECK(cudaMemcpyPeerAsync(dst, d, src, s, n, st));
+  check_async(cudaStreamSynchronize(st), "cudaStreamSynchronize (a copy)");
 }
 
 }  // namespace oneflow::cuda_module

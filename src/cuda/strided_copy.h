@@ -32,7 +32,7 @@ struct StridedCopyParams {
 cudaError_t launch_strided_copy(const StridedCopyParams& params, cudaStream_t stream);
 
 // Writes `src` (any strides, on the current device) densely into `dst` as `dst_dtype`, on the
-// default stream. `op` names the caller in errors. Throws of::Error on failure.
+// device's current stream. `op` names the caller in errors. Throws of::Error on failure.
 void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, const char* op);
 
 }  // namespace cuda_module
