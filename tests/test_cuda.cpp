@@ -350,3 +350,54 @@ TEST_CASE("cuda: the current stream, stream guards, pooled streams and events") 
   CHECK(error_of([] { of::cuda::setCurrentCUDAStream(of::cuda::CUDAStream(0, nullptr)); })
             .find("legacy default stream") != std::string::npos);
 }
+
+TEST_CASE("cuda: elementwise ops match the CPU (dense, strided, broadcast; every dtype family)") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(11);
+  using U = std::function<of::Tensor(const of::Tensor&)>;
+  using B = std::function<of::Tensor(const of::Tensor&, const of::Tensor&)>;
+  const std::vector<std::pair<const char*, U>> unary = {
+      {"neg", [](auto& x) { return -x; }}, {"abs", [](auto& x) { return x.abs(); }},
+      {"sign", [](auto& x) { return x.sign(); }}, {"exp", [](auto& x) { return x.exp(); }},
+      {"log", [](auto& x) { return x.abs().log(); }}, {"sqrt", [](auto& x) { return x.abs().sqrt(); }},
+      {"tanh", [](auto& x) { return x.tanh(); }}, {"sigmoid", [](auto& x) { return x.sigmoid(); }},
+      {"relu", [](auto& x) { return x.relu(); }}, {"silu", [](auto& x) { return of::silu(x); }},
+      {"erf", [](auto& x) { return x.erf(); }}, {"gelu", [](auto& x) { return of::gelu(x); }},
+      {"gelu tanh", [](auto& x) { return of::gelu(x, "tanh"); }},
+      {"floor", [](auto& x) { return x.floor(); }}, {"isnan", [](auto& x) { return x.isnan(); }},
+      {"sin", [](auto& x) { return x.sin(); }}, {"reciprocal", [](auto& x) { return x.reciprocal(); }},
+  };
+  const std::vector<std::pair<const char*, B>> binary = {
+      {"add", [](auto& a, auto& b) { return a + b; }}, {"sub", [](auto& a, auto& b) { return a - b; }},
+      {"mul", [](auto& a, auto& b) { return a * b; }}, {"div", [](auto& a, auto& b) { return a / b; }},
+      {"maximum", [](auto& a, auto& b) { return of::maximum(a, b); }},
+      {"pow", [](auto& a, auto& b) { return a.abs().pow(b); }},
+      {"atan2", [](auto& a, auto& b) { return of::atan2(a, b); }},
+      {"lt", [](auto& a, auto& b) { return a < b; }}, {"eq", [](auto& a, auto& b) { return a == b; }},
+      {"where", [](auto& a, auto& b) { return of::where(a > b, a, b); }},
+  };
+  for (auto dt : {of::kFloat32, of::kFloat64}) {
+    const of::Tensor x = of::randn({6, 33}).to(dt);
+    const of::Tensor xs = of::randn({33, 6}).to(dt).t();  // strided
+    const of::Tensor y = of::randn({33}).to(dt);          // broadcast
+    const double tol = dt == of::kFloat32 ? 1e-5 : 1e-12;
+    for (auto& [name, f] : unary) {
+      INFO(name, " ", of::dtype_name(dt));
+      for (const of::Tensor& in : {x, xs}) check_close(f(in.to(kCuda0)), f(in), tol, tol);
+    }
+    for (auto& [name, f] : binary) {
+      INFO(name, " ", of::dtype_name(dt));
+      check_close(f(x.to(kCuda0), xs.to(kCuda0)), f(x, xs), tol, tol);
+      check_close(f(x.to(kCuda0), y.to(kCuda0)), f(x, y), tol, tol);
+    }
+  }
+  // integers, 16-bit floats (computed in float, as on the CPU), bool outputs
+  const of::Tensor i = of::randint(-50, 50, {5, 7}, of::kInt64);
+  check_same_values((i * i - i).to(kCuda0).cpu(), (i * i - i));
+  check_same_values(((i.to(kCuda0) * i.to(kCuda0)) - i.to(kCuda0)).cpu(), i * i - i);
+  const of::Tensor h = of::randn({8, 9}).to(of::kBFloat16);
+  check_close((h.to(kCuda0) * h.to(kCuda0)).tanh(), (h * h).tanh(), 1e-2, 1e-2);
+  // integer division has no device-side zero check: refused clearly
+  const std::string msg = error_of([&] { of::div(i.to(kCuda0), i.to(kCuda0), "floor"); });
+  CHECK(msg.find("not supported on CUDA") != std::string::npos);
+}

@@ -313,7 +313,7 @@ void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins,
       }
       const int64_t so = s[0];
       char* po = p[0];
-      std::array<const char*, N> pi{p[I + 1]...};
+      [[maybe_unused]] std::array<const char*, N> pi{p[I + 1]...};
       for (int64_t i = 0; i < n; ++i) {
         *reinterpret_cast<Out*>(po + i * so) = Out(f(load<In>(pi[I] + i * s[I + 1])...));
       }

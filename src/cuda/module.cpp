@@ -53,5 +53,6 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   core->set_cuda_kernel("copy", cuda_module::copy_strided_kernel);
   core->set_cuda_kernel("mm", cuda_module::mm_kernel);
   core->set_cuda_kernel("bmm", cuda_module::bmm_kernel);
+  cuda_module::register_elementwise_kernels(*core);
   return &cuda_module::kTable;
 }

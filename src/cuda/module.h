@@ -51,6 +51,7 @@ void after_launch(const char* op);
 void check_async(cudaError_t err, const char* where);
 
 // Kernels the module puts into OpDef::cuda slots.
+void register_elementwise_kernels(const cuda_backend::CoreV1& core);  // elementwise.cpp
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)
 void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/float64 (2-D)
 void bmm_kernel(const KernelArgs& args);           // cuBLAS strided-batched GEMM

@@ -12,7 +12,8 @@
 // Host: always inline, so that loops over these functors vectorize (a call per element
 // otherwise; the library is built with -fPIC and GCC's size heuristics keep fast_erf out).
 #if defined(__CUDACC__)
-#define OF_FI __forceinline__
+#define OF_FI  // device functions of one translation unit inline anyway (__forceinline__ would
+               // repeat the `inline` every use writes)
 #else
 #define OF_FI __attribute__((always_inline))
 #endif
@@ -120,8 +121,18 @@ template <class T> OF_HD OF_FI bool is_minus_one(T x) {
 
 // ---- unary
 OF_FN1(Neg, T(wrap_neg(x)))
-OF_FN1(Abs, x < T(0) ? T(wrap_neg(x)) : x)
-OF_FN1(Sign, T((T(0) < x) - (x < T(0))))
+struct Abs {
+  template <class T> OF_HD OF_FI T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else return x < T(0) ? T(wrap_neg(x)) : x;
+  }
+};
+struct Sign {
+  template <class T> OF_HD OF_FI T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return T(T(0) < x);
+    else return T((T(0) < x) - (x < T(0)));
+  }
+};
 OF_FN1(Exp, exp_(x))
 OF_FN1(Exp2, std::exp2(x))
 OF_FN1(Log, std::log(x))
@@ -214,7 +225,8 @@ OF_FN2(Atan2, std::atan2(a, b))
 struct Pow {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      if constexpr (std::is_signed_v<T>)
+        if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
       T r = 1;
       T base = a;
       auto e = b;

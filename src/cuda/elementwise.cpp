@@ -1,0 +1,143 @@
+// elementwise.cpp: host side of the CUDA elementwise kernels (NOTE [CUDA elementwise] in
+// elementwise.cu): operand strides against the output's shape, dims coalesced, the launch on
+// the current stream, and the kernels the module puts into the op table's CUDA slots.
+#include <array>
+#include <string_view>
+#include <vector>
+
+#include "cuda/cuda_check.h"
+#include "cuda/elementwise.h"
+#include "cuda/module.h"
+
+namespace oneflow::cuda_module {
+namespace {
+
+struct OpInfo {
+  const char* name;
+  bool int_unsafe;
+};
+
+constexpr OpInfo info_of(ElemOp op) {
+  switch (op) {
+#define OF_INFO(n, functor, kind) \
+  case ElemOp::n: return {#n, std::string_view(#kind) == "IntUnsafe"};
+    OF_CUDA_UNARY_OPS(OF_INFO)
+    OF_CUDA_BINARY_OPS(OF_INFO)
+#undef OF_INFO
+    case ElemOp::gelu_erf:
+    case ElemOp::gelu_tanh: return {"gelu", false};
+    case ElemOp::where: return {"where", false};
+  }
+  return {"elementwise", false};
+}
+
+// The params of out = f(ins...) with each input broadcast to out's shape.
+ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtype,
+                       const char* op) {
+  const size_t nd = size_t(out.dim());
+  const size_t nops = ins.size() + 1;
+  OF_CHECK(ins.size() <= size_t(kMaxElemInputs), "[{}] cuda: at most {} inputs", op, kMaxElemInputs);
+  // strides[k][d] against out's dims, in elements; 0 where input k broadcasts
+  std::vector<std::array<int64_t, kMaxElemInputs + 1>> st(nd);
+  std::vector<int64_t> sz(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    sz[d] = out.size(int64_t(d));
+    st[d][0] = out.impl()->strides[d];
+  }
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const TensorImpl& t = *ins[k].impl();
+    const size_t tn = t.sizes.size();
+    OF_CHECK(tn <= nd, "[{}] cuda: input {} has more dims ({}) than the output ({})", op, k, tn, nd);
+    for (size_t d = 0; d < nd; ++d) {
+      if (d < nd - tn) {
+        st[d][k + 1] = 0;
+        continue;
+      }
+      const size_t td = d - (nd - tn);
+      st[d][k + 1] = t.sizes[td] == 1 && sz[d] != 1 ? 0 : t.strides[td];
+    }
+  }
+  // drop size-1 dims, then merge a dim into the next when every operand allows it
+  std::vector<int64_t> msz;
+  std::vector<std::array<int64_t, kMaxElemInputs + 1>> mst;
+  for (size_t d = 0; d < nd; ++d) {
+    if (sz[d] == 1) continue;
+    if (!msz.empty()) {
+      bool merge = true;
+      for (size_t k = 0; k < nops; ++k) merge = merge && mst.back()[k] == st[d][k] * sz[d];
+      if (merge) {
+        msz.back() *= sz[d];
+        for (size_t k = 0; k < nops; ++k) mst.back()[k] = st[d][k];
+        continue;
+      }
+    }
+    msz.push_back(sz[d]);
+    mst.push_back(st[d]);
+  }
+  OF_CHECK(msz.size() <= size_t(kMaxElemDims),
+           "[{}] cuda: at most {} non-mergeable dims, got output shape {}", op, kMaxElemDims,
+           shape_str(out.sizes()));
+  ElemParams p;
+  p.ndim = int(msz.size());
+  p.nin = int(ins.size());
+  p.numel = out.numel();
+  p.dtype = dtype;
+  p.out = out.impl()->raw_data();
+  for (size_t k = 0; k < ins.size(); ++k) p.in[k] = ins[k].impl()->raw_data();
+  p.contiguous = true;
+  for (size_t d = 0; d < msz.size(); ++d) {
+    p.sizes[d] = msz[d];
+    for (size_t k = 0; k < nops; ++k) {
+      p.strides[k][d] = mst[d][k];
+      p.contiguous = p.contiguous && d + 1 == msz.size() && mst[d][k] == 1;
+    }
+  }
+  return p;
+}
+
+void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
+  const OpInfo info = info_of(op);
+  const Tensor& out = k.outputs[0];
+  OF_CHECK(out.is_cuda(), "[{}] cuda: the output is on {}", info.name, out.device().str());
+  if (info.int_unsafe && !is_floating_point(dtype))
+    fail("[{}] cuda: {} operands are not supported on CUDA (integer division by zero has no "
+         "error path on the device); compute in a floating dtype or on the CPU",
+         info.name, dtype_name(dtype));
+  if (out.numel() == 0) return;
+  const int device = resolve_device(out.device().index());
+  DeviceGuard guard(device);
+  const ElemParams p = make_params(out, k.inputs, dtype, info.name);
+  const cudaError_t err = launch_elementwise(op, p, current_stream_of(device));
+  if (err == cudaErrorInvalidValue)
+    fail("[{}] cuda: unsupported dtype {}", info.name, dtype_name(dtype));
+  if (err != cudaSuccess) throw_cuda_error(err, info.name, __FILE__, __LINE__);
+  after_launch(info.name);
+}
+
+template <ElemOp Op>
+void elementwise_kernel(const KernelArgs& k) {
+  run(Op, k, k.inputs[0].dtype());
+}
+
+void gelu_kernel(const KernelArgs& k) {
+  run(k.attrs.str(0) == "tanh" ? ElemOp::gelu_tanh : ElemOp::gelu_erf, k, k.inputs[0].dtype());
+}
+
+void where_kernel(const KernelArgs& k) {
+  OF_CHECK(k.inputs.size() == 3 && k.inputs[0].dtype() == kBool,
+           "[where] cuda: expected a bool condition and two values");
+  run(ElemOp::where, k, k.inputs[1].dtype());
+}
+
+}  // namespace
+
+void register_elementwise_kernels(const cuda_backend::CoreV1& core) {
+#define OF_REGISTER(n, functor, kind) core.set_cuda_kernel(#n, elementwise_kernel<ElemOp::n>);
+  OF_CUDA_UNARY_OPS(OF_REGISTER)
+  OF_CUDA_BINARY_OPS(OF_REGISTER)
+#undef OF_REGISTER
+  core.set_cuda_kernel("gelu", gelu_kernel);
+  core.set_cuda_kernel("where", where_kernel);
+}
+
+}  // namespace oneflow::cuda_module

@@ -1,0 +1,192 @@
+// elementwise.cu: one launch template for the elementwise ops on CUDA over the functors the CPU
+// kernels use (ops/functors.h), so both compute the same expression. NOTE [CUDA elementwise]:
+//  - Index space: the output's row-major order over coalesced dims; each operand reads at its
+//    own strides (0 on broadcast dims). A grid-stride loop; 64-bit indices.
+//  - Dense operands (same shape, contiguous) skip the index math, and when every pointer is
+//    16-byte aligned each thread moves 16 bytes per operand per step (vectorized loads/stores).
+//  - 16-bit floats compute in float (compute_t), as on the CPU; results are stored rounded.
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "cuda/elementwise.h"
+#include "ops/functors.h"
+
+namespace oneflow::cuda_module {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <int N>
+__device__ __forceinline__ void offsets(const ElemParams& p, int64_t i, int64_t (&off)[N + 1]) {
+#pragma unroll
+  for (int k = 0; k <= N; ++k) off[k] = 0;
+  for (int d = p.ndim - 1; d >= 0; --d) {
+    const int64_t idx = i % p.sizes[d];
+    i /= p.sizes[d];
+#pragma unroll
+    for (int k = 0; k <= N; ++k) off[k] += idx * p.strides[k][d];
+  }
+}
+
+// N inputs of type T (where: bool, T, T), output Out.
+template <class T, class Out, int N, class F>
+__device__ __forceinline__ Out apply(const F& f, const ElemParams& p, const int64_t (&off)[N + 1]) {
+  using C = compute_t<T>;
+  if constexpr (N == 1) {
+    return Out(f(C(static_cast<const T*>(p.in[0])[off[1]])));
+  } else if constexpr (N == 2) {
+    return Out(f(C(static_cast<const T*>(p.in[0])[off[1]]),
+                 C(static_cast<const T*>(p.in[1])[off[2]])));
+  } else {
+    const bool c = static_cast<const bool*>(p.in[0])[off[1]];
+    return c ? static_cast<const T*>(p.in[1])[off[2]] : static_cast<const T*>(p.in[2])[off[3]];
+  }
+}
+
+template <class T, class Out, int N, class F>
+__global__ void strided_kernel(ElemParams p, F f) {
+  const int64_t step = int64_t(blockDim.x) * gridDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel; i += step) {
+    int64_t off[N + 1];
+    offsets<N>(p, i, off);
+    static_cast<Out*>(p.out)[off[0]] = apply<T, Out, N>(f, p, off);
+  }
+}
+
+template <class T, class Out, int N, class F>
+__global__ void dense_kernel(ElemParams p, F f) {
+  const int64_t step = int64_t(blockDim.x) * gridDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel; i += step) {
+    int64_t off[N + 1];
+#pragma unroll
+    for (int k = 0; k <= N; ++k) off[k] = i;
+    static_cast<Out*>(p.out)[i] = apply<T, Out, N>(f, p, off);
+  }
+}
+
+// Dense and aligned: V elements per thread and step (16 bytes of the widest operand).
+template <class T, class Out, int N, int V, class F>
+__global__ void vector_kernel(ElemParams p, F f) {
+  using C = compute_t<T>;
+  const int64_t nvec = p.numel / V;
+  const int64_t step = int64_t(blockDim.x) * gridDim.x;
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < nvec; j += step) {
+    Vec<Out, V> o;
+    if constexpr (N == 1) {
+      const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(p.in[0])[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = Out(f(C(a.v[k])));
+    } else if constexpr (N == 2) {
+      const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(p.in[0])[j];
+      const Vec<T, V> b = reinterpret_cast<const Vec<T, V>*>(p.in[1])[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = Out(f(C(a.v[k]), C(b.v[k])));
+    } else {
+      const Vec<bool, V> c = reinterpret_cast<const Vec<bool, V>*>(p.in[0])[j];
+      const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(p.in[1])[j];
+      const Vec<T, V> b = reinterpret_cast<const Vec<T, V>*>(p.in[2])[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = c.v[k] ? a.v[k] : b.v[k];
+    }
+    reinterpret_cast<Vec<Out, V>*>(p.out)[j] = o;
+  }
+  // the tail (numel % V elements), one per thread of the first block
+  const int64_t t = nvec * V + threadIdx.x;
+  if (blockIdx.x == 0 && t < p.numel) {
+    int64_t off[N + 1];
+#pragma unroll
+    for (int k = 0; k <= N; ++k) off[k] = t;
+    static_cast<Out*>(p.out)[t] = apply<T, Out, N>(f, p, off);
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+struct WhereFn {};  // where selects in apply(); no functor
+
+template <class T, class Out, int N, class F>
+cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
+  if (p.numel <= 0) return cudaSuccess;
+  constexpr int kBytes = sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out);
+  constexpr int V = 16 / kBytes;
+  bool vec = p.contiguous && V > 1 && aligned16(p.out);
+  for (int k = 0; k < N; ++k) vec = vec && aligned16(p.in[k]);
+  const int64_t work = vec ? (p.numel + V - 1) / V : p.numel;
+  const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 1 << 16)));
+  if (vec) {
+    if constexpr (V > 1) vector_kernel<T, Out, N, V><<<blocks, kThreads, 0, stream>>>(p, f);
+  } else if (p.contiguous) {
+    dense_kernel<T, Out, N><<<blocks, kThreads, 0, stream>>>(p, f);
+  } else {
+    strided_kernel<T, Out, N><<<blocks, kThreads, 0, stream>>>(p, f);
+  }
+  return cudaGetLastError();
+}
+
+enum class Kind { All, Float, Bool, IntUnsafe };
+
+template <Kind K, int N, class F>
+cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
+  auto go = [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    using Out = std::conditional_t<K == Kind::Bool, bool, T>;
+    if constexpr ((K == Kind::Float || K == Kind::IntUnsafe) && !is_floating_v<T>) {
+      return cudaErrorInvalidValue;
+    } else {
+      return launch<T, Out, N>(p, F{}, stream);
+    }
+  };
+  switch (p.dtype) {
+    case ScalarType::Float32: return go(float{});
+    case ScalarType::Float64: return go(double{});
+    case ScalarType::Float16: return go(Half{});
+    case ScalarType::BFloat16: return go(BFloat16{});
+    case ScalarType::Int32: return go(int32_t{});
+    case ScalarType::Int64: return go(int64_t{});
+    case ScalarType::UInt8: return go(uint8_t{});
+    case ScalarType::Bool: return go(bool{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
+  auto go = [&](auto tag) { return launch<decltype(tag), decltype(tag), 3>(p, WhereFn{}, stream); };
+  switch (p.dtype) {
+    case ScalarType::Float32: return go(float{});
+    case ScalarType::Float64: return go(double{});
+    case ScalarType::Float16: return go(Half{});
+    case ScalarType::BFloat16: return go(BFloat16{});
+    case ScalarType::Int32: return go(int32_t{});
+    case ScalarType::Int64: return go(int64_t{});
+    case ScalarType::UInt8: return go(uint8_t{});
+    case ScalarType::Bool: return go(bool{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t launch_elementwise(ElemOp op, const ElemParams& p, cudaStream_t stream) {
+  switch (op) {
+#define OF_UNARY_CASE(name, functor, kind) \
+  case ElemOp::name: return launch_kind<Kind::kind, 1, fn::functor>(p, stream);
+#define OF_BINARY_CASE(name, functor, kind) \
+  case ElemOp::name: return launch_kind<Kind::kind, 2, fn::functor>(p, stream);
+    OF_CUDA_UNARY_OPS(OF_UNARY_CASE)
+    OF_CUDA_BINARY_OPS(OF_BINARY_CASE)
+#undef OF_UNARY_CASE
+#undef OF_BINARY_CASE
+    case ElemOp::gelu_erf: return launch_kind<Kind::Float, 1, fn::GeluErf>(p, stream);
+    case ElemOp::gelu_tanh: return launch_kind<Kind::Float, 1, fn::GeluTanh>(p, stream);
+    case ElemOp::where: return launch_where(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace oneflow::cuda_module
