@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# gpu_check.sh: the one prepared script for a lent GPU (issue 10). Configures and builds
+# build-gpu/ with -Dcuda=enabled (all cores), runs the CUDA tests (every case that skips
+# without a device runs here), then the GPU benchmarks, and writes a report to $OUT (default
+# ./gpu-report). Each step has its own deadline so the whole run stays under 8 minutes:
+# configure+build 5 min, tests 90 s, benchmarks 90 s. Usage: bench/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+OUT="${OUT:-$PWD/gpu-report}"
+mkdir -p "$OUT"
+report="$OUT/report.txt"
+: > "$report"
+say() { echo "$*" | tee -a "$report"; }
+step() {  # step <name> <seconds> <command...>: runs it, logs to $OUT/<name>.log, notes the result
+  local name="$1" secs="$2"
+  shift 2
+  local t0=$SECONDS
+  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  say "==> $name: rc=$rc in $((SECONDS - t0)) s ($( [ $rc -eq 124 ] && echo "timed out after $secs s" || echo done))"
+  tail -n 40 "$OUT/$name.log" >> "$report"
+  return $rc
+}
+say "gpu_check $(date -u +%FT%TZ) on $(hostname)"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || echo "nvidia-smi failed"; } 2>&1 | tee -a "$report"
+{ nvcc --version | tail -n 2; } 2>&1 | tee -a "$report"
+for tool in meson ninja pkg-config nvcc; do
+  command -v "$tool" > /dev/null || say "missing: $tool (the build below will fail; install it or carry a build)"
+done
+jobs=$(nproc)
+if [ ! -f build-gpu/build.ninja ]; then
+  step configure 120 meson setup build-gpu -Dcuda=enabled -Dexamples=false -Dbench=true -Dnative=false || exit 1
+fi
+step build 300 ninja -C build-gpu -j "$jobs" tests/oneflow_tests bench/bench_cuda || exit 1
+step tests 90 ./build-gpu/tests/oneflow_tests -tc='cuda*,autocast*,GradScaler*' --duration=true
+step bench 90 ./build-gpu/bench/bench_cuda
+say "==> report: $report (logs beside it)"
