@@ -1,9 +1,18 @@
+#include <cstring>
 #include "harness.h"
 
 #include <algorithm>
 #include <sstream>
 
 namespace th {
+
+bool same_bits(const of::Tensor& a, const of::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.dtype() != b.dtype() || !(a.sizes() == b.sizes())) return false;
+  of::Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
+}
 
 std::vector<OpRow>& rows() {
   static std::vector<OpRow> r;

@@ -57,6 +57,8 @@ struct Ref {
 };
 
 Ref to_ref(const of::Tensor& t);
+// Bitwise equality of two tensors (defined-ness, dtype, shape and every byte of the values).
+bool same_bits(const of::Tensor& a, const of::Tensor& b);
 Shape broadcast(const Shape& a, const Shape& b);
 // Elementwise reference over broadcast operands.
 Ref map_ref(const std::vector<Ref>& in, const std::function<double(const std::vector<double>&)>& f);

@@ -17,13 +17,7 @@ namespace F = oneflow::nn::functional;
 
 namespace {
 
-bool same_bits(const of::Tensor& a, const of::Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  if (a.dtype() != b.dtype() || !(a.sizes() == b.sizes())) return false;
-  of::Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
-}
+using th::same_bits;
 
 double max_abs_diff(const of::Tensor& a, const of::Tensor& b) {
   return (a.to(of::kFloat64) - b.to(of::kFloat64)).abs().max().item<double>();

@@ -18,14 +18,7 @@ namespace F = of::nn::functional;
 
 namespace {
 
-// Bitwise equality of two tensors (dtype, shape and every byte of the values).
-bool same_bits(const of::Tensor& a, const of::Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  if (a.dtype() != b.dtype() || !(a.sizes() == b.sizes())) return false;
-  of::Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
-}
+using th::same_bits;
 
 std::string describe(const of::Tensor& a, const of::Tensor& b) {
   if (!a.defined() || !b.defined()) return "undefined";

@@ -261,24 +261,25 @@ class CachingPool {
 
   bool mergeable(const Block* n) const { return n && !n->allocated && n->pending == 0; }
 
+  // Folds `second` (free, the block after `first` in its segment) into `first`.
+  void absorb(Block* first, Block* second) {
+    first->size += second->size;
+    first->next = second->next;
+    if (second->next) second->next->prev = first;
+    delete second;
+  }
+
   void insert_free(Block* b) {
     auto& set = b->small ? small_free_ : large_free_;
     if (mergeable(b->prev)) {
       Block* p = b->prev;
       set.erase(p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      delete b;
+      absorb(p, b);
       b = p;
     }
     if (mergeable(b->next)) {
-      Block* n = b->next;
-      set.erase(n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      delete n;
+      set.erase(b->next);
+      absorb(b, b->next);
     }
     set.insert(b);
     if (b->pool != 0 && released_.count(b->pool)) release_cached(b->pool);

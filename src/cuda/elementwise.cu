@@ -131,18 +131,10 @@ cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
 
 enum class Kind { All, Float, Bool, IntUnsafe };
 
-template <Kind K, int N, class F>
-cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
-  auto go = [&](auto tag) -> cudaError_t {
-    using T = decltype(tag);
-    using Out = std::conditional_t<K == Kind::Bool, bool, T>;
-    if constexpr ((K == Kind::Float || K == Kind::IntUnsafe) && !is_floating_v<T>) {
-      return cudaErrorInvalidValue;
-    } else {
-      return launch<T, Out, N>(p, F{}, stream);
-    }
-  };
-  switch (p.dtype) {
+// f(T{}) for the dtype `t`; cudaErrorInvalidValue for an unknown one.
+template <class G>
+cudaError_t visit(ScalarType t, G&& go) {
+  switch (t) {
     case ScalarType::Float32: return go(float{});
     case ScalarType::Float64: return go(double{});
     case ScalarType::Float16: return go(Half{});
@@ -155,19 +147,23 @@ cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+template <Kind K, int N, class F>
+cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
+  return visit(p.dtype, [&](auto tag) -> cudaError_t {
+    using T = decltype(tag);
+    using Out = std::conditional_t<K == Kind::Bool, bool, T>;
+    if constexpr ((K == Kind::Float || K == Kind::IntUnsafe) && !is_floating_v<T>) {
+      return cudaErrorInvalidValue;
+    } else {
+      return launch<T, Out, N>(p, F{}, stream);
+    }
+  });
+}
+
 cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
-  auto go = [&](auto tag) { return launch<decltype(tag), decltype(tag), 3>(p, WhereFn{}, stream); };
-  switch (p.dtype) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    case ScalarType::Float16: return go(Half{});
-    case ScalarType::BFloat16: return go(BFloat16{});
-    case ScalarType::Int32: return go(int32_t{});
-    case ScalarType::Int64: return go(int64_t{});
-    case ScalarType::UInt8: return go(uint8_t{});
-    case ScalarType::Bool: return go(bool{});
-  }
-  return cudaErrorInvalidValue;
+  return visit(p.dtype, [&](auto tag) {
+    return launch<decltype(tag), decltype(tag), 3>(p, WhereFn{}, stream);
+  });
 }
 
 }  // namespace
