@@ -381,11 +381,15 @@ TEST_CASE("cuda: elementwise ops match the CPU (dense, strided, broadcast; every
     const of::Tensor xs = of::randn({33, 6}).to(dt).t();  // strided
     const of::Tensor y = of::randn({33}).to(dt);          // broadcast
     const double tol = dt == of::kFloat32 ? 1e-5 : 1e-12;
-    for (auto& [name, f] : unary) {
+    for (const auto& row : unary) {  // (no structured bindings: clang 14 cannot capture them)
+      const char* name = row.first;
+      const U& f = row.second;
       INFO(name, " ", of::dtype_name(dt));
       for (const of::Tensor& in : {x, xs}) check_close(f(in.to(kCuda0)), f(in), tol, tol);
     }
-    for (auto& [name, f] : binary) {
+    for (const auto& row : binary) {
+      const char* name = row.first;
+      const B& f = row.second;
       INFO(name, " ", of::dtype_name(dt));
       check_close(f(x.to(kCuda0), xs.to(kCuda0)), f(x, xs), tol, tol);
       check_close(f(x.to(kCuda0), y.to(kCuda0)), f(x, y), tol, tol);
