@@ -33,6 +33,6 @@ if [ ! -f build-gpu/build.ninja ]; then
   step configure 120 meson setup build-gpu -Dcuda=enabled -Dexamples=false -Dbench=true -Dnative=false || exit 1
 fi
 step build 300 ninja -C build-gpu -j "$jobs" tests/oneflow_tests bench/bench_cuda || exit 1
-step tests 90 ./build-gpu/tests/oneflow_tests -tc='cuda*,autocast*,GradScaler*' --duration=true
+step tests 90 ./build-gpu/tests/oneflow_tests -tc='cuda*,autocast*,GradScaler*,op table: CUDA*' --duration=true
 step bench 90 ./build-gpu/bench/bench_cuda
 say "==> report: $report (logs beside it)"
