@@ -2,7 +2,25 @@
 // CUDA module's table (cuda_backend.h). Nothing here links CUDA.
 #include "oneflow/cuda.h"
 
+#include <atomic>
+
+#include "oneflow/context.h"
+
 #include "cuda_backend.h"
+
+namespace oneflow {
+namespace {
+std::atomic<bool> g_tf32_cublas{false}, g_tf32_cudnn{false};
+}  // namespace
+bool Context::allowTF32CuBLAS() const { return g_tf32_cublas.load(std::memory_order_relaxed); }
+void Context::setAllowTF32CuBLAS(bool allow) { g_tf32_cublas.store(allow); }
+bool Context::allowTF32CuDNN() const { return g_tf32_cudnn.load(std::memory_order_relaxed); }
+void Context::setAllowTF32CuDNN(bool allow) { g_tf32_cudnn.store(allow); }
+Context& globalContext() {
+  static Context c;
+  return c;
+}
+}  // namespace oneflow
 
 namespace oneflow::cuda {
 namespace {

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "cuda/module_abi.h"
+#include "oneflow/context.h"
 #include "cuda_backend.h"
 #include "module_loader.h"
 
@@ -31,7 +32,8 @@ Loaded load() {
   auto init = reinterpret_cast<ModuleInitFn>(module_symbol(handle, kModuleInitSymbol, &r.why));
   if (!init) return r;
   static const CoreV1 core{.abi = kModuleAbi, .build_id = ONEFLOW_BUILD_ID,
-                           .set_cuda_kernel = set_cuda_kernel};
+                           .set_cuda_kernel = set_cuda_kernel,
+                           .allow_tf32_cublas = [] { return globalContext().allowTF32CuBLAS(); }};
   try {
     r.module = init(&core);
   } catch (const Error& e) {

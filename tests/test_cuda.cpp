@@ -405,3 +405,22 @@ TEST_CASE("cuda: elementwise ops match the CPU (dense, strided, broadcast; every
   const std::string msg = error_of([&] { of::div(i.to(kCuda0), i.to(kCuda0), "floor"); });
   CHECK(msg.find("not supported on CUDA") != std::string::npos);
 }
+
+TEST_CASE("cuda: the TF32 switches (off by default; float32 matmul within TF32 rounding when on)") {
+  CHECK_FALSE(of::globalContext().allowTF32CuBLAS());
+  CHECK_FALSE(of::globalContext().allowTF32CuDNN());
+  of::globalContext().setAllowTF32CuDNN(true);
+  CHECK(of::globalContext().allowTF32CuDNN());
+  of::globalContext().setAllowTF32CuDNN(false);
+  if (!of::cuda::is_available()) {
+    MESSAGE("no CUDA device: the matmul part skipped");
+    return;
+  }
+  const of::Tensor a = of::randn({256, 256}), b = of::randn({256, 256});
+  const of::Tensor exact = of::mm(a, b);
+  check_close(of::mm(a.to(kCuda0), b.to(kCuda0)), exact, 1e-4, 1e-4);
+  of::globalContext().setAllowTF32CuBLAS(true);
+  const of::Tensor tf32 = of::mm(a.to(kCuda0), b.to(kCuda0)).cpu();
+  of::globalContext().setAllowTF32CuBLAS(false);
+  CHECK(of::allclose(tf32, exact, 1e-2, 1e-1));  // 10-bit mantissas
+}

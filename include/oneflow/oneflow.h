@@ -14,6 +14,7 @@
 #include "oneflow/compat.h"
 #include "oneflow/activations.h"
 #include "oneflow/amp.h"
+#include "oneflow/context.h"
 #include "oneflow/cuda.h"
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"

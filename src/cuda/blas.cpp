@@ -25,10 +25,12 @@ cublasHandle_t handle_for(int device) {  // `device` was validated by resolve_de
     DeviceGuard guard(device);
     cublasHandle_t created = nullptr;
     OF_CUBLAS_CHECK(cublasCreate(&created));
-    // Full-precision fp32 (no TF32) so results match the CPU.
-    OF_CUBLAS_CHECK(cublasSetMathMode(created, CUBLAS_DEFAULT_MATH));
     h = created;
   }
+  // Full-precision fp32 unless of::globalContext().setAllowTF32CuBLAS(true) (then TF32 tensor
+  // cores, as libtorch's switch); read at every call.
+  const bool tf32 = g_core && g_core->allow_tf32_cublas && g_core->allow_tf32_cublas();
+  OF_CUBLAS_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   // every call on the current stream (NOTE [CUDA streams])
   OF_CUBLAS_CHECK(cublasSetStream(h, current_stream_of(device)));
   return h;

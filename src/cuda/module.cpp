@@ -3,6 +3,7 @@
 #include "cuda/module.h"
 
 namespace oneflow::cuda_module {
+const cuda_backend::CoreV1* g_core = nullptr;
 namespace {
 
 const cuda_backend::ModuleV1 kTable = {
@@ -50,6 +51,7 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
            "[cuda] not available: liboneflow_cuda.so is from build '{}', the core from '{}' "
            "(install both from the same build)",
            ONEFLOW_BUILD_ID, core->build_id);
+  cuda_module::g_core = core;
   core->set_cuda_kernel("copy", cuda_module::copy_strided_kernel);
   core->set_cuda_kernel("mm", cuda_module::mm_kernel);
   core->set_cuda_kernel("bmm", cuda_module::bmm_kernel);

@@ -50,6 +50,9 @@ void note_launch(const char* op);
 void after_launch(const char* op);
 void check_async(cudaError_t err, const char* where);
 
+// What the core handed the module at load (the switches of of::globalContext()).
+extern const cuda_backend::CoreV1* g_core;
+
 // Kernels the module puts into OpDef::cuda slots.
 void register_elementwise_kernels(const cuda_backend::CoreV1& core);  // elementwise.cpp
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)

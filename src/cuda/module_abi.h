@@ -62,6 +62,8 @@ struct CoreV1 {
   const char* build_id = nullptr;
   // Sets OpDef::cuda of the op named `op`; throws of::Error for an unknown op.
   void (*set_cuda_kernel)(const char* op, KernelFn fn) = nullptr;
+  // of::globalContext().allowTF32CuBLAS(), read at every float32 GEMM.
+  bool (*allow_tf32_cublas)() = nullptr;
 };
 
 // The module's one exported symbol. Registers the module's kernels through `core` and returns
