@@ -45,15 +45,7 @@ struct CudaDevice {
     }
     return e;
   }
-  bool done(const Event& e) {
-    const cudaError_t err = cudaEventQuery(e);
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    check_async(err, "cudaEventQuery");
-    return true;
-  }
+  bool done(const Event& e) { return completed(cudaEventQuery(e), "cudaEventQuery"); }
   void wait(const Event& e) { check_async(cudaEventSynchronize(e), "cudaEventSynchronize"); }
   void destroy(const Event& e) {
     if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();

@@ -49,6 +49,9 @@ void release_pool(int device, int id);
 void note_launch(const char* op);
 void after_launch(const char* op);
 void check_async(cudaError_t err, const char* where);
+// A query's status (cudaStreamQuery, cudaEventQuery): false for "not ready", true when done,
+// else check_async's error.
+bool completed(cudaError_t err, const char* where);
 
 // What the core handed the module at load (the switches of of::globalContext()).
 extern const cuda_backend::CoreV1* g_core;

@@ -76,13 +76,7 @@ void set_current_stream(int device, void* stream) {
 
 bool stream_query(int device, void* stream) {
   DeviceGuard guard(resolve_device(device));
-  const cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(stream));
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  check_async(err, "cudaStreamQuery");
-  return true;
+  return completed(cudaStreamQuery(static_cast<cudaStream_t>(stream)), "cudaStreamQuery");
 }
 
 void stream_synchronize(int device, void* stream) {
@@ -107,13 +101,7 @@ void event_record(void* event, int device, void* stream) {
 }
 
 bool event_query(void* event) {
-  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  check_async(err, "cudaEventQuery");
-  return true;
+  return completed(cudaEventQuery(static_cast<cudaEvent_t>(event)), "cudaEventQuery");
 }
 
 void event_synchronize(void* event) {
@@ -156,6 +144,15 @@ bool launch_blocking() {
   return on;
 }
 }  // namespace
+
+bool completed(cudaError_t err, const char* where) {
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  check_async(err, where);
+  return true;
+}
 
 void note_launch(const char* op) {
   LaunchLog& l = launch_log();

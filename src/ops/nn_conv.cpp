@@ -61,8 +61,6 @@ void check_float(const char* op, const Tensor& t, const char* what) {
          shape_str(t.sizes()));
 }
 
-bool is_half(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
-Tensor widen(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(kFloat32) : t; }
 
 // A [N, C, H, W] view of an unbatched [C, H, W] input (the op wrappers' rank handling).
 Tensor batched(const char* op, const Tensor& x, int64_t spatial) {
@@ -1309,14 +1307,14 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
   if (!t.defined()) fail("[{}] {} is undefined", op, what);
 }
 
-// Calls f on the (widened, batched) input and restores the rank and dtype of the result.
+// Calls f on the batched input and restores the rank of the result. (float16/bfloat16 inputs
+// run in float32 through dispatch: NOTE [Reduced-precision fallback].)
 template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f,
                                      int64_t sp = 2) {
   check_defined(op, input, "input");
   check_float(op, input, "input");
   const Tensor x = batched(op, input, sp);
-  Tensor y = f(widen(x));
-  if (is_half(input.dtype())) y = y.to(input.dtype());
+  Tensor y = f(x);
   return input.dim() == sp + 1 ? y.squeeze(0) : y;
 }
 
@@ -1339,11 +1337,9 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
     else fail("[{}] expected a 3-D weight, got shape {}", op, shape_str(w.sizes()));
   }
   conv_geom(op, x, w, &bias, p, transposed, one_d);  // errors before anything runs
-  const ScalarType dt = input.dtype();
   Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
                            : Attrs{p.stride, p.padding, p.dilation, p.groups};
-  Tensor y = dispatch1(def, {widen(x), widen(w), widen(bias)}, std::move(attrs));
-  if (is_half(dt)) y = y.to(dt);
+  Tensor y = dispatch1(def, {x, w, bias}, std::move(attrs));
   if (one_d) y = y.squeeze(2);
   return unbatched ? y.squeeze(0) : y;
 }
@@ -1591,10 +1587,10 @@ Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, i
   return x;
 }
 
-// Runs a 2-op with indices (max pools) on the widened input and restores dtype and rank.
+// Restores the rank of a max pool's (values, indices).
 std::tuple<Tensor, Tensor> finish_indices(const Tensor& input, TensorList r, int64_t sp,
                                           bool one_d) {
-  Tensor y = is_half(input.dtype()) ? r[0].to(input.dtype()) : r[0];
+  Tensor y = r[0];
   Tensor idx = r[1];
   if (one_d) {
     y = y.squeeze(2);
@@ -1628,7 +1624,7 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tenso
   }
   pool_geom(op, x, k, s, p, d, ceil_mode);
   const OpDef& def = sp == 3 ? OF_OP("max_pool3d_with_indices") : OF_OP("max_pool2d_with_indices");
-  return finish_indices(input, dispatch(def, {widen(x)}, {k, s, p, d, ceil_mode}), sp, sp == 1);
+  return finish_indices(input, dispatch(def, {x}, {k, s, p, d, ceil_mode}), sp, sp == 1);
 }
 
 // adaptive_max_poolNd (sp = 1, 2, 3).
@@ -1650,7 +1646,7 @@ std::tuple<Tensor, Tensor> adaptive_max_impl(const char* op, int64_t sp, const T
     os.insert(os.begin(), 1);
   }
   const OpDef& def = sp == 3 ? OF_OP("adaptive_max_pool3d") : OF_OP("adaptive_max_pool2d");
-  return finish_indices(input, dispatch(def, {widen(x)}, {os}), sp, sp == 1);
+  return finish_indices(input, dispatch(def, {x}, {os}), sp, sp == 1);
 }
 }  // namespace
 
