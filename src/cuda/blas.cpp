@@ -136,7 +136,7 @@ void gemm(const KernelArgs& args, int64_t batch, const char* op) {
   void* c_data = c.impl()->raw_data();
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {  // empty sum: C is zeros
-    OF_CUDA_CHECK(cudaMemsetAsync(c_data, 0, c.nbytes(), nullptr));
+    OF_CUDA_CHECK(cudaMemsetAsync(c_data, 0, c.nbytes(), current_stream_of(device)));
     return;
   }
   const Operand oa = make_operand(a, op), ob = make_operand(b, op);

@@ -8,6 +8,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
 #include "cuda/module.h"
+#include "cuda/strided_copy.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -27,6 +28,10 @@ constexpr OpInfo info_of(ElemOp op) {
     case ElemOp::gelu_erf:
     case ElemOp::gelu_tanh: return {"gelu", false};
     case ElemOp::where: return {"where", false};
+    case ElemOp::fill: return {"fill_", false};
+    case ElemOp::identity: return {"copy_", false};
+    case ElemOp::pow_scalar: return {"pow_scalar", false};
+    case ElemOp::clamp: return {"clamp", false};
   }
   return {"elementwise", false};
 }
@@ -95,9 +100,9 @@ ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtyp
   return p;
 }
 
-void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
+void run(ElemOp op, const Tensor& out, const TensorList& ins, ScalarType dtype,
+         const ElemParams* scalars = nullptr) {
   const OpInfo info = info_of(op);
-  const Tensor& out = k.outputs[0];
   OF_CHECK(out.is_cuda(), "[{}] cuda: the output is on {}", info.name, out.device().str());
   if (info.int_unsafe && !is_floating_point(dtype))
     fail("[{}] cuda: {} operands are not supported on CUDA (integer division by zero has no "
@@ -106,12 +111,21 @@ void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
   if (out.numel() == 0) return;
   const int device = resolve_device(out.device().index());
   DeviceGuard guard(device);
-  const ElemParams p = make_params(out, k.inputs, dtype, info.name);
+  ElemParams p = make_params(out, ins, dtype, info.name);
+  if (scalars) {
+    for (int i = 0; i < 4; ++i) p.scalars[i] = scalars->scalars[i];
+    p.iscalar = scalars->iscalar;
+    p.bscalar = scalars->bscalar;
+  }
   const cudaError_t err = launch_elementwise(op, p, current_stream_of(device));
   if (err == cudaErrorInvalidValue)
     fail("[{}] cuda: unsupported dtype {}", info.name, dtype_name(dtype));
   if (err != cudaSuccess) throw_cuda_error(err, info.name, __FILE__, __LINE__);
   after_launch(info.name);
+}
+
+void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
+  run(op, k.outputs[0], k.inputs, dtype);
 }
 
 template <ElemOp Op>
@@ -129,6 +143,48 @@ void where_kernel(const KernelArgs& k) {
   run(ElemOp::where, k, k.inputs[1].dtype());
 }
 
+// fill_ {value} writes inputs[0] in place (any strides); full {size, value, ...} its output.
+void fill_into(const Tensor& out, const Scalar& v) {
+  ElemParams s;
+  s.scalars[0] = v.to_double();
+  s.iscalar = v.to_long();
+  s.bscalar = v.to_bool();
+  run(ElemOp::fill, out, {}, out.dtype(), &s);
+}
+void fill__kernel(const KernelArgs& k) { fill_into(k.outputs[0], k.attrs.scalar(0)); }
+void full_kernel(const KernelArgs& k) { fill_into(k.outputs[0], k.attrs.scalar(1)); }
+
+// copy_(self, src): src broadcast into self's strides, converted to self's dtype first (a dense
+// temporary) when the dtypes differ.
+void copy__kernel(const KernelArgs& k) {
+  const Tensor& out = k.outputs[0];
+  Tensor src = k.inputs[1];
+  OF_CHECK(src.is_cuda() && src.device() == out.device(),
+           "[copy_] cuda: the source is on {}, the destination on {} (to() moves between devices)",
+           src.device().str(), out.device().str());
+  if (src.dtype() != out.dtype()) {
+    Tensor tmp = make_empty(src.sizes(), out.dtype(), src.device());
+    DeviceGuard guard(resolve_device(src.device().index()));
+    copy_to_contiguous(*src.impl(), out.dtype(), tmp.impl()->raw_data(), "copy_");
+    src = tmp;
+  }
+  run(ElemOp::identity, out, {src}, out.dtype());
+}
+
+void pow_scalar_kernel(const KernelArgs& k) {
+  ElemParams s;
+  s.scalars[0] = k.attrs.f(0);
+  run(ElemOp::pow_scalar, k.outputs[0], k.inputs, k.inputs[0].dtype(), &s);
+}
+void clamp_kernel(const KernelArgs& k) {
+  ElemParams s;
+  s.scalars[0] = k.attrs.b(0);
+  s.scalars[1] = k.attrs.f(1);
+  s.scalars[2] = k.attrs.b(2);
+  s.scalars[3] = k.attrs.f(3);
+  run(ElemOp::clamp, k.outputs[0], k.inputs, k.inputs[0].dtype(), &s);
+}
+
 }  // namespace
 
 void register_elementwise_kernels(const cuda_backend::CoreV1& core) {
@@ -138,6 +194,11 @@ void register_elementwise_kernels(const cuda_backend::CoreV1& core) {
 #undef OF_REGISTER
   core.set_cuda_kernel("gelu", gelu_kernel);
   core.set_cuda_kernel("where", where_kernel);
+  core.set_cuda_kernel("fill_", fill__kernel);
+  core.set_cuda_kernel("full", full_kernel);
+  core.set_cuda_kernel("copy_", copy__kernel);
+  core.set_cuda_kernel("pow_scalar", pow_scalar_kernel);
+  core.set_cuda_kernel("clamp", clamp_kernel);
 }
 
 }  // namespace oneflow::cuda_module

@@ -38,7 +38,9 @@ __device__ __forceinline__ void offsets(const ElemParams& p, int64_t i, int64_t 
 template <class T, class Out, int N, class F>
 __device__ __forceinline__ Out apply(const F& f, const ElemParams& p, const int64_t (&off)[N + 1]) {
   using C = compute_t<T>;
-  if constexpr (N == 1) {
+  if constexpr (N == 0) {
+    return Out(f.template value<C>());
+  } else if constexpr (N == 1) {
     return Out(f(C(static_cast<const T*>(p.in[0])[off[1]])));
   } else if constexpr (N == 2) {
     return Out(f(C(static_cast<const T*>(p.in[0])[off[1]]),
@@ -78,7 +80,11 @@ __global__ void vector_kernel(ElemParams p, F f) {
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < nvec; j += step) {
     Vec<Out, V> o;
-    if constexpr (N == 1) {
+    if constexpr (N == 0) {
+      const Out v = Out(f.template value<C>());
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = v;
+    } else if constexpr (N == 1) {
       const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(p.in[0])[j];
 #pragma unroll
       for (int k = 0; k < V; ++k) o.v[k] = Out(f(C(a.v[k])));
@@ -109,6 +115,48 @@ __global__ void vector_kernel(ElemParams p, F f) {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 struct WhereFn {};  // where selects in apply(); no functor
+
+// The ops with scalar attrs, computing in C = compute_t<T> exactly as their CPU kernels do
+// (src/ops/core_ops.cpp fill_cpu, src/ops/binary.cpp pow_scalar_cpu and clamp_cpu).
+struct FillFn {  // Scalar::to<C>()
+  double d;
+  int64_t i;
+  bool b;
+  template <class C> __device__ C value() const {
+    if constexpr (std::is_same_v<C, bool>) return b;
+    else if constexpr (std::is_integral_v<C>) return C(i);
+    else return C(d);
+  }
+};
+struct IdentityFn {
+  template <class C> __device__ C operator()(C x) const { return x; }
+};
+struct PowScalarFn {
+  double e;
+  template <class C> __device__ C operator()(C x) const {
+    if constexpr (is_floating_v<C>) {
+      if (e == 2) return x * x;
+      if (e == 0.5) return ::sqrt(x);
+      return ::pow(x, C(e));
+    } else {
+      return fn::Pow{}(x, saturate_cast<C>(e));
+    }
+  }
+};
+struct ClampFn {
+  bool has_lo, has_hi;
+  double lo, hi;
+  template <class C> __device__ C operator()(C x) const {
+    if constexpr (is_floating_v<C>) {
+      if (x != x) return x;
+    }
+    const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
+    C r = x;
+    if (has_lo && r < l) r = l;
+    if (has_hi && r > h) r = h;
+    return r;
+  }
+};
 
 template <class T, class Out, int N, class F>
 cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
@@ -160,6 +208,12 @@ cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
   });
 }
 
+// Every dtype, result in the input dtype, with a functor carrying the op's scalars.
+template <int N, class F>
+cudaError_t launch_with(const ElemParams& p, const F& f, cudaStream_t stream) {
+  return visit(p.dtype, [&](auto tag) { return launch<decltype(tag), decltype(tag), N>(p, f, stream); });
+}
+
 cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
   return visit(p.dtype, [&](auto tag) {
     return launch<decltype(tag), decltype(tag), 3>(p, WhereFn{}, stream);
@@ -181,6 +235,12 @@ cudaError_t launch_elementwise(ElemOp op, const ElemParams& p, cudaStream_t stre
     case ElemOp::gelu_erf: return launch_kind<Kind::Float, 1, fn::GeluErf>(p, stream);
     case ElemOp::gelu_tanh: return launch_kind<Kind::Float, 1, fn::GeluTanh>(p, stream);
     case ElemOp::where: return launch_where(p, stream);
+    case ElemOp::fill: return launch_with<0>(p, FillFn{p.scalars[0], p.iscalar, p.bscalar}, stream);
+    case ElemOp::identity: return launch_with<1>(p, IdentityFn{}, stream);
+    case ElemOp::pow_scalar: return launch_with<1>(p, PowScalarFn{p.scalars[0]}, stream);
+    case ElemOp::clamp:
+      return launch_with<1>(
+          p, ClampFn{p.scalars[0] != 0, p.scalars[2] != 0, p.scalars[1], p.scalars[3]}, stream);
   }
   return cudaErrorInvalidValue;
 }

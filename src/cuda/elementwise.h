@@ -27,7 +27,12 @@ struct ElemParams {
   void* out = nullptr;
   const void* in[kMaxElemInputs] = {};
   bool contiguous = false;  // every operand dense in the output's order (no index math)
-  ScalarType dtype;         // the inputs' dtype (for where: of inputs 1 and 2)
+  ScalarType dtype;         // the inputs' dtype (for where: of inputs 1 and 2; fill: the output's)
+  // The attrs of the ops that take scalars: fill {value}; pow_scalar {exponent};
+  // clamp {has_min, min, has_max, max} (flags as 0/1).
+  double scalars[4] = {};
+  int64_t iscalar = 0;  // fill into integer dtypes: the value as Scalar::to_long() gives it
+  bool bscalar = false; // fill into bool: Scalar::to_bool()
 };
 
 // name (the op table's), functor (ops/functors.h), kind:
@@ -57,6 +62,10 @@ enum class ElemOp : int {
 #undef OF_ENUM
   gelu_erf, gelu_tanh,  // the two forms of the op "gelu" (its `approximate` attr)
   where,  // in0: bool condition, in1/in2: the values
+  fill,        // no inputs: out = scalars[0] ("fill_", "full")
+  identity,    // out = in0, same dtype ("copy_": broadcast into any strides)
+  pow_scalar,  // out = in0 ^ scalars[0]
+  clamp,       // out = clamp(in0, scalars[1] if scalars[0], scalars[3] if scalars[2])
 };
 
 // One launch on `stream`. cudaErrorInvalidValue for a dtype the op does not take (the host

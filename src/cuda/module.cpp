@@ -56,5 +56,8 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   core->set_cuda_kernel("mm", cuda_module::mm_kernel);
   core->set_cuda_kernel("bmm", cuda_module::bmm_kernel);
   cuda_module::register_elementwise_kernels(*core);
+  cuda_module::register_reduce_kernels(*core);
+  cuda_module::register_factory_kernels(*core);
+  cuda_module::register_nn_kernels(*core);
   return &cuda_module::kTable;
 }

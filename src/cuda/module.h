@@ -58,6 +58,9 @@ extern const cuda_backend::CoreV1* g_core;
 
 // Kernels the module puts into OpDef::cuda slots.
 void register_elementwise_kernels(const cuda_backend::CoreV1& core);  // elementwise.cpp
+void register_reduce_kernels(const cuda_backend::CoreV1& core);       // reduce.cpp
+void register_factory_kernels(const cuda_backend::CoreV1& core);      // factory.cpp
+void register_nn_kernels(const cuda_backend::CoreV1& core);           // nn.cpp
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)
 void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/float64 (2-D)
 void bmm_kernel(const KernelArgs& args);           // cuBLAS strided-batched GEMM

@@ -58,6 +58,55 @@ void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
            dims[i - 1]);
   }
 }
+// Dim `d` of x in the middle (0-d tensors: n = 1).
+// d as the op's attr holds it (negative counts from the end: the op's infer_meta checked the
+// range; fuzz_ops: a direct dispatch with dim -1 made the lane geometry write past the output).
+Canon canon_dim(const Tensor& x, int64_t d) {
+  Canon c;
+  c.x = x.contiguous();
+  const int64_t nd = x.dim();
+  d = wrap_dim(d, nd, "reduction");
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < d) c.outer *= x.sizes()[i];
+    else if (i == d) c.n = x.sizes()[i];
+    else c.inner *= x.sizes()[i];
+  }
+  return c;
+}
+// Reduced dims (sorted) in the middle: in place when they are consecutive, else moved last.
+Canon canon_reduce(const Tensor& x, const DimVector& dims) {
+  Canon c;
+  const int64_t nd = x.dim();
+  if (dims.empty()) {
+    c.x = x.contiguous();
+    c.inner = x.numel();
+    return c;
+  }
+  bool consecutive = true;
+  for (size_t i = 1; i < dims.size(); ++i) consecutive &= dims[i] == dims[i - 1] + 1;
+  if (consecutive) {
+    c.x = x.contiguous();
+    for (int64_t i = 0; i < nd; ++i) {
+      if (i < dims.front()) c.outer *= x.sizes()[i];
+      else if (i <= dims.back()) c.n *= x.sizes()[i];
+      else c.inner *= x.sizes()[i];
+    }
+    return c;
+  }
+  DimVector perm;
+  for (int64_t i = 0; i < nd; ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
+      perm.push_back(i);
+      c.outer *= x.sizes()[i];
+    }
+  for (int64_t d : dims) {
+    perm.push_back(d);
+    c.n *= x.sizes()[d];
+  }
+  c.x = x.permute(perm).contiguous();
+  return c;
+}
+
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
   check_reduce_dims(in[0], a.ints(0), op);
   out.push_back({reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2),

@@ -16,4 +16,16 @@ void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op);
 // Output meta for reductions with attrs {dims, keepdim, dtype}; checks the dims.
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op);
 
+// A reduction's or scan's input as a dense [outer, n, inner] buffer (the reduced or scanned
+// dims in the middle). The CPU kernels and the CUDA ones (src/cuda/reduce.cpp) share it.
+struct Canon {
+  Tensor x;  // contiguous
+  int64_t outer = 1, n = 1, inner = 1;
+};
+// Dim `d` of x in the middle (0-d tensors: n = 1); negative d counts from the end.
+Canon canon_dim(const Tensor& x, int64_t d);
+// Reduced dims (sorted, unique; empty: every dim) in the middle: in place when they are
+// consecutive, else moved last (a copy).
+Canon canon_reduce(const Tensor& x, const DimVector& dims);
+
 }  // namespace oneflow

@@ -70,61 +70,6 @@ Tensor keepdim_view(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims
   return keepdim ? g : g.reshape(reduced_shape(in_sizes, dims, true));
 }
 
-// ---------------------------------------------------------------- [outer, n, inner] views
-
-struct Canon {
-  Tensor x;  // contiguous
-  int64_t outer = 1, n = 1, inner = 1;
-};
-// Dim `d` of x in the middle (0-d tensors: n = 1).
-// d as the op's attr holds it (negative counts from the end: the op's infer_meta checked the
-// range; fuzz_ops: a direct dispatch with dim -1 made the lane geometry write past the output).
-Canon canon_dim(const Tensor& x, int64_t d) {
-  Canon c;
-  c.x = x.contiguous();
-  const int64_t nd = x.dim();
-  d = wrap_dim(d, nd, "reduction");
-  for (int64_t i = 0; i < nd; ++i) {
-    if (i < d) c.outer *= x.sizes()[i];
-    else if (i == d) c.n = x.sizes()[i];
-    else c.inner *= x.sizes()[i];
-  }
-  return c;
-}
-// Reduced dims (sorted) in the middle: in place when they are consecutive, else moved last.
-Canon canon_reduce(const Tensor& x, const DimVector& dims) {
-  Canon c;
-  const int64_t nd = x.dim();
-  if (dims.empty()) {
-    c.x = x.contiguous();
-    c.inner = x.numel();
-    return c;
-  }
-  bool consecutive = true;
-  for (size_t i = 1; i < dims.size(); ++i) consecutive &= dims[i] == dims[i - 1] + 1;
-  if (consecutive) {
-    c.x = x.contiguous();
-    for (int64_t i = 0; i < nd; ++i) {
-      if (i < dims.front()) c.outer *= x.sizes()[i];
-      else if (i <= dims.back()) c.n *= x.sizes()[i];
-      else c.inner *= x.sizes()[i];
-    }
-    return c;
-  }
-  DimVector perm;
-  for (int64_t i = 0; i < nd; ++i)
-    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
-      perm.push_back(i);
-      c.outer *= x.sizes()[i];
-    }
-  for (int64_t d : dims) {
-    perm.push_back(d);
-    c.n *= x.sizes()[d];
-  }
-  c.x = x.permute(perm).contiguous();
-  return c;
-}
-
 // Runs row(o) for each row (inner == 1) or col(o, j0, w) for lane blocks (inner > 1), in
 // parallel over outputs.
 template <class Row, class Col>

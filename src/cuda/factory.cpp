@@ -1,0 +1,131 @@
+// factory.cpp: host side of the CUDA random fills, dropout and index factories (random.cu,
+// NOTE [CUDA random numbers] in random.h), with the CPU kernels' attrs and checks.
+#include <cmath>
+
+#include "cuda/cuda_check.h"
+#include "cuda/module.h"
+#include "cuda/random.h"
+
+namespace oneflow::cuda_module {
+namespace {
+
+void check_status(cudaError_t err, const char* op, ScalarType t) {
+  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", op, dtype_name(t));
+  if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
+  after_launch(op);
+}
+
+// Runs fill(dense) into t, through a dense temporary when t is not contiguous.
+template <class F>
+void into_dense(const Tensor& t, const char* op, F&& fill) {
+  OF_CHECK(t.is_cuda(), "[{}] cuda: the output is on {}", op, t.device().str());
+  if (t.numel() == 0) return;
+  const int device = resolve_device(t.device().index());
+  DeviceGuard guard(device);
+  if (t.is_contiguous()) {
+    fill(t.impl()->raw_data(), current_stream_of(device));
+    return;
+  }
+  Tensor tmp = make_empty(t.sizes(), t.dtype(), t.device());
+  fill(tmp.impl()->raw_data(), current_stream_of(device));
+  Tensor(t).copy_(tmp);
+}
+
+// attrs {size, dtype, device_type, device_index, seed, offset, a, b}
+void random_fill(const KernelArgs& k, RandKind kind, const char* op) {
+  const Attrs& a = k.attrs;
+  const Tensor& t = k.outputs[0];
+  RandParams p;
+  p.kind = kind;
+  p.numel = t.numel();
+  p.dtype = t.dtype();
+  p.seed = uint64_t(a.i(4));
+  p.offset = uint64_t(a.i(5));
+  p.a = a.f(6);
+  p.b = a.f(7);
+  if (kind == RandKind::randint) {
+    OF_CHECK(std::abs(a.f(6)) < 0x1p62 && std::abs(a.f(7)) < 0x1p62 && a.f(6) < a.f(7),
+             "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", a.f(6),
+             a.f(7));
+    p.lo = int64_t(a.f(6));
+    const int64_t hi = int64_t(a.f(7));
+    OF_CHECK(p.lo < hi, "[randint] low {} and high {} leave no integer to draw", a.f(6), a.f(7));
+    p.range = uint64_t(hi - p.lo);
+  }
+  into_dense(t, op, [&](void* dst, cudaStream_t s) {
+    p.out = dst;
+    check_status(launch_random(p, s), op, p.dtype);
+  });
+}
+void uniform_kernel(const KernelArgs& k) { random_fill(k, RandKind::uniform, "uniform"); }
+void normal_kernel(const KernelArgs& k) { random_fill(k, RandKind::normal, "normal"); }
+void randint_kernel(const KernelArgs& k) { random_fill(k, RandKind::randint, "randint"); }
+
+// inputs x; attrs {p, seed, offset}; outputs y, keep mask
+void dropout_kernel(const KernelArgs& k) {
+  const Tensor x = k.inputs[0].contiguous();
+  const double prob = k.attrs.f(0);
+  DropoutParams p;
+  p.numel = x.numel();
+  p.x = x.impl()->raw_data();
+  p.dtype = x.dtype();
+  p.seed = uint64_t(k.attrs.i(1));
+  p.offset = uint64_t(k.attrs.i(2));
+  p.threshold = uint32_t(std::ceil(prob * 16777216.0));
+  p.scale = prob >= 1.0 ? 0.0 : 1.0 / (1.0 - prob);
+  OF_CHECK(k.outputs[0].is_contiguous() && k.outputs[1].is_contiguous(),
+           "[dropout] cuda: expected dense outputs");
+  p.y = k.outputs[0].impl()->raw_data();
+  p.mask = static_cast<bool*>(k.outputs[1].impl()->raw_data());
+  if (p.numel == 0) return;
+  const int device = resolve_device(x.device().index());
+  DeviceGuard guard(device);
+  check_status(launch_dropout(p, current_stream_of(device)), "dropout", p.dtype);
+}
+
+void factory(const KernelArgs& k, FactoryParams p, const char* op) {
+  const Tensor& t = k.outputs[0];
+  p.numel = t.numel();
+  p.dtype = t.dtype();
+  into_dense(t, op, [&](void* dst, cudaStream_t s) {
+    p.out = dst;
+    check_status(launch_factory(p, s), op, p.dtype);
+  });
+}
+// arange {start, end, step, ...}; linspace {start, end, steps, ...}; eye {n, m, ...}
+void arange_kernel(const KernelArgs& k) {
+  FactoryParams p;
+  p.kind = IndexFactory::arange;
+  p.a = k.attrs.f(0);
+  p.step = k.attrs.f(2);
+  factory(k, p, "arange");
+}
+void linspace_kernel(const KernelArgs& k) {
+  FactoryParams p;
+  p.kind = IndexFactory::linspace;
+  p.a = k.attrs.f(0);
+  p.b = k.attrs.f(1);
+  const int64_t n = k.attrs.i(2);
+  p.step = n > 1 ? (p.b - p.a) / double(n - 1) : 0;
+  factory(k, p, "linspace");
+}
+void eye_kernel(const KernelArgs& k) {
+  FactoryParams p;
+  p.kind = IndexFactory::eye;
+  p.cols = k.attrs.i(1);
+  factory(k, p, "eye");
+}
+
+}  // namespace
+
+void register_factory_kernels(const cuda_backend::CoreV1& core) {
+  core.set_cuda_kernel("uniform", uniform_kernel);
+  core.set_cuda_kernel("normal", normal_kernel);
+  core.set_cuda_kernel("randint", randint_kernel);
+  core.set_cuda_kernel("dropout", dropout_kernel);
+  core.set_cuda_kernel("arange", arange_kernel);
+  core.set_cuda_kernel("linspace", linspace_kernel);
+  core.set_cuda_kernel("eye", eye_kernel);
+}
+
+}  // namespace oneflow::cuda_module

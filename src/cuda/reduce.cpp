@@ -1,0 +1,265 @@
+// reduce.cpp: host side of the CUDA reductions, softmax and scans (NOTE [CUDA reductions] in
+// reduce.cu): the input canonicalized to [outer, n, inner] as the CPU kernels do it
+// (ops/reduce_common.h), the output written in the op's natural dtype (through a temporary and
+// copy_ when another one was asked for), and the kernels the module puts into the op table.
+#include <cmath>
+#include <string>
+#include <variant>
+
+#include "cuda/cuda_check.h"
+#include "cuda/module.h"
+#include "cuda/reduce.h"
+#include "ops/reduce_common.h"
+
+namespace oneflow::cuda_module {
+namespace {
+
+const char* op_name(RedOp op) {
+  switch (op) {
+    case RedOp::sum: return "sum";
+    case RedOp::prod: return "prod";
+    case RedOp::mean: return "mean";
+    case RedOp::amax: return "amax";
+    case RedOp::amin: return "amin";
+    case RedOp::all: return "all";
+    case RedOp::any: return "any";
+    case RedOp::norm0:
+    case RedOp::norm1:
+    case RedOp::norm2:
+    case RedOp::norm_inf:
+    case RedOp::norm_neginf: return "norm";
+    case RedOp::mean_d:
+    case RedOp::sqdev: return "var";
+    case RedOp::max_shift:
+    case RedOp::logsumexp: return "logsumexp";
+    case RedOp::argmax: return "argmax";
+    case RedOp::argmin: return "argmin";
+  }
+  return "reduction";
+}
+
+void check_cuda(const Tensor& x, const Tensor& out, const char* op) {
+  OF_CHECK(x.is_cuda() && out.device() == x.device(),
+           "[{}] cuda: the input is on {} and the output on {}", op, x.device().str(),
+           out.device().str());
+}
+
+ReduceParams params_of(const Canon& c) {
+  ReduceParams p;
+  p.outer = c.outer;
+  p.n = c.n;
+  p.inner = c.inner;
+  p.in = c.x.impl()->raw_data();
+  p.dtype = c.x.dtype();
+  return p;
+}
+
+// One launch of op over c into out (dense, outer * inner elements of the op's dtype).
+void launch(RedOp op, const Canon& c, void* out, ReduceParams p, const char* name) {
+  p.outer = c.outer;
+  p.n = c.n;
+  p.inner = c.inner;
+  p.in = c.x.impl()->raw_data();
+  p.dtype = c.x.dtype();
+  p.out = out;
+  const int device = resolve_device(c.x.device().index());
+  DeviceGuard guard(device);
+  const size_t ws_bytes = reduce_workspace_bytes(op, p);
+  Storage ws = ws_bytes ? allocate_storage(ws_bytes, device) : Storage();
+  const cudaError_t err = launch_reduce(op, p, ws ? ws->data : nullptr, current_stream_of(device));
+  if (err == cudaErrorInvalidValue)
+    fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
+  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
+  after_launch(name);
+}
+
+// The op's result into `out`: directly when out has the op's natural dtype, else through a
+// temporary of that dtype.
+void reduce_into(RedOp op, const Canon& c, const Tensor& out, ScalarType natural,
+                 const char* name, ReduceParams extra = {}) {
+  if (out.numel() == 0) return;
+  OF_CHECK(out.is_contiguous() && out.numel() == c.outer * c.inner,
+           "[{}] cuda: expected a dense output of {} elements, got shape {}", name,
+           c.outer * c.inner, shape_str(out.sizes()));
+  if (out.dtype() == natural) {
+    launch(op, c, out.impl()->raw_data(), extra, name);
+    return;
+  }
+  Tensor tmp = make_empty(out.sizes(), natural, out.device());
+  launch(op, c, tmp.impl()->raw_data(), extra, name);
+  Tensor(out).copy_(tmp);
+}
+
+ScalarType sum_dtype(ScalarType t) { return is_floating_point(t) ? t : kInt64; }
+
+void need_float(const Tensor& x, const char* op) {
+  if (!is_floating_point(x.dtype()))
+    fail("[{}] cuda: expected a floating-point input, got {}", op, dtype_name(x.dtype()));
+}
+
+template <RedOp Op>
+void reduce_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  const char* name = op_name(Op);
+  check_cuda(x, out, name);
+  if constexpr (Op == RedOp::mean) need_float(x, name);
+  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  ScalarType natural = x.dtype();
+  if constexpr (Op == RedOp::sum || Op == RedOp::prod) natural = sum_dtype(x.dtype());
+  if constexpr (Op == RedOp::all || Op == RedOp::any) natural = kBool;
+  reduce_into(Op, c, out, natural, name);
+}
+
+void norm_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& o = k.outputs[0];
+  check_cuda(x, o, "norm");
+  need_float(x, "norm");
+  const DimVector& dims = k.attrs.ints(0);
+  const double p = k.attrs.f(3);
+  RedOp op;
+  if (p == 2) op = RedOp::norm2;
+  else if (p == 1) op = RedOp::norm1;
+  else if (p == 0) op = RedOp::norm0;
+  else if (std::isinf(p)) op = p > 0 ? RedOp::norm_inf : RedOp::norm_neginf;
+  else {  // any other p: as the CPU kernel, in float64 from the elementwise ops
+    Tensor r = x.to(kFloat64).abs().pow(p).sum(dims, k.attrs.b(1)).pow(1.0 / p);
+    Tensor dst = o;
+    dst.copy_(r.reshape(o.sizes()));
+    return;
+  }
+  reduce_into(op, canon_reduce(x, dims), o, x.dtype(), "norm");
+}
+
+// var/std: the mean of each output in float64, then the squared deviations from it.
+template <bool Sqrt>
+void var_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  const char* name = Sqrt ? "std" : "var";
+  check_cuda(x, out, name);
+  need_float(x, name);
+  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  if (out.numel() == 0) return;
+  Tensor mean = make_empty(out.sizes(), kFloat64, out.device());
+  launch(RedOp::mean_d, c, mean.impl()->raw_data(), {}, name);
+  ReduceParams extra;
+  extra.shift = mean.impl()->raw_data();
+  extra.denom = std::max(0.0, double(c.n) - double(k.attrs.i(3)));
+  extra.take_sqrt = Sqrt;
+  reduce_into(RedOp::sqdev, c, out, x.dtype(), name, extra);
+}
+
+// logsumexp: each output's max (ignoring NaN; an infinite one shifts by 0), then
+// max + log(sum(exp(x - max))).
+void logsumexp_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  check_cuda(x, out, "logsumexp");
+  need_float(x, "logsumexp");
+  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  if (out.numel() == 0) return;
+  Tensor shift = make_empty(out.sizes(), x.dtype(), out.device());
+  launch(RedOp::max_shift, c, shift.impl()->raw_data(), {}, "logsumexp");
+  ReduceParams extra;
+  extra.shift = shift.impl()->raw_data();
+  reduce_into(RedOp::logsumexp, c, out, x.dtype(), "logsumexp", extra);
+}
+
+// max_dim/min_dim {dim, keepdim}: values and int64 indices; argmax/argmin {dim or none, keepdim}.
+template <bool IsMax>
+void max_dim_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const char* name = IsMax ? "max_dim" : "min_dim";
+  check_cuda(x, k.outputs[0], name);
+  const Canon c = canon_dim(x, k.attrs.i(0));
+  if (k.outputs[0].numel() == 0) return;
+  ReduceParams extra;
+  extra.idx = static_cast<int64_t*>(k.outputs[1].impl()->raw_data());
+  launch(IsMax ? RedOp::argmax : RedOp::argmin, c, k.outputs[0].impl()->raw_data(), extra, name);
+}
+template <bool IsMax>
+void argmax_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const char* name = IsMax ? "argmax" : "argmin";
+  check_cuda(x, k.outputs[0], name);
+  Canon c;
+  if (std::holds_alternative<int64_t>(k.attrs.values[0])) {
+    c = canon_dim(x, k.attrs.i(0));
+  } else {
+    c.x = x.contiguous();
+    c.n = x.numel();
+  }
+  if (k.outputs[0].numel() == 0) return;
+  ReduceParams extra;
+  extra.idx = static_cast<int64_t*>(k.outputs[0].impl()->raw_data());
+  launch(IsMax ? RedOp::argmax : RedOp::argmin, c, nullptr, extra, name);
+}
+
+template <bool Log>
+void softmax_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  const char* name = Log ? "log_softmax" : "softmax";
+  check_cuda(x, out, name);
+  need_float(x, name);
+  OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(),
+           "[{}] cuda: expected a dense {} output", name, dtype_name(x.dtype()));
+  const Canon c = canon_dim(x, k.attrs.i(0));
+  ReduceParams p = params_of(c);
+  p.out = out.impl()->raw_data();
+  const int device = resolve_device(x.device().index());
+  DeviceGuard guard(device);
+  const cudaError_t err = launch_softmax(Log, p, current_stream_of(device));
+  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
+  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
+  after_launch(name);
+}
+
+template <bool Prod>
+void scan_kernel(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& out = k.outputs[0];
+  const char* name = Prod ? "cumprod" : "cumsum";
+  check_cuda(x, out, name);
+  OF_CHECK(x.dtype() == kInt64 || is_floating_point(x.dtype()),
+           "[{}] cuda: expected an int64 or floating input, got {}", name, dtype_name(x.dtype()));
+  OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(),
+           "[{}] cuda: expected a dense {} output", name, dtype_name(x.dtype()));
+  const Canon c = canon_dim(x, k.attrs.i(0));
+  ReduceParams p = params_of(c);
+  p.out = out.impl()->raw_data();
+  const int device = resolve_device(x.device().index());
+  DeviceGuard guard(device);
+  const cudaError_t err = launch_scan(Prod, k.attrs.b(1), p, current_stream_of(device));
+  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
+  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
+  after_launch(name);
+}
+
+}  // namespace
+
+void register_reduce_kernels(const cuda_backend::CoreV1& core) {
+  core.set_cuda_kernel("sum", reduce_kernel<RedOp::sum>);
+  core.set_cuda_kernel("mean", reduce_kernel<RedOp::mean>);
+  core.set_cuda_kernel("prod", reduce_kernel<RedOp::prod>);
+  core.set_cuda_kernel("amax", reduce_kernel<RedOp::amax>);
+  core.set_cuda_kernel("amin", reduce_kernel<RedOp::amin>);
+  core.set_cuda_kernel("all", reduce_kernel<RedOp::all>);
+  core.set_cuda_kernel("any", reduce_kernel<RedOp::any>);
+  core.set_cuda_kernel("norm", norm_kernel);
+  core.set_cuda_kernel("var", var_kernel<false>);
+  core.set_cuda_kernel("std", var_kernel<true>);
+  core.set_cuda_kernel("logsumexp", logsumexp_kernel);
+  core.set_cuda_kernel("max_dim", max_dim_kernel<true>);
+  core.set_cuda_kernel("min_dim", max_dim_kernel<false>);
+  core.set_cuda_kernel("argmax", argmax_kernel<true>);
+  core.set_cuda_kernel("argmin", argmax_kernel<false>);
+  core.set_cuda_kernel("softmax", softmax_kernel<false>);
+  core.set_cuda_kernel("log_softmax", softmax_kernel<true>);
+  core.set_cuda_kernel("cumsum", scan_kernel<false>);
+  core.set_cuda_kernel("cumprod", scan_kernel<true>);
+}
+
+}  // namespace oneflow::cuda_module
