@@ -51,5 +51,14 @@ void release_pool(int device, int id);
 // Before a CUDA kernel of `op` runs (the module names it in asynchronous errors). Only called
 // with a CUDA tensor in hand, so the module is loaded.
 void note_launch(const char* op);
+// CUDA Graphs (NOTE [CUDA Graph capture] in src/cuda/graph.cpp).
+void graph_capture_begin(int device, int pool_id);
+void* graph_capture_end(int device);
+void graph_capture_abort(int device) noexcept;
+void graph_launch(void* exec, int device);
+void graph_destroy(void* exec) noexcept;
+void graph_slots(const void* rng, void* flag);
+void memset_async(void* ptr, int value, size_t n, int device);
+bool capturing();
 
 }  // namespace oneflow::cuda_backend

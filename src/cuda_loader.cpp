@@ -163,6 +163,27 @@ void release_pool(int device, int id) {
 void note_launch(const char* op) {
   if (const Loaded& l = loaded(); l.module) l.module->note_launch(op);
 }
+void graph_capture_begin(int device, int pool_id) {
+  need_device("capture a CUDA graph").graph_capture_begin(device, pool_id);
+}
+void* graph_capture_end(int device) { return need_device("capture a CUDA graph").graph_capture_end(device); }
+void graph_capture_abort(int device) noexcept {
+  if (const Loaded& l = loaded(); l.module) l.module->graph_capture_abort(device);
+}
+void graph_launch(void* exec, int device) { need_device("launch a CUDA graph").graph_launch(exec, device); }
+void graph_destroy(void* exec) noexcept {
+  if (const Loaded& l = loaded(); l.module && exec) l.module->graph_destroy(exec);
+}
+void graph_slots(const void* rng, void* flag) {
+  need_device("capture a CUDA graph").graph_slots(rng, flag);
+}
+void memset_async(void* ptr, int value, size_t n, int device) {
+  need_device("set CUDA memory").memset_async(ptr, value, n, device);
+}
+bool capturing() {
+  const Loaded& l = loaded();
+  return l.module && l.module->capturing();
+}
 
 }  // namespace oneflow::cuda_backend
 

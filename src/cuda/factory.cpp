@@ -52,6 +52,7 @@ void random_fill(const KernelArgs& k, RandKind kind, const char* op) {
     OF_CHECK(p.lo < hi, "[randint] low {} and high {} leave no integer to draw", a.f(6), a.f(7));
     p.range = uint64_t(hi - p.lo);
   }
+  p.philox = graph_rng();
   into_dense(t, op, [&](void* dst, cudaStream_t s) {
     p.out = dst;
     check_status(launch_random(p, s), op, p.dtype);
@@ -73,6 +74,7 @@ void dropout_kernel(const KernelArgs& k) {
   p.offset = uint64_t(k.attrs.i(2));
   p.threshold = uint32_t(std::ceil(prob * 16777216.0));
   p.scale = prob >= 1.0 ? 0.0 : 1.0 / (1.0 - prob);
+  p.philox = graph_rng();
   OF_CHECK(k.outputs[0].is_contiguous() && k.outputs[1].is_contiguous(),
            "[dropout] cuda: expected dense outputs");
   p.y = k.outputs[0].impl()->raw_data();

@@ -36,6 +36,14 @@ const cuda_backend::ModuleV1 kTable = {
     .end_pool = end_pool,
     .release_pool = release_pool,
     .note_launch = note_launch,
+    .graph_capture_begin = graph_capture_begin,
+    .graph_capture_end = graph_capture_end,
+    .graph_capture_abort = graph_capture_abort,
+    .graph_launch = graph_launch,
+    .graph_destroy = graph_destroy,
+    .graph_slots = graph_slots,
+    .memset_async = memset_async,
+    .capturing = capturing,
 };
 
 }  // namespace

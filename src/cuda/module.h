@@ -53,6 +53,19 @@ void check_async(cudaError_t err, const char* where);
 // else check_async's error.
 bool completed(cudaError_t err, const char* where);
 
+// CUDA Graphs (graph.cpp, NOTE [CUDA Graph capture]).
+bool capturing();                         // a capture is active on this thread's current stream
+void refuse_if_capturing(const char* what);  // raises while capturing: `what` syncs the host
+const uint64_t* graph_rng();  // random kernels: the (seed, offset) device slot, once; or null
+int* graph_flag();            // index checks while capturing: the device error flag, or null
+void graph_slots(const void* rng, void* flag);
+void graph_capture_begin(int device, int pool_id);
+void* graph_capture_end(int device);
+void graph_capture_abort(int device) noexcept;
+void graph_launch(void* exec, int device);
+void graph_destroy(void* exec) noexcept;
+void memset_async(void* ptr, int value, size_t n, int device);
+
 // What the core handed the module at load (the switches of of::globalContext()).
 extern const cuda_backend::CoreV1* g_core;
 

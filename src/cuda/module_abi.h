@@ -15,7 +15,7 @@
 namespace oneflow::cuda_backend {
 
 // Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
-inline constexpr uint32_t kModuleAbi = 2;
+inline constexpr uint32_t kModuleAbi = 3;
 
 // What the core calls through; each entry may throw of::Error (never returns an error code).
 struct ModuleV1 {
@@ -54,6 +54,18 @@ struct ModuleV1 {
   void (*release_pool)(int device, int id) = nullptr;
   // The op whose CUDA kernel dispatch runs next (NOTE [Asynchronous CUDA errors]).
   void (*note_launch)(const char* op) = nullptr;
+  // CUDA Graphs (NOTE [CUDA Graph capture] in src/cuda/graph.cpp): capture on the device's
+  // current stream with allocations from private pool `pool_id`; end returns the instantiated
+  // graph (cudaGraphExec_t); slots: the device (seed, offset) pair the next random kernel
+  // reads and the index-check flag, while capturing.
+  void (*graph_capture_begin)(int device, int pool_id) = nullptr;
+  void* (*graph_capture_end)(int device) = nullptr;
+  void (*graph_capture_abort)(int device) = nullptr;  // never throws
+  void (*graph_launch)(void* exec, int device) = nullptr;
+  void (*graph_destroy)(void* exec) = nullptr;        // never throws
+  void (*graph_slots)(const void* rng, void* flag) = nullptr;
+  void (*memset_async)(void* ptr, int value, size_t n, int device) = nullptr;
+  bool (*capturing)() = nullptr;
 };
 
 // What the core hands the module: how to fill the op table's CUDA kernel slots.

@@ -27,6 +27,18 @@ Tensor dense_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : T
 void check_index_values(const Tensor& index, int64_t size, const char* op, const char* what,
                         int64_t dim, const Tensor& input, std::optional<int64_t> allowed = {}) {
   if (index.numel() == 0) return;
+  if (capturing()) {  // NOTE [CUDA Graph capture]: no host read; the executor reads the flag
+    int* flag = graph_flag();
+    OF_CHECK(flag != nullptr, "[{}] cuda: checking the indices synchronizes the host, which a "
+             "CUDA Graph capture cannot contain", op);
+    const Tensor idx = index.contiguous();
+    const int device = resolve_device(idx.device().index());
+    const cudaError_t err =
+        launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64, idx.numel(), size,
+                          allowed.has_value(), allowed.value_or(0), flag, current_stream_of(device));
+    if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
+    return;
+  }
   Tensor bad = (index < Scalar(int64_t(0))) | (index >= Scalar(size));
   if (allowed) bad = bad & (index != Scalar(*allowed));
   if (!bad.any().item<bool>()) return;

@@ -84,7 +84,9 @@ __global__ void ce_rows(CeParams p) {
       lse_out[r] = T(lse);
       const int64_t t = p.target[r];
       double nll = 0, smooth = 0, wt = 0;
-      if (t != p.ignore_index) {
+      if (t != p.ignore_index && (t < 0 || t >= p.C)) {  // checked before; never out of bounds
+        nll = smooth = wt = NAN;
+      } else if (t != p.ignore_index) {
         wt = w ? double(w[t]) : 1.0;
         nll = wt * (lse - double(row[t * p.inner]));
         if (eps > 0) smooth = wsum_all * lse - sx;
@@ -145,8 +147,8 @@ __global__ void ce_backward(CeParams p) {
     const int64_t d = e % p.inner, c = (e / p.inner) % p.C, n = e / (p.inner * p.C);
     const int64_t r = n * p.inner + d;
     const int64_t t = p.target[r];
-    if (t == p.ignore_index) {
-      gx[e] = T(0);
+    if (t == p.ignore_index || t < 0 || t >= p.C) {  // an invalid one was reported before
+      gx[e] = t == p.ignore_index ? T(0) : T(NAN);
       continue;
     }
     double gn, gs;
@@ -301,7 +303,18 @@ __global__ void index_select_kernel(IndexParams p) {
   const int64_t total = p.outer * p.count * p.inner, step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
     const int64_t j = e % p.inner, i = (e / p.inner) % p.count, o = e / (p.inner * p.count);
-    out[e] = x[(o * p.size + int64_t(idx[i])) * p.inner + j];
+    const int64_t k = int64_t(idx[i]);  // checked before the launch; never read out of bounds
+    out[e] = k >= 0 && k < p.size ? x[(o * p.size + k) * p.inner + j] : T(0);
+  }
+}
+
+template <class I>
+__global__ void index_flag_kernel(const I* idx, int64_t n, int64_t size, bool has_allowed,
+                                  int64_t allowed, int* flag) {
+  const int64_t step = int64_t(blockDim.x) * gridDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const int64_t v = int64_t(idx[i]);
+    if ((v < 0 || v >= size) && !(has_allowed && v == allowed)) *flag = 1;
   }
 }
 
@@ -322,7 +335,8 @@ __global__ void index_add_kernel(IndexParams p) {
   const int64_t total = p.outer * p.count * p.inner, step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
     const int64_t j = e % p.inner, i = (e / p.inner) % p.count, o = e / (p.inner * p.count);
-    atomic_add(out + (o * p.size + int64_t(idx[i])) * p.inner + j, T(alpha * src[e]));
+    const int64_t k = int64_t(idx[i]);
+    if (k >= 0 && k < p.size) atomic_add(out + (o * p.size + k) * p.inner + j, T(alpha * src[e]));
   }
 }
 
@@ -396,6 +410,18 @@ cudaError_t launch_index_select(const IndexParams& p, cudaStream_t stream) {
     else index_select_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_index_flag(const void* index, bool index64, int64_t n, int64_t size,
+                              bool has_allowed, int64_t allowed, int* flag, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (index64)
+    index_flag_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const int64_t*>(index), n,
+                                                               size, has_allowed, allowed, flag);
+  else
+    index_flag_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const int32_t*>(index), n,
+                                                               size, has_allowed, allowed, flag);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_index_add(const IndexParams& p, cudaStream_t stream) {

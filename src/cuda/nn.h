@@ -73,6 +73,10 @@ struct IndexParams {
   double alpha = 1;
 };
 cudaError_t launch_index_select(const IndexParams& p, cudaStream_t stream);
+// *flag = 1 when an index (int64 or int32, n of them) outside [0, size) other than `allowed`
+// (when has_allowed) is present: the check of a CUDA Graph capture (no host read).
+cudaError_t launch_index_flag(const void* index, bool index64, int64_t n, int64_t size,
+                              bool has_allowed, int64_t allowed, int* flag, cudaStream_t stream);
 cudaError_t launch_index_add(const IndexParams& p, cudaStream_t stream);
 
 }  // namespace cuda_module

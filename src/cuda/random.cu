@@ -21,9 +21,10 @@ __global__ void random_kernel(RandParams p) {
   T* out = static_cast<T*>(p.out);
   const int64_t nctr = (p.numel + 3) / 4, step = int64_t(blockDim.x) * gridDim.x;
   const bool dbl = std::is_same_v<T, double>;
+  const uint64_t seed = p.philox ? p.philox[0] : p.seed, offset = p.philox ? p.philox[1] : p.offset;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < nctr; c += step) {
     uint32_t w[4];
-    Philox::generate(p.seed, p.offset + uint64_t(c), w);
+    Philox::generate(seed, offset + uint64_t(c), w);
     for (int j = 0; j < 4 && c * 4 + j < p.numel; ++j) {
       double v;
       if (p.kind == RandKind::uniform) {
@@ -51,9 +52,10 @@ __global__ void dropout_kernel(DropoutParams p) {
   T* y = static_cast<T*>(p.y);
   const T s = T(p.scale);
   const int64_t nctr = (p.numel + 3) / 4, step = int64_t(blockDim.x) * gridDim.x;
+  const uint64_t seed = p.philox ? p.philox[0] : p.seed, offset = p.philox ? p.philox[1] : p.offset;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < nctr; c += step) {
     uint32_t w[4];
-    Philox::generate(p.seed, p.offset + uint64_t(c), w);
+    Philox::generate(seed, offset + uint64_t(c), w);
     for (int j = 0; j < 4 && c * 4 + j < p.numel; ++j) {
       const int64_t i = c * 4 + j;
       const bool keep = (w[j] >> 8) >= p.threshold;

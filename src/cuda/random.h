@@ -25,6 +25,7 @@ struct RandParams {
   double a = 0, b = 0;     // uniform [a, b); normal mean a, std b
   int64_t lo = 0;          // randint: lo + (64 random bits) % range
   uint64_t range = 1;
+  const uint64_t* philox = nullptr;  // set: read {seed, offset} here (CUDA Graph replays)
 };
 cudaError_t launch_random(const RandParams& p, cudaStream_t stream);
 
@@ -38,6 +39,7 @@ struct DropoutParams {
   uint64_t seed = 0, offset = 0;
   uint32_t threshold = 0;
   double scale = 1;
+  const uint64_t* philox = nullptr;  // as RandParams::philox
 };
 cudaError_t launch_dropout(const DropoutParams& p, cudaStream_t stream);
 

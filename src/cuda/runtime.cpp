@@ -87,6 +87,7 @@ int current_device() { return resolve_device(-1); }
 
 void synchronize(int device) {
   DeviceGuard guard(resolve_device(device));
+  refuse_if_capturing("torch.cuda.synchronize (of::cuda::synchronize)");
   check_async(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
@@ -96,6 +97,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     std::memcpy(dst, src, n);
     return;
   }
+  refuse_if_capturing(dst_dev.is_cpu() ? "a copy to the host (item(), to(kCPU))"
+                                       : "a blocking copy to the device");
   // On the current stream of the device involved (NOTE [CUDA streams]), then a sync of that
   // stream: "returns after the copy is complete", and work queued before on the stream (the
   // kernel that wrote src) is ordered before the copy.

@@ -81,6 +81,7 @@ bool stream_query(int device, void* stream) {
 
 void stream_synchronize(int device, void* stream) {
   DeviceGuard guard(resolve_device(device));
+  refuse_if_capturing("a stream synchronize");
   check_async(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
@@ -105,6 +106,7 @@ bool event_query(void* event) {
 }
 
 void event_synchronize(void* event) {
+  refuse_if_capturing("an event synchronize");
   check_async(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
 }
 

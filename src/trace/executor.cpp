@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "allocator.h"
+#include "cuda_backend.h"
 #include "generator.h"
 #include "thread_pool.h"
 #include "global/global.h"
@@ -94,6 +95,7 @@ struct GroupPlan {
 struct Step {
   const OpDef* op = nullptr;
   KernelFn kernel = nullptr;
+  bool on_cuda = false;  // its kernel is the op's CUDA one
   TensorList ins, outs;
   Attrs attrs;
   int rng = -1, seed_attr = -1;
@@ -122,6 +124,29 @@ class Plan {
   std::vector<int> input_buffers, grad_buffers, host_buffers;
   std::vector<int> effect_escape;  // per .grad effect: its escape slot (-1: none)
   std::vector<GeneratorState> draws;
+  // NOTE [CUDA Graph replay]
+  int cuda_device = -1;      // a plan of CUDA tensors (on this device); -1: a CPU plan
+  std::string graph_refused;  // why it replays without a CUDA graph (empty: it captures)
+  bool index_checks = false;  // a captured step checks indices (the flag is read after a launch)
+  void* graph_exec = nullptr;
+  int pool_id = 0;
+  size_t plain_replays = 0;
+  std::vector<int> pre_steps, graph_steps;  // host-side steps run before the launch; captured
+  std::vector<Storage> static_inputs;       // per input buffer, once captured
+  std::vector<const StorageImpl*> captured_grads;  // per .grad root buffer, at capture
+  Storage rng_dev;   // {seed, offset} per generator draw, written before each launch
+  Storage flag_dev;  // the index-check flag (an int)
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  ~Plan() {
+    if (graph_exec) cuda_backend::graph_destroy(graph_exec);
+    if (pool_id) {
+      try {
+        cuda_backend::release_pool(cuda_device, pool_id);
+      } catch (...) {  // the module is gone (process exit): nothing to release
+      }
+    }
+  }
 };
 
 size_t plan_steps(const Plan& p) { return p.steps.size(); }
@@ -328,23 +353,68 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
   p.g = graph;
   p.arena_outputs = arena_outputs;
   Graph& g = p.g;
-  for (const Value& v : g.values)
-    if (!v.device.is_cpu())
-      fail("[jit.trace] the recorded graph has tensors on {}; replaying CUDA graphs is not "
-           "supported yet (the call runs eagerly)", v.device.str());
+  for (const Value& v : g.values) {
+    if (!v.device.is_cuda()) continue;
+    const int d = std::max(v.device.index(), 0);
+    if (p.cuda_device >= 0 && p.cuda_device != d)
+      fail("[jit.trace] the recorded graph has tensors on cuda:{} and cuda:{}; a traced step runs "
+           "on one device (the call runs eagerly)", p.cuda_device, d);
+    p.cuda_device = d;
+  }
+  const bool cuda = p.cuda_device >= 0;
+  if (cuda && !g.groups.empty())
+    fail("[jit.trace] internal error: fused groups in a CUDA graph (the fuse pass is CPU-only)");
+  const Device arena_dev = cuda ? Device(kCUDA, p.cuda_device) : Device(kCPU);
+  auto on_arena_dev = [&](const Device& d) {
+    return cuda ? d.is_cuda() : d.is_cpu();
+  };
+  // NOTE [CUDA Graph replay]: which steps run on the host before the launch (CPU kernels:
+  // host scalars, their copies to the device) and which are captured. A pre-step's CUDA output
+  // gets its own memory (it is written before the graph runs, so no arena sharing).
+  std::vector<bool> pre_node(g.nodes.size(), false), own_buffer(g.buffers.size(), false);
+  const char* graphs_env = std::getenv("OF_CUDA_GRAPHS");
+  if (cuda && graphs_env && std::string_view(graphs_env) == "0")
+    p.graph_refused = "OF_CUDA_GRAPHS=0";
+  for (size_t i = 0; cuda && i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op->has(kView)) continue;
+    bool dev_cuda = false, reads_cuda = false;
+    bool first = true;
+    for (int v : n.inputs) {
+      if (v < 0) continue;
+      const bool c = g.values[size_t(v)].device.is_cuda();
+      if (first) dev_cuda = c;
+      first = false;
+      reads_cuda = reads_cuda || c;
+    }
+    if (first && !n.outputs.empty()) dev_cuda = g.values[size_t(n.outputs[0])].device.is_cuda();
+    if (dev_cuda) {
+      if (n.op->has(kSyncsHost) && p.graph_refused.empty())
+        p.graph_refused = n.op->name + " reads tensor data on the host";
+      continue;
+    }
+    if (reads_cuda && p.graph_refused.empty())
+      p.graph_refused = n.op->name + " copies a CUDA tensor to the host";
+    pre_node[i] = true;
+    for (int v : n.outputs) own_buffer[size_t(g.values[size_t(v)].buffer)] = true;
+  }
   const std::vector<bool> used = values_used(g);
   const std::vector<Interval> iv = buffer_intervals(g);
   // arena: planned offsets, or one region per buffer when memplan is off
   size_t end = arena_bytes(g);
   for (size_t b = 0; b < g.buffers.size(); ++b) {
     Buffer& buf = g.buffers[b];
+    if (buf.kind == BufKind::Intermediate && (!on_arena_dev(buf.device) || own_buffer[b])) {
+      buf.arena_offset = -1;  // its own memory (below)
+      continue;
+    }
     if (buf.kind == BufKind::Intermediate && !buf.escapes && buf.arena_offset < 0 &&
         iv[b].first >= 0 && buf.nbytes > 0) {
       buf.arena_offset = int64_t(end);
       end += (buf.nbytes + 63) / 64 * 64;
     }
   }
-  if (end > 0) p.arena = allocate_storage(end, Device(kCPU));
+  if (end > 0) p.arena = allocate_storage(end, arena_dev);
   p.buf_storage.resize(g.buffers.size());
   p.values_of_buffer.resize(g.buffers.size());
   for (size_t v = 0; v < g.values.size(); ++v)
@@ -354,15 +424,17 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     switch (buf.kind) {
       case BufKind::Intermediate:
         if (buf.escapes) {
-          p.buf_storage[b] = allocate_storage(buf.nbytes, Device(kCPU));
+          p.buf_storage[b] = allocate_storage(buf.nbytes, buf.device);
           p.escapes.push_back(EscapeSlot{int(b), p.values_of_buffer[b], 0, nullptr});
         } else if (buf.arena_offset >= 0) {
           Storage arena = p.arena;
           p.buf_storage[b] = std::make_shared<StorageImpl>(
-              static_cast<char*>(arena->data) + buf.arena_offset, buf.nbytes, Device(kCPU),
+              static_cast<char*>(arena->data) + buf.arena_offset, buf.nbytes, arena_dev,
               [arena](void*) {});
         } else if (buf.nbytes == 0) {  // an empty tensor (a rank's empty piece): no bytes
-          p.buf_storage[b] = allocate_storage(0, Device(kCPU));
+          p.buf_storage[b] = allocate_storage(0, buf.device);
+        } else if (iv[b].first >= 0) {  // off the arena's device, or a pre-step's output
+          p.buf_storage[b] = allocate_storage(buf.nbytes, buf.device);
         }
         break;
       case BufKind::External:
@@ -406,8 +478,22 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     }
     Step s;
     s.op = n.op;
-    s.kernel = n.op->cpu;
-    if (!s.kernel) fail("[jit.trace] {} has no CPU implementation", n.op->name);
+    {  // the device dispatch chose: the first defined input's, else the output's
+      Device d(kCPU);
+      bool found = false;
+      for (int v : n.inputs)
+        if (v >= 0) {
+          d = g.values[size_t(v)].device;
+          found = true;
+          break;
+        }
+      if (!found && !n.outputs.empty()) d = g.values[size_t(n.outputs[0])].device;
+      s.on_cuda = d.is_cuda();
+    }
+    s.kernel = s.on_cuda ? n.op->cuda : n.op->cpu;
+    if (!s.kernel)
+      fail("[jit.trace] {} has no {} implementation", n.op->name, s.on_cuda ? "CUDA" : "CPU");
+    if (cuda) (pre_node[i] ? p.pre_steps : p.graph_steps).push_back(int(p.steps.size()));
     s.attrs = n.attrs;
     for (int v : n.inputs) s.ins.push_back(v >= 0 ? p.vt[size_t(v)] : Tensor());
     for (int v : n.outputs) s.outs.push_back(p.vt[size_t(v)]);
@@ -515,11 +601,138 @@ Tensor wrapped(Tensor local, const GlobalWrap& w) {
 }
 }  // namespace
 
+namespace {
+
+// NOTE [CUDA Graph replay]: a plan of CUDA tensors replays its first call step by step (the
+// warm-up: lazily created library handles and workspaces exist afterwards) and captures its CUDA
+// steps into one CUDA Graph at the second (src/cuda/graph.cpp); from then on a replay is:
+//  - copy each CUDA input into the plan's own input buffer (the graph's addresses are fixed;
+//    the copy is queued on the stream before the launch);
+//  - run the host-side steps (CPU kernels: learning rates and other host scalars, and their
+//    copies to the device, into memory of their own, never the arena);
+//  - write this replay's generator draws ({seed, offset} per random op) to device memory: the
+//    captured random kernels read them there, so each replay draws what eager would;
+//  - launch the graph; when it checks indices (embedding, cross entropy, index ops), read the
+//    flag those checks set and raise the eager error if an index was out of range;
+//  - results the caller still holds from an earlier replay keep their tensors: their storage
+//    objects are given a copy in fresh memory, and the graph keeps writing its own.
+// A .grad root re-bound to new memory, or a failed capture, sends the plan back to stepping
+// (the failure is kept in graph_refused; a refused plan never tries again). Plans that read a
+// CUDA tensor on the host, or ops that size outputs from data, replay without a graph.
+
+bool graph_mode(const Plan& p) {
+  return p.cuda_device >= 0 && p.graph_refused.empty() && (p.graph_exec || p.plain_replays >= 1);
+}
+
+// The caller still holds `s`, which the graph writes: its object gets a copy in fresh memory
+// and the returned object owns the graph's memory from now on.
+Storage swap_out(const Storage& s) {
+  Storage fresh = allocate_storage(s->nbytes, s->device);
+  copy_bytes(fresh->data, s->device, s->data, s->device, s->nbytes);
+  std::swap(s->data, fresh->data);
+  std::swap(s->release, fresh->release);
+  std::swap(s->release_fn, fresh->release_fn);
+  std::swap(s->release_arg, fresh->release_arg);
+  return fresh;
+}
+
+bool checks_indices(const OpDef& op) {  // the CUDA kernels that set the flag (src/cuda/nn.cpp)
+  const std::string& n = op.name;
+  return n == "cross_entropy" || n == "cross_entropy_backward" || n == "embedding" ||
+         n == "index_select" || n == "index_add";
+}
+
+void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
+  Profiler::Scope ps(profile, s.group >= 0 ? "(fused group)" : s.op->name.c_str());
+  if (s.group >= 0) {
+    run_group(p, p.groups[size_t(s.group)]);
+    return;
+  }
+  if (s.rng >= 0) {
+    const GeneratorState& st = p.draws[size_t(s.rng)];
+    s.attrs.values[size_t(s.seed_attr)] = int64_t(st.seed);
+    s.attrs.values[size_t(s.seed_attr) + 1] = int64_t(st.offset);
+  }
+  if (s.on_cuda) cuda_backend::note_launch(s.op->name.c_str());
+  const uint64_t a0 = debug_allocs ? memory::stats().num_allocs : 0;
+  s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
+  if (debug_allocs && memory::stats().num_allocs != a0)
+    std::fprintf(stderr, "[jit.replay] step %zu (%s) allocated %llu times\n",
+                 size_t(&s - p.steps.data()), s.op->name.c_str(),
+                 (unsigned long long)(memory::stats().num_allocs - a0));
+  if (s.bump) s.bump->version.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Captures the CUDA steps; false (with graph_refused set) when the capture failed.
+bool capture(Plan& p) {
+  static std::atomic<int> next_pool{1};
+  const int dev = p.cuda_device;
+  if (!p.pool_id) p.pool_id = next_pool.fetch_add(1);
+  cuda_backend::graph_capture_begin(dev, p.pool_id);
+  try {
+    KernelScope scope;
+    void* flag = p.flag_dev->data;
+    cuda_backend::memset_async(flag, 0, sizeof(int), dev);
+    for (int i : p.graph_steps) {
+      Step& s = p.steps[size_t(i)];
+      const void* rng = s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng)
+                                   : nullptr;
+      cuda_backend::graph_slots(rng, flag);
+      p.index_checks = p.index_checks || checks_indices(*s.op);
+      cuda_backend::note_launch(s.op->name.c_str());
+      s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
+    }
+    p.graph_exec = cuda_backend::graph_capture_end(dev);
+  } catch (const Error& e) {
+    cuda_backend::graph_capture_abort(dev);
+    p.graph_refused = std::string("the capture failed: ") + e.what();
+    return false;
+  }
+  p.captured_grads.clear();
+  for (int b : p.grad_buffers) p.captured_grads.push_back(grad_slot(p.g.buffers[size_t(b)].impls[0].get()).impl()->storage.get());
+  return true;
+}
+
+}  // namespace
+
+std::string plan_graph_state(const Plan& p) {
+  if (p.cuda_device < 0) return "a CPU plan";
+  if (p.graph_exec) return "replays as one CUDA Graph";
+  if (!p.graph_refused.empty()) return "replays step by step on CUDA: " + p.graph_refused;
+  return "replays step by step on CUDA until its second replay captures a CUDA Graph";
+}
+
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   const Graph& g = p.g;
-  // 1. inputs and .grad roots: re-point their values at this call's storages
-  for (int b : p.input_buffers) {
+  const bool graph = graph_mode(p);
+  if (graph && p.static_inputs.empty()) {  // the plan's own input buffers, the rng slots, the flag
+    const Device dev(kCUDA, p.cuda_device);
+    p.static_inputs.resize(p.input_buffers.size());
+    for (size_t k = 0; k < p.input_buffers.size(); ++k) {
+      const Buffer& buf = g.buffers[size_t(p.input_buffers[k])];
+      if (buf.device.is_cuda()) p.static_inputs[k] = allocate_storage(buf.nbytes, buf.device);
+    }
+    p.rng_dev = allocate_storage(16 * std::max<size_t>(1, g.rng_counters.size()), dev);
+    p.flag_dev = allocate_storage(sizeof(int), dev);
+  }
+  // 1. inputs and .grad roots: re-point their values at this call's storages (a CUDA graph:
+  //    copy the inputs into the plan's own buffers)
+  for (size_t k = 0; k < p.input_buffers.size(); ++k) {
+    const int b = p.input_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
+    if (graph && p.static_inputs[k]) {
+      const Storage& st = p.static_inputs[k];
+      for (int v : p.values_of_buffer[size_t(b)]) {
+        TensorImpl* t = p.vt[size_t(v)].impl();
+        if (!t) continue;
+        t->storage = st;
+        t->offset = g.values[size_t(v)].offset;
+      }
+      NoGradGuard ng;
+      Tensor dst(make_impl(st, g.values[size_t(buf.root_value)]));
+      dst.copy_(inputs[size_t(buf.input)]);
+      continue;
+    }
     const TensorImpl* arg = inputs[size_t(buf.input)].impl();
     const int64_t delta = arg->offset - buf.base_offset;
     for (int v : p.values_of_buffer[size_t(b)]) {
@@ -529,9 +742,14 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       t->offset = g.values[size_t(v)].offset + delta;
     }
   }
-  for (int b : p.grad_buffers) {
+  for (size_t k = 0; k < p.grad_buffers.size(); ++k) {
+    const int b = p.grad_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
     const Tensor& gr = grad_slot(buf.impls[0].get());
+    if (p.graph_exec && (k >= p.captured_grads.size() || p.captured_grads[k] != gr.impl()->storage.get())) {
+      cuda_backend::graph_destroy(p.graph_exec);  // a .grad re-bound to new memory: capture again
+      p.graph_exec = nullptr;
+    }
     const int64_t delta = gr.impl()->offset - buf.base_offset;
     for (int v : p.values_of_buffer[size_t(b)]) {
       TensorImpl* t = p.vt[size_t(v)].impl();
@@ -553,6 +771,15 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   }
   if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set)
     set_random_state({g.rng_reset.back().seed, g.rng_reset.back().offset});
+  if (graph && !p.draws.empty()) {
+    std::vector<uint64_t> slots;
+    for (const GeneratorState& st : p.draws) {
+      slots.push_back(st.seed);
+      slots.push_back(st.offset);
+    }
+    copy_bytes(p.rng_dev->data, p.rng_dev->device, slots.data(), Device(kCPU),
+               slots.size() * sizeof(uint64_t));
+  }
   // 3. escaping buffers the caller still holds get fresh memory (never overwrite a result)
   if (!p.arena_outputs) {
     for (EscapeSlot& e : p.escapes) {
@@ -560,7 +787,9 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       long expected = e.internal_refs;
       if (e.grad_handout && e.grad_handout.use_count() == 2) ++expected;  // bound as .grad only
       if (s.use_count() <= expected) continue;
-      s = allocate_storage(g.buffers[size_t(e.buffer)].nbytes, Device(kCPU));
+      // a CUDA graph writes fixed addresses: the holder's object takes a copy instead
+      s = graph && s->device.is_cuda() ? swap_out(s)
+                                       : allocate_storage(g.buffers[size_t(e.buffer)].nbytes, s->device);
       e.grad_handout.reset();
       for (int v : e.values)
         if (p.vt[size_t(v)].defined()) p.vt[size_t(v)].impl()->storage = s;
@@ -569,27 +798,29 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   // 4. the steps
   static const bool debug_allocs = std::getenv("OF_TRACE_DEBUG_ALLOCS") != nullptr;
   static const bool profile = std::getenv("OF_TRACE_PROFILE") != nullptr;
-  {
-    KernelScope scope;
-    for (Step& s : p.steps) {
-      Profiler::Scope ps(profile, s.group >= 0 ? "(fused group)" : s.op->name.c_str());
-      if (s.group >= 0) {
-        run_group(p, p.groups[size_t(s.group)]);
-        continue;
-      }
-      if (s.rng >= 0) {
-        const GeneratorState& st = p.draws[size_t(s.rng)];
-        s.attrs.values[size_t(s.seed_attr)] = int64_t(st.seed);
-        s.attrs.values[size_t(s.seed_attr) + 1] = int64_t(st.offset);
-      }
-      const uint64_t a0 = debug_allocs ? memory::stats().num_allocs : 0;
-      s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
-      if (debug_allocs && memory::stats().num_allocs != a0)
-        std::fprintf(stderr, "[jit.replay] step %zu (%s) allocated %llu times\n",
-                     size_t(&s - p.steps.data()), s.op->name.c_str(),
-                     (unsigned long long)(memory::stats().num_allocs - a0));
-      if (s.bump) s.bump->version.fetch_add(1, std::memory_order_relaxed);
+  if (graph) {
+    {
+      KernelScope scope;
+      for (int i : p.pre_steps) run_step(p, p.steps[size_t(i)], debug_allocs, profile);
     }
+    if (p.graph_exec || capture(p)) {
+      cuda_backend::graph_launch(p.graph_exec, p.cuda_device);
+      if (p.index_checks) {
+        int flag = 0;
+        copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
+        if (flag)
+          fail("[jit.replay] an index or class target was out of range in this replay of the "
+               "traced step's CUDA Graph (embedding, cross_entropy, index_select or index_add: "
+               "indices must lie in [0, size)); its results are invalid");
+      }
+    } else {
+      KernelScope scope;
+      for (int i : p.graph_steps) run_step(p, p.steps[size_t(i)], debug_allocs, profile);
+    }
+  } else {
+    KernelScope scope;
+    for (Step& s : p.steps) run_step(p, s, debug_allocs, profile);
+    ++p.plain_replays;
   }
   // 5. .grad effects and outputs
   for (size_t k = 0; k < g.grad_effects.size(); ++k) {

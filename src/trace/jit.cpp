@@ -363,7 +363,11 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   pass("fold", sw.fold, trace::fold);
   pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
   pass("remat", sw.remat, trace::remat);
-  pass("fuse", sw.fuse, trace::fuse);
+  // NOTE [CUDA Graph replay]: the fuser's block interpreter runs CPU kernels; a graph of CUDA
+  // tensors keeps its elementwise ops as separate kernels (captured into one CUDA Graph).
+  bool on_cuda = false;
+  for (const trace::Value& v : g.values) on_cuda = on_cuda || v.device.is_cuda();
+  pass("fuse", sw.fuse && !on_cuda, trace::fuse);
   pass("inplace", sw.inplace, trace::inplace);
   pass("memplan", sw.memplan, trace::memplan);
   if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
