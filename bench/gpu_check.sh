@@ -3,7 +3,7 @@
 # build-gpu/ with -Dcuda=enabled (all cores), runs the CUDA tests (every case that skips
 # without a device runs here), then the GPU benchmarks, and writes a report to $OUT (default
 # ./gpu-report). Each step has its own deadline so the whole run stays under 8 minutes:
-# configure+build 5 min, tests 90 s, benchmarks 90 s. Usage: bench/gpu_check.sh
+# configure 60 s, build 230 s, tests 80 s, benchmarks 60 s, the GPU example 40 s (470 s at most). Usage: bench/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -30,9 +30,10 @@ for tool in meson ninja pkg-config nvcc; do
 done
 jobs=$(nproc)
 if [ ! -f build-gpu/build.ninja ]; then
-  step configure 120 meson setup build-gpu -Dcuda=enabled -Dexamples=false -Dbench=true -Dnative=false || exit 1
+  step configure 60 meson setup build-gpu -Dcuda=enabled -Dexamples=true -Dbench=true -Dnative=false || exit 1
 fi
-step build 300 ninja -C build-gpu -j "$jobs" tests/oneflow_tests bench/bench_cuda || exit 1
-step tests 90 ./build-gpu/tests/oneflow_tests -tc='cuda*,autocast*,GradScaler*,op table: CUDA*' --duration=true
-step bench 90 ./build-gpu/bench/bench_cuda
+step build 230 ninja -C build-gpu -j "$jobs" tests/oneflow_tests bench/bench_cuda examples/gpu_mlp || exit 1
+step tests 80 ./build-gpu/tests/oneflow_tests -tc='cuda*,autocast*,GradScaler*,op table: CUDA*' --duration=true
+step bench 60 ./build-gpu/bench/bench_cuda
+step example 40 ./build-gpu/examples/gpu_mlp 256
 say "==> report: $report (logs beside it)"

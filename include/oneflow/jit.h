@@ -66,6 +66,9 @@ struct TraceStats {
   size_t recordings = 0;          // calls that recorded (committed or not)
   size_t replays = 0;             // calls that replayed
   size_t cache_entries = 0;
+  // How the plan replays: "cpu", "cuda graph" (one CUDA Graph launch per call) or
+  // "cuda steps: <why not a graph>" (NOTE [CUDA Graph replay] in src/trace/executor.cpp).
+  std::string replay_mode;
   std::string str() const;
 };
 

@@ -696,10 +696,10 @@ bool capture(Plan& p) {
 }  // namespace
 
 std::string plan_graph_state(const Plan& p) {
-  if (p.cuda_device < 0) return "a CPU plan";
-  if (p.graph_exec) return "replays as one CUDA Graph";
-  if (!p.graph_refused.empty()) return "replays step by step on CUDA: " + p.graph_refused;
-  return "replays step by step on CUDA until its second replay captures a CUDA Graph";
+  if (p.cuda_device < 0) return "cpu";
+  if (p.graph_exec) return "cuda graph";
+  if (!p.graph_refused.empty()) return "cuda steps: " + p.graph_refused;
+  return "cuda steps: the second replay captures a CUDA Graph";
 }
 
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {

@@ -142,7 +142,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs);
 std::string check_externals(const Plan& p);
 size_t plan_steps(const Plan& p);
 size_t plan_arena_bytes(const Plan& p);
-// How a plan replays: "a CPU plan", "replays as one CUDA Graph", or why it steps on CUDA.
+// How a plan replays: "cpu", "cuda graph", or "cuda steps: <why>" (TraceStats::replay_mode).
 std::string plan_graph_state(const Plan& p);
 
 // ---- recording (recorder.cpp)

@@ -161,6 +161,7 @@ std::string TraceStats::str() const {
       double(eager_peak_bytes) / 1048576.0);
   s += fmt::format("time: record {:.1f} ms, compile {:.1f} ms; {} recordings, {} replays\n",
                    trace_ms, compile_ms, recordings, replays);
+  if (!replay_mode.empty() && replay_mode != "cpu") s += "replay: " + replay_mode + "\n";
   return s;
 }
 
@@ -467,6 +468,7 @@ TraceStats stats(const Engine& e) {
   for (const Entry& x : e.lru)
     if (x.plan) {
       s = x.stats;
+      s.replay_mode = trace::plan_graph_state(*x.plan);
       break;
     }
   s.recordings = e.recordings;
