@@ -220,6 +220,33 @@ TEST_CASE("cuda: nn kernels match the CPU, forward and backward") {
   }
 }
 
+TEST_CASE("cuda: attention matches the CPU (causal, masks, dropout), forward and backward") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(8);
+  const of::Tensor q0 = of::randn({2, 3, 7, 8}), k0 = of::randn({2, 3, 9, 8}), v0 = of::randn({2, 3, 9, 5});
+  const of::Tensor bmask = of::rand({7, 9}) > 0.3, amask = of::randn({7, 9});
+  for (int variant = 0; variant < 4; ++variant) {
+    INFO("variant ", variant);
+    std::vector<of::Tensor> cpu, gpu;
+    for (const of::Tensor& t : {q0, k0, v0}) {
+      cpu.push_back(t.clone().set_requires_grad(true));
+      gpu.push_back(t.to(kCuda0).set_requires_grad(true));
+    }
+    auto run = [&](std::vector<of::Tensor>& in, const of::Device& d) {
+      of::manual_seed(77);
+      if (variant == 0) return of::scaled_dot_product_attention(in[0], in[1], in[2]);
+      if (variant == 1) return of::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true);
+      if (variant == 2) return of::scaled_dot_product_attention(in[0], in[1], in[2], bmask.to(d));
+      return of::scaled_dot_product_attention(in[0], in[1], in[2], amask.to(d), 0.25);
+    };
+    of::Tensor oc = run(cpu, of::Device("cpu")), og = run(gpu, kCuda0);
+    check_close(og, oc, 1e-5);
+    (oc * oc).sum().backward();
+    (og * og).sum().backward();
+    for (size_t i = 0; i < 3; ++i) check_close(gpu[i].grad(), cpu[i].grad(), 1e-4);
+  }
+}
+
 TEST_CASE("cuda: a traced training step replays as one CUDA Graph and equals eager") {
   SKIP_WITHOUT_CUDA();
   // MLP with dropout, SGD with momentum: the graph's random draws and optimizer state must

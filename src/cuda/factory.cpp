@@ -5,6 +5,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/module.h"
 #include "cuda/random.h"
+#include "oneflow/ops.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -119,6 +120,16 @@ void eye_kernel(const KernelArgs& k) {
 }
 
 }  // namespace
+
+Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, double p,
+                          uint64_t seed, uint64_t offset) {
+  const Tensor ones = full(sizes, 1.0, TensorOptions(dtype).device(device));
+  TensorList outs{make_empty(sizes, dtype, device), make_empty(sizes, kBool, device)};
+  const TensorList ins{ones};
+  const Attrs a{p, int64_t(seed), int64_t(offset)};
+  dropout_kernel(KernelArgs{ins, a, outs});
+  return outs[0];
+}
 
 void register_factory_kernels(const cuda_backend::CoreV1& core) {
   core.set_cuda_kernel("uniform", uniform_kernel);

@@ -67,5 +67,6 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_reduce_kernels(*core);
   cuda_module::register_factory_kernels(*core);
   cuda_module::register_nn_kernels(*core);
+  cuda_module::register_attention_kernels(*core);
   return &cuda_module::kTable;
 }

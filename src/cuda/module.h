@@ -74,6 +74,11 @@ void register_elementwise_kernels(const cuda_backend::CoreV1& core);  // element
 void register_reduce_kernels(const cuda_backend::CoreV1& core);       // reduce.cpp
 void register_factory_kernels(const cuda_backend::CoreV1& core);      // factory.cpp
 void register_nn_kernels(const cuda_backend::CoreV1& core);           // nn.cpp
+void register_attention_kernels(const cuda_backend::CoreV1& core);    // attention.cpp
+// keep / (1 - p) or 0 per element of `sizes` (row-major), as the dropout op draws them at
+// (seed, offset) (or from the CUDA Graph slot while capturing): factory.cpp.
+Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, double p,
+                          uint64_t seed, uint64_t offset);
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)
 void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/float64 (2-D)
 void bmm_kernel(const KernelArgs& args);           // cuBLAS strided-batched GEMM
