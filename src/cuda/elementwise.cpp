@@ -117,11 +117,7 @@ void run(ElemOp op, const Tensor& out, const TensorList& ins, ScalarType dtype,
     p.iscalar = scalars->iscalar;
     p.bscalar = scalars->bscalar;
   }
-  const cudaError_t err = launch_elementwise(op, p, current_stream_of(device));
-  if (err == cudaErrorInvalidValue)
-    fail("[{}] cuda: unsupported dtype {}", info.name, dtype_name(dtype));
-  if (err != cudaSuccess) throw_cuda_error(err, info.name, __FILE__, __LINE__);
-  after_launch(info.name);
+  check_launch(launch_elementwise(op, p, current_stream_of(device)), info.name, dtype);
 }
 
 void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {

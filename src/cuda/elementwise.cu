@@ -10,12 +10,11 @@
 #include <type_traits>
 
 #include "cuda/elementwise.h"
+#include "cuda/launch.cuh"
 #include "ops/functors.h"
 
 namespace oneflow::cuda_module {
 namespace {
-
-constexpr int kThreads = 256;
 
 template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
@@ -166,7 +165,7 @@ cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
   bool vec = p.contiguous && V > 1 && aligned16(p.out);
   for (int k = 0; k < N; ++k) vec = vec && aligned16(p.in[k]);
   const int64_t work = vec ? (p.numel + V - 1) / V : p.numel;
-  const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 1 << 16)));
+  const unsigned blocks = blocks_for(work);
   if (vec) {
     if constexpr (V > 1) vector_kernel<T, Out, N, V><<<blocks, kThreads, 0, stream>>>(p, f);
   } else if (p.contiguous) {
@@ -180,21 +179,6 @@ cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
 enum class Kind { All, Float, Bool, IntUnsafe };
 
 // f(T{}) for the dtype `t`; cudaErrorInvalidValue for an unknown one.
-template <class G>
-cudaError_t visit(ScalarType t, G&& go) {
-  switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    case ScalarType::Float16: return go(Half{});
-    case ScalarType::BFloat16: return go(BFloat16{});
-    case ScalarType::Int32: return go(int32_t{});
-    case ScalarType::Int64: return go(int64_t{});
-    case ScalarType::UInt8: return go(uint8_t{});
-    case ScalarType::Bool: return go(bool{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 template <Kind K, int N, class F>
 cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
   return visit(p.dtype, [&](auto tag) -> cudaError_t {

@@ -10,12 +10,6 @@
 namespace oneflow::cuda_module {
 namespace {
 
-void check_status(cudaError_t err, const char* op, ScalarType t) {
-  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", op, dtype_name(t));
-  if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
-  after_launch(op);
-}
-
 // Runs fill(dense) into t, through a dense temporary when t is not contiguous.
 template <class F>
 void into_dense(const Tensor& t, const char* op, F&& fill) {
@@ -56,7 +50,7 @@ void random_fill(const KernelArgs& k, RandKind kind, const char* op) {
   p.philox = graph_rng();
   into_dense(t, op, [&](void* dst, cudaStream_t s) {
     p.out = dst;
-    check_status(launch_random(p, s), op, p.dtype);
+    check_launch(launch_random(p, s), op, p.dtype);
   });
 }
 void uniform_kernel(const KernelArgs& k) { random_fill(k, RandKind::uniform, "uniform"); }
@@ -83,7 +77,7 @@ void dropout_kernel(const KernelArgs& k) {
   if (p.numel == 0) return;
   const int device = resolve_device(x.device().index());
   DeviceGuard guard(device);
-  check_status(launch_dropout(p, current_stream_of(device)), "dropout", p.dtype);
+  check_launch(launch_dropout(p, current_stream_of(device)), "dropout", p.dtype);
 }
 
 void factory(const KernelArgs& k, FactoryParams p, const char* op) {
@@ -92,7 +86,7 @@ void factory(const KernelArgs& k, FactoryParams p, const char* op) {
   p.dtype = t.dtype();
   into_dense(t, op, [&](void* dst, cudaStream_t s) {
     p.out = dst;
-    check_status(launch_factory(p, s), op, p.dtype);
+    check_launch(launch_factory(p, s), op, p.dtype);
   });
 }
 // arange {start, end, step, ...}; linspace {start, end, steps, ...}; eye {n, m, ...}

@@ -48,6 +48,10 @@ void release_pool(int device, int id);
 // the ops launched since the last clean one.
 void note_launch(const char* op);
 void after_launch(const char* op);
+// A kernel launcher's status: cudaErrorInvalidValue (a dtype the launcher does not
+// instantiate) raises "[op] cuda: unsupported dtype T", any other error the CUDA error; then
+// after_launch(op).
+void check_launch(cudaError_t err, const char* op, ScalarType dtype);
 void check_async(cudaError_t err, const char* where);
 // A query's status (cudaStreamQuery, cudaEventQuery): false for "not ready", true when done,
 // else check_async's error.

@@ -14,11 +14,6 @@
 namespace oneflow::cuda_module {
 namespace {
 
-void check_status(cudaError_t err, const char* op, ScalarType t) {
-  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", op, dtype_name(t));
-  if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
-  after_launch(op);
-}
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.impl()->raw_data() : nullptr; }
 Tensor dense_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 
@@ -90,7 +85,7 @@ void ce_kernel(const KernelArgs& k) {
   p.loss = k.outputs[0].impl()->raw_data();
   p.lse = k.outputs[1].impl()->raw_data();
   p.total_weight = k.outputs[2].impl()->raw_data();
-  check_status(launch_cross_entropy(p, current_stream_of(device)), "cross_entropy", p.dtype);
+  check_launch(launch_cross_entropy(p, current_stream_of(device)), "cross_entropy", p.dtype);
 }
 
 // inputs g, x, target, weight, lse, total_weight; output gx
@@ -111,7 +106,7 @@ void ce_backward_kernel(const KernelArgs& k) {
   p.lse_in = lse.impl()->raw_data();
   p.total_in = total.impl()->raw_data();
   p.grad_x = k.outputs[0].impl()->raw_data();
-  check_status(launch_cross_entropy_backward(p, current_stream_of(device)),
+  check_launch(launch_cross_entropy_backward(p, current_stream_of(device)),
                "cross_entropy_backward", p.dtype);
 }
 
@@ -162,7 +157,7 @@ void norm_kernel(const KernelArgs& k) {
   p.y = k.outputs[0].impl()->raw_data();
   p.mean = M == kRms ? nullptr : k.outputs[1].impl()->raw_data();
   p.rstd = k.outputs[M == kRms ? 1 : 2].impl()->raw_data();
-  check_status(launch_norm(p, current_stream_of(device)), norm_name(M), p.dtype);
+  check_launch(launch_norm(p, current_stream_of(device)), norm_name(M), p.dtype);
 }
 
 template <int M>
@@ -183,7 +178,7 @@ void norm_backward_kernel(const KernelArgs& k) {
   p.gx = k.outputs[0].impl()->raw_data();
   p.gw = k.outputs[1].impl()->raw_data();
   p.gb = k.outputs[2].impl()->raw_data();
-  check_status(launch_norm_backward(p, current_stream_of(device)), norm_name(M), p.dtype);
+  check_launch(launch_norm_backward(p, current_stream_of(device)), norm_name(M), p.dtype);
 }
 
 // ---------------------------------------------------------------- linear
@@ -235,7 +230,7 @@ void index_select_kernel(const KernelArgs& k) {
   check_index_values(index, p.size, "index_select", "index", d, x);
   p.src = x.impl()->raw_data();
   p.out = k.outputs[0].impl()->raw_data();
-  check_status(launch_index_select(p, current_stream_of(device)), "index_select", p.dtype);
+  check_launch(launch_index_select(p, current_stream_of(device)), "index_select", p.dtype);
 }
 
 // inputs weight [V, D], indices (any shape); out [indices..., D]
@@ -249,7 +244,7 @@ void embedding_kernel(const KernelArgs& k) {
   check_index_values(index, p.size, "embedding", "index", 0, w);
   p.src = w.impl()->raw_data();
   p.out = k.outputs[0].impl()->raw_data();
-  check_status(launch_index_select(p, current_stream_of(device)), "embedding", p.dtype);
+  check_launch(launch_index_select(p, current_stream_of(device)), "embedding", p.dtype);
 }
 
 // inputs self, index (1-D), src; attrs dim, alpha: out = self, then out[idx[i]] += alpha * src[i]
@@ -272,7 +267,7 @@ void index_add_kernel(const KernelArgs& k) {
   p.src = src.impl()->raw_data();
   p.out = out.impl()->raw_data();
   p.alpha = k.attrs.scalar(1).to_double();
-  check_status(launch_index_add(p, current_stream_of(device)), "index_add", p.dtype);
+  check_launch(launch_index_add(p, current_stream_of(device)), "index_add", p.dtype);
 }
 
 }  // namespace

@@ -8,16 +8,11 @@
 #include <type_traits>
 
 #include "cuda/nn.h"
+#include "cuda/launch.cuh"
 #include "ops/functors.h"
 
 namespace oneflow::cuda_module {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t threads) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>((threads + kThreads - 1) / kThreads, 1 << 16)));
-}
 
 // Sum of v over the block (every thread gets it); sh holds kThreads doubles.
 __device__ double block_sum(double v, double* sh) {
@@ -348,20 +343,6 @@ cudaError_t visit_f(ScalarType t, G&& go) {
     default: return cudaErrorInvalidValue;
   }
 }
-template <class G>
-cudaError_t visit_all(ScalarType t, G&& go) {
-  switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    case ScalarType::Float16: return go(Half{});
-    case ScalarType::BFloat16: return go(BFloat16{});
-    case ScalarType::Int32: return go(int32_t{});
-    case ScalarType::Int64: return go(int64_t{});
-    case ScalarType::UInt8: return go(uint8_t{});
-    case ScalarType::Bool: return go(bool{});
-  }
-  return cudaErrorInvalidValue;
-}
 
 }  // namespace
 
@@ -404,7 +385,7 @@ cudaError_t launch_norm_backward(const NormParams& p, cudaStream_t stream) {
 cudaError_t launch_index_select(const IndexParams& p, cudaStream_t stream) {
   const int64_t total = p.outer * p.count * p.inner;
   if (total == 0) return cudaSuccess;
-  return visit_all(p.dtype, [&](auto tag) {
+  return visit(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (p.index64) index_select_kernel<T, int64_t><<<blocks_for(total), kThreads, 0, stream>>>(p);
     else index_select_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream>>>(p);
@@ -427,7 +408,7 @@ cudaError_t launch_index_flag(const void* index, bool index64, int64_t n, int64_
 cudaError_t launch_index_add(const IndexParams& p, cudaStream_t stream) {
   const int64_t total = p.outer * p.count * p.inner;
   if (total == 0) return cudaSuccess;
-  return visit_all(p.dtype, [&](auto tag) -> cudaError_t {
+  return visit(p.dtype, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                   std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {

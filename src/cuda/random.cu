@@ -4,16 +4,11 @@
 #include <cmath>
 
 #include "cuda/random.h"
+#include "cuda/launch.cuh"
 #include "generator.h"
 
 namespace oneflow::cuda_module {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t threads) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>((threads + kThreads - 1) / kThreads, 1 << 16)));
-}
 
 template <class T>
 __global__ void random_kernel(RandParams p) {
@@ -80,21 +75,6 @@ __global__ void factory_kernel(FactoryParams p) {
       out[i] = T(C(i / p.cols == i % p.cols ? 1 : 0));
     }
   }
-}
-
-template <class G>
-cudaError_t visit(ScalarType t, G&& go) {
-  switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    case ScalarType::Float16: return go(Half{});
-    case ScalarType::BFloat16: return go(BFloat16{});
-    case ScalarType::Int32: return go(int32_t{});
-    case ScalarType::Int64: return go(int64_t{});
-    case ScalarType::UInt8: return go(uint8_t{});
-    case ScalarType::Bool: return go(bool{});
-  }
-  return cudaErrorInvalidValue;
 }
 
 }  // namespace

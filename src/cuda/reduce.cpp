@@ -44,8 +44,7 @@ void check_cuda(const Tensor& x, const Tensor& out, const char* op) {
            out.device().str());
 }
 
-ReduceParams params_of(const Canon& c) {
-  ReduceParams p;
+ReduceParams params_of(const Canon& c, ReduceParams p = {}) {
   p.outer = c.outer;
   p.n = c.n;
   p.inner = c.inner;
@@ -55,22 +54,16 @@ ReduceParams params_of(const Canon& c) {
 }
 
 // One launch of op over c into out (dense, outer * inner elements of the op's dtype).
-void launch(RedOp op, const Canon& c, void* out, ReduceParams p, const char* name) {
-  p.outer = c.outer;
-  p.n = c.n;
-  p.inner = c.inner;
-  p.in = c.x.impl()->raw_data();
-  p.dtype = c.x.dtype();
+// `extra` carries the op's own fields (idx, shift, denom, take_sqrt).
+void launch(RedOp op, const Canon& c, void* out, const ReduceParams& extra, const char* name) {
+  ReduceParams p = params_of(c, extra);
   p.out = out;
   const int device = resolve_device(c.x.device().index());
   DeviceGuard guard(device);
   const size_t ws_bytes = reduce_workspace_bytes(op, p);
   Storage ws = ws_bytes ? allocate_storage(ws_bytes, device) : Storage();
-  const cudaError_t err = launch_reduce(op, p, ws ? ws->data : nullptr, current_stream_of(device));
-  if (err == cudaErrorInvalidValue)
-    fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
-  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
-  after_launch(name);
+  check_launch(launch_reduce(op, p, ws ? ws->data : nullptr, current_stream_of(device)), name,
+               p.dtype);
 }
 
 // The op's result into `out`: directly when out has the op's natural dtype, else through a
@@ -197,13 +190,12 @@ void argmax_kernel(const KernelArgs& k) {
   launch(IsMax ? RedOp::argmax : RedOp::argmin, c, nullptr, extra, name);
 }
 
-template <bool Log>
-void softmax_kernel(const KernelArgs& k) {
+// softmax/log_softmax/cumsum/cumprod: x along attr dim 0 into the dense output, same dtype.
+template <class Launch>
+void along_dim(const KernelArgs& k, const char* name, const Launch& go) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
-  const char* name = Log ? "log_softmax" : "softmax";
   check_cuda(x, out, name);
-  need_float(x, name);
   OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(),
            "[{}] cuda: expected a dense {} output", name, dtype_name(x.dtype()));
   const Canon c = canon_dim(x, k.attrs.i(0));
@@ -211,31 +203,26 @@ void softmax_kernel(const KernelArgs& k) {
   p.out = out.impl()->raw_data();
   const int device = resolve_device(x.device().index());
   DeviceGuard guard(device);
-  const cudaError_t err = launch_softmax(Log, p, current_stream_of(device));
-  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
-  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
-  after_launch(name);
+  check_launch(go(p, current_stream_of(device)), name, p.dtype);
+}
+
+template <bool Log>
+void softmax_kernel(const KernelArgs& k) {
+  const char* name = Log ? "log_softmax" : "softmax";
+  need_float(k.inputs[0], name);
+  along_dim(k, name, [](const ReduceParams& p, cudaStream_t s) { return launch_softmax(Log, p, s); });
 }
 
 template <bool Prod>
 void scan_kernel(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  const Tensor& out = k.outputs[0];
   const char* name = Prod ? "cumprod" : "cumsum";
-  check_cuda(x, out, name);
-  OF_CHECK(x.dtype() == kInt64 || is_floating_point(x.dtype()),
-           "[{}] cuda: expected an int64 or floating input, got {}", name, dtype_name(x.dtype()));
-  OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(),
-           "[{}] cuda: expected a dense {} output", name, dtype_name(x.dtype()));
-  const Canon c = canon_dim(x, k.attrs.i(0));
-  ReduceParams p = params_of(c);
-  p.out = out.impl()->raw_data();
-  const int device = resolve_device(x.device().index());
-  DeviceGuard guard(device);
-  const cudaError_t err = launch_scan(Prod, k.attrs.b(1), p, current_stream_of(device));
-  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", name, dtype_name(p.dtype));
-  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
-  after_launch(name);
+  const ScalarType t = k.inputs[0].dtype();
+  OF_CHECK(t == kInt64 || is_floating_point(t),
+           "[{}] cuda: expected an int64 or floating input, got {}", name, dtype_name(t));
+  const bool reverse = k.attrs.b(1);
+  along_dim(k, name, [reverse](const ReduceParams& p, cudaStream_t s) {
+    return launch_scan(Prod, reverse, p, s);
+  });
 }
 
 }  // namespace

@@ -17,12 +17,12 @@
 #include <type_traits>
 
 #include "cuda/reduce.h"
+#include "cuda/launch.cuh"
 #include "ops/functors.h"
 
 namespace oneflow::cuda_module {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kTargetThreads = int64_t(1) << 17;
 constexpr int64_t kMaxSplits = 1024;
@@ -37,10 +37,6 @@ int64_t splits_of(const ReduceParams& p) {
   int64_t s = kTargetThreads / (outputs * per);
   s = std::min<int64_t>(s, (p.n + min_chunk - 1) / min_chunk);
   return std::max<int64_t>(1, std::min(s, kMaxSplits));
-}
-
-unsigned blocks_for(int64_t threads) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>((threads + kThreads - 1) / kThreads, 1 << 16)));
 }
 
 template <class C> __device__ constexpr C lowest_v() {
@@ -312,27 +308,6 @@ cudaError_t run(const ReduceParams& p, R r, void* workspace, cudaStream_t stream
   return cudaGetLastError();
 }
 
-template <class G>
-cudaError_t visit(ScalarType t, G&& go) {
-  switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    case ScalarType::Float16: return go(Half{});
-    case ScalarType::BFloat16: return go(BFloat16{});
-    case ScalarType::Int32: return go(int32_t{});
-    case ScalarType::Int64: return go(int64_t{});
-    case ScalarType::UInt8: return go(uint8_t{});
-    case ScalarType::Bool: return go(bool{});
-  }
-  return cudaErrorInvalidValue;
-}
-template <class G>
-cudaError_t visit_float(ScalarType t, G&& go) {
-  return visit(t, [&](auto tag) -> cudaError_t {
-    if constexpr (is_floating_v<decltype(tag)>) return go(tag);
-    else return cudaErrorInvalidValue;
-  });
-}
 
 template <class T> T* out_as(const ReduceParams& p) { return static_cast<T*>(p.out); }
 

@@ -176,6 +176,12 @@ void after_launch(const char* op) {
   }
 }
 
+void check_launch(cudaError_t err, const char* op, ScalarType dtype) {
+  if (err == cudaErrorInvalidValue) fail("[{}] cuda: unsupported dtype {}", op, dtype_name(dtype));
+  if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
+  after_launch(op);
+}
+
 void check_async(cudaError_t err, const char* where) {
   LaunchLog& l = launch_log();
   std::lock_guard<std::mutex> lock(l.mu);
