@@ -45,6 +45,24 @@ int add_rows(std::vector<OpRow> rs) {
   return int(rs.size());
 }
 
+std::vector<of::Tensor> make_inputs(const OpRow& row, uint64_t seed) {
+  if (row.make) return row.make(seed);
+  of::manual_seed(seed);
+  std::vector<of::Tensor> in;
+  for (auto& s : row.shapes) in.push_back(of::rand(s, of::kFloat64) * (row.hi - row.lo) + row.lo);
+  return in;
+}
+
+bool is_nondiff(const OpRow& row, size_t i) {
+  return std::find(row.nondiff.begin(), row.nondiff.end(), int(i)) != row.nondiff.end();
+}
+
+of::Tensor like(const of::Tensor& value, const of::Tensor& ref) {
+  if (!ref.is_global()) return value;
+  const of::Placement pl = ref.placement();
+  return value.to_global(pl, of::NdSbp(size_t(pl.ndim()), of::Sbp::broadcast()));
+}
+
 Ref to_ref(const of::Tensor& t) {
   Ref r;
   r.shape = t.sizes().vec();

@@ -90,6 +90,16 @@ OpRow make_row(std::string name, std::vector<std::string> ops, std::vector<Shape
                std::function<of::Tensor(const std::vector<of::Tensor>&)> fn,
                std::function<Ref(const std::vector<Ref>&)> ref);
 
+// The row's float64 inputs for a seed: its `make`, else `shapes` drawn uniformly from [lo, hi].
+std::vector<of::Tensor> make_inputs(const OpRow& row, uint64_t seed);
+// Whether input i is one the row marks as not differentiable (indices, masks).
+bool is_nondiff(const OpRow& row, size_t i);
+
+// A constant a row's fn builds (an index list, running statistics, an output buffer) placed
+// like `ref`: `value` itself when ref is local, else broadcast on ref's placement (a collective
+// over it: every rank calls it alike). The global op table runs the same fns on global inputs.
+of::Tensor like(const of::Tensor& value, const of::Tensor& ref);
+
 // Adds rows to the global table (call from a static initializer: see TH_ROWS).
 int add_rows(std::vector<OpRow> rows);
 std::vector<OpRow>& rows();

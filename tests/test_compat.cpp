@@ -396,7 +396,7 @@ TH_ROWS({[] {
   r.fn = [](const std::vector<of::Tensor>& in) {
     of::manual_seed(17);
     const of::Tensor s = of::multinomial(in[0], 20000, true);
-    return (s.unsqueeze(-1) == of::arange(in[0].size(1))).to(in[0].dtype()).mean(1);
+    return (s.unsqueeze(-1) == th::like(of::arange(in[0].size(1)), in[0])).to(in[0].dtype()).mean(1);
   };
   r.ref = [](const std::vector<th::Ref>& in) {
     th::Ref o = in[0];

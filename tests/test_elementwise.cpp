@@ -274,7 +274,7 @@ TH_ROWS({
     unary("copy", [](const T& x) { return x.clone() + x.contiguous(); }, [](double x) { return 2 * x; }),
     [] {
       OpRow r = unary("copy_", [](const T& x) {
-        T z = of::zeros({2, 3, 5}, x.dtype());
+        T z = th::like(of::zeros({2, 3, 5}, x.dtype()), x);
         z.copy_(x);
         return z;
       }, [](double x) { return x; });

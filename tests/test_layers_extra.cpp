@@ -108,8 +108,9 @@ TH_ROWS({
     // padded targets [N, S], reduction none; sample 1 has a repeated label and a shorter input
     th::make_row("ctc_loss/padded", {"ctc_loss", "ctc_loss_backward"}, {{4, 2, 3}},
                  [](const V& a) {
-                   return of::ctc_loss(a[0], longs({1, 2, 1, 1}, {2, 2}), longs({4, 3}),
-                                       longs({2, 2}), 0, of::Reduction::None);
+                   return of::ctc_loss(a[0], th::like(longs({1, 2, 1, 1}, {2, 2}), a[0]),
+                                       th::like(longs({4, 3}), a[0]), th::like(longs({2, 2}), a[0]),
+                                       0, of::Reduction::None);
                  },
                  [](const R& r) {
                    Ref y({2});
@@ -120,8 +121,9 @@ TH_ROWS({
     // concatenated targets, blank = 2, mean over target lengths (one empty target)
     th::make_row("ctc_loss/concat_mean", {"ctc_loss", "ctc_loss_backward"}, {{3, 3, 3}},
                  [](const V& a) {
-                   return of::ctc_loss(a[0], longs({0, 1, 0}), longs({3, 3, 2}),
-                                       longs({2, 0, 1}), 2, of::Reduction::Mean);
+                   return of::ctc_loss(a[0], th::like(longs({0, 1, 0}), a[0]),
+                                       th::like(longs({3, 3, 2}), a[0]),
+                                       th::like(longs({2, 0, 1}), a[0]), 2, of::Reduction::Mean);
                  },
                  [](const R& r) {
                    const double l0 = ref_ctc_nll(r[0], 0, 3, {0, 1}, 2) / 2;

@@ -235,7 +235,8 @@ TH_ROWS({
     row(
         "batch_norm/train_4d_affine", kBn, {{3, 4, 2, 3}, {4}, {4}},
         [](const V& in) {
-          of::Tensor rm = of::zeros({4}, in[0].dtype()), rv = of::ones({4}, in[0].dtype());
+          of::Tensor rm = th::like(of::zeros({4}, in[0].dtype()), in[0]),
+                     rv = th::like(of::ones({4}, in[0].dtype()), in[0]);
           return of::batch_norm(in[0], in[1], in[2], rm, rv, true, 0.1, 1e-5);
         },
         [](const R& r) { return bn_ref(r[0], &r[1], &r[2], 1e-5); }),
@@ -246,7 +247,8 @@ TH_ROWS({
     row(
         "batch_norm/train_3d_weight_only", kBn, {{4, 3, 5}, {3}},
         [](const V& in) {
-          of::Tensor rm = of::zeros({3}, in[0].dtype()), rv = of::ones({3}, in[0].dtype());
+          of::Tensor rm = th::like(of::zeros({3}, in[0].dtype()), in[0]),
+                     rv = th::like(of::ones({3}, in[0].dtype()), in[0]);
           return of::batch_norm(in[0], in[1], {}, rm, rv, true, 0.3, 1e-5);
         },
         [](const R& r) { return bn_ref(r[0], &r[1], nullptr, 1e-5); }),

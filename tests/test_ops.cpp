@@ -11,17 +11,8 @@
 
 namespace {
 
-std::vector<of::Tensor> make_inputs(const th::OpRow& row, uint64_t seed) {
-  if (row.make) return row.make(seed);
-  of::manual_seed(seed);
-  std::vector<of::Tensor> in;
-  for (auto& s : row.shapes) in.push_back(of::rand(s, of::kFloat64) * (row.hi - row.lo) + row.lo);
-  return in;
-}
-
-bool is_nondiff(const th::OpRow& row, size_t i) {
-  return std::find(row.nondiff.begin(), row.nondiff.end(), int(i)) != row.nondiff.end();
-}
+using th::is_nondiff;
+using th::make_inputs;
 
 std::vector<of::Tensor> cast_inputs(const th::OpRow& row, const std::vector<of::Tensor>& in,
                                     of::ScalarType dt, bool nc) {

@@ -590,6 +590,14 @@ Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
   return zeros(sizes, m.placement, s, like.options());
 }
 
+Tensor constant_like(const Tensor& value, const Tensor& like) {
+  if (!like.is_global() || value.is_global()) return value;
+  const GlobalMeta& m = meta(like);
+  Tensor v = value.contiguous();
+  if (v.is_same(value)) v = value.clone();
+  return make_global(v, v.sizes(), m.placement, NdSbp(m.sbp.size(), Sbp::broadcast()));
+}
+
 Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like) {
   if (!like.is_global()) return zeros(sizes, like.options());
   const GlobalMeta& m = meta(like);

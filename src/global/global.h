@@ -91,6 +91,10 @@ Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sb
 Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like);
 // The same, broadcast on every mesh axis (a buffer that scattered pieces add up in).
 Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like);
+// `value` (a local tensor every rank computes alike: an index list, an arange, a fill value)
+// as a broadcast global tensor on `like`'s placement, with no communication; `value` itself
+// when `like` is local. Composite ops and VJPs use it for the constants they make.
+Tensor constant_like(const Tensor& value, const Tensor& like);
 // *_like of a global tensor: its placement and SBP (partial sums made broadcast).
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make);

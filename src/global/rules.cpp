@@ -315,6 +315,53 @@ void norm_backward(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
 }
 
+// group_norm (x [N, C, *], weight, bias [C] -> y, mean, rstd [N * G]; attr 0 = G): data
+// parallel over dim 0 when the (sample, group) rows split into the same balanced pieces as the
+// samples (one group, or N divisible by every rank of the mesh).
+bool group_rows_follow_dim0(const Tensor& x, int64_t groups) {
+  return x.dim() >= 2 && (groups == 1 || x.size(0) % mesh_ranks(x) == 0);
+}
+void group_norm(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (!group_rows_follow_dim0(c.inputs[0], c.attrs.i(0))) return;
+  SbpSig s = uniform(c, S(0));
+  for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
+  out.push_back(std::move(s));
+}
+// its backward (dy, x, weight, mean, rstd -> gx, gweight, gbias): parameter gradients P.
+void group_norm_backward(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (!group_rows_follow_dim0(c.inputs[1], c.attrs.i(0))) return;
+  out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
+}
+
+// batch_norm (x [N, C, *], weight, bias, running_mean, running_var [C] -> y, save_mean,
+// save_invstd, batch var [C]; attr 0 = training): channels split (x S(1), every [C] tensor
+// S(0)) in both modes, each rank normalizing its own channels; in evaluation mode the running
+// statistics make it per-sample, so x split on any dim but the channels with the [C] tensors
+// whole. (Training on a split batch needs the statistics of the whole batch, a synchronized
+// batch norm: it runs on broadcast values.)
+void batch_norm(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd < 2) return;
+  out.push_back(sig({S(1), S(0), S(0), S(0), S(0)}, {S(1), S(0), S(0), S(0)}));
+  if (c.attrs.b(0)) return;
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != 1) out.push_back(sig({S(d), B, B, B, B}, {S(d), B, B, B}));
+}
+// its backward (dy, x, weight, save_mean, save_invstd -> gx, gweight, gbias): channels split;
+// in evaluation mode per-sample, the parameter gradients partial sums.
+void batch_norm_backward(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[1].dim();
+  if (nd < 2) return;
+  out.push_back(sig({S(1), S(1), S(0), S(0), S(0)}, {S(1), S(0), S(0)}));
+  if (c.attrs.b(0)) return;
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != 1) out.push_back(sig({S(d), S(d), B, B, B}, {S(d), P, P}));
+}
+
 // cross_entropy with class indices (x [N, C], target [N], weight [C] -> loss, logsumexp [N],
 // total target weight []): rows split for reduction None (loss S(0)) and Sum (loss P); the
 // total weight is a sum (P). Mean is Sum / total weight, which cross_entropy() computes that
@@ -363,6 +410,10 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 const SbpRule kAttention{attention};
 const SbpRule kNorm{norm};
 const SbpRule kNormBackward{norm_backward};
+const SbpRule kGroupNorm{group_norm};
+const SbpRule kGroupNormBackward{group_norm_backward};
+const SbpRule kBatchNorm{batch_norm};
+const SbpRule kBatchNormBackward{batch_norm_backward};
 const SbpRule kCrossEntropy{cross_entropy};
 const SbpRule kCrossEntropyBackward{cross_entropy_backward};
 const SbpRule kCat{cat};

@@ -27,6 +27,10 @@ extern const SbpRule kAlongDim;     // gather/scatter/scatter_add: splits of the
 extern const SbpRule kEmbedding;    // embedding(weight, indices): split indices, or split columns
 extern const SbpRule kNorm;          // layer_norm / rms_norm: rows split on dim 0
 extern const SbpRule kNormBackward;  // their backward: parameter gradients partial
+extern const SbpRule kGroupNorm;          // group_norm: samples split on dim 0
+extern const SbpRule kGroupNormBackward;  // its backward: parameter gradients partial
+extern const SbpRule kBatchNorm;          // batch_norm: channels split; per-sample in eval
+extern const SbpRule kBatchNormBackward;
 extern const SbpRule kCrossEntropy;  // rows split (reduction None / Sum)
 extern const SbpRule kCrossEntropyBackward;
 extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split

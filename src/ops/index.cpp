@@ -1024,7 +1024,7 @@ void sort_cpu(const KernelArgs& k) {
   });
 }
 TensorList sort_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = zeros(c.input_sizes(0), g[0].options());
+  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
   return {z.scatter(c.attrs().i(0), c.output(1), g[0])};
 }
 
@@ -1070,7 +1070,7 @@ void topk_cpu(const KernelArgs& k) {
   });
 }
 TensorList topk_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = zeros(c.input_sizes(0), g[0].options());
+  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
   if (z.dim() == 0) return {g[0].numel() ? g[0].reshape({}) : z};
   return {z.scatter(c.attrs().i(1), c.output(1), g[0])};
 }
@@ -1311,6 +1311,11 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   check_defined(x, "scatter");
   check_defined(index, "scatter", "index");
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
+  if (x.is_global()) {
+    // the value as a broadcast global scalar, expanded to the index's shape
+    Tensor src = global::constant_like(v, x).expand(index.sizes());
+    return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
+  }
   DimVector st(size_t(index.dim()), 0);
   Tensor src = make_view(v, index.sizes(), st, v.storage_offset());
   return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
@@ -1433,7 +1438,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < repeats; ++r) idx.push_back(i);
   Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
-  return index_select(src, d, it);
+  return index_select(src, d, global::constant_like(it, x));
 }
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
   check_defined(x, "repeat_interleave");
@@ -1455,7 +1460,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
     for (int64_t r = 0; r < reps[i]; ++r) idx.push_back(i);
   }
   Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
-  return index_select(src, d, it);
+  return index_select(src, d, global::constant_like(it, x));
 }
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   check_defined(x, "sort");

@@ -483,7 +483,8 @@ void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   if (!training && (!in[3].defined() || !in[4].defined()))
     fail("[batch_norm] running_mean and running_var must be defined in evaluation mode "
          "(training = false)");
-  if (training && x.numel() / std::max<int64_t>(C, 1) <= 1)
+  // values per channel: N times the spatial size (a piece with no channels has them too)
+  if (training && x.size(0) * prod_range(x.sizes(), 2, size_t(x.dim())) <= 1)
     fail("[batch_norm] expected more than 1 value per channel when training, got input of "
          "shape {}", shape_str(x.sizes()));
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
@@ -1217,11 +1218,11 @@ void register_nn_ops() {
   register_op({.name = "group_norm", .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
                               .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kGroupNorm, .contiguous_inputs = ~0u});
   register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
                                   .cpu = norm_bwd_cpu<kGroup>,
-                 .vjp = fused_backward_vjp});
+                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kGroupNormBackward});
   register_op({.name = "rms_norm", .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
                             .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
@@ -1234,11 +1235,11 @@ void register_nn_ops() {
   register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
                               .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
                               .save_outputs = 6, .nondiff_inputs = 0b11000,
-                 .contiguous_inputs = 0b00111});
+                 .sbp_rule = &sbp_rules::kBatchNorm, .contiguous_inputs = 0b00111});
   register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
                                   .attr_names = battrs, .infer_meta = bn_bwd_meta,
                                   .cpu = bn_bwd_cpu,
-                 .vjp = fused_backward_vjp});
+                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kBatchNormBackward});
   register_op({.name = "dropout", .traits = kRandom,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
                            .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2,

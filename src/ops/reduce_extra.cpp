@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "global/global.h"
 #include "global/rules.h"
 #include "cpu/reduce.h"
 #include "ops/functors.h"
@@ -749,7 +750,7 @@ TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
   }
   DimVector ar_shape(size_t(nd - d), 1);
   ar_shape[0] = in[d];
-  Tensor ar = arange(in[d], kInt64).reshape(ar_shape);
+  Tensor ar = global::constant_like(arange(in[d], kInt64).reshape(ar_shape), idx);
   return {where(ar == idx, gv, Scalar(0.0))};
 }
 template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {

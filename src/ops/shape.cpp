@@ -485,7 +485,9 @@ Tensor as_strided(const Tensor& t, IntArrayRef size, IntArrayRef stride,
              "[as_strided] differentiating through as_strided of a non-contiguous tensor is not "
              "supported; call contiguous() first");
   int64_t off = storage_offset.value_or(-1);
-  return dispatch1(o, {t}, {size.dims(), stride.dims(), off, t.storage_offset()});
+  // a global tensor's storage is its whole logical value, which its broadcast pieces hold
+  const Tensor src = t.is_global() ? t.to_global(t.placement(), NdSbp(size_t(t.placement().ndim()), Sbp::broadcast())) : t;
+  return dispatch1(o, {src}, {size.dims(), stride.dims(), off, src.storage_offset()});
 }
 Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
                           std::optional<int64_t> storage_offset) const {
