@@ -896,6 +896,126 @@ TEST_CASE("tensor parallel (Megatron) MLP: one all-reduce forward, one backward"
   }
 }
 
+namespace {
+NdSbp all_b(const of::Placement& pl) { return NdSbp(size_t(pl.ndim()), of::sbp::broadcast()); }
+// The logical value of t on the ranks of its placement (an undefined tensor elsewhere, where t
+// is a handle).
+of::Tensor value_here(const of::Tensor& t) {
+  of::Tensor w = t.to_global(t.placement(), all_b(t.placement())).to_local();
+  return t.placement().contains(of::distributed::rank()) ? w : of::Tensor();
+}
+}  // namespace
+
+TEST_CASE("to_global between placements: values, gradients, handles on the other ranks") {
+  const int p = of::distributed::world_size(), me = of::distributed::rank();
+  of::manual_seed(3);
+  const of::Tensor x = of::randn({5, 6}, of::dtype(of::kFloat64));
+  const of::Tensor w = of::arange(30, of::kFloat64).reshape({5, 6});
+  if (p == 1) {
+    CHECK_THROWS_WITH_AS(x.to_global(of::Placement("cpu", {0}), of::sbp::broadcast())
+                             .to_global(of::Placement("cpu", {1}), of::sbp::broadcast()),
+                         doctest::Contains("the world has 1"), of::Error);
+    return;
+  }
+  struct Case {
+    of::Placement src;
+    NdSbp from;
+    of::Placement dst;
+    NdSbp to;
+  };
+  const Sbp B = of::sbp::broadcast(), P = of::sbp::partial_sum();
+  std::vector<Case> cases = {
+      {of::Placement("cpu", {0}), {B}, of::Placement("cpu", {1}), {of::sbp::split(0)}},
+      {of::Placement("cpu", {0, 1}), {of::sbp::split(1)}, of::Placement("cpu", {1}), {B}},
+      {of::Placement("cpu", {0, 1}), {P}, of::Placement("cpu", {0}), {B}},
+      {of::Placement("cpu", {1}), {of::sbp::split(0)}, of::Placement("cpu", {0, 1}), {P}},
+  };
+  if (p == 4) {
+    const of::Placement mesh("cpu", {{0, 1}, {2, 3}});
+    cases.push_back({of::Placement("cpu", {0, 1}), {of::sbp::split(0)}, of::Placement("cpu", {2, 3}), {of::sbp::split(1)}});
+    cases.push_back({mesh, {of::sbp::split(0), of::sbp::split(1)}, of::Placement("cpu", {1, 2}), {P}});
+    cases.push_back({of::Placement("cpu", {0, 1, 2}), {of::sbp::split(1)}, of::Placement("cpu", {1, 2, 3}), {of::sbp::split(0)}});
+    cases.push_back({of::Placement("cpu", {3}), {B}, mesh, {B, of::sbp::split(0)}});
+    cases.push_back({of::Placement("cpu", {0, 1, 2, 3}), {P}, of::Placement("cpu", {2}), {B}});
+    cases.push_back({of::Placement("cpu", {2, 3}), {of::sbp::split(0)}, of::Placement("cpu", {0, 1}), {of::sbp::split(0)}});
+  }
+  for (const Case& c : cases) {
+    CAPTURE(c.src.str());
+    CAPTURE(of::sbp_str(c.from));
+    CAPTURE(c.dst.str());
+    CAPTURE(of::sbp_str(c.to));
+    of::Tensor leaf = x.to_global(c.src, all_b(c.src)).to_global(c.src, c.from).detach().requires_grad_();
+    of::Tensor y = leaf.to_global(c.dst, c.to);
+    CHECK(y.placement() == c.dst);
+    CHECK(y.sbp() == c.to);
+    CHECK(y.sizes() == x.sizes());
+    const of::Tensor v = value_here(y);
+    if (c.dst.contains(me)) {
+      CHECK(max_diff(v, x) < 1e-15);
+    } else {
+      // a handle: no piece here, and reading its value is a clear error
+      CHECK(y.to_local().numel() == 0);
+      CHECK_THROWS_WITH_AS(y.sum().item<double>(), doctest::Contains("holds no piece"), of::Error);
+    }
+    // the gradient moves back: d sum(y * w) / d leaf = w, on the source's ranks
+    (y * w.to_global(c.dst, all_b(c.dst))).sum().backward();
+    REQUIRE(leaf.grad().defined());
+    CHECK(leaf.grad().placement() == c.src);
+    const of::Tensor gv = value_here(leaf.grad());
+    if (c.src.contains(me)) CHECK(max_diff(gv, w) < 1e-15);
+  }
+  // a placement naming a rank beyond the world is refused
+  CHECK_THROWS_WITH_AS(x.to_global(of::Placement("cpu", {0}), B).to_global(of::Placement("cpu", {0, p}), B),
+                       doctest::Contains("the world has"), of::Error);
+}
+
+TEST_CASE("two stages on disjoint placements (activations moved with to_global) equal one process") {
+  const int p = of::distributed::world_size(), me = of::distributed::rank();
+  if (p == 1) return;  // needs two placements
+  // stage 0 on the first half of the ranks, stage 1 on the second; data parallel within each
+  std::vector<int> r0, r1;
+  for (int r = 0; r < p; ++r) (r < p / 2 ? r0 : r1).push_back(r);
+  const of::Placement s0("cpu", r0), s1("cpu", r1);
+  of::manual_seed(21);
+  const of::Tensor x = of::randn({6, 5}, of::dtype(of::kFloat64));
+  const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)), w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
+  // one process
+  of::Tensor lw0 = w0.clone().requires_grad_(), lw1 = w1.clone().requires_grad_();
+  std::vector<double> ref_loss;
+  for (int step = 0; step < 2; ++step) {
+    of::Tensor loss = of::linear(of::tanh(of::linear(x, lw0)), lw1).pow(2).mean();
+    ref_loss.push_back(loss.item<double>());
+    loss.backward();
+    of::NoGradGuard ng;
+    lw0.sub_(lw0.grad() * 0.1);
+    lw1.sub_(lw1.grad() * 0.1);
+    lw0.mutable_grad() = of::Tensor();
+    lw1.mutable_grad() = of::Tensor();
+  }
+  // two stages: every rank runs the same program; a rank holds pieces of its stage's tensors
+  of::Tensor gw0 = w0.to_global(s0, of::sbp::broadcast()).detach().requires_grad_();
+  of::Tensor gw1 = w1.to_global(s1, of::sbp::broadcast()).detach().requires_grad_();
+  const of::Tensor gx = x.to_global(s0, of::sbp::broadcast()).to_global(s0, of::sbp::split(0));
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    of::Tensor h = of::tanh(of::linear(gx, gw0)).to_global(s1, of::sbp::split(0));
+    of::Tensor loss = of::linear(h, gw1).pow(2).mean();
+    CHECK(loss.placement() == s1);
+    if (s1.contains(me)) CHECK(std::abs(loss.item<double>() - ref_loss[size_t(step)]) < 1e-12);
+    loss.backward();
+    of::NoGradGuard ng;
+    gw0.sub_(gw0.grad() * 0.1);
+    gw1.sub_(gw1.grad() * 0.1);
+    gw0.mutable_grad() = of::Tensor();
+    gw1.mutable_grad() = of::Tensor();
+  }
+  const of::Tensor v0 = value_here(gw0), v1 = value_here(gw1);
+  if (s0.contains(me)) CHECK(max_diff(v0, lw0.detach()) < 1e-12);
+  if (s1.contains(me)) CHECK(max_diff(v1, lw1.detach()) < 1e-12);
+  CHECK(gw0.placement() == s0);
+  CHECK(gw1.placement() == s1);
+}
+
 TEST_CASE("errors come before any collective and are the same on every rank") {
   of::Placement pl = of::Placement::all("cpu");
   of::Tensor a = of::zeros({4, 3}, pl, of::sbp::split(0));

@@ -393,6 +393,7 @@ Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp, I
 
 Tensor global_to_local(const Tensor& t) {
   const GlobalMeta& m = meta(t);
+  if (!holds_piece(m.placement, "to_local")) return m.local.detach();  // a handle: no piece here
   Tensor out = m.local.detach();
   maybe_record(to_local_op(), t, global_attrs(m.placement, m.sbp, t.sizes()), out);
   return out;
@@ -457,11 +458,113 @@ Tensor boxing(const Tensor& t, const NdSbp& to) {
   const GlobalMeta& m = meta(t);
   check_sbp("to_global", m.placement, to, t.dim());
   if (m.sbp == to) return t;
-  Tensor local = box_local(m.local, t.sizes(), m.placement, m.sbp, to);
-  Tensor out = make_global(local, t.sizes(), m.placement, to);
+  Tensor out = holds_piece(m.placement, "to_global")
+                   ? make_global(box_local(m.local, t.sizes(), m.placement, m.sbp, to), t.sizes(),
+                                 m.placement, to)
+                   : make_handle(t.sizes(), t.dtype(), t.device(), m.placement, to);
   Attrs a = global_attrs(m.placement, to, t.sizes());
   a.values[3] = sbp_codes(m.sbp);  // the VJP boxes back to the source SBP's dual
   maybe_record(boxing_op(), t, a, out);
+  return out;
+}
+
+// NOTE [Moving between placements]: to_global onto another placement. Every rank of the source
+// and of the target takes part (the others keep handles). The source ranks gather the value to
+// broadcast among themselves (the boxing above, on the source's communicators); then each target
+// rank's piece under the target SBP comes from one source rank: its own copy when the rank is in
+// both placements, else one message (MPI point to point) from the source rank that serves it
+// (round robin over the source ranks). Under a partial sum only the first rank of each P axis
+// receives the value (the others take zeros), and empty pieces take no message. A rank either
+// only sends (source only), only receives (target only) or neither (both), so the messages
+// cannot deadlock. The gradient moves back the same way, onto the source placement under the
+// source SBP with partial sums made broadcast.
+namespace {
+constexpr int kMoveTag = 0x6f66;
+
+Tensor box_slice(const Tensor& full, const Box& b) {
+  Tensor v = full;
+  for (size_t d = 0; d < b.size.size(); ++d)
+    if (b.size[d] != full.size(int64_t(d))) v = v.narrow(int64_t(d), b.start[d], b.size[d]);
+  return v;
+}
+bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord) {
+  for (size_t a = 0; a < sbp.size(); ++a)
+    if (sbp[a].is_partial_sum() && coord[a] != 0) return false;
+  return true;
+}
+
+Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, const NdSbp& from,
+                   const Placement& dst, const NdSbp& to, const TensorOptions& opts) {
+  const int me = this_rank();
+  const bool in_src = src.contains(me), in_dst = dst.contains(me);
+  Communicator& w = world();
+  Tensor full;
+  if (in_src)
+    full = box_local(local, L, src, from, NdSbp(from.size(), Sbp::broadcast())).contiguous();
+  const std::vector<int>& sr = src.ranks();
+  const std::vector<int>& dr = dst.ranks();
+  auto server = [&](size_t k) { return sr[k % sr.size()]; };
+  if (in_src) {
+    for (size_t k = 0; k < dr.size(); ++k) {
+      const int j = dr[k];
+      if (src.contains(j) || server(k) != me) continue;
+      const std::vector<int64_t> cj = dst.coord_of(j);
+      const Box b = piece_box(L, to, dst, cj);
+      const Tensor s = box_slice(full, b).contiguous();
+      if (!partial_keeper(to, cj) || s.numel() == 0) continue;
+      w.send(s.data_ptr(), int64_t(s.nbytes()), j, kMoveTag);
+    }
+  }
+  if (!in_dst) return Tensor();
+  const std::vector<int64_t> c = dst.coord_of(me);
+  const Box b = piece_box(L, to, dst, c);
+  if (!partial_keeper(to, c)) return zeros(b.size, opts);
+  if (in_src) {
+    Tensor s = box_slice(full, b).contiguous();
+    return s.is_same(full) && s.numel() ? s.clone() : s;
+  }
+  Tensor r = empty(b.size, opts);
+  if (r.numel() == 0) return r;
+  size_t k = 0;
+  while (dr[k] != me) ++k;
+  w.recv(r.data_ptr(), int64_t(r.nbytes()), server(k), kMoveTag);
+  return r;
+}
+
+TensorList move_vjp(const VjpCtx& ctx, const TensorList& g) {
+  const Attrs& a = ctx.attrs();
+  return {move_placement(g[0], placement_from(a), partial_to_broadcast(sbp_from_codes(a.ints(3))))};
+}
+const OpDef& move_op() {
+  static const OpDef op{.name = "move_placement",
+                        .traits = kCollective,
+                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+                        .vjp = move_vjp};
+  return op;
+}
+}  // namespace
+
+Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
+  const GlobalMeta& m = meta(t);
+  const Placement src = m.placement;
+  check_sbp("to_global", dst, to, t.dim());
+  if (src == dst) return boxing(t, to);
+  if (src.device_type() != dst.device_type())
+    fail("[to_global] moving a tensor from {} to {}: both placements must be on one device type",
+         src.str(), dst.str());
+  if (g_tracer && !in_kernel())
+    fail("[to_global] moving a tensor from {} to {} inside a traced function is not supported: "
+         "trace the steps on each placement apart", src.str(), dst.str());
+  const bool in_src = holds_piece(src, "to_global"), in_dst = holds_piece(dst, "to_global");
+  Tensor piece;
+  if (in_src || in_dst) {
+    NoGradGuard ng;
+    piece = move_pieces(m.local, t.sizes(), src, m.sbp, dst, to, t.options());
+  }
+  Tensor out = in_dst ? make_global(piece, t.sizes(), dst, to)
+                      : make_handle(t.sizes(), t.dtype(), t.device(), dst, to);
+  maybe_record(move_op(), t, global_attrs(src, m.sbp, t.sizes()), out);
   return out;
 }
 
@@ -477,14 +580,23 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
          "global before the call (x.to_global(...)) and pass them in");
   if (is_global()) {
     const GlobalMeta& m = global::meta(*this);
-    if (m.placement != placement)
-      fail("[to_global] moving a tensor from {} to {} (another placement) is not supported yet",
-           m.placement.str(), placement.str());
+    if (m.placement != placement) return global::move_placement(*this, placement, sbp);
     return global::boxing(*this, sbp);
   }
   if ((placement.device_type() == kCPU) != is_cpu())
     fail("[to_global] a tensor on {} can't be placed on {}", device().str(), placement.str());
   global::check_sbp("to_global", placement, sbp, dim());
+  if (!global::holds_piece(placement, "to_global")) {
+    // NOTE [Ranks outside a placement]: a rank outside the placement makes a handle; a split's
+    // logical size is the sum of pieces it does not see
+    for (const Sbp& s : sbp)
+      if (s.is_split())
+        fail("[to_global] rank {} is not in {} and holds no piece of the {} tensor it makes, "
+             "whose logical shape it therefore can't know: make it global where it is held, or "
+             "broadcast, and move it with to_global(placement, sbp)", global::this_rank(),
+             placement.str(), sbp_str(sbp));
+    return global::make_handle(sizes(), dtype(), device(), placement, sbp);
+  }
   DimVector L = global::logical_sizes(*this, placement, sbp);
   return global::local_to_global(contiguous(), placement, sbp, L);
 }
@@ -516,6 +628,10 @@ namespace {
 
 // The logical tensor drawn (or filled) in full on every rank, each keeping its piece.
 Tensor from_full(const Tensor& full, const Placement& pl, const NdSbp& sbp) {
+  // a rank outside the placement drew the same numbers (its generator stays in step) and keeps
+  // a handle
+  if (!global::holds_piece(pl, "factory"))
+    return global::make_handle(full.sizes(), full.dtype(), full.device(), pl, sbp);
   const std::vector<int64_t> coord = global::my_coord(pl, "factory");
   const global::Box b = global::piece_box(full.sizes(), sbp, pl, coord);
   Tensor piece = full;
@@ -569,6 +685,10 @@ NdSbp partial_to_broadcast(NdSbp s) {
 Tensor logical_value(const Tensor& t) {
   NoGradGuard ng;
   const GlobalMeta& m = meta(t);
+  if (!holds_piece(m.placement, "global"))
+    fail("[global] rank {} holds no piece of this {} tensor on {}: read its value on a rank of "
+         "the placement, or move it here first (to_global)", this_rank(), shape_str(t.sizes()),
+         m.placement.str());
   return t.detach().to_global(m.placement, NdSbp(size_t(m.placement.ndim()), Sbp::broadcast())).to_local();
 }
 

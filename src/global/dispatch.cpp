@@ -274,7 +274,13 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   if (out && out->impl()->global->placement != *pl) placement_mismatch(op, inputs);
   const Placement place = *pl;
   const uint64_t seq = ++g_global_op_seq;
-  if (divergence_check_on()) check_divergence(op, inputs, attrs, place, seq);
+  // NOTE [Ranks outside a placement]: a rank holding no piece runs the op on handles
+  const bool member = holds_piece(place, op.name.c_str());
+  if (!member && g_tracer && !in_kernel())
+    fail("[{}] a traced function runs an op on {} on rank {}, which holds no piece of it: trace "
+         "functions of tensors placed on every rank that runs them", op.name, place.str(),
+         this_rank());
+  if (member && divergence_check_on()) check_divergence(op, inputs, attrs, place, seq);
   const NdSbp all_b(size_t(place.ndim()), Sbp::broadcast());
   for (Tensor& t : inputs) {
     if (!t.defined() || t.is_global()) continue;
@@ -309,6 +315,9 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
     in_sbp = cached->in_sbp;
     out_sbp = cached->out_sbp;
   } else if (op.has(kSyncsHost)) {
+    if (!member)
+      fail("[{}] the result's shape depends on the values of tensors on {}, of which rank {} holds "
+           "no piece", op.name, place.str(), this_rank());
     for (Tensor& t : inputs)
       if (t.defined() && !(t.impl()->global->sbp == all_b)) t = boxing(t, all_b);
     TensorList local;
@@ -350,6 +359,16 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   }
   if (out && !(out_sbp[0] == out->impl()->global->sbp)) out_via_copy = true;
   GradPlan gp = plan_autograd(op, inputs, out_via_copy ? nullptr : out);
+  if (!member) {
+    // handles out: the same metadata and autograd record as on the ranks that compute
+    TensorList outputs;
+    for (size_t j = 0; j < metas.size(); ++j)
+      outputs.push_back(make_handle(metas[j].sizes, metas[j].dtype, metas[j].device, place, out_sbp[j]));
+    if (out) outputs[0] = *out;
+    if (gp.needs_grad)
+      autograd::record(op, inputs, attrs, outputs, gp.snapshot.empty() ? nullptr : &gp.snapshot);
+    return outputs;
+  }
   // 5. the op on the local pieces
   const std::vector<int64_t> coord = my_coord(place, op.name.c_str());
   TensorList local;

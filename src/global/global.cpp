@@ -316,6 +316,19 @@ Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
   return b;
 }
 
+bool holds_piece(const Placement& pl, const char* op) {
+  const int n = world().size();
+  for (int r : pl.ranks())
+    if (r >= n)
+      fail("[{}] {} names rank {}, but the world has {} process(es)", op, pl.str(), r, n);
+  return pl.contains(this_rank());
+}
+
+Tensor make_handle(IntArrayRef logical, ScalarType dtype, Device device, const Placement& pl,
+                   NdSbp sbp) {
+  return make_global(empty({0}, TensorOptions(dtype).device(device)), logical, pl, std::move(sbp));
+}
+
 std::vector<int64_t> my_coord(const Placement& pl, const char* op) {
   const int me = this_rank();
   std::vector<int64_t> c = pl.coord_of(me);

@@ -43,6 +43,17 @@ Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
               const std::vector<int64_t>& coord);
 // This process' rank in the world, and its mesh coordinate in `pl` ([op] error when absent).
 int this_rank();
+// NOTE [Ranks outside a placement]: whether this rank holds pieces of tensors on `pl` (an
+// [op] error when pl names ranks beyond the world). On the other ranks a global tensor on pl
+// is a handle: its logical shape, dtype, placement and SBP, with an empty local piece; ops on
+// handles compute the same metadata and signatures (so every rank runs the same program and
+// records the same autograd graph) but no data and no collective.
+bool holds_piece(const Placement& pl, const char* op);
+Tensor make_handle(IntArrayRef logical, ScalarType dtype, Device device, const Placement& pl,
+                   NdSbp sbp);
+// Moves a global tensor to another placement (NOTE [Moving between placements]): every rank
+// of either placement takes part; differentiable (the gradient moves back).
+Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to);
 std::vector<int64_t> my_coord(const Placement& pl, const char* op);
 // The communicator of the ranks sharing every coordinate but `axis` with this rank.
 Communicator& axis_comm(const Placement& pl, int64_t axis);

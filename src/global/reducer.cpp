@@ -126,6 +126,7 @@ bool GradReducer::offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g)
   const ScalarType dt = g.dtype();
   if (axis < 0 || (dt != kFloat32 && dt != kFloat64) || !(gm.placement == var->global->placement))
     return false;
+  if (!holds_piece(gm.placement, "backward")) return false;  // a handle: nothing to reduce here
   const double t0 = now_s();
   Communicator& c = axis_comm(gm.placement, axis);
   Bucket* b = nullptr;
