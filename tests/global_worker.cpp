@@ -1016,6 +1016,43 @@ TEST_CASE("two stages on disjoint placements (activations moved with to_global) 
   CHECK(gw1.placement() == s1);
 }
 
+TEST_CASE("batch norm on a split batch is synchronized (two small all-reduces), on split channels local") {
+  const of::Placement pl = of::Placement::all("cpu");
+  const bool parallel = of::distributed::world_size() > 1;
+  of::manual_seed(31);
+  const of::Tensor x = of::randn({8, 3, 5}, of::dtype(of::kFloat64));
+  const of::Tensor w = of::randn({3}, of::dtype(of::kFloat64)), b = of::randn({3}, of::dtype(of::kFloat64));
+  const of::Tensor gout = of::randn({8, 3, 5}, of::dtype(of::kFloat64));
+  for (Sbp xs : {of::sbp::split(0), of::sbp::split(2), of::sbp::split(1)}) {
+    CAPTURE(xs.str());
+    of::Tensor lx = x.clone().requires_grad_(), lw = w.clone().requires_grad_(), lb = b.clone().requires_grad_();
+    of::Tensor lrm = of::zeros({3}, of::kFloat64), lrv = of::ones({3}, of::kFloat64);
+    of::Tensor ly = of::batch_norm(lx, lw, lb, lrm, lrv, true, 0.1, 1e-5);
+    ly.backward(gout);
+    of::Tensor gx = x.to_global(pl, of::sbp::broadcast()).to_global(pl, xs).detach().requires_grad_();
+    of::Tensor gw = w.to_global(pl, of::sbp::broadcast()).detach().requires_grad_();
+    of::Tensor gb = b.to_global(pl, of::sbp::broadcast()).detach().requires_grad_();
+    // the running statistics split like the channels when the channels are split (tensor
+    // parallel), else broadcast
+    const Sbp ss = xs == of::sbp::split(1) ? of::sbp::split(0) : of::sbp::broadcast();
+    of::Tensor grm = of::zeros({3}, pl, ss, of::dtype(of::kFloat64));
+    of::Tensor grv = of::ones({3}, pl, ss, of::dtype(of::kFloat64));
+    const uint64_t c0 = issued();
+    of::Tensor gy = of::batch_norm(gx, gw, gb, grm, grv, true, 0.1, 1e-5);
+    const uint64_t forward = issued() - c0;
+    if (parallel) CHECK(gy.sbp() == NdSbp{xs});  // the activations stay where they are
+    // split samples: the mean's and the variance's all-reduce; split channels: none
+    if (parallel) CHECK(forward == (xs == of::sbp::split(1) ? 0u : 2u));
+    gy.backward(gout.to_global(pl, of::sbp::broadcast()).to_global(pl, xs));
+    CHECK(max_diff(gy, ly) < 1e-12);
+    CHECK(max_diff(gx.grad(), lx.grad()) < 1e-12);
+    CHECK(max_diff(gw.grad(), lw.grad()) < 1e-12);
+    CHECK(max_diff(gb.grad(), lb.grad()) < 1e-12);
+    CHECK(max_diff(grm, lrm) < 1e-12);
+    CHECK(max_diff(grv, lrv) < 1e-12);
+  }
+}
+
 TEST_CASE("errors come before any collective and are the same on every rank") {
   of::Placement pl = of::Placement::all("cpu");
   of::Tensor a = of::zeros({4, 3}, pl, of::sbp::split(0));

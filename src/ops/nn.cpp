@@ -1309,6 +1309,58 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return input.dim() == 2 ? r : r.reshape(out_shape);
 }
 
+namespace {
+// Whether a global input's samples are spread over ranks: split on a dim other than the
+// channels, or a partial sum, on some mesh axis.
+bool splits_samples(const Tensor& x) {
+  for (const Sbp& s : x.sbp())
+    if (s.is_partial_sum() || (s.is_split() && s.dim() != 1)) return true;
+  return false;
+}
+// NOTE [Synchronized batch norm]: training on a batch spread over ranks needs the statistics
+// of the whole batch. They are composed from global ops: the per-channel sums of the pieces
+// are partial sums, made whole by one small all-reduce each (the mean, then the variance), so
+// the activations never move; the normalization runs on each rank's samples and autograd
+// differentiates the composition (its gradient needs two more small all-reduces). The
+// arithmetic is the single-process batch norm's (biased variance for normalizing, unbiased for
+// the running variance), so results agree to rounding.
+Tensor synchronized_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                               const Tensor& running_mean, const Tensor& running_var,
+                               double momentum, double eps) {
+  MetaList metas;  // the kernel's checks on the logical shapes, before any collective
+  bn_meta({x, weight, bias, running_mean, running_var}, Attrs{true, eps, weight.defined()}, metas);
+  DimVector dims{0}, pshape(size_t(x.dim()), 1);
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const int64_t C = x.size(1);
+  pshape[1] = C;
+  const double cnt = double(x.numel() / std::max<int64_t>(C, 1));
+  // the per-channel statistics made whole (partial sums all-reduced) where they are partial,
+  // so that the elementwise steps keep the samples split
+  auto whole = [](const Tensor& t) {
+    NdSbp s = t.sbp();
+    for (Sbp& a : s)
+      if (a.is_partial_sum()) a = Sbp::broadcast();
+    return t.to_global(t.placement(), s);
+  };
+  Tensor mean = whole(x.sum(dims, true) / cnt);
+  Tensor xc = x - mean;
+  Tensor var = whole((xc * xc).sum(dims, true) / cnt);
+  Tensor y = xc * (var + eps).rsqrt();
+  if (weight.defined()) y = y * weight.reshape(pshape);
+  if (bias.defined()) y = y + bias.reshape(pshape);
+  NoGradGuard ng;
+  if (running_mean.defined()) {
+    Tensor rm = running_mean;
+    rm.mul_(1.0 - momentum).add_(mean.detach().reshape({C}), momentum);
+  }
+  if (running_var.defined()) {
+    Tensor rv = running_var;
+    rv.mul_(1.0 - momentum).add_(var.detach().reshape({C}) * (cnt / (cnt - 1)), momentum);
+  }
+  return y;
+}
+}  // namespace
+
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps, bool cudnn_enabled) {
@@ -1318,6 +1370,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
       autocast_detail::autocast_args(OF_OP("batch_norm"), {&x, &w, &b}))
     return batch_norm(x, w, b, m, v, training, momentum, eps, cudnn_enabled);
   if (!(eps >= 0)) fail("[batch_norm] eps must be non-negative, got {}", eps);
+  if (training && input.is_global() && splits_samples(input))
+    return synchronized_batch_norm(input, weight, bias, running_mean, running_var, momentum, eps);
   TensorList r = dispatch(OF_OP("batch_norm"), {input, weight, bias, running_mean, running_var},
                           {training, eps, weight.defined()});
   if (training && (running_mean.defined() || running_var.defined())) {
