@@ -214,7 +214,11 @@ TEST_CASE("global op table: every row on global inputs equals the local run, for
   // this process: a world of one, on [1] and [1, 1]
   run_meshes(of::Placement("cpu", {0}), of::Placement("cpu", std::vector<std::vector<int>>{{0}}));
 #if ONEFLOW_HAVE_MPI
-  // NOTE [Op table on global tensors]: the same case under the launcher, 2 and 4 ranks
+  // NOTE [Op table on global tensors]: the same case under the launcher, 2 and 4 ranks. The
+  // program runs itself (this test binary, only this case) under `mpirun -np N` with a deadline
+  // and a 30 s collective watchdog, so a rank that diverges fails the case instead of hanging;
+  // each rank builds the same inputs from the same seed and checks its own gathered results,
+  // and rank 0 prints one summary line per mesh, which this process requires to say 0 failed.
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   REQUIRE(len > 0);
