@@ -299,20 +299,27 @@ bool rows_follow_dim0(const Tensor& x, int64_t axis) {
   if (axis == 1) return true;
   return x.size(0) % mesh_ranks(x) == 0;
 }
-// layer_norm / rms_norm (x, weight[, bias] -> y, [mean,] rstd): data parallel over dim 0.
-void norm(const SbpRuleCtx& c, Sigs& out) {
+// The normalizations' signatures: all B, and when the statistics' rows split like the samples,
+// x S(0) with the parameters B -> every output S(0) (data parallel) ...
+void samples_split(const SbpRuleCtx& c, Sigs& out, bool rows_follow) {
   out.push_back(uniform(c, B));
-  if (!rows_follow_dim0(c.inputs[0], c.attrs.i(0))) return;
+  if (!rows_follow) return;
   SbpSig s = uniform(c, S(0));
   for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
   out.push_back(std::move(s));
 }
-// their backward (dy, x, weight, mean, rstd -> gx, gweight, gbias): the parameter gradients
-// of each piece's rows are partial sums.
-void norm_backward(const SbpRuleCtx& c, Sigs& out) {
+// ... and for their backward (dy, x, weight, mean, rstd -> gx, gweight, gbias) the parameter
+// gradients of each piece's rows as partial sums.
+void samples_split_backward(const SbpRuleCtx& c, Sigs& out, bool rows_follow) {
   out.push_back(uniform(c, B));
-  if (!rows_follow_dim0(c.inputs[1], c.attrs.i(0))) return;
-  out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
+  if (rows_follow) out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
+}
+// layer_norm / rms_norm (x, weight[, bias] -> y, [mean,] rstd) and their backward.
+void norm(const SbpRuleCtx& c, Sigs& out) {
+  samples_split(c, out, rows_follow_dim0(c.inputs[0], c.attrs.i(0)));
+}
+void norm_backward(const SbpRuleCtx& c, Sigs& out) {
+  samples_split_backward(c, out, rows_follow_dim0(c.inputs[1], c.attrs.i(0)));
 }
 
 // group_norm (x [N, C, *], weight, bias [C] -> y, mean, rstd [N * G]; attr 0 = G): data
@@ -322,17 +329,10 @@ bool group_rows_follow_dim0(const Tensor& x, int64_t groups) {
   return x.dim() >= 2 && (groups == 1 || x.size(0) % mesh_ranks(x) == 0);
 }
 void group_norm(const SbpRuleCtx& c, Sigs& out) {
-  out.push_back(uniform(c, B));
-  if (!group_rows_follow_dim0(c.inputs[0], c.attrs.i(0))) return;
-  SbpSig s = uniform(c, S(0));
-  for (size_t i = 1; i < s.in.size(); ++i) s.in[i] = B;
-  out.push_back(std::move(s));
+  samples_split(c, out, group_rows_follow_dim0(c.inputs[0], c.attrs.i(0)));
 }
-// its backward (dy, x, weight, mean, rstd -> gx, gweight, gbias): parameter gradients P.
 void group_norm_backward(const SbpRuleCtx& c, Sigs& out) {
-  out.push_back(uniform(c, B));
-  if (!group_rows_follow_dim0(c.inputs[1], c.attrs.i(0))) return;
-  out.push_back(sig({S(0), S(0), B, S(0), S(0)}, {S(0), P, P}));
+  samples_split_backward(c, out, group_rows_follow_dim0(c.inputs[1], c.attrs.i(0)));
 }
 
 // batch_norm (x [N, C, *], weight, bias, running_mean, running_var [C] -> y, save_mean,
