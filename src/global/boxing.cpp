@@ -83,65 +83,37 @@ Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d
   return from_front(recv, d);
 }
 
-// True when the blocks of a dense row-major tensor of `sizes` along dim d lie one after the
-// other in memory, in block order (every dim before d has size 1).
-bool blocks_consecutive(IntArrayRef sizes, int64_t d) {
-  for (int64_t k = 0; k < d; ++k)
-    if (sizes[size_t(k)] != 1) return false;
-  return true;
+// The slice [r.start, r.start + r.size) along dim d of a dense row-major tensor of `sizes`
+// (item bytes per element) as a strided block.
+Communicator::StridedBlock dim_block(IntArrayRef sizes, int64_t d, Range r, int64_t item) {
+  int64_t outer = 1, inner = item;
+  for (int64_t k = 0; k < d; ++k) outer *= sizes[size_t(k)];
+  for (size_t k = size_t(d) + 1; k < sizes.size(); ++k) inner *= sizes[k];
+  Communicator::StridedBlock b;
+  b.offset = r.start * inner;
+  b.rows = r.size ? outer : 0;
+  b.row_bytes = r.size * inner;
+  b.stride = sizes[size_t(d)] * inner;
+  if (b.rows == 0 || b.row_bytes == 0) b = {};
+  return b;
 }
 
-// Blocks are packed straight into one send buffer and unpacked from views of the receive
-// buffer (no intermediate copies). Where the blocks are consecutive in memory already — the
-// send blocks of a dense x split along its first dim (S(1) -> S(0)), the received blocks of an
-// output assembled along its first dim (S(0) -> S(1)) — MPI reads or writes the tensor itself
-// and that copy is skipped.
+// S(i) -> S(j): this rank sends the slice of its piece along j that peer q keeps, and receives
+// peer q's rows along i into the slice of its new piece along i; both are strided blocks of the
+// dense tensors themselves (NOTE [Strided all-to-all]), so nothing is staged in between.
 Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, int64_t j) {
   const int64_t p = c.size(), me = c.rank();
   const int64_t item = int64_t(itemsize(x.dtype()));
-  const Range mine_j = balanced_piece(L[size_t(j)], p, me);
-  std::vector<int64_t> send_bytes, recv_bytes;
-  std::vector<DimVector> recv_shapes;
-  for (int64_t q = 0; q < p; ++q) {
-    send_bytes.push_back(x.numel() / std::max<int64_t>(x.size(j), 1) *
-                         balanced_piece(L[size_t(j)], p, q).size * item);
-    if (x.size(j) == 0) send_bytes.back() = 0;
-    DimVector bs(L.begin(), L.end());
-    bs[size_t(i)] = balanced_piece(L[size_t(i)], p, q).size;
-    bs[size_t(j)] = mine_j.size;
-    int64_t n = item;
-    for (int64_t v : bs) n *= v;
-    recv_bytes.push_back(n);
-    recv_shapes.push_back(std::move(bs));
-  }
-  int64_t send_total = 0, recv_total = 0;
-  for (int64_t b : send_bytes) send_total += b;
-  for (int64_t b : recv_bytes) recv_total += b;
+  const Tensor src = x.contiguous();
   DimVector os(L.begin(), L.end());
-  os[size_t(j)] = mine_j.size;
+  os[size_t(j)] = balanced_piece(L[size_t(j)], p, me).size;
   Tensor out = empty(os, x.options());
-  const bool send_direct = x.is_contiguous() && blocks_consecutive(x.sizes(), j);
-  const bool recv_direct = blocks_consecutive(os, i);
-  Tensor send, recv;
-  if (!send_direct) send = empty({std::max<int64_t>(send_total, 1)}, TensorOptions().dtype(kUInt8));
-  if (!recv_direct) recv = empty({std::max<int64_t>(recv_total, 1)}, TensorOptions().dtype(kUInt8));
-  auto* sp = send_direct ? static_cast<char*>(x.data_ptr()) : static_cast<char*>(send.data_ptr());
-  auto* rp = recv_direct ? static_cast<char*>(out.data_ptr()) : static_cast<char*>(recv.data_ptr());
-  int64_t off = 0;
-  for (int64_t q = 0; q < p && !send_direct; ++q) {
-    const Range rj = balanced_piece(L[size_t(j)], p, q);
-    Tensor block = x.narrow(j, rj.start, rj.size);
-    if (send_bytes[size_t(q)]) from_blob(sp + off, block.sizes(), x.options()).copy_(block);
-    off += send_bytes[size_t(q)];
+  std::vector<Communicator::StridedBlock> send, recv;
+  for (int64_t q = 0; q < p; ++q) {
+    send.push_back(dim_block(src.sizes(), j, balanced_piece(L[size_t(j)], p, q), item));
+    recv.push_back(dim_block(os, i, balanced_piece(L[size_t(i)], p, q), item));
   }
-  c.alltoallv(sp, send_bytes, rp, recv_bytes);
-  off = 0;
-  for (int64_t q = 0; q < p && !recv_direct; ++q) {
-    const Range ri = balanced_piece(L[size_t(i)], p, q);
-    if (recv_bytes[size_t(q)])
-      out.narrow(i, ri.start, ri.size).copy_(from_blob(rp + off, recv_shapes[size_t(q)], x.options()));
-    off += recv_bytes[size_t(q)];
-  }
+  c.alltoall_blocks(src.data_ptr(), send, out.data_ptr(), recv);
   return out;
 }
 

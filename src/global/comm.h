@@ -63,6 +63,19 @@ class Communicator {
   // bytes from it (blocks in q order).
   virtual void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                          const std::vector<int64_t>& recv_bytes) = 0;
+  // A block of a buffer laid out as `rows` runs of `row_bytes` bytes, `stride` bytes apart,
+  // starting `offset` bytes in (the slice [start, start + size) along one dim of a dense
+  // tensor: rows = the product of the dims before it).
+  struct StridedBlock {
+    int64_t offset = 0, rows = 0, row_bytes = 0, stride = 0;
+    int64_t bytes() const { return rows * row_bytes; }
+  };
+  // All-to-all of strided blocks: this rank sends block send[q] of `sendbuf` to rank q and
+  // receives rank q's block into recv[q] of `recvbuf` (the same number of bytes). The default
+  // packs and unpacks around alltoallv; MPI describes the blocks as datatypes, so the blocks
+  // go straight from and to the tensors (NOTE [Strided all-to-all]).
+  virtual void alltoall_blocks(const void* sendbuf, const std::vector<StridedBlock>& send,
+                               void* recvbuf, const std::vector<StridedBlock>& recv);
   virtual void broadcast(void* buf, int64_t bytes, int root) = 0;
   // Point to point (not collective).
   virtual void send(const void* buf, int64_t bytes, int dst, int tag) = 0;

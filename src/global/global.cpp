@@ -210,6 +210,24 @@ std::unique_ptr<CommRequest> Communicator::isend(const void*, int64_t, int dst, 
        backend(), dst, size());
 }
 
+void Communicator::alltoall_blocks(const void* sendbuf, const std::vector<StridedBlock>& send,
+                                   void* recvbuf, const std::vector<StridedBlock>& recv) {
+  std::vector<int64_t> sb, rb;
+  int64_t st = 0, rt = 0;
+  for (const StridedBlock& b : send) st += sb.emplace_back(b.bytes());
+  for (const StridedBlock& b : recv) rt += rb.emplace_back(b.bytes());
+  std::vector<char> packed(size_t(std::max<int64_t>(st, 1))), got(size_t(std::max<int64_t>(rt, 1)));
+  char* p = packed.data();
+  for (const StridedBlock& b : send)
+    for (int64_t r = 0; r < b.rows; ++r, p += b.row_bytes)
+      std::memcpy(p, static_cast<const char*>(sendbuf) + b.offset + r * b.stride, size_t(b.row_bytes));
+  alltoallv(packed.data(), sb, got.data(), rb);
+  const char* q = got.data();
+  for (const StridedBlock& b : recv)
+    for (int64_t r = 0; r < b.rows; ++r, q += b.row_bytes)
+      std::memcpy(static_cast<char*>(recvbuf) + b.offset + r * b.stride, q, size_t(b.row_bytes));
+}
+
 std::shared_ptr<Communicator> make_self_comm() { return std::make_shared<SelfComm>(); }
 
 Communicator& world() {
