@@ -396,6 +396,84 @@ void cat(const SbpRuleCtx& c, Sigs& out) {
     if (d != dim) out.push_back(uniform(c, S(d)));
 }
 
+// Ops of one input that work along some of its dims (`along`): a split of any other dim stays
+// split (as output dim d + shift, for ops that add leading dims); `partial`: linear ops keep
+// partial sums. Every output (sort's and topk's indices too) takes the same SBP.
+void split_others(const SbpRuleCtx& c, Sigs& out, const std::vector<bool>& along, bool partial,
+                  int64_t shift = 0) {
+  out.push_back(uniform(c, B));
+  if (partial) out.push_back(uniform(c, P));
+  for (int64_t d = 0; d < int64_t(along.size()); ++d) {
+    if (along[size_t(d)]) continue;
+    SbpSig s = uniform(c, S(d + shift));
+    s.in[0] = S(d);
+    out.push_back(std::move(s));
+  }
+}
+std::vector<bool> dims_marked(int64_t nd, std::initializer_list<int64_t> dims) {
+  std::vector<bool> m(size_t(nd), false);
+  for (int64_t d : dims) m[size_t(wrap_dim(d, nd, "sbp"))] = true;
+  return m;
+}
+// cumsum / cumprod (attr 0 = dim): scans along dim; cumsum is linear.
+void scan(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return out.push_back(uniform(c, B));
+  split_others(c, out, dims_marked(nd, {c.attrs.i(0)}), c.op.name == "cumsum");
+}
+// sort (attr 0 = dim) and topk (attr 1 = dim): values and indices along dim.
+void sort_like(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  if (nd == 0) return out.push_back(uniform(c, B));
+  split_others(c, out, dims_marked(nd, {c.attrs.i(c.op.name == "topk" ? 1 : 0)}), false);
+}
+// flip (attr 0 = dims) and roll (attrs shifts, dims; no dims: the flattened tensor): linear,
+// along their dims.
+void flip_roll(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  const DimVector& dims = c.attrs.ints(c.op.name == "roll" ? 1 : 0);
+  std::vector<bool> along(size_t(nd), dims.empty() && c.op.name == "roll");
+  for (int64_t d : dims) along[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
+  split_others(c, out, along, true);
+}
+// tril / triu: along the last two dims (batch dims split); linear.
+void triangle(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  std::vector<bool> along(size_t(nd), false);
+  for (int64_t d = std::max<int64_t>(nd - 2, 0); d < nd; ++d) along[size_t(d)] = true;
+  split_others(c, out, along, true);
+}
+// pad (attrs pad = [left, right] pairs from the last dim, mode, value): along the padded dims;
+// constant zero padding is linear.
+void pad(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  const DimVector& pads = c.attrs.ints(0);
+  std::vector<bool> along(size_t(nd), false);
+  for (size_t q = 0; 2 * q < pads.size() && int64_t(q) < nd; ++q)
+    if (pads[2 * q] != 0 || (2 * q + 1 < pads.size() && pads[2 * q + 1] != 0))
+      along[size_t(nd - 1) - q] = true;
+  split_others(c, out, along, c.attrs.str(1) == "constant" && c.attrs.f(2) == 0.0);
+}
+// one_hot: each index's row of classes (a new last dim); the index dims split.
+void one_hot(const SbpRuleCtx& c, Sigs& out) {
+  split_others(c, out, std::vector<bool>(size_t(c.inputs[0].dim()), false), false);
+}
+// repeat (attr 0 = repeats, one per output dim; the input's dims are the last ones): a dim
+// repeated once stays split; linear.
+void repeat(const SbpRuleCtx& c, Sigs& out) {
+  const int64_t nd = c.inputs[0].dim();
+  const DimVector& reps = c.attrs.ints(0);
+  const int64_t shift = int64_t(reps.size()) - nd;
+  std::vector<bool> along(size_t(nd), true);
+  for (int64_t d = 0; d < nd && shift >= 0; ++d) along[size_t(d)] = reps[size_t(d + shift)] != 1;
+  split_others(c, out, along, true, std::max<int64_t>(shift, 0));
+}
+// im2col (a batched [N, C, H, W] input) and col2im (a batched [N, C * k, L] input): per sample.
+void per_image(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  if (c.inputs[0].dim() == (c.op.name == "im2col" ? 4 : 3)) out.push_back(uniform(c, S(0)));
+}
+
 // scaled_dot_product_attention and its backward (q, k, v, mask -> out, lse; g, q, k, v, mask,
 // out, lse -> dq, dk, dv over the flattened batch dim 0): per-sample, so batch splits stay,
 // except with dropout (its draws are numbered by the global batch index).
@@ -408,6 +486,14 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 }  // namespace
 
 const SbpRule kAttention{attention};
+const SbpRule kScan{scan};
+const SbpRule kSortLike{sort_like};
+const SbpRule kFlipRoll{flip_roll};
+const SbpRule kTriangle{triangle};
+const SbpRule kPad{pad};
+const SbpRule kOneHot{one_hot};
+const SbpRule kRepeat{repeat};
+const SbpRule kPerImage{per_image};
 const SbpRule kNorm{norm};
 const SbpRule kNormBackward{norm_backward};
 const SbpRule kGroupNorm{group_norm};

@@ -35,6 +35,14 @@ extern const SbpRule kCrossEntropy;  // rows split (reduction None / Sum)
 extern const SbpRule kCrossEntropyBackward;
 extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split
 extern const SbpRule kCat;           // cat: splits of other dims, partial sums
+extern const SbpRule kScan;          // cumsum / cumprod: splits of the other dims
+extern const SbpRule kSortLike;      // sort / topk: splits of the other dims
+extern const SbpRule kFlipRoll;      // flip / roll: splits of the dims they keep in place
+extern const SbpRule kTriangle;      // tril / triu: batch-dim splits
+extern const SbpRule kPad;           // pad: splits of the unpadded dims
+extern const SbpRule kOneHot;        // one_hot: index splits
+extern const SbpRule kRepeat;        // repeat: splits of dims repeated once
+extern const SbpRule kPerImage;      // im2col / col2im: batch splits
 
 // The trait defaults the global layer uses for ops without a rule.
 void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);

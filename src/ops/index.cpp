@@ -1165,28 +1165,28 @@ void register_index_ops() {
                            .infer_meta = nonzero_meta, .cpu = nonzero_cpu});
   register_op({.name = "one_hot", .traits = kNonDifferentiable,
                            .attr_names = {"num_classes"}, .infer_meta = one_hot_meta,
-                           .cpu = one_hot_cpu});
+                           .cpu = one_hot_cpu, .sbp_rule = &sbp_rules::kOneHot});
   register_op({.name = "pad", .attr_names = {"pad", "mode", "value"}, .infer_meta = pad_meta,
-                       .cpu = pad_cpu, .vjp = pad_vjp});
+                       .cpu = pad_cpu, .vjp = pad_vjp, .sbp_rule = &sbp_rules::kPad});
   register_op({.name = "pad_backward", .attr_names = {"input_size", "pad", "mode"},
                                 .infer_meta = pad_backward_meta, .cpu = pad_backward_cpu,
                                 .vjp = pad_backward_vjp});
   register_op({.name = "tril", .attr_names = {"diagonal"}, .infer_meta = tri_meta<true>,
-                        .cpu = tri_cpu<true>, .vjp = tril_vjp});
+                        .cpu = tri_cpu<true>, .vjp = tril_vjp, .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "triu", .attr_names = {"diagonal"}, .infer_meta = tri_meta<false>,
-                        .cpu = tri_cpu<false>, .vjp = triu_vjp});
+                        .cpu = tri_cpu<false>, .vjp = triu_vjp, .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "flip", .attr_names = {"dims"}, .infer_meta = flip_meta,
-                        .cpu = flip_cpu, .vjp = flip_vjp});
+                        .cpu = flip_cpu, .vjp = flip_vjp, .sbp_rule = &sbp_rules::kFlipRoll});
   register_op({.name = "roll", .attr_names = {"shifts", "dims"}, .infer_meta = roll_meta,
-                        .cpu = roll_cpu, .vjp = roll_vjp});
+                        .cpu = roll_cpu, .vjp = roll_vjp, .sbp_rule = &sbp_rules::kFlipRoll});
   register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
-                          .cpu = repeat_cpu, .vjp = repeat_vjp});
+                          .cpu = repeat_cpu, .vjp = repeat_vjp, .sbp_rule = &sbp_rules::kRepeat});
   register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
                         .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = 2,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kSortLike, .contiguous_inputs = ~0u});
   register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
                         .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = 2,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kSortLike, .contiguous_inputs = ~0u});
   register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
                              .infer_meta = embedding_meta, .cpu = embedding_cpu,
                              .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2,

@@ -14,6 +14,7 @@
 
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "global/rules.h"
 #include "oneflow/nn/extra.h"
 #include "oneflow/nn/losses.h"
 #include "thread_pool.h"
@@ -412,11 +413,11 @@ TensorList ctc_bwd_vjp(const VjpCtx& c, const TensorList&) {
 void register_nn_extra_ops() {
   register_op({.name = "im2col", .attr_names = {"kernel_size", "dilation", "padding", "stride"},
                .infer_meta = im2col_meta, .cpu = im2col_cpu, .vjp = im2col_vjp,
-               .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kPerImage, .contiguous_inputs = ~0u});
   register_op({.name = "col2im",
                .attr_names = {"output_size", "kernel_size", "dilation", "padding", "stride"},
                .infer_meta = col2im_meta, .cpu = col2im_cpu, .vjp = col2im_vjp,
-               .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kPerImage, .contiguous_inputs = ~0u});
   register_op({.name = "ctc_loss", .attr_names = {"blank", "zero_infinity"},
                .infer_meta = ctc_meta, .cpu = ctc_cpu, .vjp = ctc_vjp, .save_inputs = 0b1111,
                .save_outputs = 0b10, .nondiff_inputs = 0b1110, .contiguous_inputs = ~0u});

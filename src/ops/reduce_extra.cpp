@@ -875,12 +875,12 @@ void register_reduce_ops_extra() {
                         .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
   register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
                           .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
-                          .vjp = cumsum_vjp,
+                          .vjp = cumsum_vjp, .sbp_rule = &sbp_rules::kScan,
                  .contiguous_inputs = ~0u});
   register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
                            .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
                            .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1,
-                 .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kScan, .contiguous_inputs = ~0u});
   register_op({.name = "softmax", .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
                            .vjp = softmax_vjp, .save_outputs = 1,
