@@ -113,6 +113,29 @@ void bmm(const SbpRuleCtx&, Sigs& out) {
          sig({B, S(2)}, {S(2)}), sig({S(2), S(1)}, {P}),    sig({P, B}, {P}),
          sig({B, P}, {P})};
 }
+// addmm / baddbmm (self, a, b -> beta * self + alpha * a @ b): the product's signatures, with
+// self (broadcast to the output's shape) split like the output where it has that dim at full
+// size, broadcast where it broadcasts over it, and partial where the product is.
+void addmm(const SbpRuleCtx& c, Sigs& out) {
+  Sigs prod;
+  if (c.op.name == "baddbmm") bmm(c, prod);
+  else mm(c, prod);
+  const Tensor& self = c.inputs[0];
+  const auto& osz = c.metas[0].sizes;
+  const int64_t on = int64_t(osz.size());
+  for (const SbpSig& s : prod) {
+    const Sbp o = s.out[0];
+    Sbp bs = o.is_partial_sum() ? P : B;
+    if (o.is_split()) {
+      const int64_t k = o.dim() - (on - self.dim());
+      if (k >= 0 && self.size(k) == osz[size_t(o.dim())]) bs = S(k);
+    }
+    SbpSig t;
+    t.in = {bs, s.in[0], s.in[1]};
+    t.out = {o};
+    out.push_back(std::move(t));
+  }
+}
 void linear(const SbpRuleCtx& c, Sigs& out) {
   const int64_t n = c.inputs[0].dim();
   const bool bias = c.inputs.size() > 2 && c.inputs[2].defined();
@@ -474,6 +497,21 @@ void per_image(const SbpRuleCtx& c, Sigs& out) {
   if (c.inputs[0].dim() == (c.op.name == "im2col" ? 4 : 3)) out.push_back(uniform(c, S(0)));
 }
 
+// diagonal (attrs offset, dim1, dim2; a view): the other dims keep their order and the
+// diagonal becomes the last dim, so a split of another dim stays (renumbered).
+void diagonal(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const int64_t nd = c.inputs[0].dim();
+  if (nd < 2) return;
+  const int64_t d1 = wrap_dim(c.attrs.i(1), nd, "diagonal"), d2 = wrap_dim(c.attrs.i(2), nd, "diagonal");
+  int64_t k = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == d1 || d == d2) continue;
+    out.push_back(sig({S(d)}, {S(k++)}));
+  }
+  out.push_back(uniform(c, P));
+}
+
 // scaled_dot_product_attention and its backward (q, k, v, mask -> out, lse; g, q, k, v, mask,
 // out, lse -> dq, dk, dv over the flattened batch dim 0): per-sample, so batch splits stay,
 // except with dropout (its draws are numbered by the global batch index).
@@ -487,6 +525,8 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 
 const SbpRule kAttention{attention};
 const SbpRule kScan{scan};
+const SbpRule kAddmm{addmm};
+const SbpRule kDiagonal{diagonal};
 const SbpRule kSortLike{sort_like};
 const SbpRule kFlipRoll{flip_roll};
 const SbpRule kTriangle{triangle};

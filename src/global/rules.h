@@ -36,6 +36,8 @@ extern const SbpRule kCrossEntropyBackward;
 extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split
 extern const SbpRule kCat;           // cat: splits of other dims, partial sums
 extern const SbpRule kScan;          // cumsum / cumprod: splits of the other dims
+extern const SbpRule kAddmm;         // addmm / baddbmm: the product's signatures, self alike
+extern const SbpRule kDiagonal;      // diagonal: splits of the other dims
 extern const SbpRule kSortLike;      // sort / topk: splits of the other dims
 extern const SbpRule kFlipRoll;      // flip / roll: splits of the dims they keep in place
 extern const SbpRule kTriangle;      // tril / triu: batch-dim splits

@@ -535,11 +535,11 @@ void register_linalg_ops() {
   register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
                          .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,
                          .cuda = addmm_composite<false>, .vjp = addmm_vjp<false>,
-                         .save_inputs = 6});
+                         .save_inputs = 6, .sbp_rule = &sbp_rules::kAddmm});
   register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
                            .infer_meta = addmm_meta<true>, .cpu = addmm_cpu<true>,
                            .cuda = addmm_composite<true>, .vjp = addmm_vjp<true>,
-                           .save_inputs = 6,
+                           .save_inputs = 6, .sbp_rule = &sbp_rules::kAddmm,
                  .contiguous_inputs = ~0u});
 }
 

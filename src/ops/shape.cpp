@@ -332,7 +332,7 @@ void register_shape_ops() {
                .infer_meta = select_meta, .vjp = select_vjp,
                .sbp_rule = &sbp_rules::kSliceSelect});
   register_op({.name = "diagonal", .traits = kView, .attr_names = {"offset", "dim1", "dim2"},
-               .infer_meta = diagonal_meta, .vjp = diagonal_vjp});
+               .infer_meta = diagonal_meta, .vjp = diagonal_vjp, .sbp_rule = &sbp_rules::kDiagonal});
 }
 
 // ---------------------------------------------------------------- public functions
