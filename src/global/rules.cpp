@@ -512,6 +512,15 @@ void diagonal(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, P));
 }
 
+// Row-wise ops (lstm_cell and its backward: every input and output [b, *], row r of each
+// output from row r of the inputs): rows split alike.
+void rowwise(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  for (const Tensor& t : c.inputs)
+    if (t.defined() && (t.dim() == 0 || t.size(0) != c.metas[0].sizes[0])) return;
+  out.push_back(uniform(c, S(0)));
+}
+
 // scaled_dot_product_attention and its backward (q, k, v, mask -> out, lse; g, q, k, v, mask,
 // out, lse -> dq, dk, dv over the flattened batch dim 0): per-sample, so batch splits stay,
 // except with dropout (its draws are numbered by the global batch index).
@@ -525,6 +534,7 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 
 const SbpRule kAttention{attention};
 const SbpRule kScan{scan};
+const SbpRule kRowwise{rowwise};
 const SbpRule kAddmm{addmm};
 const SbpRule kDiagonal{diagonal};
 const SbpRule kSortLike{sort_like};

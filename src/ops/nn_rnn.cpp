@@ -17,6 +17,7 @@
 #include "autograd/node.h"
 #include "cpu/blas.h"
 #include "dispatch.h"
+#include "global/rules.h"
 #include "ops/functors.h"
 #include "ops/rnn_ops.h"
 #include "thread_pool.h"
@@ -407,10 +408,11 @@ std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0
 
 void register_rnn_ops() {
   register_op({.name = "lstm_cell", .infer_meta = cell_meta, .cpu = cell_cpu, .vjp = cell_vjp,
-               .save_inputs = 0b11, .save_outputs = 0b10, .contiguous_inputs = ~0u});
+               .save_inputs = 0b11, .save_outputs = 0b10, .sbp_rule = &sbp_rules::kRowwise,
+               .contiguous_inputs = ~0u});
   register_op({.name = "lstm_cell_backward", .traits = kNonDifferentiable,
                .infer_meta = cell_bwd_meta, .cpu = cell_bwd_cpu, .vjp = cell_bwd_vjp,
-               .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kRowwise, .contiguous_inputs = ~0u});
   register_op({.name = "lstm_layer", .attr_names = {"steps", "reverse"}, .infer_meta = layer_meta,
                .cpu = layer_cpu, .vjp = layer_vjp, .save_inputs = 0b1110, .save_outputs = 0b111,
                .contiguous_inputs = ~0u});
