@@ -521,6 +521,20 @@ void rowwise(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, S(0)));
 }
 
+// ctc_loss (log_probs [T, N, C], padded targets [N, S], input_lengths [N], target_lengths [N]
+// -> nll [N], log_alpha [N, T, 2S + 1]) and its backward (grad [N], those inputs, log_alpha ->
+// grad log_probs): per sample, so the batch splits (log_probs on dim 1). Concatenated 1-D
+// targets run on broadcast values (a sample's targets start where the earlier ones end).
+void ctc(const SbpRuleCtx& c, Sigs& out) {
+  out.push_back(uniform(c, B));
+  const bool bwd = c.inputs.size() == 6;
+  const Tensor& lp = c.inputs[bwd ? 1 : 0];
+  const Tensor& tg = c.inputs[bwd ? 2 : 1];
+  if (lp.dim() != 3 || tg.dim() != 2) return;
+  if (bwd) out.push_back(sig({S(0), S(1), S(0), S(0), S(0), S(0)}, {S(1)}));
+  else out.push_back(sig({S(1), S(0), S(0), S(0)}, {S(0), S(0)}));
+}
+
 // scaled_dot_product_attention and its backward (q, k, v, mask -> out, lse; g, q, k, v, mask,
 // out, lse -> dq, dk, dv over the flattened batch dim 0): per-sample, so batch splits stay,
 // except with dropout (its draws are numbered by the global batch index).
@@ -534,6 +548,7 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 
 const SbpRule kAttention{attention};
 const SbpRule kScan{scan};
+const SbpRule kCtc{ctc};
 const SbpRule kRowwise{rowwise};
 const SbpRule kAddmm{addmm};
 const SbpRule kDiagonal{diagonal};

@@ -36,6 +36,7 @@ extern const SbpRule kCrossEntropyBackward;
 extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split
 extern const SbpRule kCat;           // cat: splits of other dims, partial sums
 extern const SbpRule kScan;          // cumsum / cumprod: splits of the other dims
+extern const SbpRule kCtc;           // ctc_loss (+ backward): the batch split (padded targets)
 extern const SbpRule kRowwise;       // lstm_cell (+ backward): rows split alike
 extern const SbpRule kAddmm;         // addmm / baddbmm: the product's signatures, self alike
 extern const SbpRule kDiagonal;      // diagonal: splits of the other dims

@@ -420,10 +420,11 @@ void register_nn_extra_ops() {
                .sbp_rule = &sbp_rules::kPerImage, .contiguous_inputs = ~0u});
   register_op({.name = "ctc_loss", .attr_names = {"blank", "zero_infinity"},
                .infer_meta = ctc_meta, .cpu = ctc_cpu, .vjp = ctc_vjp, .save_inputs = 0b1111,
-               .save_outputs = 0b10, .nondiff_inputs = 0b1110, .contiguous_inputs = ~0u});
+               .save_outputs = 0b10, .nondiff_inputs = 0b1110, .sbp_rule = &sbp_rules::kCtc,
+               .contiguous_inputs = ~0u});
   register_op({.name = "ctc_loss_backward", .attr_names = {"blank", "zero_infinity"},
                .infer_meta = ctc_bwd_meta, .cpu = ctc_bwd_cpu, .vjp = ctc_bwd_vjp,
-               .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kCtc, .contiguous_inputs = ~0u});
 }
 
 // ---------------------------------------------------------------- public functions
