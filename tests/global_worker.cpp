@@ -969,7 +969,7 @@ TEST_CASE("to_global between placements: values, gradients, handles on the other
                        doctest::Contains("the world has"), of::Error);
 }
 
-TEST_CASE("two stages on disjoint placements (activations moved with to_global) equal one process") {
+TEST_CASE("two stages on disjoint placements (activations moved with to_global), Adam, equal one process") {
   const int p = of::distributed::world_size(), me = of::distributed::rank();
   if (p == 1) return;  // needs two placements
   // stage 0 on the first half of the ranks, stage 1 on the second; data parallel within each
@@ -981,33 +981,31 @@ TEST_CASE("two stages on disjoint placements (activations moved with to_global) 
   const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)), w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
   // one process
   of::Tensor lw0 = w0.clone().requires_grad_(), lw1 = w1.clone().requires_grad_();
+  of::optim::Adam lopt({lw0, lw1}, of::optim::AdamOptions(0.05));
   std::vector<double> ref_loss;
-  for (int step = 0; step < 2; ++step) {
+  for (int step = 0; step < 3; ++step) {
+    lopt.zero_grad();
     of::Tensor loss = of::linear(of::tanh(of::linear(x, lw0)), lw1).pow(2).mean();
     ref_loss.push_back(loss.item<double>());
     loss.backward();
-    of::NoGradGuard ng;
-    lw0.sub_(lw0.grad() * 0.1);
-    lw1.sub_(lw1.grad() * 0.1);
-    lw0.mutable_grad() = of::Tensor();
-    lw1.mutable_grad() = of::Tensor();
+    lopt.step();
   }
   // two stages: every rank runs the same program; a rank holds pieces of its stage's tensors
   of::Tensor gw0 = w0.to_global(s0, of::sbp::broadcast()).detach().requires_grad_();
   of::Tensor gw1 = w1.to_global(s1, of::sbp::broadcast()).detach().requires_grad_();
   const of::Tensor gx = x.to_global(s0, of::sbp::broadcast()).to_global(s0, of::sbp::split(0));
-  for (int step = 0; step < 2; ++step) {
+  // the same Adam on every rank: a rank updates the stage it holds and steps handles for the
+  // other stage (its state is handles too)
+  of::optim::Adam gopt({gw0, gw1}, of::optim::AdamOptions(0.05));
+  for (int step = 0; step < 3; ++step) {
     CAPTURE(step);
+    gopt.zero_grad();
     of::Tensor h = of::tanh(of::linear(gx, gw0)).to_global(s1, of::sbp::split(0));
     of::Tensor loss = of::linear(h, gw1).pow(2).mean();
     CHECK(loss.placement() == s1);
     if (s1.contains(me)) CHECK(std::abs(loss.item<double>() - ref_loss[size_t(step)]) < 1e-12);
     loss.backward();
-    of::NoGradGuard ng;
-    gw0.sub_(gw0.grad() * 0.1);
-    gw1.sub_(gw1.grad() * 0.1);
-    gw0.mutable_grad() = of::Tensor();
-    gw1.mutable_grad() = of::Tensor();
+    gopt.step();
   }
   const of::Tensor v0 = value_here(gw0), v1 = value_here(gw1);
   if (s0.contains(me)) CHECK(max_diff(v0, lw0.detach()) < 1e-12);
