@@ -673,6 +673,30 @@ Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sb
   return local_to_global(piece, pl, sbp, logical);
 }
 
+namespace {
+TensorList piece_of_vjp(const VjpCtx& ctx, const TensorList& g) {
+  const Attrs& a = ctx.attrs();
+  return {local_to_global(g[0], placement_from(a), sbp_from_codes(a.ints(3)), a.ints(4))};
+}
+const OpDef& piece_of_op() {
+  static const OpDef op{.name = "piece_of",
+                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
+                        .vjp = piece_of_vjp};
+  return op;
+}
+}  // namespace
+
+Tensor piece_of(const Tensor& t) {
+  const GlobalMeta& m = meta(t);
+  for (const Sbp& s : m.sbp)
+    if (s.is_partial_sum())
+      fail("[piece_of] internal error: {} has a partial-sum axis", sbp_str(m.sbp));
+  Tensor out = m.local.detach();
+  maybe_record(piece_of_op(), t, global_attrs(m.placement, m.sbp, t.sizes()), out);
+  return out;
+}
+
 Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
   if (!like.is_global()) return zeros(sizes, like.options());
   const GlobalMeta& m = meta(like);

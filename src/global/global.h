@@ -96,6 +96,11 @@ Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m);
 // piece of the global gradient). For ops computed piece by piece (attention split by heads).
 Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sbp,
                        IntArrayRef logical);
+// This rank's piece of a global tensor with no partial-sum axis, for ops computed piece by
+// piece and wrapped back with piece_to_global under the same SBP: its gradient is the piece of
+// the gradient under that same SBP (to_local's is the dual: a local result's gradient is an
+// addend, which would count a broadcast axis' copies once each).
+Tensor piece_of(const Tensor& t);
 // Zeros of `sizes` with like's dtype and device; when `like` is global, a global tensor on its
 // placement under its SBP (partial sums as broadcast, splits of dims `sizes` lacks as
 // broadcast). VJPs that scatter into a fresh buffer start from it.

@@ -1488,13 +1488,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
   // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
   // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
-  // communication, and the result has the same SBP. With a mask or dropout the op's own rule
-  // decides (a batch split of the flattened batch).
-  if (query.is_global() && key.is_global() && value.is_global() && !attn_mask.defined() &&
-      dropout_p == 0.0 && query.dim() == key.dim() && query.dim() == value.dim()) {
+  // communication, and the result has the same SBP. A mask goes with them: split where it has
+  // the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
+  // so; a local one must broadcast over every split dim). With dropout the op's own rule
+  // decides (its draws are numbered by the global batch index).
+  if (query.is_global() && key.is_global() && value.is_global() && dropout_p == 0.0 &&
+      query.dim() == key.dim() && query.dim() == value.dim()) {
     const NdSbp sbp = query.sbp();
+    // (a rank outside the placement takes the op below, which gives it handles)
     bool pieces = key.sbp() == sbp && value.sbp() == sbp &&
-                  key.placement() == query.placement() && value.placement() == query.placement();
+                  key.placement() == query.placement() && value.placement() == query.placement() &&
+                  global::holds_piece(query.placement(), op);
     bool any_split = false;
     for (const Sbp& s : sbp) {
       if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
@@ -1502,9 +1506,32 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     }
     for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
       pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
+    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
+    Tensor mask_piece;
+    if (pieces && any_split && attn_mask.defined()) {
+      NdSbp msbp(sbp.size(), Sbp::broadcast());
+      const int64_t shift = query.dim() - attn_mask.dim();
+      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
+        if (!sbp[a].is_split()) continue;
+        const int64_t k = sbp[a].dim() - shift;
+        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
+          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
+          else msbp[a] = Sbp::split(k);
+        } else if (k >= 0 && attn_mask.size(k) != 1) {
+          pieces = false;  // does not broadcast: the op's checks raise below
+        }
+      }
+      if (pieces && attn_mask.is_global()) {
+        if (attn_mask.placement() != query.placement()) pieces = false;
+        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
+      } else if (pieces) {
+        mask_piece = attn_mask;
+      }
+    }
     if (pieces && any_split) {
-      Tensor o = scaled_dot_product_attention(query.to_local(), key.to_local(), value.to_local(),
-                                              Tensor(), 0.0, is_causal,
+      Tensor o = scaled_dot_product_attention(global::piece_of(query), global::piece_of(key),
+                                              global::piece_of(value),
+                                              mask_piece, 0.0, is_causal,
                                               scale.value_or(1.0 / std::sqrt(double(E))));
       DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
       oshape.push_back(L);
