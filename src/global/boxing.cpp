@@ -453,12 +453,15 @@ Tensor boxing(const Tensor& t, const NdSbp& to) {
 namespace {
 constexpr int kMoveTag = 0x6f66;
 
+// The box `b` of a whole value (a view).
 Tensor box_slice(const Tensor& full, const Box& b) {
   Tensor v = full;
   for (size_t d = 0; d < b.size.size(); ++d)
     if (b.size[d] != full.size(int64_t(d))) v = v.narrow(int64_t(d), b.start[d], b.size[d]);
   return v;
 }
+// Whether the rank at `coord` holds the value under `sbp`'s partial sums (the first rank of each
+// P axis does; the others hold zeros).
 bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord) {
   for (size_t a = 0; a < sbp.size(); ++a)
     if (sbp[a].is_partial_sum() && coord[a] != 0) return false;
@@ -466,9 +469,9 @@ bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord) {
 }
 
 Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, const NdSbp& from,
-                   const Placement& dst, const NdSbp& to, const TensorOptions& opts) {
+                   bool in_src, const Placement& dst, const NdSbp& to, bool in_dst,
+                   const TensorOptions& opts) {
   const int me = this_rank();
-  const bool in_src = src.contains(me), in_dst = dst.contains(me);
   Communicator& w = world();
   Tensor full;
   if (in_src)
@@ -532,7 +535,7 @@ Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
   Tensor piece;
   if (in_src || in_dst) {
     NoGradGuard ng;
-    piece = move_pieces(m.local, t.sizes(), src, m.sbp, dst, to, t.options());
+    piece = move_pieces(m.local, t.sizes(), src, m.sbp, in_src, dst, to, in_dst, t.options());
   }
   Tensor out = in_dst ? make_global(piece, t.sizes(), dst, to)
                       : make_handle(t.sizes(), t.dtype(), t.device(), dst, to);
@@ -602,17 +605,11 @@ namespace {
 Tensor from_full(const Tensor& full, const Placement& pl, const NdSbp& sbp) {
   // a rank outside the placement drew the same numbers (its generator stays in step) and keeps
   // a handle
-  if (!global::holds_piece(pl, "factory"))
-    return global::make_handle(full.sizes(), full.dtype(), full.device(), pl, sbp);
-  const std::vector<int64_t> coord = global::my_coord(pl, "factory");
+  const std::vector<int64_t> coord = global::coord_in(pl, "factory");
+  if (coord.empty()) return global::make_handle(full.sizes(), full.dtype(), full.device(), pl, sbp);
   const global::Box b = global::piece_box(full.sizes(), sbp, pl, coord);
-  Tensor piece = full;
-  for (size_t d = 0; d < b.size.size(); ++d)
-    if (b.size[d] != full.size(int64_t(d))) piece = piece.narrow(int64_t(d), b.start[d], b.size[d]);
-  bool keeper = true;  // partial sums: the first rank of each P axis holds the value
-  for (size_t a = 0; a < sbp.size(); ++a)
-    if (sbp[a].is_partial_sum() && coord[a] != 0) keeper = false;
-  piece = keeper ? piece.contiguous() : zeros(b.size, full.options());
+  Tensor piece = global::partial_keeper(sbp, coord) ? global::box_slice(full, b).contiguous()
+                                                    : zeros(b.size, full.options());
   if (piece.is_same(full)) piece = full.clone();
   return global::make_global(piece, full.sizes(), pl, sbp);
 }
@@ -709,9 +706,8 @@ Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
 Tensor constant_like(const Tensor& value, const Tensor& like) {
   if (!like.is_global() || value.is_global()) return value;
   const GlobalMeta& m = meta(like);
-  Tensor v = value.contiguous();
-  if (v.is_same(value)) v = value.clone();
-  return make_global(v, v.sizes(), m.placement, NdSbp(m.sbp.size(), Sbp::broadcast()));
+  return make_global(value.clone(MemoryFormat::Contiguous), value.sizes(), m.placement,
+                     NdSbp(m.sbp.size(), Sbp::broadcast()));
 }
 
 Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like) {

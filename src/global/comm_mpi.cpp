@@ -111,6 +111,46 @@ struct Counts {
   }
 };
 
+// The MPI datatypes of strided blocks (NOTE [Strided all-to-all]), freed with the set (also
+// when an MPI call raises).
+class BlockTypes {
+ public:
+  BlockTypes() = default;
+  BlockTypes(const BlockTypes&) = delete;
+  BlockTypes& operator=(const BlockTypes&) = delete;
+  ~BlockTypes() {
+    for (MPI_Datatype& t : types_) MPI_Type_free(&t);
+  }
+  // The block as a committed vector type of bytes; its extent `extent` bytes when positive.
+  MPI_Datatype make(const Communicator::StridedBlock& b, int64_t extent, const char* call) {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    check(MPI_Type_create_hvector(as_int(b.rows, call), as_int(b.row_bytes, call),
+                                  MPI_Aint(b.stride), MPI_BYTE, &t),
+          "MPI_Type_create_hvector");
+    types_.push_back(t);
+    if (extent > 0) {
+      check(MPI_Type_create_resized(t, 0, MPI_Aint(extent), &t), "MPI_Type_create_resized");
+      types_.push_back(t);
+    }
+    check(MPI_Type_commit(&t), "MPI_Type_commit");
+    return t;
+  }
+
+ private:
+  std::vector<MPI_Datatype> types_;
+};
+
+// Whether non-empty blocks of one shape lie at offsets a constant positive step apart.
+bool evenly_spaced(const std::vector<Communicator::StridedBlock>& b) {
+  if (b.size() < 2 || b[0].bytes() == 0) return false;
+  const int64_t step = b[1].offset - b[0].offset;
+  for (size_t q = 0; q < b.size(); ++q)
+    if (b[q].rows != b[0].rows || b[q].row_bytes != b[0].row_bytes || b[q].stride != b[0].stride ||
+        b[q].offset != b[0].offset + int64_t(q) * step)
+      return false;
+  return step > 0;
+}
+
 // A started non-blocking call (MPI_Iallreduce, MPI_Isend). The watchdog covers wait(); test()
 // returns at once. `test_call` and `wait_call` name the calls in errors.
 class MpiRequest final : public CommRequest {
@@ -207,84 +247,37 @@ class MpiComm final : public Communicator {
           "MPI_Alltoallv");
   }
   // NOTE [Strided all-to-all]: each block is an MPI vector type (rows of row_bytes bytes, a
-  // stride apart) at a byte displacement, exchanged with MPI_Alltoallw: MPI packs the blocks
-  // straight out of the source tensor and into the target, with no staging copies.
+  // stride apart) at a byte displacement, so MPI packs the blocks straight out of the source
+  // tensor and into the target, with no staging copies. Equal blocks at evenly spaced offsets
+  // (an even split) take one type each way, resized to the spacing, through MPI_Alltoall (the
+  // tuned algorithms); any others MPI_Alltoallw.
   void alltoall_blocks(const void* sendbuf, const std::vector<StridedBlock>& send, void* recvbuf,
                        const std::vector<StridedBlock>& recv) override {
     ++stats_.alltoall;
-    const char* call = "MPI_Alltoallw";
-    const size_t n = send.size();
-    std::vector<int> sc(n), sd(n), rc(n), rd(n);
-    std::vector<MPI_Datatype> st(n, MPI_BYTE), rt(n, MPI_BYTE);
-    auto type_of = [&](const StridedBlock& b, MPI_Datatype* t) {
-      if (b.bytes() == 0) return 0;
-      check(MPI_Type_create_hvector(as_int(b.rows, call), as_int(b.row_bytes, call), MPI_Aint(b.stride),
-                                    MPI_BYTE, t), "MPI_Type_create_hvector");
-      check(MPI_Type_commit(t), "MPI_Type_commit");
-      return 1;
-    };
-    auto free_types = [&] {
-      for (size_t q = 0; q < n; ++q) {
-        if (st[q] != MPI_BYTE) MPI_Type_free(&st[q]);
-        if (rt[q] != MPI_BYTE) MPI_Type_free(&rt[q]);
-      }
-    };
-    // Equal blocks at evenly spaced offsets (an even split): one datatype each way, resized to
-    // the spacing, through MPI_Alltoall (the tuned algorithms); else MPI_Alltoallw.
-    auto uniform = [](const std::vector<StridedBlock>& b) {
-      if (b.size() < 2 || b[0].bytes() == 0) return false;
-      const int64_t step = b[1].offset - b[0].offset;
-      for (size_t q = 0; q < b.size(); ++q)
-        if (b[q].rows != b[0].rows || b[q].row_bytes != b[0].row_bytes || b[q].stride != b[0].stride ||
-            b[q].offset != b[0].offset + int64_t(q) * step)
-          return false;
-      return step > 0;
-    };
-    if (uniform(send) && uniform(recv)) {
-      MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE}, resized[2] = {MPI_BYTE, MPI_BYTE};
-      const std::vector<StridedBlock>* sides[2] = {&send, &recv};
-      auto release = [&] {
-        for (int k = 0; k < 2; ++k) {
-          if (resized[k] != MPI_BYTE) MPI_Type_free(&resized[k]);
-          if (types[k] != MPI_BYTE) MPI_Type_free(&types[k]);
-        }
-      };
-      try {
-        for (int k = 0; k < 2; ++k) {
-          const std::vector<StridedBlock>& b = *sides[k];
-          check(MPI_Type_create_hvector(as_int(b[0].rows, call), as_int(b[0].row_bytes, call),
-                                        MPI_Aint(b[0].stride), MPI_BYTE, &types[k]),
-                "MPI_Type_create_hvector");
-          check(MPI_Type_create_resized(types[k], 0, MPI_Aint(b[1].offset - b[0].offset), &resized[k]),
-                "MPI_Type_create_resized");
-          check(MPI_Type_commit(&resized[k]), "MPI_Type_commit");
-        }
-        Timed timed("MPI_Alltoall");
-        check(MPI_Alltoall(static_cast<const char*>(sendbuf) + send[0].offset, 1, resized[0],
-                           static_cast<char*>(recvbuf) + recv[0].offset, 1, resized[1], comm_),
-              "MPI_Alltoall");
-      } catch (...) {
-        release();
-        throw;
-      }
-      release();
+    BlockTypes types;
+    if (evenly_spaced(send) && evenly_spaced(recv)) {
+      const char* call = "MPI_Alltoall";
+      const MPI_Datatype st = types.make(send[0], send[1].offset - send[0].offset, call);
+      const MPI_Datatype rt = types.make(recv[0], recv[1].offset - recv[0].offset, call);
+      Timed timed(call);
+      check(MPI_Alltoall(static_cast<const char*>(sendbuf) + send[0].offset, 1, st,
+                         static_cast<char*>(recvbuf) + recv[0].offset, 1, rt, comm_),
+            call);
       return;
     }
-    try {
-      for (size_t q = 0; q < n; ++q) {
-        sc[q] = type_of(send[q], &st[q]);
-        sd[q] = as_int(send[q].offset, call);
-        rc[q] = type_of(recv[q], &rt[q]);
-        rd[q] = as_int(recv[q].offset, call);
-      }
-      Timed timed(call);
-      check(MPI_Alltoallw(sendbuf, sc.data(), sd.data(), st.data(), recvbuf, rc.data(), rd.data(),
-                          rt.data(), comm_), call);
-    } catch (...) {
-      free_types();
-      throw;
+    const char* call = "MPI_Alltoallw";
+    const size_t n = send.size();
+    std::vector<int> sc(n, 0), sd(n), rc(n, 0), rd(n);
+    std::vector<MPI_Datatype> st(n, MPI_BYTE), rt(n, MPI_BYTE);
+    for (size_t q = 0; q < n; ++q) {
+      if (send[q].bytes()) st[q] = types.make(send[q], 0, call), sc[q] = 1;
+      if (recv[q].bytes()) rt[q] = types.make(recv[q], 0, call), rc[q] = 1;
+      sd[q] = as_int(send[q].offset, call);
+      rd[q] = as_int(recv[q].offset, call);
     }
-    free_types();
+    Timed timed(call);
+    check(MPI_Alltoallw(sendbuf, sc.data(), sd.data(), st.data(), recvbuf, rc.data(), rd.data(),
+                        rt.data(), comm_), call);
   }
   void broadcast(void* buf, int64_t bytes, int root) override {
     ++stats_.broadcast;

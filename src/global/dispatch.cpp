@@ -275,7 +275,8 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   const Placement place = *pl;
   const uint64_t seq = ++g_global_op_seq;
   // NOTE [Ranks outside a placement]: a rank holding no piece runs the op on handles
-  const bool member = holds_piece(place, op.name.c_str());
+  const std::vector<int64_t> coord = coord_in(place, op.name.c_str());
+  const bool member = !coord.empty();
   if (!member && g_tracer && !in_kernel())
     fail("[{}] a traced function runs an op on {} on rank {}, which holds no piece of it: trace "
          "functions of tensors placed on every rank that runs them", op.name, place.str(),
@@ -370,7 +371,6 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
     return outputs;
   }
   // 5. the op on the local pieces
-  const std::vector<int64_t> coord = my_coord(place, op.name.c_str());
   TensorList local;
   for (const Tensor& t : inputs) local.push_back(t.defined() ? t.impl()->global->local : Tensor());
   std::vector<DimVector> local_sizes;

@@ -334,13 +334,15 @@ Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
   return b;
 }
 
-bool holds_piece(const Placement& pl, const char* op) {
+std::vector<int64_t> coord_in(const Placement& pl, const char* op) {
   const int n = world().size();
   for (int r : pl.ranks())
     if (r >= n)
       fail("[{}] {} names rank {}, but the world has {} process(es)", op, pl.str(), r, n);
-  return pl.contains(this_rank());
+  return pl.coord_of(this_rank());
 }
+
+bool holds_piece(const Placement& pl, const char* op) { return !coord_in(pl, op).empty(); }
 
 Tensor make_handle(IntArrayRef logical, ScalarType dtype, Device device, const Placement& pl,
                    NdSbp sbp) {
@@ -348,15 +350,10 @@ Tensor make_handle(IntArrayRef logical, ScalarType dtype, Device device, const P
 }
 
 std::vector<int64_t> my_coord(const Placement& pl, const char* op) {
-  const int me = this_rank();
-  std::vector<int64_t> c = pl.coord_of(me);
+  std::vector<int64_t> c = coord_in(pl, op);
   if (c.empty())
-    fail("[{}] rank {} is not in {}: a rank works only on tensors placed on it", op, me,
+    fail("[{}] rank {} is not in {}: a rank works only on tensors placed on it", op, this_rank(),
          pl.str());
-  for (int r : pl.ranks())
-    if (r >= world().size())
-      fail("[{}] {} names rank {}, but the world has {} process(es)", op, pl.str(), r,
-           world().size());
   return c;
 }
 

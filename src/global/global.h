@@ -49,6 +49,8 @@ int this_rank();
 // handles compute the same metadata and signatures (so every rank runs the same program and
 // records the same autograd graph) but no data and no collective.
 bool holds_piece(const Placement& pl, const char* op);
+// This rank's coordinate in `pl`, empty when it holds no piece (the same [op] error).
+std::vector<int64_t> coord_in(const Placement& pl, const char* op);
 Tensor make_handle(IntArrayRef logical, ScalarType dtype, Device device, const Placement& pl,
                    NdSbp sbp);
 // Moves a global tensor to another placement (NOTE [Moving between placements]): every rank

@@ -1337,10 +1337,7 @@ Tensor synchronized_batch_norm(const Tensor& x, const Tensor& weight, const Tens
   // the per-channel statistics made whole (partial sums all-reduced) where they are partial,
   // so that the elementwise steps keep the samples split
   auto whole = [](const Tensor& t) {
-    NdSbp s = t.sbp();
-    for (Sbp& a : s)
-      if (a.is_partial_sum()) a = Sbp::broadcast();
-    return t.to_global(t.placement(), s);
+    return t.to_global(t.placement(), global::partial_to_broadcast(t.sbp()));
   };
   Tensor mean = whole(x.sum(dims, true) / cnt);
   Tensor xc = x - mean;
