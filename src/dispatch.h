@@ -53,6 +53,9 @@ enum OpTrait : uint32_t {
   kCollective = 1u << 6,
   kNonDifferentiable = 1u << 7,
   kFactory = 1u << 8,     // no tensor inputs
+  // effects beyond its outputs (a point-to-point send or receive): a traced graph never
+  // removes, merges or folds the node, whatever uses its outputs on this rank
+  kEffect = 1u << 9,
 };
 
 struct KernelArgs {

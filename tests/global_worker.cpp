@@ -698,6 +698,58 @@ TEST_CASE("tensor-parallel attention block: heads split over the ranks, equals o
   CHECK(max_diff(bg.grad(), bo.grad()) < 1e-12);
 }
 
+TEST_CASE("attention split by heads with dropout: each piece keeps one process' elements") {
+  // NOTE [Attention draw map]: q, k, v [B, H, L, E] split on heads (3 heads: uneven on 2 and 4
+  // ranks), on the batch, and on a 2 x 2 mesh on both; the dropout draws of every piece are
+  // the single process' draws at its batches, forward and backward, with no communication
+  const int p = of::distributed::world_size();
+  const Sbp Bc = of::sbp::broadcast(), S0 = of::sbp::split(0), S1 = of::sbp::split(1);
+  auto f64 = of::dtype(of::kFloat64);
+  of::manual_seed(31);
+  std::vector<of::Tensor> qkv;
+  for (int i = 0; i < 3; ++i) qkv.push_back(of::randn({2, 3, 4, 5}, f64).requires_grad_());
+  const of::Tensor mask = of::rand({4, 4}) > 0.2;  // local, broadcasts over the batch dims
+  auto check = [&](const of::Placement& pl, const NdSbp& s, bool with_mask) {
+    CAPTURE(pl.str());
+    CAPTURE(with_mask);
+    for (auto& t : qkv) t.mutable_grad() = of::Tensor();
+    const of::Tensor m = with_mask ? mask : of::Tensor();
+    of::manual_seed(77);
+    const of::Tensor ref = of::nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], m, 0.4);
+    (ref * ref).sum().backward();
+    std::vector<of::Tensor> g;
+    for (auto& t : qkv)
+      g.push_back(t.detach().to_global(pl, NdSbp(s.size(), Bc)).to_global(pl, s).requires_grad_());
+    of::manual_seed(77);
+    const uint64_t c0 = issued();
+    const of::Tensor y = of::nn::functional::scaled_dot_product_attention(g[0], g[1], g[2], m, 0.4);
+    CHECK(issued() - c0 == 0);
+    CHECK(y.sbp() == s);
+    // the generator moved on as in one process
+    const double next_here = of::rand({1}).item<double>();
+    of::manual_seed(77);
+    (void)of::nn::functional::scaled_dot_product_attention(qkv[0].detach(), qkv[1].detach(), qkv[2].detach(), m, 0.4);
+    CHECK(next_here == of::rand({1}).item<double>());
+    CHECK(max_diff(y, ref) < 1e-12);
+    (y * y).sum().backward();
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(g[i].grad().sbp() == s);
+      CHECK(max_diff(g[i].grad(), qkv[i].grad()) < 1e-12);
+    }
+  };
+  const of::Placement all = of::Placement::all("cpu");
+  for (bool with_mask : {false, true}) {
+    check(all, {S1}, with_mask);
+    check(all, {S0}, with_mask);
+  }
+  if (p == 4) {
+    const of::Placement mesh("cpu", {{0, 1}, {2, 3}});
+    check(mesh, {S0, S1}, false);
+    check(mesh, {S1, S0}, true);
+  }
+}
+
 TEST_CASE("data-parallel embedding and index_select: split indices, partial-sum weight gradients") {
   of::Placement pl = of::Placement::all("cpu");
   const int me = of::distributed::rank(), p = of::distributed::world_size();
@@ -1012,6 +1064,75 @@ TEST_CASE("two stages on disjoint placements (activations moved with to_global),
   if (s1.contains(me)) CHECK(max_diff(v1, lw1.detach()) < 1e-12);
   CHECK(gw0.placement() == s0);
   CHECK(gw1.placement() == s1);
+}
+
+TEST_CASE("a traced two-stage step (moves between placements inside the trace) replays equal to eager") {
+  const int p = of::distributed::world_size();
+  if (p == 1) return;  // needs two placements
+  // NOTE [Moving between placements], traced: each rank of the source or the target records a
+  // move_pieces node (a source-only rank's node is kept though nothing reads its output there);
+  // a rank in neither records no node for the stages at all
+  std::vector<int> half0, half1;
+  for (int r = 0; r < p; ++r) (r < p / 2 ? half0 : half1).push_back(r);
+  std::vector<std::pair<std::vector<int>, std::vector<int>>> cases{{half0, half1}};
+  if (p == 4) cases.push_back({{2}, {0, 1}});  // rank 3 in neither placement
+  for (const auto& [r0, r1] : cases) {
+    const of::Placement s0("cpu", r0), s1("cpu", r1);
+    CAPTURE(s0.str());
+    CAPTURE(s1.str());
+    const Sbp Bc = of::sbp::broadcast(), S0 = of::sbp::split(0);
+    of::distributed::set_grad_bucket_bytes(0);  // the traced step reduces each gradient alone
+    of::manual_seed(22);
+    const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)), w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
+    auto params = [&] {
+      // (a broadcast piece shares the local tensor's storage: clone, or both copies are one)
+      return std::vector<of::Tensor>{w0.clone().to_global(s0, Bc).detach().requires_grad_(),
+                                     w1.clone().to_global(s1, Bc).detach().requires_grad_()};
+    };
+    std::vector<of::Tensor> pe = params(), pt = params();
+    of::optim::Adam opt_e(pe, of::optim::AdamOptions(0.05)), opt_t(pt, of::optim::AdamOptions(0.05));
+    // the batch split on stage 0, the activations moved to stage 1 split, and back for backward;
+    // the loss lives on stage 1 (a handle on stage 0's ranks)
+    auto run = [&](std::vector<of::Tensor>& w, of::optim::Adam& o, const of::Tensor& x) {
+      o.zero_grad();
+      of::Tensor h = of::tanh(of::linear(x, w[0])).to_global(s1, S0);
+      of::Tensor loss = of::linear(h, w[1]).pow(2).mean();
+      loss.backward();
+      o.step();
+      return loss;
+    };
+    auto step = of::jit::trace([&](const of::Tensor& x) { return run(pt, opt_t, x); },
+                               of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
+    for (int k = 0; k < 5; ++k) {
+      CAPTURE(k);
+      of::manual_seed(400 + k);
+      const of::Tensor x = of::randn({6, 5}, of::dtype(of::kFloat64)).to_global(s0, Bc).to_global(s0, S0);
+      const uint64_t c0 = issued();
+      const of::Tensor le = run(pe, opt_e, x);
+      const uint64_t c1 = issued();
+      const of::Tensor lt = step(x);
+      const uint64_t c2 = issued();
+      CHECK(lt.placement() == s1);
+      CHECK(lt.sbp() == le.sbp());
+      CHECK(max_diff(lt.to_local(), le.to_local()) == 0);
+      if (k >= 2) CHECK(c2 - c1 == c1 - c0);
+      for (size_t i = 0; i < pe.size(); ++i) {
+        CAPTURE(i);
+        CHECK(pt[i].placement() == pe[i].placement());
+        CHECK(max_diff(pt[i].to_local(), pe[i].to_local()) == 0);
+        CHECK(max_diff(pt[i].grad().to_local(), pe[i].grad().to_local()) == 0);
+      }
+    }
+    CHECK(step.stats().replays >= 3);
+    // a rank of either stage: the graph shows the moves; it cannot be saved (it communicates)
+    const int me = of::distributed::rank();
+    if (s0.contains(me) || s1.contains(me)) {
+      CHECK(step.graph().find("move_pieces") != std::string::npos);
+      CHECK_THROWS_WITH(of::jit::save(step, "/tmp/oneflow_two_stage.oftrace"),
+                        doctest::Contains("communicates"));
+    }
+  }
+  of::distributed::set_grad_bucket_bytes(int64_t(1) << 20);
 }
 
 TEST_CASE("batch norm on a split batch is synchronized (two small all-reduces), on split channels local") {

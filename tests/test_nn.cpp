@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "dispatch.h"
 #include "harness.h"
 
 namespace {
@@ -878,6 +879,41 @@ TEST_CASE("nn: errors name the op and the offending shapes, values and dtypes") 
         {"[kl_div]", "target shape (5,)", "(4, 5)"});
   check([&] { of::cross_entropy(x, x.softmax(1), {}, Red::Mean, 2); },
         {"[cross_entropy]", "ignore_index (2)", "probability"});
+}
+
+TEST_CASE("nn: attention's draw map makes a piece of the batch draw as its place in the whole") {
+  // NOTE [Attention draw map]: batches of logical dims (2, 3); the piece (0:2, 1:3) is batches
+  // 1, 2, 4, 5 of the whole, and keeps exactly the whole's dropout elements there, forward and
+  // backward
+  of::manual_seed(2);
+  const of::Tensor q = of::randn({6, 4, 3}, of::kFloat64), k = of::randn({6, 5, 3}, of::kFloat64);
+  const of::Tensor v = of::randn({6, 5, 2}, of::kFloat64), dout = of::randn({6, 4, 2}, of::kFloat64);
+  auto piece = [](const of::Tensor& t) {
+    return t.view({2, 3, t.size(1), t.size(2)}).narrow(1, 1, 2).reshape({4, t.size(1), t.size(2)});
+  };
+  const of::OpDef& fwd = of::find_op("scaled_dot_product_attention");
+  const of::OpDef& bwd = of::find_op("scaled_dot_product_attention_backward");
+  const of::Attrs whole{0.7, false, 0.5, int64_t(123), int64_t(7), int64_t(0)};
+  of::Attrs part = whole;
+  part.values.push_back(of::DimVector{2, 0, 2, 3, 1, 2});
+  const of::TensorList f = of::dispatch(fwd, {q, k, v, {}}, whole);
+  const of::TensorList fp = of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, part);
+  CHECK(of::equal(fp[0], piece(f[0])));
+  CHECK(of::equal(fp[1], piece(f[1].unsqueeze(2)).squeeze(2)));  // lse [B, L]
+  // without the map the piece draws as batches 0..3: different elements are dropped
+  CHECK(!of::equal(of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, whole)[0], piece(f[0])));
+  const of::TensorList b = of::dispatch(bwd, {dout, q, k, v, {}, f[0], f[1]}, whole);
+  const of::TensorList bp = of::dispatch(
+      bwd, {piece(dout), piece(q), piece(k), piece(v), {}, fp[0], fp[1]}, part);
+  for (size_t i = 0; i < 3; ++i) CHECK(of::equal(bp[i], piece(b[i])));
+  // a map that does not describe the batches is an error
+  for (const of::DimVector& bad : {of::DimVector{2, 1, 2, 3, 1, 2}, of::DimVector{2, 0, 2, 3},
+                                   of::DimVector{2, 0, 2, 3, 0, 3}}) {
+    of::Attrs a = whole;
+    a.values.push_back(bad);
+    CHECK(th::throws_with([&] { (void)of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, a); },
+                          {"[scaled_dot_product_attention]", "draw_map", "4 batches"}));
+  }
 }
 
 TEST_CASE("nn: attention dropout is seeded and its backward reuses the mask") {

@@ -37,6 +37,11 @@ Scores scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs&
   if (allowed.defined()) s = where(allowed, s, Scalar(ninf));
   r.s = s;
   const double p = a.f(2);
+  // NOTE [Attention draw map] (src/ops/nn.cpp): a piece of a larger batch drawing as its place
+  // in the whole; global CUDA tensors need NCCL, which is not built, so no caller makes one yet
+  OF_CHECK(p == 0 || a.size() <= 6 || a.ints(6).empty(),
+           "[scaled_dot_product_attention] cuda: dropout with a draw map (attention split by "
+           "heads over ranks) is not built on CUDA");
   if (p > 0)
     r.z = dropout_multiplier(s.sizes(), q.dtype(), q.device(), p, uint64_t(a.i(3)),
                              uint64_t(a.i(4)));

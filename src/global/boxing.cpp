@@ -153,7 +153,7 @@ DimVector axis_shape(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
 }  // namespace
 
 namespace {
-Placement placement_from(const Attrs& a);
+Placement placement_from(const Attrs& a, size_t first = 0);
 
 // SBPs as integers in attrs: -1 B, -2 P, d >= 0 S(d).
 int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 : -2); }
@@ -280,9 +280,10 @@ Attrs global_attrs(const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
   a.values.push_back(DimVector(logical.begin(), logical.end()));
   return a;
 }
-Placement placement_from(const Attrs& a) {
-  const DimVector& r = a.ints(0);
-  const DimVector& h = a.ints(1);
+// The placement in attrs `first` (ranks) and `first + 1` (mesh shape), on the device in attr 2.
+Placement placement_from(const Attrs& a, size_t first) {
+  const DimVector& r = a.ints(first);
+  const DimVector& h = a.ints(first + 1);
   std::vector<int> ranks(r.begin(), r.end());
   if (h.size() == 1) return Placement(a.str(2), ranks);
   std::vector<std::vector<int>> mesh;
@@ -510,6 +511,55 @@ TensorList move_vjp(const VjpCtx& ctx, const TensorList& g) {
   const Attrs& a = ctx.attrs();
   return {move_placement(g[0], placement_from(a), partial_to_broadcast(sbp_from_codes(a.ints(3))))};
 }
+// A move recorded while tracing (NOTE [Moving between placements], traced): one node on each
+// rank of the source or the target, run by the kernel below; the other ranks record nothing.
+// Attrs: the source placement, SBP and logical sizes as global_attrs, then the target's ranks,
+// mesh shape and SBP codes, the dtype and the pieces' device. A source-only rank's node has an
+// empty output nothing reads, so it is kEffect: the passes keep it (the send is its effect).
+// A target-only rank's node has no input.
+void move_pieces_meta(const TensorList&, const Attrs& a, MetaList& out) {
+  const Placement dst = placement_from(a, 5);
+  const std::vector<int64_t> c = coord_in(dst, "to_global");
+  DimVector s{0};
+  if (!c.empty()) s = piece_box(a.ints(4), sbp_from_codes(a.ints(7)), dst, c).size;
+  out.push_back({s, {}, 0, ScalarType(a.i(8)), Device(a.str(9))});
+}
+void move_pieces_cpu(const KernelArgs& k) {
+  const Attrs& a = k.attrs;
+  const Placement src = placement_from(a), dst = placement_from(a, 5);
+  const bool in_src = holds_piece(src, "to_global"), in_dst = holds_piece(dst, "to_global");
+  Tensor p = move_pieces(in_src ? k.inputs[0] : Tensor(), a.ints(4), src, sbp_from_codes(a.ints(3)),
+                         in_src, dst, sbp_from_codes(a.ints(7)), in_dst,
+                         TensorOptions(ScalarType(a.i(8))).device(Device(a.str(9))));
+  if (in_dst) k.outputs[0].copy_(p);
+}
+const OpDef& move_pieces_op() {
+  static const OpDef op{.name = "move_pieces",
+                        .traits = kCollective | kEffect | kNonDifferentiable,
+                        .attr_names = {"ranks", "hierarchy", "device", "from", "logical",
+                                       "to_ranks", "to_hierarchy", "to", "dtype", "piece_device"},
+                        .infer_meta = move_pieces_meta,
+                        .cpu = move_pieces_cpu};
+  return op;
+}
+// This rank's piece of the moved value (empty where the rank is not in the target).
+Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, const NdSbp& from,
+                   bool in_src, const Placement& dst, const NdSbp& to, bool in_dst,
+                   const TensorOptions& opts) {
+  NoGradGuard ng;
+  if (!g_tracer || in_kernel())
+    return move_pieces(local, L, src, from, in_src, dst, to, in_dst, opts);
+  Attrs a = global_attrs(src, from, L);
+  a.values.push_back(DimVector(dst.ranks().begin(), dst.ranks().end()));
+  a.values.push_back(DimVector(dst.hierarchy().begin(), dst.hierarchy().end()));
+  a.values.push_back(sbp_codes(to));
+  a.values.push_back(int64_t(opts.dtype()));
+  a.values.push_back(opts.device().str());
+  TensorList ins;
+  if (in_src) ins.push_back(local);
+  return dispatch1(move_pieces_op(), std::move(ins), std::move(a));
+}
+
 const OpDef& move_op() {
   static const OpDef op{.name = "move_placement",
                         .traits = kCollective,
@@ -528,15 +578,10 @@ Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
   if (src.device_type() != dst.device_type())
     fail("[to_global] moving a tensor from {} to {}: both placements must be on one device type",
          src.str(), dst.str());
-  if (g_tracer && !in_kernel())
-    fail("[to_global] moving a tensor from {} to {} inside a traced function is not supported: "
-         "trace the steps on each placement apart", src.str(), dst.str());
   const bool in_src = holds_piece(src, "to_global"), in_dst = holds_piece(dst, "to_global");
   Tensor piece;
-  if (in_src || in_dst) {
-    NoGradGuard ng;
-    piece = move_pieces(m.local, t.sizes(), src, m.sbp, in_src, dst, to, in_dst, t.options());
-  }
+  if (in_src || in_dst)
+    piece = moved_piece(m.local, t.sizes(), src, m.sbp, in_src, dst, to, in_dst, t.options());
   Tensor out = in_dst ? make_global(piece, t.sizes(), dst, to)
                       : make_handle(t.sizes(), t.dtype(), t.device(), dst, to);
   maybe_record(move_op(), t, global_attrs(src, m.sbp, t.sizes()), out);

@@ -276,11 +276,8 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   const uint64_t seq = ++g_global_op_seq;
   // NOTE [Ranks outside a placement]: a rank holding no piece runs the op on handles
   const std::vector<int64_t> coord = coord_in(place, op.name.c_str());
+  // (inside of::jit::trace such a call records nothing: the rank's graph has no node for it)
   const bool member = !coord.empty();
-  if (!member && g_tracer && !in_kernel())
-    fail("[{}] a traced function runs an op on {} on rank {}, which holds no piece of it: trace "
-         "functions of tensors placed on every rank that runs them", op.name, place.str(),
-         this_rank());
   if (member && divergence_check_on()) check_divergence(op, inputs, attrs, place, seq);
   const NdSbp all_b(size_t(place.ndim()), Sbp::broadcast());
   for (Tensor& t : inputs) {

@@ -947,11 +947,18 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
 // ================================================================ scaled dot product attention
 // inputs: q [B, L, E], k [B, S, E], v [B, S, Ev], mask [B, L, S] (optional: bool, true = attend,
 // or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
-// 1 bool, 2 additive); outputs: out [B, L, Ev], lse [B, L] (log-sum-exp of each score row).
+// 1 bool, 2 additive), and optionally draw_map (below); outputs: out [B, L, Ev], lse [B, L]
+// (log-sum-exp of each score row).
 // NOTE [Attention kernel]: each query row streams over the keys with an online softmax (running
 // max, running sum, rescaled accumulator), so no [L, S] score matrix is materialized (memory
 // O(L * E) per head). Backward recomputes the probabilities from the saved lse. Dropout keeps
 // element (b, i, j) by Philox word ((b * L + i) * S + j) of the op's counters, in both passes.
+// NOTE [Attention draw map]: attr 6, when present and not empty, says that the B batches are a
+// piece of a larger batch (attention split by heads with dropout, NOTE [Attention split by
+// heads]): triples (logical size, start, local size) per batch dim, outer first, whose local
+// sizes multiply to B. Batch b then draws as the batch it is in the whole: b unravelled over
+// the local sizes, shifted by the starts, ravelled over the logical sizes. Each rank's piece
+// so keeps exactly the elements one process keeps.
 
 
 struct AttnGeom {
@@ -986,7 +993,38 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
   }
   if (!(a.f(2) >= 0.0 && a.f(2) < 1.0))
     fail("[{}] dropout_p must be in [0, 1), got {}", op, a.f(2));
+  if (a.size() > 6) {
+    const DimVector& m = a.ints(6);
+    int64_t n = 1;
+    bool ok = m.size() % 3 == 0;
+    for (size_t d = 0; ok && d < m.size(); d += 3) {
+      ok = m[d + 1] >= 0 && m[d + 2] >= 0 && m[d + 1] + m[d + 2] <= m[d];
+      n *= m[d + 2];
+    }
+    if (!ok || (!m.empty() && n != g.B))
+      fail("[{}] draw_map {} is not (logical size, start, local size) triples whose local sizes "
+           "multiply to the {} batches", op, shape_str(m), g.B);
+  }
   return g;
+}
+
+// Per batch, the batch it draws as (NOTE [Attention draw map]); empty: itself.
+std::vector<int64_t> draw_batches(const AttnGeom& g, const Attrs& a) {
+  std::vector<int64_t> r;
+  if (a.size() <= 6 || a.ints(6).empty() || a.f(2) == 0.0) return r;
+  const DimVector& m = a.ints(6);
+  r.resize(size_t(g.B));
+  for (int64_t b = 0; b < g.B; ++b) {
+    int64_t rest = b, global = 0, stride = 1;
+    for (size_t d = m.size(); d >= 3; d -= 3) {
+      const int64_t local = m[d - 1], start = m[d - 2], logical = m[d - 3];
+      global += (start + rest % local) * stride;
+      rest /= local;
+      stride *= logical;
+    }
+    r[size_t(b)] = global;
+  }
+  return r;
 }
 
 void sdpa_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -1005,6 +1043,7 @@ struct AttnRow {
   uint32_t thr;
   uint64_t seed, offset;
   bool dropout;
+  const int64_t* batch_of = nullptr;  // NOTE [Attention draw map] (null: b itself)
   uint64_t cached = ~uint64_t(0);
   uint32_t w[4] = {};
   // Whether (i, j) is attended, and its additive mask term.
@@ -1019,7 +1058,8 @@ struct AttnRow {
   // Dropout multiplier of element (b, i, j): 0 or 1 / (1 - p).
   double drop(int64_t b, int64_t i, int64_t j) {
     if (!dropout) return 1.0;
-    const uint64_t idx = uint64_t((b * g.L + i) * g.S + j);
+    const int64_t gb = batch_of ? batch_of[b] : b;
+    const uint64_t idx = uint64_t((gb * g.L + i) * g.S + j);
     const uint64_t ctr = offset + (idx >> 2);
     if (ctr != cached) {
       Philox::generate(seed, ctr, w);
@@ -1029,10 +1069,11 @@ struct AttnRow {
   }
 };
 
-AttnRow attn_row(const AttnGeom& g, const Attrs& a) {
+AttnRow attn_row(const AttnGeom& g, const Attrs& a, const std::vector<int64_t>& batches) {
   const double p = a.f(2);
   AttnRow r{g, a.f(0), p >= 1.0 ? 0.0 : 1.0 / (1.0 - p), a.b(1), a.i(5),
-            uint32_t(std::ceil(p * 16777216.0)), uint64_t(a.i(3)), uint64_t(a.i(4)), p > 0};
+            uint32_t(std::ceil(p * 16777216.0)), uint64_t(a.i(3)), uint64_t(a.i(4)), p > 0,
+            batches.empty() ? nullptr : batches.data()};
   return r;
 }
 
@@ -1049,6 +1090,7 @@ void sdpa_cpu(const KernelArgs& k) {
   const Tensor q = k.inputs[0].contiguous(), kk = k.inputs[1].contiguous();
   const Tensor v = k.inputs[2].contiguous(), mask = mask_rows_or_empty(k.inputs[3]);
   const AttnGeom g = attn_geom(k.inputs);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
     using T = decltype(z);
     const T* pq = cptr<T>(q);
@@ -1060,7 +1102,7 @@ void sdpa_cpu(const KernelArgs& k) {
     T* po = mptr<T>(k.outputs[0]);
     T* plse = mptr<T>(k.outputs[1]);
     parallel_for(0, g.B * g.L, grain_for(g.S * (g.E + g.Ev)), [&](int64_t r0, int64_t r1) {
-      AttnRow ar = attn_row(g, k.attrs);
+      AttnRow ar = attn_row(g, k.attrs, batches);
       std::vector<double> acc(size_t(g.Ev));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / g.L, i = r % g.L;
@@ -1115,6 +1157,7 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
   const Tensor o = k.inputs[5].contiguous(), lse = k.inputs[6].contiguous();
   const TensorList qkv{q, kk, v};
   const AttnGeom g = attn_geom(qkv);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
     using T = decltype(z);
     const T* pdo = cptr<T>(dout);
@@ -1131,7 +1174,7 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
     T* pdv = mptr<T>(k.outputs[2]);
     // one head per task: dk/dv accumulate over that head's query rows in order
     parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) {
-      AttnRow ar = attn_row(g, k.attrs);
+      AttnRow ar = attn_row(g, k.attrs, batches);
       std::vector<double> dq(size_t(g.E)), dk(size_t(g.S * g.E)), dv(size_t(g.S * g.Ev));
       for (int64_t b = b0; b < b1; ++b) {
         std::fill(dk.begin(), dk.end(), 0.0);
@@ -1259,7 +1302,7 @@ void register_nn_ops() {
                           .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
                  .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = ~0u});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
-                                           "mask_kind"};
+                                           "mask_kind", "draw_map"};
   register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
@@ -1457,85 +1500,15 @@ Tensor& dropout_(Tensor& input, double p, bool train) {
   return input;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale) {
+namespace {
+// The attention op on checked operands whose batch dims broadcast, flattened to [B, L, E] etc.
+// `draws`: the generator state of the dropout draws (null: reserved here for the B * L * S
+// elements); `draw_map`: NOTE [Attention draw map] (empty: the batches are the whole).
+Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
+                   const Tensor& attn_mask, double dropout_p, bool is_causal, double sc,
+                   const GeneratorState* draws, const DimVector& draw_map) {
   const char* op = "scaled_dot_product_attention";
-  if (Tensor q = query, k = key, v = value, m = attn_mask;
-      autocast_detail::autocast_args(OF_OP("scaled_dot_product_attention"), {&q, &k, &v, &m}))
-    return scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale);
-  check_float_input(query, op, "query");
-  check_float_input(key, op, "key");
-  check_float_input(value, op, "value");
-  if (key.dtype() != query.dtype() || value.dtype() != query.dtype())
-    fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
-         dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
-  if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
-    fail("[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
-         "and {}", op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
   const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
-  if (key.size(-1) != E || value.size(-2) != S)
-    fail("[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
-         "[..., {}, Ev]", op, shape_str(query.sizes()), shape_str(key.sizes()),
-         shape_str(value.sizes()), E, S);
-  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
-    fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
-  if (is_causal && attn_mask.defined())
-    fail("[{}] pass either attn_mask or is_causal = true, not both", op);
-  // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
-  // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
-  // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
-  // communication, and the result has the same SBP. A mask goes with them: split where it has
-  // the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
-  // so; a local one must broadcast over every split dim). With dropout the op's own rule
-  // decides (its draws are numbered by the global batch index).
-  if (query.is_global() && key.is_global() && value.is_global() && dropout_p == 0.0 &&
-      query.dim() == key.dim() && query.dim() == value.dim()) {
-    const NdSbp sbp = query.sbp();
-    // (a rank outside the placement takes the op below, which gives it handles)
-    bool pieces = key.sbp() == sbp && value.sbp() == sbp &&
-                  key.placement() == query.placement() && value.placement() == query.placement() &&
-                  global::holds_piece(query.placement(), op);
-    bool any_split = false;
-    for (const Sbp& s : sbp) {
-      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
-      any_split |= s.is_split();
-    }
-    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
-      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
-    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
-    Tensor mask_piece;
-    if (pieces && any_split && attn_mask.defined()) {
-      NdSbp msbp(sbp.size(), Sbp::broadcast());
-      const int64_t shift = query.dim() - attn_mask.dim();
-      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
-        if (!sbp[a].is_split()) continue;
-        const int64_t k = sbp[a].dim() - shift;
-        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
-          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
-          else msbp[a] = Sbp::split(k);
-        } else if (k >= 0 && attn_mask.size(k) != 1) {
-          pieces = false;  // does not broadcast: the op's checks raise below
-        }
-      }
-      if (pieces && attn_mask.is_global()) {
-        if (attn_mask.placement() != query.placement()) pieces = false;
-        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
-      } else if (pieces) {
-        mask_piece = attn_mask;
-      }
-    }
-    if (pieces && any_split) {
-      Tensor o = scaled_dot_product_attention(global::piece_of(query), global::piece_of(key),
-                                              global::piece_of(value),
-                                              mask_piece, 0.0, is_causal,
-                                              scale.value_or(1.0 / std::sqrt(double(E))));
-      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
-      oshape.push_back(L);
-      oshape.push_back(Ev);
-      return global::piece_to_global(o, query.placement(), sbp, oshape);
-    }
-  }
   // batch dims: broadcast of the three operands (and the mask's)
   auto batch_of = [](const Tensor& t) {
     return DimVector(t.sizes().begin(), t.sizes().end() - 2);
@@ -1579,18 +1552,119 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     Tensor e = t.sizes() == IntArrayRef(full) ? t : t.expand(full);
     return e.reshape({B, r, c});
   };
-  const double sc = scale.value_or(1.0 / std::sqrt(double(E)));
   GeneratorState st{0, 0};
-  if (dropout_p > 0) st = reserve_random(uint64_t((B * L * S + 3) / 4));
+  if (draws) st = *draws;
+  else if (dropout_p > 0) st = reserve_random(uint64_t((B * L * S + 3) / 4));
   Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
-  TensorList r = dispatch(OF_OP("scaled_dot_product_attention"), {flat(query, L, E), flat(key, S, E), flat(value, S, Ev),
-                                        mask},
-                          {sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset),
-                           mask_kind});
+  Attrs a{sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind};
+  if (!draw_map.empty()) a.values.push_back(draw_map);
+  TensorList r = dispatch(OF_OP("scaled_dot_product_attention"),
+                          {flat(query, L, E), flat(key, S, E), flat(value, S, Ev), mask},
+                          std::move(a));
   DimVector oshape = bs;
   oshape.push_back(L);
   oshape.push_back(Ev);
   return r[0].reshape(oshape);
+}
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  if (Tensor q = query, k = key, v = value, m = attn_mask;
+      autocast_detail::autocast_args(OF_OP("scaled_dot_product_attention"), {&q, &k, &v, &m}))
+    return scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale);
+  check_float_input(query, op, "query");
+  check_float_input(key, op, "key");
+  check_float_input(value, op, "value");
+  if (key.dtype() != query.dtype() || value.dtype() != query.dtype())
+    fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
+         dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
+  if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
+    fail("[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
+         "and {}", op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
+  const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
+  if (key.size(-1) != E || value.size(-2) != S)
+    fail("[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
+         "[..., {}, Ev]", op, shape_str(query.sizes()), shape_str(key.sizes()),
+         shape_str(value.sizes()), E, S);
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+    fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
+  if (is_causal && attn_mask.defined())
+    fail("[{}] pass either attn_mask or is_causal = true, not both", op);
+  // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
+  // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
+  // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
+  // communication, and the result has the same SBP. A mask goes with them: split where it has
+  // the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
+  // so; a local one must broadcast over every split dim). With dropout each piece draws as
+  // the batches it holds would in one process (NOTE [Attention draw map]): the generator
+  // reserves the logical count on every rank, and each rank keeps its elements of that draw.
+  if (query.is_global() && key.is_global() && value.is_global() && query.dim() == key.dim() &&
+      query.dim() == value.dim()) {
+    const NdSbp sbp = query.sbp();
+    // (a rank outside the placement takes the op below, which gives it handles)
+    bool pieces = key.sbp() == sbp && value.sbp() == sbp &&
+                  key.placement() == query.placement() && value.placement() == query.placement() &&
+                  global::holds_piece(query.placement(), op);
+    bool any_split = false;
+    for (const Sbp& s : sbp) {
+      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
+      any_split |= s.is_split();
+    }
+    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
+      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
+    // with dropout the draws are numbered over q's batch dims: a mask must not widen them
+    DimVector qshape(query.sizes().begin(), query.sizes().end() - 2);
+    qshape.push_back(L);
+    qshape.push_back(S);
+    if (dropout_p > 0 && attn_mask.defined() && !broadcasts_to(attn_mask.sizes(), qshape))
+      pieces = false;
+    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
+    Tensor mask_piece;
+    if (pieces && any_split && attn_mask.defined()) {
+      NdSbp msbp(sbp.size(), Sbp::broadcast());
+      const int64_t shift = query.dim() - attn_mask.dim();
+      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
+        if (!sbp[a].is_split()) continue;
+        const int64_t k = sbp[a].dim() - shift;
+        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
+          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
+          else msbp[a] = Sbp::split(k);
+        } else if (k >= 0 && attn_mask.size(k) != 1) {
+          pieces = false;  // does not broadcast: the op's checks raise below
+        }
+      }
+      if (pieces && attn_mask.is_global()) {
+        if (attn_mask.placement() != query.placement()) pieces = false;
+        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
+      } else if (pieces) {
+        mask_piece = attn_mask;
+      }
+    }
+    if (pieces && any_split) {
+      GeneratorState st{0, 0};
+      DimVector draw_map;
+      if (dropout_p > 0) {
+        st = reserve_random(uint64_t((prod_range(qshape, 0, qshape.size() - 2) * L * S + 3) / 4));
+        const global::Box box = global::piece_box(query.sizes(), sbp, query.placement(),
+                                                  global::my_coord(query.placement(), op));
+        for (int64_t d = 0; d < query.dim() - 2; ++d)
+          for (int64_t x : {query.size(d), box.start[size_t(d)], box.size[size_t(d)]})
+            draw_map.push_back(x);
+      }
+      Tensor o = attend_flat(global::piece_of(query), global::piece_of(key),
+                             global::piece_of(value), mask_piece, dropout_p, is_causal,
+                             scale.value_or(1.0 / std::sqrt(double(E))), &st, draw_map);
+      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
+      oshape.push_back(L);
+      oshape.push_back(Ev);
+      return global::piece_to_global(o, query.placement(), sbp, oshape);
+    }
+  }
+  return attend_flat(query, key, value, attn_mask, dropout_p, is_causal,
+                     scale.value_or(1.0 / std::sqrt(double(E))), nullptr, {});
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,

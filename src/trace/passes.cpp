@@ -77,7 +77,9 @@ std::vector<int> last_writer(const Graph& g) {
 bool replaceable_outputs(const Graph& g, size_t i, const std::vector<int>& refs,
                          const std::vector<int>& writer) {
   const Node& n = g.nodes[i];
-  if (n.writes_existing || is_view_node(n) || n.op->has(kRandom) || n.rng >= 0) return false;
+  if (n.writes_existing || is_view_node(n) || n.op->has(kRandom) || n.op->has(kEffect) ||
+      n.rng >= 0)
+    return false;
   for (int v : n.outputs) {
     const Value& val = g.values[size_t(v)];
     const Buffer& b = g.buffers[size_t(val.buffer)];
@@ -129,10 +131,10 @@ Graph dce(const Graph& g) {
   std::vector<bool> dead(g.nodes.size(), true);
   for (size_t k = g.nodes.size(); k-- > 0;) {
     const Node& n = g.nodes[k];
-    bool live = false;
+    bool live = n.op->has(kEffect);  // a send another rank waits for, with no use here
     if (is_view_node(n)) {
       for (int v : n.outputs) live = live || need_val[size_t(v)];
-    } else {
+    } else if (!live) {
       for (int v : n.outputs) {
         const int b = g.values[size_t(v)].buffer;
         const Buffer& buf = g.buffers[size_t(b)];
