@@ -1,11 +1,13 @@
-// test_cuda_kernels.cpp: the CUDA reductions, softmax, scans, random numbers, nn kernels and
-// CUDA Graph replay of traced steps, against the CPU. Every case needs a device and skips
-// cleanly without one (bench/gpu_check.sh runs them on a lent GPU); the last case runs
-// everywhere: the trace stats say a CPU plan replays on the CPU.
+// test_cuda_kernels.cpp: the CUDA reductions, softmax, scans, random numbers, nn kernels, the
+// shape and indexing kernels (bit for bit) and CUDA Graph replay of traced steps, against the
+// CPU. Every case needs a device and skips cleanly without one (bench/gpu_check.sh runs them
+// on a lent GPU); the last case runs everywhere: the trace stats say a CPU plan replays on the
+// CPU.
 #include <doctest/doctest.h>
 
 #include <oneflow/oneflow.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -40,6 +42,26 @@ void check_equal(const of::Tensor& gpu, const of::Tensor& cpu) {
   REQUIRE(back.sizes() == cpu.sizes());
   CHECK(back.dtype() == cpu.dtype());
   CHECK(back.to_vector<double>() == cpu.to_vector<double>());
+}
+
+// The same shape, dtype and bytes: data-movement kernels are exact for every dtype.
+void check_bitwise(const of::Tensor& gpu, const of::Tensor& cpu) {
+  REQUIRE(gpu.defined());
+  REQUIRE(gpu.is_cuda());
+  const of::Tensor a = gpu.cpu().contiguous(), b = cpu.contiguous();
+  REQUIRE(a.sizes() == b.sizes());
+  REQUIRE(a.dtype() == b.dtype());
+  CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.numel()) * a.element_size()) == 0);
+}
+
+// The of::Error message f raises, or "" when it raises none.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const of::Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace
@@ -245,6 +267,132 @@ TEST_CASE("cuda: attention matches the CPU (causal, masks, dropout), forward and
     (og * og).sum().backward();
     for (size_t i = 0; i < 3; ++i) check_close(gpu[i].grad(), cpu[i].grad(), 1e-4);
   }
+}
+
+TEST_CASE("cuda: shape and indexing kernels equal the CPU bit for bit (every dtype, any layout)") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(11);
+  auto sample = [](const std::vector<int64_t>& shape, of::ScalarType dt) {
+    if (dt == of::kBool) return of::randn(shape) > 0.0;
+    if (of::is_floating_point(dt)) return of::randn(shape).to(dt);
+    return of::randint(0, 100, shape, dt);
+  };
+  // each layout gives a [6, 8, 5] view of a base tensor; the same view is taken on both devices
+  struct Layout {
+    const char* name;
+    std::vector<int64_t> base;
+    std::function<of::Tensor(const of::Tensor&)> view;
+  };
+  const std::vector<Layout> layouts = {
+      {"contiguous", {6, 8, 5}, [](const of::Tensor& t) { return t; }},
+      {"transposed", {5, 8, 6}, [](const of::Tensor& t) { return t.transpose(0, 2); }},
+      {"sliced", {7, 16, 5}, [](const of::Tensor& t) { return t.slice(0, 1, 7).slice(1, 0, 16, 2); }},
+  };
+  const std::vector<of::ScalarType> dtypes = {of::kFloat32, of::kFloat64, of::kFloat16, of::kBFloat16,
+                                              of::kInt32,   of::kInt64,   of::kUInt8,   of::kBool};
+  using Fn = std::function<of::Tensor(const of::Tensor&, const of::Tensor&, const of::Tensor&)>;
+  // (x, y: [6, 8, 5] in the layout; i: int64 indices) -> result; run on the CPU and on CUDA
+  const std::vector<std::pair<const char*, Fn>> ops = {
+      {"cat dim 1", [](auto& x, auto& y, auto&) { return of::cat({x, y.slice(1, 0, 3)}, 1); }},
+      {"cat dim 0 (3 inputs, one empty)",
+       [](auto& x, auto& y, auto&) { return of::cat({y, x.slice(0, 0, 0), x}, 0); }},
+      {"cat dim -1", [](auto& x, auto& y, auto&) { return of::cat({x, y}, -1); }},
+      {"tril 1", [](auto& x, auto&, auto&) { return x.tril(1); }},
+      {"triu -2", [](auto& x, auto&, auto&) { return x.triu(-2); }},
+      {"tril of a transposed matrix", [](auto& x, auto&, auto&) { return x.transpose(1, 2).tril(); }},
+      {"flip 0 2", [](auto& x, auto&, auto&) { return x.flip({0, 2}); }},
+      {"flip -2", [](auto& x, auto&, auto&) { return x.flip({-2}); }},
+      {"roll", [](auto& x, auto&, auto&) { return x.roll({3, -12}, {1, 2}); }},
+      {"roll flat", [](auto& x, auto&, auto&) { return x.roll({7}); }},
+      {"repeat", [](auto& x, auto&, auto&) { return x.repeat({2, 1, 3}); }},
+      {"repeat with a leading dim", [](auto& x, auto&, auto&) { return x.repeat({2, 1, 1, 2}); }},
+      {"pad constant", [](auto& x, auto&, auto&) { return of::pad(x, {1, 2, 0, 3}, "constant", 1.5); }},
+      {"pad constant negative", [](auto& x, auto&, auto&) { return of::pad(x, {-1, 2, 2, -3}); }},
+      {"pad reflect", [](auto& x, auto&, auto&) { return of::pad(x, {2, 4, 1, 1}, "reflect"); }},
+      {"pad replicate", [](auto& x, auto&, auto&) { return of::pad(x, {3, 0, 2, 2}, "replicate"); }},
+      {"pad circular", [](auto& x, auto&, auto&) { return of::pad(x, {2, 5, 1, 0}, "circular"); }},
+      {"gather dim 1", [](auto& x, auto&, auto& i) { return x.gather(1, i.slice(2, 0, 5)); }},
+      {"gather dim 2, transposed index",
+       [](auto& x, auto&, auto& i) { return x.gather(2, i.transpose(1, 2).slice(1, 0, 5).slice(2, 0, 5)); }},
+      {"scatter dim 1 (duplicates)",
+       [](auto& x, auto& y, auto& i) { return x.scatter(1, i.slice(0, 0, 4).slice(2, 0, 5), y); }},
+      {"scatter a value", [](auto& x, auto&, auto& i) {
+         return of::scatter(x, 1, i.slice(2, 0, 5), of::Scalar(int64_t(3)));
+       }},
+      {"scatter_add dim 1 (duplicates)",
+       [](auto& x, auto& y, auto& i) { return x.scatter_add(1, i.slice(2, 0, 5), y); }},
+      {"scatter_add dim 0 (one long line per column)", [](auto& x, auto& y, auto&) {
+         const of::Tensor idx = of::arange(int64_t(6), of::kInt64).repeat({8}).reshape({48, 1, 1}).expand({48, 8, 5});
+         return x.scatter_add(0, idx.to(x.device()), of::cat({y, y, y, y, y, y, y, y}, 0));
+       }},
+  };
+  for (const Layout& l : layouts)
+    for (of::ScalarType dt : dtypes) {
+      const of::Tensor xb = sample(l.base, dt), yb = sample(l.base, dt);
+      const of::Tensor xc = l.view(xb), yc = l.view(yb), xg = l.view(xb.to(kCuda0)),
+                       yg = l.view(yb.to(kCuda0));
+      // indices into dims of size 6 (dim 0), 8 (dim 1) and 5 (dim 2): [0, 5), with duplicates
+      const of::Tensor ic = of::randint(0, 5, {6, 8, 7}, of::kInt64), ig = ic.to(kCuda0);
+      for (const auto& [name, fn] : ops) {
+        INFO(name, ", ", l.name, ", ", of::dtype_name(dt));
+        check_bitwise(fn(xg, yg, ig), fn(xc, yc, ic));
+      }
+    }
+  // one_hot: int64 classes, contiguous and transposed
+  {
+    const of::Tensor c = of::randint(0, 5, {6, 8}, of::kInt64), g = c.to(kCuda0);
+    check_bitwise(of::one_hot(g, 5), of::one_hot(c, 5));
+    check_bitwise(of::one_hot(g.t(), 7), of::one_hot(c.t(), 7));
+    check_bitwise(of::one_hot(g), of::one_hot(c));
+  }
+  // out-of-range indices: the CPU's error, naming the same (first, row-major) value
+  {
+    const of::Tensor x = of::randn({6, 8, 5});
+    const of::Tensor xg = x.to(kCuda0);
+    of::Tensor bad = of::randint(0, 5, {6, 8, 5}, of::kInt64);
+    bad.index_put_({1, 2, 3}, 9);
+    bad.index_put_({4, 0, 0}, -1);
+    const of::Tensor badg = bad.to(kCuda0);
+    struct Case {
+      const char* name;
+      std::function<void(const of::Tensor&, const of::Tensor&)> fn;
+    };
+    const std::vector<Case> cases = {
+        {"gather", [](auto& t, auto& i) { t.gather(1, i); }},
+        {"gather transposed", [](auto& t, auto& i) { t.gather(2, i.transpose(0, 2).slice(0, 0, 5).slice(2, 0, 5)); }},
+        {"scatter", [](auto& t, auto& i) { t.scatter(1, i, t); }},
+        {"scatter_add", [](auto& t, auto& i) { t.scatter_add(2, i, t); }},
+    };
+    for (const Case& c : cases) {
+      INFO(c.name);
+      const std::string want = error_of([&] { c.fn(x, bad); });
+      const std::string got = error_of([&] { c.fn(xg, badg); });
+      CHECK(want.find("out of bounds") != std::string::npos);
+      CHECK(got == want);
+    }
+    const of::Tensor cls = bad.slice(2, 0, 1).squeeze(2), clsg = cls.to(kCuda0);
+    for (int64_t n : {int64_t(5), int64_t(3)}) {
+      INFO("one_hot ", n);
+      const std::string want = error_of([&] { of::one_hot(cls, n); });
+      CHECK(!want.empty());
+      CHECK(error_of([&] { of::one_hot(clsg, n); }) == want);
+    }
+  }
+}
+
+TEST_CASE("cuda: traced steps with shape kernels capture; index checks replay step by step") {
+  SKIP_WITHOUT_CUDA();
+  const of::Tensor x = of::randn({4, 6}).to(kCuda0);
+  auto shapes = of::jit::trace([](const of::Tensor& t) {
+    return of::cat({of::pad(t, {1, 1}).flip({1}), t.roll({1}, {0}).tril().repeat({1, 1}).narrow(1, 0, 6)}, 1);
+  });
+  for (int i = 0; i < 3; ++i) check_bitwise(shapes(x), of::cat({of::pad(x.cpu(), {1, 1}).flip({1}),
+      x.cpu().roll({1}, {0}).tril().narrow(1, 0, 6)}, 1));
+  CHECK(shapes.stats().replay_mode == "cuda graph");
+  const of::Tensor idx = of::randint(0, 6, {4, 3}, of::kInt64).to(kCuda0);
+  auto gathers = of::jit::trace([&](const of::Tensor& t) { return t.gather(1, idx) * 2; });
+  for (int i = 0; i < 3; ++i) check_bitwise(gathers(x), x.cpu().gather(1, idx.cpu()) * 2);
+  CHECK(gathers.stats().replay_mode.rfind("cuda steps", 0) == 0);
 }
 
 TEST_CASE("cuda: a traced training step replays as one CUDA Graph and equals eager") {

@@ -2,6 +2,8 @@
 // time a CUDA device is asked for and calls oneflow_cuda_module_init_v1 once.
 #include "cuda/module.h"
 
+#include "cuda/index.h"
+
 namespace oneflow::cuda_module {
 const cuda_backend::CoreV1* g_core = nullptr;
 namespace {
@@ -67,6 +69,7 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_reduce_kernels(*core);
   cuda_module::register_factory_kernels(*core);
   cuda_module::register_nn_kernels(*core);
+  cuda_module::register_index_kernels(*core);
   cuda_module::register_attention_kernels(*core);
   return &cuda_module::kTable;
 }
