@@ -6,9 +6,9 @@
 // NOTE [CUDA index checks] (here): on CUDA the op's infer_meta does not read the index (it
 // lives on the device), so the kernel checks it before anything is written: one pass finds the
 // first out-of-range value in row-major order, as the CPU's check meets it, and the error names
-// it with the CPU's message. The check reads 16 bytes back (a host synchronization), so inside
-// a CUDA Graph capture it raises and the traced step replays step by step instead (the
-// executor reads the capture flag only after the ops of src/cuda/nn.cpp).
+// it with the CPU's message. The check reads 16 bytes back (a host synchronization); inside a
+// CUDA Graph capture it sets the graph's index flag instead, as src/cuda/nn.cpp's checks do,
+// and the executor raises after the replay when it is set (trace/executor.cpp checks_indices).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -18,6 +18,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/index.h"
 #include "cuda/module.h"
+#include "cuda/nn.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -79,9 +80,18 @@ std::optional<int64_t> first_bad_index(const Tensor& index, int64_t size, const 
   if (index.numel() == 0) return std::nullopt;
   OF_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
            "[{}] cuda: expected int64 or int32 indices, got {}", op, dtype_name(index.dtype()));
-  if (capturing())
-    fail("[{}] cuda: checking the indices synchronizes the host, which a CUDA Graph capture "
-         "cannot contain", op);
+  if (capturing()) {  // NOTE [CUDA Graph capture]: no host read; the executor reads the flag
+    int* flag = graph_flag();
+    OF_CHECK(flag != nullptr, "[{}] cuda: checking the indices synchronizes the host, which a "
+             "CUDA Graph capture cannot contain", op);
+    const Tensor idx = index.contiguous();
+    const int dev = resolve_device(idx.device().index());
+    const cudaError_t err = launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64,
+                                              idx.numel(), size, false, 0, flag,
+                                              current_stream_of(dev));
+    if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
+    return std::nullopt;
+  }
   const int device = resolve_device(index.device().index());
   DeviceGuard guard(device);
   const Geometry<1> g = geometry_of(index, op);

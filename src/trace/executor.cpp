@@ -636,10 +636,12 @@ Storage swap_out(const Storage& s) {
   return fresh;
 }
 
-bool checks_indices(const OpDef& op) {  // the CUDA kernels that set the flag (src/cuda/nn.cpp)
+// The CUDA kernels that set the flag (src/cuda/nn.cpp, src/cuda/index.cpp).
+bool checks_indices(const OpDef& op) {
   const std::string& n = op.name;
   return n == "cross_entropy" || n == "cross_entropy_backward" || n == "embedding" ||
-         n == "index_select" || n == "index_add";
+         n == "index_select" || n == "index_add" || n == "gather" || n == "scatter" ||
+         n == "scatter_add" || n == "one_hot";
 }
 
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
