@@ -886,13 +886,24 @@ TEST_CASE("ZeRO: split Adam state equals plain data parallel, state bytes <= cei
     of::Tensor t = of::randint(0, 3, {10}, of::dtype(of::kInt64)).to_global(pl, of::sbp::broadcast())
                        .to_global(pl, of::sbp::split(0));
     opt_plain.zero_grad();
+    const uint64_t a0 = issued();
     of::nn::functional::cross_entropy(plain->forward(x), t).backward();
+    const uint64_t plain_bwd = issued() - a0;
     opt_plain.step();
     opt_zero.zero_grad();
+    const uint64_t b0 = issued();
     of::nn::functional::cross_entropy(zero->forward(x), t).backward();
-    const uint64_t before = issued();
+    const uint64_t zero_bwd = issued() - b0;
+    // NOTE [ZeRO]: the gradients stay partial sums (backward reduces none of them: plain data
+    // parallel's one bucket all-reduce is not issued), read as the summed gradient; the step
+    // reduce-scatters them at once and all-gathers the update
+    for (const auto& q : zero->parameters()) CHECK(q.grad().sbp() == NdSbp{of::sbp::partial_sum()});
+    if (p > 1) CHECK(zero_bwd + 1 == plain_bwd);
+    auto pa = plain->parameters(), pz = zero->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) CHECK(max_diff(pz[i].grad(), pa[i].grad()) < 1e-12);
+    const uint64_t s0 = issued();
     opt_zero.step();
-    if (p > 1) CHECK(issued() - before == 1);  // one all-gather of the new parameters
+    if (p > 1) CHECK(issued() - s0 == 2);  // one reduce-scatter, one all-gather
   }
   auto a = plain->parameters(), b = zero->parameters();
   int64_t total = 0;

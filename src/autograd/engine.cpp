@@ -185,6 +185,18 @@ void accumulate_into_grad(const std::shared_ptr<TensorImpl>& var, Tensor g) {
 }
 }  // namespace
 
+namespace {
+// NOTE [ZeRO]: whether `sbp` is a partial sum the leaf keeps as its gradient (its optimizer
+// reduces it): the leaf's SBP but for P on axes where the leaf is broadcast.
+bool keeps_partial(const GlobalMeta& leaf, const NdSbp& sbp) {
+  if (!leaf.partial_grad || sbp.size() != leaf.sbp.size()) return false;
+  for (size_t a = 0; a < sbp.size(); ++a)
+    if (!(sbp[a] == leaf.sbp[a]) && !(sbp[a].is_partial_sum() && leaf.sbp[a].is_broadcast()))
+      return false;
+  return true;
+}
+}  // namespace
+
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   auto var = variable.lock();
   if (!var || !grads[0].defined()) return {};
@@ -192,7 +204,8 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   // A global leaf's gradient takes the leaf's SBP (data parallel: partial sums are reduced, in
   // a bucket that overlaps the rest of backward when one is open: NOTE [Bucketed gradient
   // all-reduce]).
-  if (var->global && g.is_global() && !(g.impl()->global->sbp == var->global->sbp)) {
+  if (var->global && g.is_global() && !(g.impl()->global->sbp == var->global->sbp) &&
+      !keeps_partial(*var->global, g.impl()->global->sbp)) {
     if (auto* r = global::GradReducer::current(); r && !grad_mode_enabled() && !g_tracer) {
       if (r->offer(var, g)) return {};
     }

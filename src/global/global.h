@@ -17,6 +17,9 @@ struct GlobalMeta {
   Placement placement;
   NdSbp sbp;
   Tensor local;  // this rank's piece
+  // NOTE [ZeRO]: a parameter of a ZeroRedundancyAdam keeps a partial-sum gradient (backward
+  // does not all-reduce it); the optimizer's step reduce-scatters the group's gradients at once
+  bool partial_grad = false;
 };
 
 struct PlacementImpl {

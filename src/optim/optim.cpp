@@ -10,6 +10,7 @@
 
 #include "oneflow/jit.h"
 #include "oneflow/zero.h"
+#include "global/global.h"
 #include "trace/graph.h"
 
 namespace oneflow::optim {
@@ -634,6 +635,20 @@ ZeroRedundancyAdam::ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup> g
     : Optimizer(std::move(groups), std::make_unique<optim::AdamOptions>(d)) {
   optim::check_adam(d.lr(), std::get<0>(d.betas()), std::get<1>(d.betas()), d.eps(),
                     d.weight_decay(), "ZeroRedundancyAdam");
+  keep_partial_grads();
+}
+
+// NOTE [ZeRO]: the broadcast global parameters keep their gradients as partial sums, which
+// step() reduce-scatters per group (parameters made global after the constructor are marked
+// at the next step).
+void ZeroRedundancyAdam::keep_partial_grads() {
+  for (const auto& group : groups_)
+    for (const Tensor& p : group.params()) {
+      if (!p.defined() || !p.is_global()) continue;
+      bool broadcast = true;
+      for (const Sbp& s : p.sbp()) broadcast = broadcast && s.is_broadcast();
+      if (broadcast) p.impl()->global->partial_grad = true;
+    }
 }
 
 Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
@@ -679,9 +694,10 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
     std::vector<Tensor> flat_p, flat_g;
     for (const Tensor& p : ps) {
       flat_p.push_back(p.reshape({-1}));
-      flat_g.push_back(p.grad().to_global(pl, whole).reshape({-1}));
+      flat_g.push_back(p.grad().reshape({-1}));  // partial sums (or broadcast)
     }
-    // this rank's pieces (slices of broadcast values: no communication)
+    // this rank's pieces: a slice of the broadcast parameters (no communication) and one
+    // reduce-scatter of the group's partial-sum gradients
     Tensor piece = cat(flat_p, 0).to_global(pl, split);
     const Tensor grad = cat(flat_g, 0).to_global(pl, split);
     optim::adam_update(piece, grad, advance_step(z.state), z.state.buffers, lr_tensor(gi),
@@ -695,6 +711,7 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
       off += p.numel();
     }
   }
+  keep_partial_grads();
   return loss;
 }
 
