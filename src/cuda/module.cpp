@@ -2,6 +2,7 @@
 // time a CUDA device is asked for and calls oneflow_cuda_module_init_v1 once.
 #include "cuda/module.h"
 
+#include "cuda/cudnn.h"
 #include "cuda/index.h"
 
 namespace oneflow::cuda_module {
@@ -71,5 +72,6 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_nn_kernels(*core);
   cuda_module::register_index_kernels(*core);
   cuda_module::register_attention_kernels(*core);
+  cuda_module::register_cudnn_kernels(*core);
   return &cuda_module::kTable;
 }
