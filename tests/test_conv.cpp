@@ -413,6 +413,18 @@ TH_ROWS({
                                             {.sh = 1, .sw = 2, .ph = 0, .pw = 1, .dh = 2,
                                              .dw = 1, .groups = 2, .oph = 0, .opw = 1});
               })),
+    // output_padding >= stride (allowed below the dilation): the gradients drop / zero-pad
+    // the rows the convolution of the output has beyond the input
+    loose(row("conv_transpose2d/output_padding_beyond_stride", {"conv_transpose2d"},
+              {{2, 3, 6, 5}, {3, 4, 3, 2}, {4}},
+              [](const V& in) {
+                return of::conv_transpose2d(in[0], in[1], in[2], 1, {1, 0}, {1, 1}, 1, 2);
+              },
+              [](const R& in) {
+                return ref_conv_transpose2d(in[0], in[1], &in[2],
+                                            {.sh = 1, .sw = 1, .ph = 1, .pw = 0, .dh = 2,
+                                             .dw = 2, .oph = 1, .opw = 1});
+              })),
     loose(row("conv_transpose2d/1x1_unbatched", {"conv_transpose2d"}, {{3, 4, 3}, {3, 2, 1, 1}},
               [](const V& in) { return of::conv_transpose2d(in[0], in[1]); },
               [](const R& in) {

@@ -636,10 +636,35 @@ template <int Sp> TensorList conv_transpose_vjp(const VjpCtx& c, const TensorLis
   const ConvParams p = conv_params(c.attrs(), true);
   Tensor gx, gw, gb;
   const Tensor& g = gr[0];
-  if (c.needs_input_grad(0)) gx = conv_public<Sp>(g, c.input(1), p);
-  if (c.needs_input_grad(1))
-    gw = dispatch1(conv_bw_op<Sp>(), {c.input(0), g},
+  // An output_padding of at least the stride (allowed below the dilation) makes the
+  // convolution of the output floor(output_padding / stride) rows longer than the input in
+  // that dim: those rows belong to no input element, so the input gradient drops them and the
+  // weight gradient pairs them with zero rows of the input.
+  DimVector extra;
+  bool any_extra = false;
+  for (size_t i = 0; i < p.stride.size(); ++i) {
+    extra.push_back(p.output_padding[i] / p.stride[i]);
+    any_extra = any_extra || extra.back() > 0;
+  }
+  if (c.needs_input_grad(0)) {
+    gx = conv_public<Sp>(g, c.input(1), p);
+    if (any_extra)
+      for (size_t i = 0; i < extra.size(); ++i)
+        gx = gx.narrow(int64_t(i) + 2, 0, gx.size(int64_t(i) + 2) - extra[i]);
+  }
+  if (c.needs_input_grad(1)) {
+    Tensor x = c.input(0);
+    if (any_extra) {
+      DimVector pads;  // last dim first, zeros after the end
+      for (size_t i = extra.size(); i-- > 0;) {
+        pads.push_back(0);
+        pads.push_back(extra[i]);
+      }
+      x = pad(x, pads, "constant", 0.0);
+    }
+    gw = dispatch1(conv_bw_op<Sp>(), {x, g},
                    {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
+  }
   if (c.needs_input_grad(2)) gb = g.sum(spatial_dims<Sp>()).sum(0);  // faster than one sum
   return {gx, gw, gb};
 }
