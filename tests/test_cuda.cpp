@@ -2,6 +2,8 @@
 // first one runs everywhere and checks the error a CUDA request gives when there is none.
 #include <doctest/doctest.h>
 
+#include "cuda_test_util.h"
+
 #include <oneflow/oneflow.h>
 
 #include <unistd.h>
@@ -15,29 +17,9 @@
 #include <vector>
 
 namespace of = oneflow;
+using namespace cuda_test;
 
 namespace {
-
-const of::Device kCuda0("cuda:0");
-
-#define SKIP_WITHOUT_CUDA()                  \
-  do {                                       \
-    if (!of::cuda::is_available()) {         \
-      MESSAGE("no CUDA device: skipped");    \
-      return;                                \
-    }                                        \
-  } while (0)
-
-// The message of the of::Error `f` throws ("" when it does not throw).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const of::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void check_same_values(const of::Tensor& got, const of::Tensor& want) {
   REQUIRE(got.sizes() == want.sizes());

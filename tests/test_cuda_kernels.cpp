@@ -5,6 +5,8 @@
 // CPU.
 #include <doctest/doctest.h>
 
+#include "cuda_test_util.h"
+
 #include <oneflow/oneflow.h>
 
 #include <cstring>
@@ -13,58 +15,8 @@
 #include <vector>
 
 namespace of = oneflow;
+using namespace cuda_test;
 namespace F = of::nn::functional;
-
-namespace {
-
-const of::Device kCuda0("cuda:0");
-
-#define SKIP_WITHOUT_CUDA()               \
-  do {                                    \
-    if (!of::cuda::is_available()) {      \
-      MESSAGE("no CUDA device: skipped"); \
-      return;                             \
-    }                                     \
-  } while (0)
-
-void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double tol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(gpu.is_cuda());
-  const of::Tensor back = gpu.cpu();
-  REQUIRE(back.sizes() == cpu.sizes());
-  CHECK(back.dtype() == cpu.dtype());
-  CHECK(of::allclose(back.to(of::kFloat64), cpu.to(of::kFloat64), tol, tol, /*equal_nan=*/true));
-}
-
-void check_equal(const of::Tensor& gpu, const of::Tensor& cpu) {
-  REQUIRE(gpu.is_cuda());
-  const of::Tensor back = gpu.cpu();
-  REQUIRE(back.sizes() == cpu.sizes());
-  CHECK(back.dtype() == cpu.dtype());
-  CHECK(back.to_vector<double>() == cpu.to_vector<double>());
-}
-
-// The same shape, dtype and bytes: data-movement kernels are exact for every dtype.
-void check_bitwise(const of::Tensor& gpu, const of::Tensor& cpu) {
-  REQUIRE(gpu.defined());
-  REQUIRE(gpu.is_cuda());
-  const of::Tensor a = gpu.cpu().contiguous(), b = cpu.contiguous();
-  REQUIRE(a.sizes() == b.sizes());
-  REQUIRE(a.dtype() == b.dtype());
-  CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.numel()) * a.element_size()) == 0);
-}
-
-// The of::Error message f raises, or "" when it raises none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const of::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("cuda: reductions match the CPU (dims, keepdim, strided, one long row, columns)") {
   SKIP_WITHOUT_CUDA();

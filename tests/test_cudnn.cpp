@@ -5,6 +5,8 @@
 // and batch-norm cases also skip when the module was built without cuDNN.
 #include <doctest/doctest.h>
 
+#include "cuda_test_util.h"
+
 #include <oneflow/oneflow.h>
 
 #include <cmath>
@@ -13,29 +15,11 @@
 #include <vector>
 
 namespace of = oneflow;
+using namespace cuda_test;
 
 namespace {
 
-const of::Device kCuda0("cuda:0");
 const of::Device kCpu("cpu");
-
-#define SKIP_WITHOUT_CUDA()               \
-  do {                                    \
-    if (!of::cuda::is_available()) {      \
-      MESSAGE("no CUDA device: skipped"); \
-      return;                             \
-    }                                     \
-  } while (0)
-
-// The of::Error message f raises, or "" when it raises none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const of::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Whether the module fills the cuDNN ops' slots (built with -DONEFLOW_WITH_CUDNN).
 bool have_cudnn() {
@@ -54,16 +38,6 @@ bool have_cudnn() {
       return;                                                       \
     }                                                               \
   } while (0)
-
-void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double tol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(cpu.defined());
-  REQUIRE(gpu.is_cuda());
-  const of::Tensor back = gpu.cpu();
-  REQUIRE(back.sizes() == cpu.sizes());
-  CHECK(back.dtype() == cpu.dtype());
-  CHECK(of::allclose(back.to(of::kFloat64), cpu.to(of::kFloat64), tol, tol, /*equal_nan=*/true));
-}
 
 using Tensors = std::vector<of::Tensor>;
 using Fn = std::function<Tensors(const Tensors&)>;

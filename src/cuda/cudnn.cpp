@@ -109,8 +109,25 @@ const char* pool_name(PoolKind kind, int sp, bool backward) {
   return "";
 }
 
-// max_pool{2,3}d_with_indices (x; kernel_size, stride, padding, dilation, ceil_mode) and
-// adaptive_max_pool{2,3}d (x; output_size) -> (values, int64 indices flat in the plane).
+// The checks and parameters every pooling kernel shares: `in` is the pooled tensor (the input,
+// or the gradient's input side), `out` the pooled result; the window attrs by kind: max
+// (kernel_size, stride, padding, dilation, ceil_mode), avg (kernel_size, stride, padding,
+// ceil_mode, count_include_pad, divisor_override), the adaptive ones only their output size.
+PoolParams pool_setup(PoolKind kind, int sp, IntArrayRef in, IntArrayRef out, const Tensor& x,
+                      const Attrs& a, const char* op) {
+  check_dtype(x, op);
+  PoolParams p = pool_params(kind, in, out, x.dtype());
+  if (kind == PoolKind::kMax) set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), &a.ints(3));
+  if (kind == PoolKind::kAvg) {
+    set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), nullptr);
+    p.count_include_pad = a.b(4);
+    p.divisor = a.i(5);
+  }
+  return p;
+}
+
+// max_pool{2,3}d_with_indices and adaptive_max_pool{2,3}d (x) -> (values, int64 indices flat
+// in the plane).
 template <PoolKind K, int Sp>
 void max_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
@@ -118,21 +135,17 @@ void max_pool_kernel(const KernelArgs& k) {
   const Tensor &y = k.outputs[0], &idx = k.outputs[1];
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
-  check_dtype(x, op);
   check_dense_output(y, op);
   check_dense_output(idx, op);
   DeviceGuard guard(device);
-  PoolParams p = pool_params(K, x.sizes(), y.sizes(), x.dtype());
-  if constexpr (K == PoolKind::kMax)
-    set_windows(p, Sp, k.attrs.ints(0), k.attrs.ints(1), k.attrs.ints(2), &k.attrs.ints(3));
+  PoolParams p = pool_setup(K, Sp, x.sizes(), y.sizes(), x, k.attrs, op);
   p.x = cptr(x);
   p.y = mptr(y);
   p.indices = static_cast<int64_t*>(mptr(idx));
   check_launch(launch_pool(p, current_stream_of(device)), op, p.dtype);
 }
 
-// avg_pool{2,3}d (x; kernel_size, stride, padding, ceil_mode, count_include_pad,
-// divisor_override) and adaptive_avg_pool{2,3}d (x; output_size).
+// avg_pool{2,3}d and adaptive_avg_pool{2,3}d (x).
 template <PoolKind K, int Sp>
 void avg_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
@@ -140,15 +153,9 @@ void avg_pool_kernel(const KernelArgs& k) {
   const Tensor& y = k.outputs[0];
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
-  check_dtype(x, op);
   check_dense_output(y, op);
   DeviceGuard guard(device);
-  PoolParams p = pool_params(K, x.sizes(), y.sizes(), x.dtype());
-  if constexpr (K == PoolKind::kAvg) {
-    set_windows(p, Sp, k.attrs.ints(0), k.attrs.ints(1), k.attrs.ints(2), nullptr);
-    p.count_include_pad = k.attrs.b(4);
-    p.divisor = k.attrs.i(5);
-  }
+  PoolParams p = pool_setup(K, Sp, x.sizes(), y.sizes(), x, k.attrs, op);
   p.x = cptr(x);
   p.y = mptr(y);
   check_launch(launch_pool(p, current_stream_of(device)), op, p.dtype);
@@ -162,19 +169,14 @@ void avg_pool_backward_kernel(const KernelArgs& k) {
   const Tensor& gx = k.outputs[0];
   const int device = device_of(g, op);
   if (gx.numel() == 0) return;
-  check_dtype(g, op);
   check_dense_output(gx, op);
   DeviceGuard guard(device);
   if (g.numel() == 0) {  // no windows: nothing flows back (as the CPU kernel)
+    check_dtype(g, op);
     Tensor(gx).zero_();
     return;
   }
-  PoolParams p = pool_params(K, gx.sizes(), g.sizes(), g.dtype());
-  if constexpr (K == PoolKind::kAvg) {
-    set_windows(p, Sp, k.attrs.ints(0), k.attrs.ints(1), k.attrs.ints(2), nullptr);
-    p.count_include_pad = k.attrs.b(4);
-    p.divisor = k.attrs.i(5);
-  }
+  PoolParams p = pool_setup(K, Sp, gx.sizes(), g.sizes(), g, k.attrs, op);
   p.grad_out = cptr(g);
   p.grad_in = mptr(gx);
   check_launch(launch_pool_backward(p, current_stream_of(device)), op, p.dtype);
