@@ -285,9 +285,9 @@ TEST_CASE("cuda: shape and indexing kernels equal the CPU bit for bit (every dty
                        yg = l.view(yb.to(kCuda0));
       // indices into dims of size 6 (dim 0), 8 (dim 1) and 5 (dim 2): [0, 5), with duplicates
       const of::Tensor ic = of::randint(0, 5, {6, 8, 7}, of::kInt64), ig = ic.to(kCuda0);
-      for (const auto& [name, fn] : ops) {
-        INFO(name, ", ", l.name, ", ", of::dtype_name(dt));
-        check_bitwise(fn(xg, yg, ig), fn(xc, yc, ic));
+      for (const auto& op : ops) {  // (no structured binding: INFO captures it, clang 14)
+        INFO(op.first, ", ", l.name, ", ", of::dtype_name(dt));
+        check_bitwise(op.second(xg, yg, ig), op.second(xc, yc, ic));
       }
     }
   // one_hot: int64 classes, contiguous and transposed

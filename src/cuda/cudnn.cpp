@@ -34,6 +34,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cudnn.h"
+#include "cuda/dims.h"
 #include "cuda/module.h"
 #include "oneflow/context.h"
 #include "oneflow/ops.h"
@@ -44,11 +45,6 @@
 
 namespace oneflow::cuda_module {
 namespace {
-
-int device_of(const Tensor& t, const char* op) {
-  OF_CHECK(t.is_cuda(), "[{}] cuda: the input is on {}", op, t.device().str());
-  return resolve_device(t.device().index());
-}
 
 void check_dtype(const Tensor& t, const char* op) {
   OF_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64,

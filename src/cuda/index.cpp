@@ -17,60 +17,19 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/index.h"
+#include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/nn.h"
 
 namespace oneflow::cuda_module {
 namespace {
 
-int device_of(const Tensor& t, const char* op) {
-  OF_CHECK(t.is_cuda(), "[{}] cuda: the input is on {}", op, t.device().str());
-  return resolve_device(t.device().index());
-}
-
-int64_t size_at(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[d]; }
-int64_t stride_at(const Tensor& t, int64_t d) { return t.dim() == 0 ? 0 : t.strides()[d]; }
-
-// An iteration over `sizes` with K operands' strides: size-1 dims dropped, a dim merged into
-// the one before it when every operand lays the two out back to back.
-template <size_t K>
-struct Geometry {
-  std::vector<int64_t> sizes;
-  std::vector<std::array<int64_t, K>> strides;
-  int64_t numel = 1;
-};
-
-template <size_t K>
-Geometry<K> coalesce(const std::vector<int64_t>& sizes,
-                     const std::vector<std::array<int64_t, K>>& st, const char* op) {
-  Geometry<K> g;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    g.numel *= sizes[d];
-    if (sizes[d] == 1) continue;
-    if (!g.sizes.empty()) {
-      bool merge = true;
-      for (size_t k = 0; k < K; ++k) merge = merge && g.strides.back()[k] == st[d][k] * sizes[d];
-      if (merge) {
-        g.sizes.back() *= sizes[d];
-        g.strides.back() = st[d];
-        continue;
-      }
-    }
-    g.sizes.push_back(sizes[d]);
-    g.strides.push_back(st[d]);
-  }
-  OF_CHECK(g.numel == 0 || g.sizes.size() <= size_t(kMaxIndexDims),
-           "[{}] cuda: at most {} non-mergeable dims, got shape {}", op, kMaxIndexDims,
-           shape_str(sizes));
-  return g;
-}
-
 // One operand's geometry.
 Geometry<1> geometry_of(const Tensor& t, const char* op) {
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   std::vector<std::array<int64_t, 1>> st;
   for (int64_t d = 0; d < t.dim(); ++d) st.push_back({t.strides()[d]});
-  return coalesce<1>(sizes, st, op);
+  return coalesce<1>(sizes, st, op, kMaxIndexDims);
 }
 
 // ---------------------------------------------------------------- index checks
@@ -245,7 +204,7 @@ void gather_kernel(const KernelArgs& k) {
     p.dim_size = size_at(x, d);
     p.dim_stride = stride_at(x, d);
   }
-  const Geometry<3> g = coalesce<3>(sizes, st, "gather");
+  const Geometry<3> g = coalesce<3>(sizes, st, "gather", kMaxIndexDims);
   if (g.numel == 0) return;
   p.ndim = int(g.sizes.size());
   p.numel = g.numel;
@@ -292,7 +251,7 @@ void scatter_kernel(const KernelArgs& k) {
   }
   p.dim_size = size_at(out, d);
   p.dim_stride = stride_at(out, d);
-  const Geometry<3> g = coalesce<3>(sizes, st, op);
+  const Geometry<3> g = coalesce<3>(sizes, st, op, kMaxIndexDims);
   if (g.numel == 0 || p.n == 0) return;
   p.ndim = int(g.sizes.size());
   p.lines = g.numel;
@@ -329,7 +288,7 @@ void tri_kernel(const KernelArgs& k) {
     bsz.push_back(x.sizes()[d]);
     bst.push_back({x.strides()[d]});
   }
-  const Geometry<1> b = coalesce<1>(bsz, bst, op);
+  const Geometry<1> b = coalesce<1>(bsz, bst, op, kMaxIndexDims);
   OF_CHECK(b.sizes.size() + 2 <= size_t(kMaxIndexDims),
            "[{}] cuda: at most {} non-mergeable dims, got shape {}", op, kMaxIndexDims,
            shape_str(x.sizes()));

@@ -4,6 +4,7 @@
 
 #include "cuda/cudnn.h"
 #include "cuda/index.h"
+#include "cuda/sort.h"
 
 namespace oneflow::cuda_module {
 const cuda_backend::CoreV1* g_core = nullptr;
@@ -71,6 +72,7 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_factory_kernels(*core);
   cuda_module::register_nn_kernels(*core);
   cuda_module::register_index_kernels(*core);
+  cuda_module::register_sort_kernels(*core);
   cuda_module::register_attention_kernels(*core);
   cuda_module::register_cudnn_kernels(*core);
   return &cuda_module::kTable;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/nn.h"
 #include "oneflow/ops.h"
@@ -44,11 +45,6 @@ void check_index_values(const Tensor& index, int64_t size, const char* op, const
     fail("[{}] target index {} is out of range for {} classes (input shape {})", op, v, size,
          shape_str(input.sizes()));
   fail("[{}] index {} is out of bounds for dimension {} with size {}", op, v, dim, size);
-}
-
-int device_of(const Tensor& t, const char* op) {
-  OF_CHECK(t.is_cuda(), "[{}] cuda: the input is on {}", op, t.device().str());
-  return resolve_device(t.device().index());
 }
 
 // ---------------------------------------------------------------- cross entropy
