@@ -10,7 +10,13 @@
 // With "traced" the training step is recorded once by of::jit::trace and replayed (each rank
 // replays its local ops and the recorded collectives: NOTE [Traced boxing]):
 //   mpirun -np 2 ./build/examples/data_parallel 300 "" traced
+// With "zero" the optimizer is ZeRO's Adam (NOTE [ZeRO]): its moments split over the ranks, the
+// gradients left as partial sums by backward and reduce-scattered by the step:
+//   mpirun -np 2 ./build/examples/data_parallel 300 "" zero
 #include <oneflow/oneflow.h>
+#include <oneflow/zero.h>
+
+#include <memory>
 
 #include <chrono>
 #include <cstdio>
@@ -23,6 +29,7 @@ int main(int argc, char** argv) {
   const std::string dir = argc > 2 && *argv[2] ? argv[2] : of::data::kFashionMnistDir;
   const bool hybrid = argc > 3 && std::string(argv[3]) == "hybrid";
   const bool traced = argc > 3 && std::string(argv[3]) == "traced";
+  const bool zero = argc > 3 && std::string(argv[3]) == "zero";
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
   if (hybrid && world != 4) {
@@ -52,11 +59,17 @@ int main(int argc, char** argv) {
     p[1].set_data(p[1].to_global(pl, {B, S0}));
     p[2].set_data(p[2].to_global(pl, {B, S1}));
   }
-  of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-3));
+  std::unique_ptr<of::optim::Optimizer> optimizer;
+  if (zero)
+    optimizer = std::make_unique<of::distributed::ZeroRedundancyAdam>(
+        net->parameters(), of::optim::AdamOptions(1e-3));
+  else
+    optimizer = std::make_unique<of::optim::Adam>(net->parameters(), of::optim::AdamOptions(1e-3));
+  of::optim::Optimizer& opt = *optimizer;
   if (rank == 0)
     std::printf("%s%s on %d rank(s) (%s), %d thread(s) each: MLP 784-256-10, global batch 128 "
                 "split %s\n", hybrid ? "data x tensor parallel (2 x 2 mesh)" : "data parallel",
-                traced ? ", traced step" : "", world, of::distributed::backend().c_str(),
+                traced ? ", traced step" : zero ? ", ZeRO Adam" : "", world, of::distributed::backend().c_str(),
                 of::get_num_threads(), of::sbp_str(batch_sbp).c_str());
   auto train_step = [&](const of::Tensor& x, const of::Tensor& y) {
     opt.zero_grad();
