@@ -3,8 +3,8 @@
 // global batch 64 split S(0)), with the gradients' all-reduce bucketed and overlapped with the
 // rest of backward (NOTE [Bucketed gradient all-reduce]) and without (each gradient all-reduced,
 // blocking, when it is accumulated). Both run in the same processes, rounds interleaved:
-//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-//     ONEFLOW_NUM_THREADS=1 mpirun --oversubscribe -np 2 ./build/bench/bench_dp
+//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ONEFLOW_NUM_THREADS=1
+//     mpirun --oversubscribe -np 2 ./build/bench/bench_dp
 //   ONEFLOW_NUM_THREADS=2 ./build/bench/bench_dp        # the peer: one process, same batch
 // Printed: step time of each, the backward time spent in gradient reduction (what the overlap
 // leaves exposed), the share of the blocking version's reduction time the overlap hid, and the

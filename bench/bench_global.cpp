@@ -1,7 +1,6 @@
 // bench_global: boxing against the raw MPI collective on the same buffers, and the cost of
 // dispatching an op on global tensors. Run under mpirun (the limit is the MPI call itself):
-//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-//     mpirun --oversubscribe -np 2 ./build/bench/bench_global
+//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 ./build/bench/bench_global
 // Each row times both sides in the same run, interleaved, median of the repetitions, and
 // prints rank 0's figures (every rank does the same work).
 #include <mpi.h>
