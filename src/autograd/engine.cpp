@@ -183,9 +183,7 @@ void accumulate_into_grad(const std::shared_ptr<TensorImpl>& var, Tensor g) {
     slot.add_(g.detach());
   }
 }
-}  // namespace
 
-namespace {
 // NOTE [ZeRO]: whether `sbp` is a partial sum the leaf keeps as its gradient (its optimizer
 // reduces it): the leaf's SBP but for P on axes where the leaf is broadcast.
 bool keeps_partial(const GlobalMeta& leaf, const NdSbp& sbp) {

@@ -1502,11 +1502,11 @@ Tensor& dropout_(Tensor& input, double p, bool train) {
 
 namespace {
 // The attention op on checked operands whose batch dims broadcast, flattened to [B, L, E] etc.
-// `draws`: the generator state of the dropout draws (null: reserved here for the B * L * S
-// elements); `draw_map`: NOTE [Attention draw map] (empty: the batches are the whole).
+// `draw_map`: NOTE [Attention draw map] (empty: the batches are the whole). The dropout draws
+// reserved are those of the whole: its logical batches (the map's) times L * S.
 Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
                    const Tensor& attn_mask, double dropout_p, bool is_causal, double sc,
-                   const GeneratorState* draws, const DimVector& draw_map) {
+                   const DimVector& draw_map) {
   const char* op = "scaled_dot_product_attention";
   const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
   // batch dims: broadcast of the three operands (and the mask's)
@@ -1552,9 +1552,13 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
     Tensor e = t.sizes() == IntArrayRef(full) ? t : t.expand(full);
     return e.reshape({B, r, c});
   };
+  int64_t whole = B;
+  if (!draw_map.empty()) {
+    whole = 1;
+    for (size_t d = 0; d < draw_map.size(); d += 3) whole *= draw_map[d];
+  }
   GeneratorState st{0, 0};
-  if (draws) st = *draws;
-  else if (dropout_p > 0) st = reserve_random(uint64_t((B * L * S + 3) / 4));
+  if (dropout_p > 0) st = reserve_random(uint64_t((whole * L * S + 3) / 4));
   Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
   Attrs a{sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind};
   if (!draw_map.empty()) a.values.push_back(draw_map);
@@ -1644,10 +1648,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       }
     }
     if (pieces && any_split) {
-      GeneratorState st{0, 0};
       DimVector draw_map;
       if (dropout_p > 0) {
-        st = reserve_random(uint64_t((prod_range(qshape, 0, qshape.size() - 2) * L * S + 3) / 4));
         const global::Box box = global::piece_box(query.sizes(), sbp, query.placement(),
                                                   global::my_coord(query.placement(), op));
         for (int64_t d = 0; d < query.dim() - 2; ++d)
@@ -1656,7 +1658,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       }
       Tensor o = attend_flat(global::piece_of(query), global::piece_of(key),
                              global::piece_of(value), mask_piece, dropout_p, is_causal,
-                             scale.value_or(1.0 / std::sqrt(double(E))), &st, draw_map);
+                             scale.value_or(1.0 / std::sqrt(double(E))), draw_map);
       DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
       oshape.push_back(L);
       oshape.push_back(Ev);
@@ -1664,7 +1666,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     }
   }
   return attend_flat(query, key, value, attn_mask, dropout_p, is_causal,
-                     scale.value_or(1.0 / std::sqrt(double(E))), nullptr, {});
+                     scale.value_or(1.0 / std::sqrt(double(E))), {});
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
