@@ -6,9 +6,11 @@
 // "[cuda] not available: <why>". The module fills the op table's CUDA kernel slots when loaded.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "dispatch.h"
+#include "global/comm.h"
 #include "oneflow/runtime.h"
 
 namespace oneflow::cuda_backend {
@@ -60,5 +62,10 @@ void graph_destroy(void* exec) noexcept;
 void graph_slots(const void* rng, void* flag);
 void memset_async(void* ptr, int value, size_t n, int device);
 bool capturing();
+// NCCL (NOTE [NCCL communicator] in src/cuda/nccl.cpp): a communicator over the ranks of the
+// host communicator `host`, for tensors on cuda:`device`; collective over those ranks.
+std::shared_ptr<global::Communicator> nccl_comm(std::shared_ptr<global::Communicator> host,
+                                                int device);
+std::string nccl_version();  // "" when the module has no NCCL (or is not available)
 
 }  // namespace oneflow::cuda_backend

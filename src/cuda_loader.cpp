@@ -185,6 +185,16 @@ bool capturing() {
   return l.module && l.module->capturing();
 }
 
+std::shared_ptr<global::Communicator> nccl_comm(std::shared_ptr<global::Communicator> host,
+                                                int device) {
+  return std::shared_ptr<global::Communicator>(
+      need_device("create an NCCL communicator").nccl_comm_create(&host, device));
+}
+std::string nccl_version() {
+  const Loaded& l = loaded();
+  return l.module ? l.module->nccl_version() : std::string();
+}
+
 }  // namespace oneflow::cuda_backend
 
 namespace oneflow::cuda {

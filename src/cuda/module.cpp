@@ -48,6 +48,8 @@ const cuda_backend::ModuleV1 kTable = {
     .graph_slots = graph_slots,
     .memset_async = memset_async,
     .capturing = capturing,
+    .nccl_comm_create = nccl_comm_create,
+    .nccl_version = nccl_version,
 };
 
 }  // namespace

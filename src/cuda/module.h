@@ -70,6 +70,11 @@ void graph_launch(void* exec, int device);
 void graph_destroy(void* exec) noexcept;
 void memset_async(void* ptr, int value, size_t n, int device);
 
+// NCCL (nccl.cpp, NOTE [NCCL communicator]).
+global::Communicator* nccl_comm_create(const std::shared_ptr<global::Communicator>* host,
+                                       int device);
+std::string nccl_version();
+
 // What the core handed the module at load (the switches of of::globalContext()).
 extern const cuda_backend::CoreV1* g_core;
 

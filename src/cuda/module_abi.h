@@ -10,12 +10,13 @@
 #include <string>
 
 #include "dispatch.h"
+#include "global/comm.h"
 #include "oneflow/runtime.h"
 
 namespace oneflow::cuda_backend {
 
 // Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
-inline constexpr uint32_t kModuleAbi = 3;
+inline constexpr uint32_t kModuleAbi = 4;
 
 // What the core calls through; each entry may throw of::Error (never returns an error code).
 struct ModuleV1 {
@@ -66,6 +67,12 @@ struct ModuleV1 {
   void (*graph_slots)(const void* rng, void* flag) = nullptr;
   void (*memset_async)(void* ptr, int value, size_t n, int device) = nullptr;
   bool (*capturing)() = nullptr;
+  // NCCL (src/cuda/nccl.cpp, NOTE [NCCL communicator]): a communicator over the ranks of the
+  // host communicator `host` for tensors on `device` (collective over those ranks); raises when
+  // the module was built without NCCL. The version is "" then.
+  global::Communicator* (*nccl_comm_create)(const std::shared_ptr<global::Communicator>* host,
+                                            int device) = nullptr;
+  std::string (*nccl_version)() = nullptr;
 };
 
 // What the core hands the module: how to fill the op table's CUDA kernel slots.

@@ -5,6 +5,7 @@
 // S->B all-gather, S(i)->S(j) all-to-all, B->S slice, B->P / S->P local); any other change
 // first gathers the changed axes from the last one inwards to broadcast, then distributes
 // them outwards to the target. Uneven pieces use the v-collectives; a piece may be empty.
+#include <algorithm>
 #include <cstring>
 
 #include "autograd/node.h"
@@ -187,7 +188,8 @@ void box_axis_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void box_axis_cpu(const KernelArgs& k) {
   const Placement pl = placement_from(k.attrs);
   const int64_t axis = k.attrs.i(3);
-  Tensor y = box_1d(axis_comm(pl, axis), k.inputs[0], k.attrs.ints(4), sbp_of_code(k.attrs.i(5)),
+  Tensor y = box_1d(axis_data_comm(pl, axis, k.inputs[0].device()), k.inputs[0], k.attrs.ints(4),
+                    sbp_of_code(k.attrs.i(5)),
                     sbp_of_code(k.attrs.i(6)));
   k.outputs[0].copy_(y);
 }
@@ -196,7 +198,8 @@ const OpDef& box_axis_op() {
                         .traits = kCollective,
                         .attr_names = {"ranks", "hierarchy", "device", "axis", "shape", "from", "to"},
                         .infer_meta = box_axis_meta,
-                        .cpu = box_axis_cpu};
+                        .cpu = box_axis_cpu,
+                        .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
   return op;
 }
 // One mesh axis of a conversion: recorded as boxing_axis while tracing, else run directly.
@@ -210,7 +213,7 @@ Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shap
     at.values.push_back(code_of(to));
     return dispatch1(box_axis_op(), {x}, std::move(at));
   }
-  return box_1d(axis_comm(pl, int64_t(a)), x, shape, from, to);
+  return box_1d(axis_data_comm(pl, int64_t(a), x.device()), x, shape, from, to);
 }
 }  // namespace
 
@@ -473,7 +476,22 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
                    bool in_src, const Placement& dst, const NdSbp& to, bool in_dst,
                    const TensorOptions& opts) {
   const int me = this_rank();
-  Communicator& w = world();
+  // CPU pieces go over the world's host communicator; CUDA pieces over the NCCL communicator
+  // of the ranks taking part (NOTE [Device communicators]), whose ranks are their positions
+  // among those ranks
+  std::vector<int> taking_part;
+  if (!opts.device().is_cpu()) {
+    taking_part = src.ranks();
+    taking_part.insert(taking_part.end(), dst.ranks().begin(), dst.ranks().end());
+    std::sort(taking_part.begin(), taking_part.end());
+    taking_part.erase(std::unique(taking_part.begin(), taking_part.end()), taking_part.end());
+  }
+  Communicator& w = taking_part.empty() ? world() : ranks_data_comm(taking_part, opts.device());
+  auto peer = [&](int world_rank) {
+    if (taking_part.empty()) return world_rank;
+    return int(std::lower_bound(taking_part.begin(), taking_part.end(), world_rank) -
+               taking_part.begin());
+  };
   Tensor full;
   if (in_src)
     full = box_local(local, L, src, from, NdSbp(from.size(), Sbp::broadcast())).contiguous();
@@ -488,7 +506,7 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
       const Box b = piece_box(L, to, dst, cj);
       const Tensor s = box_slice(full, b).contiguous();
       if (!partial_keeper(to, cj) || s.numel() == 0) continue;
-      w.send(s.data_ptr(), int64_t(s.nbytes()), j, kMoveTag);
+      w.send(s.data_ptr(), int64_t(s.nbytes()), peer(j), kMoveTag);
     }
   }
   if (!in_dst) return Tensor();
@@ -503,7 +521,7 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
   if (r.numel() == 0) return r;
   size_t k = 0;
   while (dr[k] != me) ++k;
-  w.recv(r.data_ptr(), int64_t(r.nbytes()), server(k), kMoveTag);
+  w.recv(r.data_ptr(), int64_t(r.nbytes()), peer(server(k)), kMoveTag);
   return r;
 }
 
@@ -539,7 +557,8 @@ const OpDef& move_pieces_op() {
                         .attr_names = {"ranks", "hierarchy", "device", "from", "logical",
                                        "to_ranks", "to_hierarchy", "to", "dtype", "piece_device"},
                         .infer_meta = move_pieces_meta,
-                        .cpu = move_pieces_cpu};
+                        .cpu = move_pieces_cpu,
+                        .cuda = move_pieces_cpu};
   return op;
 }
 // This rank's piece of the moved value (empty where the rank is not in the target).

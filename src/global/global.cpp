@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "allocator.h"
+#include "cuda_backend.h"
 #include "autograd/node.h"
 #include "module_loader.h"
 
@@ -270,15 +272,12 @@ std::shared_ptr<Communicator> comm_of(const std::vector<int>& sorted) {
 }
 }  // namespace
 
-Communicator& axis_comm(const Placement& pl, int64_t axis) {
+namespace {
+// The world ranks sharing every coordinate but `axis` with this rank, in the order of their
+// coordinate on `axis` (which must be ascending: communicator ranks ascend).
+std::vector<int> axis_members(const Placement& pl, int64_t axis) {
   PlacementImpl& p = *pl.impl();
   std::vector<int64_t> coord = my_coord(pl, "boxing");
-  {
-    std::lock_guard<std::mutex> lk(p.mu);
-    auto it = p.axis_comms.find(axis);
-    if (it != p.axis_comms.end()) return *it->second;
-  }
-  // ranks sharing every coordinate but `axis`, in the order of their coordinate on `axis`
   std::vector<int> members;
   for (int r : p.ranks) {
     std::vector<int64_t> c = pl.coord_of(r);
@@ -287,14 +286,47 @@ Communicator& axis_comm(const Placement& pl, int64_t axis) {
       if (int64_t(a) != axis && c[a] != coord[a]) same = false;
     if (same) members.push_back(r);
   }
-  // ordered by coordinate; communicator ranks ascend, so the two orders must agree
   OF_CHECK(std::is_sorted(members.begin(), members.end()),
            "[boxing] placement {}: ranks along a mesh axis must ascend with the coordinate",
            pl.str());
-  std::shared_ptr<Communicator> c = comm_of(members);
+  return members;
+}
+}  // namespace
+
+Communicator& axis_comm(const Placement& pl, int64_t axis) {
+  PlacementImpl& p = *pl.impl();
+  my_coord(pl, "boxing");
+  {
+    std::lock_guard<std::mutex> lk(p.mu);
+    auto it = p.axis_comms.find(axis);
+    if (it != p.axis_comms.end()) return *it->second;
+  }
+  std::shared_ptr<Communicator> c = comm_of(axis_members(pl, axis));
   std::lock_guard<std::mutex> lk(p.mu);
   p.axis_comms.emplace(axis, c);
   return *c;
+}
+
+Communicator& ranks_data_comm(const std::vector<int>& sorted, Device dev) {
+  if (dev.is_cpu()) return *comm_of(sorted);
+  static std::mutex mu;
+  static std::map<std::pair<std::vector<int>, int>, std::shared_ptr<Communicator>> cache;
+  const int index = dev.index() < 0 ? cuda_backend::current_device() : dev.index();
+  const auto key = std::make_pair(sorted, index);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return *it->second;
+  }
+  std::shared_ptr<Communicator> c = cuda_backend::nccl_comm(comm_of(sorted), index);
+  remember_comm(c);
+  std::lock_guard<std::mutex> lk(mu);
+  return *cache.emplace(key, c).first->second;
+}
+
+Communicator& axis_data_comm(const Placement& pl, int64_t axis, Device dev) {
+  if (dev.is_cpu()) return axis_comm(pl, axis);
+  return ranks_data_comm(axis_members(pl, axis), dev);
 }
 
 Communicator& placement_comm(const Placement& pl) {

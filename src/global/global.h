@@ -64,6 +64,14 @@ std::vector<int64_t> my_coord(const Placement& pl, const char* op);
 Communicator& axis_comm(const Placement& pl, int64_t axis);
 // The communicator of every rank of the placement.
 Communicator& placement_comm(const Placement& pl);
+// NOTE [Device communicators]: the communicators above carry host memory (the pieces of CPU
+// tensors, and every host-side exchange: shapes, fingerprints). The pieces of CUDA tensors go
+// through an NCCL communicator over the same ranks (NOTE [NCCL communicator]), bootstrapped
+// over the host one and cached per (ranks, device): these return it for a tensor on `dev`, and
+// the host communicator for a CPU tensor.
+Communicator& axis_data_comm(const Placement& pl, int64_t axis, Device dev);
+// Of world ranks `sorted` (ascending, this rank among them).
+Communicator& ranks_data_comm(const std::vector<int>& sorted, Device dev);
 
 // This thread's global-dispatch signature cache (NOTE [Signature cache]): lookups that found an
 // entry, lookups that did not, and the entries held.

@@ -91,6 +91,10 @@ Pipeline::Pipeline(std::vector<Stage> stages, std::vector<Placement> placements,
   for (size_t s = 0; s < placements_.size(); ++s) {
     const Placement& p = placements_[s];
     if (!stages_[s]) fail("[{}] stage {} has no function", op, s);
+    if (p.device_type() != kCPU)
+      fail("[{}] stage {} is on {}: stages pass activations with MPI point to point from host "
+           "memory, and CUDA stages (NCCL send/recv between stages) are not built; use CPU "
+           "placements for pipelines", op, s, p.str());
     if (p.ndim() != 1)
       fail("[{}] stage {}'s placement {} must be 1-D (a stage of several ranks is data "
            "parallel inside)", op, s, p.str());

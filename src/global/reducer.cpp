@@ -128,7 +128,7 @@ bool GradReducer::offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g)
     return false;
   if (!holds_piece(gm.placement, "backward")) return false;  // a handle: nothing to reduce here
   const double t0 = now_s();
-  Communicator& c = axis_comm(gm.placement, axis);
+  Communicator& c = axis_data_comm(gm.placement, axis, gm.local.device());
   Bucket* b = nullptr;
   for (auto& o : open_)
     if (o->comm == &c && o->dtype == dt) b = o.get();
@@ -159,7 +159,7 @@ void GradReducer::start(std::unique_ptr<Bucket> b, bool blocking) {
   NoGradGuard ng;
   int64_t n = 0;
   for (auto& p : b->pending) n += p.local.numel();
-  b->flat = empty({n}, TensorOptions().dtype(b->dtype));
+  b->flat = empty({n}, TensorOptions().dtype(b->dtype).device(b->pending.front().local.device()));
   int64_t off = 0;
   for (auto& p : b->pending) {
     const int64_t k = p.local.numel();
