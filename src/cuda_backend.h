@@ -67,5 +67,11 @@ bool capturing();
 std::shared_ptr<global::Communicator> nccl_comm(std::shared_ptr<global::Communicator> host,
                                                 int device);
 std::string nccl_version();  // "" when the module has no NCCL (or is not available)
+// Generated fused kernels (NOTE [Fused CUDA kernels] in src/cuda/fusion.cpp): compile-only
+// check with NVRTC ("" or the log; needs the module, not a device), a loaded kernel for a
+// device, and one launch on the device's current stream.
+std::string fused_check(const std::string& source, const std::string& name, int sm_arch);
+void* fused_compile(const std::string& source, const std::string& name, int device);
+void fused_launch(void* kernel, const void* params, size_t param_bytes, int64_t numel, int device);
 
 }  // namespace oneflow::cuda_backend

@@ -190,6 +190,15 @@ std::shared_ptr<global::Communicator> nccl_comm(std::shared_ptr<global::Communic
   return std::shared_ptr<global::Communicator>(
       need_device("create an NCCL communicator").nccl_comm_create(&host, device));
 }
+std::string fused_check(const std::string& source, const std::string& name, int sm_arch) {
+  return need("compile a fused kernel with NVRTC").fused_check(source, name, sm_arch);
+}
+void* fused_compile(const std::string& source, const std::string& name, int device) {
+  return need_device("load a fused CUDA kernel").fused_compile(source, name, device);
+}
+void fused_launch(void* kernel, const void* params, size_t param_bytes, int64_t numel, int device) {
+  need_device("launch a fused CUDA kernel").fused_launch(kernel, params, param_bytes, numel, device);
+}
 std::string nccl_version() {
   const Loaded& l = loaded();
   return l.module ? l.module->nccl_version() : std::string();

@@ -59,6 +59,10 @@ struct TraceStats {
   size_t nodes_final = 0;         // ops left after the passes
   size_t steps = 0;               // kernel calls per replay (a fused group is one)
   size_t fused_groups = 0, fused_nodes = 0;
+  // Fused groups that replay as kernels generated with NVRTC (CUDA plans; NOTE [Generated fused
+  // kernels]); why a CUDA plan runs unfused instead ("" when it does not).
+  size_t fused_kernels = 0;
+  std::string fuse_refused;
   size_t arena_bytes = 0;         // the planned arena holding every intermediate
   size_t intermediate_bytes = 0;  // sum of all intermediate sizes (no reuse)
   size_t eager_peak_bytes = 0;    // peak of live allocations during the eager recording call

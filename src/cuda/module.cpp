@@ -3,6 +3,7 @@
 #include "cuda/module.h"
 
 #include "cuda/cudnn.h"
+#include "cuda/fusion.h"
 #include "cuda/index.h"
 #include "cuda/sort.h"
 
@@ -50,6 +51,9 @@ const cuda_backend::ModuleV1 kTable = {
     .capturing = capturing,
     .nccl_comm_create = nccl_comm_create,
     .nccl_version = nccl_version,
+    .fused_check = fused_check,
+    .fused_compile = fused_compile,
+    .fused_launch = fused_launch,
 };
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace oneflow::cuda_backend {
 
 // Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
-inline constexpr uint32_t kModuleAbi = 4;
+inline constexpr uint32_t kModuleAbi = 5;
 
 // What the core calls through; each entry may throw of::Error (never returns an error code).
 struct ModuleV1 {
@@ -73,6 +73,14 @@ struct ModuleV1 {
   global::Communicator* (*nccl_comm_create)(const std::shared_ptr<global::Communicator>* host,
                                             int device) = nullptr;
   std::string (*nccl_version)() = nullptr;
+  // Generated fused kernels (src/cuda/fusion.cpp, NOTE [Fused CUDA kernels]): check compiles
+  // with NVRTC only (no device needed; "" or the log), compile loads the kernel for a device
+  // (cached by source), launch runs it on the device's current stream.
+  std::string (*fused_check)(const std::string& source, const std::string& name,
+                             int sm_arch) = nullptr;
+  void* (*fused_compile)(const std::string& source, const std::string& name, int device) = nullptr;
+  void (*fused_launch)(void* kernel, const void* params, size_t param_bytes, int64_t numel,
+                       int device) = nullptr;
 };
 
 // What the core hands the module: how to fill the op table's CUDA kernel slots.

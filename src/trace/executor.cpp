@@ -11,7 +11,9 @@
 // shape) on the thread pool; each member's own CPU kernel runs on 1-D block views, so fused
 // results are bitwise those of the unfused kernels. Group values that nothing outside reads
 // live in per-thread scratch blocks (cache-resident); inputs broadcast into the group shape
-// are gathered per block.
+// are gathered per block. A group of a CUDA plan is one generated kernel instead (NOTE [Generated
+// fused kernels] in fusion_codegen.cpp), compiled when the plan is lowered and launched (or
+// captured) as a step; its scratch values live in registers.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +30,7 @@
 #include "generator.h"
 #include "thread_pool.h"
 #include "global/global.h"
+#include "trace/fusion_codegen.h"
 #include "trace/graph.h"
 
 namespace oneflow::trace {
@@ -90,6 +93,12 @@ struct GroupPlan {
     std::atomic<bool> busy{false};
   };
   std::vector<std::unique_ptr<Worker>> workers;
+  // a CUDA plan's group: the generated kernel (cuda_backend::fused_compile) and its source's
+  // parameter layout; the CPU fields above stay empty
+  void* cuda_kernel = nullptr;
+  FusedKernelSource cuda_source;
+  std::vector<const void*> cuda_ins;
+  std::vector<void*> cuda_outs;
 };
 
 struct Step {
@@ -151,6 +160,11 @@ class Plan {
 
 size_t plan_steps(const Plan& p) { return p.steps.size(); }
 size_t plan_arena_bytes(const Plan& p) { return p.arena ? p.arena->nbytes : 0; }
+size_t plan_fused_kernels(const Plan& p) {
+  size_t n = 0;
+  for (const GroupPlan& gp : p.groups) n += gp.cuda_kernel != nullptr;
+  return n;
+}
 
 namespace {
 
@@ -175,7 +189,20 @@ bool in_group_scratch(const Graph& g, int v) {
          !g.materialized[size_t(v)];
 }
 
+// A CUDA plan's group: generated and compiled now (an of::Error names the member without a
+// generated form, or NVRTC's log; jit.cpp then compiles the graph again without fusion).
+void build_cuda_group(Plan& p, int gid) {
+  GroupPlan gp;
+  gp.cuda_source = generate_fused_kernel(p.g, gid);
+  if (!gp.cuda_source.ok) fail("[jit.fuse] group {} cannot be generated: {}", gid, gp.cuda_source.why_not);
+  gp.numel = gp.cuda_source.numel;
+  gp.cuda_kernel = cuda_backend::fused_compile(gp.cuda_source.source, gp.cuda_source.name,
+                                               p.cuda_device);
+  p.groups.push_back(std::move(gp));
+}
+
 void build_group(Plan& p, int gid) {
+  if (p.cuda_device >= 0) return build_cuda_group(p, gid);
   const Graph& g = p.g;
   GroupPlan gp;
   const std::vector<int>& members = g.groups[size_t(gid)];
@@ -297,7 +324,21 @@ void gather_block(const TensorImpl& src, const DimVector& shape, const DimVector
   }
 }
 
+// One launch on the device's current stream; the pointers are read at every call (inputs and
+// escaping buffers move between calls when the plan replays step by step).
+void run_cuda_group(Plan& p, GroupPlan& gp) {
+  const FusedKernelSource& k = gp.cuda_source;
+  gp.cuda_ins.clear();
+  gp.cuda_outs.clear();
+  for (int v : k.input_values) gp.cuda_ins.push_back(p.vt[size_t(v)].impl()->raw_data());
+  for (int v : k.output_values) gp.cuda_outs.push_back(p.vt[size_t(v)].impl()->raw_data());
+  const std::vector<uint64_t> params = fused_kernel_params(k, gp.cuda_ins, gp.cuda_outs);
+  cuda_backend::fused_launch(gp.cuda_kernel, params.data(), params.size() * sizeof(uint64_t),
+                             k.numel, p.cuda_device);
+}
+
 void run_group(Plan& p, GroupPlan& gp) {
+  if (gp.cuda_kernel) return run_cuda_group(p, gp);
   const int64_t nblocks = (gp.numel + kBlock - 1) / kBlock;
   // refresh the storages of direct/materialized slots (inputs and escaping buffers move)
   for (auto& wk : gp.workers)
@@ -362,8 +403,6 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     p.cuda_device = d;
   }
   const bool cuda = p.cuda_device >= 0;
-  if (cuda && !g.groups.empty())
-    fail("[jit.trace] internal error: fused groups in a CUDA graph (the fuse pass is CPU-only)");
   const Device arena_dev = cuda ? Device(kCUDA, p.cuda_device) : Device(kCPU);
   auto on_arena_dev = [&](const Device& d) {
     return cuda ? d.is_cuda() : d.is_cpu();
@@ -473,6 +512,7 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
       Step s;
       s.group = int(p.groups.size());
       build_group(p, n.group);
+      if (cuda) p.graph_steps.push_back(int(p.steps.size()));  // its members are CUDA nodes
       p.steps.push_back(std::move(s));
       continue;
     }
@@ -677,6 +717,10 @@ bool capture(Plan& p) {
     cuda_backend::memset_async(flag, 0, sizeof(int), dev);
     for (int i : p.graph_steps) {
       Step& s = p.steps[size_t(i)];
+      if (s.group >= 0) {  // a generated kernel: no generator draw, no index check
+        run_group(p, p.groups[size_t(s.group)]);
+        continue;
+      }
       const void* rng = s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng)
                                    : nullptr;
       cuda_backend::graph_slots(rng, flag);

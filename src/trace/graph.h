@@ -113,6 +113,9 @@ Graph cse(const Graph& g);
 Graph fold(const Graph& g);
 Graph remat(const Graph& g);
 Graph fuse(const Graph& g);
+// The fuse pass for a graph of CUDA tensors: groups only nodes that have a generated kernel
+// (fused_unsupported in trace/fusion_codegen.h); the executor compiles each group with NVRTC.
+Graph fuse_cuda(const Graph& g);
 Graph inplace(const Graph& g);
 Graph memplan(const Graph& g);
 
@@ -142,6 +145,8 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs);
 std::string check_externals(const Plan& p);
 size_t plan_steps(const Plan& p);
 size_t plan_arena_bytes(const Plan& p);
+// Fused groups that run as generated CUDA kernels (TraceStats::fused_kernels).
+size_t plan_fused_kernels(const Plan& p);
 // How a plan replays: "cpu", "cuda graph", or "cuda steps: <why>" (TraceStats::replay_mode).
 std::string plan_graph_state(const Plan& p);
 

@@ -364,18 +364,34 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   pass("fold", sw.fold, trace::fold);
   pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
   pass("remat", sw.remat, trace::remat);
-  // NOTE [CUDA Graph replay]: the fuser's block interpreter runs CPU kernels; a graph of CUDA
-  // tensors keeps its elementwise ops as separate kernels (captured into one CUDA Graph).
+  // NOTE [CUDA Graph replay]: a graph of CUDA tensors fuses into generated kernels (NOTE
+  // [Generated fused kernels]), compiled with NVRTC when the plan is lowered. When one cannot be
+  // (no NVRTC, another toolkit's NVRTC, a compile error) the graph is compiled again without
+  // fusion, its elementwise ops separate kernels, and stats().fuse_refused says why.
   bool on_cuda = false;
   for (const trace::Value& v : g.values) on_cuda = on_cuda || v.device.is_cuda();
-  pass("fuse", sw.fuse && !on_cuda, trace::fuse);
-  pass("inplace", sw.inplace, trace::inplace);
-  pass("memplan", sw.memplan, trace::memplan);
-  if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
-  entry.plan = trace::lower(g, e.options.arena_outputs_);
+  const trace::Graph unfused = g;
+  const size_t passes_before_fuse = st.passes.size();
+  auto finish = [&] {
+    pass("inplace", sw.inplace, trace::inplace);
+    pass("memplan", sw.memplan, trace::memplan);
+    if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
+    entry.plan = trace::lower(g, e.options.arena_outputs_);
+  };
+  pass("fuse", sw.fuse, on_cuda ? trace::fuse_cuda : trace::fuse);
+  try {
+    finish();
+  } catch (const Error& err) {
+    if (!on_cuda || g.groups.empty()) throw;
+    st.fuse_refused = err.what();
+    g = unfused;
+    st.passes.resize(passes_before_fuse);
+    finish();
+  }
   st.nodes_final = g.nodes.size();
   st.steps = trace::plan_steps(*entry.plan);
   st.fused_groups = g.groups.size();
+  st.fused_kernels = trace::plan_fused_kernels(*entry.plan);
   st.fused_nodes = 0;
   for (auto& gr : g.groups) st.fused_nodes += gr.size();
   st.arena_bytes = trace::plan_arena_bytes(*entry.plan);

@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "trace/fusion_codegen.h"
 #include "trace/graph.h"
 
 namespace oneflow::trace {
@@ -327,18 +328,29 @@ Graph fold(const Graph& g0) {
 // ---------------------------------------------------------------- elementwise fusion
 
 namespace {
-bool fusible(const Graph& g, const Node& n) {
-  if (!n.op->has(kElementwise) || n.op->has(kRandom) || n.rng >= 0 || !n.op->cpu) return false;
+// CPU groups run each member's CPU kernel; CUDA groups become one generated kernel (every
+// member on the output's device and with a generated form).
+bool fusible(const Graph& g, const Node& n, bool cuda) {
+  if (!n.op->has(kElementwise) || n.op->has(kRandom) || n.rng >= 0) return false;
+  if (!(cuda ? n.op->cuda : n.op->cpu)) return false;
   if (n.outputs.size() != 1) return false;
   const Value& o = g.values[size_t(n.outputs[0])];
-  if (!o.device.is_cpu() || !o.contiguous() || o.numel() < kMinFuseNumel) return false;
+  if ((cuda ? !o.device.is_cuda() : !o.device.is_cpu()) || !o.contiguous() ||
+      o.numel() < kMinFuseNumel)
+    return false;
   for (int v : n.inputs)
-    if (v < 0 || !g.values[size_t(v)].device.is_cpu()) return false;
-  return true;
+    if (v < 0 || g.values[size_t(v)].device != o.device) return false;
+  return !cuda || fused_unsupported(g, n).empty();
 }
+
+Graph fuse_groups(const Graph& g0, bool cuda);
 }  // namespace
 
-Graph fuse(const Graph& g0) {
+Graph fuse(const Graph& g0) { return fuse_groups(g0, false); }
+Graph fuse_cuda(const Graph& g0) { return fuse_groups(g0, true); }
+
+namespace {
+Graph fuse_groups(const Graph& g0, bool cuda) {
   Graph g = g0;
   g.groups.clear();
   for (Node& n : g.nodes) n.group = -1;
@@ -359,7 +371,7 @@ Graph fuse(const Graph& g0) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (is_view_node(n)) continue;  // views run nothing; a view of a group value materializes it
-    if (!fusible(g, n)) {
+    if (!fusible(g, n, cuda)) {
       close();
       continue;
     }
@@ -421,6 +433,7 @@ Graph fuse(const Graph& g0) {
   }
   return g;
 }
+}  // namespace
 
 // ---------------------------------------------------------------- steps and lifetimes
 
