@@ -12,6 +12,7 @@
 #include "cuda/elementwise.h"
 #include "cuda/launch.cuh"
 #include "ops/functors.h"
+#include "trace/fusion_device.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -130,32 +131,9 @@ struct FillFn {  // Scalar::to<C>()
 struct IdentityFn {
   template <class C> __device__ C operator()(C x) const { return x; }
 };
-struct PowScalarFn {
-  double e;
-  template <class C> __device__ C operator()(C x) const {
-    if constexpr (is_floating_v<C>) {
-      if (e == 2) return x * x;
-      if (e == 0.5) return ::sqrt(x);
-      return ::pow(x, C(e));
-    } else {
-      return fn::Pow{}(x, saturate_cast<C>(e));
-    }
-  }
-};
-struct ClampFn {
-  bool has_lo, has_hi;
-  double lo, hi;
-  template <class C> __device__ C operator()(C x) const {
-    if constexpr (is_floating_v<C>) {
-      if (x != x) return x;
-    }
-    const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
-    C r = x;
-    if (has_lo && r < l) r = l;
-    if (has_hi && r > h) r = h;
-    return r;
-  }
-};
+// the scalar-attr ops, shared with the generated fused kernels
+using fused::PowScalarFn;
+using fused::ClampFn;
 
 template <class T, class Out, int N, class F>
 cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {

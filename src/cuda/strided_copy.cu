@@ -4,27 +4,15 @@
 #include <type_traits>
 
 #include "cuda/strided_copy.h"
+#include "trace/fusion_device.h"
 #include "oneflow/dtype.h"
 
 namespace oneflow::cuda_module {
 namespace {
 
-template <class T>
-inline constexpr bool is_half_like_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-// Same rules as the CPU casts: bool is "!= 0"; the 16-bit floats go through float.
-template <class To, class From>
-__device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<compute_t<From>>(v) != compute_t<From>(0);
-  } else if constexpr (is_half_like_v<To> || is_half_like_v<From>) {
-    return To(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
+// the conversion rules (bool is "!= 0", 16-bit floats through float), shared with the
+// generated fused kernels
+using fused::convert;
 
 template <class In, class Out>
 __global__ void strided_copy_kernel(StridedCopyParams p) {
