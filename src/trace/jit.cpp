@@ -162,6 +162,8 @@ std::string TraceStats::str() const {
   s += fmt::format("time: record {:.1f} ms, compile {:.1f} ms; {} recordings, {} replays\n",
                    trace_ms, compile_ms, recordings, replays);
   if (!replay_mode.empty() && replay_mode != "cpu") s += "replay: " + replay_mode + "\n";
+  if (fused_kernels) s += fmt::format("fused kernels: {} generated with NVRTC\n", fused_kernels);
+  if (!fuse_refused.empty()) s += "fusion refused (the graph runs unfused): " + fuse_refused + "\n";
   return s;
 }
 
