@@ -36,6 +36,11 @@ struct Philox {
   }
 };
 
+// The words of elements [first, first + n) of the stream (seed, offset): element i is word
+// i % 4 of counter offset + i / 4 (NOTE [Random numbers]). Bitwise Philox::generate, sixteen
+// counters at a time in vector registers (NOTE [Batched Philox]).
+void philox_words(uint64_t seed, uint64_t offset, uint64_t first, int64_t n, uint32_t* out);
+
 struct GeneratorState {
   uint64_t seed;
   uint64_t offset;  // in units of 4-word counters

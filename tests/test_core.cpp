@@ -1,6 +1,7 @@
 // Core behaviour: dtypes and promotion, views, autograd rules, errors, factories, printing.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "harness.h"
@@ -212,6 +213,32 @@ TEST_CASE("random numbers: seeded and independent of the thread count") {
   CHECK(r.amax().item<int64_t>() <= 9);
   auto p = of::randperm(50);
   CHECK(std::get<0>(p.sort(0)).to_vector<int64_t>() == of::arange(50).to_vector<int64_t>());
+}
+
+TEST_CASE("float exp: ~1 ulp over the normal range, 0 where exp leaves it, never subnormal") {
+  // NOTE [Fast float math], NOTE [exp underflow]
+  std::vector<float> xs;
+  for (int i = 0; i <= 200000; ++i) xs.push_back(-87.33f + float(i) * (88.37f + 87.33f) / 200000.0f);
+  for (float x : {-87.34f, -87.5f, -90.0f, -103.5f, -200.0f, -INFINITY, 88.5f, INFINITY, NAN})
+    xs.push_back(x);
+  const std::vector<float> ys = of::exp(of::tensor(xs)).to_vector<float>();
+  double worst = 0;
+  int subnormal = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    subnormal += std::fpclassify(ys[i]) == FP_SUBNORMAL;
+    if (xs[i] >= -87.33f && xs[i] <= 88.37f) {
+      const double want = std::exp(double(xs[i]));
+      worst = std::max(worst, std::fabs(double(ys[i]) - want) / want);
+    }
+  }
+  CHECK(worst < 3e-7);  // 2.5 ulp
+  CHECK(subnormal == 0);
+  const size_t n = ys.size();
+  for (size_t i = n - 9; i < n - 3; ++i) CHECK(ys[i] == 0.0f);  // below -87.33
+  CHECK(std::isinf(ys[n - 3]));
+  CHECK(std::isinf(ys[n - 2]));
+  CHECK(std::isnan(ys[n - 1]));
+  CHECK(std::fpclassify(ys[0]) == FP_NORMAL);
 }
 
 TEST_CASE("caching allocator statistics") {

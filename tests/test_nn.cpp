@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dispatch.h"
+#include "generator.h"
 #include "harness.h"
 
 namespace {
@@ -713,6 +714,25 @@ TEST_CASE("nn: fused kernels do not depend on the thread count") {
 }
 
 // ---------------------------------------------------------------- dropout
+
+TEST_CASE("random: batched Philox words equal Philox::generate at any offset, start and length") {
+  // NOTE [Batched Philox]: the vector path, its tails and a counter whose low word carries
+  int mismatches = 0;
+  for (uint64_t off : {0ull, 5ull, 0xFFFFFFF0ull, 0x1FFFFFFC5ull})
+    for (uint64_t first : {0ull, 1ull, 3ull, 250ull})
+      for (int64_t n : {0, 1, 5, 63, 64, 65, 256, 257, 1000}) {
+        std::vector<uint32_t> got(size_t(n) + 1, 0xdeadbeefu), want(size_t(n) + 1, 0xdeadbeefu);
+        of::philox_words(0x123456789abcull, off, first, n, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          uint32_t w[4];
+          const uint64_t e = first + uint64_t(i);
+          of::Philox::generate(0x123456789abcull, off + e / 4, w);
+          want[size_t(i)] = w[e % 4];
+        }
+        mismatches += got != want;
+      }
+  CHECK(mismatches == 0);
+}
 
 TEST_CASE("nn: dropout statistics, seeding, eval identity and mask reuse in backward") {
   of::Tensor x = of::ones({200, 500}, of::kFloat64);

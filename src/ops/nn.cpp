@@ -10,6 +10,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -150,15 +151,6 @@ template <class T> const T* cptr(const Tensor& t) {
 }
 template <class T> T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
 Tensor contig_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
-// An attention mask [B, L, S] read row by row: rows may broadcast (stride 0 over B or L), so a
-// mask expanded from [L, S] is never copied; only a non-unit stride along S is.
-Tensor mask_rows_or_empty(const Tensor& t) {
-  if (!t.defined() || t.dim() != 3 || t.size(2) <= 1 || t.stride(2) == 1) return t;
-  return t.contiguous();
-}
-template <class M> const M* mask_row(const M* base, const Tensor& mask, int64_t b, int64_t i) {
-  return base ? base + b * mask.stride(0) + i * mask.stride(1) : nullptr;
-}
 
 // ---------------------------------------------------------------- row statistics
 
@@ -659,14 +651,16 @@ void dropout_cpu(const KernelArgs& k) {
     const int64_t n = x.numel();
     const T s = T(scale);
     parallel_for(0, (n + 3) / 4, 4096, [&](int64_t c0, int64_t c1) {
-      uint32_t wd[4];
-      for (int64_t c = c0; c < c1; ++c) {
-        Philox::generate(seed, offset + uint64_t(c), wd);
-        for (int j = 0; j < 4 && c * 4 + j < n; ++j) {
-          const int64_t i = c * 4 + j;
+      constexpr int64_t kChunk = 1024;
+      alignas(64) uint32_t wd[kChunk];
+      const int64_t e1 = std::min(c1 * 4, n);
+      for (int64_t e0 = c0 * 4; e0 < e1; e0 += kChunk) {
+        const int64_t m = std::min(kChunk, e1 - e0);
+        philox_words(seed, offset, uint64_t(e0), m, wd);
+        for (int64_t j = 0; j < m; ++j) {
           const bool keep = (wd[j] >> 8) >= thr;
-          pm[i] = keep;
-          py[i] = keep ? px[i] * s : T(0);
+          pm[e0 + j] = keep;
+          py[e0 + j] = keep ? px[e0 + j] * s : T(0);
         }
       }
     });
@@ -949,10 +943,12 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
 // or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
 // 1 bool, 2 additive), and optionally draw_map (below); outputs: out [B, L, Ev], lse [B, L]
 // (log-sum-exp of each score row).
-// NOTE [Attention kernel]: each query row streams over the keys with an online softmax (running
-// max, running sum, rescaled accumulator), so no [L, S] score matrix is materialized (memory
-// O(L * E) per head). Backward recomputes the probabilities from the saved lse. Dropout keeps
-// element (b, i, j) by Philox word ((b * L + i) * S + j) of the op's counters, in both passes.
+// NOTE [Attention kernel]: the softmax of each score row is taken over all its keys at once
+// (the row max, then exp and sum), in blocks of query rows whose scores stay in cache (NOTE
+// [CPU attention blocks]), so no [L, S] matrix of the whole batch is materialized. Backward
+// recomputes the probabilities from the saved lse. A row with nothing to attend to gives NaN
+// outputs and lse -inf, and no gradient. Dropout keeps element (b, i, j) by Philox word
+// ((b * L + i) * S + j) of the op's counters, in both passes.
 // NOTE [Attention draw map]: attr 6, when present and not empty, says that the B batches are a
 // piece of a larger batch (attention split by heads with dropout, NOTE [Attention split by
 // heads]): triples (logical size, start, local size) per batch dim, outer first, whose local
@@ -1034,49 +1030,6 @@ void sdpa_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
 }
 
-// Score-row helpers shared by forward and backward.
-struct AttnRow {
-  const AttnGeom& g;
-  double scale, keep_scale;
-  bool causal;
-  int64_t mask_kind;
-  uint32_t thr;
-  uint64_t seed, offset;
-  bool dropout;
-  const int64_t* batch_of = nullptr;  // NOTE [Attention draw map] (null: b itself)
-  uint64_t cached = ~uint64_t(0);
-  uint32_t w[4] = {};
-  // Whether (i, j) is attended, and its additive mask term.
-  template <class T> bool allowed(const T* mrow, const bool* brow, int64_t i, int64_t j,
-                                  double& add) const {
-    add = 0;
-    if (causal && j > i) return false;
-    if (mask_kind == 1) return brow[j];
-    if (mask_kind == 2) add = double(mrow[j]);
-    return true;
-  }
-  // Dropout multiplier of element (b, i, j): 0 or 1 / (1 - p).
-  double drop(int64_t b, int64_t i, int64_t j) {
-    if (!dropout) return 1.0;
-    const int64_t gb = batch_of ? batch_of[b] : b;
-    const uint64_t idx = uint64_t((gb * g.L + i) * g.S + j);
-    const uint64_t ctr = offset + (idx >> 2);
-    if (ctr != cached) {
-      Philox::generate(seed, ctr, w);
-      cached = ctr;
-    }
-    return (w[idx & 3] >> 8) >= thr ? keep_scale : 0.0;
-  }
-};
-
-AttnRow attn_row(const AttnGeom& g, const Attrs& a, const std::vector<int64_t>& batches) {
-  const double p = a.f(2);
-  AttnRow r{g, a.f(0), p >= 1.0 ? 0.0 : 1.0 / (1.0 - p), a.b(1), a.i(5),
-            uint32_t(std::ceil(p * 16777216.0)), uint64_t(a.i(3)), uint64_t(a.i(4)), p > 0,
-            batches.empty() ? nullptr : batches.data()};
-  return r;
-}
-
 template <class T> double dot_d(const T* a, const T* b, int64_t n) {
   double s[4] = {};
   int64_t k = 0;
@@ -1086,53 +1039,140 @@ template <class T> double dot_d(const T* a, const T* b, int64_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// NOTE [CPU attention blocks]: a task is one batch b and a block of R query rows, R fixed by S
+// alone (about kScoreBlock scores, so the block stays in L2). Forward: scores = scale * Q K^T
+// by one GEMM into the block, the mask, causality, row max, exp and sum in place, the dropout
+// elements multiplied in, then O = P V by a second GEMM. Backward (one task per batch, its
+// blocks in row order): P again from the block's GEMM and the saved lse, dP = dO V^T by a GEMM,
+// dS = P (z dP - D) scale in place, then dV += (P z)^T dO, dQ = dS K and dK += dS^T Q. The
+// blocks depend on (L, S) only and a batch's rows are reduced in one thread in row order, so
+// results do not depend on the thread count, and a piece of the batch (NOTE [Attention draw
+// map]) computes its batches bitwise as the whole does.
+constexpr int64_t kScoreBlock = 16384;
+
+struct AttnBlocks {
+  int64_t rows, count;  // rows per block, blocks per batch
+};
+AttnBlocks attn_blocks(const AttnGeom& g) {
+  const int64_t r = std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(g.S, 1), 1,
+                                        std::max<int64_t>(g.L, 1));
+  return {r, (g.L + r - 1) / r};
+}
+
+// What a score row needs besides Q K^T: the mask, causality, the dropout elements.
+struct AttnRows {
+  const AttnGeom& g;
+  double scale, keep_scale;
+  bool causal;
+  int64_t mask_kind;
+  uint32_t thr;
+  uint64_t seed, offset;
+  bool dropout;
+  const int64_t* batch_of;  // NOTE [Attention draw map] (null: b itself)
+  const Tensor& mask;       // [B, L, S] (any strides) or undefined
+  std::vector<uint32_t> words;
+
+  AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
+           const Tensor& m)
+      : g(geom), scale(a.f(0)), keep_scale(a.f(2) >= 1.0 ? 0.0 : 1.0 / (1.0 - a.f(2))),
+        causal(a.b(1)), mask_kind(a.i(5)), thr(uint32_t(std::ceil(a.f(2) * 16777216.0))),
+        seed(uint64_t(a.i(3))), offset(uint64_t(a.i(4))), dropout(a.f(2) > 0),
+        batch_of(batches.empty() ? nullptr : batches.data()), mask(m),
+        words(size_t(dropout ? g.S : 0)) {}
+
+  // Adds the mask to the scores of row (b, i) and sets what it may not attend to -inf.
+  template <class T> void apply_mask(T* s, int64_t b, int64_t i) const {
+    if (mask_kind != 0) {
+      const int64_t ms = mask.stride(2);
+      if (mask_kind == 1) {
+        const bool* m = cptr<bool>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        for (int64_t j = 0; j < g.S; ++j)
+          if (!m[j * ms]) s[j] = T(-INFINITY);
+      } else {
+        const T* m = cptr<T>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * ms];
+      }
+    }
+    if (causal)
+      for (int64_t j = i + 1; j < g.S; ++j) s[j] = T(-INFINITY);
+  }
+  // Fills `words` with the Philox words of row (b, i): element (b, i, j) is kept when its top
+  // 24 bits are >= thr (the same elements as dropout's, NOTE [Random numbers]).
+  void draw_row(int64_t b, int64_t i) {
+    const int64_t gb = batch_of ? batch_of[b] : b;
+    philox_words(seed, offset, uint64_t((gb * g.L + i) * g.S), g.S, words.data());
+  }
+  template <class T> T keep(int64_t j) const {
+    return (words[size_t(j)] >> 8) >= thr ? T(keep_scale) : T(0);
+  }
+};
+
+// The largest of s[0 .. n) that is not NaN (-inf when there is none), in kL lanes.
+template <class T> T row_max(const T* s, int64_t n) {
+  T m[kL];
+  for (int l = 0; l < kL; ++l) m[l] = T(-INFINITY);
+  int64_t j = 0;
+  for (; j + kL <= n; j += kL)
+    for (int l = 0; l < kL; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  for (; j < n; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
+  T r = m[0];
+  for (int l = 1; l < kL; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
 void sdpa_cpu(const KernelArgs& k) {
-  const Tensor q = k.inputs[0].contiguous(), kk = k.inputs[1].contiguous();
-  const Tensor v = k.inputs[2].contiguous(), mask = mask_rows_or_empty(k.inputs[3]);
+  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
   const AttnGeom g = attn_geom(k.inputs);
+  const AttnBlocks blk = attn_blocks(g);
   const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
     using T = decltype(z);
     const T* pq = cptr<T>(q);
     const T* pk = cptr<T>(kk);
     const T* pv = cptr<T>(v);
-    const int64_t mk = k.attrs.i(5);
-    const T* pm = mk == 2 ? cptr<T>(mask) : nullptr;
-    const bool* pbm = mk == 1 ? cptr<bool>(mask) : nullptr;
     T* po = mptr<T>(k.outputs[0]);
     T* plse = mptr<T>(k.outputs[1]);
-    parallel_for(0, g.B * g.L, grain_for(g.S * (g.E + g.Ev)), [&](int64_t r0, int64_t r1) {
-      AttnRow ar = attn_row(g, k.attrs, batches);
-      std::vector<double> acc(size_t(g.Ev));
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t b = r / g.L, i = r % g.L;
-        const T* qi = pq + r * g.E;
-        const T* mrow = mask_row(pm, mask, b, i);
-        const bool* brow = mask_row(pbm, mask, b, i);
-        double m = -INFINITY, l = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j < g.S; ++j) {
-          double add;
-          if (!ar.allowed(mrow, brow, i, j, add)) continue;
-          const double s = ar.scale * dot_d(qi, pk + (b * g.S + j) * g.E, g.E) + add;
-          if (s == -INFINITY) continue;
-          if (s > m) {
-            const double c = std::exp(m - s);
-            l *= c;
-            for (auto& a : acc) a *= c;
-            m = s;
+    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+      AttnRows ar(g, k.attrs, batches, mask);
+      std::vector<T> sc(size_t(blk.rows * g.S));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+        const int64_t R = std::min(blk.rows, g.L - i0);
+        if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
+        else
+          cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
+                        pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
+        std::vector<bool> empty_row(size_t(R), false);
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t i = i0 + r;
+          T* s = sc.data() + r * g.S;
+          ar.apply_mask(s, b, i);
+          const T m = row_max(s, g.S);
+          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row, lse -inf
+            std::fill(s, s + g.S, T(0));
+            empty_row[size_t(r)] = true;
+            plse[b * g.L + i] = T(-INFINITY);
+            continue;
           }
-          const double e = std::exp(s - m);
-          l += e;
-          const double ez = e * ar.drop(b, i, j);
-          if (ez != 0) {
-            const T* vj = pv + (b * g.S + j) * g.Ev;
-            for (int64_t c = 0; c < g.Ev; ++c) acc[size_t(c)] += ez * double(vj[c]);
+          for (int64_t j = 0; j < g.S; ++j) s[j] = fn::exp_(T(s[j] - m));
+          const double l = sum_d(s, g.S);
+          plse[b * g.L + i] = T(double(m) + std::log(l));
+          const T inv = T(1.0 / l);
+          if (ar.dropout) {
+            ar.draw_row(b, i);
+            for (int64_t j = 0; j < g.S; ++j) s[j] = s[j] * inv * ar.template keep<T>(j);
+          } else {
+            for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
           }
         }
-        T* oi = po + r * g.Ev;
-        for (int64_t c = 0; c < g.Ev; ++c) oi[c] = T(acc[size_t(c)] / l);  // l = 0: NaN row
-        plse[r] = T(m + std::log(l));
+        T* o = po + (b * g.L + i0) * g.Ev;
+        if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
+        else
+          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev,
+                        g.Ev, T(0), o, g.Ev);
+        for (int64_t r = 0; r < R; ++r)
+          if (empty_row[size_t(r)]) std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
       }
     });
   });
@@ -1151,12 +1191,10 @@ void sdpa_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 
 void sdpa_bwd_cpu(const KernelArgs& k) {
-  const Tensor dout = k.inputs[0].contiguous(), q = k.inputs[1].contiguous();
-  const Tensor kk = k.inputs[2].contiguous(), v = k.inputs[3].contiguous();
-  const Tensor mask = mask_rows_or_empty(k.inputs[4]);
-  const Tensor o = k.inputs[5].contiguous(), lse = k.inputs[6].contiguous();
-  const TensorList qkv{q, kk, v};
-  const AttnGeom g = attn_geom(qkv);
+  const Tensor &dout = k.inputs[0], &q = k.inputs[1], &kk = k.inputs[2], &v = k.inputs[3];
+  const Tensor &mask = k.inputs[4], &o = k.inputs[5], &lse = k.inputs[6];
+  const AttnGeom g = attn_geom({q, kk, v});
+  const AttnBlocks blk = attn_blocks(g);
   const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
     using T = decltype(z);
@@ -1166,53 +1204,71 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
     const T* pv = cptr<T>(v);
     const T* po = cptr<T>(o);
     const T* pl = cptr<T>(lse);
-    const int64_t mk = k.attrs.i(5);
-    const T* pm = mk == 2 ? cptr<T>(mask) : nullptr;
-    const bool* pbm = mk == 1 ? cptr<bool>(mask) : nullptr;
     T* pdq = mptr<T>(k.outputs[0]);
     T* pdk = mptr<T>(k.outputs[1]);
     T* pdv = mptr<T>(k.outputs[2]);
-    // one head per task: dk/dv accumulate over that head's query rows in order
-    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) {
-      AttnRow ar = attn_row(g, k.attrs, batches);
-      std::vector<double> dq(size_t(g.E)), dk(size_t(g.S * g.E)), dv(size_t(g.S * g.Ev));
+    // one batch per task: dK and dV accumulate over its row blocks in order
+    const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
+    parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
+      AttnRows ar(g, k.attrs, batches, mask);
+      std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S));
       for (int64_t b = b0; b < b1; ++b) {
-        std::fill(dk.begin(), dk.end(), 0.0);
-        std::fill(dv.begin(), dv.end(), 0.0);
-        for (int64_t i = 0; i < g.L; ++i) {
-          const int64_t r = b * g.L + i;
-          const T* qi = pq + r * g.E;
-          const T* doi = pdo + r * g.Ev;
-          const T* mrow = mask_row(pm, mask, b, i);
-          const bool* brow = mask_row(pbm, mask, b, i);
-          std::fill(dq.begin(), dq.end(), 0.0);
-          const double li = double(pl[r]);
-          if (std::isfinite(li)) {
-            const double D = dot_d(doi, po + r * g.Ev, g.Ev);
-            for (int64_t j = 0; j < g.S; ++j) {
-              double add;
-              if (!ar.allowed(mrow, brow, i, j, add)) continue;
-              const T* kj = pk + (b * g.S + j) * g.E;
-              const T* vj = pv + (b * g.S + j) * g.Ev;
-              const double s = ar.scale * dot_d(qi, kj, g.E) + add;
-              const double P = std::exp(s - li);
-              if (P == 0) continue;
-              const double zf = ar.drop(b, i, j);
-              const double dP = zf == 0 ? 0.0 : zf * dot_d(doi, vj, g.Ev);
-              const double dS = P * (dP - D) * ar.scale;
-              for (int64_t c = 0; c < g.E; ++c) {
-                dq[size_t(c)] += dS * double(kj[c]);
-                dk[size_t(j * g.E + c)] += dS * double(qi[c]);
+        T* dk = pdk + b * g.S * g.E;
+        T* dv = pdv + b * g.S * g.Ev;
+        std::fill(dk, dk + g.S * g.E, T(0));
+        std::fill(dv, dv + g.S * g.Ev, T(0));
+        if (g.S == 0) {
+          std::fill(pdq + b * g.L * g.E, pdq + (b + 1) * g.L * g.E, T(0));
+          continue;
+        }
+        for (int64_t i0 = 0; i0 < g.L; i0 += blk.rows) {
+          const int64_t R = std::min(blk.rows, g.L - i0);
+          const T* qb = pq + (b * g.L + i0) * g.E;
+          const T* dob = pdo + (b * g.L + i0) * g.Ev;
+          if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
+          else
+            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E,
+                          g.E, T(0), ps.data(), g.S);
+          if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
+          else
+            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev,
+                          g.Ev, T(0), ds.data(), g.S);
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t i = i0 + r;
+            T* p = ps.data() + r * g.S;
+            T* d = ds.data() + r * g.S;
+            const T li = pl[b * g.L + i];
+            if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
+              std::fill(p, p + g.S, T(0));
+              std::fill(d, d + g.S, T(0));
+              continue;
+            }
+            ar.apply_mask(p, b, i);
+            const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
+            const T sc = T(ar.scale);
+            for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
+            if (ar.dropout) {
+              ar.draw_row(b, i);
+              for (int64_t j = 0; j < g.S; ++j) {
+                const T zf = ar.template keep<T>(j);
+                d[j] = p[j] * (zf * d[j] - D) * sc;
+                p[j] *= zf;
               }
-              const double pz = P * zf;
-              if (pz != 0)
-                for (int64_t c = 0; c < g.Ev; ++c) dv[size_t(j * g.Ev + c)] += pz * double(doi[c]);
+            } else {
+              for (int64_t j = 0; j < g.S; ++j) d[j] = p[j] * (d[j] - D) * sc;
             }
           }
-          for (int64_t c = 0; c < g.E; ++c) pdq[r * g.E + c] = T(dq[size_t(c)]);
+          // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
+          if (g.Ev > 0)
+            cpu::gemm_raw(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
+                          g.Ev);
+          if (g.E > 0) {
+            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E,
+                          g.E, T(0), pdq + (b * g.L + i0) * g.E, g.E);
+            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk,
+                          g.E);
+          }
         }
-        for (int64_t t = 0; t < g.S * g.E; ++t) pdk[b * g.S * g.E + t] = T(dk[size_t(t)]);
-        for (int64_t t = 0; t < g.S * g.Ev; ++t) pdv[b * g.S * g.Ev + t] = T(dv[size_t(t)]);
       }
     });
   });
@@ -1307,7 +1363,7 @@ void register_nn_ops() {
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
                         .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
                         .nondiff_inputs = 0b1000, .sbp_rule = &sbp_rules::kAttention,
-                        .rng_seed_attr = 3, .contiguous_inputs = 0b0111});
+                        .rng_seed_attr = 3, .contiguous_inputs = 0b0111});  // the mask: any strides
   register_op({.name = "scaled_dot_product_attention_backward",
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
