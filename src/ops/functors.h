@@ -154,7 +154,7 @@ OF_FN1(Tanh, tanh_(x))
 OF_FN1(Sigmoid, sigmoid_(x))
 OF_FN1(Relu, x > T(0) ? x : T(0))
 OF_FN1(Silu, x * sigmoid_(x))
-OF_FN1(Erf, std::erf(x))
+OF_FN1(Erf, erf_(x))
 // integers are their own floor/ceil/round/trunc (through double, int64 extremes would not
 // convert back: fuzz_ops)
 OF_FN1(Floor, std::is_integral_v<T> ? x : T(std::floor(x)))

@@ -81,6 +81,7 @@ struct GroupMember {
 };
 
 struct GroupPlan {
+  std::string label;  // OF_TRACE_PROFILE's name: "(fused: op op ... x numel)"
   int64_t numel = 0;
   DimVector shape;
   std::vector<GroupSlot> slots;
@@ -198,6 +199,7 @@ void build_cuda_group(Plan& p, int gid) {
   gp.numel = gp.cuda_source.numel;
   gp.cuda_kernel = cuda_backend::fused_compile(gp.cuda_source.source, gp.cuda_source.name,
                                                p.cuda_device);
+  gp.label = fmt::format("(fused kernel {} x{})", gp.cuda_source.name, gp.numel);
   p.groups.push_back(std::move(gp));
 }
 
@@ -258,6 +260,9 @@ void build_group(Plan& p, int gid) {
     }
     gp.members.push_back(std::move(m));
   }
+  gp.label = "(fused:";
+  for (int ni : members) gp.label += " " + g.nodes[size_t(ni)].op->name;
+  gp.label += fmt::format(" x{})", gp.numel);
   const int nworkers = 2 * std::max<int>(num_threads(), int(std::thread::hardware_concurrency())) + 2;
   for (int w = 0; w < nworkers; ++w) {
     auto wk = std::make_unique<GroupPlan::Worker>();
@@ -685,7 +690,8 @@ bool checks_indices(const OpDef& op) {
 }
 
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
-  Profiler::Scope ps(profile, s.group >= 0 ? "(fused group)" : s.op->name.c_str());
+  Profiler::Scope ps(profile, s.group >= 0 ? p.groups[size_t(s.group)].label.c_str()
+                                           : s.op->name.c_str());
   if (s.group >= 0) {
     run_group(p, p.groups[size_t(s.group)]);
     return;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
@@ -358,8 +359,21 @@ Graph fuse_groups(const Graph& g0, bool cuda) {
   DimVector shape;
   std::unordered_map<int, int> written;             // buffer -> the value written in `cur`
   std::unordered_map<int, std::vector<int>> reads;  // buffer -> values read in `cur`
+  // A group saves memory passes when a member reads another's result or members share an
+  // input; side-by-side members with neither (the head split's three transposing copies) only
+  // add a gather per block.
+  auto pays = [&] {
+    std::unordered_set<int> made, read;
+    for (int i : cur) made.insert(g.nodes[size_t(i)].outputs[0]);
+    for (int i : cur)
+      for (int v : g.nodes[size_t(i)].inputs) {
+        if (v < 0) continue;
+        if (made.count(v) || !read.insert(v).second) return true;
+      }
+    return false;
+  };
   auto close = [&] {
-    if (cur.size() >= 2) {
+    if (cur.size() >= 2 && pays()) {
       const int id = int(g.groups.size());
       for (int i : cur) g.nodes[size_t(i)].group = id;
       g.groups.push_back(cur);
