@@ -56,6 +56,9 @@ enum OpTrait : uint32_t {
   // effects beyond its outputs (a point-to-point send or receive): a traced graph never
   // removes, merges or folds the node, whatever uses its outputs on this rank
   kEffect = 1u << 9,
+  // one deterministic pass over its inputs (normalizations, softmax): rematerialization may run
+  // it again instead of keeping its result alive (NOTE [Rematerialization])
+  kCheapRecompute = 1u << 10,
 };
 
 struct KernelArgs {

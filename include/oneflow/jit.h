@@ -30,6 +30,8 @@ struct TraceOptions {
   TraceOptions& cse(bool v) { cse_ = v; return *this; }
   TraceOptions& fold(bool v) { fold_ = v; return *this; }
   TraceOptions& remat(bool v) { remat_ = v; return *this; }
+  // schedule: nodes that free memory run before independent nodes that allocate
+  TraceOptions& schedule(bool v) { schedule_ = v; return *this; }
   TraceOptions& fuse(bool v) { fuse_ = v; return *this; }
   TraceOptions& inplace(bool v) { inplace_ = v; return *this; }
   TraceOptions& memplan(bool v) { memplan_ = v; return *this; }
@@ -40,8 +42,8 @@ struct TraceOptions {
   bool strict_ = false;
   size_t cache_size_ = 8;
   bool verbose_ = false;
-  bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, fuse_ = true, inplace_ = true,
-       memplan_ = true;
+  bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, schedule_ = true, fuse_ = true,
+       inplace_ = true, memplan_ = true;
   bool arena_outputs_ = false;
 };
 

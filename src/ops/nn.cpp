@@ -1305,7 +1305,7 @@ TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
 
 void register_nn_ops() {
   const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
-  register_op({.name = "layer_norm", .attr_names = nattrs,
+  register_op({.name = "layer_norm", .traits = kCheapRecompute, .attr_names = nattrs,
                               .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
                               .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6,
                  .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});
@@ -1314,7 +1314,7 @@ void register_nn_ops() {
                                   .cpu = norm_bwd_cpu<kLayer>,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
-  register_op({.name = "group_norm", .attr_names = gattrs,
+  register_op({.name = "group_norm", .traits = kCheapRecompute, .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
                               .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6,
                  .sbp_rule = &sbp_rules::kGroupNorm, .contiguous_inputs = ~0u});
@@ -1322,7 +1322,7 @@ void register_nn_ops() {
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
                                   .cpu = norm_bwd_cpu<kGroup>,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kGroupNormBackward});
-  register_op({.name = "rms_norm", .attr_names = nattrs,
+  register_op({.name = "rms_norm", .traits = kCheapRecompute, .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
                             .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
                  .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});

@@ -881,11 +881,11 @@ void register_reduce_ops_extra() {
                            .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
                            .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1,
                  .sbp_rule = &sbp_rules::kScan, .contiguous_inputs = ~0u});
-  register_op({.name = "softmax", .attr_names = {"dim"},
+  register_op({.name = "softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
                            .vjp = softmax_vjp, .save_outputs = 1,
                  .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});
-  register_op({.name = "log_softmax", .attr_names = {"dim"},
+  register_op({.name = "log_softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
                                .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
                                .vjp = log_softmax_vjp, .save_outputs = 1,
                  .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});

@@ -112,6 +112,9 @@ Graph dce(const Graph& g);
 Graph cse(const Graph& g);
 Graph fold(const Graph& g);
 Graph remat(const Graph& g);
+// Moves nodes that free memory above independent nodes that allocate (NOTE [Memory-aware
+// scheduling]).
+Graph schedule(const Graph& g);
 Graph fuse(const Graph& g);
 // The fuse pass for a graph of CUDA tensors: groups only nodes that have a generated kernel
 // (fused_unsupported in trace/fusion_codegen.h); the executor compiles each group with NVRTC.

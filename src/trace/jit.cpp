@@ -256,11 +256,12 @@ std::string explain(const Signature& before, const Signature& now) {
 }
 
 struct PassSwitches {
-  bool dce, cse, fold, remat, fuse, inplace, memplan;
+  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan;
 };
 
 PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{o.dce_, o.cse_, o.fold_, o.remat_, o.fuse_, o.inplace_, o.memplan_};
+  PassSwitches s{o.dce_,      o.cse_,  o.fold_,    o.remat_,
+                 o.schedule_, o.fuse_, o.inplace_, o.memplan_};
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
@@ -272,12 +273,12 @@ PassSwitches switches(const TraceOptions& o) {
       const bool on = item[0] != '-';
       if (item[0] == '-' || item[0] == '+') item = item.substr(1);
       bool* slot = item == "dce" ? &s.dce : item == "cse" ? &s.cse : item == "fold" ? &s.fold
-                 : item == "remat" ? &s.remat
+                 : item == "remat" ? &s.remat : item == "schedule" ? &s.schedule
                  : item == "fuse" ? &s.fuse : item == "inplace" ? &s.inplace
                  : item == "memplan" ? &s.memplan : nullptr;
       if (!slot)
         fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
-             "fuse, inplace, memplan)", item);
+             "schedule, fuse, inplace, memplan)", item);
       *slot = on;
     }
   }
@@ -366,6 +367,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   pass("fold", sw.fold, trace::fold);
   pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
   pass("remat", sw.remat, trace::remat);
+  pass("schedule", sw.schedule, trace::schedule);
   // NOTE [CUDA Graph replay]: a graph of CUDA tensors fuses into generated kernels (NOTE
   // [Generated fused kernels]), compiled with NVRTC when the plan is lowered. When one cannot be
   // (no NVRTC, another toolkit's NVRTC, a compile error) the graph is compiled again without

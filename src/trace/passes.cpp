@@ -502,13 +502,14 @@ std::vector<Interval> buffer_intervals(const Graph& g) {
 
 namespace {
 
-// Ops cheap enough to run twice: elementwise ones, and random per-element ops (dropout) whose
-// replay draws are fixed per call (a second run of the node gives the same bits).
+// Ops cheap enough to run twice: elementwise ones, one-pass ones (kCheapRecompute: layer
+// norm, softmax), and random per-element ops (dropout) whose replay draws are fixed per call
+// (a second run of the node gives the same bits).
 bool cheap_to_recompute(const Graph& g, const Node& n) {
   if (n.writes_existing) return false;
   if (n.op->has(kView)) return n.inputs.size() == 1 && n.outputs.size() == 1;
   if (!n.op->cpu) return false;
-  if (n.op->has(kElementwise) && !n.op->has(kRandom)) return true;
+  if ((n.op->has(kElementwise) || n.op->has(kCheapRecompute)) && !n.op->has(kRandom)) return true;
   if (n.op->has(kRandom) && n.rng >= 0 && n.inputs.size() == 1 && n.inputs[0] >= 0) {
     const int64_t in = g.values[size_t(n.inputs[0])].numel();
     for (int v : n.outputs)
@@ -694,6 +695,153 @@ Graph remat(const Graph& g0) {
   return g;
 }
 
+// ---------------------------------------------------------------- memory-aware scheduling
+
+// NOTE [Memory-aware scheduling]: recorded order is eager order, and eager order is not always
+// kind to memory: backward computes a linear layer's input gradient (a new large buffer) before
+// its weight gradient, the last reader of the layer's input activation, so both are alive
+// together. The pass first moves every view node up to just after the node that made its
+// input (a view runs nothing and reads no data where it stands), then moves each node that
+// frees memory (the last reader of arena buffers worth more than the ones it makes) above the
+// independent nodes before it that make an arena buffer, as far as each such step holds:
+// between the two, the freed buffers and the new one no longer coexist. Independent means: no
+// value of one is an input of the other, neither writes a buffer the other reads or writes,
+// and neither is a collective, has effects or reads data on the host (every rank keeps one
+// order of collectives). Both orders run the same kernels on the same data, so results are
+// bitwise the same.
+namespace {
+Graph reordered(Graph g, const std::vector<int>& order) {
+  std::vector<int> new_id(g.nodes.size(), -1);
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    new_id[size_t(order[k])] = int(k);
+    nodes.push_back(std::move(g.nodes[size_t(order[k])]));
+  }
+  g.nodes = std::move(nodes);
+  for (Value& v : g.values)
+    if (v.producer >= 0) v.producer = new_id[size_t(v.producer)];
+  for (std::vector<int>& grp : g.groups)
+    for (int& i : grp) i = new_id[size_t(i)];
+  return g;
+}
+
+std::vector<int> creators(const Graph& g) {  // the last node listing each value as an output
+  std::vector<int> c(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].outputs) c[size_t(v)] = int(i);
+  return c;
+}
+
+Graph hoist_views(const Graph& g) {
+  const size_t n = g.nodes.size();
+  const std::vector<int> creator = creators(g);
+  // a view goes right after the latest maker of its inputs (ties keep recorded order)
+  std::vector<std::pair<double, int>> key(n);
+  for (size_t i = 0; i < n; ++i) {
+    double k = double(i);
+    if (is_view_node(g.nodes[i])) {
+      int after = -1;
+      for (int v : g.nodes[i].inputs)
+        if (v >= 0) after = std::max(after, creator[size_t(v)]);
+      k = double(after) + 0.5 + double(i) / double(4 * n + 4);  // between `after` and the next
+    }
+    key[i] = {k, int(i)};
+  }
+  std::stable_sort(key.begin(), key.end());
+  std::vector<int> order(n);
+  bool moved = false;
+  for (size_t k = 0; k < n; ++k) {
+    order[k] = key[k].second;
+    moved = moved || order[k] != int(k);
+  }
+  return moved ? reordered(g, order) : g;
+}
+}  // namespace
+
+Graph schedule(const Graph& g0) {
+  Graph g = hoist_views(g0);
+  const size_t n = g.nodes.size();
+  if (n < 2) return g;
+  const std::vector<int> creator = creators(g);
+  auto placed = [&](int b) {  // an arena buffer: intermediate, not outliving the call
+    const Buffer& B = g.buffers[size_t(b)];
+    return B.kind == BufKind::Intermediate && !B.escapes;
+  };
+  std::vector<int> first(g.buffers.size(), -1), last(g.buffers.size(), -1);
+  std::vector<std::vector<int>> reads(n), writes(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Node& nd = g.nodes[i];
+    for (int v : nd.inputs)
+      if (v >= 0) reads[i].push_back(g.values[size_t(v)].buffer);
+    if (!is_view_node(nd))
+      for (int v : nd.outputs) writes[i].push_back(g.values[size_t(v)].buffer);
+    for (const std::vector<int>* l : {&reads[i], &writes[i]})
+      for (int b : *l) {
+        if (first[size_t(b)] < 0) first[size_t(b)] = int(i);
+        last[size_t(b)] = int(i);
+      }
+  }
+  for (int v : g.outputs) last[size_t(g.values[size_t(v)].buffer)] = int(n);  // never freed
+  auto uses = [&](int i, int b) {
+    const std::vector<int>& r = reads[size_t(i)];
+    const std::vector<int>& w = writes[size_t(i)];
+    return std::find(r.begin(), r.end(), b) != r.end() || std::find(w.begin(), w.end(), b) != w.end();
+  };
+  auto barrier = [&](int i) {
+    const OpDef* op = g.nodes[size_t(i)].op;
+    return op->has(kCollective) || op->has(kEffect) || op->has(kSyncsHost);
+  };
+  auto independent = [&](int a, int b) {  // a runs before b today
+    for (int v : g.nodes[size_t(b)].inputs)
+      if (v >= 0 && creator[size_t(v)] == a) return false;
+    for (int w : writes[size_t(a)])
+      if (uses(b, w)) return false;
+    for (int w : writes[size_t(b)])
+      if (uses(a, w)) return false;
+    return true;
+  };
+  auto made = [&](int i) {  // bytes of arena buffers node i is the first to use
+    size_t m = 0;
+    for (int b : writes[size_t(i)])
+      if (placed(b) && first[size_t(b)] == i) m += g.buffers[size_t(b)].nbytes;
+    return m;
+  };
+  auto freed = [&](int i, int other) {  // ... the last to use, untouched by `other`
+    size_t f = 0;
+    std::vector<int> seen;
+    for (const std::vector<int>* l : {&reads[size_t(i)], &writes[size_t(i)]})
+      for (int b : *l)
+        if (placed(b) && last[size_t(b)] == i && !uses(other, b) &&
+            std::find(seen.begin(), seen.end(), b) == seen.end()) {
+          seen.push_back(b);
+          f += g.buffers[size_t(b)].nbytes;
+        }
+    return f;
+  };
+  std::vector<int> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = int(i);
+  bool moved = false;
+  for (size_t i = 1; i < n; ++i) {
+    const int b = order[i];
+    if (barrier(b) || is_view_node(g.nodes[size_t(b)])) continue;
+    const size_t own = made(b);
+    size_t target = i;
+    for (size_t j = i; j > 0; --j) {
+      const int a = order[j - 1];
+      if (barrier(a) || !independent(a, b)) break;
+      if (is_view_node(g.nodes[size_t(a)])) continue;  // passed only on the way to a gain
+      if (made(a) == 0 || freed(b, a) <= own) break;
+      target = j - 1;
+    }
+    if (target == i) continue;
+    std::rotate(order.begin() + std::ptrdiff_t(target), order.begin() + std::ptrdiff_t(i),
+                order.begin() + std::ptrdiff_t(i) + 1);
+    moved = true;
+  }
+  return moved ? reordered(g, order) : g;
+}
+
 // ---------------------------------------------------------------- in-place reuse
 
 Graph inplace(const Graph& g0) {
@@ -744,27 +892,32 @@ size_t arena_bytes(const Graph& g) {
   return (end + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
 }
 
-// NOTE [Memory plan]: one sweep over the steps; at step s the buffers first used at s are
-// placed in the best-fitting free block (the smallest that holds them; else the end of the
-// arena grows), then the buffers last used at s are freed and merged with free neighbours.
-// Inputs, outputs, externals and .grad-bound buffers are never placed here.
-Graph memplan(const Graph& g0) {
-  Graph g = g0;
-  std::vector<Interval> iv = buffer_intervals(g);
+// NOTE [Memory plan]: two placements of the arena buffers (intermediates that do not outlive
+// the call), the smaller arena kept:
+// - a sweep over the steps: at step s the buffers first used at s are placed in the
+//   best-fitting free block (the smallest that holds them; else the end of the arena grows),
+//   then the buffers last used at s are freed and merged with free neighbours;
+// - greedy by size: largest buffers first, each at the lowest offset where it overlaps no
+//   placed buffer whose lifetime overlaps its own (the sweep cannot see that a large buffer
+//   born later wants the room a small one takes now; this order can).
+// Both keep buffers of overlapping lifetimes apart. Inputs, outputs, externals and
+// .grad-bound buffers are never placed here.
+namespace {
+size_t arena_round(size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+
+// candidates: the buffers to place; returns each one's offset (by buffer id) and the arena end
+std::pair<std::vector<int64_t>, size_t> plan_sweep(const Graph& g, const std::vector<Interval>& iv,
+                                                   const std::vector<int>& candidates) {
+  std::vector<int64_t> at(g.buffers.size(), -1);
   int nsteps = 0;
-  for (const Interval& x : iv) nsteps = std::max(nsteps, x.last + 1);
+  for (int b : candidates) nsteps = std::max(nsteps, iv[size_t(b)].last + 1);
   std::vector<std::vector<int>> starts(static_cast<size_t>(nsteps)), ends(static_cast<size_t>(nsteps));
-  for (size_t b = 0; b < g.buffers.size(); ++b) {
-    Buffer& buf = g.buffers[b];
-    buf.arena_offset = -1;
-    if (buf.kind != BufKind::Intermediate || buf.escapes || buf.nbytes == 0 || iv[b].first < 0)
-      continue;
-    starts[size_t(iv[b].first)].push_back(int(b));
-    ends[size_t(iv[b].last)].push_back(int(b));
+  for (int b : candidates) {
+    starts[size_t(iv[size_t(b)].first)].push_back(b);
+    ends[size_t(iv[size_t(b)].last)].push_back(b);
   }
   std::map<size_t, size_t> free_blocks;  // offset -> size
   size_t end = 0;
-  auto round = [](size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
   for (int s = 0; s < nsteps; ++s) {
     // larger buffers first: they are the hardest to fit
     std::vector<int>& st = starts[size_t(s)];
@@ -772,7 +925,7 @@ Graph memplan(const Graph& g0) {
       return g.buffers[size_t(a)].nbytes > g.buffers[size_t(b)].nbytes;
     });
     for (int b : st) {
-      const size_t need = round(g.buffers[size_t(b)].nbytes);
+      const size_t need = arena_round(g.buffers[size_t(b)].nbytes);
       auto best = free_blocks.end();
       for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
         if (it->second >= need && (best == free_blocks.end() || it->second < best->second))
@@ -794,11 +947,11 @@ Graph memplan(const Graph& g0) {
         off = end;
         end += need;
       }
-      g.buffers[size_t(b)].arena_offset = int64_t(off);
+      at[size_t(b)] = int64_t(off);
     }
     for (int b : ends[size_t(s)]) {
-      size_t off = size_t(g.buffers[size_t(b)].arena_offset);
-      size_t size = round(g.buffers[size_t(b)].nbytes);
+      size_t off = size_t(at[size_t(b)]);
+      size_t size = arena_round(g.buffers[size_t(b)].nbytes);
       auto next = free_blocks.lower_bound(off);
       if (next != free_blocks.end() && off + size == next->first) {
         size += next->second;
@@ -815,6 +968,59 @@ Graph memplan(const Graph& g0) {
       free_blocks[off] = size;
     }
   }
+  return {std::move(at), end};
+}
+
+std::pair<std::vector<int64_t>, size_t> plan_by_size(const Graph& g, const std::vector<Interval>& iv,
+                                                     std::vector<int> order) {
+  std::vector<int64_t> at(g.buffers.size(), -1);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const size_t sa = arena_round(g.buffers[size_t(a)].nbytes);
+    const size_t sb = arena_round(g.buffers[size_t(b)].nbytes);
+    if (sa != sb) return sa > sb;
+    return iv[size_t(a)].first < iv[size_t(b)].first;
+  });
+  std::vector<int> placed;
+  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed, time-overlapping
+  size_t end = 0;
+  for (int b : order) {
+    const size_t need = arena_round(g.buffers[size_t(b)].nbytes);
+    const Interval& t = iv[size_t(b)];
+    busy.clear();
+    for (int p : placed) {
+      const Interval& u = iv[size_t(p)];
+      if (u.first <= t.last && t.first <= u.last)
+        busy.push_back({size_t(at[size_t(p)]), size_t(at[size_t(p)]) + arena_round(g.buffers[size_t(p)].nbytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (lo >= off + need) break;  // the gap before this one holds it
+      off = std::max(off, hi);
+    }
+    at[size_t(b)] = int64_t(off);
+    end = std::max(end, off + need);
+    placed.push_back(b);
+  }
+  return {std::move(at), end};
+}
+}  // namespace
+
+Graph memplan(const Graph& g0) {
+  Graph g = g0;
+  const std::vector<Interval> iv = buffer_intervals(g);
+  std::vector<int> candidates;
+  for (size_t b = 0; b < g.buffers.size(); ++b) {
+    Buffer& buf = g.buffers[b];
+    buf.arena_offset = -1;
+    if (buf.kind != BufKind::Intermediate || buf.escapes || buf.nbytes == 0 || iv[b].first < 0)
+      continue;
+    candidates.push_back(int(b));
+  }
+  auto sweep = plan_sweep(g, iv, candidates);
+  auto by_size = plan_by_size(g, iv, candidates);
+  const std::vector<int64_t>& at = by_size.second < sweep.second ? by_size.first : sweep.first;
+  for (int b : candidates) g.buffers[size_t(b)].arena_offset = at[size_t(b)];
   return g;
 }
 

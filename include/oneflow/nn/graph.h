@@ -32,6 +32,7 @@ struct GraphConfig {
   GraphConfig& enable_fold(bool v) { options.fold(v); return *this; }
   GraphConfig& enable_inplace(bool v) { options.inplace(v); return *this; }
   GraphConfig& enable_remat(bool v) { options.remat(v); return *this; }
+  GraphConfig& enable_schedule(bool v) { options.schedule(v); return *this; }
   GraphConfig& strict(bool v) { options.strict(v); return *this; }
   GraphConfig& verbose(bool v) { options.verbose(v); return *this; }
 };
