@@ -661,6 +661,29 @@ TEST_CASE("trace pass: inplace reuses a dying input's buffer; memplan packs life
   CHECK(of::trace::arena_bytes(reused) <= one + 64);     // each op writes over its input
 }
 
+TEST_CASE("trace pass: inplace lets a fused group write its result over a dying input") {
+  // NOTE [In-place fused groups]: h dies at the group; its result takes h's buffer
+  of::manual_seed(4);
+  const of::Tensor w = of::randn({256, 256});
+  auto fn = [&](const std::vector<of::Tensor>& x) {
+    of::Tensor h = of::matmul(x[0], w).view({128, 4, 256});
+    return std::vector<of::Tensor>{((h * 2 + 1).tanh() * 3 - h.sigmoid()).sum(1)};
+  };
+  std::vector<of::Tensor> in{of::randn({512, 256})};
+  const of::trace::Graph f = of::trace::fuse(of::trace::dce(recorded(fn, in)));
+  REQUIRE(f.groups.size() == 1);
+  const size_t one = 512 * 256 * 4;
+  const of::trace::Graph plain = of::trace::memplan(f);
+  const of::trace::Graph reused = of::trace::memplan(of::trace::inplace(f));
+  CHECK(of::trace::arena_bytes(plain) >= 2 * one);
+  CHECK(of::trace::arena_bytes(reused) < 2 * one);
+  auto t = of::jit::trace(fn);
+  const of::Tensor eager = fn(in)[0].clone();
+  t(in);
+  CHECK(same_bits(t(in)[0], eager));
+  CHECK(t.stats().arena_bytes < 2 * one);
+}
+
 TEST_CASE("trace: memory planner property test on random graphs") {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 40; ++trial) {

@@ -873,6 +873,55 @@ Graph inplace(const Graph& g0) {
     iv[size_t(bo)] = Interval{};
     g.buffers[size_t(bo)].nbytes = 0;
   }
+  // NOTE [In-place fused groups]: a group's result written by its last member may take the
+  // buffer of an input that dies at the group (the GELU backward writing over the incoming
+  // gradient): the group runs block by block and every member reads a block of its inputs
+  // before the last member writes that block of the result, and blocks are disjoint.
+  for (const std::vector<int>& grp : g.groups) {
+    const Node& last = g.nodes[size_t(grp.back())];
+    if (last.writes_existing || last.outputs.size() != 1) continue;
+    const int oo = last.outputs[0];
+    Value& o = g.values[size_t(oo)];
+    const int bo = o.buffer;
+    const Buffer& O = g.buffers[size_t(bo)];
+    if (g.materialized.empty() || !g.materialized[size_t(oo)] || O.kind != BufKind::Intermediate ||
+        O.escapes || !o.contiguous() || o.offset != 0)
+      continue;
+    const int at = step[size_t(grp.back())];
+    // per buffer: the distinct values the group's members read on it
+    std::unordered_map<int, std::vector<int>> read_on;
+    for (int ni : grp)
+      for (int v : g.nodes[size_t(ni)].inputs) {
+        if (v < 0) continue;
+        std::vector<int>& l = read_on[g.values[size_t(v)].buffer];
+        if (std::find(l.begin(), l.end(), v) == l.end()) l.push_back(v);
+      }
+    for (int ni : grp) {
+      int taken = -1;
+      for (int xo : g.nodes[size_t(ni)].inputs) {
+        if (xo < 0) continue;
+        const Value& x = g.values[size_t(xo)];
+        const int bx = x.buffer;
+        const Buffer& X = g.buffers[size_t(bx)];
+        if (bx == bo || X.kind != BufKind::Intermediate || X.escapes || read_on[bx].size() != 1 ||
+            X.nbytes < O.nbytes)
+          continue;
+        if (x.producer >= 0 && g.nodes[size_t(x.producer)].group == last.group) continue;
+        if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
+            !x.contiguous() || x.offset != 0 || iv[size_t(bx)].last != at)
+          continue;
+        taken = bx;
+        break;
+      }
+      if (taken < 0) continue;
+      for (Value& v : g.values)  // the result and its views move to the input's buffer
+        if (v.buffer == bo) v.buffer = taken;
+      iv[size_t(taken)].last = std::max(iv[size_t(taken)].last, iv[size_t(bo)].last);
+      iv[size_t(bo)] = Interval{};
+      g.buffers[size_t(bo)].nbytes = 0;
+      break;
+    }
+  }
   return g;
 }
 
