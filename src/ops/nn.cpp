@@ -657,10 +657,17 @@ void dropout_cpu(const KernelArgs& k) {
       for (int64_t e0 = c0 * 4; e0 < e1; e0 += kChunk) {
         const int64_t m = std::min(kChunk, e1 - e0);
         philox_words(seed, offset, uint64_t(e0), m, wd);
+        // restrict: the bool stores could alias anything otherwise, and the loop would not
+        // vectorize
+        const T* __restrict xi = px + e0;
+        T* __restrict yi = py + e0;
+        bool* __restrict mi = pm + e0;
+        const uint32_t* __restrict wi = wd;
         for (int64_t j = 0; j < m; ++j) {
-          const bool keep = (wd[j] >> 8) >= thr;
-          pm[e0 + j] = keep;
-          py[e0 + j] = keep ? px[e0 + j] * s : T(0);
+          const bool keep = (wi[j] >> 8) >= thr;
+          const T v = xi[j] * s;  // computed either way: a select, not a mispredicted branch
+          mi[j] = keep;
+          yi[j] = keep ? v : T(0);
         }
       }
     });
