@@ -798,34 +798,33 @@ void max_pool2d_cpu(const KernelArgs& k) {
         T* dst = yp + pl * out_sz;
         int64_t* idx = ip + pl * out_sz;
         if (k2s2) {
-          // four passes over an output row, one per window element in the general loop's scan
-          // order; `|` rather than `||` and selects keep the data-dependent compares branch-free
+          // one pass over an output row, the window's four values compared in the general
+          // loop's scan order with selects (no data-dependent branches: they mispredict)
+          const int64_t W = g.W;
           for (int64_t oh = 0; oh < g.OH; ++oh) {
-            const T* r0 = src + 2 * oh * g.W;
-            const T* r1 = r0 + g.W;
-            const int64_t base = 2 * oh * g.W;
-            T* d = dst + oh * g.OW;
-            int64_t* ix = idx + oh * g.OW;
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              d[ow] = r0[2 * ow];
-              ix[ow] = base + 2 * ow;
-            }
+            const T* __restrict r0 = src + 2 * oh * W;
+            const T* __restrict r1 = r0 + W;
+            const int64_t base = 2 * oh * W;
+            T* __restrict d = dst + oh * g.OW;
+            int64_t* __restrict ix = idx + oh * g.OW;
             using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-            auto pass = [&](const T* row, int64_t at) {
-              for (int64_t ow = 0; ow < g.OW; ++ow) {
-                const T v = row[2 * ow];
-                const T m = d[ow];
-                // masks instead of selects: GCC turns these selects into unpredictable branches
-                const uint64_t up = uint64_t(0) - uint64_t((v > m) | (v != v));
-                const Bits bm = Bits(up);
-                d[ow] = std::bit_cast<T>(Bits((std::bit_cast<Bits>(v) & bm) |
-                                              (std::bit_cast<Bits>(m) & ~bm)));
-                ix[ow] = int64_t((uint64_t(at + 2 * ow) & up) | (uint64_t(ix[ow]) & ~up));
-              }
+            // masks instead of selects: GCC turns these selects into unpredictable branches
+            auto take = [](T v, T& m, uint64_t& at, uint64_t cand) {
+              const uint64_t up = uint64_t(0) - uint64_t((v > m) | (v != v));
+              const Bits bm = Bits(up);
+              m = std::bit_cast<T>(Bits((std::bit_cast<Bits>(v) & bm) |
+                                        (std::bit_cast<Bits>(m) & ~bm)));
+              at = (cand & up) | (at & ~up);
             };
-            pass(r0 + 1, base + 1);
-            pass(r1, base + g.W);
-            pass(r1 + 1, base + g.W + 1);
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              T m = r0[2 * ow];
+              uint64_t at = 0;
+              take(r0[2 * ow + 1], m, at, 1);
+              take(r1[2 * ow], m, at, uint64_t(W));
+              take(r1[2 * ow + 1], m, at, uint64_t(W + 1));
+              d[ow] = m;
+              ix[ow] = base + 2 * ow + int64_t(at);
+            }
           }
           continue;
         }

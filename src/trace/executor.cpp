@@ -296,37 +296,58 @@ void build_group(Plan& p, int gid) {
 }
 
 // Copies elements [begin, begin + n) of `src` broadcast over `shape` into dst (row-major).
-void gather_block(const TensorImpl& src, const DimVector& shape, const DimVector& bst,
-                  int64_t begin, int64_t n, char* dst) {
+// Runs along the innermost dim are copied with typed loops (a memcpy call per 32-element run of
+// a head-split transpose cost more than the data), and the source offset moves incrementally.
+template <class E>
+void gather_runs(const char* base, const DimVector& shape, const DimVector& bst, int64_t begin,
+                 int64_t n, E* dst) {
   const int64_t nd = int64_t(shape.size());
-  const size_t es = itemsize(src.dtype);
-  const char* base = static_cast<const char*>(src.storage->data) + src.offset * int64_t(es);
   DimVector idx(size_t(nd), 0);
-  int64_t rem = begin;
+  int64_t rem = begin, off = 0;
   for (int64_t d = nd - 1; d >= 0; --d) {
     idx[size_t(d)] = rem % shape[size_t(d)];
     rem /= shape[size_t(d)];
+    off += idx[size_t(d)] * bst[size_t(d)];
   }
+  const E* src = reinterpret_cast<const E*>(base);
+  const int64_t inner = shape[size_t(nd - 1)], st = bst[size_t(nd - 1)];
   int64_t pos = 0;
   while (pos < n) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < nd; ++d) off += idx[size_t(d)] * bst[size_t(d)];
-    const int64_t inner = shape[size_t(nd - 1)], st = bst[size_t(nd - 1)];
     const int64_t run = std::min(inner - idx[size_t(nd - 1)], n - pos);
-    const char* s = base + off * int64_t(es);
-    char* d = dst + pos * int64_t(es);
+    const E* s = src + off;
+    E* d = dst + pos;
     if (st == 1) {
-      std::memcpy(d, s, size_t(run) * es);
+      for (int64_t k = 0; k < run; ++k) d[k] = s[k];
+    } else if (st == 0) {
+      const E v = *s;
+      for (int64_t k = 0; k < run; ++k) d[k] = v;
     } else {
-      for (int64_t k = 0; k < run; ++k) std::memcpy(d + k * int64_t(es), s + k * st * int64_t(es), es);
+      for (int64_t k = 0; k < run; ++k) d[k] = s[k * st];
     }
     pos += run;
+    off += run * st;
     idx[size_t(nd - 1)] += run;
     for (int64_t dd = nd - 1; dd > 0 && idx[size_t(dd)] >= shape[size_t(dd)]; --dd) {
+      off -= idx[size_t(dd)] * bst[size_t(dd)];
       idx[size_t(dd)] = 0;
       ++idx[size_t(dd - 1)];
+      off += bst[size_t(dd - 1)];
     }
   }
+}
+
+void gather_block(const TensorImpl& src, const DimVector& shape, const DimVector& bst,
+                  int64_t begin, int64_t n, char* dst) {
+  const size_t es = itemsize(src.dtype);
+  const char* base = static_cast<const char*>(src.storage->data) + src.offset * int64_t(es);
+  switch (es) {
+    case 1: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint8_t*>(dst));
+    case 2: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint16_t*>(dst));
+    case 4: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint32_t*>(dst));
+    case 8: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint64_t*>(dst));
+    default: break;
+  }
+  fail("[jit.replay] internal error: a fused group gathers {}-byte elements", es);
 }
 
 // One launch on the device's current stream; the pointers are read at every call (inputs and
