@@ -1,5 +1,7 @@
 // Binary (and ternary) elementwise ops with broadcasting and PyTorch type promotion.
 #include <array>
+#include <bit>
+#include <type_traits>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -171,11 +173,56 @@ void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
   out.push_back({std::move(s), {}, 0, in[1].dtype(), in[1].device()});
 }
 void where_cpu(const KernelArgs& k) {
-  dispatch_dtype(k.inputs[1].dtype(), [&](auto z) {
+  const Tensor &cond = k.inputs[0], &x = k.inputs[1], &y = k.inputs[2], &out = k.outputs[0];
+  dispatch_dtype(x.dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
-    cpu::cpu_kernel<T, bool, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1], &k.inputs[2]},
-                                   [](bool c, C x, C y) { return c ? x : y; });
+    // dense condition and operands, one of them possibly a single value (relu's and dropout's
+    // gradients: where(mask, g, 0)): plain loops of selects, which vectorize; the general
+    // engine walks a broadcast operand element by element
+    const int64_t n = out.numel();
+    auto dense = [&](const Tensor& t) { return t.is_contiguous() && t.numel() == n; };
+    if (out.is_contiguous() && dense(cond) && (dense(x) || x.numel() == 1) &&
+        (dense(y) || y.numel() == 1)) {
+      using Bits = std::conditional_t<
+          sizeof(T) == 1, uint8_t,
+          std::conditional_t<sizeof(T) == 2, uint16_t,
+                             std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+      static_assert(sizeof(Bits) == sizeof(T));
+      // a select by bit masks: GCC turns `c ? u : v` on a bool into a branch per element,
+      // which mispredicts on a relu or dropout mask
+      auto pick = [](uint8_t c, T u, T v) {
+        const Bits m = Bits(Bits(0) - Bits(c));
+        return std::bit_cast<T>(
+            Bits((std::bit_cast<Bits>(u) & m) | (std::bit_cast<Bits>(v) & Bits(~m))));
+      };
+      const uint8_t* cp = reinterpret_cast<const uint8_t*>(cond.data_ptr<bool>());
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      const T* yp = static_cast<const T*>(y.data_ptr());
+      T* op = static_cast<T*>(out.data_ptr());
+      const bool xd = dense(x), yd = dense(y);
+      parallel_for(0, n, kParallelGrain, [=](int64_t b, int64_t e) {
+        const uint8_t* __restrict c = cp;
+        const T* __restrict px = xp;
+        const T* __restrict py = yp;
+        T* __restrict o = op;
+        if (xd && yd) {
+          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], px[i], py[i]);
+        } else if (xd) {
+          const T v = *py;
+          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], px[i], v);
+        } else if (yd) {
+          const T u = *px;
+          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], u, py[i]);
+        } else {
+          const T u = *px, v = *py;
+          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], u, v);
+        }
+      });
+      return;
+    }
+    cpu::cpu_kernel<T, bool, T, T>(out, {&cond, &x, &y},
+                                   [](bool cc, C xx, C yy) { return cc ? xx : yy; });
   });
 }
 

@@ -707,8 +707,9 @@ Graph remat(const Graph& g0) {
 // between the two, the freed buffers and the new one no longer coexist. Independent means: no
 // value of one is an input of the other, neither writes a buffer the other reads or writes,
 // and neither is a collective, has effects or reads data on the host (every rank keeps one
-// order of collectives). Both orders run the same kernels on the same data, so results are
-// bitwise the same.
+// order of collectives). An elementwise node feeding an elementwise reader of its shape is not
+// moved (that would split a fused group). Both orders run the same kernels on the same data,
+// so results are bitwise the same.
 namespace {
 Graph reordered(Graph g, const std::vector<int>& order) {
   std::vector<int> new_id(g.nodes.size(), -1);
@@ -819,12 +820,30 @@ Graph schedule(const Graph& g0) {
         }
     return f;
   };
+  // an elementwise node whose result an elementwise node of its shape reads stays put: moving
+  // it away from that reader would split a fused group (relu's backward: gt, then where)
+  std::vector<std::vector<int>> readers(g.values.size());
+  for (size_t i = 0; i < n; ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0) readers[size_t(v)].push_back(int(i));
+  auto feeds_fusion = [&](int i) {
+    const Node& nd = g.nodes[size_t(i)];
+    if (!nd.op->has(kElementwise) || nd.outputs.size() != 1) return false;
+    const Value& o = g.values[size_t(nd.outputs[0])];
+    for (int r : readers[size_t(nd.outputs[0])]) {
+      const Node& rn = g.nodes[size_t(r)];
+      if (rn.op->has(kElementwise) && rn.outputs.size() == 1 &&
+          IntArrayRef(g.values[size_t(rn.outputs[0])].sizes) == IntArrayRef(o.sizes))
+        return true;
+    }
+    return false;
+  };
   std::vector<int> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = int(i);
   bool moved = false;
   for (size_t i = 1; i < n; ++i) {
     const int b = order[i];
-    if (barrier(b) || is_view_node(g.nodes[size_t(b)])) continue;
+    if (barrier(b) || is_view_node(g.nodes[size_t(b)]) || feeds_fusion(b)) continue;
     const size_t own = made(b);
     size_t target = i;
     for (size_t j = i; j > 0; --j) {
