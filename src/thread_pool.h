@@ -1,9 +1,9 @@
 // thread_pool.h (internal): parallel_for over index ranges for CPU kernels.
 // NOTE [Thread pool]: workers sleep on a futex (std::atomic::wait) after a short spin and a
 // short run of yields, and work is handed out in small chunks from an atomic counter, so a
-// worker that the OS
-// deschedules (another process holds its core) delays at most one chunk instead of the whole
-// op — OpenMP's static schedule with spin-waiting slows down ~10x in that situation.
+// worker that the OS deschedules (another process holds its core) delays at most one chunk
+// instead of the whole op — OpenMP's static schedule with spin-waiting slows down ~10x in that
+// situation.
 #pragma once
 #include <cstdint>
 #include <functional>
