@@ -47,7 +47,9 @@ enum OpTrait : uint32_t {
   kElementwise = 1u << 0,
   kReduction = 1u << 1,
   kView = 1u << 2,
-  kInplaceOk = 1u << 3,   // out may alias input 0 (elementwise with same indexing)
+  // out may alias input 0: elementwise with the same indexing, or a kernel that starts by
+  // copying input 0 into out and skips that copy when they are one (scatter_add)
+  kInplaceOk = 1u << 3,
   kRandom = 1u << 4,      // consumes the generator
   kSyncsHost = 1u << 5,   // reads tensor data on the host to know output shapes
   kCollective = 1u << 6,

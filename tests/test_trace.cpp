@@ -684,6 +684,30 @@ TEST_CASE("trace pass: inplace lets a fused group write its result over a dying 
   CHECK(t.stats().arena_bytes < 2 * one);
 }
 
+TEST_CASE("trace pass: inplace lets scatter_add (kInplaceOk) take its dying input's buffer") {
+  // max pooling's gradient: zeros, then scatter_add of the gradient at the argmax indices; the
+  // zeros die at the scatter, which then writes over them and skips its copy
+  auto fn = [](const std::vector<of::Tensor>& x) {
+    of::Tensor in = x[0].detach().requires_grad_(true);
+    of::EnableGradGuard eg;
+    of::max_pool2d(in, {2, 2}).sum().backward();
+    return std::vector<of::Tensor>{in.grad() * 2};
+  };
+  std::vector<of::Tensor> in{of::randn({8, 4, 16, 16})};
+  const of::trace::Graph g = of::trace::inplace(of::trace::dce(recorded(fn, in)));
+  int scatters = 0;
+  for (const of::trace::Node& n : g.nodes) {
+    if (n.op->name != "scatter_add") continue;
+    ++scatters;
+    CHECK(g.values[size_t(n.outputs[0])].buffer == g.values[size_t(n.inputs[0])].buffer);
+  }
+  CHECK(scatters == 1);
+  auto t = of::jit::trace(fn);
+  const of::Tensor eager = fn(in)[0].clone();
+  t(in);
+  CHECK(same_bits(t(in)[0], eager));
+}
+
 TEST_CASE("trace: memory planner property test on random graphs") {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 40; ++trial) {

@@ -433,10 +433,13 @@ void scatter_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 template <bool Add> void scatter_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
+  const Tensor& self = k.inputs[0];
   const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "scatter");
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
-    copy_into<T>(out, k.inputs[0]);
+    // a traced graph may give out the buffer of a dying `self` (kInplaceOk): nothing to copy
+    if (out.data_ptr() != self.data_ptr() || !(out.strides() == self.strides()))
+      copy_into<T>(out, self);
     scatter_core<T, int64_t, Add>(out, d, k.inputs[1], k.inputs[2], compute_t<T>(1));
   });
 }
@@ -1143,7 +1146,7 @@ void register_index_ops() {
   register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
                            .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = 2,
                            .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "scatter_add", .attr_names = {"dim"},
+  register_op({.name = "scatter_add", .traits = kInplaceOk, .attr_names = {"dim"},
                                .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
                                .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
                                .sbp_rule = &sbp_rules::kAlongDim});

@@ -870,7 +870,7 @@ Graph inplace(const Graph& g0) {
   std::vector<Interval> iv = buffer_intervals(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) || !n.op->has(kElementwise) ||
+    if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) ||
         n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
       continue;
     const int xo = n.inputs[0], oo = n.outputs[0];
@@ -880,14 +880,16 @@ Graph inplace(const Graph& g0) {
     if (bx == bo) continue;
     const Buffer &X = g.buffers[size_t(bx)], &O = g.buffers[size_t(bo)];
     if (X.kind != BufKind::Intermediate || O.kind != BufKind::Intermediate || X.escapes ||
-        O.escapes || refs[size_t(bx)] != 1 || refs[size_t(bo)] != 1)
+        O.escapes || refs[size_t(bx)] != 1 || X.nbytes < O.nbytes)
       continue;
     if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
         !x.contiguous() || !o.contiguous() || x.offset != 0 || o.offset != 0)
       continue;
     if (iv[size_t(bx)].last != step[i]) continue;  // x is read later
-    // other inputs must not be x's memory under another geometry (refs == 1 ensures it)
-    o.buffer = bx;
+    // other inputs must not be x's memory under another geometry (refs == 1 ensures it); the
+    // result and any views of it move to x's buffer
+    for (Value& v : g.values)
+      if (v.buffer == bo) v.buffer = bx;
     iv[size_t(bx)].last = std::max(iv[size_t(bx)].last, iv[size_t(bo)].last);
     iv[size_t(bo)] = Interval{};
     g.buffers[size_t(bo)].nbytes = 0;
