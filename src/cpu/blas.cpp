@@ -66,13 +66,13 @@ Operand make_operand(const Tensor& t) {
 }
 
 // OpenBLAS follows of::set_num_threads (checked outside parallel regions only).
+std::atomic<int> g_blas_threads{0};  // what OpenBLAS was last set to (0: not yet)
 void sync_blas_threads() {
-  static std::atomic<int> current{0};
   if (in_parallel_region()) return;
   const int n = num_threads();
-  if (current.load(std::memory_order_relaxed) != n) {
+  if (g_blas_threads.load(std::memory_order_relaxed) != n) {
     openblas_set_num_threads(n);
-    current.store(n, std::memory_order_relaxed);
+    g_blas_threads.store(n, std::memory_order_relaxed);
   }
 }
 
@@ -243,6 +243,15 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
       });
       return;
   }
+}
+
+SerialBlas::SerialBlas() : active_(!in_parallel_region()) {
+  if (!active_) return;
+  openblas_set_num_threads(1);
+  g_blas_threads.store(1, std::memory_order_relaxed);
+}
+SerialBlas::~SerialBlas() {
+  if (active_) sync_blas_threads();
 }
 
 void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

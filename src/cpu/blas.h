@@ -25,6 +25,21 @@ void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, co
 void gemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+// OpenBLAS single-threaded for a scope, restored afterwards: for kernels that call GEMMs from
+// several pool threads at once (attention's heads, convolution's image parts). OpenBLAS would
+// otherwise thread each call, and its threads fight the pool's for the same cores (a 2-core
+// GPT step spent a third of its time in exec_blas_async). No-op inside a parallel region.
+class SerialBlas {
+ public:
+  SerialBlas();
+  ~SerialBlas();
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  bool active_;
+};
+
 // Whether a [rows, cols] matrix with these strides can be handed to BLAS without a copy.
 bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 

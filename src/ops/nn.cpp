@@ -1140,6 +1140,7 @@ void sdpa_cpu(const KernelArgs& k) {
     T* po = mptr<T>(k.outputs[0]);
     T* plse = mptr<T>(k.outputs[1]);
     const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
     parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
       AttnRows ar(g, k.attrs, batches, mask);
       std::vector<T> sc(size_t(blk.rows * g.S));
@@ -1216,6 +1217,7 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
     T* pdv = mptr<T>(k.outputs[2]);
     // one batch per task: dK and dV accumulate over its row blocks in order
     const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
+    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
     parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
       AttnRows ar(g, k.attrs, batches, mask);
       std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S));

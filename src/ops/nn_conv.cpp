@@ -29,6 +29,7 @@
 #include "global/global.h"
 #include "global/rules.h"
 #include "autocast.h"
+#include "cpu/blas.h"
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
 #include "thread_pool.h"
@@ -393,7 +394,7 @@ template <class F> int64_t for_image_parts(int64_t N, F&& f) {
   const int nt = num_threads();
   if (nt > 1 && N >= nt && !in_parallel_region()) {
     const int64_t P = nt;
-    BlasThreads bt(1);
+    cpu::SerialBlas serial;
     parallel_for(0, P, 1, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) f(p, p * N / P, (p + 1) * N / P);
     });
