@@ -31,6 +31,11 @@ void empty_cache(int device);
 
 // Copies n bytes; any of host<->device, device<->device. Returns after the copy is complete.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
+// Pinned host memory (NOTE [Pinned host memory] in src/cuda/host_pool.h): a page-locked CPU
+// storage; and a copy only queued on the current stream when the host side is pinned (or both
+// sides are on one device), else as copy_bytes.
+Storage allocate_pinned(size_t nbytes);
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 
 // Streams and events (NOTE [CUDA streams] in src/cuda/stream.cpp): the module's handles.
 void* current_stream(int device);

@@ -118,6 +118,16 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   need_device(what.c_str()).copy_bytes(dst, dst_dev, src, src_dev, n);
 }
 
+Storage allocate_pinned(size_t nbytes) {
+  const std::string what = fmt::format("allocate {} bytes of pinned host memory", nbytes);
+  return need_device(what.c_str()).allocate_pinned(nbytes);
+}
+
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  const std::string what = fmt::format("copy from {} to {}", src_dev.str(), dst_dev.str());
+  need_device(what.c_str()).copy_bytes_async(dst, dst_dev, src, src_dev, n);
+}
+
 void* current_stream(int device) { return need_device("get the current CUDA stream").current_stream(device); }
 void* default_stream(int device) { return need_device("get the default CUDA stream").default_stream(device); }
 void* pool_stream(int device, bool high_priority) {

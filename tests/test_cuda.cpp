@@ -406,3 +406,47 @@ TEST_CASE("cuda: the TF32 switches (off by default; float32 matmul within TF32 r
   of::globalContext().setAllowTF32CuBLAS(false);
   CHECK(of::allclose(tf32, exact, 1e-2, 1e-1));  // 10-bit mantissas
 }
+
+// ---------------------------------------------------------------- pinned memory
+
+TEST_CASE("cuda: pin_memory without a device is a clear error; plain tensors are not pinned") {
+  const of::Tensor x = of::arange(6, of::kFloat32).view({2, 3});
+  CHECK_FALSE(x.is_pinned());
+  // a CPU-to-CPU move with non_blocking is the same tensor
+  CHECK(x.to(of::Device(of::kCPU), true).is_same(x));
+  if (of::cuda::is_available()) {
+    const std::string msg = error_of([] { (void)of::zeros({2}, kCuda0).pin_memory(); });
+    CHECK(msg.find("[pin_memory] expected a CPU tensor") != std::string::npos);
+    return;
+  }
+  const std::string msg = error_of([&] { (void)x.pin_memory(); });
+  INFO("error: " << msg);
+  CHECK(msg.find("[cuda] not available") != std::string::npos);
+  CHECK(msg.find("pinned host memory") != std::string::npos);
+  const std::string msg2 = error_of([&] { (void)x.to(of::Device("cuda:0"), true); });
+  CHECK(msg2.find("cuda") != std::string::npos);
+}
+
+TEST_CASE("cuda: pinned host memory and non_blocking host-to-device copies") {
+  SKIP_WITHOUT_CUDA();
+  const of::Tensor x = of::randn({64, 33}).t();  // not contiguous: pin_memory lays it out
+  const of::Tensor p = x.pin_memory();
+  CHECK(p.is_pinned());
+  CHECK(p.is_contiguous());
+  CHECK(p.pin_memory().is_same(p));
+  CHECK(of::equal(p, x));
+  // queued on the current stream: a kernel queued after it sees the data
+  const of::Tensor g = p.to(kCuda0, true);
+  const of::Tensor y = (g * 2).cpu();
+  CHECK(of::equal(y, x * 2));
+  // pageable memory with non_blocking: a blocking copy, the same values
+  CHECK(of::equal(x.to(kCuda0, true).cpu(), x));
+  // device-to-host with non_blocking returns when complete
+  CHECK(of::equal(g.to(of::Device(of::kCPU), true), x));
+  // many copies in a row from pinned blocks freed and reused while copies are in flight
+  for (int i = 0; i < 20; ++i) {
+    const of::Tensor src = of::full({1024}, double(i)).pin_memory();
+    const of::Tensor dst = src.to(kCuda0, true);
+    CHECK(dst.sum().item<double>() == 1024.0 * i);
+  }
+}

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cuda/caching_pool.h"
+#include "cuda/host_pool.h"
 #include "oneflow/oneflow.h"
 
 namespace {
@@ -192,4 +193,70 @@ TEST_CASE("cuda pool: out of memory frees the cache and retries, then fails clea
   CHECK(c != nullptr);
   CHECK(pool.pending_blocks() == 0);
   pool.release(c);
+}
+
+// ---------------------------------------------------------------- pinned host memory
+
+TEST_CASE("pinned host pool: size classes, reuse only after the copies that used a block end") {
+  // NOTE [Pinned host memory]
+  auto st = std::make_shared<FakeState>();
+  FakeDevice dev{st};
+  oneflow::cuda_pool::HostPool<FakeDevice> pool(dev);
+  void* a = pool.allocate(100);  // a 4 KiB block
+  CHECK(st->mallocs == 1);
+  CHECK(pool.stats().reserved == 4096);
+  CHECK(pool.owns(a));
+  CHECK(pool.owns(bytes(a) + 4095));
+  CHECK_FALSE(pool.owns(bytes(a) + 4096));
+  int stack = 0;
+  CHECK_FALSE(pool.owns(&stack));
+  // freed with no copy pending: the next request of its class takes it
+  pool.free(a);
+  void* b = pool.allocate(4000);
+  CHECK(b == a);
+  CHECK(st->mallocs == 1);
+  CHECK(pool.stats().num_cache_hits == 1);
+  // a copy on stream 3 read it: freed, it waits for that copy
+  pool.record_use(bytes(b) + 16, 3);
+  pool.free(b);
+  void* c = pool.allocate(4000);
+  CHECK(c != b);  // a new block: the copy may still be reading b
+  CHECK(st->mallocs == 2);
+  stream_caught_up(*st, 3);
+  pool.free(c);
+  void* d = pool.allocate(10);
+  CHECK((d == b || d == c));
+  CHECK(st->mallocs == 2);
+  // another class
+  void* e = pool.allocate(5000);  // 8 KiB
+  CHECK(pool.stats().reserved == 4096 + 4096 + 8192);
+  pool.free(d);
+  pool.free(e);
+  CHECK(pool.stats().allocated == 0);
+  pool.empty_cache();
+  CHECK(pool.stats().reserved == 0);
+  CHECK(st->frees == 3);
+  CHECK_FALSE(pool.owns(e));
+}
+
+TEST_CASE("pinned host pool: out of memory waits for copies, frees the cache, then says what it holds") {
+  auto st = std::make_shared<FakeState>();
+  st->capacity = 64 << 10;
+  FakeDevice dev{st};
+  oneflow::cuda_pool::HostPool<FakeDevice> pool(dev);
+  void* a = pool.allocate(32 << 10);
+  pool.record_use(a, 1);
+  pool.free(a);                      // cached, its copy pending
+  void* b = pool.allocate(48 << 10);  // 64 KiB: only after the cached 32 KiB goes back
+  CHECK(b != nullptr);
+  CHECK(st->frees == 1);
+  std::string msg;
+  try {
+    (void)pool.allocate(1);
+  } catch (const of::Error& err) {
+    msg = err.what();
+  }
+  CHECK(msg.find("out of pinned host memory") != std::string::npos);
+  CHECK(msg.find("65536 bytes in use") != std::string::npos);
+  pool.free(b);
 }

@@ -32,6 +32,7 @@ struct StorageImpl {
   size_t nbytes = 0;
   Device device;
   std::atomic<uint32_t> version{0};
+  bool pinned = false;  // page-locked host memory (Tensor::pin_memory)
   std::function<void(void*)> release;  // user deleters (from_blob) and device allocators
   // Allocator fast path: release_fn(data, release_arg), no std::function call.
   void (*release_fn)(void* data, size_t arg) = nullptr;
@@ -223,6 +224,9 @@ class Tensor {
   // --- conversion and copies ---
   // memory_format: unset or Preserve keeps a channels-last input channels-last (libtorch's
   // default); Contiguous / ChannelsLast / ChannelsLast3d give that layout.
+  // non_blocking = true: a host-to-device copy from pinned memory (pin_memory()) is only queued
+  // on the current CUDA stream and the call returns at once; kernels queued after it on that
+  // stream see the data. Other copies (pageable memory, device-to-host) return when complete.
   Tensor to(ScalarType t, bool non_blocking = false, bool copy = false,
             std::optional<MemoryFormat> memory_format = std::nullopt) const;
   Tensor to(Device d, bool non_blocking = false, bool copy = false,
@@ -232,6 +236,10 @@ class Tensor {
   Tensor to(const TensorOptions& o, bool non_blocking = false, bool copy = false,
             std::optional<MemoryFormat> memory_format = std::nullopt) const;
   Tensor to(const Tensor& other) const { return to(other.device(), other.dtype()); }
+  // A copy in page-locked host memory (needs a CUDA device; not recorded by autograd, as a
+  // DataLoader's pinned batch): what makes to(cuda, non_blocking=true) asynchronous.
+  Tensor pin_memory() const;
+  bool is_pinned() const;  // its storage is page-locked host memory from pin_memory()
   Tensor cpu() const { return to(Device(kCPU)); }
   Tensor cuda() const { return to(Device(kCUDA, 0)); }
   Tensor type_as(const Tensor& o) const { return to(o.dtype()); }

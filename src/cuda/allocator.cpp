@@ -1,12 +1,15 @@
 // allocator.cpp: the caching CUDA allocator, one pool per device: the policy of
 // cuda/caching_pool.h (NOTE [CUDA caching allocator]) over cudaMalloc/cudaFree and events. A
 // block is allocated on the current stream of its device (NOTE [CUDA streams]). Pools are never
-// destroyed: tensors in static storage may outlive any destructor we could run.
+// destroyed: tensors in static storage may outlive any destructor we could run. Also the pinned
+// host pool (cuda/host_pool.h, NOTE [Pinned host memory]) over cudaHostAlloc, and the
+// asynchronous copies that use it.
 #include <memory>
 #include <vector>
 
 #include "cuda/caching_pool.h"
 #include "cuda/cuda_check.h"
+#include "cuda/host_pool.h"
 #include "cuda/module.h"
 
 namespace oneflow::cuda_module {
@@ -73,7 +76,82 @@ Pool& pool(int device) {  // `device` was validated by resolve_device
   return *(*pools)[size_t(device)];
 }
 
+// Page-locked host blocks; a use is an event on the stream (of its device) of an async copy.
+struct CudaHost {
+  struct Stream {
+    cudaStream_t stream;
+    int device;
+  };
+  using Event = cudaEvent_t;
+  void* malloc(size_t n) {
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    if (err != cudaSuccess) throw_cuda_error(err, "cudaHostAlloc", __FILE__, __LINE__);
+    return p;
+  }
+  void free(void* p) {
+    if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+  }
+  Event record(Stream s) { return CudaDevice{s.device}.record(s.stream); }
+  bool done(const Event& e) { return completed(cudaEventQuery(e), "cudaEventQuery"); }
+  void wait(const Event& e) { check_async(cudaEventSynchronize(e), "cudaEventSynchronize"); }
+  void destroy(const Event& e) {
+    if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();
+  }
+};
+
+cuda_pool::HostPool<CudaHost>& host_pool() {
+  static CudaHost* host = new CudaHost();
+  static auto* p = new cuda_pool::HostPool<CudaHost>(*host);  // leaked, as the device pools
+  return *p;
+}
+
 }  // namespace
+
+Storage allocate_pinned(size_t nbytes) {
+  resolve_device(-1);  // a device (and so a context) exists
+  void* data = nbytes ? host_pool().allocate(nbytes) : nullptr;
+  try {
+    auto s = std::make_shared<StorageImpl>(data, nbytes, Device(kCPU), [](void* ptr) {
+      if (ptr) host_pool().free(ptr);
+    });
+    s->pinned = true;
+    return s;
+  } catch (...) {
+    if (data) host_pool().free(data);
+    throw;
+  }
+}
+
+bool is_pinned(const void* p) { return p && host_pool().owns(p); }
+
+// NOTE [Asynchronous copies]: queued on the current stream of the device involved, with no
+// host wait, when the host side is pinned (the driver copies page-locked memory by DMA while the
+// host goes on; the pool keeps the block from reuse until the copy's event completes) or both
+// sides are on one device (stream order is enough). Anything else (pageable host memory, two
+// devices, a CUDA Graph capture) takes copy_bytes, which returns after the copy.
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  if (n == 0) return;
+  const bool h2d = src_dev.is_cpu() && dst_dev.is_cuda();
+  const bool d2h = src_dev.is_cuda() && dst_dev.is_cpu();
+  const void* host = h2d ? src : d2h ? dst : nullptr;
+  const bool one_device = src_dev.is_cuda() && dst_dev.is_cuda() &&
+                          resolve_device(src_dev.index()) == resolve_device(dst_dev.index());
+  if (capturing() || !((host && is_pinned(host)) || one_device))
+    return copy_bytes(dst, dst_dev, src, src_dev, n);
+  const int d = resolve_device(h2d ? dst_dev.index() : src_dev.index());
+  DeviceGuard guard(d);
+  cudaStream_t s = current_stream_of(d);
+  OF_CUDA_CHECK(cudaMemcpyAsync(dst, src, n,
+                                h2d ? cudaMemcpyHostToDevice
+                                    : d2h ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+                                s));
+  if (host) host_pool().record_use(host, CudaHost::Stream{s, d});
+}
 
 Storage allocate_storage(size_t nbytes, int device) {
   const int d = resolve_device(device);

@@ -22,6 +22,9 @@ void reset_peak_stats(int device);
 void empty_cache(int device);
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
+Storage allocate_pinned(size_t nbytes);
+bool is_pinned(const void* p);
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 
 // Streams and events (stream.cpp, NOTE [CUDA streams]); handles are cudaStream_t/cudaEvent_t.
 cudaStream_t current_stream_of(int device);

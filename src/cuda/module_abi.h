@@ -16,7 +16,7 @@
 namespace oneflow::cuda_backend {
 
 // Bump whenever ModuleV1, the kernels' signatures or any type crossing the boundary changes.
-inline constexpr uint32_t kModuleAbi = 5;
+inline constexpr uint32_t kModuleAbi = 6;
 
 // What the core calls through; each entry may throw of::Error (never returns an error code).
 struct ModuleV1 {
@@ -34,6 +34,13 @@ struct ModuleV1 {
   void (*empty_cache)(int device) = nullptr;
   // n bytes, any of host<->device, device<->device; returns after the copy is complete.
   void (*copy_bytes)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) = nullptr;
+  // Pinned host memory (NOTE [Pinned host memory]): a page-locked CPU storage from the cached
+  // pool; whether p points into one; a copy that is only queued on the current stream when it
+  // can be (host side pinned, or both sides on one device), else copy_bytes.
+  Storage (*allocate_pinned)(size_t nbytes) = nullptr;
+  bool (*is_pinned)(const void* p) = nullptr;
+  void (*copy_bytes_async)(void* dst, Device dst_dev, const void* src, Device src_dev,
+                           size_t n) = nullptr;
   // Streams (cudaStream_t as void*; device -1: the current device) and events (cudaEvent_t).
   void* (*current_stream)(int device) = nullptr;
   void* (*default_stream)(int device) = nullptr;

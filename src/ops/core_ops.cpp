@@ -46,6 +46,12 @@ void to_device_kernel(const KernelArgs& k) {
   // one as it is; its output is then staged, so dst is dense)
   const Tensor src = k.inputs[0].contiguous();
   const Tensor& dst = k.outputs[0];
+  // attr 2, when present: non_blocking (NOTE [Asynchronous copies] in src/cuda/allocator.cpp)
+  if (k.attrs.size() > 2 && k.attrs.b(2) && (src.is_cuda() || dst.is_cuda())) {
+    cuda_backend::copy_bytes_async(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(),
+                                   src.nbytes());
+    return;
+  }
   copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), src.nbytes());
 }
 TensorList to_device_vjp(const VjpCtx& c, const TensorList& g) {
@@ -173,7 +179,7 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 void register_core_ops() {
   register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
                         .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp});
-  register_op({.name = "to_device", .attr_names = {"device_type", "device_index"},
+  register_op({.name = "to_device", .attr_names = {"device_type", "device_index", "non_blocking"},
                              .infer_meta = to_device_meta, .cpu = to_device_kernel,
                              .cuda = to_device_kernel, .vjp = to_device_vjp,
                              .contiguous_inputs = 1});  // the kernel copies bytes
@@ -218,14 +224,16 @@ Tensor to_dtype(const Tensor& x, ScalarType t, bool copy) {
   return dispatch1(OF_OP("copy"), {x}, {t});
 }
 
-Tensor to_device(const Tensor& x, Device d, bool copy) {
+Tensor to_device(const Tensor& x, Device d, bool copy, bool non_blocking) {
   if (d == x.device() && !copy) return x;
   if (d == x.device()) return x.clone();
   if (d.is_cuda())
     if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
       fail("[to] cannot move a tensor to {}: [cuda] not available: {}", d.str(), why);
   Tensor src = x.contiguous();
-  return dispatch1(OF_OP("to_device"), {src}, {dev_type(d), dev_index(d)});
+  Attrs a{dev_type(d), dev_index(d)};
+  if (non_blocking) a.values.push_back(true);  // an optional third attr: absent means blocking
+  return dispatch1(OF_OP("to_device"), {src}, std::move(a));
 }
 
 // Permutation taking (N, C, spatial...) to channels-last order, and back.
@@ -293,19 +301,42 @@ Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy,
 }
 
 Tensor Tensor::to(Device d, bool non_blocking, bool copy, std::optional<MemoryFormat> mf) const {
-  (void)non_blocking;
   check_impl();
   if (!mf && d == device() && !copy) return *this;
-  return convert_in_format(*this, mf, "to", [&](const Tensor& y) { return to_device(y, d, copy); });
+  return convert_in_format(*this, mf, "to", [&](const Tensor& y) {
+    return to_device(y, d, copy, non_blocking);
+  });
+}
+
+Tensor Tensor::pin_memory() const {
+  check_impl();
+  if (is_pinned()) return *this;
+  OF_CHECK(device().is_cpu(), "[pin_memory] expected a CPU tensor, got one on {}", device().str());
+  OF_CHECK(!impl()->global, "[pin_memory] expected a local tensor, got a global one");
+  const Tensor src = contiguous();
+  Storage st = cuda_backend::allocate_pinned(src.nbytes());
+  if (src.nbytes()) std::memcpy(st->data, src.data_ptr(), src.nbytes());
+  auto impl = new_tensor_impl();
+  impl->storage = std::move(st);
+  impl->sizes = src.sizes().dims();
+  impl->strides = contiguous_strides(src.sizes());
+  impl->dtype = src.dtype();
+  impl->device = Device(kCPU);
+  impl->refresh_contiguous();
+  return Tensor(std::move(impl));
+}
+
+bool Tensor::is_pinned() const {
+  const TensorImpl* t = check_impl();
+  return t->storage && t->storage->pinned;
 }
 
 Tensor Tensor::to(Device d, ScalarType t, bool non_blocking, bool copy,
                   std::optional<MemoryFormat> mf) const {
-  (void)non_blocking;
   check_impl();
   if (!mf && d == device() && t == dtype() && !copy) return *this;
   return convert_in_format(*this, mf, "to", [&](const Tensor& y) {
-    Tensor r = to_device(y, d, copy);
+    Tensor r = to_device(y, d, copy, non_blocking);
     return to_dtype(r, t, false);
   });
 }
