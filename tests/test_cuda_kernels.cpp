@@ -412,3 +412,30 @@ TEST_CASE("cuda: a CPU plan says it replays on the CPU") {
   CHECK(f.stats().replay_mode == "cpu");
   CHECK(f.stats().str().find("replay:") == std::string::npos);
 }
+
+TEST_CASE("cuda: nonzero, masked_select and its backward equal the CPU (order, broadcast, layouts)") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(21);
+  for (of::ScalarType dt : {of::kFloat32, of::kInt64, of::kBool, of::kFloat16}) {
+    INFO("dtype ", of::dtype_name(dt));
+    const of::Tensor x = (of::rand({5, 7, 3}) > 0.6).to(dt);
+    check_bitwise(x.to(kCuda0).nonzero(), x.nonzero());
+    check_bitwise(x.transpose(0, 2).to(kCuda0).nonzero(), x.transpose(0, 2).nonzero());  // strided
+    check_bitwise(of::zeros({4}, dt).to(kCuda0).nonzero(), of::zeros({4}, dt).nonzero());  // none
+  }
+  check_bitwise(of::ones({}).to(kCuda0).nonzero(), of::ones({}).nonzero());  // 0-d: [1, 0]
+  const of::Tensor v = of::randn({4, 6});
+  const of::Tensor m = of::rand({6}) > 0.5;  // broadcast over rows
+  check_bitwise(of::masked_select(v.to(kCuda0), m.to(kCuda0)), of::masked_select(v, m));
+  check_bitwise(of::masked_select(v.t().to(kCuda0), (of::rand({6, 4}) > 2).to(kCuda0)),
+                of::masked_select(v.t(), of::rand({6, 4}) > 2));  // nothing selected
+  // the gradient scatters back to the selected places, zeros elsewhere
+  const of::Tensor vg = v.to(kCuda0).detach().requires_grad_(true);
+  of::masked_select(vg, m.to(kCuda0)).pow(2).sum().backward();
+  const of::Tensor vc = v.detach().requires_grad_(true);
+  of::masked_select(vc, m).pow(2).sum().backward();
+  check_close(vg.grad(), vc.grad(), 1e-6);
+  // the mask on another device than the input is an error naming both
+  const std::string msg = error_of([&] { (void)of::masked_select(v.to(kCuda0), m); });
+  CHECK(msg.find("[masked_select]") != std::string::npos);
+}

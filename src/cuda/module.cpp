@@ -5,6 +5,7 @@
 #include "cuda/cudnn.h"
 #include "cuda/fusion.h"
 #include "cuda/index.h"
+#include "cuda/select.h"
 #include "cuda/sort.h"
 
 namespace oneflow::cuda_module {
@@ -81,6 +82,7 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_factory_kernels(*core);
   cuda_module::register_nn_kernels(*core);
   cuda_module::register_index_kernels(*core);
+  cuda_module::register_select_kernels(*core);
   cuda_module::register_sort_kernels(*core);
   cuda_module::register_attention_kernels(*core);
   cuda_module::register_cudnn_kernels(*core);

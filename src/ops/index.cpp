@@ -528,13 +528,23 @@ TensorList index_add_vjp(const VjpCtx& c, const TensorList& g) {
 
 // ---------------------------------------------------------------- masked_select / nonzero
 
+// The nonzero elements of a device tensor: a reduction and one copy to the host (the ops that
+// call it have the kSyncsHost trait).
+int64_t device_count_nonzero(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.numel() == 0 ? 0 : (t != 0).sum().item<int64_t>();
+}
+
 void masked_select_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor &x = in[0], &mask = in[1];
-  OF_CHECK(mask.is_cpu(), "[masked_select] has no CUDA implementation");
   OF_CHECK(mask.dtype() == kBool, "[masked_select] expected a bool mask, got {}", dtype_name(mask.dtype()));
+  OF_CHECK(mask.device() == x.device(), "[masked_select] expected the mask on the input's device {}, "
+           "got {}", x.device().str(), mask.device().str());
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
   int64_t count = 0;
-  if (mask.numel() > 0) {
+  if (mask.numel() > 0 && !mask.is_cpu()) {
+    count = device_count_nonzero(mask) * (prod_of(b) / mask.numel());
+  } else if (mask.numel() > 0) {
     std::array<DimVector, 1> st{mask.strides().dims()};
     const bool* mp = static_cast<const bool*>(mask.data_ptr());
     for_each_run<1>(mask.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
@@ -572,7 +582,8 @@ TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
 void msb_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &g = in[0], &mask = in[1];
   const DimVector& size = a.ints(0);
-  OF_CHECK(mask.is_cpu(), "[masked_select_backward] has no CUDA implementation");
+  OF_CHECK(mask.device() == g.device(), "[masked_select_backward] expected the mask on the "
+           "gradient's device {}, got {}", g.device().str(), mask.device().str());
   OF_CHECK(mask.dtype() == kBool, "[masked_select_backward] expected a bool mask, got {}",
            dtype_name(mask.dtype()));
   OF_CHECK(g.dim() == 1, "[masked_select_backward] expected a 1-D gradient, got shape {}",
@@ -618,7 +629,10 @@ TensorList msb_vjp(const VjpCtx& c, const TensorList& g) {
 
 void nonzero_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
-  OF_CHECK(x.is_cpu(), "[nonzero] has no CUDA implementation");
+  if (!x.is_cpu()) {
+    out.push_back({{device_count_nonzero(x), x.dim()}, {}, 0, kInt64, x.device()});
+    return;
+  }
   int64_t count = 0;
   std::array<DimVector, 1> st{x.strides().dims()};
   dispatch_dtype(x.dtype(), [&](auto z) {
