@@ -4,6 +4,8 @@
 // row stride) is read as its own transpose with no op (CUBLAS_OP_N); one with row stride 1
 // (a transposed view, ld = column stride) is read with CUBLAS_OP_T. Anything else (expanded or
 // sliced in both dims) is first copied into a contiguous temporary.
+#include <cublasLt.h>
+
 #include <climits>
 #include <mutex>
 #include <vector>
@@ -198,6 +200,99 @@ void mm_kernel(const KernelArgs& args) {
 void bmm_kernel(const KernelArgs& args) {
   check_operands(args, 3, "bmm");
   gemm(args, args.outputs[0].sizes()[0], "bmm");
+}
+
+// ---------------------------------------------------------------- cuBLASLt: linear + bias
+
+namespace {
+
+cublasLtHandle_t lt_handle_for(int device) {
+  static std::mutex mu;
+  static auto* handles = new std::vector<cublasLtHandle_t>();  // never destroyed (see allocator)
+  std::lock_guard<std::mutex> lock(mu);
+  if (handles->empty()) handles->resize(size_t(device_count()), nullptr);
+  cublasLtHandle_t& h = (*handles)[size_t(device)];
+  if (h == nullptr) {
+    DeviceGuard guard(device);
+    cublasLtHandle_t created = nullptr;
+    OF_CUBLAS_CHECK(cublasLtCreate(&created));
+    h = created;
+  }
+  return h;
+}
+
+// Destroys the cuBLASLt descriptors of one call however it leaves.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+constexpr size_t kLtWorkspace = size_t(4) << 20;
+
+}  // namespace
+
+// NOTE [Linear on cuBLASLt]: out [R, O] = x [R, I] @ w [O, I]^T + b as one cublasLtMatmul whose
+// epilogue adds the bias (CUBLASLT_EPILOGUE_BIAS: the bias is a vector over the rows of the
+// column-major result, i.e. over O). Row-major out is column-major out^T [O, R] = w (read
+// transposed from its [I, O] column-major storage) times x^T ([I, R]). float32 (TF32 when
+// allowed), float16 and bfloat16 with float accumulation; false (the caller runs cuBLAS and a
+// bias kernel) for float64, an empty reduction dim, pointers cuBLASLt will not take or no
+// algorithm from its heuristics.
+bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+               int device) {
+  const ScalarType dt = x.dtype();
+  if (dt != kFloat32 && dt != kFloat16 && dt != kBFloat16) return false;
+  const int64_t R = x.size(0), I = x.size(1), O = w.size(0);
+  if (R == 0 || O == 0 || I == 0 || R > INT_MAX || I > INT_MAX || O > INT_MAX) return false;
+  if (!x.is_contiguous() || !w.is_contiguous() || !out.is_contiguous()) return false;
+  if (bias.defined() && (!bias.is_contiguous() ||
+                         reinterpret_cast<uintptr_t>(bias.impl()->raw_data()) % 16 != 0))
+    return false;
+  const cudaDataType_t t = dt == kFloat32 ? CUDA_R_32F : dt == kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  const bool tf32 = dt == kFloat32 && g_core && g_core->allow_tf32_cublas &&
+                    g_core->allow_tf32_cublas();
+  const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream_of(device);
+  cublasLtHandle_t lt = lt_handle_for(device);
+  LtDescs ds;
+  OF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, ct, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (bias.defined()) {
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    const void* bp = bias.impl()->raw_data();
+    OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+  }
+  OF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, t, uint64_t(I), uint64_t(O), int64_t(I)));
+  OF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, uint64_t(I), uint64_t(R), int64_t(I)));
+  OF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.d, t, uint64_t(O), uint64_t(R), int64_t(O)));
+  OF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref));
+  const size_t ws_bytes = kLtWorkspace;
+  OF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(lt, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &heur, &found) !=
+          CUBLAS_STATUS_SUCCESS ||
+      found == 0)
+    return false;
+  Storage ws = allocate_storage(heur.workspaceSize ? heur.workspaceSize : 1, device);
+  const float one = 1.0f, zero = 0.0f;
+  OF_CUBLAS_CHECK(cublasLtMatmul(lt, ds.op, &one, w.impl()->raw_data(), ds.a, x.impl()->raw_data(),
+                                 ds.b, &zero, out.impl()->raw_data(), ds.d, out.impl()->raw_data(),
+                                 ds.d, &heur.algo, ws->data, heur.workspaceSize, stream));
+  return true;
 }
 
 }  // namespace oneflow::cuda_module

@@ -124,6 +124,12 @@ void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
   run(op, k.outputs[0], k.inputs, dtype);
 }
 
+}  // namespace
+
+void add_into(const Tensor& out, const Tensor& b) { run(ElemOp::add, out, {out, b}, out.dtype()); }
+
+namespace {
+
 template <ElemOp Op>
 void elementwise_kernel(const KernelArgs& k) {
   run(Op, k, k.inputs[0].dtype());

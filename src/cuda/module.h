@@ -93,6 +93,11 @@ Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, do
                           uint64_t seed, uint64_t offset);
 void copy_strided_kernel(const KernelArgs& args);  // "copy" (contiguous / dtype change)
 void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/float64 (2-D)
+// out = x @ w^T + bias (bias may be undefined) by one cuBLASLt call with the bias epilogue
+// (NOTE [Linear on cuBLASLt]); false when cuBLASLt does not take it (nothing was written).
+bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int device);
+// out += b broadcast (b over out's trailing dims), by the elementwise add kernel.
+void add_into(const Tensor& out, const Tensor& b);
 void bmm_kernel(const KernelArgs& args);           // cuBLAS strided-batched GEMM
 
 }  // namespace oneflow::cuda_module

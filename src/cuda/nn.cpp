@@ -178,18 +178,20 @@ void norm_backward_kernel(const KernelArgs& k) {
 }
 
 // ---------------------------------------------------------------- linear
-// x [R, in] @ weight[out, in]^T (+ bias [out]): one cuBLAS GEMM reading weight transposed in
-// place, then the bias added in place.
+// x [R, in] @ weight[out, in]^T (+ bias [out]): one cuBLASLt call with the bias epilogue (NOTE
+// [Linear on cuBLASLt]); else one cuBLAS GEMM reading weight transposed in place and the bias
+// added in place by the elementwise kernel.
 void linear_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& w = k.inputs[1];
   const Tensor& out = k.outputs[0];
-  device_of(x, "linear");
+  const int device = device_of(x, "linear");
+  if (out.numel() > 0 && lt_linear(x, w, k.inputs[2], out, device)) return;
   const Attrs none{};
   const TensorList ins{x, w.t()};
   TensorList outs{out};
   mm_kernel(KernelArgs{ins, none, outs});
-  if (k.inputs[2].defined() && out.numel() > 0) Tensor(out).add_(k.inputs[2]);
+  if (k.inputs[2].defined() && out.numel() > 0) add_into(out, k.inputs[2]);
 }
 
 // ---------------------------------------------------------------- index_select / embedding / index_add
