@@ -163,8 +163,12 @@ bool reduced(const Tensor& t) {
 
 bool needs_widening(const OpDef& op, const TensorList& inputs) {
   if (t_casting) return false;
-  bool any = false;
-  for (const Tensor& t : inputs) any = any || reduced(t);
+  bool any = false, cuda = false;
+  for (const Tensor& t : inputs) {
+    any = any || reduced(t);
+    cuda = cuda || (t.defined() && t.is_cuda());
+  }
+  if (cuda && op.cuda_16bit) return false;  // its CUDA kernel takes them (cuDNN, cuBLASLt)
   return any && widened_ops().count(&op) != 0;
 }
 

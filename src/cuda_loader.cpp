@@ -23,6 +23,7 @@ struct Loaded {
 
 #ifdef ONEFLOW_CUDA_MODULE
 void set_cuda_kernel(const char* op, KernelFn fn) { set_op_cuda_kernel(op, fn); }
+void set_cuda_16bit(const char* op) { set_op_cuda_16bit(op); }
 
 Loaded load() {
   Loaded r;
@@ -33,6 +34,7 @@ Loaded load() {
   if (!init) return r;
   static const CoreV1 core{.abi = kModuleAbi, .build_id = ONEFLOW_BUILD_ID,
                            .set_cuda_kernel = set_cuda_kernel,
+                           .set_cuda_16bit = set_cuda_16bit,
                            .allow_tf32_cublas = [] { return globalContext().allowTF32CuBLAS(); }};
   try {
     r.module = init(&core);

@@ -85,6 +85,7 @@ const OpDef& find_op(std::string_view name) {
 void set_op_cuda_kernel(std::string_view name, KernelFn fn) {
   const_cast<OpDef&>(find_op(name)).cuda = fn;  // the table owns its ops; only this slot changes
 }
+void set_op_cuda_16bit(std::string_view name) { const_cast<OpDef&>(find_op(name)).cuda_16bit = true; }
 
 void ensure_op_table() { table(); }
 

@@ -120,6 +120,9 @@ struct OpDef {
   // Inputs the kernel reads as dense row-major buffers: dispatch makes them contiguous first
   // (a recorded, differentiable copy), so kernels never allocate behind the tracer's planner.
   uint32_t contiguous_inputs = 0;
+  // The CUDA kernel takes float16/bfloat16 operands itself (accumulating in float): dispatch
+  // does not widen them for it (NOTE [Reduced-precision fallback]). Set by the CUDA module.
+  bool cuda_16bit = false;
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
 
@@ -136,6 +139,8 @@ const OpDef& find_op(std::string_view name);
 // Fills the CUDA kernel slot of the op named `name`: the CUDA module does this once, when it is
 // loaded (NOTE [CUDA module] in cuda_loader.cpp), before any CUDA tensor exists.
 void set_op_cuda_kernel(std::string_view name, KernelFn fn);
+// Marks its CUDA kernel as taking float16/bfloat16 operands (OpDef::cuda_16bit); same caller.
+void set_op_cuda_16bit(std::string_view name);
 // Every registered op, in registration order.
 std::vector<const OpDef*> all_ops();
 // Builds the op table if needed.

@@ -6,6 +6,9 @@
 
 #include <oneflow/oneflow.h>
 
+#include "autocast.h"
+#include "dispatch.h"
+
 #include <unistd.h>
 
 #include <array>
@@ -448,5 +451,39 @@ TEST_CASE("cuda: pinned host memory and non_blocking host-to-device copies") {
     const of::Tensor src = of::full({1024}, double(i)).pin_memory();
     const of::Tensor dst = src.to(kCuda0, true);
     CHECK(dst.sum().item<double>() == 1024.0 * i);
+  }
+}
+
+// ---------------------------------------------------------------- 16-bit kernels
+
+TEST_CASE("cuda: the module marks the kernels that take float16/bfloat16 (no widening on the GPU)") {
+  (void)of::cuda::is_available();  // loads the module where it was built
+  if (of::find_op("mm").cuda == nullptr) {
+    MESSAGE("the CUDA module is not loaded here: skipped");
+    return;
+  }
+  // NOTE [Reduced-precision convolutions], NOTE [Linear on cuBLASLt]
+  for (const char* op : {"conv2d", "conv3d", "conv_transpose2d", "conv2d_backward_weight", "linear"})
+    CHECK_MESSAGE(of::find_op(op).cuda_16bit, op);
+  CHECK_FALSE(of::find_op("batch_norm").cuda_16bit);  // still widened by dispatch
+  // on the CPU the same ops are widened (their CPU kernels compute in float32/float64)
+  const of::TensorList cpu_half{of::ones({1, 1, 3, 3}, of::kFloat16), of::ones({1, 1, 1, 1}, of::kFloat16)};
+  CHECK(of::autocast_detail::needs_widening(of::find_op("conv2d"), cpu_half));
+}
+
+TEST_CASE("cuda: float16/bfloat16 convolutions and linear run in their dtype and match float32") {
+  SKIP_WITHOUT_CUDA();
+  of::manual_seed(9);
+  const of::Tensor x = of::randn({2, 3, 9, 9}), w = of::randn({4, 3, 3, 3}) * 0.2, b = of::randn({4});
+  const of::Tensor ref = of::conv2d(x, w, b, {1, 1}, {1, 1}).to(of::kFloat64);
+  for (of::ScalarType dt : {of::kFloat16, of::kBFloat16}) {
+    INFO("dtype ", of::dtype_name(dt));
+    const of::Tensor y = of::conv2d(x.to(kCuda0, dt), w.to(kCuda0, dt), b.to(kCuda0, dt), {1, 1}, {1, 1});
+    CHECK(y.dtype() == dt);
+    check_close(y.to(of::kFloat64), ref.to(kCuda0), dt == of::kFloat16 ? 2e-2 : 1e-1);
+    const of::Tensor a = of::randn({5, 7}), m = of::randn({6, 7}), c = of::randn({6});
+    const of::Tensor l = of::linear(a.to(kCuda0, dt), m.to(kCuda0, dt), c.to(kCuda0, dt));
+    CHECK(l.dtype() == dt);
+    check_close(l.to(of::kFloat64), of::linear(a, m, c).to(kCuda0, of::kFloat64), dt == of::kFloat16 ? 2e-2 : 1e-1);
   }
 }

@@ -53,6 +53,15 @@ void check_dtype(const Tensor& t, const char* op) {
            op, dtype_name(t.dtype()), shape_str(t.sizes()));
 }
 
+// Convolutions also take float16/bfloat16 (float accumulation, tensor cores): NOTE [Reduced-
+// precision convolutions].
+void check_conv_dtype(const Tensor& t, const char* op) {
+  OF_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64 || t.dtype() == kFloat16 ||
+               t.dtype() == kBFloat16,
+           "[{}] cuda: expected a float32, float64, float16 or bfloat16 input, got {} (shape {})",
+           op, dtype_name(t.dtype()), shape_str(t.sizes()));
+}
+
 void check_dense_output(const Tensor& t, const char* op) {
   OF_CHECK(t.is_contiguous(), "[{}] cuda: expected a dense output, got strides {} for shape {}",
            op, shape_str(t.impl()->strides), shape_str(t.sizes()));
@@ -274,8 +283,18 @@ using ConvDesc = Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescri
                       cudnnDestroyConvolutionDescriptor>;
 
 cudnnDataType_t cudnn_type(ScalarType t) {
-  return t == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  switch (t) {
+    case kFloat64: return CUDNN_DATA_DOUBLE;
+    case kFloat16: return CUDNN_DATA_HALF;
+    case kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
 }
+// NOTE [Reduced-precision convolutions]: float16/bfloat16 tensors with float arithmetic (the
+// convolution descriptor's compute type; scaling factors are floats), any math type cuDNN
+// ranks (tensor cores), deterministic algorithms first as for float32. The ops are marked
+// OpDef::cuda_16bit, so autocast's half-precision convolutions stay half on the GPU.
+cudnnDataType_t compute_type(ScalarType t) { return t == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 
 // Host scaling factors: double for double tensors, float otherwise.
 struct Scale {
@@ -374,7 +393,7 @@ struct ConvDescs {
                                         int(wd.size()), wd.data()),
              wh);
     OF_CUDNN(cudnnSetConvolutionNdDescriptor(conv.d, g.sp, g.pad, g.stride, g.dil,
-                                             CUDNN_CROSS_CORRELATION, cudnn_type(g.dtype)),
+                                             CUDNN_CROSS_CORRELATION, compute_type(g.dtype)),
              wh);
     OF_CUDNN(cudnnSetConvolutionGroupCount(conv.d, int(g.G)), wh);
   }
@@ -583,9 +602,9 @@ template <int Sp> const char* conv_bw_name() {
 
 void add_bias(const Tensor& out, const Tensor& bias) {
   if (!bias.defined() || out.numel() == 0) return;
-  DimVector shape(size_t(out.dim()), 1);
-  shape[1] = bias.size(0);
-  Tensor(out).add_(bias.view(shape));
+  DimVector shape(size_t(out.dim()) - 1, 1);
+  shape[0] = bias.size(0);  // [M, 1, ...]: broadcast over out's trailing dims from dim 1
+  add_into(out, bias.view(shape));
 }
 
 // conv2d / conv3d (x, w, bias?; stride, padding, dilation, groups)
@@ -598,7 +617,7 @@ void conv_kernel(const KernelArgs& k) {
   const Where wh{op, {"input", "weight", "output"}, {&x, &w, &y}};
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
-  check_dtype(x, op);
+  check_conv_dtype(x, op);
   check_dense_output(y, op);
   DeviceGuard guard(device);
   ConvGeom g;
@@ -645,7 +664,7 @@ void conv_transpose_kernel(const KernelArgs& k) {
   const Where wh{op, {"input", "weight", "output"}, {&x, &w, &y}};
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
-  check_dtype(x, op);
+  check_conv_dtype(x, op);
   check_dense_output(y, op);
   DeviceGuard guard(device);
   ConvGeom g;
@@ -702,7 +721,7 @@ void conv_backward_weight_kernel(const KernelArgs& k) {
   const Where wh{op, {"input", "grad_output", "grad_weight"}, {&x, &dy, &dw}};
   const int device = device_of(x, op);
   if (dw.numel() == 0) return;
-  check_dtype(x, op);
+  check_conv_dtype(x, op);
   check_dense_output(dw, op);
   DeviceGuard guard(device);
   if (x.size(0) == 0) {  // no images: a zero gradient (as the CPU kernel)
@@ -871,6 +890,9 @@ void register_cudnn_kernels(const cuda_backend::CoreV1& core) {
   core.set_cuda_kernel("conv_transpose3d", conv_transpose_kernel<3>);
   core.set_cuda_kernel("conv2d_backward_weight", conv_backward_weight_kernel<2>);
   core.set_cuda_kernel("conv3d_backward_weight", conv_backward_weight_kernel<3>);
+  for (const char* op : {"conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
+                         "conv2d_backward_weight", "conv3d_backward_weight"})
+    core.set_cuda_16bit(op);
   core.set_cuda_kernel("batch_norm", bn_kernel);
   core.set_cuda_kernel("batch_norm_backward", bn_backward_kernel);
 #endif

@@ -96,6 +96,8 @@ struct CoreV1 {
   const char* build_id = nullptr;
   // Sets OpDef::cuda of the op named `op`; throws of::Error for an unknown op.
   void (*set_cuda_kernel)(const char* op, KernelFn fn) = nullptr;
+  // Marks the op's CUDA kernel as taking float16/bfloat16 operands (OpDef::cuda_16bit).
+  void (*set_cuda_16bit)(const char* op) = nullptr;
   // of::globalContext().allowTF32CuBLAS(), read at every float32 GEMM.
   bool (*allow_tf32_cublas)() = nullptr;
 };

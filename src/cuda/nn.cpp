@@ -280,6 +280,7 @@ void register_nn_kernels(const cuda_backend::CoreV1& core) {
   core.set_cuda_kernel("group_norm", norm_kernel<kGroup>);
   core.set_cuda_kernel("group_norm_backward", norm_backward_kernel<kGroup>);
   core.set_cuda_kernel("linear", linear_kernel);
+  core.set_cuda_16bit("linear");  // cuBLASLt / cuBLAS with float accumulation
   core.set_cuda_kernel("index_select", index_select_kernel);
   core.set_cuda_kernel("embedding", embedding_kernel);
   core.set_cuda_kernel("index_add", index_add_kernel);
