@@ -123,6 +123,14 @@ int main(int argc, char** argv) {
   ob::Table t(smoke ? "CPU smoke run of the GPU model benchmarks (tiny shapes; not figures)"
                     : "training throughput on the GPU, AMP float16; peer = PyTorch eager "
                       "(bench/gpu_models.py) in the same gpu_check run");
+  // eager against PyTorch's eager (the target), the CUDA-Graph replay beside it
+  auto rows = [&](const std::string& what, const char* key, int64_t batch, const Result& r) {
+    const double eager = double(batch) / r.eager, replay = double(batch) / r.replay;
+    t.row({what + ", eager", fmt::format("{:.1f}", eager), peer(key), ratio(key, eager), ">= 1.0x",
+           verdict(key, eager)});
+    t.row({what + ", replay (" + r.mode + ")", fmt::format("{:.1f}", replay), peer(key),
+           ratio(key, replay), "(beside)", "-"});
+  };
   of::manual_seed(0);
   if (want_resnet) {
     const int64_t batch = smoke ? 2 : 128, side = smoke ? 32 : 224;
@@ -133,12 +141,8 @@ int main(int argc, char** argv) {
     const of::Tensor y = of::randint(0, smoke ? 10 : 1000, {batch}, of::kInt64).to(dev);
     std::printf("ResNet-50%s, batch %lld, %lldx%lld\n", smoke ? " (tiny)" : "", (long long)batch,
                 (long long)side, (long long)side);
-    const Result r = run(model, opt, dev, amp, x, y, warm, n);
-    const double eager = double(batch) / r.eager, replay = double(batch) / r.replay;
-    t.row({"ResNet-50 images/s, eager", fmt::format("{:.1f}", eager), peer("resnet50_images_per_s"),
-           ratio("resnet50_images_per_s", eager), ">= 1.0x", verdict("resnet50_images_per_s", eager)});
-    t.row({"ResNet-50 images/s, replay (" + r.mode + ")", fmt::format("{:.1f}", replay),
-           peer("resnet50_images_per_s"), ratio("resnet50_images_per_s", replay), "(beside)", "-"});
+    rows("ResNet-50 images/s", "resnet50_images_per_s", batch,
+         run(model, opt, dev, amp, x, y, warm, n));
   }
   if (want_bert) {
     ob::BertShape s;
@@ -151,12 +155,8 @@ int main(int argc, char** argv) {
     const of::Tensor labels = of::randint(0, s.vocab, {seq, batch}, of::kInt64).to(dev);
     std::printf("BERT-base%s, seq %lld, batch %lld\n", smoke ? " (tiny)" : "", (long long)seq,
                 (long long)batch);
-    const Result r = run(model, opt, dev, amp, ids, labels, warm, n);
-    const double eager = double(batch) / r.eager, replay = double(batch) / r.replay;
-    t.row({"BERT-base sequences/s, eager", fmt::format("{:.1f}", eager), peer("bert_sequences_per_s"),
-           ratio("bert_sequences_per_s", eager), ">= 1.0x", verdict("bert_sequences_per_s", eager)});
-    t.row({"BERT-base sequences/s, replay (" + r.mode + ")", fmt::format("{:.1f}", replay),
-           peer("bert_sequences_per_s"), ratio("bert_sequences_per_s", replay), "(beside)", "-"});
+    rows("BERT-base sequences/s", "bert_sequences_per_s", batch,
+         run(model, opt, dev, amp, ids, labels, warm, n));
   }
   t.print();
   return 0;

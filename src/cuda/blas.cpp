@@ -17,18 +17,28 @@
 namespace oneflow::cuda_module {
 namespace {
 
-cublasHandle_t handle_for(int device) {  // `device` was validated by resolve_device
+// One handle of type H per device, made by create(&h) on first use; never destroyed (see the
+// allocator). `device` was validated by resolve_device.
+template <class H, class Create>
+H per_device_handle(int device, Create&& create) {
   static std::mutex mu;
-  static auto* handles = new std::vector<cublasHandle_t>();  // never destroyed (see allocator)
+  static auto* handles = new std::vector<H>();
   std::lock_guard<std::mutex> lock(mu);
   if (handles->empty()) handles->resize(size_t(device_count()), nullptr);
-  cublasHandle_t& h = (*handles)[size_t(device)];
+  H& h = (*handles)[size_t(device)];
   if (h == nullptr) {
     DeviceGuard guard(device);
-    cublasHandle_t created = nullptr;
-    OF_CUBLAS_CHECK(cublasCreate(&created));
+    H created = nullptr;
+    create(&created);
     h = created;
   }
+  return h;
+}
+
+cublasHandle_t handle_for(int device) {
+  cublasHandle_t h = per_device_handle<cublasHandle_t>(device, [](cublasHandle_t* c) {
+    OF_CUBLAS_CHECK(cublasCreate(c));
+  });
   // Full-precision fp32 unless of::globalContext().setAllowTF32CuBLAS(true) (then TF32 tensor
   // cores, as libtorch's switch); read at every call.
   const bool tf32 = g_core && g_core->allow_tf32_cublas && g_core->allow_tf32_cublas();
@@ -207,18 +217,9 @@ void bmm_kernel(const KernelArgs& args) {
 namespace {
 
 cublasLtHandle_t lt_handle_for(int device) {
-  static std::mutex mu;
-  static auto* handles = new std::vector<cublasLtHandle_t>();  // never destroyed (see allocator)
-  std::lock_guard<std::mutex> lock(mu);
-  if (handles->empty()) handles->resize(size_t(device_count()), nullptr);
-  cublasLtHandle_t& h = (*handles)[size_t(device)];
-  if (h == nullptr) {
-    DeviceGuard guard(device);
-    cublasLtHandle_t created = nullptr;
-    OF_CUBLAS_CHECK(cublasLtCreate(&created));
-    h = created;
-  }
-  return h;
+  return per_device_handle<cublasLtHandle_t>(device, [](cublasLtHandle_t* h) {
+    OF_CUBLAS_CHECK(cublasLtCreate(h));
+  });
 }
 
 // Destroys the cuBLASLt descriptors of one call however it leaves.
