@@ -736,18 +736,20 @@ std::vector<int> creators(const Graph& g) {  // the last node listing each value
 
 Graph hoist_views(const Graph& g) {
   const size_t n = g.nodes.size();
-  const std::vector<int> creator = creators(g);
-  // a view goes right after the latest maker of its inputs (ties keep recorded order)
+  // a view goes right after the latest node before it that wrote one of its inputs (an
+  // in-place write lists the value it writes as its output; ties keep recorded order)
+  std::vector<int> writer(g.values.size(), -1);
   std::vector<std::pair<double, int>> key(n);
   for (size_t i = 0; i < n; ++i) {
     double k = double(i);
     if (is_view_node(g.nodes[i])) {
       int after = -1;
       for (int v : g.nodes[i].inputs)
-        if (v >= 0) after = std::max(after, creator[size_t(v)]);
+        if (v >= 0) after = std::max(after, writer[size_t(v)]);
       k = double(after) + 0.5 + double(i) / double(4 * n + 4);  // between `after` and the next
     }
     key[i] = {k, int(i)};
+    for (int v : g.nodes[i].outputs) writer[size_t(v)] = int(i);
   }
   std::stable_sort(key.begin(), key.end());
   std::vector<int> order(n);
