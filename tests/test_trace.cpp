@@ -1041,9 +1041,12 @@ TEST_CASE("trace pass: schedule keeps views and in-place writes in order (every 
     h.add_(1);  // in place on an intermediate: v sees it
     of::Tensor b = (v * 3).sum(1);
     of::Tensor c = of::matmul(h.view({64, 32}), x[1]);
-    return std::vector<of::Tensor>{a, b, c};
+    of::Tensor w = h.view({32, 64});
+    w.mul_(0.5);  // in place on a view: its readers come after both the view and the write
+    of::Tensor d = w.sum(1) + of::matmul(w, x[2]).sum(1);
+    return std::vector<of::Tensor>{a, b, c, d};
   };
-  std::vector<of::Tensor> in{of::randn({2048}), of::randn({32, 8})};
+  std::vector<of::Tensor> in{of::randn({2048}), of::randn({32, 8}), of::randn({64, 16})};
   const of::trace::Graph s = of::trace::schedule(of::trace::dce(recorded(fn, in)));
   std::vector<char> made(s.values.size(), 0);
   for (int v : s.inputs) made[size_t(v)] = 1;

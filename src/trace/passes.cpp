@@ -727,13 +727,6 @@ Graph reordered(Graph g, const std::vector<int>& order) {
   return g;
 }
 
-std::vector<int> creators(const Graph& g) {  // the last node listing each value as an output
-  std::vector<int> c(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].outputs) c[size_t(v)] = int(i);
-  return c;
-}
-
 Graph hoist_views(const Graph& g) {
   const size_t n = g.nodes.size();
   // a view goes right after the latest node before it that wrote one of its inputs (an
@@ -766,7 +759,6 @@ Graph schedule(const Graph& g0) {
   Graph g = hoist_views(g0);
   const size_t n = g.nodes.size();
   if (n < 2) return g;
-  const std::vector<int> creator = creators(g);
   auto placed = [&](int b) {  // an arena buffer: intermediate, not outliving the call
     const Buffer& B = g.buffers[size_t(b)];
     return B.kind == BufKind::Intermediate && !B.escapes;
@@ -796,8 +788,9 @@ Graph schedule(const Graph& g0) {
     return op->has(kCollective) || op->has(kEffect) || op->has(kSyncsHost);
   };
   auto independent = [&](int a, int b) {  // a runs before b today
+    const auto& made = g.nodes[size_t(a)].outputs;  // in place or not, b may read what a makes
     for (int v : g.nodes[size_t(b)].inputs)
-      if (v >= 0 && creator[size_t(v)] == a) return false;
+      if (v >= 0 && std::find(made.begin(), made.end(), v) != made.end()) return false;
     for (int w : writes[size_t(a)])
       if (uses(b, w)) return false;
     for (int w : writes[size_t(b)])
