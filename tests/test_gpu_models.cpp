@@ -44,7 +44,7 @@ void check_same(const std::pair<std::vector<of::Tensor>, std::vector<of::Tensor>
 
 TEST_CASE("gpu models (small, CPU): ResNet bottleneck network AMP steps traced equal eager") {
   of::manual_seed(3);
-  const of::Tensor x = of::randn({2, 3, 32, 32});
+  const of::Tensor x = of::randn({2, 3, 16, 16});
   const of::Tensor y = of::randint(0, 10, {2}, of::kInt64);
   auto make = [] { return ob::ResNet(std::vector<int64_t>{1, 1, 1, 1}, 10, 8); };
   auto opt = [](std::vector<of::Tensor> p) {
