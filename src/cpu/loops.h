@@ -5,16 +5,31 @@
 // "all contiguous" and "one operand is a scalar", which the compiler vectorises.
 #pragma once
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "dispatch.h"
 #include "thread_pool.h"
 
 namespace oneflow::cpu {
+
+// c ? u : v by bit masks, with no branch: GCC turns a select on a data-dependent bool into a
+// branch per element, which mispredicts on relu and dropout masks and on window maxima.
+template <class T> inline T bit_select(bool c, T u, T v) {
+  using Bits = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  const Bits m = Bits(Bits(0) - Bits(c));
+  return std::bit_cast<T>(Bits((std::bit_cast<Bits>(u) & m) | (std::bit_cast<Bits>(v) & Bits(~m))));
+}
 
 inline constexpr int kMaxOperands = 5;
 

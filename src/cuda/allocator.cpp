@@ -15,9 +15,18 @@
 namespace oneflow::cuda_module {
 namespace {
 
-struct CudaDevice {
-  using Stream = cudaStream_t;
+// What the device pool and the pinned host pool do alike with the events of their streams.
+struct CudaEvents {
   using Event = cudaEvent_t;
+  bool done(const Event& e) { return completed(cudaEventQuery(e), "cudaEventQuery"); }
+  void wait(const Event& e) { check_async(cudaEventSynchronize(e), "cudaEventSynchronize"); }
+  void destroy(const Event& e) {
+    if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();
+  }
+};
+
+struct CudaDevice : CudaEvents {
+  using Stream = cudaStream_t;
   int device;
 
   void* malloc(size_t n) {
@@ -48,11 +57,6 @@ struct CudaDevice {
     }
     return e;
   }
-  bool done(const Event& e) { return completed(cudaEventQuery(e), "cudaEventQuery"); }
-  void wait(const Event& e) { check_async(cudaEventSynchronize(e), "cudaEventSynchronize"); }
-  void destroy(const Event& e) {
-    if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();
-  }
   void synchronize() {
     DeviceGuard guard(device);
     check_async(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -70,19 +74,18 @@ using Pool = cuda_pool::CachingPool<CudaDevice>;
 Pool& pool(int device) {  // `device` was validated by resolve_device
   static std::vector<Pool*>* pools = [] {
     auto* v = new std::vector<Pool*>();
-    for (int d = 0; d < device_count(); ++d) v->push_back(new Pool(CudaDevice{d}));
+    for (int d = 0; d < device_count(); ++d) v->push_back(new Pool(CudaDevice{{}, d}));
     return v;
   }();
   return *(*pools)[size_t(device)];
 }
 
 // Page-locked host blocks; a use is an event on the stream (of its device) of an async copy.
-struct CudaHost {
+struct CudaHost : CudaEvents {
   struct Stream {
     cudaStream_t stream;
     int device;
   };
-  using Event = cudaEvent_t;
   void* malloc(size_t n) {
     void* p = nullptr;
     const cudaError_t err = cudaHostAlloc(&p, n, cudaHostAllocDefault);
@@ -96,12 +99,7 @@ struct CudaHost {
   void free(void* p) {
     if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
   }
-  Event record(Stream s) { return CudaDevice{s.device}.record(s.stream); }
-  bool done(const Event& e) { return completed(cudaEventQuery(e), "cudaEventQuery"); }
-  void wait(const Event& e) { check_async(cudaEventSynchronize(e), "cudaEventSynchronize"); }
-  void destroy(const Event& e) {
-    if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();
-  }
+  Event record(Stream s) { return CudaDevice{{}, s.device}.record(s.stream); }
 };
 
 cuda_pool::HostPool<CudaHost>& host_pool() {

@@ -1,7 +1,5 @@
 // Binary (and ternary) elementwise ops with broadcasting and PyTorch type promotion.
 #include <array>
-#include <bit>
-#include <type_traits>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -184,18 +182,7 @@ void where_cpu(const KernelArgs& k) {
     auto dense = [&](const Tensor& t) { return t.is_contiguous() && t.numel() == n; };
     if (out.is_contiguous() && dense(cond) && (dense(x) || x.numel() == 1) &&
         (dense(y) || y.numel() == 1)) {
-      using Bits = std::conditional_t<
-          sizeof(T) == 1, uint8_t,
-          std::conditional_t<sizeof(T) == 2, uint16_t,
-                             std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-      static_assert(sizeof(Bits) == sizeof(T));
-      // a select by bit masks: GCC turns `c ? u : v` on a bool into a branch per element,
-      // which mispredicts on a relu or dropout mask
-      auto pick = [](uint8_t c, T u, T v) {
-        const Bits m = Bits(Bits(0) - Bits(c));
-        return std::bit_cast<T>(
-            Bits((std::bit_cast<Bits>(u) & m) | (std::bit_cast<Bits>(v) & Bits(~m))));
-      };
+      auto pick = [](uint8_t c, T u, T v) { return cpu::bit_select(c != 0, u, v); };
       const uint8_t* cp = reinterpret_cast<const uint8_t*>(cond.data_ptr<bool>());
       const T* xp = static_cast<const T*>(x.data_ptr());
       const T* yp = static_cast<const T*>(y.data_ptr());

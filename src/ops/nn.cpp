@@ -1151,15 +1151,13 @@ void sdpa_cpu(const KernelArgs& k) {
         else
           cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
                         pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
-        std::vector<bool> empty_row(size_t(R), false);
         for (int64_t r = 0; r < R; ++r) {
           const int64_t i = i0 + r;
           T* s = sc.data() + r * g.S;
           ar.apply_mask(s, b, i);
           const T m = row_max(s, g.S);
-          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row, lse -inf
+          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
             std::fill(s, s + g.S, T(0));
-            empty_row[size_t(r)] = true;
             plse[b * g.L + i] = T(-INFINITY);
             continue;
           }
@@ -1179,8 +1177,9 @@ void sdpa_cpu(const KernelArgs& k) {
         else
           cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev,
                         g.Ev, T(0), o, g.Ev);
-        for (int64_t r = 0; r < R; ++r)
-          if (empty_row[size_t(r)]) std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
+        for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
+          if (plse[b * g.L + i0 + r] == T(-INFINITY))
+            std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
       }
     });
   });

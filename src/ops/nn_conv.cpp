@@ -19,7 +19,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,6 +29,7 @@
 #include "global/rules.h"
 #include "autocast.h"
 #include "cpu/blas.h"
+#include "cpu/loops.h"
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
 #include "thread_pool.h"
@@ -808,14 +808,10 @@ void max_pool2d_cpu(const KernelArgs& k) {
             const int64_t base = 2 * oh * W;
             T* __restrict d = dst + oh * g.OW;
             int64_t* __restrict ix = idx + oh * g.OW;
-            using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-            // masks instead of selects: GCC turns these selects into unpredictable branches
             auto take = [](T v, T& m, uint64_t& at, uint64_t cand) {
-              const uint64_t up = uint64_t(0) - uint64_t((v > m) | (v != v));
-              const Bits bm = Bits(up);
-              m = std::bit_cast<T>(Bits((std::bit_cast<Bits>(v) & bm) |
-                                        (std::bit_cast<Bits>(m) & ~bm)));
-              at = (cand & up) | (at & ~up);
+              const bool up = (v > m) | (v != v);  // `|`: both compares, no branch
+              m = cpu::bit_select(up, v, m);
+              at = cpu::bit_select(up, cand, at);
             };
             for (int64_t ow = 0; ow < g.OW; ++ow) {
               T m = r0[2 * ow];

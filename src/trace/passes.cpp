@@ -858,36 +858,50 @@ Graph schedule(const Graph& g0) {
 
 // ---------------------------------------------------------------- in-place reuse
 
+namespace {
+// Whether result oo may be written over input xo, which dies at step `at`: two arena buffers
+// (intermediate, not outliving the call), x's at least as large, one dtype, shape and dense
+// layout from the buffers' start. (Callers check that x's buffer is read under no other
+// geometry there.)
+bool can_take(const Graph& g, const std::vector<Interval>& iv, int xo, int oo, int at) {
+  const Value &x = g.values[size_t(xo)], &o = g.values[size_t(oo)];
+  const int bx = x.buffer, bo = o.buffer;
+  if (bx == bo) return false;
+  const Buffer &X = g.buffers[size_t(bx)], &O = g.buffers[size_t(bo)];
+  if (X.kind != BufKind::Intermediate || O.kind != BufKind::Intermediate || X.escapes ||
+      O.escapes || X.nbytes < O.nbytes)
+    return false;
+  if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
+      !x.contiguous() || !o.contiguous() || x.offset != 0 || o.offset != 0)
+    return false;
+  return iv[size_t(bx)].last == at;  // x is read no later
+}
+
+// The result's buffer `from` is given up: it and every value on it (views too) move to `to`.
+void move_buffer(Graph& g, std::vector<Interval>& iv, int from, int to) {
+  for (Value& v : g.values)
+    if (v.buffer == from) v.buffer = to;
+  iv[size_t(to)].last = std::max(iv[size_t(to)].last, iv[size_t(from)].last);
+  iv[size_t(from)] = Interval{};
+  g.buffers[size_t(from)].nbytes = 0;
+}
+}  // namespace
+
 Graph inplace(const Graph& g0) {
   Graph g = g0;
   const std::vector<int> refs = referenced_values_per_buffer(g);
   const std::vector<int> step = step_of_nodes(g);
   std::vector<Interval> iv = buffer_intervals(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& n = g.nodes[i];
+    const Node& n = g.nodes[i];
     if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) ||
         n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
       continue;
     const int xo = n.inputs[0], oo = n.outputs[0];
-    Value& x = g.values[size_t(xo)];
-    Value& o = g.values[size_t(oo)];
-    const int bx = x.buffer, bo = o.buffer;
-    if (bx == bo) continue;
-    const Buffer &X = g.buffers[size_t(bx)], &O = g.buffers[size_t(bo)];
-    if (X.kind != BufKind::Intermediate || O.kind != BufKind::Intermediate || X.escapes ||
-        O.escapes || refs[size_t(bx)] != 1 || X.nbytes < O.nbytes)
-      continue;
-    if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
-        !x.contiguous() || !o.contiguous() || x.offset != 0 || o.offset != 0)
-      continue;
-    if (iv[size_t(bx)].last != step[i]) continue;  // x is read later
-    // other inputs must not be x's memory under another geometry (refs == 1 ensures it); the
-    // result and any views of it move to x's buffer
-    for (Value& v : g.values)
-      if (v.buffer == bo) v.buffer = bx;
-    iv[size_t(bx)].last = std::max(iv[size_t(bx)].last, iv[size_t(bo)].last);
-    iv[size_t(bo)] = Interval{};
-    g.buffers[size_t(bo)].nbytes = 0;
+    const int bx = g.values[size_t(xo)].buffer;
+    // other inputs must not be x's memory under another geometry: refs == 1 ensures it
+    if (refs[size_t(bx)] == 1 && can_take(g, iv, xo, oo, step[i]))
+      move_buffer(g, iv, g.values[size_t(oo)].buffer, bx);
   }
   // NOTE [In-place fused groups]: a group's result written by its last member may take the
   // buffer of an input that dies at the group (the GELU backward writing over the incoming
@@ -897,13 +911,7 @@ Graph inplace(const Graph& g0) {
     const Node& last = g.nodes[size_t(grp.back())];
     if (last.writes_existing || last.outputs.size() != 1) continue;
     const int oo = last.outputs[0];
-    Value& o = g.values[size_t(oo)];
-    const int bo = o.buffer;
-    const Buffer& O = g.buffers[size_t(bo)];
-    if (g.materialized.empty() || !g.materialized[size_t(oo)] || O.kind != BufKind::Intermediate ||
-        O.escapes || !o.contiguous() || o.offset != 0)
-      continue;
-    const int at = step[size_t(grp.back())];
+    if (g.materialized.empty() || !g.materialized[size_t(oo)]) continue;
     // per buffer: the distinct values the group's members read on it
     std::unordered_map<int, std::vector<int>> read_on;
     for (int ni : grp)
@@ -912,31 +920,19 @@ Graph inplace(const Graph& g0) {
         std::vector<int>& l = read_on[g.values[size_t(v)].buffer];
         if (std::find(l.begin(), l.end(), v) == l.end()) l.push_back(v);
       }
-    for (int ni : grp) {
-      int taken = -1;
-      for (int xo : g.nodes[size_t(ni)].inputs) {
-        if (xo < 0) continue;
-        const Value& x = g.values[size_t(xo)];
-        const int bx = x.buffer;
-        const Buffer& X = g.buffers[size_t(bx)];
-        if (bx == bo || X.kind != BufKind::Intermediate || X.escapes || read_on[bx].size() != 1 ||
-            X.nbytes < O.nbytes)
-          continue;
-        if (x.producer >= 0 && g.nodes[size_t(x.producer)].group == last.group) continue;
-        if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
-            !x.contiguous() || x.offset != 0 || iv[size_t(bx)].last != at)
-          continue;
-        taken = bx;
-        break;
-      }
-      if (taken < 0) continue;
-      for (Value& v : g.values)  // the result and its views move to the input's buffer
-        if (v.buffer == bo) v.buffer = taken;
-      iv[size_t(taken)].last = std::max(iv[size_t(taken)].last, iv[size_t(bo)].last);
-      iv[size_t(bo)] = Interval{};
-      g.buffers[size_t(bo)].nbytes = 0;
-      break;
-    }
+    auto take_one = [&] {  // the first input, in member order, whose buffer the result can take
+      for (int ni : grp)
+        for (int xo : g.nodes[size_t(ni)].inputs) {
+          if (xo < 0) continue;
+          const Value& x = g.values[size_t(xo)];
+          if (x.producer >= 0 && g.nodes[size_t(x.producer)].group == last.group) continue;
+          if (read_on[x.buffer].size() == 1 && can_take(g, iv, xo, oo, step[size_t(grp.back())])) {
+            move_buffer(g, iv, g.values[size_t(oo)].buffer, x.buffer);
+            return;
+          }
+        }
+    };
+    take_one();
   }
   return g;
 }
