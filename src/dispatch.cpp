@@ -1,4 +1,5 @@
 #include "dispatch.h"
+#include "output_layout.h"
 
 #include <algorithm>
 #include <cstring>
@@ -187,6 +188,10 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
     fail("[{}] dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
          n - 1, dim);
   return dim < 0 ? dim + n : dim;
+}
+
+void Attrs::missing(size_t k) const {
+  fail("[attrs] attribute {} was read but the op was given {}", k, values.size());
 }
 
 DimVector contiguous_strides(IntArrayRef sizes) {
@@ -403,6 +408,18 @@ const OpDef* row_major_copy() {
   return &OF_OP("copy");
 }
 
+}  // namespace
+
+DimVector fresh_output_strides(const OpDef& op, const TensorList& inputs, const TensorMeta& m) {
+  if (op.has(kElementwise) && m.device.is_cpu() && !m.sizes.empty() && &op != row_major_copy()) {
+    DimVector st = elementwise_layout(inputs, m);
+    if (!st.empty()) return st;
+  }
+  return contiguous_strides(m.sizes);
+}
+
+namespace {
+
 void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
   if (!(out.sizes() == IntArrayRef(m.sizes)))
     fail("[{}] output with shape {} doesn't match the result shape {}", op.name,
@@ -511,19 +528,14 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
         staged = make_empty(m.sizes, m.dtype, m.device);
         outputs.push_back(staged);
       }
-    } else if (op.has(kElementwise) && m.device.is_cpu() && !m.sizes.empty() &&
-               &op != row_major_copy()) {
-      DimVector st = elementwise_layout(inputs, m);
-      if (st.empty()) {
-        outputs.push_back(make_empty(m.sizes, m.dtype, m.device));
-      } else {
-        Tensor o = make_empty(m.sizes, m.dtype, m.device);
+    } else {
+      DimVector st = fresh_output_strides(op, inputs, m);
+      Tensor o = make_empty(m.sizes, m.dtype, m.device);
+      if (!(IntArrayRef(st) == IntArrayRef(o.impl()->strides))) {
         o.impl()->strides = std::move(st);
         o.impl()->refresh_contiguous();
-        outputs.push_back(std::move(o));
       }
-    } else {
-      outputs.push_back(make_empty(m.sizes, m.dtype, m.device));
+      outputs.push_back(std::move(o));
     }
   }
   // 5. kernel

@@ -21,14 +21,21 @@ struct Attrs {
   SmallVector<AttrValue, 4> values;
   Attrs() = default;
   Attrs(std::initializer_list<AttrValue> il) : values(il) {}
-  int64_t i(size_t k) const { return std::get<int64_t>(values[k]); }
-  double f(size_t k) const { return std::get<double>(values[k]); }
-  bool b(size_t k) const { return std::get<bool>(values[k]); }
-  const DimVector& ints(size_t k) const { return std::get<DimVector>(values[k]); }
-  ScalarType dtype(size_t k) const { return std::get<ScalarType>(values[k]); }
-  const std::string& str(size_t k) const { return std::get<std::string>(values[k]); }
-  const Scalar& scalar(size_t k) const { return std::get<Scalar>(values[k]); }
+  // Checked reads: a node from a graph file may hold fewer attributes than its op reads (an
+  // of::Error), or one of another type (std::bad_variant_access; the loader refuses both).
+  const AttrValue& at(size_t k) const {
+    if (k >= values.size()) missing(k);
+    return values[k];
+  }
+  int64_t i(size_t k) const { return std::get<int64_t>(at(k)); }
+  double f(size_t k) const { return std::get<double>(at(k)); }
+  bool b(size_t k) const { return std::get<bool>(at(k)); }
+  const DimVector& ints(size_t k) const { return std::get<DimVector>(at(k)); }
+  ScalarType dtype(size_t k) const { return std::get<ScalarType>(at(k)); }
+  const std::string& str(size_t k) const { return std::get<std::string>(at(k)); }
+  const Scalar& scalar(size_t k) const { return std::get<Scalar>(at(k)); }
   size_t size() const { return values.size(); }
+  [[noreturn]] void missing(size_t k) const;
 };
 
 // What infer_meta produces for each output. view_of >= 0 makes the output a view of that

@@ -14,6 +14,8 @@ namespace oneflow {
 namespace {
 
 thread_local __attribute__((tls_model("initial-exec"))) bool t_in_parallel = false;
+// ThreadLimitGuard's cap for this thread (0: none)
+thread_local __attribute__((tls_model("initial-exec"))) int t_thread_limit = 0;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,9 +42,12 @@ class ThreadPool {
     for (int i = 1; i < n; ++i) workers_.emplace_back([this, start] { worker_loop(start); });
   }
 
-  void run(int64_t begin, int64_t end, int64_t chunk,
+  // False (nothing run) when another thread's parallel op holds the pool: NOTE [Concurrent
+  // callers].
+  bool run(int64_t begin, int64_t end, int64_t chunk,
            const std::function<void(int64_t, int64_t)>& f) {
-    std::lock_guard<std::mutex> lk(run_mu_);  // one parallel op at a time
+    std::unique_lock<std::mutex> lk(run_mu_, std::try_to_lock);  // one parallel op at a time
+    if (!lk.owns_lock()) return false;
     fn_ = &f;
     begin_ = begin;
     end_ = end;
@@ -63,6 +68,7 @@ class ThreadPool {
       }
     }
     if (error_) std::rethrow_exception(error_);
+    return true;
   }
 
  private:
@@ -146,13 +152,17 @@ ThreadPool& pool() {
 namespace {
 std::atomic<int> g_num_threads{0};  // cached pool size (avoids the pool's static guard)
 }
-int num_threads() {
+int pool_threads() {
   int n = g_num_threads.load(std::memory_order_relaxed);
   if (n == 0) {
     n = pool().size();
     g_num_threads.store(n, std::memory_order_relaxed);
   }
   return n;
+}
+int num_threads() {
+  const int n = pool_threads();
+  return t_thread_limit > 0 && t_thread_limit < n ? t_thread_limit : n;
 }
 void set_threads(int n) {
   OF_CHECK(n >= 1, "[set_num_threads] expected a positive thread count, got {}", n);
@@ -173,8 +183,19 @@ void parallel_for_pool(int64_t begin, int64_t end, int64_t grain,
   }
   // About 4 chunks per thread: enough slack to rebalance around a descheduled worker.
   int64_t chunk = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
-  pool().run(begin, end, chunk, f);
+  // NOTE [Concurrent callers]: the pool runs one parallel op at a time. A thread that finds it
+  // taken by another caller's op runs its own op serially instead of queueing behind it: N
+  // concurrent callers then use at most the pool's threads plus N - 1 cores, and none waits
+  // for another's kernels (a server's requests scale; a lone caller still gets every thread).
+  if (!pool().run(begin, end, chunk, f)) f(begin, end);
 }
+
+ThreadLimitGuard::ThreadLimitGuard(int n) : previous_(t_thread_limit) {
+  OF_CHECK(n >= 1, "[ThreadLimitGuard] expected a positive thread count, got {}", n);
+  t_thread_limit = previous_ > 0 ? std::min(previous_, n) : n;
+}
+ThreadLimitGuard::~ThreadLimitGuard() { t_thread_limit = previous_; }
+int thread_limit() { return t_thread_limit; }
 
 void set_num_threads(int n) { set_threads(n); }
 int get_num_threads() { return num_threads(); }

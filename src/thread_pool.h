@@ -13,7 +13,12 @@ namespace oneflow {
 // Below this many elements of elementwise work, kernels stay single-threaded.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// The threads a kernel called from this thread may use (pool size, capped by ThreadLimitGuard).
 int num_threads();
+// The pool's size.
+int pool_threads();
+// This thread's ThreadLimitGuard cap (0: none).
+int thread_limit();
 void set_threads(int n);
 bool in_parallel_region();
 

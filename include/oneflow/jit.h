@@ -16,10 +16,31 @@
 
 namespace oneflow::jit {
 
+// A symbolic dimension: a name and an inclusive range of sizes (NOTE [Symbolic shapes]).
+struct Dim {
+  Dim(std::string name, int64_t min, int64_t max);
+  std::string name;
+  int64_t min, max;
+};
+
 // How a traced function records, optimizes and caches.
 struct TraceOptions {
+  // Declares dims of input `input` symbolic: {{dim, symbol}, ...}. Dims sharing a symbol must
+  // have equal sizes at every call. One recording then serves every shape in the ranges: a
+  // new shape is derived from it and compiled, never recorded again; a call outside a range, or
+  // whose sizes disagree with a symbol, raises naming the input, dim, symbol and range (under
+  // strict(false) set explicitly, it records a graph of its own instead). Inputs with symbolic
+  // dims must be contiguous; the function must be inference (no .grad, no random draws).
+  TraceOptions& dynamic(int input, std::vector<std::pair<int, Dim>> dims) {
+    dynamic_.push_back({input, std::move(dims)});
+    return *this;
+  }
   // Raise (naming the input that changed and how) instead of retracing on a new signature.
-  TraceOptions& strict(bool v) { strict_ = v; return *this; }
+  TraceOptions& strict(bool v) {
+    strict_ = v;
+    strict_set_ = true;
+    return *this;
+  }
   // Compiled signatures kept (least recently used dropped first).
   TraceOptions& cache_size(size_t v) { cache_size_ = v; return *this; }
   // Print why a call recorded again (which input changed and how).
@@ -40,6 +61,8 @@ struct TraceOptions {
   TraceOptions& arena_outputs(bool v) { arena_outputs_ = v; return *this; }
 
   bool strict_ = false;
+  bool strict_set_ = false;
+  std::vector<std::pair<int, std::vector<std::pair<int, Dim>>>> dynamic_;
   size_t cache_size_ = 8;
   bool verbose_ = false;
   bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, schedule_ = true, fuse_ = true,
@@ -70,11 +93,18 @@ struct TraceStats {
   size_t eager_peak_bytes = 0;    // peak of live allocations during the eager recording call
   double trace_ms = 0, compile_ms = 0;
   size_t recordings = 0;          // calls that recorded (committed or not)
+  // Symbolic shapes: recordings made at probe shapes (not calls), and shapes compiled from the
+  // symbolic graph without recording.
+  size_t probes = 0, instantiations = 0;
   size_t replays = 0;             // calls that replayed
   size_t cache_entries = 0;
   // How the plan replays: "cpu", "cuda graph" (one CUDA Graph launch per call) or
   // "cuda steps: <why not a graph>" (NOTE [CUDA Graph replay] in src/trace/executor.cpp).
   std::string replay_mode;
+  // NOTE [Concurrent replay]: why concurrent calls of this signature take turns ("" when each
+  // gets a plan of its own), and how many plans (arenas) concurrent calls have needed so far.
+  std::string serialized;
+  size_t plans = 0;
   std::string str() const;
 };
 
@@ -136,6 +166,9 @@ template <class A, class B> struct Result<std::pair<A, B>> {
 // A traced function: call it like the original. The first call with a new signature (input
 // shapes, dtypes, devices, requires_grad, grad mode) runs the function eagerly while recording
 // it; later calls replay the compiled graph. Returned tensors are detached.
+// Calls may come from several threads at once (NOTE [Concurrent replay]): a recording holds
+// the others back; replays of a graph that writes no tensor from outside (inference) run at
+// once, each on its own arena; a graph that does (a training step) takes them one at a time.
 template <class F> class TracedFunction {
  public:
   TracedFunction(F fn, const TraceOptions& options)
@@ -184,7 +217,24 @@ template <class F> TracedFunction<std::decay_t<F>> trace(F&& fn, TraceOptions op
   return TracedFunction<std::decay_t<F>>(std::forward<F>(fn), options);
 }
 
+// One dimension of a graph input: a fixed size, or a symbol with its inclusive range.
+struct DimSpec {
+  int64_t size = 0;    // the size (fixed dims; the recorded size of a symbolic one)
+  std::string symbol;  // empty: fixed
+  int64_t min = 0, max = 0;
+};
+// What a graph input must be: a server can validate requests with it before running.
+struct InputSpec {
+  ScalarType dtype = kFloat32;
+  std::vector<DimSpec> dims;
+  DimVector strides;  // the layout it was saved for (row-major unless the recording differed)
+  std::string str() const;  // e.g. "float32 [2, 17]"
+};
+
 // A graph loaded from a file written by save(): runs without the model's code.
+// NOTE [Concurrent replay]: run() may be called from any number of threads at once. An inference
+// graph gives each concurrent call a plan of its own (its own arena; the weights are shared,
+// never copied); a graph that writes tensors from outside takes the calls one at a time.
 class LoadedGraph {
  public:
   LoadedGraph();
@@ -192,11 +242,15 @@ class LoadedGraph {
   LoadedGraph(LoadedGraph&&) noexcept;
   LoadedGraph& operator=(LoadedGraph&&) noexcept;
   // Runs the graph on `inputs` (their shapes and dtypes must equal the saved ones).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
-  template <class... T> Tensor operator()(const T&... inputs) {
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  template <class... T> Tensor operator()(const T&... inputs) const {
     return run(std::vector<Tensor>{Tensor(inputs)...}).at(0);
   }
   size_t num_inputs() const;
+  // Each input's dtype and sizes.
+  std::vector<InputSpec> input_specs() const;
+  // Whether concurrent run() calls execute at once ("" ) or take turns (why).
+  std::string serialized() const;
   std::string graph() const;
 
   struct Impl;

@@ -60,9 +60,26 @@ Tensor tensor(std::initializer_list<T> values, TensorOptions options = {}) {
 
 // Seeds the global counter-based generator (results do not depend on the thread count).
 void manual_seed(uint64_t seed);
-// Threads used by CPU kernels for large tensors.
+// Threads used by CPU kernels for large tensors: one process-wide pool of this size. Calls
+// made while another thread's kernel uses the pool run their own kernels on their own thread.
 void set_num_threads(int n);
+// The threads a kernel called from this thread may use (the pool's size, or a
+// ThreadLimitGuard's cap).
 int get_num_threads();
+
+// Caps the threads kernels called from this thread use (GEMMs included) to `n` while it lives,
+// e.g. ThreadLimitGuard guard(1) in a server handler that wants one core per request. Nested
+// guards take the smaller cap.
+class ThreadLimitGuard {
+ public:
+  explicit ThreadLimitGuard(int n);
+  ~ThreadLimitGuard();
+  ThreadLimitGuard(const ThreadLimitGuard&) = delete;
+  ThreadLimitGuard& operator=(const ThreadLimitGuard&) = delete;
+
+ private:
+  int previous_;
+};
 
 // ---------------------------------------------------------------- views and copies
 Tensor view(const Tensor& t, IntArrayRef size);

@@ -99,6 +99,9 @@ template <class F> void dispatch_index(ScalarType t, F&& f) {
 
 // Calls f(value) for every value of an integer tensor (any strides), serially.
 template <class F> void for_each_index(const Tensor& idx, F&& f) {
+  // a tensor without data is a geometry only (a loaded or symbolic graph's node checked before
+  // it runs): its values are checked when the node runs (NOTE [Replayed index checks])
+  if (!idx.impl()->storage || !idx.impl()->storage->data) return;
   std::array<DimVector, 1> st{idx.strides().dims()};
   dispatch_index(idx.dtype(), [&](auto z) {
     using I = decltype(z);

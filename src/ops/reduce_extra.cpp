@@ -361,7 +361,7 @@ template <bool IsMax> void max_dim_cpu(const KernelArgs& k) {
                           static_cast<int64_t*>(k.outputs[1].data_ptr()));
   });
 }
-bool has_dim(const Attrs& a) { return std::holds_alternative<int64_t>(a.values[0]); }
+bool has_dim(const Attrs& a) { return a.size() > 0 && std::holds_alternative<int64_t>(a.values[0]); }
 template <bool IsMax> void argmax_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   Canon c;

@@ -263,7 +263,7 @@ void build_group(Plan& p, int gid) {
   gp.label = "(fused:";
   for (int ni : members) gp.label += " " + g.nodes[size_t(ni)].op->name;
   gp.label += fmt::format(" x{})", gp.numel);
-  const int nworkers = 2 * std::max<int>(num_threads(), int(std::thread::hardware_concurrency())) + 2;
+  const int nworkers = 2 * std::max<int>(pool_threads(), int(std::thread::hardware_concurrency())) + 2;
   for (int w = 0; w < nworkers; ++w) {
     auto wk = std::make_unique<GroupPlan::Worker>();
     for (const GroupSlot& s : gp.slots) {
@@ -722,7 +722,15 @@ void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
     s.attrs.values[size_t(s.seed_attr)] = int64_t(st.seed);
     s.attrs.values[size_t(s.seed_attr) + 1] = int64_t(st.offset);
   }
-  if (s.on_cuda) cuda_backend::note_launch(s.op->name.c_str());
+  if (s.on_cuda) {
+    cuda_backend::note_launch(s.op->name.c_str());
+  } else if (checks_indices(*s.op)) {
+    // NOTE [Replayed index checks]: these ops check their index values in infer_meta (the CPU
+    // kernels trust them); a replay runs it again so that a call with an out-of-range index
+    // raises as eager does instead of reading out of bounds
+    MetaList metas;
+    s.op->infer_meta(s.ins, s.attrs, metas);
+  }
   const uint64_t a0 = debug_allocs ? memory::stats().num_allocs : 0;
   s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
   if (debug_allocs && memory::stats().num_allocs != a0)
@@ -930,6 +938,73 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     }
   }
   return out;
+}
+
+std::string serial_reason(const Graph& g, bool arena_outputs) {
+  if (arena_outputs) return "its results live in the graph's arena (arena_outputs)";
+  if (!g.grad_effects.empty()) return "it sets .grad of tensors";
+  if (!g.rng_counters.empty()) return "it draws from the generator";
+  for (const Graph::RngReset& r : g.rng_reset)
+    if (r.set) return "it seeds the generator";
+  for (const Buffer& b : g.buffers) {
+    if (b.kind == BufKind::GradOf) return "it reads .grad of tensors";
+    if (b.kind == BufKind::HostScalar) return "it reads host scalars (learning rates)";
+    if (b.device.is_cuda()) return "it runs on a CUDA device";
+  }
+  for (const Value& v : g.values)
+    if (v.device.is_cuda()) return "it runs on a CUDA device";
+  for (const Node& n : g.nodes) {
+    if (n.op->has(kCollective) || n.op->has(kEffect)) return n.op->name + " communicates";
+    if (n.writes_existing) {
+      const Buffer& b = g.buffers[size_t(g.values[size_t(n.outputs[0])].buffer)];
+      if (b.kind != BufKind::Intermediate)
+        return fmt::format("{} writes a tensor from outside ({})", n.op->name,
+                           buf_kind_name(b.kind));
+    }
+  }
+  return {};
+}
+
+PlanPool::PlanPool(Graph g, bool arena_outputs, std::shared_ptr<Plan> first)
+    : graph_(std::move(g)),
+      arena_outputs_(arena_outputs),
+      concurrent_(serial_reason(graph_, arena_outputs).empty()),
+      primary_(std::move(first)) {
+  idle_.push_back(primary_);
+}
+
+size_t PlanPool::plans() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return plans_;
+}
+
+std::vector<Tensor> PlanPool::replay(const std::vector<Tensor>& inputs) {
+  if (!concurrent_) {
+    std::lock_guard<std::mutex> lk(serial_mu_);
+    return trace::replay(*primary_, inputs);
+  }
+  std::shared_ptr<Plan> plan;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!idle_.empty()) {
+      plan = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!plan) {  // every plan is busy: this call gets its own (outside the lock: it allocates)
+    plan = lower(graph_, arena_outputs_);
+    std::lock_guard<std::mutex> lk(mu_);
+    ++plans_;
+  }
+  struct GiveBack {
+    PlanPool& pool;
+    std::shared_ptr<Plan>& plan;
+    ~GiveBack() {
+      std::lock_guard<std::mutex> lk(pool.mu_);
+      pool.idle_.push_back(std::move(plan));
+    }
+  } give_back{*this, plan};
+  return trace::replay(*plan, inputs);
 }
 
 }  // namespace oneflow::trace

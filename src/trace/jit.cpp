@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <list>
+#include <mutex>
 #include <sstream>
 #include <algorithm>
 
 #include "autocast.h"
 #include "trace/graph.h"
+#include "trace/symbolic.h"
 
 namespace oneflow::trace {
 
@@ -167,6 +169,12 @@ std::string TraceStats::str() const {
   return s;
 }
 
+Dim::Dim(std::string n, int64_t lo, int64_t hi) : name(std::move(n)), min(lo), max(hi) {
+  if (name.empty()) fail("[jit.Dim] a symbolic dim needs a name");
+  if (lo < 1 || hi < lo)
+    fail("[jit.Dim] symbol '{}': the range [{}, {}] must satisfy 1 <= min <= max", name, lo, hi);
+}
+
 namespace detail {
 
 namespace {
@@ -295,17 +303,30 @@ bool tracing_disabled() {
 struct Entry {
   Signature key;
   std::shared_ptr<trace::Plan> plan;
+  std::shared_ptr<trace::PlanPool> pool;  // NOTE [Concurrent replay]: serves plan's graph
   trace::Graph graph;  // the optimized graph (printing, saving)
   TraceStats stats;
   int uncommitted = 0;
   bool eager_only = false;
 };
 
+// NOTE [Symbolic shapes]: the structures recorded for one signature with the symbolic sizes
+// masked out (one per value-1 pattern of the symbols).
+struct DynamicEntry {
+  Signature key;
+  std::vector<trace::SymbolicGraph> structures;
+};
+
 struct Engine {
+  // NOTE [Concurrent replay]: held while the cache is looked up and while a call records;
+  // a replay runs outside it, on a plan of the entry's pool.
+  mutable std::mutex mu;
   TraceOptions options;
   bool disabled = false;  // OF_TRACE=0 when the traced function was made
   std::list<Entry> lru;  // most recently used first
-  size_t recordings = 0, replays = 0;
+  size_t recordings = 0, replays = 0, probes = 0, instantiations = 0;
+  std::vector<trace::SymDim> symbols;  // TraceOptions::dynamic's symbols, by first mention
+  std::list<DynamicEntry> dynamic;
 };
 
 std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
@@ -313,6 +334,20 @@ std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
   e->options = options;
   e->disabled = tracing_disabled();
   if (options.cache_size_ == 0) fail("[jit.trace] cache_size must be at least 1");
+  for (const auto& [input, dims] : options.dynamic_) {
+    if (input < 0) fail("[jit.trace] dynamic(): input index {} is negative", input);
+    for (const auto& [dim, sym] : dims) {
+      auto it = std::find_if(e->symbols.begin(), e->symbols.end(),
+                             [&](const trace::SymDim& s) { return s.name == sym.name; });
+      if (it == e->symbols.end()) {
+        e->symbols.push_back({sym.name, sym.min, sym.max});
+      } else if (it->min != sym.min || it->max != sym.max) {
+        fail("[jit.trace] dynamic(): symbol '{}' is declared with ranges [{}, {}] and [{}, {}]",
+             sym.name, it->min, it->max, sym.min, sym.max);
+      }
+    }
+  }
+  if (e->symbols.size() > 6) fail("[jit.trace] dynamic(): at most 6 symbols");
   return e;
 }
 
@@ -402,6 +437,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   st.intermediate_bytes = trace::intermediate_bytes(g);
   st.eager_peak_bytes = r.eager_peak_bytes;
   st.trace_ms = r.ms;
+  entry.pool = std::make_shared<trace::PlanPool>(g, e.options.arena_outputs_, entry.plan);
   entry.graph = std::move(g);
   st.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -409,6 +445,79 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
 
 void say(const Engine& e, const std::string& what) {
   if (e.options.verbose_) std::fprintf(stderr, "[jit.trace] %s\n", what.c_str());
+}
+
+// Per input, per dim: the symbol TraceOptions::dynamic gave it (-1: fixed).
+std::vector<std::vector<int>> input_dims_of(const Engine& e, const std::vector<Tensor>& inputs) {
+  std::vector<std::vector<int>> dims(inputs.size());
+  for (const auto& [input, decl] : e.options.dynamic_) {
+    if (size_t(input) >= inputs.size())
+      fail("[jit.trace] dynamic(): input {} is declared symbolic but the call has {} inputs",
+           input, inputs.size());
+    const Tensor& t = inputs[size_t(input)];
+    if (!t.defined()) fail("[jit.trace] input {} is undefined", input);
+    dims[size_t(input)].assign(size_t(t.dim()), -1);
+    for (const auto& [dim, sym] : decl) {
+      const int64_t d = dim < 0 ? dim + t.dim() : dim;
+      if (d < 0 || d >= t.dim())
+        fail("[jit.trace] dynamic(): input {} has {} dims, dim {} cannot be symbolic", input,
+             t.dim(), dim);
+      const auto it = std::find_if(e.symbols.begin(), e.symbols.end(),
+                                   [&](const trace::SymDim& s) { return s.name == sym.name; });
+      dims[size_t(input)][size_t(d)] = int(it - e.symbols.begin());
+    }
+    if (!t.is_contiguous())
+      fail("[jit.trace] input {} has symbolic dims and must be contiguous (pass .contiguous())",
+           input);
+  }
+  return dims;
+}
+
+// The signature with the symbolic sizes (and the strides they set) left out.
+Signature masked(Signature s, const std::vector<std::vector<int>>& dims) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].empty()) continue;
+    for (size_t d = 0; d < dims[i].size(); ++d)
+      if (dims[i][d] >= 0) s.inputs[i].sizes[d] = -1;
+    s.inputs[i].strides.clear();
+  }
+  return s;
+}
+
+// Records every structure of a new symbolic signature (NOTE [Symbolic shapes]): the call's own
+// recording `first` (at `vals`) and probes. Returns the entry.
+DynamicEntry record_dynamic(Engine& e, const Signature& key, const EagerFn& fn,
+                            const std::vector<Tensor>& inputs,
+                            const std::vector<std::vector<int>>& dims,
+                            const std::vector<int64_t>& vals, const trace::Graph& first) {
+  DynamicEntry de;
+  de.key = key;
+  uint32_t optional_ones = 0;
+  for (size_t i = 0; i < e.symbols.size(); ++i)
+    if (e.symbols[i].min <= 1 && e.symbols[i].max >= 2) optional_ones |= 1u << i;
+  const uint32_t own = trace::one_mask_of(e.symbols, vals);
+  // every subset of the symbols that may be 1
+  for (uint32_t mask = optional_ones;; mask = (mask - 1) & optional_ones) {
+    const trace::ProbePlan plan = trace::probe_plan(e.symbols, mask, vals);
+    std::vector<trace::Graph> graphs;
+    std::vector<std::vector<int64_t>> points = plan.grid;
+    points.insert(points.end(), plan.checks.begin(), plan.checks.end());
+    for (const std::vector<int64_t>& p : points) {
+      if (mask == own && p == vals) {
+        graphs.push_back(first);
+        continue;
+      }
+      trace::Recording r = trace::record(fn, trace::probe_inputs(inputs, dims, p));
+      ++e.probes;
+      if (!r.not_committable.empty())
+        fail("[jit.trace] symbolic dims: the recording at a probe shape cannot become a graph: {}",
+             r.not_committable);
+      graphs.push_back(std::move(r.graph));
+    }
+    de.structures.push_back(trace::fit_symbolic(e.symbols, dims, mask, plan, std::move(graphs)));
+    if (mask == 0) break;
+  }
+  return de;
 }
 
 }  // namespace
@@ -420,6 +529,22 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
     fail("[jit.trace] a traced function was called while another one is being recorded on this "
          "thread (a trace inside a trace); call the inner function's code directly");
   Signature sig = signature_of(inputs, structure);
+  std::unique_lock<std::mutex> lock(e.mu);
+  // NOTE [Symbolic shapes]: the call's symbol values (a call the symbols do not admit raises,
+  // or under an explicit strict(false) is traced on its own)
+  std::vector<std::vector<int>> dims;
+  std::vector<int64_t> vals;
+  bool symbolic = !e.symbols.empty();
+  if (symbolic) {
+    try {
+      dims = input_dims_of(e, inputs);
+      vals = trace::bind_symbols(e.symbols, dims, inputs, "jit.trace");
+    } catch (const Error& err) {
+      if (!e.options.strict_set_ || e.options.strict_) throw;
+      say(e, std::string("tracing this call on its own: ") + err.what());
+      symbolic = false;
+    }
+  }
   auto it = e.lru.begin();
   for (; it != e.lru.end(); ++it)
     if (it->key == sig) break;
@@ -427,17 +552,45 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
   if (it != e.lru.end()) {
     e.lru.splice(e.lru.begin(), e.lru, it);
     Entry& entry = e.lru.front();
-    if (entry.eager_only) return fn(inputs);
+    if (entry.eager_only) {
+      lock.unlock();
+      return fn(inputs);
+    }
     if (entry.plan) {
       std::string bad = trace::check_externals(*entry.plan);
       if (bad.empty()) {
         ++e.replays;
         ++entry.stats.replays;
-        return trace::replay(*entry.plan, inputs);
+        std::shared_ptr<trace::PlanPool> pool = entry.pool;  // lives on if the entry is dropped
+        lock.unlock();
+        return pool->replay(inputs);
       }
       if (e.options.strict_) fail("[jit.trace] strict mode: cannot replay: {}", bad);
       why = bad;
       entry.plan.reset();
+      entry.pool.reset();
+    }
+  } else if (symbolic) {
+    // a new shape of a recorded symbolic signature: derived and compiled, not recorded
+    const Signature key = masked(sig, dims);
+    const uint32_t mask = trace::one_mask_of(e.symbols, vals);
+    for (const DynamicEntry& de : e.dynamic) {
+      if (!(de.key == key)) continue;
+      for (const trace::SymbolicGraph& sg : de.structures) {
+        if (sg.one_mask != mask) continue;
+        trace::Recording r;
+        r.graph = trace::instantiate(sg, vals);
+        e.lru.push_front(Entry{sig, nullptr, nullptr, {}, {}, 0, false});
+        while (e.lru.size() > e.options.cache_size_) e.lru.pop_back();
+        Entry& entry = e.lru.front();
+        compile(e, entry, r, switches(e.options));
+        ++e.instantiations;
+        ++e.replays;
+        ++entry.stats.replays;
+        std::shared_ptr<trace::PlanPool> pool = entry.pool;
+        lock.unlock();
+        return pool->replay(inputs);
+      }
     }
   } else if (!e.lru.empty()) {
     why = explain(e.lru.front().key, sig);
@@ -449,7 +602,7 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
   trace::Recording r = trace::record(fn, inputs);  // throws: nothing is cached
   ++e.recordings;
   if (it == e.lru.end()) {
-    e.lru.push_front(Entry{sig, nullptr, {}, {}, 0, false});
+    e.lru.push_front(Entry{sig, nullptr, nullptr, {}, {}, 0, false});
     while (e.lru.size() > e.options.cache_size_) e.lru.pop_back();
   }
   Entry& entry = e.lru.front();
@@ -463,40 +616,66 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
     }
     return std::move(r.outputs);
   }
+  if (symbolic) {
+    // the first call of a symbolic signature: the structures are recorded now (probes), and a
+    // function that cannot follow the symbols raises (its eager result is not returned)
+    trace::Graph first = r.graph;
+    try {
+      e.dynamic.push_front(record_dynamic(e, masked(sig, dims), fn, inputs, dims, vals, first));
+    } catch (const Error& err) {
+      e.lru.erase(e.lru.begin());
+      if (!e.options.strict_set_ || e.options.strict_) throw;
+      say(e, std::string("symbolic dims refused; this shape is traced on its own: ") + err.what());
+      symbolic = false;
+      e.lru.push_front(Entry{sig, nullptr, nullptr, {}, {}, 0, false});
+    }
+  }
+  Entry& committed = e.lru.front();
   try {
-    compile(e, entry, r, sw);
+    compile(e, committed, r, sw);
   } catch (const Error& err) {
     if (e.options.strict_) throw;
-    entry.eager_only = true;
+    committed.eager_only = true;
     say(e, std::string("this signature runs eagerly: ") + err.what());
   }
   return std::move(r.outputs);
 }
 
 std::string graph_text(const Engine& e) {
+  std::lock_guard<std::mutex> lk(e.mu);
   for (const Entry& x : e.lru)
     if (x.plan) return trace::to_string(x.graph);
   return "graph: nothing recorded yet\n";
 }
 std::string graph_dot(const Engine& e) {
+  std::lock_guard<std::mutex> lk(e.mu);
   for (const Entry& x : e.lru)
     if (x.plan) return trace::to_dot(x.graph);
   return "digraph trace {}\n";
 }
 TraceStats stats(const Engine& e) {
+  std::lock_guard<std::mutex> lk(e.mu);
   TraceStats s;
   for (const Entry& x : e.lru)
     if (x.plan) {
       s = x.stats;
       s.replay_mode = trace::plan_graph_state(*x.plan);
+      if (x.pool) {
+        s.serialized = trace::serial_reason(x.graph, e.options.arena_outputs_);
+        s.plans = x.pool->plans();
+      }
       break;
     }
   s.recordings = e.recordings;
   s.replays = e.replays;
+  s.probes = e.probes;
+  s.instantiations = e.instantiations;
   s.cache_entries = e.lru.size();
   return s;
 }
 void save(const Engine& e, const std::string& path) {
+  std::lock_guard<std::mutex> lk(e.mu);
+  if (!e.dynamic.empty()) return trace::save_symbolic(e.dynamic.front().structures, path);
   for (const Entry& x : e.lru)
     if (x.plan) return trace::save_graph(x.graph, path);
   fail("[jit.save] the traced function has not recorded a graph yet (call it once first)");
@@ -504,3 +683,22 @@ void save(const Engine& e, const std::string& path) {
 
 }  // namespace detail
 }  // namespace oneflow::jit
+
+namespace oneflow::trace {
+
+Graph optimize(const Graph& g0) {
+  const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions());
+  Graph g = g0;
+  if (sw.dce) g = dce(g);
+  if (sw.cse) g = cse(g);
+  if (sw.fold) g = fold(g);
+  if (sw.dce && (sw.cse || sw.fold)) g = dce(g);
+  if (sw.remat) g = remat(g);
+  if (sw.schedule) g = schedule(g);
+  if (sw.fuse) g = fuse(g);
+  if (sw.inplace) g = inplace(g);
+  if (sw.memplan) g = memplan(g);
+  return g;
+}
+
+}  // namespace oneflow::trace

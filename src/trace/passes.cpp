@@ -240,7 +240,8 @@ Graph fold(const Graph& g0) {
         const OpDef* as_strided = &OF_OP("as_strided");
         n.inputs[0] = g.nodes[size_t(in.producer)].inputs[0];
         n.op = as_strided;
-        n.attrs = Attrs{out.sizes, out.strides, out.offset};
+        // size, stride, offset, and the base's storage offset (as the public as_strided gives)
+        n.attrs = Attrs{out.sizes, out.strides, out.offset, g.values[size_t(n.inputs[0])].offset};
       }
       continue;
     }

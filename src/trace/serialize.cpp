@@ -6,16 +6,25 @@
 
 #include <cstring>
 #include <fstream>
+#include <list>
+
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
 
 #include "allocator.h"
+#include "op_signatures.h"
 #include "trace/graph.h"
+#include "trace/symbolic.h"
 
 namespace oneflow::trace {
 
 namespace {
 
 constexpr char kMagic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+// 1: one graph, captured bytes inline; 2: a kind byte, a blob table, then one graph or the
+// structures of a symbolic graph (NOTE [Graph file blobs]). Both are read.
+constexpr uint32_t kVersion = 2;
 
 class Writer {
  public:
@@ -69,6 +78,13 @@ class Reader {
     return r;
   }
   bool done() const { return pos_ == n_; }
+  size_t remaining() const { return n_ - pos_; }
+  size_t position() const { return pos_; }
+  const char* here() const { return p_ + pos_; }
+  void skip(uint64_t k) {
+    need(k);
+    pos_ += size_t(k);
+  }
   [[noreturn]] void bad(const std::string& what) const {
     fail("[jit.load] {} is not a valid traced graph: {}", path_, what);
   }
@@ -128,9 +144,266 @@ AttrValue read_attr(Reader& r) {
   }
 }
 
+
+// NOTE [Loaded op signatures]: a graph file names ops and gives their inputs and attrs; the
+// loader accepts a node only where an eager call could have made it. The arities, the inputs
+// that may be undefined and the attribute types of each op come from the table the op-table
+// fuzzer uses (tests/fuzz/op_signatures.txt, recorded from every call the suite makes and
+// checked current by tests/test_fuzz_support.cpp), embedded at build time. An op seen with one
+// arity takes exactly that many inputs; one seen with several takes at least the fewest
+// (variadic cat/stack, optional trailing inputs). infer_meta then validates the node as
+// dispatch does, and its kernel runs only on tensors whose geometry infer_meta derived: the
+// guarantees fuzz_ops checks for eager calls with any shapes and attributes.
+struct LoadSig {
+  std::vector<int> arities;
+  uint64_t undefined_ok = 0;
+  std::vector<std::vector<int>> attr_tags;
+};
+
+const std::unordered_map<std::string, LoadSig>& load_signatures() {
+  static const std::unordered_map<std::string, LoadSig> table = [] {
+    std::unordered_map<std::string, LoadSig> t;
+    std::stringstream lines{std::string(kOpSignatures)};
+    std::string line;
+    auto ints = [](const std::string& s, char sep) {
+      std::vector<int> v;
+      std::stringstream ss(s);
+      std::string x;
+      while (std::getline(ss, x, sep))
+        if (!x.empty()) v.push_back(std::stoi(x));
+      return v;
+    };
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> f;
+      std::stringstream ls(line);
+      std::string field;
+      while (std::getline(ls, field, '\t')) f.push_back(field);
+      while (f.size() < 4) f.emplace_back();
+      LoadSig s;
+      s.arities = ints(f[1], ',');
+      s.undefined_ok = std::stoull(f[2].empty() ? "0" : f[2]);
+      std::stringstream as(f[3]);
+      std::string spec;
+      while (as >> spec) s.attr_tags.push_back(ints(spec.substr(0, spec.find(':')), '/'));
+      t[f[0]] = std::move(s);
+    }
+    return t;
+  }();
+  return table;
+}
+
+// [lo, hi] element range of a value's elements (relative to its storage); false when empty.
+bool value_extent(const Value& v, int64_t& lo, int64_t& hi) {
+  lo = hi = v.offset;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.sizes[d] == 0) return false;
+    const int64_t reach = (v.sizes[d] - 1) * v.strides[d];  // overflow-checked when read
+    (reach >= 0 ? hi : lo) += reach;
+  }
+  return true;
+}
+
+bool same_dims(const DimVector& a, const DimVector& b) { return IntArrayRef(a) == IntArrayRef(b); }
+
+// Everything the passes, the executor and the kernels rely on, derived again from the inputs
+// and attrs (NOTE [Loaded op signatures]); a file that says otherwise is refused.
+void check_semantics(const Graph& g, const Reader& r) {
+  const size_t nv = g.values.size();
+  // inputs: each input's value is the root of an Input buffer of that input, and every value
+  // on an input's buffer lies inside the input's own extent (the caller's tensor has exactly the
+  // saved sizes and strides; replay moves the values by its offset)
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Value& v = g.values[size_t(g.inputs[i])];
+    const Buffer& b = g.buffers[size_t(v.buffer)];
+    if (b.kind != BufKind::Input || v.producer != -1 || v.is_view)
+      r.bad(fmt::format("input {} is not an input buffer's tensor", i));
+    if (b.input == int(i) && v.offset != b.base_offset)
+      r.bad(fmt::format("input {}'s buffer describes another tensor", i));
+  }
+  std::vector<int64_t> in_lo(g.buffers.size(), 0), in_hi(g.buffers.size(), -1);
+  for (size_t bi = 0; bi < g.buffers.size(); ++bi) {
+    const Buffer& b = g.buffers[bi];
+    if (b.kind != BufKind::Input) continue;
+    const Value& root = g.values[size_t(g.inputs[size_t(b.input)])];
+    if (root.buffer != int(bi)) r.bad("an input buffer whose input lives elsewhere");
+    if (!value_extent(root, in_lo[bi], in_hi[bi])) in_hi[bi] = in_lo[bi] - 1;  // empty input
+  }
+  for (const Value& v : g.values) {
+    const Buffer& b = g.buffers[size_t(v.buffer)];
+    if (v.device != Device(kCPU)) r.bad("a tensor off the CPU");
+    int64_t lo, hi;
+    if (b.kind == BufKind::Input && value_extent(v, lo, hi) &&
+        (lo < in_lo[size_t(v.buffer)] || hi > in_hi[size_t(v.buffer)]))
+      r.bad("a view reaches outside the input it views");
+  }
+  // nodes: each validated as dispatch validates the eager call that recorded it
+  const auto& sigs = load_signatures();
+  std::vector<Tensor> meta(nv);  // per value: a tensor with its geometry and no data
+  std::vector<Storage> fake(g.buffers.size());
+  auto meta_of = [&](int v) -> const Tensor& {
+    Tensor& t = meta[size_t(v)];
+    if (t.defined()) return t;
+    const Value& val = g.values[size_t(v)];
+    Storage& st = fake[size_t(val.buffer)];
+    if (!st)
+      st = std::make_shared<StorageImpl>(nullptr, g.buffers[size_t(val.buffer)].nbytes,
+                                         Device(kCPU), std::function<void(void*)>());
+    auto impl = new_tensor_impl();
+    impl->storage = st;
+    impl->sizes = val.sizes;
+    impl->strides = val.strides;
+    impl->offset = val.offset;
+    impl->dtype = val.dtype;
+    impl->device = Device(kCPU);
+    impl->refresh_contiguous();
+    t = Tensor(impl);
+    return t;
+  };
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    const OpDef& op = *n.op;
+    auto node_bad = [&](const std::string& what) {
+      r.bad(fmt::format("node {} ({}): {}", ni, op.name, what));
+    };
+    if (op.has(kCollective) || op.has(kEffect) || op.has(kSyncsHost))
+      node_bad("an op a saved graph cannot hold (it communicates or reads data on the host)");
+    auto sit = sigs.find(op.name);
+    if (sit == sigs.end() || sit->second.arities.empty())
+      node_bad("an op without a known call signature");
+    const LoadSig& sig = sit->second;
+    const int arity = int(n.inputs.size());
+    const bool arity_ok = sig.arities.size() == 1 ? arity == sig.arities[0]
+                                                  : arity >= sig.arities.front();
+    if (!arity_ok) node_bad(fmt::format("{} inputs", arity));
+    for (int k = 0; k < arity; ++k)
+      if (n.inputs[size_t(k)] < 0 && (k >= 64 || !((sig.undefined_ok >> k) & 1)))
+        node_bad(fmt::format("input {} is missing", k));
+    // (calls of some ops pass fewer attributes; reading a missing one raises, Attrs::at)
+    if (n.attrs.size() > sig.attr_tags.size())
+      node_bad(fmt::format("{} attributes, the op takes at most {}", n.attrs.size(),
+                           sig.attr_tags.size()));
+    for (size_t a = 0; a < n.attrs.size(); ++a) {
+      const auto& tags = sig.attr_tags[a];
+      if (std::find(tags.begin(), tags.end(), int(n.attrs.values[a].index())) == tags.end())
+        node_bad(fmt::format("attribute {} has the wrong type", a));
+    }
+    if (!op.has(kView) && !op.cpu) node_bad("no CPU kernel");
+    if (n.rng >= 0) {
+      const int s = op.rng_seed_attr;
+      if (s < 0 || size_t(s) + 1 >= n.attrs.size() ||
+          !std::holds_alternative<int64_t>(n.attrs.values[size_t(s)]) ||
+          !std::holds_alternative<int64_t>(n.attrs.values[size_t(s) + 1]))
+        node_bad("a generator draw on an op without seed attributes");
+    }
+    TensorList ins;
+    for (int v : n.inputs) ins.push_back(v >= 0 ? meta_of(v) : Tensor());
+    for (size_t k = 0; k < ins.size() && k < 32; ++k)
+      if (((op.contiguous_inputs >> k) & 1u) && ins[k].defined() && !ins[k].is_contiguous() &&
+          !(n.writes_existing && n.inputs[k] == n.outputs[0]))
+        node_bad(fmt::format("input {} must be contiguous", k));
+    MetaList metas;
+    try {
+      op.infer_meta(ins, n.attrs, metas);
+    } catch (const Error& e) {
+      node_bad(e.what());
+    } catch (const std::exception& e) {
+      node_bad(std::string("its inputs or attributes are invalid: ") + e.what());
+    }
+    if (metas.size() != n.outputs.size())
+      node_bad(fmt::format("{} outputs, the op makes {}", n.outputs.size(), metas.size()));
+    for (size_t k = 0; k < metas.size(); ++k) {
+      const TensorMeta& m = metas[k];
+      const Value& o = g.values[size_t(n.outputs[k])];
+      const Buffer& ob = g.buffers[size_t(o.buffer)];
+      if (!m.device.is_cpu()) node_bad("an output off the CPU");
+      if (!same_dims(o.sizes, m.sizes) || o.dtype != m.dtype)
+        node_bad(fmt::format("output {} is {} {}; its inputs and attributes make {} {}", k,
+                             shape_str(o.sizes), dtype_name(o.dtype), shape_str(m.sizes),
+                             dtype_name(m.dtype)));
+      if (m.view_of >= 0) {
+        const Value& base = g.values[size_t(n.inputs[size_t(m.view_of)])];
+        const DimVector st = m.strides.empty() ? contiguous_strides(m.sizes) : m.strides;
+        if (o.buffer != base.buffer || !same_dims(o.strides, st) || o.offset != m.offset)
+          node_bad(fmt::format("output {} is not the view its inputs and attributes make", k));
+        continue;
+      }
+      if (op.has(kView)) node_bad("a view op whose output is not a view");
+      if (k == 0 && n.writes_existing) {
+        if (!o.contiguous() && !op.has(kElementwise))
+          node_bad("an in-place output the kernel cannot write strided");
+        continue;
+      }
+      if (ob.kind != BufKind::Intermediate) node_bad(fmt::format("output {} overwrites a root", k));
+      if (!o.contiguous() && !op.has(kElementwise))
+        node_bad(fmt::format("output {} is strided, the kernel writes it dense", k));
+    }
+  }
+  // outputs are handed out from buffers that outlive the call
+  for (int v : g.outputs) {
+    const Buffer& b = g.buffers[size_t(g.values[size_t(v)].buffer)];
+    if (b.kind == BufKind::Intermediate && !b.escapes) r.bad("a result kept in the arena");
+  }
+  // fused groups (NOTE [Fused groups] in executor.cpp): members are fusible elementwise nodes
+  // of one output shape, in order, reading values broadcastable to it; values the group keeps
+  // in scratch blocks are read by nobody outside it
+  std::vector<size_t> listed(g.groups.size(), 0);
+  for (const Node& n : g.nodes)
+    if (n.group >= 0) ++listed[size_t(n.group)];
+  if (!g.groups.empty() && g.materialized.size() != nv) r.bad("the fused-value table is missing");
+  for (size_t k = 0; k < g.groups.size(); ++k) {
+    const std::vector<int>& members = g.groups[k];
+    if (members.empty() || listed[k] != members.size()) r.bad("a fused group lists other nodes");
+    const Value& first = g.values[size_t(g.nodes[size_t(members[0])].outputs[0])];
+    const DimVector& shape = first.sizes;
+    std::vector<int> made;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const Node& n = g.nodes[size_t(members[m])];
+      if (n.group != int(k) || (m > 0 && members[m] <= members[m - 1]))
+        r.bad("a fused group lists other nodes");
+      if (!n.op->has(kElementwise) || n.op->has(kRandom) || n.op->has(kView) || n.rng >= 0 ||
+          n.outputs.size() != 1)
+        r.bad(fmt::format("a fused group holds {}, which does not fuse", n.op->name));
+      const Value& o = g.values[size_t(n.outputs[0])];
+      if (!same_dims(o.sizes, shape) || !o.contiguous())
+        r.bad("a fused group member's result differs from the group's shape");
+      for (int v : n.inputs) {
+        if (v < 0) r.bad("a fused group member without an input");
+        const Value& in = g.values[size_t(v)];
+        const int p = in.producer;
+        if (p >= 0 && g.nodes[size_t(p)].group == int(k) &&
+            std::find(made.begin(), made.end(), v) == made.end())
+          r.bad("a fused group member reads a value before the group makes it");
+        if (in.numel() == 1 || (in.numel() == first.numel() && in.contiguous())) continue;
+        const size_t off = shape.size() >= in.sizes.size() ? shape.size() - in.sizes.size() : 0;
+        bool bcast = in.sizes.size() <= shape.size();
+        for (size_t d = 0; bcast && d < in.sizes.size(); ++d)
+          bcast = in.sizes[d] == 1 || in.sizes[d] == shape[off + d];
+        if (!bcast) r.bad("a fused group member reads a value that does not broadcast");
+      }
+      made.push_back(n.outputs[0]);
+    }
+  }
+  if (!g.groups.empty()) {
+    auto scratch = [&](int v) {
+      const int p = g.values[size_t(v)].producer;
+      return p >= 0 && g.nodes[size_t(p)].group >= 0 && !g.materialized[size_t(v)];
+    };
+    for (const Node& n : g.nodes)
+      for (int v : n.inputs)
+        if (v >= 0 && scratch(v) && g.nodes[size_t(g.values[size_t(v)].producer)].group != n.group)
+          r.bad("a value kept in a fused group's scratch is read outside it");
+    for (int v : g.outputs)
+      if (scratch(v)) r.bad("a result kept in a fused group's scratch");
+  }
+}
+
 }  // namespace
 
-void save_graph(const Graph& g, const std::string& path) {
+namespace {
+
+// Refuses graphs a file cannot hold.
+void check_savable(const Graph& g) {
   for (const Node& n : g.nodes)
     if (n.op->has(kCollective))
       fail("[jit.save] the graph communicates ({}: a traced step of global tensors); a saved "
@@ -146,7 +419,23 @@ void save_graph(const Graph& g, const std::string& path) {
   if (!g.grad_effects.empty())
     fail("[jit.save] the graph sets the .grad of {} parameters (a training step); save a "
          "function that runs inference", g.grad_effects.size());
-  Writer w;
+}
+
+// NOTE [Graph file blobs]: since format version 2 the bytes of captured tensors (weights,
+// constants) are stored once in a table ahead of the graphs, each starting at a multiple of 64
+// bytes of the file, and buffers name their blob: the structures of a symbolic graph share
+// their weights, and the bytes could be mapped in place.
+struct BlobTable {
+  std::vector<const StorageImpl*> order;
+  std::unordered_map<const StorageImpl*, int> ids;
+  int id(const StorageImpl& s) {
+    auto [it, fresh] = ids.try_emplace(&s, int(order.size()));
+    if (fresh) order.push_back(&s);
+    return it->second;
+  }
+};
+
+void write_graph(Writer& w, const Graph& g, BlobTable& blobs) {
   w.pod(uint32_t(g.buffers.size()));
   for (const Buffer& b : g.buffers) {
     // host scalars are saved with their current value, as constants
@@ -161,7 +450,7 @@ void save_graph(const Graph& g, const std::string& path) {
     if (kind == BufKind::External || kind == BufKind::Constant) {
       const StorageImpl& s = *b.impls[0]->storage;
       if (!s.device.is_cpu()) fail("[jit.save] only CPU graphs can be saved");
-      w.bytes(s.data, s.nbytes);
+      w.pod(int32_t(blobs.id(s)));
     }
   }
   w.pod(uint32_t(g.values.size()));
@@ -206,6 +495,22 @@ void save_graph(const Graph& g, const std::string& path) {
     w.pod(uint8_t(x.set));
   }
 
+}
+
+constexpr size_t kHeaderBytes = sizeof kMagic + sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t);
+
+// The container: header, then blobs, then `body` (written into `rest`).
+void write_file(const std::string& path, uint8_t kind, const BlobTable& blobs,
+                const std::string& rest) {
+  Writer w;
+  w.pod(kind);
+  w.pod(uint32_t(blobs.order.size()));
+  for (const StorageImpl* st : blobs.order) {
+    w.pod(uint64_t(st->nbytes));
+    while ((kHeaderBytes + w.buf.size()) % 64 != 0) w.pod(uint8_t(0));
+    w.buf.append(static_cast<const char*>(st->data), st->nbytes);
+  }
+  w.buf += rest;
   const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()),
                                       uInt(w.buf.size())));
   const std::string tmp = path + ".tmp";
@@ -224,34 +529,67 @@ void save_graph(const Graph& g, const std::string& path) {
     fail("[jit.save] cannot move {} to {}", tmp, path);
 }
 
-Graph load_graph(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("[jit.load] cannot open {}", path);
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  Reader hdr(data.data(), data.size(), path);
-  char magic[8];
-  for (char& c : magic) c = hdr.pod<char>();
-  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) hdr.bad("wrong magic bytes");
-  const uint32_t version = hdr.pod<uint32_t>();
-  if (version != kVersion)
-    fail("[jit.load] {} has format version {}; this library reads version {}", path, version,
-         kVersion);
-  const uint64_t n = hdr.pod<uint64_t>();
-  const uint32_t crc = hdr.pod<uint32_t>();
-  const size_t head = sizeof kMagic + sizeof version + sizeof n + sizeof crc;
-  if (data.size() - head != n)
-    fail("[jit.load] {} is not a valid traced graph: the payload is {} bytes, the header says {} "
-         "(truncated or padded)", path, data.size() - head, n);
-  const char* payload = data.data() + head;
-  if (uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload), uInt(n))) != crc)
-    hdr.bad("the checksum does not match (the file is corrupted)");
-  Reader r(payload, size_t(n), path);
+void write_symbolic_parts(Writer& w, const std::vector<SymbolicGraph>& structures,
+                          BlobTable& blobs) {
+  const SymbolicGraph& s0 = structures.at(0);
+  w.pod(uint32_t(s0.symbols.size()));
+  for (const SymDim& d : s0.symbols) {
+    w.str(d.name);
+    w.pod(int64_t(d.min));
+    w.pod(int64_t(d.max));
+  }
+  w.pod(uint32_t(s0.input_dims.size()));
+  for (const auto& dims : s0.input_dims) {
+    w.pod(uint32_t(dims.size()));
+    for (int d : dims) w.pod(int32_t(d));
+  }
+  w.pod(uint32_t(structures.size()));
+  for (const SymbolicGraph& sg : structures) {
+    w.pod(uint32_t(sg.one_mask));
+    w.pod(uint32_t(sg.recorded.size()));
+    for (int64_t v : sg.recorded) w.pod(v);
+    w.pod(uint32_t(sg.exprs.size()));
+    for (const AttrExpr& e : sg.exprs) {
+      w.pod(int32_t(e.node));
+      w.pod(int32_t(e.attr));
+      w.pod(int32_t(e.elem));
+      w.pod(uint32_t(e.num.size()));
+      for (int64_t x : e.num) w.pod(x);
+      w.pod(int64_t(e.den));
+    }
+    write_graph(w, sg.tmpl, blobs);
+  }
+}
+
+}  // namespace
+
+void save_graph(const Graph& g, const std::string& path) {
+  check_savable(g);
+  BlobTable blobs;
+  Writer w;
+  write_graph(w, g, blobs);
+  write_file(path, 0, blobs, w.buf);
+}
+
+void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::string& path) {
+  for (const SymbolicGraph& sg : structures) check_savable(sg.tmpl);
+  BlobTable blobs;
+  Writer w;
+  write_symbolic_parts(w, structures, blobs);
+  write_file(path, 1, blobs, w.buf);
+}
+
+namespace {
+
+// One graph at r's position: captured bytes inline (format 1) or named in `table` (2).
+Graph read_graph(Reader& r, const std::vector<Storage>* table) {
   Graph g;
   const uint32_t nb = r.pod<uint32_t>();
   // each buffer takes at least 34 bytes: a count beyond that is a corrupt file, not a request
   // for a table of 2^32 entries
-  if (nb > n / 34) r.bad("more buffers than the file has bytes for");
+  if (nb > r.remaining() / 34) r.bad("more buffers than the file has bytes for");
   std::vector<std::pair<const char*, uint64_t>> blobs(nb, {nullptr, 0});
+  std::vector<int> blob_ids(nb, -1);
   for (uint32_t i = 0; i < nb; ++i) {
     Buffer b;
     const uint8_t kind = r.pod<uint8_t>();
@@ -267,9 +605,15 @@ Graph load_graph(const std::string& path) {
     b.arena_offset = r.pod<int64_t>();
     b.device = Device(kCPU);
     if (b.kind == BufKind::External || b.kind == BufKind::Constant) {
-      uint64_t len;
-      const char* p = r.bytes(len);
-      blobs[i] = {p, len};
+      if (table) {
+        const int32_t id = r.pod<int32_t>();
+        if (id < 0 || size_t(id) >= table->size()) r.bad("a captured tensor names a missing blob");
+        blob_ids[i] = id;
+      } else {
+        uint64_t len;
+        const char* p = r.bytes(len);
+        blobs[i] = {p, len};
+      }
     }
     g.buffers.push_back(std::move(b));
   }
@@ -409,7 +753,6 @@ Graph load_graph(const std::string& path) {
     x.set = r.pod<uint8_t>() != 0;
     g.rng_reset.push_back(x);
   }
-  if (!r.done()) r.bad("bytes after the end of the graph");
   for (const Node& n : g.nodes) {
     if (n.group >= int(ng) || n.group < -1) r.bad("a node names a missing group");
     if (n.rng >= int(nr) || n.rng < -1) r.bad("a node names a missing generator draw");
@@ -420,13 +763,18 @@ Graph load_graph(const std::string& path) {
   // captured tensors: each buffer's bytes become a storage of their own
   for (uint32_t i = 0; i < nb; ++i) {
     Buffer& b = g.buffers[i];
-    if (!blobs[i].first) continue;
-    if (blobs[i].second != b.nbytes) r.bad("a captured tensor has the wrong size");
+    if (!blobs[i].first && blob_ids[i] < 0) continue;
+    const size_t have = table ? (*table)[size_t(blob_ids[i])]->nbytes : blobs[i].second;
+    if (have != b.nbytes) r.bad("a captured tensor has the wrong size");
     if (b.root_value < 0 || uint32_t(b.root_value) >= nv) r.bad("a captured tensor has no value");
     const Value& rv = g.values[size_t(b.root_value)];
     auto impl = new_tensor_impl();
-    impl->storage = allocate_storage(b.nbytes, Device(kCPU));
-    std::memcpy(impl->storage->data, blobs[i].first, b.nbytes);
+    if (table) {
+      impl->storage = (*table)[size_t(blob_ids[i])];
+    } else {
+      impl->storage = allocate_storage(b.nbytes, Device(kCPU));
+      std::memcpy(impl->storage->data, blobs[i].first, b.nbytes);
+    }
     impl->sizes = rv.sizes;
     impl->strides = rv.strides;
     impl->offset = rv.offset;
@@ -436,54 +784,310 @@ Graph load_graph(const std::string& path) {
     b.recorded_storage = impl->storage.get();
     b.impls = {impl};
   }
+  check_semantics(g, r);
   return g;
+}
+
+struct GraphFile {
+  uint8_t kind = 0;  // 0: one graph; 1: the structures of a symbolic graph
+  Graph graph;
+  std::vector<SymbolicGraph> structures;
+};
+
+SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
+                             const std::vector<std::vector<int>>& input_dims,
+                             const std::vector<Storage>& table) {
+  SymbolicGraph sg;
+  sg.symbols = syms;
+  sg.input_dims = input_dims;
+  sg.one_mask = r.pod<uint32_t>();
+  if (sg.one_mask >> syms.size()) r.bad("a structure names a missing symbol");
+  const uint32_t nrec = r.pod<uint32_t>();
+  if (nrec != syms.size()) r.bad("a structure's recorded sizes do not match its symbols");
+  for (uint32_t i = 0; i < nrec; ++i) {
+    const int64_t v = r.pod<int64_t>();
+    if (v < syms[i].min || v > syms[i].max) r.bad("a structure recorded outside its ranges");
+    sg.recorded.push_back(v);
+  }
+  const uint32_t ne = r.pod<uint32_t>();
+  if (ne > r.remaining() / 24) r.bad("more expressions than the file has bytes for");
+  for (uint32_t i = 0; i < ne; ++i) {
+    AttrExpr e;
+    e.node = r.pod<int32_t>();
+    e.attr = r.pod<int32_t>();
+    e.elem = r.pod<int32_t>();
+    const uint32_t nn = r.pod<uint32_t>();
+    if (nn != (1u << syms.size())) r.bad("an expression with the wrong number of terms");
+    for (uint32_t k = 0; k < nn; ++k) e.num.push_back(r.pod<int64_t>());
+    e.den = r.pod<int64_t>();
+    if (e.den <= 0) r.bad("an expression with a bad denominator");
+    sg.exprs.push_back(std::move(e));
+  }
+  sg.tmpl = read_graph(r, &table);
+  for (const AttrExpr& e : sg.exprs) {
+    if (e.node < 0 || size_t(e.node) >= sg.tmpl.nodes.size()) r.bad("an expression names a missing node");
+    const Attrs& a = sg.tmpl.nodes[size_t(e.node)].attrs;
+    if (e.attr < 0 || size_t(e.attr) >= a.size()) r.bad("an expression names a missing attribute");
+    const AttrValue& v = a.values[size_t(e.attr)];
+    const bool ok = e.elem < 0 ? (std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v) ||
+                                  std::holds_alternative<Scalar>(v))
+                               : (std::holds_alternative<DimVector>(v) &&
+                                  size_t(e.elem) < std::get<DimVector>(v).size());
+    if (!ok) r.bad("an expression names an attribute that is not an integer");
+  }
+  if (sg.tmpl.inputs.size() != input_dims.size()) r.bad("symbolic dims for another input count");
+  for (size_t i = 0; i < input_dims.size(); ++i) {
+    const Value& v = sg.tmpl.values[size_t(sg.tmpl.inputs[i])];
+    if (!input_dims[i].empty() && input_dims[i].size() != v.sizes.size())
+      r.bad("symbolic dims for an input of another rank");
+    for (size_t d = 0; d < input_dims[i].size(); ++d)
+      if (input_dims[i][d] >= 0 && v.sizes[d] != sg.recorded[size_t(input_dims[i][d])])
+        r.bad("an input's recorded size differs from its symbol's");
+  }
+  return sg;
+}
+
+GraphFile read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("[jit.load] cannot open {}", path);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Reader hdr(data.data(), data.size(), path);
+  char magic[8];
+  for (char& c : magic) c = hdr.pod<char>();
+  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) hdr.bad("wrong magic bytes");
+  const uint32_t version = hdr.pod<uint32_t>();
+  if (version != 1 && version != kVersion)
+    fail("[jit.load] {} has format version {}; this library reads versions 1 to {}", path,
+         version, kVersion);
+  const uint64_t n = hdr.pod<uint64_t>();
+  const uint32_t crc = hdr.pod<uint32_t>();
+  const size_t head = sizeof kMagic + sizeof version + sizeof n + sizeof crc;
+  if (data.size() - head != n)
+    fail("[jit.load] {} is not a valid traced graph: the payload is {} bytes, the header says {} "
+         "(truncated or padded)", path, data.size() - head, n);
+  const char* payload = data.data() + head;
+  if (uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload), uInt(n))) != crc)
+    hdr.bad("the checksum does not match (the file is corrupted)");
+  Reader r(payload, size_t(n), path);
+  GraphFile file;
+  if (version == 1) {
+    file.graph = read_graph(r, nullptr);
+    if (!r.done()) r.bad("bytes after the end of the graph");
+    return file;
+  }
+  file.kind = r.pod<uint8_t>();
+  if (file.kind > 1) r.bad("an unknown kind of graph file");
+  const uint32_t nblobs = r.pod<uint32_t>();
+  if (nblobs > r.remaining() / 8) r.bad("more blobs than the file has bytes for");
+  std::vector<Storage> table;
+  for (uint32_t i = 0; i < nblobs; ++i) {
+    const uint64_t len = r.pod<uint64_t>();
+    while ((kHeaderBytes + r.position()) % 64 != 0) r.pod<uint8_t>();
+    r.need(len);
+    Storage st = allocate_storage(size_t(len), Device(kCPU));
+    if (len) std::memcpy(st->data, r.here(), size_t(len));
+    r.skip(len);
+    table.push_back(std::move(st));
+  }
+  if (file.kind == 0) {
+    file.graph = read_graph(r, &table);
+  } else {
+    const uint32_t ns = r.pod<uint32_t>();
+    if (ns == 0 || ns > 6) r.bad("a bad number of symbols");
+    std::vector<SymDim> syms;
+    for (uint32_t i = 0; i < ns; ++i) {
+      SymDim d;
+      d.name = r.str();
+      d.min = r.pod<int64_t>();
+      d.max = r.pod<int64_t>();
+      if (d.name.empty() || d.min < 1 || d.max < d.min) r.bad("a symbol with a bad range");
+      syms.push_back(std::move(d));
+    }
+    const uint32_t ni = r.pod<uint32_t>();
+    if (ni > 4096) r.bad("too many inputs");
+    std::vector<std::vector<int>> input_dims(ni);
+    for (auto& dims : input_dims) {
+      const uint32_t nd = r.pod<uint32_t>();
+      if (nd > 64) r.bad("an input with more than 64 dimensions");
+      for (uint32_t d = 0; d < nd; ++d) {
+        const int32_t x = r.pod<int32_t>();
+        if (x < -1 || x >= int32_t(ns)) r.bad("an input dim names a missing symbol");
+        dims.push_back(x);
+      }
+    }
+    const uint32_t nst = r.pod<uint32_t>();
+    if (nst == 0 || nst > 64) r.bad("a bad number of structures");
+    for (uint32_t i = 0; i < nst; ++i)
+      file.structures.push_back(read_structure(r, syms, input_dims, table));
+  }
+  if (!r.done()) r.bad("bytes after the end of the graph");
+  return file;
+}
+
+}  // namespace
+
+Graph load_graph(const std::string& path) {
+  GraphFile f = read_file(path);
+  if (f.kind != 0)
+    fail("[jit.load] {} holds a graph with symbolic dims (load it with of::jit::load)", path);
+  return std::move(f.graph);
 }
 
 }  // namespace oneflow::trace
 
 namespace oneflow::jit {
 
+// NOTE [Concurrent replay], NOTE [Symbolic shapes]: a graph of fixed shapes has one pool; a
+// symbolic one keeps the pools of the shapes used last (each instantiated, checked as a loaded
+// graph is, optimized and lowered on first use).
 struct LoadedGraph::Impl {
+  std::string path;
   trace::Graph graph;
-  std::shared_ptr<trace::Plan> plan;
+  std::shared_ptr<trace::PlanPool> pool;
+  std::vector<trace::SymbolicGraph> structures;
+  std::mutex mu;
+  std::list<std::pair<std::vector<int64_t>, std::shared_ptr<trace::PlanPool>>> shapes;
+  static constexpr size_t kShapes = 8;
+  std::shared_ptr<trace::PlanPool> pool_for(const std::vector<int64_t>& vals);
 };
+
+std::shared_ptr<trace::PlanPool> LoadedGraph::Impl::pool_for(const std::vector<int64_t>& vals) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto it = shapes.begin(); it != shapes.end(); ++it)
+      if (it->first == vals) {
+        shapes.splice(shapes.begin(), shapes, it);
+        return shapes.front().second;
+      }
+  }
+  const uint32_t mask = trace::one_mask_of(structures[0].symbols, vals);
+  const trace::SymbolicGraph* sg = nullptr;
+  for (const trace::SymbolicGraph& x : structures)
+    if (x.one_mask == mask) sg = &x;
+  if (!sg) fail("[jit.load] {} has no graph for these sizes (its file lacks that structure)", path);
+  trace::Graph g;
+  try {
+    g = trace::instantiate(*sg, vals);
+  } catch (const Error& e) {
+    fail("[jit.load] {}: the graph cannot run at these sizes: {}", path, e.what());
+  }
+  trace::Reader r(nullptr, 0, path);
+  trace::check_semantics(g, r);
+  g = trace::optimize(g);
+  auto pool = std::make_shared<trace::PlanPool>(g, false, trace::lower(g, false));
+  std::lock_guard<std::mutex> lk(mu);
+  shapes.emplace_front(vals, pool);
+  while (shapes.size() > kShapes) shapes.pop_back();
+  return pool;
+}
 
 LoadedGraph::LoadedGraph() = default;
 LoadedGraph::~LoadedGraph() = default;
 LoadedGraph::LoadedGraph(LoadedGraph&&) noexcept = default;
 LoadedGraph& LoadedGraph::operator=(LoadedGraph&&) noexcept = default;
 
-std::vector<Tensor> LoadedGraph::run(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> LoadedGraph::run(const std::vector<Tensor>& inputs) const {
   if (!impl_) fail("[jit.load] this LoadedGraph is empty");
-  const trace::Graph& g = impl_->graph;
+  const bool symbolic = !impl_->structures.empty();
+  const trace::Graph& g = symbolic ? impl_->structures[0].tmpl : impl_->graph;
   if (inputs.size() != g.inputs.size())
     fail("[jit.load] the graph takes {} inputs, got {}", g.inputs.size(), inputs.size());
+  std::vector<int64_t> vals;
+  if (symbolic)
+    vals = trace::bind_symbols(impl_->structures[0].symbols, impl_->structures[0].input_dims, inputs,
+                               "jit.load");
   for (size_t i = 0; i < inputs.size(); ++i) {
     const trace::Value& v = g.values[size_t(g.inputs[i])];
     const Tensor& t = inputs[i];
     if (!t.defined()) fail("[jit.load] input {} is undefined", i);
-    if (!(t.sizes() == IntArrayRef(v.sizes)) || t.dtype() != v.dtype || !t.is_cpu())
-      fail("[jit.load] input {} is {} {} on {}; the graph was saved for {} {} on cpu", i,
-           shape_str(t.sizes()), dtype_name(t.dtype()), t.device().str(), shape_str(v.sizes),
-           dtype_name(v.dtype));
-    if (!(t.strides() == IntArrayRef(v.strides)))
+    const std::vector<int>* dims =
+        symbolic && !impl_->structures[0].input_dims[i].empty() ? &impl_->structures[0].input_dims[i]
+                                                                 : nullptr;
+    bool sizes_ok = t.dim() == int64_t(v.sizes.size());
+    for (size_t d = 0; sizes_ok && d < v.sizes.size(); ++d)
+      sizes_ok = (dims && (*dims)[d] >= 0) || t.size(int64_t(d)) == v.sizes[d];
+    if (!sizes_ok || t.dtype() != v.dtype || !t.is_cpu())
+      fail("[jit.load] input {} is {} {} on {}; the graph takes {}", i, shape_str(t.sizes()),
+           dtype_name(t.dtype()), t.device().str(), input_specs()[i].str() + " on cpu");
+    if (dims) {
+      if (!t.is_contiguous())
+        fail("[jit.load] input {} has symbolic dims and must be contiguous (pass .contiguous())", i);
+    } else if (!(t.strides() == IntArrayRef(v.strides))) {
       fail("[jit.load] input {} has strides {}; the graph was saved for strides {} (pass "
            ".contiguous())", i, shape_str(t.strides()), shape_str(v.strides));
+    }
   }
   NoGradGuard ng;
-  return trace::replay(*impl_->plan, inputs);
+  if (symbolic) return impl_->pool_for(vals)->replay(inputs);
+  return impl_->pool->replay(inputs);
 }
 
 size_t LoadedGraph::num_inputs() const { return impl_ ? impl_->graph.inputs.size() : 0; }
+
+std::string InputSpec::str() const {
+  std::string s = std::string(dtype_name(dtype)) + " (";
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d) s += ", ";
+    s += dims[d].symbol.empty()
+             ? std::to_string(dims[d].size)
+             : fmt::format("{} in [{}, {}]", dims[d].symbol, dims[d].min, dims[d].max);
+  }
+  return s + (dims.size() == 1 && dims[0].symbol.empty() ? ",)" : ")");
+}
+
+std::vector<InputSpec> LoadedGraph::input_specs() const {
+  std::vector<InputSpec> specs;
+  if (!impl_) return specs;
+  const bool symbolic = !impl_->structures.empty();
+  const trace::Graph& g = symbolic ? impl_->structures[0].tmpl : impl_->graph;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const trace::Value& val = g.values[size_t(g.inputs[i])];
+    InputSpec s;
+    s.dtype = val.dtype;
+    for (size_t d = 0; d < val.sizes.size(); ++d) {
+      const int sym = symbolic && d < impl_->structures[0].input_dims[i].size()
+                          ? impl_->structures[0].input_dims[i][d]
+                          : -1;
+      if (sym < 0) {
+        s.dims.push_back(DimSpec{val.sizes[d], {}, val.sizes[d], val.sizes[d]});
+      } else {
+        const trace::SymDim& sd = impl_->structures[0].symbols[size_t(sym)];
+        s.dims.push_back(DimSpec{val.sizes[d], sd.name, sd.min, sd.max});
+      }
+    }
+    s.strides = symbolic ? DimVector() : val.strides;
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+std::string LoadedGraph::serialized() const {
+  if (!impl_) return {};
+  return trace::serial_reason(impl_->structures.empty() ? impl_->graph : impl_->structures[0].tmpl,
+                              false);
+}
 std::string LoadedGraph::graph() const { return impl_ ? trace::to_string(impl_->graph) : ""; }
 
 LoadedGraph load(const std::string& path) {
   ensure_op_table();
   LoadedGraph lg;
   lg.impl_ = std::make_unique<LoadedGraph::Impl>();
+  lg.impl_->path = path;
+  trace::GraphFile file = trace::read_file(path);
+  if (file.kind == 1) {
+    lg.impl_->structures = std::move(file.structures);
+    // each structure is checked as a loaded graph at its recorded sizes now (and every
+    // instantiation again before it runs)
+    for (const trace::SymbolicGraph& sg : lg.impl_->structures) {
+      trace::Reader r(nullptr, 0, path);
+      trace::check_semantics(trace::instantiate(sg, sg.recorded), r);
+    }
+    return lg;
+  }
   // the arena is planned again (NOTE [Loaded buffer sizes])
-  lg.impl_->graph = trace::memplan(trace::load_graph(path));
-  lg.impl_->plan = trace::lower(lg.impl_->graph, false);
+  lg.impl_->graph = trace::memplan(std::move(file.graph));
+  lg.impl_->pool = std::make_shared<trace::PlanPool>(lg.impl_->graph, false,
+                                                     trace::lower(lg.impl_->graph, false));
   return lg;
 }
 
