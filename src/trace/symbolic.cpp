@@ -355,17 +355,22 @@ ProbePlan probe_plan(const std::vector<SymDim>& symbols, uint32_t one_mask,
         std::find(p.checks.begin(), p.checks.end(), v) == p.checks.end())
       p.checks.push_back(std::move(v));
   };
-  std::vector<int64_t> chk = a, lows = a, highs = a;
+  // the third values together, every symbol at its low end, and each symbol at its high end
+  // alone (all at their highs at once would cost the largest call the ranges allow)
+  std::vector<int64_t> chk = a, lows = a;
+  std::vector<std::vector<int64_t>> highs;
   for (int i : free) {
     if (has_check[size_t(i)]) chk[size_t(i)] = c[size_t(i)];
     int64_t lo, hi;
     structure_range(symbols[size_t(i)], false, lo, hi);
     lows[size_t(i)] = lo;
-    highs[size_t(i)] = hi;
+    std::vector<int64_t> h = a;
+    h[size_t(i)] = hi;
+    highs.push_back(std::move(h));
   }
   add_check(std::move(chk));
   add_check(std::move(lows));
-  add_check(std::move(highs));
+  for (auto& h : highs) add_check(std::move(h));
   return p;
 }
 

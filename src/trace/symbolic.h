@@ -58,9 +58,9 @@ Graph instantiate(const SymbolicGraph& s, const std::vector<int64_t>& vals);
 
 // The shapes to record one structure at: the grid of two values per free symbol (the first
 // is `actual` where it belongs to the structure), then check points: a third value of each
-// symbol, and the ends of the ranges (a size the function branches on shows as another graph
-// or an attribute off its expression there; a branch that changes the graph only strictly
-// between the probed sizes is not seen).
+// symbol, every symbol at its low end, and each at its high end alone (a size the function
+// branches on shows as another graph or an attribute off its expression there; a branch that
+// changes the graph only strictly between the probed sizes is not seen).
 struct ProbePlan {
   std::vector<std::vector<int64_t>> grid;
   std::vector<std::vector<int64_t>> checks;
