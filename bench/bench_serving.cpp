@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   of::NoGradGuard ng;
   auto fn = of::jit::trace([&](const of::Tensor& ids) { return model->forward(ids); });
   std::vector<of::Tensor> ids;
-  for (int k = 0; k < 2; ++k) ids.push_back(of::randint(0, 30522, {128, 1}));
+  for (int k = 0; k < 2; ++k) ids.push_back(of::randint(0, 30522, {128, 1}, of::TensorOptions(of::kInt64)));
   fn(ids[0]);
   const std::string path = "/tmp/oneflow_bench_serving.oftrace";
   of::jit::save(fn, path);

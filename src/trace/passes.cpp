@@ -286,6 +286,7 @@ Graph fold(const Graph& g0) {
       cv.offset = 0;
       cv.producer = -1;
       remap[size_t(n.outputs[0])] = g.add_value(std::move(cv));
+      g.buffers.back().root_value = remap[size_t(n.outputs[0])];  // its geometry (saved graphs)
       remap.push_back(-1);
       dead[i] = true;
       continue;
