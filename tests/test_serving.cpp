@@ -721,3 +721,17 @@ TEST_CASE("serving: examples/bert_embed embeds with a Hugging Face checkpoint it
   }
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("serving: a saved graph with a folded constant loads") {
+  // fold turns ones(4) * 2 into a constant buffer; it had no root value, and loading refused
+  // the file ("a captured tensor has no value")
+  const std::string dir = temp_dir();
+  of::NoGradGuard ng;
+  auto fn = of::jit::trace([](const of::Tensor& x) { return x + of::ones({4}) * 2; });
+  of::Tensor x = of::randn({3, 4});
+  const of::Tensor want = fn(x);
+  REQUIRE(fn.graph().find(":constant") != std::string::npos);
+  of::jit::save(fn, dir + "/folded.oftrace");
+  CHECK(same_bits(of::jit::load(dir + "/folded.oftrace")(x), want));
+  std::system(("rm -rf " + dir).c_str());
+}
