@@ -35,10 +35,7 @@
 
 namespace oneflow::trace {
 
-namespace {
-constexpr int64_t kBlock = 4096;
-
-std::shared_ptr<TensorImpl> make_impl(const Storage& s, const Value& v) {
+std::shared_ptr<TensorImpl> value_impl(const Storage& s, const Value& v) {
   auto impl = new_tensor_impl();
   impl->storage = s;
   impl->offset = v.offset;
@@ -49,6 +46,9 @@ std::shared_ptr<TensorImpl> make_impl(const Storage& s, const Value& v) {
   impl->refresh_contiguous();
   return impl;
 }
+
+namespace {
+constexpr int64_t kBlock = 4096;
 
 // A 1-D contiguous block tensor (sizes/offset rewritten per block).
 std::shared_ptr<TensorImpl> make_block(const Storage& s, ScalarType dtype, Device dev) {
@@ -270,7 +270,7 @@ void build_group(Plan& p, int gid) {
       const Value& val = g.values[size_t(s.value)];
       if (s.kind == GroupSlot::kScalar) {
         const Tensor& src = p.vt[size_t(s.value)];
-        auto impl = make_impl(src.impl()->storage, val);
+        auto impl = value_impl(src.impl()->storage, val);
         impl->sizes.clear();
         impl->strides.clear();
         impl->refresh_contiguous();
@@ -524,7 +524,7 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     const Value& val = g.values[v];
     const Storage& s = p.buf_storage[size_t(val.buffer)];
     // inputs and .grad roots get their storage at every call
-    p.vt[v] = Tensor(make_impl(s ? s : p.arena, val));
+    p.vt[v] = Tensor(value_impl(s ? s : p.arena, val));
     if (!s && g.buffers[size_t(val.buffer)].kind == BufKind::Intermediate)
       fail("[jit.trace] internal error: value %{} has no memory", v);
   }
@@ -810,7 +810,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
         t->offset = g.values[size_t(v)].offset;
       }
       NoGradGuard ng;
-      Tensor dst(make_impl(st, g.values[size_t(buf.root_value)]));
+      Tensor dst(value_impl(st, g.values[size_t(buf.root_value)]));
       dst.copy_(inputs[size_t(buf.input)]);
       continue;
     }

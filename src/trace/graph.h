@@ -141,6 +141,8 @@ std::string to_string(const Graph& g);
 std::string to_dot(const Graph& g);
 
 // ---- the executor (executor.cpp)
+// A tensor with `v`'s geometry over `s` (null data: a geometry only, for infer_meta).
+std::shared_ptr<TensorImpl> value_impl(const Storage& s, const Value& v);
 class Plan;
 std::shared_ptr<Plan> lower(const Graph& g, bool arena_outputs);
 // Binds the call's inputs, runs every step, applies the .grad effects; returns the outputs.

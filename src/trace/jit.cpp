@@ -336,7 +336,8 @@ std::shared_ptr<Engine> make_engine(const TraceOptions& options) {
   if (options.cache_size_ == 0) fail("[jit.trace] cache_size must be at least 1");
   for (const auto& [input, dims] : options.dynamic_) {
     if (input < 0) fail("[jit.trace] dynamic(): input index {} is negative", input);
-    for (const auto& [dim, sym] : dims) {
+    for (const auto& dim_sym : dims) {
+      const Dim& sym = dim_sym.second;  // (clang captures no structured bindings)
       auto it = std::find_if(e->symbols.begin(), e->symbols.end(),
                              [&](const trace::SymDim& s) { return s.name == sym.name; });
       if (it == e->symbols.end()) {
@@ -457,7 +458,9 @@ std::vector<std::vector<int>> input_dims_of(const Engine& e, const std::vector<T
     const Tensor& t = inputs[size_t(input)];
     if (!t.defined()) fail("[jit.trace] input {} is undefined", input);
     dims[size_t(input)].assign(size_t(t.dim()), -1);
-    for (const auto& [dim, sym] : decl) {
+    for (const auto& dim_sym : decl) {
+      const int dim = dim_sym.first;
+      const Dim& sym = dim_sym.second;
       const int64_t d = dim < 0 ? dim + t.dim() : dim;
       if (d < 0 || d >= t.dim())
         fail("[jit.trace] dynamic(): input {} has {} dims, dim {} cannot be symbolic", input,

@@ -255,15 +255,7 @@ void check_semantics(const Graph& g, const Reader& r) {
     if (!st)
       st = std::make_shared<StorageImpl>(nullptr, g.buffers[size_t(val.buffer)].nbytes,
                                          Device(kCPU), std::function<void(void*)>());
-    auto impl = new_tensor_impl();
-    impl->storage = st;
-    impl->sizes = val.sizes;
-    impl->strides = val.strides;
-    impl->offset = val.offset;
-    impl->dtype = val.dtype;
-    impl->device = Device(kCPU);
-    impl->refresh_contiguous();
-    t = Tensor(impl);
+    t = Tensor(value_impl(st, val));
     return t;
   };
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {

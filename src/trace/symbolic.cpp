@@ -238,17 +238,7 @@ std::optional<AttrExpr> fit_floor(const std::vector<std::vector<int64_t>>& point
   return std::nullopt;
 }
 
-Tensor meta_tensor(const Value& v, const Storage& st) {
-  auto impl = new_tensor_impl();
-  impl->storage = st;
-  impl->sizes = v.sizes;
-  impl->strides = v.strides;
-  impl->offset = v.offset;
-  impl->dtype = v.dtype;
-  impl->device = v.device;
-  impl->refresh_contiguous();
-  return Tensor(impl);
-}
+Tensor meta_tensor(const Value& v, const Storage& st) { return Tensor(value_impl(st, v)); }
 
 bool same_geometry(const Value& a, const Value& b) {
   return IntArrayRef(a.sizes) == IntArrayRef(b.sizes) &&
