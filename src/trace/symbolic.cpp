@@ -48,13 +48,6 @@ struct Rational {
   Rational operator/(const Rational& o) const { return Rational{n * o.d, d * o.n}.norm(); }
 };
 
-int64_t monomial(uint32_t m, const std::vector<int64_t>& vals) {
-  int64_t p = 1;
-  for (size_t i = 0; i < vals.size(); ++i)
-    if ((m >> i) & 1u) p *= vals[i];
-  return p;
-}
-
 std::string vals_str(const std::vector<SymDim>& syms, const std::vector<int64_t>& vals) {
   std::string s;
   for (size_t i = 0; i < syms.size(); ++i)
@@ -261,9 +254,19 @@ void check_derived(const Graph& got, const Graph& want, const std::string& at) {
 }  // namespace
 
 int64_t AttrExpr::eval(const std::vector<int64_t>& vals) const {
+  // overflow-checked: a loaded file's coefficients are anyone's
   int64_t s = 0;
-  for (size_t m = 0; m < num.size(); ++m)
-    if (num[m] != 0) s += num[m] * monomial(uint32_t(m), vals);
+  for (size_t m = 0; m < num.size(); ++m) {
+    if (num[m] == 0) continue;
+    int64_t p = num[m], t = 0;
+    for (size_t i = 0; i < vals.size(); ++i)
+      if (((m >> i) & 1u) && __builtin_mul_overflow(p, vals[i], &p))
+        fail("[jit.trace] symbolic shapes: an attribute expression overflows");
+    if (__builtin_add_overflow(s, p, &t))
+      fail("[jit.trace] symbolic shapes: an attribute expression overflows");
+    s = t;
+  }
+  if (den <= 0) fail("[jit.trace] symbolic shapes: an expression with a bad denominator");
   return floor_div(s, den);
 }
 
