@@ -1,6 +1,7 @@
 // src/serialize.cpp: safetensors reader/writer (see include/oneflow/serialize.h and
-// docs/CHECKPOINT_FORMAT.md). Self-contained: a small JSON writer and a strict JSON parser,
-// POSIX file I/O (pread / write / fsync / rename).
+// docs/CHECKPOINT_FORMAT.md). Self-contained: a small JSON writer and a strict JSON parser;
+// files are written by write_file_atomically (atomic_file.h) and read through a mapping
+// (mapped_file.h) or pread.
 #include "oneflow/serialize.h"
 
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <limits>
 #include <set>
 
+#include "atomic_file.h"
+#include "mapped_file.h"
 #include "oneflow/ops.h"
 
 namespace oneflow {
@@ -390,20 +393,6 @@ struct Fd {
   }
 };
 
-void write_all(int fd, const void* data, size_t n, const std::string& path, const std::string& tmp) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
-    ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("[save] {}: writing {} failed: {}", path, tmp, errno_text(errno));
-    }
-    p += w;
-    n -= size_t(w);
-  }
-}
-
 // Reads exactly n bytes at `offset`; false on a short read (the file shrank under us).
 bool pread_all(int fd, void* data, size_t n, uint64_t offset, int* err) {
   char* p = static_cast<char*>(data);
@@ -424,19 +413,13 @@ bool pread_all(int fd, void* data, size_t n, uint64_t offset, int* err) {
   return true;
 }
 
-std::string parent_dir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 struct Entry {
   std::string name;
   ScalarType dtype;
   DimVector shape;
   uint64_t begin = 0, end = 0;
   size_t header_index = 0;
+  std::string new_name;  // after LoadOptions::rename; empty: dropped
 };
 
 // Shapes as the header writes them: [2, 3].
@@ -529,39 +512,16 @@ void save_tensors(const std::vector<std::pair<std::string, Tensor>>& named, cons
            "[save] {}: the header would be {} bytes, over the 100 MiB safetensors limit", path,
            header.size());
 
-  // 3. Write to a temporary in the same directory, fsync, rename over `path`.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (f.fd < 0) fail("[save] {}: cannot create {}: {}", path, tmp, errno_text(errno));
-  try {
+  // 3. Write it (NOTE [Atomic file replacement]).
+  write_file_atomically(path, [&](int fd) {
     unsigned char len[8];
     uint64_t n = header.size();
     for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>((n >> (8 * k)) & 0xFF);
-    write_all(f.fd, len, 8, path, tmp);
-    write_all(f.fd, header.data(), header.size(), path, tmp);
+    write_fully(fd, len, 8, path, "save");
+    write_fully(fd, header.data(), header.size(), path, "save");
     for (const Tensor& c : data)
-      if (c.nbytes() > 0) write_all(f.fd, c.data_ptr(), c.nbytes(), path, tmp);
-    if (::fsync(f.fd) != 0) fail("[save] {}: fsync of {} failed: {}", path, tmp, errno_text(errno));
-    int fd = f.fd;
-    f.fd = -1;
-    if (::close(fd) != 0) fail("[save] {}: closing {} failed: {}", path, tmp, errno_text(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      fail("[save] {}: cannot rename {} over it: {}", path, tmp, errno_text(errno));
-  } catch (...) {
-    if (f.fd >= 0) {
-      ::close(f.fd);
-      f.fd = -1;
-    }
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // Make the rename itself durable (best effort: the new file is already in place).
-  int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+      if (c.nbytes() > 0) write_fully(fd, c.data_ptr(), c.nbytes(), path, "save");
+  }, "save");
 }
 
 void save(const Tensor& t, const std::string& path) {
@@ -573,23 +533,46 @@ void save(const Tensor& t, const std::string& path) {
 
 std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path,
                                                          std::map<std::string, std::string>* metadata) {
+  return load_tensors(path, LoadOptions(), metadata);
+}
+
+std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path,
+                                                         const LoadOptions& options,
+                                                         std::map<std::string, std::string>* metadata) {
   if constexpr (std::endian::native != std::endian::little)
     fail("[load] {}: only little-endian hosts are supported", path);
+  // Temporaries of this path whose savers were killed (NOTE [Atomic file replacement]).
+  remove_stale_temporaries(path);
+  // The bytes come from the mapping (NOTE [Mapped checkpoints]) or from pread on `f`.
+  std::shared_ptr<MappedFile> map;
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) fail("[load] {}: cannot open: {}", path, errno_text(errno));
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0) fail("[load] {}: cannot stat: {}", path, errno_text(errno));
-  if (!S_ISREG(st.st_mode)) fail("[load] {}: not a regular file", path);
-  const uint64_t file_size = uint64_t(st.st_size);
+  uint64_t file_size = 0;
+  if (options.mmap()) {
+    map = MappedFile::open(path, "load");
+    file_size = map->size();
+  } else {
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd < 0) fail("[load] {}: cannot open: {}", path, errno_text(errno));
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) fail("[load] {}: cannot stat: {}", path, errno_text(errno));
+    if (!S_ISREG(st.st_mode)) fail("[load] {}: not a regular file", path);
+    file_size = uint64_t(st.st_size);
+  }
   int err = 0;
+  auto read_at = [&](void* dst, size_t count, uint64_t offset) {
+    if (map) {
+      std::memcpy(dst, map->data() + offset, count);  // offset + count <= file_size: checked
+      return true;
+    }
+    return pread_all(f.fd, dst, count, offset, &err);
+  };
 
   // 1. Length field and header.
   if (file_size < 8)
     fail("[load] {}: truncated: the file is {} bytes, shorter than the 8-byte header length field",
          path, file_size);
   unsigned char len[8];
-  if (!pread_all(f.fd, len, 8, 0, &err))
+  if (!read_at(len, 8, 0))
     fail("[load] {}: reading the length field failed: {}", path, err ? errno_text(err) : "short read");
   uint64_t n = 0;
   for (int k = 0; k < 8; ++k) n |= uint64_t(len[k]) << (8 * k);
@@ -599,9 +582,16 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path
   if (n > kMaxHeaderBytes)
     fail("[load] {}: header length {} is over the 100 MiB safetensors limit", path, n);
   if (n < 2) fail("[load] {}: header length {} is too short for a JSON object", path, n);
-  std::string header(size_t(n), '\0');
-  if (!pread_all(f.fd, header.data(), header.size(), 8, &err))
-    fail("[load] {}: reading the header failed: {}", path, err ? errno_text(err) : "file shrank");
+  std::string header_copy;
+  std::string_view header;
+  if (map) {
+    header = std::string_view(map->data() + 8, size_t(n));
+  } else {
+    header_copy.resize(size_t(n));
+    if (!read_at(header_copy.data(), header_copy.size(), 8))
+      fail("[load] {}: reading the header failed: {}", path, err ? errno_text(err) : "file shrank");
+    header = header_copy;
+  }
   if (header[0] != '{') fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
   if (size_t bad = find_bad_utf8(header); bad != std::string_view::npos)
     fail("[load] {}: header is not valid UTF-8 (header byte {})", path, bad);
@@ -699,31 +689,55 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path
   if (cursor != data_len)
     fail("[load] {}: trailing garbage: header says {} data bytes, file has {}", path, cursor, data_len);
 
-  // 4. Data, straight into fresh CPU tensors; nothing is returned until all of it is checked.
+  // 4. Names: the caller's renaming; two tensors may not end up under one name.
+  if (const auto& rename = options.rename()) {
+    std::map<std::string, const Entry*> by_new_name;
+    for (Entry& e : entries) {
+      e.new_name = rename(e.name);
+      if (e.new_name.empty()) continue;
+      auto [it, fresh] = by_new_name.emplace(e.new_name, &e);
+      if (!fresh)
+        fail("[load] {}: the rename function maps both {} and {} to {}", path,
+             quoted(it->second->name), quoted(e.name), quoted(e.new_name));
+    }
+  } else {
+    for (Entry& e : entries) e.new_name = e.name;
+  }
+
+  // 5. Data: tensors over the mapping where aligned, else fresh CPU tensors; nothing is
+  // returned until all of it is checked.
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(order.size());
   for (const Entry* e : order) {
+    if (e->new_name.empty()) continue;
+    const size_t nbytes = size_t(e->end - e->begin);
+    const uint64_t at = data_start + e->begin;
     Tensor t;
-    try {
-      t = empty(e->shape, TensorOptions(e->dtype));
-    } catch (const std::exception& ex) {
-      fail("[load] {}: tensor {}: cannot allocate shape {} of {}: {}", path, quoted(e->name),
-           shape_text(e->shape), safetensors_dtype(e->dtype), ex.what());
-    }
-    size_t nbytes = size_t(e->end - e->begin);
-    if (nbytes > 0) {
-      if (!pread_all(f.fd, t.data_ptr(), nbytes, data_start + e->begin, &err))
+    const char* bytes = nullptr;
+    if (map && nbytes > 0 &&
+        reinterpret_cast<uintptr_t>(map->data() + at) % itemsize(e->dtype) == 0) {
+      t = map->tensor(size_t(at), e->shape, e->dtype);
+      bytes = map->data() + at;
+    } else {
+      try {
+        t = empty(e->shape, TensorOptions(e->dtype));
+      } catch (const std::exception& ex) {
+        fail("[load] {}: tensor {}: cannot allocate shape {} of {}: {}", path, quoted(e->name),
+             shape_text(e->shape), safetensors_dtype(e->dtype), ex.what());
+      }
+      if (nbytes > 0 && !read_at(t.data_ptr(), nbytes, at))
         fail("[load] {}: reading tensor {} failed: {}", path, quoted(e->name),
              err ? errno_text(err) : "the file shrank while being read");
-      if (e->dtype == kBool) {
-        const unsigned char* b = static_cast<const unsigned char*>(t.data_ptr());
-        for (size_t i = 0; i < nbytes; ++i)
-          if (b[i] > 1)
-            fail("[load] {}: tensor {}: BOOL element {} has byte value {} (must be 0 or 1)", path,
-                 quoted(e->name), i, unsigned(b[i]));
-      }
+      bytes = static_cast<const char*>(t.data_ptr());
     }
-    out.emplace_back(e->name, std::move(t));
+    if (e->dtype == kBool) {
+      const unsigned char* b = reinterpret_cast<const unsigned char*>(bytes);
+      for (size_t i = 0; i < nbytes; ++i)
+        if (b[i] > 1)
+          fail("[load] {}: tensor {}: BOOL element {} has byte value {} (must be 0 or 1)", path,
+               quoted(e->name), i, unsigned(b[i]));
+    }
+    out.emplace_back(e->new_name, std::move(t));
   }
   if (metadata) *metadata = std::move(meta);
   return out;

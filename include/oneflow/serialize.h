@@ -5,11 +5,14 @@
 // order. See docs/CHECKPOINT_FORMAT.md. Files written here are readable by the safetensors
 // reference tools, and files written by them (with the dtypes below) are readable here.
 //
-// Writes are atomic: the file goes to `path + ".tmp.<pid>"`, is fsync'ed and renamed over
-// `path`; on failure the temporary is removed and an existing `path` is left untouched.
-// Loads check the whole file before returning anything; every problem is an of::Error that
-// starts with "[load] <path>: ..." ("[save] <path>: ..." for writes).
+// Writes are atomic: the file goes to an unnamed temporary in the same directory, is fsync'ed
+// and renamed over `path`; a save that fails or is killed leaves no temporary behind and an
+// existing `path` untouched. Loads map the file and make tensors over its bytes (no copy;
+// LoadOptions().mmap(false) reads into owned memory instead). They check the whole file
+// before returning anything; every problem is an of::Error that starts with
+// "[load] <path>: ..." ("[save] <path>: ..." for writes).
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,11 +35,48 @@ std::string_view safetensors_dtype(ScalarType t);
 void save_tensors(const std::vector<std::pair<std::string, Tensor>>& named, const std::string& path,
                   const std::map<std::string, std::string>& metadata = {});
 
+// How a checkpoint is read: load_tensors and of::load(module, path, options) (checkpoint.h).
+class LoadOptions {
+ public:
+  // true (default): map the file and make tensors over its bytes where their alignment allows
+  // (no copy at load; pages come in on first touch; writing to such a tensor copies the page,
+  // the file never changes; the mapping lives as long as any tensor over it). false: read
+  // every tensor into memory of its own.
+  LoadOptions& mmap(bool on) {
+    mmap_ = on;
+    return *this;
+  }
+  bool mmap() const { return mmap_; }
+  // Renames each tensor of the file (e.g. Hugging Face names to this model's); returning ""
+  // drops the tensor. Two names renamed to one are an error.
+  LoadOptions& rename(std::function<std::string(const std::string&)> f) {
+    rename_ = std::move(f);
+    return *this;
+  }
+  const std::function<std::string(const std::string&)>& rename() const { return rename_; }
+  // Module loads only: true (default) raises on missing or unexpected keys; false loads the
+  // keys both sides have and reports the others (IncompatibleKeys).
+  LoadOptions& strict(bool on) {
+    strict_ = on;
+    return *this;
+  }
+  bool strict() const { return strict_; }
+
+ private:
+  bool mmap_ = true;
+  bool strict_ = true;
+  std::function<std::string(const std::string&)> rename_;
+};
+
 // Reads every tensor of a safetensors file, as contiguous CPU tensors, in the order of their
 // data in the file (which is the order they were given to save_tensors). When `metadata` is
 // non-null it receives the "__metadata__" entries (cleared first; left empty if none).
 std::vector<std::pair<std::string, Tensor>> load_tensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// The same, mapped or read as `options` says, under the names options.rename() gives.
+std::vector<std::pair<std::string, Tensor>> load_tensors(
+    const std::string& path, const LoadOptions& options,
+    std::map<std::string, std::string>* metadata = nullptr);
 
 // libtorch's torch::save(tensor, path): one tensor, stored under the name "tensor".
 void save(const Tensor& t, const std::string& path);

@@ -187,9 +187,11 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
+IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
   StateDict own = state_dict();
-  std::vector<std::string> missing, unexpected;
+  IncompatibleKeys keys;
+  std::vector<std::string>& missing = keys.missing_keys;
+  std::vector<std::string>& unexpected = keys.unexpected_keys;
   for (const auto& kv : own)
     if (!state.contains(kv.key())) missing.push_back(kv.key());
   for (const auto& kv : state)
@@ -222,6 +224,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     const Tensor* src = state.find(kv.key());
     if (src) kv.value().copy_(*src);
   }
+  return keys;
 }
 
 void Module::pretty_print(std::ostream& stream) const { stream << name(); }

@@ -36,6 +36,13 @@ class Module;
 void zero_grad_of(std::vector<Tensor>& params, bool set_to_none);
 // Parameters and buffers by dotted name ("layer1.0.weight").
 using StateDict = OrderedDict<std::string, Tensor>;
+// What a non-strict load left out: the module's keys the state lacked, and the state's keys
+// the module does not have (PyTorch's _IncompatibleKeys).
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+  bool empty() const { return missing_keys.empty() && unexpected_keys.empty(); }
+};
 
 // A layer or model: owns named parameters, buffers and submodules. Subclass it and register
 // members in the constructor, as with torch::nn::Module.
@@ -81,9 +88,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameters then buffers, recursively, by dotted name; the tensors share storage with
   // the module (detach/clone them to keep a snapshot).
   StateDict state_dict() const;
-  // Copies values in. strict: the key sets must match exactly. Every key, shape and dtype is
-  // checked before anything is copied, so a failed load changes nothing.
-  void load_state_dict(const StateDict& state, bool strict = true);
+  // Copies values in (converting floating-point dtypes to the parameter's). strict: the key
+  // sets must match exactly. Every key, shape and dtype is checked before anything is copied,
+  // so a failed load changes nothing. Returns the keys only one side had (PyTorch's
+  // load_state_dict result; both empty after a strict load).
+  IncompatibleKeys load_state_dict(const StateDict& state, bool strict = true);
 
   // One-line description of this module ("Linear(in_features=3, out_features=4, bias=true)").
   virtual void pretty_print(std::ostream& stream) const;
