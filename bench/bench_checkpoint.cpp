@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
          ms(map_load.cold)});
   t.row({"  + first touch of every page (page-in)", ms(touch.warm) + " (" + rate(touch.warm) + ")",
          "-", "-", "-", "-", ms(touch.cold) + " (" + rate(touch.cold) + ")"});
-  t.row({"load_tensors, owned (mmap(false))", ms(owned_load.warm) + " (" + rate(owned_load.warm) + ")",
+  t.row({"load_tensors, owned (mmap(false))",
+         ms(owned_load.warm) + " (" + rate(owned_load.warm) + ")",
          "read(2), fresh memory " + ms(plain_read.warm),
          ob::ratio_str(owned_load.warm / plain_read.warm), "-", "-",
          ms(owned_load.cold) + " / read(2) " + ms(plain_read.cold)});

@@ -152,7 +152,8 @@ void write_file_atomically(const std::string& path, const std::function<void(int
     f.fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (f.fd < 0) {
     f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (f.fd < 0) fail("[{}] {}: cannot create the temporary {}: {}", op, path, tmp, errno_text(errno));
+    if (f.fd < 0)
+      fail("[{}] {}: cannot create the temporary {}: {}", op, path, tmp, errno_text(errno));
     named = true;
   }
   // Held until the file is renamed or removed: remove_stale_temporaries skips locked files.
@@ -160,7 +161,8 @@ void write_file_atomically(const std::string& path, const std::function<void(int
   try {
     // 2. The content, made durable before it gets the target's name.
     write(f.fd);
-    if (::fsync(f.fd) != 0) fail("[{}] {}: fsync of the temporary failed: {}", op, path, errno_text(errno));
+    if (::fsync(f.fd) != 0)
+      fail("[{}] {}: fsync of the temporary failed: {}", op, path, errno_text(errno));
     if (!named) {
       const std::string proc = "/proc/self/fd/" + std::to_string(f.fd);
       if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0)

@@ -531,14 +531,14 @@ void save(const Tensor& t, const std::string& path) {
 
 // ==================================================================== load
 
-std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path,
-                                                         std::map<std::string, std::string>* metadata) {
+std::vector<std::pair<std::string, Tensor>> load_tensors(
+    const std::string& path, std::map<std::string, std::string>* metadata) {
   return load_tensors(path, LoadOptions(), metadata);
 }
 
-std::vector<std::pair<std::string, Tensor>> load_tensors(const std::string& path,
-                                                         const LoadOptions& options,
-                                                         std::map<std::string, std::string>* metadata) {
+std::vector<std::pair<std::string, Tensor>> load_tensors(
+    const std::string& path, const LoadOptions& options,
+    std::map<std::string, std::string>* metadata) {
   if constexpr (std::endian::native != std::endian::little)
     fail("[load] {}: only little-endian hosts are supported", path);
   // Temporaries of this path whose savers were killed (NOTE [Atomic file replacement]).

@@ -157,7 +157,8 @@ TEST_CASE("checkpoint: of::save(module) aligns every tensor, so a mapped load co
   (*back)[2]->to(of::kFloat16);
   (*back)[0]->to(of::kFloat64);
   of::load(back, path);
-  for (const auto& kv : net->state_dict()) CHECK(of::equal(kv.value(), back->state_dict()[kv.key()]));
+  for (const auto& kv : net->state_dict())
+    CHECK(of::equal(kv.value(), back->state_dict()[kv.key()]));
 }
 
 // ==================================================================== PyTorch
@@ -205,11 +206,14 @@ if backend == "torch":
     half = {}
     for i, k in enumerate(sorted(new)):
         v = new[k]
-        half[k] = v.to(torch.float16 if i % 2 == 0 else torch.bfloat16) if v.is_floating_point() else v
+        if v.is_floating_point():
+            v = v.to(torch.float16 if i % 2 == 0 else torch.bfloat16)
+        half[k] = v
 else:
     f = np.float32
     h = x @ sd["0.weight"].T + sd["0.bias"]
-    h = (h - sd["1.running_mean"]) / np.sqrt(sd["1.running_var"] + f(1e-5)) * sd["1.weight"] + sd["1.bias"]
+    h = (h - sd["1.running_mean"]) / np.sqrt(sd["1.running_var"] + f(1e-5))
+    h = h * sd["1.weight"] + sd["1.bias"]
     y = np.tanh(h) @ sd["3.weight"].T + sd["3.bias"]
     new = {k: np.asarray(v * f(2) + f(1) if v.dtype.kind == "f" else v + 1)
            for k, v in sd.items()}

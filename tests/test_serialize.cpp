@@ -612,7 +612,8 @@ TEST_CASE("serialize: entries whose alignment does not allow a mapping are copie
       "{\"h\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]},"
       "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[2,10]},"
       "\"m\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[10,12]}}";
-  std::string data = std::string("\x00\x3c", 2) + std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) +
+  std::string data = std::string("\x00\x3c", 2) +
+                     std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) +
                      std::string("\x01\x00", 2);
   write_bytes(path, make_file(header, data));
   for (bool mapped : {true, false}) {
@@ -823,8 +824,8 @@ TEST_CASE("serialize: write_file_atomically cleans up after a failed write, in b
     CHECK(throws_with([&] { of::write_fully(-1, "x", 1, path, "jit.save"); },
                       {"[jit.save] " + path, "writing failed"}));
     // A good write replaces the file.
-    of::write_file_atomically(path, [&](int fd) { of::write_fully(fd, "new", 3, path, "jit.save"); },
-                              "jit.save");
+    of::write_file_atomically(
+        path, [&](int fd) { of::write_fully(fd, "new", 3, path, "jit.save"); }, "jit.save");
     CHECK(read_bytes(path) == "new");
     CHECK(temporaries(dir.path).empty());
     write_bytes(path, "old");
