@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "allocator.h"
+#include "atomic_file.h"
 #include "op_signatures.h"
 #include "trace/graph.h"
 #include "trace/symbolic.h"
@@ -511,20 +512,15 @@ void write_file(const std::string& path, uint8_t kind, const BlobTable& blobs,
   w.buf += rest;
   const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()),
                                       uInt(w.buf.size())));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("[jit.save] cannot open {} for writing", tmp);
-    f.write(kMagic, sizeof kMagic);
-    f.write(reinterpret_cast<const char*>(&kVersion), sizeof kVersion);
+  // NOTE [Atomic file replacement]: a save killed mid-write leaves no temporary behind
+  write_file_atomically(path, [&](int fd) {
     const uint64_t n = w.buf.size();
-    f.write(reinterpret_cast<const char*>(&n), sizeof n);
-    f.write(reinterpret_cast<const char*>(&crc), sizeof crc);
-    f.write(w.buf.data(), std::streamsize(w.buf.size()));
-    if (!f) fail("[jit.save] writing {} failed", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("[jit.save] cannot move {} to {}", tmp, path);
+    write_fully(fd, kMagic, sizeof kMagic, path, "jit.save");
+    write_fully(fd, &kVersion, sizeof kVersion, path, "jit.save");
+    write_fully(fd, &n, sizeof n, path, "jit.save");
+    write_fully(fd, &crc, sizeof crc, path, "jit.save");
+    write_fully(fd, w.buf.data(), w.buf.size(), path, "jit.save");
+  }, "jit.save");
 }
 
 void write_symbolic_parts(Writer& w, const std::vector<SymbolicGraph>& structures,
