@@ -1,6 +1,7 @@
 // test_serialize.cpp: checkpoints in the safetensors layout (of::save_tensors / load_tensors /
 // save / load). Every test works in its own fresh directory under /tmp.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <oneflow/serialize.h>
 #include <sys/stat.h>
 #include <unistd.h>
