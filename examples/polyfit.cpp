@@ -70,6 +70,6 @@ int main() {
     }
   }
   secs = std::chrono::duration<double>(clock::now() - t0).count();
-  std::printf("  %.1f us/step; weights %s\n", secs / 301 * 1e6, fmt::format("{}", w.detach()).c_str());
+  std::printf("  %.1f us/step; weights %s\n", secs / 301 * 1e6, of::str(w.detach()).c_str());
   return last < first ? 0 : 1;
 }

@@ -1,7 +1,9 @@
 #include "module_loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -24,7 +26,36 @@ std::string core_dir() {
 
 }  // namespace
 
+bool core_linked_statically() {
+  // dl_iterate_phdr reports the executable first: is this function inside one of its segments?
+  struct Probe {
+    uintptr_t address;
+    bool inside = false;
+  } probe{reinterpret_cast<uintptr_t>(&core_linked_statically)};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* p = static_cast<Probe*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& seg = info->dlpi_phdr[i];
+          const uintptr_t begin = info->dlpi_addr + seg.p_vaddr;
+          if (seg.p_type == PT_LOAD && p->address >= begin && p->address < begin + seg.p_memsz)
+            p->inside = true;
+        }
+        return 1;  // the executable only
+      },
+      &probe);
+  return probe.inside;
+}
+
 void* load_core_module(const char* env_var, const char* file, std::string* why) {
+  // NOTE [Static core]: a module links liboneflow.so; loading it into a program that carries
+  // the core itself (liboneflow.a) would start a second core with its own op table, allocator
+  // and tensors, which the program's tensors must never meet.
+  if (core_linked_statically()) {
+    *why = "this program links oneflow statically (liboneflow.a), and " + std::string(file) +
+           " needs the shared core: link liboneflow.so (pkg-config --libs oneflow) to use it";
+    return nullptr;
+  }
   std::vector<std::string> candidates;
   if (const char* env = std::getenv(env_var)) {
     const std::string e = env;

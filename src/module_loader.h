@@ -7,6 +7,9 @@
 
 namespace oneflow {
 
+// Whether the core is part of the executable (linked from liboneflow.a) rather than loaded as
+// liboneflow.so: modules are then refused (NOTE [Static core], module_loader.cpp).
+bool core_linked_statically();
 // The handle (never dlclose'd), or null with `why` saying what was tried.
 void* load_core_module(const char* env_var, const char* file, std::string* why);
 // dlsym with the loader's message on failure.

@@ -22,7 +22,9 @@ int64_t Tensor::stride(int64_t dim) const {
   return i->strides[dim];
 }
 
-template <class T> T Tensor::item() const {
+template <class T>
+  requires is_item_type<T>
+T Tensor::item() const {
   auto* i = check_impl();
   note_host_read(*this, "item()");
   OF_CHECK(i->numel == 1,
@@ -33,7 +35,7 @@ template <class T> T Tensor::item() const {
   T v{};
   dispatch_dtype(c.dtype(), [&](auto z) {
     using S = decltype(z);
-    v = T(compute_t<S>(*static_cast<const S*>(c.data_ptr())));
+    v = saturate_cast<T>(compute_t<S>(*static_cast<const S*>(c.data_ptr())));
   });
   return v;
 }
@@ -45,6 +47,11 @@ template uint8_t Tensor::item<uint8_t>() const;
 template bool Tensor::item<bool>() const;
 template Half Tensor::item<Half>() const;
 template BFloat16 Tensor::item<BFloat16>() const;
+template int8_t Tensor::item<int8_t>() const;
+template int16_t Tensor::item<int16_t>() const;
+template uint16_t Tensor::item<uint16_t>() const;
+template uint32_t Tensor::item<uint32_t>() const;
+template uint64_t Tensor::item<uint64_t>() const;
 
 Scalar Tensor::item() const {
   ScalarType t = dtype();

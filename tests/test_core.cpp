@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <oneflow/fmt.h>  // fmt::format("{}", tensor)
+
 #include "harness.h"
 
 using th::throws_with;

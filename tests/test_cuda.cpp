@@ -8,6 +8,7 @@
 
 #include "autocast.h"
 #include "dispatch.h"
+#include "module_loader.h"
 
 #include <unistd.h>
 
@@ -114,6 +115,22 @@ TEST_CASE("cuda: the same binary starts with the CUDA libraries hidden, and says
   CHECK(missing.find("[cuda] not available: ") != std::string::npos);
   const std::string off = probe_value(run_probe("OF_CUDA_MODULE=none", "ask"), "error");
   CHECK(off.find("[cuda] not available: ") != std::string::npos);
+}
+
+TEST_CASE("modules: a program with the core linked in (liboneflow.a) loads none") {
+  // the suite links liboneflow.so, except in a static-core build (the sanitized one)
+  CHECK(of::core_linked_statically() == bool(ONEFLOW_STATIC_CORE));
+  // an environment variable set to "none" disables the module before any file is opened; the
+  // static check comes first
+  setenv("OF_TEST_MODULE_OFF", "none", 1);
+  std::string why;
+  CHECK(of::load_core_module("OF_TEST_MODULE_OFF", "liboneflow_cuda.so", &why) == nullptr);
+  unsetenv("OF_TEST_MODULE_OFF");
+  if (ONEFLOW_STATIC_CORE)
+    CHECK(why == "this program links oneflow statically (liboneflow.a), and liboneflow_cuda.so "
+                 "needs the shared core: link liboneflow.so (pkg-config --libs oneflow) to use it");
+  else
+    CHECK(why == "disabled by OF_TEST_MODULE_OFF=none");
 }
 
 TEST_CASE("cuda: to() round trips keep values, dtype and shape") {

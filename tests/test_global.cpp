@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include <fmt/format.h>
 #include <oneflow/oneflow.h>
 
 #include "global/global.h"

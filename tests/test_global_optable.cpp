@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
 #include <oneflow/oneflow.h>
 
 #include "harness.h"

@@ -2,6 +2,7 @@
 // save / load). Every test works in its own fresh directory under /tmp.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <oneflow/serialize.h>
 #include <signal.h>
 #include <sys/file.h>

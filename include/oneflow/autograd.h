@@ -13,12 +13,15 @@
 //   of::Tensor y = MulConstant::apply(x, 5.5);
 //
 // forward runs without recording; backward returns one gradient per forward argument
-// (undefined for non-tensor arguments or inputs needing none) and may itself use any op, so
+// (undefined for non-tensor arguments or inputs needing none; a tensor list argument counts as
+// its tensors; extra undefined gradients at the end are ignored) and may itself use any op, so
 // second derivatives flow through it.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <typeinfo>
@@ -35,7 +38,10 @@ using TensorList = SmallVector<Tensor, 4>;  // as in the op table
 
 namespace oneflow::autograd {
 
+// libtorch's names: a Variable is a Tensor; both lists are std::vector<Tensor>.
+using Variable = Tensor;
 using variable_list = std::vector<Tensor>;
+using tensor_list = std::vector<Tensor>;
 
 // The autograd graph: each node computes its inputs' gradients from its outputs' (the
 // grad_fn of a tensor; name() as libtorch's: "MulBackward0", "AccumulateGrad", or a custom
@@ -76,21 +82,36 @@ class IValue {
   IValue(std::string s) : v_(std::move(s)) {}
   IValue(const char* s) : v_(std::string(s)) {}
   IValue(std::vector<int64_t> v) : v_(std::move(v)) {}
+  IValue(IntArrayRef v) : v_(v.vec()) {}  // ctx->saved_data["sizes"] = x.sizes()
+  IValue(std::vector<double> v) : v_(std::move(v)) {}
+  IValue(std::vector<Tensor> v) : v_(std::move(v)) {}
+  IValue(ScalarType t) : v_(int64_t(t)) {}  // stored as an integer, as libtorch does
   bool isNone() const { return v_.index() == 0; }
   bool isDouble() const { return std::holds_alternative<double>(v_); }
   bool isInt() const { return std::holds_alternative<int64_t>(v_); }
   bool isBool() const { return std::holds_alternative<bool>(v_); }
   bool isTensor() const { return std::holds_alternative<Tensor>(v_); }
   bool isString() const { return std::holds_alternative<std::string>(v_); }
+  bool isIntList() const { return std::holds_alternative<std::vector<int64_t>>(v_); }
+  bool isDoubleList() const { return std::holds_alternative<std::vector<double>>(v_); }
+  bool isTensorList() const { return std::holds_alternative<std::vector<Tensor>>(v_); }
   double toDouble() const;
   int64_t toInt() const;
   bool toBool() const;
   Tensor toTensor() const;
   const std::string& toStringRef() const;
   std::vector<int64_t> toIntVector() const;
+  std::vector<int64_t> toIntList() const { return toIntVector(); }  // libtorch: a c10::List
+  std::vector<double> toDoubleVector() const;
+  std::vector<double> toDoubleList() const { return toDoubleVector(); }
+  std::vector<Tensor> toTensorVector() const;
+  std::vector<Tensor> toTensorList() const { return toTensorVector(); }
+  ScalarType toScalarType() const;
 
  private:
-  std::variant<std::monostate, double, int64_t, bool, Tensor, std::string, std::vector<int64_t>> v_;
+  std::variant<std::monostate, double, int64_t, bool, Tensor, std::string, std::vector<int64_t>,
+               std::vector<double>, std::vector<Tensor>>
+      v_;
 };
 
 struct AutogradContext {
@@ -103,7 +124,8 @@ struct AutogradContext {
   void mark_non_differentiable(const variable_list& outputs);
   // With false, undefined output gradients reach backward undefined instead of as zeros.
   void set_materialize_grads(bool value) { materialize_grads_ = value; }
-  // Whether the i-th forward argument needs a gradient.
+  // Whether the i-th forward argument (counting a tensor list's tensors one by one) needs a
+  // gradient.
   bool needs_input_grad(size_t i) const { return i < needs_.size() && needs_[i]; }
 
   std::unordered_map<std::string, IValue> saved_data;
@@ -116,7 +138,7 @@ struct AutogradContext {
   };
   std::vector<Saved> saved_;
   variable_list dirty_, non_differentiable_;
-  std::vector<bool> needs_;  // per forward argument
+  std::vector<bool> needs_;  // per gradient slot (forward argument, list elements one by one)
   bool materialize_grads_ = true;
   bool released_ = false;
   std::weak_ptr<Node> node_;
@@ -125,17 +147,30 @@ struct AutogradContext {
 
 namespace detail {
 // Connects `outputs`, made by forward from `inputs` (the tensor arguments; arg_index[k] is
-// input k's position among forward's arguments), to a node that runs `backward`.
+// input k's gradient slot), to a node that runs `backward`, which returns num_args gradients.
 void attach_function(const std::shared_ptr<AutogradContext>& ctx, const variable_list& inputs,
                      const std::vector<size_t>& arg_index, size_t num_args, variable_list& outputs,
                      std::function<variable_list(AutogradContext*, variable_list)> backward);
 std::string demangle(const char* name);
 
-inline void collect(const Tensor& t, size_t arg, variable_list& ins, std::vector<size_t>& idx) {
+// The gradient slots of forward's arguments, from `slot` on: one per tensor (an optional one
+// too, libtorch's c10::optional<Tensor>), one per tensor of a list, one per other argument.
+inline void collect(const Tensor& t, size_t& slot, variable_list& ins, std::vector<size_t>& idx) {
   ins.push_back(t);
-  idx.push_back(arg);
+  idx.push_back(slot++);
 }
-template <class A> void collect(const A&, size_t, variable_list&, std::vector<size_t>&) {}
+inline void collect(const std::optional<Tensor>& t, size_t& slot, variable_list& ins,
+                    std::vector<size_t>& idx) {
+  collect(t.value_or(Tensor()), slot, ins, idx);
+}
+template <class List>
+  requires std::same_as<List, std::vector<Tensor>> || std::same_as<List, TensorList>
+void collect(const List& list, size_t& slot, variable_list& ins, std::vector<size_t>& idx) {
+  for (const Tensor& t : list) collect(t, slot, ins, idx);
+}
+template <class A> void collect(const A&, size_t& slot, variable_list&, std::vector<size_t>&) {
+  ++slot;
+}
 
 template <class R> struct Outputs;
 template <> struct Outputs<Tensor> {
@@ -166,15 +201,15 @@ template <class T> struct Function {
     ctx->name_ = detail::demangle(typeid(T).name()) + "Backward";
     variable_list inputs;
     std::vector<size_t> arg_index;
-    size_t k = 0;
-    (detail::collect(args, k++, inputs, arg_index), ...);
+    size_t slots = 0;
+    (detail::collect(args, slots, inputs, arg_index), ...);
     using R = std::decay_t<decltype(T::forward(ctx.get(), std::forward<Args>(args)...))>;
     variable_list outs;
     {
       NoGradGuard no_grad;
       outs = detail::Outputs<R>::flat(T::forward(ctx.get(), std::forward<Args>(args)...));
     }
-    detail::attach_function(ctx, inputs, arg_index, sizeof...(Args), outs,
+    detail::attach_function(ctx, inputs, arg_index, slots, outs,
                             [](AutogradContext* c, variable_list g) {
                               return T::backward(c, std::move(g));
                             });

@@ -54,8 +54,8 @@ intrusive_ptr<T> make_intrusive(Args&&... args) {
 namespace detail {
 [[noreturn]] inline void torch_check_failed(const char* kind, const char* cond, const char* file,
                                             int line, const std::string& msg) {
-  throw Error(fmt::format("[{}] {}{}({} at {}:{})", kind, msg, msg.empty() ? "" : " ", cond, file,
-                          line));
+  throw Error("[" + std::string(kind) + "] " + msg + (msg.empty() ? "" : " ") + "(" + cond +
+              " at " + file + ":" + std::to_string(line) + ")");
 }
 inline void torch_warn(const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "Warning: %s (%s:%d)\n", msg.c_str(), file, line);

@@ -579,9 +579,11 @@ class DistributedSampler : public Sampler<BatchRequest> {
   DistributedSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
                      bool allow_duplicates = true)
       : size_(size), num_replicas_(num_replicas), rank_(rank), allow_duplicates_(allow_duplicates) {
-    OF_CHECK(num_replicas >= 1, "[DistributedSampler] num_replicas must be at least 1 (got 0)");
-    OF_CHECK(rank < num_replicas, "[DistributedSampler] rank {} is out of range for {} replicas",
-             rank, num_replicas);
+    OF_HEADER_CHECK(num_replicas >= 1,
+                    "[DistributedSampler] num_replicas must be at least 1 (got 0)");
+    OF_HEADER_CHECK(rank < num_replicas,
+                    "[DistributedSampler] rank {} is out of range for {} replicas", rank,
+                    num_replicas);
   }
   // The epoch seeds the random sampler's next reset().
   void set_epoch(size_t epoch) { epoch_ = epoch; }
@@ -656,12 +658,13 @@ class Iterator {
       : state_(std::make_shared<State>(State{std::move(next), nullopt, false})) {}
 
   Batch& operator*() {
-    OF_CHECK(state_ && fetch(), "[DataLoader] dereferencing the end of the data loader");
+    OF_HEADER_CHECK(state_ && fetch(), "[DataLoader] dereferencing the end of the data loader");
     return *state_->batch;
   }
   Batch* operator->() { return &**this; }
   Iterator& operator++() {
-    OF_CHECK(state_ && fetch(), "[DataLoader] incrementing past the end of the data loader");
+    OF_HEADER_CHECK(state_ && fetch(),
+                    "[DataLoader] incrementing past the end of the data loader");
     state_->batch = state_->next();
     return *this;
   }
@@ -714,11 +717,11 @@ class StatelessDataLoader {
   Iterator<BatchType> begin() {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      OF_CHECK(in_flight_ == 0,
-               "[DataLoader] Attempted to get a new DataLoader iterator while another iterator is "
-               "not yet exhausted ({} batches still in flight)", in_flight_);
+      OF_HEADER_CHECK(in_flight_ == 0,
+                      "[DataLoader] Attempted to get a new DataLoader iterator while another "
+                      "iterator is not yet exhausted ({} batches still in flight)", in_flight_);
     }
-    OF_CHECK(!joined_, "[DataLoader] the loader's workers have been joined");
+    OF_HEADER_CHECK(!joined_, "[DataLoader] the loader's workers have been joined");
     sampler_.reset();
     next_sequence_ = 0;
     sequence_ = 0;
@@ -758,9 +761,10 @@ class StatelessDataLoader {
   };
 
   static DataLoaderOptions check_options(const DataLoaderOptions& o) {
-    OF_CHECK(o.batch_size() > 0, "[DataLoader] batch_size must be positive, got {}", o.batch_size());
-    OF_CHECK(o.workers() == 0 || o.max_jobs().value_or(1) > 0,
-             "[DataLoader] max_jobs must be positive when workers ({}) > 0", o.workers());
+    OF_HEADER_CHECK(o.batch_size() > 0, "[DataLoader] batch_size must be positive, got {}",
+                    o.batch_size());
+    OF_HEADER_CHECK(o.workers() == 0 || o.max_jobs().value_or(1) > 0,
+                    "[DataLoader] max_jobs must be positive when workers ({}) > 0", o.workers());
     return o;
   }
 
@@ -810,8 +814,8 @@ class StatelessDataLoader {
     };
     if (options_.timeout) {
       if (!results_cv_.wait_for(lk, *options_.timeout, ready))
-        fail("[DataLoader] Timeout in DataLoader queue while waiting for next batch (timeout was "
-             "{} ms)", options_.timeout->count());
+        throw_error("[DataLoader] Timeout in DataLoader queue while waiting for next batch "
+                    "(timeout was {} ms)", options_.timeout->count());
     } else {
       results_cv_.wait(lk, ready);
     }
@@ -876,8 +880,8 @@ template <class Sampler = samplers::RandomSampler, class Dataset>
 std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
     Dataset dataset, DataLoaderOptions options = DataLoaderOptions()) {
   const optional<size_t> size = dataset.size();
-  OF_CHECK(size.has_value(),
-           "[make_data_loader] Expected the dataset to be sized in order to construct the Sampler");
+  OF_HEADER_CHECK(size.has_value(), "[make_data_loader] Expected the dataset to be sized in order "
+                                    "to construct the Sampler");
   return make_data_loader(std::move(dataset), Sampler(*size), options);
 }
 

@@ -27,6 +27,11 @@ inline constexpr ScalarType kInt32 = ScalarType::Int32, kInt = ScalarType::Int32
 inline constexpr ScalarType kInt64 = ScalarType::Int64, kLong = ScalarType::Int64;
 inline constexpr ScalarType kUInt8 = ScalarType::UInt8, kByte = ScalarType::UInt8;
 inline constexpr ScalarType kBool = ScalarType::Bool;
+// libtorch's short spellings (torch/types.h), and kBF16 beside them. There is no 8- or 16-bit
+// signed integer dtype, so kI8/kChar/kInt8 and kI16/kShort/kInt16 are not defined
+// (docs/PORTING.md).
+inline constexpr ScalarType kU8 = kUInt8, kI32 = kInt32, kI64 = kInt64;
+inline constexpr ScalarType kF16 = kFloat16, kBF16 = kBFloat16, kF32 = kFloat32, kF64 = kFloat64;
 
 // IEEE binary16 stored as bits; arithmetic happens in float.
 struct Half {

@@ -555,7 +555,7 @@ class ModuleListImpl : public Module {
   template <class M>
   std::shared_ptr<M> ptr(size_t i) const {
     auto p = std::dynamic_pointer_cast<M>(children_[i].value());
-    if (!p) fail("[ModuleList] module {} is not of the requested type", i);
+    if (!p) throw_error("[ModuleList] module {} is not of the requested type", i);
     return p;
   }
   auto begin() const { return children_.begin(); }
@@ -583,7 +583,7 @@ class ModuleDictImpl : public Module {
   template <class M>
   std::shared_ptr<M> at(const std::string& key) const {
     auto p = std::dynamic_pointer_cast<M>(children_[key]);
-    if (!p) fail("[ModuleDict] module '{}' is not of the requested type", key);
+    if (!p) throw_error("[ModuleDict] module '{}' is not of the requested type", key);
     return p;
   }
   size_t size() const { return children_.size(); }

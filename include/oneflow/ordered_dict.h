@@ -35,7 +35,8 @@ class OrderedDict {
 
   // Adds an entry; a key that is already present is an error.
   Value& insert(Key key, Value value) {
-    if (index_.count(key)) fail("[OrderedDict] {} '{}' already defined", key_description_, key);
+    if (index_.count(key))
+      throw_error("[OrderedDict] {} '{}' already defined", key_description_, key);
     index_.emplace(key, items_.size());
     items_.emplace_back(std::move(key), std::move(value));
     return items_.back().value();
@@ -57,11 +58,11 @@ class OrderedDict {
   bool contains(const Key& key) const { return index_.count(key) != 0; }
   Value& operator[](const Key& key) {
     if (Value* v = find(key)) return *v;
-    fail("[OrderedDict] {} '{}' is not defined", key_description_, key);
+    throw_error("[OrderedDict] {} '{}' is not defined", key_description_, key);
   }
   const Value& operator[](const Key& key) const {
     if (const Value* v = find(key)) return *v;
-    fail("[OrderedDict] {} '{}' is not defined", key_description_, key);
+    throw_error("[OrderedDict] {} '{}' is not defined", key_description_, key);
   }
   Item& operator[](size_t i) { return items_.at(i); }
   const Item& operator[](size_t i) const { return items_.at(i); }

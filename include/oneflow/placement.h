@@ -61,6 +61,10 @@ class Placement {
       : Placement(device_type, std::vector<int>(ranks)) {}
   Placement(std::string_view device_type, std::initializer_list<std::vector<int>> mesh)
       : Placement(device_type, std::vector<std::vector<int>>(mesh)) {}
+  // Ranks as int64_t, as sizes and indices usually are: Placement("cpu", std::vector<int64_t>{
+  // 0, 1}); a rank outside [0, 2^31) is a [Placement] error.
+  Placement(std::string_view device_type, const std::vector<int64_t>& ranks);
+  Placement(std::string_view device_type, const std::vector<std::vector<int64_t>>& mesh);
   // Every rank of the world as a 1-D mesh.
   static Placement all(std::string_view device_type = "cpu");
 

@@ -92,6 +92,15 @@ struct TensorImpl {
 
 class Tensor;
 
+// The types Tensor::item<T>() reads a value as.
+template <class T>
+inline constexpr bool is_item_type =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> ||
+    std::is_same_v<T, BFloat16> || std::is_same_v<T, bool> || std::is_same_v<T, int8_t> ||
+    std::is_same_v<T, int16_t> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> ||
+    std::is_same_v<T, uint64_t>;
+
 // libtorch's memory formats: how a 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor is laid out.
 // ChannelsLast keeps C innermost (strides (HWC, 1, WC, C)); Preserve (only for conversions)
 // keeps the input's format when it has one, else gives a contiguous result.
@@ -196,8 +205,14 @@ class Tensor {
   }
   template <class T> T* data_ptr() const;
   template <class T> T* mutable_data_ptr() const { return data_ptr<T>(); }
-  // Value of a one-element tensor (any device); [item] error for more elements.
-  template <class T> T item() const;
+  // Value of a one-element tensor (any device); [item] error for more elements. T: a dtype's C++
+  // type, or int8_t, int16_t, uint16_t, uint32_t, uint64_t (libtorch's set); floating-point
+  // values converted to an integer type saturate (NaN gives 0). In a template where the tensor's
+  // type depends on a template parameter, C++ wants `t.template item<double>()` (as with
+  // libtorch), or write t.item().toDouble().
+  template <class T>
+    requires is_item_type<T>
+  T item() const;
   Scalar item() const;
   // Copy of the elements in row-major order, converted to T.
   template <class T> std::vector<T> to_vector() const;
@@ -236,6 +251,16 @@ class Tensor {
   Tensor to(const TensorOptions& o, bool non_blocking = false, bool copy = false,
             std::optional<MemoryFormat> memory_format = std::nullopt) const;
   Tensor to(const Tensor& other) const { return to(other.device(), other.dtype()); }
+  // t.to(of::kCPU), t.to("cuda:1"): a device given by its type or its name (both also convert
+  // to TensorOptions, so without these overloads the call is ambiguous).
+  Tensor to(DeviceType d, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const {
+    return to(Device(d), non_blocking, copy, memory_format);
+  }
+  Tensor to(const char* d, bool non_blocking = false, bool copy = false,
+            std::optional<MemoryFormat> memory_format = std::nullopt) const {
+    return to(Device(d), non_blocking, copy, memory_format);
+  }
   // A copy in page-locked host memory (needs a CUDA device; not recorded by autograd, as a
   // DataLoader's pinned batch): what makes to(cuda, non_blocking=true) asynchronous.
   Tensor pin_memory() const;
@@ -478,8 +503,8 @@ inline Tensor& grad_slot(TensorImpl* i) {
 
 template <class T> T* Tensor::data_ptr() const {
   auto* i = check_impl();
-  OF_CHECK(i->dtype == scalar_type_of<T>, "[data_ptr] tensor has dtype {}, asked for {}",
-           dtype_name(i->dtype), dtype_name(scalar_type_of<T>));
+  OF_HEADER_CHECK(i->dtype == scalar_type_of<T>, "[data_ptr] tensor has dtype {}, asked for {}",
+                  dtype_name(i->dtype), dtype_name(scalar_type_of<T>));
   if (i->global) global_data_ptr_error();
   return static_cast<T*>(i->raw_data());
 }
@@ -487,13 +512,12 @@ template <class T> T* Tensor::data_ptr() const {
 // "(2, 3)": how errors and printing show shapes.
 std::string shape_str(IntArrayRef sizes);
 
-// The printed form of a tensor (what operator<< and fmt::format("{}", t) produce).
+// The printed form of a tensor (what operator<< produces, and fmt::format("{}", t) with
+// <oneflow/fmt.h>).
 std::string format_tensor(const Tensor& t);
 
 }  // namespace oneflow
 
-template <> struct fmt::formatter<oneflow::Tensor> : fmt::formatter<std::string_view> {
-  template <class Ctx> auto format(const oneflow::Tensor& t, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(oneflow::format_tensor(t), ctx);
-  }
-};
+#ifdef ONEFLOW_BUILDING
+#include "oneflow/fmt.h"  // the library formats tensors with fmt (NOTE [No fmt in public headers])
+#endif

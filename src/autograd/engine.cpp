@@ -445,6 +445,21 @@ std::vector<int64_t> IValue::toIntVector() const {
   if (auto* v = std::get_if<std::vector<int64_t>>(&v_)) return *v;
   fail("[IValue] toIntVector() on a value that is not a list of integers");
 }
+std::vector<double> IValue::toDoubleVector() const {
+  if (auto* v = std::get_if<std::vector<double>>(&v_)) return *v;
+  fail("[IValue] toDoubleVector() on a value that is not a list of floats");
+}
+std::vector<Tensor> IValue::toTensorVector() const {
+  if (auto* v = std::get_if<std::vector<Tensor>>(&v_)) return *v;
+  fail("[IValue] toTensorVector() on a value that is not a list of tensors");
+}
+ScalarType IValue::toScalarType() const {
+  const int64_t* i = std::get_if<int64_t>(&v_);
+  if (!i) fail("[IValue] toScalarType() on a value that is not a dtype");
+  if (*i < 0 || *i >= kNumScalarTypes)
+    fail("[IValue] toScalarType(): {} is not a dtype (0 .. {})", *i, kNumScalarTypes - 1);
+  return ScalarType(*i);
+}
 
 void AutogradContext::save_for_backward(variable_list to_save) {
   saved_.clear();
@@ -521,9 +536,13 @@ struct FunctionNode final : Node {
       for (size_t i = 0; i < g.size(); ++i)
         if (!g[i].defined()) g[i] = zeros_for_output(i);
     variable_list r = backward(ctx.get(), std::move(g));
+    // as libtorch: extra gradients are dropped when all of them are undefined (a backward
+    // written for forward's defaulted arguments that apply was not given)
+    while (r.size() > num_args && !r.back().defined()) r.pop_back();
     if (r.size() != num_args)
-      fail("[{}] backward returned {} gradients, expected {} (one per argument of forward, "
-           "undefined for arguments that are not tensors)", name(), r.size(), num_args);
+      fail("[{}] backward returned {} gradients, expected {} (one per argument of forward, a "
+           "tensor list's tensors one by one, undefined for arguments that are not tensors)",
+           name(), r.size(), num_args);
     TensorList out;
     for (size_t k = 0; k < arg_index.size(); ++k) {
       Tensor gk = r[arg_index[k]];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "allocator.h"
@@ -76,6 +77,31 @@ Placement::Placement(std::string_view device_type, std::vector<std::vector<int>>
   impl_ = make_placement(device_type, std::move(flat),
                          {int64_t(mesh.size()), int64_t(mesh[0].size())});
 }
+
+namespace {
+std::vector<int> int_ranks(const std::vector<int64_t>& ranks) {
+  std::vector<int> r;
+  r.reserve(ranks.size());
+  for (int64_t k : ranks) {
+    // a negative rank that fits is refused by make_placement, naming it
+    OF_CHECK(k >= std::numeric_limits<int>::min() && k <= std::numeric_limits<int>::max(),
+             "[Placement] rank {} is out of range (ranks are 0 .. {})", k,
+             std::numeric_limits<int>::max());
+    r.push_back(int(k));
+  }
+  return r;
+}
+}  // namespace
+
+Placement::Placement(std::string_view device_type, const std::vector<int64_t>& ranks)
+    : Placement(device_type, int_ranks(ranks)) {}
+
+Placement::Placement(std::string_view device_type, const std::vector<std::vector<int64_t>>& mesh)
+    : Placement(device_type, [&] {
+        std::vector<std::vector<int>> m;
+        for (const auto& row : mesh) m.push_back(int_ranks(row));
+        return m;
+      }()) {}
 
 Placement Placement::all(std::string_view device_type) {
   std::vector<int> r(static_cast<size_t>(distributed::world_size()));

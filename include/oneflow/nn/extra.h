@@ -60,7 +60,7 @@ class AnyModule {
         case 6: return call_n(raw, a, std::make_index_sequence<6>{});
         case 7: return call_n(raw, a, std::make_index_sequence<7>{});
         case 8: return call_n(raw, a, std::make_index_sequence<8>{});
-        default: fail("[AnyModule] forward takes 1 to 8 tensors, got {}", a.size());
+        default: throw_error("[AnyModule] forward takes 1 to 8 tensors, got {}", a.size());
       }
     };
   }
@@ -70,7 +70,7 @@ class AnyModule {
   // Calls the module's forward with these tensors.
   template <class... Args>
   Tensor forward(const Args&... args) const {
-    if (!call_) fail("[AnyModule] forward called on an empty AnyModule");
+    if (!call_) throw_error("[AnyModule] forward called on an empty AnyModule");
     return call_(std::vector<Tensor>{Tensor(args)...});
   }
   bool is_empty() const { return module_ == nullptr; }
@@ -79,7 +79,7 @@ class AnyModule {
   template <class M>
   M& get() const {
     auto* p = dynamic_cast<M*>(module_.get());
-    if (!p) fail("[AnyModule] the held module is not of the requested type");
+    if (!p) throw_error("[AnyModule] the held module is not of the requested type");
     return *p;
   }
 
@@ -89,7 +89,7 @@ class AnyModule {
     if constexpr (requires { { m->forward(a[I]...) } -> std::convertible_to<Tensor>; })
       return m->forward(a[I]...);
     else
-      fail("[AnyModule] {}::forward does not take {} tensors", m->name(), sizeof...(I));
+      throw_error("[AnyModule] {}::forward does not take {} tensors", m->name(), sizeof...(I));
   }
   std::shared_ptr<Module> module_;
   std::function<Tensor(const std::vector<Tensor>&)> call_;

@@ -167,7 +167,7 @@ class ModuleHolder {
 
  private:
   Impl* checked() const {
-    if (!impl_) fail("[nn] accessing an empty module holder (constructed with nullptr)");
+    if (!impl_) throw_error("[nn] accessing an empty module holder (constructed with nullptr)");
     return impl_.get();
   }
   std::shared_ptr<Impl> impl_;

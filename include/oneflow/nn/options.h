@@ -23,11 +23,11 @@ class ExpandingArray {
  public:
   ExpandingArray(int64_t v) { values_.fill(v); }
   ExpandingArray(std::initializer_list<int64_t> list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    OF_HEADER_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   ExpandingArray(const std::vector<int64_t>& list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    OF_HEADER_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   int64_t operator[](size_t i) const { return values_[i]; }
@@ -47,11 +47,11 @@ class ExpandingArrayWithOptionalElem {
  public:
   ExpandingArrayWithOptionalElem(int64_t v) { values_.fill(v); }
   ExpandingArrayWithOptionalElem(std::initializer_list<std::optional<int64_t>> list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    OF_HEADER_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   ExpandingArrayWithOptionalElem(const std::vector<std::optional<int64_t>>& list) {
-    OF_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
+    OF_HEADER_CHECK(list.size() == D, "[nn] expected {} values, got {}", D, list.size());
     std::copy(list.begin(), list.end(), values_.begin());
   }
   ExpandingArrayWithOptionalElem(const ExpandingArray<D>& a) {
