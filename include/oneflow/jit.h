@@ -228,7 +228,7 @@ struct InputSpec {
   ScalarType dtype = kFloat32;
   std::vector<DimSpec> dims;
   DimVector strides;  // the layout it was saved for (row-major unless the recording differed)
-  std::string str() const;  // e.g. "float32 [2, 17]"
+  std::string str() const;  // e.g. "float32 (2, 17)", "int64 (batch in [1, 64], seq in [1, 512])"
 };
 
 // A graph loaded from a file written by save(): runs without the model's code.
