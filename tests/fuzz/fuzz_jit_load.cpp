@@ -8,6 +8,7 @@
 // mutations that pass the loader's checks reach the kernels (ASan).
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
