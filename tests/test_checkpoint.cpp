@@ -149,7 +149,8 @@ TEST_CASE("checkpoint: of::save(module) aligns every tensor, so a mapped load co
   auto named = of::load_tensors(path);
   REQUIRE(named.size() == net->state_dict().size());
   for (auto& [k, t] : named) {
-    INFO(k);
+    const std::string name = k;  // INFO's lambda: clang captures no structured bindings
+    INFO(name);
     CHECK(mapped_from(t.data_ptr(), path));
     CHECK(of::equal(t, net->state_dict()[k]));
   }
@@ -286,7 +287,8 @@ TEST_CASE("checkpoint: of::save(module) files round-trip through PyTorch's safet
   auto file16 = of::load_tensors(dir.file("out16.safetensors"));
   bool saw_f16 = false;
   for (auto& [k, t] : file16) {
-    INFO(k);
+    const std::string name = k;
+    INFO(name);
     const of::Tensor& o = ours[k];
     if (!o.is_floating_point()) continue;
     saw_f16 = saw_f16 || t.dtype() == of::kFloat16;
