@@ -543,8 +543,21 @@ TEST_CASE("symbolic dims: 10,000 calls at random shapes keep memory bounded") {
     const int64_t b = 1 + int64_t(rng() % 8), s = 1 + int64_t(rng() % 24);
     inputs.push_back({token_ids({b, s}), make_mask(b, s)});
   }
+  // AddressSanitizer keeps freed memory in its quarantine (up to 256 MiB), so RSS says nothing
+  // about the library there: the sanitized build runs the calls and checks the recording only
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr bool kMeasureRss = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr bool kMeasureRss = false;
+#else
+  constexpr bool kMeasureRss = true;
+#endif
+#else
+  constexpr bool kMeasureRss = true;
+#endif
   long after_100 = 0;
-  const int calls = std::getenv("OF_TEST_SERVING_CALLS") ? 1000 : 10000;
+  const int calls = std::getenv("OF_TEST_SERVING_CALLS") || !kMeasureRss ? 1000 : 10000;
   for (int i = 0; i < calls; ++i) {
     const auto& [ids, mask] = inputs[rng() % inputs.size()];
     of::Tensor y = fn(ids, mask);
@@ -552,7 +565,7 @@ TEST_CASE("symbolic dims: 10,000 calls at random shapes keep memory bounded") {
   }
   const long end = rss_kb();
   INFO("RSS after 100 calls ", after_100, " kB, after ", calls, " calls ", end, " kB");
-  CHECK(double(end) <= 1.05 * double(after_100));
+  if (kMeasureRss) CHECK(double(end) <= 1.05 * double(after_100));
   CHECK(fn.stats().recordings == 1);
 }
 

@@ -203,10 +203,14 @@ const std::unordered_map<std::string, LoadSig>& load_signatures() {
 // [lo, hi] element range of a value's elements (relative to its storage); false when empty.
 bool value_extent(const Value& v, int64_t& lo, int64_t& hi) {
   lo = hi = v.offset;
-  for (size_t d = 0; d < v.sizes.size(); ++d) {
+  for (size_t d = 0; d < v.sizes.size(); ++d)
     if (v.sizes[d] == 0) return false;
-    const int64_t reach = (v.sizes[d] - 1) * v.strides[d];  // overflow-checked when read
-    (reach >= 0 ? hi : lo) += reach;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    // overflow-checked: an instantiated symbolic graph's sizes come from its file's expressions
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(v.sizes[d] - 1, v.strides[d], &reach) ||
+        __builtin_add_overflow(reach >= 0 ? hi : lo, reach, reach >= 0 ? &hi : &lo))
+      fail("[jit.load] a tensor's extent overflows");
   }
   return true;
 }

@@ -443,14 +443,18 @@ Graph instantiate(const SymbolicGraph& s, const std::vector<int64_t>& vals) {
   // every buffer holds what its tensors reach
   std::vector<size_t> reach(g.buffers.size(), 0);
   for (const Value& v : g.values) {
-    int64_t hi = v.offset;
+    int64_t hi = v.offset, step = 0, bytes = 0;
     bool empty = false;
     for (size_t d = 0; d < v.sizes.size(); ++d) {
       if (v.sizes[d] == 0) empty = true;
-      else if (v.strides[d] > 0) hi += (v.sizes[d] - 1) * v.strides[d];
+      else if (v.strides[d] > 0 && (__builtin_mul_overflow(v.sizes[d] - 1, v.strides[d], &step) ||
+                                    __builtin_add_overflow(hi, step, &hi)))
+        fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}", vals_str(s.symbols, vals));
     }
-    if (!empty)
-      reach[size_t(v.buffer)] = std::max(reach[size_t(v.buffer)], size_t(hi + 1) * itemsize(v.dtype));
+    if (!empty && (__builtin_add_overflow(hi, 1, &hi) ||
+                   __builtin_mul_overflow(hi, int64_t(itemsize(v.dtype)), &bytes)))
+      fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}", vals_str(s.symbols, vals));
+    if (!empty) reach[size_t(v.buffer)] = std::max(reach[size_t(v.buffer)], size_t(bytes));
   }
   for (size_t b = 0; b < g.buffers.size(); ++b) {
     Buffer& buf = g.buffers[b];
