@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include "allocator.h"
+#include "owners.h"
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -235,7 +236,8 @@ void add_grad(Tensor& slot, Tensor g) {
     return;
   }
   TensorImpl* s = slot.impl();
-  if (!grad_mode_enabled() && !g_tracer && slot.use_count() == 1 && s->storage.use_count() == 1 &&
+  if (!grad_mode_enabled() && !g_tracer && owners_synchronized(slot.impl_ptr()) == 1 &&
+      owners_synchronized(s->storage) == 1 &&
       !s->global && !g.impl()->global && s->is_contiguous && s->view_base == nullptr &&
       g.sizes() == slot.sizes() && g.dtype() == slot.dtype() && g.device() == slot.device()) {
     slot.add_(g);

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "allocator.h"
+#include "owners.h"
 #include "cuda_backend.h"
 #include "generator.h"
 #include "thread_pool.h"
@@ -867,7 +868,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       Storage& s = p.buf_storage[size_t(e.buffer)];
       long expected = e.internal_refs;
       if (e.grad_handout && e.grad_handout.use_count() == 2) ++expected;  // bound as .grad only
-      if (s.use_count() <= expected) continue;
+      if (owners_synchronized(s) <= expected) continue;  // NOTE [Counting owners before a write]
       // a CUDA graph writes fixed addresses: the holder's object takes a copy instead
       s = graph && s->device.is_cuda() ? swap_out(s)
                                        : allocate_storage(g.buffers[size_t(e.buffer)].nbytes, s->device);
