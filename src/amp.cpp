@@ -2,7 +2,8 @@
 //
 // NOTE [Autocast]: autocast is per thread and per device type, as in libtorch. While it is on
 // for the device of an op's inputs, dispatch calls cast_inputs before anything else, and the
-// op's list decides (libtorch 2.x's autocast_mode.cpp lists, restricted to this op table):
+// op's policy decides: OpDef::autocast, set where the op is registered (libtorch 2.x's
+// autocast_mode.cpp lists, restricted to this op table; tests/test_op_table.cpp holds the list):
 //   lower   run in the autocast dtype (bfloat16 on the CPU, float16/bfloat16 on CUDA):
 //           mm bmm addmm baddbmm linear conv2d conv3d conv_transpose2d conv_transpose3d
 //           scaled_dot_product_attention
@@ -41,25 +42,7 @@ OF_TLS State t_state;
 
 namespace {
 
-enum class Policy : uint8_t { kLower, kFloat32, kPromote };
-
-const std::unordered_map<const OpDef*, Policy>& policies() {
-  static const auto* table = [] {
-    auto* m = new std::unordered_map<const OpDef*, Policy>();
-    for (const char* n : {"mm", "bmm", "addmm", "baddbmm", "linear", "conv2d", "conv3d",
-                          "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention"})
-      m->emplace(&find_op(n), Policy::kLower);
-    for (const char* n : {"exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "tan",
-                          "pow", "pow_scalar", "sum", "prod", "cumsum", "cumprod", "logsumexp",
-                          "norm", "softmax", "log_softmax", "layer_norm", "group_norm", "rms_norm",
-                          "batch_norm", "cross_entropy", "ctc_loss"})
-      m->emplace(&find_op(n), Policy::kFloat32);
-    for (const char* n : {"cat", "index_add", "scatter_add", "lstm_cell", "lstm_layer"})
-      m->emplace(&find_op(n), Policy::kPromote);
-    return m;
-  }();
-  return *table;
-}
+using Policy = AutocastPolicy;  // OpDef::autocast, set where each op is registered
 
 bool eligible(const Tensor& t) {
   return t.defined() && t.is_floating_point() && t.dtype() != kFloat64;
@@ -80,19 +63,12 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
   if (!first) return;
   const DeviceType dev = first->device().type();
   if (dev == kCPU ? !t_state.cpu : !t_state.cuda) return;
-  std::optional<Policy> policy;
-  if (t_state.fp32_region > 0) {
-    policy = Policy::kFloat32;
-  } else {
-    const auto& table = policies();
-    auto it = table.find(&op);
-    if (it == table.end()) return;
-    policy = it->second;
-  }
+  const Policy policy = t_state.fp32_region > 0 ? Policy::kFloat32 : op.autocast;
+  if (policy == Policy::kNone) return;
   ScalarType target = kFloat32;
-  if (*policy == Policy::kLower) {
+  if (policy == Policy::kLower) {
     target = dev == kCPU ? t_state.cpu_dtype : t_state.cuda_dtype;
-  } else if (*policy == Policy::kPromote) {
+  } else if (policy == Policy::kPromote) {
     target = first->dtype();
     for (const Tensor& t : inputs)
       if (eligible(t)) target = promote_types(target, t.dtype());
@@ -103,10 +79,10 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
   } reset;
   for (Tensor& t : inputs) {
     if (!eligible(t) || t.dtype() == target) continue;
-    if (*policy == Policy::kFloat32 && t.dtype() == kFloat32) continue;
+    if (policy == Policy::kFloat32 && t.dtype() == kFloat32) continue;
     t = t.to(target);
   }
-  if (*policy == Policy::kFloat32)  // a requested output dtype (sum, softmax...) goes up too
+  if (policy == Policy::kFloat32)  // a requested output dtype (sum, softmax...) goes up too
     for (AttrValue& v : attrs.values)
       if (auto* d = std::get_if<ScalarType>(&v); d && (*d == kFloat16 || *d == kBFloat16))
         *d = kFloat32;
@@ -127,7 +103,8 @@ bool autocast_args(const OpDef& op, std::initializer_list<Tensor*> args) {
   return changed;
 }
 
-// NOTE [Reduced-precision fallback]: the kernels of the nn ops below compute in float32 or
+// NOTE [Reduced-precision fallback]: the kernels of the ops with the kWidens16Bit trait (the
+// nn ops: norms, losses, conv, pooling, resampling, attention, LSTM) compute in float32 or
 // float64 only. Given float16/bfloat16 inputs (a model converted with .to(kBFloat16), or the
 // activations autocast hands on), dispatch casts those inputs to float32, runs the op, and
 // casts its floating outputs back to the first such input's dtype: each a dispatched op (so
@@ -136,26 +113,6 @@ bool autocast_args(const OpDef& op, std::initializer_list<Tensor*> args) {
 // output. (batch_norm's op does not write the running statistics: its wrapper updates them
 // from the op's batch statistics, in their own dtype.)
 namespace {
-const std::unordered_set<const OpDef*>& widened_ops() {
-  static const auto* set = [] {
-    auto* s = new std::unordered_set<const OpDef*>();
-    for (const char* n :
-         {"batch_norm", "batch_norm_backward", "layer_norm", "layer_norm_backward", "group_norm", "group_norm_backward", "rms_norm",
-          "rms_norm_backward", "dropout", "cross_entropy", "cross_entropy_backward", "linear",
-          "scaled_dot_product_attention", "scaled_dot_product_attention_backward", "conv2d",
-          "conv3d", "conv_transpose2d", "conv_transpose3d", "conv2d_backward_weight",
-          "conv3d_backward_weight", "max_pool2d_with_indices", "max_pool3d_with_indices",
-          "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool2d", "avg_pool2d_backward",
-          "avg_pool3d", "avg_pool3d_backward", "adaptive_avg_pool2d",
-          "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d", "adaptive_avg_pool3d_backward",
-          "upsample_nearest2d", "upsample_nearest2d_backward", "upsample_bilinear2d",
-          "upsample_bilinear2d_backward", "im2col", "col2im", "ctc_loss", "ctc_loss_backward",
-          "lstm_cell", "lstm_cell_backward", "lstm_layer", "lstm_layer_backward"})
-      s->insert(&find_op(n));
-    return s;
-  }();
-  return *set;
-}
 bool reduced(const Tensor& t) {
   return t.defined() && (t.dtype() == kFloat16 || t.dtype() == kBFloat16);
 }
@@ -169,7 +126,7 @@ bool needs_widening(const OpDef& op, const TensorList& inputs) {
     cuda = cuda || (t.defined() && t.is_cuda());
   }
   if (cuda && op.cuda_16bit) return false;  // its CUDA kernel takes them (cuDNN, cuBLASLt)
-  return any && widened_ops().count(&op) != 0;
+  return any && op.has(kWidens16Bit);
 }
 
 TensorList widened_dispatch(const OpDef& op, TensorList inputs, Attrs attrs) {

@@ -68,6 +68,35 @@ enum OpTrait : uint32_t {
   // one deterministic pass over its inputs (normalizations, softmax): rematerialization may run
   // it again instead of keeping its result alive (NOTE [Rematerialization])
   kCheapRecompute = 1u << 10,
+  // validates its index values (embedding ids, class targets, gather/scatter indices) in
+  // infer_meta and its CPU kernel trusts them, so a replay runs infer_meta first (NOTE
+  // [Replayed index checks]); its CUDA kernel raises the replay's error flag instead
+  kChecksIndices = 1u << 11,
+  // its kernels compute in float32/float64 only: dispatch widens float16/bfloat16 inputs around
+  // it unless its CUDA kernel takes them (NOTE [Reduced-precision fallback] in amp.cpp)
+  kWidens16Bit = 1u << 12,
+};
+
+// What autocast does to the op's floating inputs (NOTE [Autocast] in amp.cpp): nothing, run in
+// the autocast dtype, go up to float32, or promote to the widest of them.
+enum class AutocastPolicy : uint8_t { kNone, kLower, kFloat32, kPromote };
+
+// How a generated fused kernel (trace/fusion_codegen.cpp) computes one element of a
+// kElementwise op: by its functor (OpDef::functor), or by one of the forms that read attributes
+// or write into their input 0 (fill_ and copy_ do not read it).
+enum class FusedForm : uint8_t { kFunctor, kGelu, kWhere, kFill, kCopyInto, kCast, kPowScalar, kClamp };
+
+// An algebraic identity the trace's fold pass applies (x*1, x+0, x/1, x**1, a copy that changes
+// nothing): the node's output is its input `keep`, unchanged, when
+//   kOtherInputIs  the other input (binary ops) is a constant scalar equal to `value`,
+//   kScalarAttrIs  scalar attr 0 equals `value`,
+//   kSameLayout    the input is contiguous (a copy or cast into its own dtype and layout);
+// in every case the kept input's dtype, sizes and strides must equal the output's.
+struct FoldIdentity {
+  enum Kind : uint8_t { kOtherInputIs, kScalarAttrIs, kSameLayout };
+  Kind kind;
+  int8_t keep;
+  double value = 0;
 };
 
 struct KernelArgs {
@@ -106,6 +135,12 @@ struct SbpRule {
                    Attrs& attrs) = nullptr;
 };
 
+// Masks of an op's inputs and outputs (OpDef::save_inputs, save_outputs, nondiff_inputs,
+// contiguous_inputs): `in(0) | in(2)`, `out(1)`, `kEveryInput`.
+constexpr uint32_t in(int k) { return 1u << k; }
+constexpr uint32_t out(int k) { return 1u << k; }
+constexpr uint32_t kEveryInput = ~0u;
+
 struct OpDef {
   std::string name;
   uint32_t traits = 0;
@@ -130,6 +165,9 @@ struct OpDef {
   // The CUDA kernel takes float16/bfloat16 operands itself (accumulating in float): dispatch
   // does not widen them for it (NOTE [Reduced-precision fallback]). Set by the CUDA module.
   bool cuda_16bit = false;
+  AutocastPolicy autocast = AutocastPolicy::kNone;
+  std::vector<FoldIdentity> fold_identities;
+  FusedForm fused_form = FusedForm::kFunctor;
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
 

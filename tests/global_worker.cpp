@@ -498,9 +498,9 @@ TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation
     return std::make_pair(a, b);
   };
   auto [ra, rb] = make();
-  const auto pab = make();  // named members: clang 14's lambdas capture no structured bindings
-  const auto& pa = pab.first;
-  const auto& pb = pab.second;
+  auto pab = make();  // named members: clang 14's lambdas capture no structured bindings
+  auto& pa = pab.first;
+  auto& pb = pab.second;
   of::manual_seed(42);
   const int64_t rows = K * M * mb;
   of::Tensor x = of::randn({rows, 6}, f64);

@@ -2,7 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -192,4 +195,120 @@ TEST_CASE("README lists exactly the ops in the op table") {
   for (const of::OpDef* op : of::all_ops()) table.insert(op->name);
   for (auto& n : table) CHECK_MESSAGE(listed.count(n), "op '", n, "' is missing from README");
   for (auto& n : listed) CHECK_MESSAGE(table.count(n), "README lists '", n, "' which is not an op");
+}
+
+// NOTE [One source per op property]: what used to be name lists beside the table (autocast's
+// three lists, the 16-bit widening list, the replayed index checks, fold identities, the
+// codegen's special forms, SBP rules chosen by name) are fields and traits of each op, set where
+// it is registered. These cases hold the intended values (libtorch 2.x's autocast lists, the nn
+// ops whose kernels compute in float32/float64 only, the ops that validate indices) and the
+// rules that tie the fields together, so a forgotten or wrong field fails here.
+TEST_CASE("op table: autocast policy, 16-bit widening and index checks are fields of each op") {
+  using P = of::AutocastPolicy;
+  const std::map<std::string, P> autocast = [] {
+    std::map<std::string, P> m;
+    for (const char* n : {"mm", "bmm", "addmm", "baddbmm", "linear", "conv2d", "conv3d",
+                          "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention"})
+      m[n] = P::kLower;
+    for (const char* n : {"exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "tan",
+                          "pow", "pow_scalar", "sum", "prod", "cumsum", "cumprod", "logsumexp",
+                          "norm", "softmax", "log_softmax", "layer_norm", "group_norm",
+                          "rms_norm", "batch_norm", "cross_entropy", "ctc_loss"})
+      m[n] = P::kFloat32;
+    for (const char* n : {"cat", "index_add", "scatter_add", "lstm_cell", "lstm_layer"})
+      m[n] = P::kPromote;
+    return m;
+  }();
+  const std::set<std::string> widened = {
+      "batch_norm", "layer_norm", "group_norm", "rms_norm", "dropout", "cross_entropy", "linear",
+      "scaled_dot_product_attention", "conv2d", "conv3d", "conv_transpose2d",
+      "conv_transpose3d", "conv2d_backward_weight", "conv3d_backward_weight",
+      "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
+      "adaptive_max_pool3d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d",
+      "adaptive_avg_pool3d", "upsample_nearest2d", "upsample_bilinear2d", "im2col", "col2im",
+      "ctc_loss", "lstm_cell", "lstm_layer"};
+  const std::set<std::string> checks = {"cross_entropy", "cross_entropy_backward", "embedding",
+                                        "index_select", "index_add", "gather", "scatter",
+                                        "scatter_add", "one_hot"};
+  std::set<std::string> names;
+  for (const of::OpDef* op : of::all_ops()) names.insert(op->name);
+  for (const auto& [n, p] : autocast) CHECK_MESSAGE(names.count(n), "autocast names '", n, "'");
+  for (const auto& n : widened) CHECK_MESSAGE(names.count(n), "widening names '", n, "'");
+  for (const auto& n : checks) CHECK_MESSAGE(names.count(n), "index checks name '", n, "'");
+  for (const of::OpDef* op : of::all_ops()) {
+    const std::string& n = op->name;
+    auto it = autocast.find(n);
+    CHECK_MESSAGE(op->autocast == (it == autocast.end() ? P::kNone : it->second),
+                  "[", n, "] has the wrong autocast policy");
+    // a widened op's backward (its fused gradient kernel) computes in the same dtypes
+    const bool backward = n.size() > 9 && n.compare(n.size() - 9, 9, "_backward") == 0;
+    const std::string forward = backward ? n.substr(0, n.size() - 9) : n;
+    const bool want = widened.count(forward) != 0 && (names.count(forward) != 0);
+    CHECK_MESSAGE(op->has(of::kWidens16Bit) == want, "[", n, "] kWidens16Bit should be ", want);
+    CHECK_MESSAGE(op->has(of::kChecksIndices) == (checks.count(n) != 0),
+                  "[", n, "] kChecksIndices is wrong");
+    if (op->has(of::kChecksIndices))  // a replay validates by running infer_meta again
+      CHECK_MESSAGE(bool(op->infer_meta), "[", n, "] checks indices without infer_meta");
+    if (op->autocast != P::kNone) CHECK_MESSAGE(!op->has(of::kView), "[", n, "] is a view");
+  }
+}
+
+TEST_CASE("op table: every elementwise op has a fused form, and fold identities are sound") {
+  for (const of::OpDef* op : of::all_ops()) {
+    const std::string& n = op->name;
+    if (op->has(of::kElementwise) && !op->has(of::kRandom))
+      CHECK_MESSAGE((op->functor != nullptr) != (op->fused_form != of::FusedForm::kFunctor),
+                    "[", n, "] needs exactly one of a functor and a special fused form");
+    if (!op->has(of::kElementwise)) {
+      CHECK_MESSAGE(op->fused_form == of::FusedForm::kFunctor, "[", n, "] is not elementwise");
+      CHECK_MESSAGE(op->fold_identities.empty(), "[", n, "] folds but is not elementwise");
+    }
+    for (const of::FoldIdentity& id : op->fold_identities) {
+      CHECK_MESSAGE((id.keep == 0 || id.keep == 1), "[", n, "] keeps input ", int(id.keep));
+      if (id.kind != of::FoldIdentity::kOtherInputIs) CHECK(id.keep == 0);
+    }
+  }
+  CHECK(of::find_op("add").fold_identities.size() == 2);  // x+0 and 0+x
+  CHECK(of::find_op("sub").fold_identities.size() == 1);  // x-0 only
+  CHECK(of::find_op("div").fold_identities.size() == 1);  // x/1 only
+}
+
+// The source tree keeps no list or comparison of op names outside the table: code selects ops
+// by their fields and traits (OF_OP("name") reaches one op; a kernel registration names one).
+TEST_CASE("op table: no op-name list or op-name comparison outside the op table") {
+  std::set<std::string> names;
+  for (const of::OpDef* op : of::all_ops()) names.insert(op->name);
+  const std::regex compare(R"re((\bname|\bn|\bop_name|name\(\))\s*[!=]=\s*"(\w+)")re");
+  const std::regex list(R"re(\{\s*"\w+"(\s*,\s*"\w+")+\s*\})re");
+  const std::regex literal(R"re("(\w+)")re");
+  std::vector<std::string> found;
+  size_t files = 0;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(ONEFLOW_SOURCE_ROOT "/src")) {
+    const std::string ext = e.path().extension().string();
+    if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh"))
+      continue;
+    ++files;
+    std::ifstream f(e.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    auto where = [&](size_t pos) {
+      return e.path().filename().string() + ":" +
+             std::to_string(std::count(text.begin(), text.begin() + long(pos), '\n') + 1);
+    };
+    for (std::sregex_iterator it(text.begin(), text.end(), compare), end; it != end; ++it)
+      if (names.count((*it)[2].str())) found.push_back(where(size_t(it->position())) + " " + it->str());
+    for (std::sregex_iterator it(text.begin(), text.end(), list), end; it != end; ++it) {
+      const std::string m = it->str();
+      bool all_ops = true;
+      for (std::sregex_iterator l(m.begin(), m.end(), literal); l != end && all_ops; ++l)
+        all_ops = names.count((*l)[1].str()) != 0;
+      if (all_ops) found.push_back(where(size_t(it->position())) + " " + m.substr(0, 60));
+    }
+  }
+  CHECK(files > 100);  // the scan saw the tree
+  std::string list_str;
+  for (const auto& f : found) list_str += "\n  " + f;
+  CHECK_MESSAGE(found.empty(), "op names listed or compared outside the op table:", list_str);
 }

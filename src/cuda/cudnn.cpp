@@ -884,15 +884,17 @@ void register_cudnn_kernels(const cuda_backend::CoreV1& core) {
   core.set_cuda_kernel("adaptive_avg_pool3d_backward",
                        avg_pool_backward_kernel<PoolKind::kAdaptiveAvg, 3>);
 #ifdef ONEFLOW_WITH_CUDNN
-  core.set_cuda_kernel("conv2d", conv_kernel<2>);
-  core.set_cuda_kernel("conv3d", conv_kernel<3>);
-  core.set_cuda_kernel("conv_transpose2d", conv_transpose_kernel<2>);
-  core.set_cuda_kernel("conv_transpose3d", conv_transpose_kernel<3>);
-  core.set_cuda_kernel("conv2d_backward_weight", conv_backward_weight_kernel<2>);
-  core.set_cuda_kernel("conv3d_backward_weight", conv_backward_weight_kernel<3>);
-  for (const char* op : {"conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
-                         "conv2d_backward_weight", "conv3d_backward_weight"})
+  // cuDNN takes float16/bfloat16 operands (float accumulation): OpDef::cuda_16bit beside each
+  auto conv = [&](const char* op, auto kernel) {
+    core.set_cuda_kernel(op, kernel);
     core.set_cuda_16bit(op);
+  };
+  conv("conv2d", conv_kernel<2>);
+  conv("conv3d", conv_kernel<3>);
+  conv("conv_transpose2d", conv_transpose_kernel<2>);
+  conv("conv_transpose3d", conv_transpose_kernel<3>);
+  conv("conv2d_backward_weight", conv_backward_weight_kernel<2>);
+  conv("conv3d_backward_weight", conv_backward_weight_kernel<3>);
   core.set_cuda_kernel("batch_norm", bn_kernel);
   core.set_cuda_kernel("batch_norm_backward", bn_backward_kernel);
 #endif

@@ -8,7 +8,7 @@
 // first out-of-range value in row-major order, as the CPU's check meets it, and the error names
 // it with the CPU's message. The check reads 16 bytes back (a host synchronization); inside a
 // CUDA Graph capture it sets the graph's index flag instead, as src/cuda/nn.cpp's checks do,
-// and the executor raises after the replay when it is set (trace/executor.cpp checks_indices).
+// and the executor raises after the replay when it is set (the ops carry the kChecksIndices trait).
 #include <algorithm>
 #include <array>
 #include <cstring>

@@ -99,10 +99,13 @@ void linear_all(const SbpRuleCtx& c, Sigs& out) {
   elementwise_signatures(c, out);
   out.push_back(uniform(c, P));
 }
-void linear_first(const SbpRuleCtx& c, Sigs& out) {
+void div(const SbpRuleCtx& c, Sigs& out) {  // P / B
   elementwise_signatures(c, out);
   out.push_back(sig({P, B}, {P}));
-  if (c.op.name == "mul") out.push_back(sig({B, P}, {P}));
+}
+void mul(const SbpRuleCtx& c, Sigs& out) {  // P * B, B * P
+  div(c, out);
+  out.push_back(sig({B, P}, {P}));
 }
 void mm(const SbpRuleCtx&, Sigs& out) {
   out = {sig({B, B}, {B}),    sig({S(0), B}, {S(0)}), sig({B, S(1)}, {S(1)}),
@@ -116,9 +119,10 @@ void bmm(const SbpRuleCtx&, Sigs& out) {
 // addmm / baddbmm (self, a, b -> beta * self + alpha * a @ b): the product's signatures, with
 // self (broadcast to the output's shape) split like the output where it has that dim at full
 // size, broadcast where it broadcasts over it, and partial where the product is.
+template <bool Batched>
 void addmm(const SbpRuleCtx& c, Sigs& out) {
   Sigs prod;
-  if (c.op.name == "baddbmm") bmm(c, prod);
+  if (Batched) bmm(c, prod);
   else mm(c, prod);
   const Tensor& self = c.inputs[0];
   const auto& osz = c.metas[0].sizes;
@@ -205,15 +209,15 @@ void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs
 }
 // slice (dim, start, end, step) and select (dim, index) of a dim the split does not cut: the
 // split stays (renumbered past a selected dim); both are linear, so partial sums stay partial.
+template <bool Drops>
 void slice_select(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
   const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
-  const bool drops = c.op.name == "select";
   for (int64_t d = 0; d < nd; ++d)
-    if (d != dim) out.push_back(sig({S(d)}, {S(drops && d > dim ? d - 1 : d)}));
+    if (d != dim) out.push_back(sig({S(d)}, {S(Drops && d > dim ? d - 1 : d)}));
 }
 // expand(size): a split of a dim the expansion keeps (the input's size is the output's) stays,
 // numbered as the output's dim; partial sums stay partial (each addend expands alike).
@@ -439,23 +443,26 @@ std::vector<bool> dims_marked(int64_t nd, std::initializer_list<int64_t> dims) {
   return m;
 }
 // cumsum / cumprod (attr 0 = dim): scans along dim; cumsum is linear.
+template <bool Linear>
 void scan(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {c.attrs.i(0)}), c.op.name == "cumsum");
+  split_others(c, out, dims_marked(nd, {c.attrs.i(0)}), Linear);
 }
 // sort (attr 0 = dim) and topk (attr 1 = dim): values and indices along dim.
+template <int DimAttr>
 void sort_like(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {c.attrs.i(c.op.name == "topk" ? 1 : 0)}), false);
+  split_others(c, out, dims_marked(nd, {c.attrs.i(DimAttr)}), false);
 }
 // flip (attr 0 = dims) and roll (attrs shifts, dims; no dims: the flattened tensor): linear,
 // along their dims.
+template <bool Roll>
 void flip_roll(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  const DimVector& dims = c.attrs.ints(c.op.name == "roll" ? 1 : 0);
-  std::vector<bool> along(size_t(nd), dims.empty() && c.op.name == "roll");
+  const DimVector& dims = c.attrs.ints(Roll ? 1 : 0);
+  std::vector<bool> along(size_t(nd), dims.empty() && Roll);
   for (int64_t d : dims) along[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
   split_others(c, out, along, true);
 }
@@ -492,9 +499,10 @@ void repeat(const SbpRuleCtx& c, Sigs& out) {
   split_others(c, out, along, true, std::max<int64_t>(shift, 0));
 }
 // im2col (a batched [N, C, H, W] input) and col2im (a batched [N, C * k, L] input): per sample.
+template <int BatchedDims>
 void per_image(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
-  if (c.inputs[0].dim() == (c.op.name == "im2col" ? 4 : 3)) out.push_back(uniform(c, S(0)));
+  if (c.inputs[0].dim() == BatchedDims) out.push_back(uniform(c, S(0)));
 }
 
 // diagonal (attrs offset, dim1, dim2; a view): the other dims keep their order and the
@@ -547,18 +555,23 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 }  // namespace
 
 const SbpRule kAttention{attention};
-const SbpRule kScan{scan};
+const SbpRule kCumsum{scan<true>};
+const SbpRule kCumprod{scan<false>};
 const SbpRule kCtc{ctc};
 const SbpRule kRowwise{rowwise};
-const SbpRule kAddmm{addmm};
+const SbpRule kAddmm{addmm<false>};
+const SbpRule kBaddbmm{addmm<true>};
 const SbpRule kDiagonal{diagonal};
-const SbpRule kSortLike{sort_like};
-const SbpRule kFlipRoll{flip_roll};
+const SbpRule kSort{sort_like<0>};
+const SbpRule kTopk{sort_like<1>};
+const SbpRule kFlip{flip_roll<false>};
+const SbpRule kRoll{flip_roll<true>};
 const SbpRule kTriangle{triangle};
 const SbpRule kPad{pad};
 const SbpRule kOneHot{one_hot};
 const SbpRule kRepeat{repeat};
-const SbpRule kPerImage{per_image};
+const SbpRule kIm2col{per_image<4>};
+const SbpRule kCol2im{per_image<3>};
 const SbpRule kNorm{norm};
 const SbpRule kNormBackward{norm_backward};
 const SbpRule kGroupNorm{group_norm};
@@ -577,14 +590,16 @@ const SbpRule kIndexAdd{index_add};
 const SbpRule kIndexSelect{index_select};
 const SbpRule kEmbedding{embedding};
 const SbpRule kLinearAll{linear_all};
-const SbpRule kLinearFirst{linear_first};
+const SbpRule kMul{mul};
+const SbpRule kDiv{div};
 const SbpRule kMm{mm};
 const SbpRule kBmm{bmm};
 const SbpRule kLinear{linear};
 const SbpRule kSum{sum};
 const SbpRule kView{view, view_localize};
 const SbpRule kPermute{permute};
-const SbpRule kSliceSelect{slice_select};
+const SbpRule kSlice{slice_select<false>};
+const SbpRule kSelect{slice_select<true>};
 const SbpRule kExpand{expand, view_localize};
 const SbpRule kSoftmax{softmax};
 

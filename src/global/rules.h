@@ -7,14 +7,16 @@
 namespace oneflow::sbp_rules {
 
 extern const SbpRule kLinearAll;    // add, sub, neg, copy: partial sums stay partial
-extern const SbpRule kLinearFirst;  // mul (either operand P, the other B), div (P / B)
+extern const SbpRule kMul;          // mul: either operand P, the other B
+extern const SbpRule kDiv;          // div: P / B
 extern const SbpRule kMm;           // mm / addmm's product: OneFlow's matmul signatures
 extern const SbpRule kBmm;          // bmm: batch splits, then the mm signatures per batch
 extern const SbpRule kLinear;       // linear(x, w, b): data, column and row parallel
 extern const SbpRule kSum;          // sum: split reduced dims become partial sums
 extern const SbpRule kView;         // view/reshape: splits of dims kept whole
 extern const SbpRule kPermute;      // permute: splits follow their dim
-extern const SbpRule kSliceSelect;  // slice / select: splits of the other dims stay
+extern const SbpRule kSlice;        // slice: splits of the other dims stay
+extern const SbpRule kSelect;       // select: the same, renumbered past the dropped dim
 extern const SbpRule kExpand;       // expand: splits of the dims it keeps stay
 extern const SbpRule kSoftmax;      // softmax / log_softmax (attr 0 = dim): split other dims
 extern const SbpRule kPerSample;    // conv, pooling: input split on the batch dim, weights broadcast
@@ -35,18 +37,23 @@ extern const SbpRule kCrossEntropy;  // rows split (reduction None / Sum)
 extern const SbpRule kCrossEntropyBackward;
 extern const SbpRule kAttention;     // scaled_dot_product_attention (+ backward): batch split
 extern const SbpRule kCat;           // cat: splits of other dims, partial sums
-extern const SbpRule kScan;          // cumsum / cumprod: splits of the other dims
+extern const SbpRule kCumsum;        // cumsum: splits of the other dims, partial sums
+extern const SbpRule kCumprod;       // cumprod: splits of the other dims
 extern const SbpRule kCtc;           // ctc_loss (+ backward): the batch split (padded targets)
 extern const SbpRule kRowwise;       // lstm_cell (+ backward): rows split alike
-extern const SbpRule kAddmm;         // addmm / baddbmm: the product's signatures, self alike
+extern const SbpRule kAddmm;         // addmm: mm's signatures, self alike
+extern const SbpRule kBaddbmm;       // baddbmm: bmm's signatures, self alike
 extern const SbpRule kDiagonal;      // diagonal: splits of the other dims
-extern const SbpRule kSortLike;      // sort / topk: splits of the other dims
-extern const SbpRule kFlipRoll;      // flip / roll: splits of the dims they keep in place
+extern const SbpRule kSort;          // sort (attr 0 = dim): splits of the other dims
+extern const SbpRule kTopk;          // topk (attr 1 = dim): splits of the other dims
+extern const SbpRule kFlip;          // flip: splits of the dims it keeps in place
+extern const SbpRule kRoll;          // roll: the same; no dims rolls the flattened tensor
 extern const SbpRule kTriangle;      // tril / triu: batch-dim splits
 extern const SbpRule kPad;           // pad: splits of the unpadded dims
 extern const SbpRule kOneHot;        // one_hot: index splits
 extern const SbpRule kRepeat;        // repeat: splits of dims repeated once
-extern const SbpRule kPerImage;      // im2col / col2im: batch splits
+extern const SbpRule kIm2col;        // im2col ([N, C, H, W]): batch splits
+extern const SbpRule kCol2im;        // col2im ([N, C * k, L]): batch splits
 
 // The trait defaults the global layer uses for ops without a rule.
 void elementwise_signatures(const SbpRuleCtx& c, std::vector<SbpSig>& out);

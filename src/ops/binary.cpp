@@ -222,21 +222,31 @@ struct BinaryRow {
   VjpFn vjp;
   uint32_t save_in;
   uint32_t save_out;
+  // SBP rules beside the VJPs (NOTE [SBP rules]): sums of partial sums stay partial, and a
+  // partial sum times (or over) a broadcast value is still one.
+  const SbpRule* sbp = nullptr;
+  AutocastPolicy autocast = AutocastPolicy::kNone;
+  std::vector<FoldIdentity> identities = {};  // x+0, 0+x, x-0, x*1, 1*x, x/1
 };
 
+constexpr auto kOther = FoldIdentity::kOtherInputIs;
 const BinaryRow kRows[] = {
-    {"add", "fn::Add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0},
-    {"sub", "fn::Sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0},
-    {"mul", "fn::Mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, 3, 0},
-    {"div", "fn::Div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, 3, 0},
+    {"add", "fn::Add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0,
+     &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}, {kOther, 1, 0}}},
+    {"sub", "fn::Sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0,
+     &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}}},
+    {"mul", "fn::Mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, in(0) | in(1), 0,
+     &sbp_rules::kMul, AutocastPolicy::kNone, {{kOther, 0, 1}, {kOther, 1, 1}}},
+    {"div", "fn::Div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, in(0) | in(1), 0,
+     &sbp_rules::kDiv, AutocastPolicy::kNone, {{kOther, 0, 1}}},
     {"div_trunc", "fn::DivTrunc", Kind::kArith, int_safe_kernel<fn::DivTrunc>, div_round_vjp, 0, 0},
     {"div_floor", "fn::DivFloor", Kind::kArith, int_safe_kernel<fn::DivFloor>, div_round_vjp, 0, 0},
-    {"maximum", "fn::Maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, 3, 0},
-    {"minimum", "fn::Minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, 3, 0},
-    {"fmod", "fn::Fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, 3, 0},
-    {"remainder", "fn::Remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, 3, 0},
-    {"atan2", "fn::Atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, 3, 0},
-    {"pow", "fn::Pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, 3, 1},
+    {"maximum", "fn::Maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, in(0) | in(1), 0},
+    {"minimum", "fn::Minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, in(0) | in(1), 0},
+    {"fmod", "fn::Fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, in(0) | in(1), 0},
+    {"remainder", "fn::Remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, in(0) | in(1), 0},
+    {"atan2", "fn::Atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, in(0) | in(1), 0},
+    {"pow", "fn::Pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, in(0) | in(1), out(0), nullptr, AutocastPolicy::kFloat32},
     {"eq", "fn::Eq", Kind::kCompare, binary_kernel_bool<fn::Eq>, nullptr, 0, 0},
     {"ne", "fn::Ne", Kind::kCompare, binary_kernel_bool<fn::Ne>, nullptr, 0, 0},
     {"lt", "fn::Lt", Kind::kCompare, binary_kernel_bool<fn::Lt>, nullptr, 0, 0},
@@ -331,23 +341,26 @@ void register_binary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in;
     d.save_outputs = r.save_out;
-    // SBP rules beside the VJPs (NOTE [SBP rules]): sums of partial sums stay partial, and a
-    // partial sum times (or over) a broadcast value is still one.
-    const std::string_view n = r.name;
-    if (n == "add" || n == "sub") d.sbp_rule = &sbp_rules::kLinearAll;
-    if (n == "mul" || n == "div") d.sbp_rule = &sbp_rules::kLinearFirst;
+    d.sbp_rule = r.sbp;
+    d.autocast = r.autocast;
+    d.fold_identities = r.identities;
     register_op(std::move(d));
   }
   register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,
                               .attr_names = {"exponent"}, .infer_meta = pow_scalar_meta,
-                              .cpu = pow_scalar_cpu, .vjp = pow_scalar_vjp, .save_inputs = 1});
+                              .cpu = pow_scalar_cpu, .vjp = pow_scalar_vjp, .save_inputs = in(0),
+                              .autocast = AutocastPolicy::kFloat32,
+                              .fold_identities = {{FoldIdentity::kScalarAttrIs, 0, 1.0}},
+                              .fused_form = FusedForm::kPowScalar});
   register_op({.name = "where", .traits = kElementwise, .infer_meta = where_meta,
-                         .cpu = where_cpu, .vjp = where_vjp, .save_inputs = 1,
-                         .nondiff_inputs = 1});
+                         .cpu = where_cpu, .vjp = where_vjp, .save_inputs = in(0),
+                         .nondiff_inputs = in(0),
+                         .fused_form = FusedForm::kWhere});
   register_op({.name = "clamp", .traits = kElementwise | kInplaceOk,
                          .attr_names = {"has_min", "min", "has_max", "max"},
                          .infer_meta = elementwise_meta, .cpu = clamp_cpu, .vjp = clamp_vjp,
-                         .save_inputs = 1});
+                         .save_inputs = in(0),
+                         .fused_form = FusedForm::kClamp});
 }
 
 // ---------------------------------------------------------------- public functions

@@ -178,16 +178,20 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 
 void register_core_ops() {
   register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
-                        .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp});
+                        .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp,
+                        .fold_identities = {{FoldIdentity::kSameLayout, 0}},
+                        .fused_form = FusedForm::kCast});
   register_op({.name = "to_device", .attr_names = {"device_type", "device_index", "non_blocking"},
                              .infer_meta = to_device_meta, .cpu = to_device_kernel,
                              .cuda = to_device_kernel, .vjp = to_device_vjp,
-                             .contiguous_inputs = 1});  // the kernel copies bytes
+                             .contiguous_inputs = in(0)});  // the kernel copies bytes
   register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
-                         .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp});
+                         .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp,
+                         .fused_form = FusedForm::kCopyInto});
   register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
                          .attr_names = {"value"}, .infer_meta = fill__meta, .cpu = fill__kernel,
-                         .vjp = fill__vjp});
+                         .vjp = fill__vjp,
+                         .fused_form = FusedForm::kFill});
   register_op({.name = "full", .traits = kFactory,
                         .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
                         .infer_meta = full_meta, .cpu = full_cpu});

@@ -1156,34 +1156,37 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_index_ops() {
   register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
-                       .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat});
-  register_op({.name = "gather", .attr_names = {"dim"}, .infer_meta = gather_meta,
-                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                       .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat,
+                       .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "gather", .traits = kChecksIndices, .attr_names = {"dim"}, .infer_meta = gather_meta,
+                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
                           .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "scatter", .attr_names = {"dim"}, .infer_meta = scatter_meta,
-                           .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = 2,
-                           .nondiff_inputs = 2, .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "scatter_add", .traits = kInplaceOk, .attr_names = {"dim"},
+  register_op({.name = "scatter", .traits = kChecksIndices, .attr_names = {"dim"}, .infer_meta = scatter_meta,
+                           .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = in(1),
+                           .nondiff_inputs = in(1), .sbp_rule = &sbp_rules::kAlongDim});
+  register_op({.name = "scatter_add", .traits = kInplaceOk | kChecksIndices, .attr_names = {"dim"},
                                .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
-                               .vjp = scatter_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
-                               .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "index_select", .attr_names = {"dim"},
+                               .vjp = scatter_add_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
+                               .sbp_rule = &sbp_rules::kAlongDim,
+                               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "index_select", .traits = kChecksIndices, .attr_names = {"dim"},
                                 .infer_meta = index_select_meta, .cpu = index_select_cpu,
-                                .vjp = index_select_vjp, .save_inputs = 2, .nondiff_inputs = 2,
+                                .vjp = index_select_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
                                 .sbp_rule = &sbp_rules::kIndexSelect});
-  register_op({.name = "index_add", .attr_names = {"dim", "alpha"},
+  register_op({.name = "index_add", .traits = kChecksIndices, .attr_names = {"dim", "alpha"},
                              .infer_meta = index_add_meta, .cpu = index_add_cpu,
-                             .vjp = index_add_vjp, .save_inputs = 2, .nondiff_inputs = 2,
-                             .sbp_rule = &sbp_rules::kIndexAdd});
+                             .vjp = index_add_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
+                             .sbp_rule = &sbp_rules::kIndexAdd,
+                             .autocast = AutocastPolicy::kPromote});
   register_op({.name = "masked_select", .traits = kSyncsHost, .attr_names = {},
                                  .infer_meta = masked_select_meta, .cpu = masked_select_cpu,
-                                 .vjp = masked_select_vjp, .save_inputs = 2, .nondiff_inputs = 2});
+                                 .vjp = masked_select_vjp, .save_inputs = in(1), .nondiff_inputs = in(1)});
   register_op({.name = "masked_select_backward", .attr_names = {"size"},
                                           .infer_meta = msb_meta, .cpu = msb_cpu, .vjp = msb_vjp,
-                                          .save_inputs = 2, .nondiff_inputs = 2});
+                                          .save_inputs = in(1), .nondiff_inputs = in(1)});
   register_op({.name = "nonzero", .traits = kSyncsHost | kNonDifferentiable, .attr_names = {},
                            .infer_meta = nonzero_meta, .cpu = nonzero_cpu});
-  register_op({.name = "one_hot", .traits = kNonDifferentiable,
+  register_op({.name = "one_hot", .traits = kNonDifferentiable | kChecksIndices,
                            .attr_names = {"num_classes"}, .infer_meta = one_hot_meta,
                            .cpu = one_hot_cpu, .sbp_rule = &sbp_rules::kOneHot});
   register_op({.name = "pad", .attr_names = {"pad", "mode", "value"}, .infer_meta = pad_meta,
@@ -1196,21 +1199,21 @@ void register_index_ops() {
   register_op({.name = "triu", .attr_names = {"diagonal"}, .infer_meta = tri_meta<false>,
                         .cpu = tri_cpu<false>, .vjp = triu_vjp, .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "flip", .attr_names = {"dims"}, .infer_meta = flip_meta,
-                        .cpu = flip_cpu, .vjp = flip_vjp, .sbp_rule = &sbp_rules::kFlipRoll});
+                        .cpu = flip_cpu, .vjp = flip_vjp, .sbp_rule = &sbp_rules::kFlip});
   register_op({.name = "roll", .attr_names = {"shifts", "dims"}, .infer_meta = roll_meta,
-                        .cpu = roll_cpu, .vjp = roll_vjp, .sbp_rule = &sbp_rules::kFlipRoll});
+                        .cpu = roll_cpu, .vjp = roll_vjp, .sbp_rule = &sbp_rules::kRoll});
   register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
                           .cpu = repeat_cpu, .vjp = repeat_vjp, .sbp_rule = &sbp_rules::kRepeat});
   register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
-                        .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = 2,
-                 .sbp_rule = &sbp_rules::kSortLike, .contiguous_inputs = ~0u});
+                        .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = out(1),
+                 .sbp_rule = &sbp_rules::kSort, .contiguous_inputs = kEveryInput});
   register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
-                        .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = 2,
-                 .sbp_rule = &sbp_rules::kSortLike, .contiguous_inputs = ~0u});
-  register_op({.name = "embedding", .attr_names = {"padding_idx", "scale_grad_by_freq"},
+                        .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = out(1),
+                 .sbp_rule = &sbp_rules::kTopk, .contiguous_inputs = kEveryInput});
+  register_op({.name = "embedding", .traits = kChecksIndices, .attr_names = {"padding_idx", "scale_grad_by_freq"},
                              .infer_meta = embedding_meta, .cpu = embedding_cpu,
-                             .vjp = embedding_vjp, .save_inputs = 2, .nondiff_inputs = 2,
-                 .sbp_rule = &sbp_rules::kEmbedding, .contiguous_inputs = ~0u});
+                             .vjp = embedding_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
+                 .sbp_rule = &sbp_rules::kEmbedding, .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions

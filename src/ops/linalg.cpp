@@ -527,20 +527,24 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
 void register_linalg_ops() {
   register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
                       .cpu = mm_cpu, .vjp = mm_vjp,
-                      .save_inputs = 3, .sbp_rule = &sbp_rules::kMm});
+                      .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kMm,
+                      .autocast = AutocastPolicy::kLower});
   register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
                        .cpu = bmm_cpu, .vjp = bmm_vjp,
-                       .save_inputs = 3, .sbp_rule = &sbp_rules::kBmm,
-                 .contiguous_inputs = ~0u});
+                       .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kBmm,
+                 .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kLower});
   register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
                          .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,
                          .cuda = addmm_composite<false>, .vjp = addmm_vjp<false>,
-                         .save_inputs = 6, .sbp_rule = &sbp_rules::kAddmm});
+                         .save_inputs = in(1) | in(2), .sbp_rule = &sbp_rules::kAddmm,
+                         .autocast = AutocastPolicy::kLower});
   register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
                            .infer_meta = addmm_meta<true>, .cpu = addmm_cpu<true>,
                            .cuda = addmm_composite<true>, .vjp = addmm_vjp<true>,
-                           .save_inputs = 6, .sbp_rule = &sbp_rules::kAddmm,
-                 .contiguous_inputs = ~0u});
+                           .save_inputs = in(1) | in(2), .sbp_rule = &sbp_rules::kBaddbmm,
+                 .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kLower});
 }
 
 // ---------------------------------------------------------------- public functions

@@ -1313,70 +1313,77 @@ TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
 
 void register_nn_ops() {
   const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
-  register_op({.name = "layer_norm", .traits = kCheapRecompute, .attr_names = nattrs,
+  register_op({.name = "layer_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = nattrs,
                               .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
-                              .vjp = norm_vjp<kLayer>, .save_inputs = 3, .save_outputs = 6,
-                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});
-  register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable,
+                              .vjp = norm_vjp<kLayer>, .save_inputs = in(0) | in(1), .save_outputs = out(1) | out(2),
+                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
                                   .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
                                   .cpu = norm_bwd_cpu<kLayer>,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
-  register_op({.name = "group_norm", .traits = kCheapRecompute, .attr_names = gattrs,
+  register_op({.name = "group_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = gattrs,
                               .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
-                              .vjp = norm_vjp<kGroup>, .save_inputs = 3, .save_outputs = 6,
-                 .sbp_rule = &sbp_rules::kGroupNorm, .contiguous_inputs = ~0u});
-  register_op({.name = "group_norm_backward", .traits = kNonDifferentiable,
+                              .vjp = norm_vjp<kGroup>, .save_inputs = in(0) | in(1), .save_outputs = out(1) | out(2),
+                 .sbp_rule = &sbp_rules::kGroupNorm, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "group_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
                                   .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
                                   .cpu = norm_bwd_cpu<kGroup>,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kGroupNormBackward});
-  register_op({.name = "rms_norm", .traits = kCheapRecompute, .attr_names = nattrs,
+  register_op({.name = "rms_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = nattrs,
                             .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
-                            .vjp = norm_vjp<kRms>, .save_inputs = 3, .save_outputs = 2,
-                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = ~0u});
-  register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable,
+                            .vjp = norm_vjp<kRms>, .save_inputs = in(0) | in(1), .save_outputs = out(1),
+                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
                                 .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
                                 .cpu = norm_bwd_cpu<kRms>,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
-  register_op({.name = "batch_norm", .attr_names = battrs, .infer_meta = bn_meta,
-                              .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = 3,
-                              .save_outputs = 6, .nondiff_inputs = 0b11000,
-                 .sbp_rule = &sbp_rules::kBatchNorm, .contiguous_inputs = 0b00111});
-  register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable,
+  register_op({.name = "batch_norm", .traits = kWidens16Bit, .attr_names = battrs, .infer_meta = bn_meta,
+                              .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = in(0) | in(1),
+                              .save_outputs = out(1) | out(2), .nondiff_inputs = in(3) | in(4),
+                 .sbp_rule = &sbp_rules::kBatchNorm, .contiguous_inputs = in(0) | in(1) | in(2),
+                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
                                   .attr_names = battrs, .infer_meta = bn_bwd_meta,
                                   .cpu = bn_bwd_cpu,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kBatchNormBackward});
-  register_op({.name = "dropout", .traits = kRandom,
+  register_op({.name = "dropout", .traits = kRandom | kWidens16Bit,
                            .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
-                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = 2,
+                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = out(1),
                            .rng_seed_attr = 1,
-                 .contiguous_inputs = ~0u});
+                 .contiguous_inputs = kEveryInput});
   const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
                                            "has_weight"};
-  register_op({.name = "cross_entropy", .attr_names = cattrs,
+  register_op({.name = "cross_entropy", .traits = kWidens16Bit | kChecksIndices, .attr_names = cattrs,
                                  .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
-                                 .save_inputs = 7, .save_outputs = 6, .nondiff_inputs = 6,
-                 .sbp_rule = &sbp_rules::kCrossEntropy, .contiguous_inputs = ~0u});
-  register_op({.name = "cross_entropy_backward",
+                                 .save_inputs = in(0) | in(1) | in(2), .save_outputs = out(1) | out(2), .nondiff_inputs = in(1) | in(2),
+                 .sbp_rule = &sbp_rules::kCrossEntropy, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "cross_entropy_backward", .traits = kWidens16Bit | kChecksIndices,
                                      .attr_names = cattrs,
                                      .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
                  .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kCrossEntropyBackward});
-  register_op({.name = "linear", .attr_names = {}, .infer_meta = linear_meta,
-                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = 0b011,
-                 .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = ~0u});
+  register_op({.name = "linear", .traits = kWidens16Bit, .attr_names = {}, .infer_meta = linear_meta,
+                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = in(0) | in(1),
+                 .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kLower});
   const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
                                            "mask_kind", "draw_map"};
-  register_op({.name = "scaled_dot_product_attention", .traits = kRandom,
+  register_op({.name = "scaled_dot_product_attention", .traits = kRandom | kWidens16Bit,
                         .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
-                        .vjp = sdpa_vjp, .save_inputs = 0b1111, .save_outputs = 0b11,
-                        .nondiff_inputs = 0b1000, .sbp_rule = &sbp_rules::kAttention,
-                        .rng_seed_attr = 3, .contiguous_inputs = 0b0111});  // the mask: any strides
-  register_op({.name = "scaled_dot_product_attention_backward",
+                        .vjp = sdpa_vjp, .save_inputs = in(0) | in(1) | in(2) | in(3), .save_outputs = out(0) | out(1),
+                        .nondiff_inputs = in(3), .sbp_rule = &sbp_rules::kAttention,
+                        .rng_seed_attr = 3, .contiguous_inputs = in(0) | in(1) | in(2),
+                        .autocast = AutocastPolicy::kLower});  // the mask: any strides
+  register_op({.name = "scaled_dot_product_attention_backward", .traits = kWidens16Bit,
                             .attr_names = aattrs,
                             .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
                             .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kAttention,
-                            .rng_seed_attr = 3, .contiguous_inputs = 0b1101111});
+                            .rng_seed_attr = 3, .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
 }
 
 // ================================================================ public functions

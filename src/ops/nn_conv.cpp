@@ -1420,115 +1420,119 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 }  // namespace
 
 void register_conv_ops() {
-  register_op({.name = "conv2d", .attr_names = {"stride", "padding", "dilation", "groups"},
+  register_op({.name = "conv2d", .traits = kWidens16Bit, .attr_names = {"stride", "padding", "dilation", "groups"},
                .infer_meta = conv_meta<2>, .cpu = conv_cpu<2>, .vjp = conv_vjp<2>,
-               .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
-  register_op({.name = "conv3d", .attr_names = {"stride", "padding", "dilation", "groups"},
+               .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "conv3d", .traits = kWidens16Bit, .attr_names = {"stride", "padding", "dilation", "groups"},
                .infer_meta = conv_meta<3>, .cpu = conv_cpu<3>, .vjp = conv_vjp<3>,
-               .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
+               .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
   register_op(
-      {.name = "conv_transpose2d",
+      {.name = "conv_transpose2d", .traits = kWidens16Bit,
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose_meta<2>, .cpu = conv_transpose_cpu<2>,
-       .vjp = conv_transpose_vjp<2>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
+       .vjp = conv_transpose_vjp<2>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+       .autocast = AutocastPolicy::kLower});
   register_op(
-      {.name = "conv_transpose3d",
+      {.name = "conv_transpose3d", .traits = kWidens16Bit,
        .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
        .infer_meta = conv_transpose_meta<3>, .cpu = conv_transpose_cpu<3>,
-       .vjp = conv_transpose_vjp<3>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = ~0u});
+       .vjp = conv_transpose_vjp<3>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+       .autocast = AutocastPolicy::kLower});
   register_op(
-      {.name = "conv2d_backward_weight",
+      {.name = "conv2d_backward_weight", .traits = kWidens16Bit,
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv_backward_weight_meta<2>, .cpu = conv_backward_weight_cpu<2>,
-       .vjp = conv_backward_weight_vjp<2>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = ~0u});
+       .vjp = conv_backward_weight_vjp<2>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = kEveryInput});
   register_op(
-      {.name = "conv3d_backward_weight",
+      {.name = "conv3d_backward_weight", .traits = kWidens16Bit,
        .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
        .infer_meta = conv_backward_weight_meta<3>, .cpu = conv_backward_weight_cpu<3>,
-       .vjp = conv_backward_weight_vjp<3>, .save_inputs = 3, .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = ~0u});
+       .vjp = conv_backward_weight_vjp<3>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = kEveryInput});
   register_op(
-      {.name = "max_pool3d_with_indices",
+      {.name = "max_pool3d_with_indices", .traits = kWidens16Bit,
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool3d_meta, .cpu = max_pool3d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_max_pool2d", .attr_names = {"output_size"},
+       .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_max_pool2d", .traits = kWidens16Bit, .attr_names = {"output_size"},
                .infer_meta = adaptive_max_meta<2>, .cpu = adaptive_max_cpu<2>,
-               .vjp = max_indices_vjp, .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_max_pool3d", .attr_names = {"output_size"},
+               .vjp = max_indices_vjp, .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_max_pool3d", .traits = kWidens16Bit, .attr_names = {"output_size"},
                .infer_meta = adaptive_max_meta<3>, .cpu = adaptive_max_cpu<3>,
-               .vjp = max_indices_vjp, .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
+               .vjp = max_indices_vjp, .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
   register_op(
-      {.name = "max_pool2d_with_indices",
+      {.name = "max_pool2d_with_indices", .traits = kWidens16Bit,
        .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
        .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = 2, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
+       .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
   const std::vector<std::string> avg_attrs = {"kernel_size", "stride", "padding", "ceil_mode",
                                               "count_include_pad", "divisor_override"};
   auto with_size = [](std::vector<std::string> v) {
     v.push_back("input_size");
     return v;
   };
-  register_op({.name = "avg_pool2d", .attr_names = avg_attrs,
+  register_op({.name = "avg_pool2d", .traits = kWidens16Bit, .attr_names = avg_attrs,
                               .infer_meta = resample_meta<Mode::kAvg>,
                               .cpu = resample_cpu<Mode::kAvg>,
                               .vjp = resample_vjp<Mode::kAvg>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "avg_pool2d_backward",
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool2d_backward", .traits = kWidens16Bit,
                                        .attr_names = with_size(avg_attrs),
                                        .infer_meta = resample_backward_meta<Mode::kAvg>,
                                        .cpu = resample_backward_cpu<Mode::kAvg>,
                                        .vjp = resample_backward_vjp<Mode::kAvg>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_avg_pool2d", .attr_names = {"output_size"},
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool2d", .traits = kWidens16Bit, .attr_names = {"output_size"},
                                        .infer_meta = resample_meta<Mode::kAdaptive>,
                                        .cpu = resample_cpu<Mode::kAdaptive>,
                                        .vjp = resample_vjp<Mode::kAdaptive>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_avg_pool2d_backward",
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool2d_backward", .traits = kWidens16Bit,
                    .attr_names = {"output_size", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                    .cpu = resample_backward_cpu<Mode::kAdaptive>,
                    .vjp = resample_backward_vjp<Mode::kAdaptive>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
-  register_op({.name = "avg_pool3d", .attr_names = avg_attrs,
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool3d", .traits = kWidens16Bit, .attr_names = avg_attrs,
                .infer_meta = resample_meta<Mode::kAvg3d>, .cpu = resample_cpu<Mode::kAvg3d>,
-               .vjp = resample_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "avg_pool3d_backward", .attr_names = with_size(avg_attrs),
+               .vjp = resample_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool3d_backward", .traits = kWidens16Bit, .attr_names = with_size(avg_attrs),
                .infer_meta = resample_backward_meta<Mode::kAvg3d>,
                .cpu = resample_backward_cpu<Mode::kAvg3d>,
-               .vjp = resample_backward_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_avg_pool3d", .attr_names = {"output_size"},
+               .vjp = resample_backward_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool3d", .traits = kWidens16Bit, .attr_names = {"output_size"},
                .infer_meta = resample_meta<Mode::kAdaptive3d>,
                .cpu = resample_cpu<Mode::kAdaptive3d>, .vjp = resample_vjp<Mode::kAdaptive3d>,
-               .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "adaptive_avg_pool3d_backward", .attr_names = {"output_size", "input_size"},
+               .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool3d_backward", .traits = kWidens16Bit, .attr_names = {"output_size", "input_size"},
                .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
                .cpu = resample_backward_cpu<Mode::kAdaptive3d>,
-               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
-  register_op({.name = "upsample_nearest2d",
+               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_nearest2d", .traits = kWidens16Bit,
                                       .attr_names = {"output_size", "scales_h", "scales_w"},
                                       .infer_meta = resample_meta<Mode::kNearest>,
                                       .cpu = resample_cpu<Mode::kNearest>,
                                       .vjp = resample_vjp<Mode::kNearest>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "upsample_nearest2d_backward",
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_nearest2d_backward", .traits = kWidens16Bit,
                    .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kNearest>,
                    .cpu = resample_backward_cpu<Mode::kNearest>,
                    .vjp = resample_backward_vjp<Mode::kNearest>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
-  register_op({.name = "upsample_bilinear2d",
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_bilinear2d", .traits = kWidens16Bit,
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
                    .infer_meta = resample_meta<Mode::kBilinear>,
                    .cpu = resample_cpu<Mode::kBilinear>,
                    .vjp = resample_vjp<Mode::kBilinear>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = ~0u});
-  register_op({.name = "upsample_bilinear2d_backward",
+                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_bilinear2d_backward", .traits = kWidens16Bit,
                    .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
                    .infer_meta = resample_backward_meta<Mode::kBilinear>,
                    .cpu = resample_backward_cpu<Mode::kBilinear>,
                    .vjp = resample_backward_vjp<Mode::kBilinear>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = ~0u});
+                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions

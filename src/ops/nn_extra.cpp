@@ -411,20 +411,21 @@ TensorList ctc_bwd_vjp(const VjpCtx& c, const TensorList&) {
 }  // namespace
 
 void register_nn_extra_ops() {
-  register_op({.name = "im2col", .attr_names = {"kernel_size", "dilation", "padding", "stride"},
+  register_op({.name = "im2col", .traits = kWidens16Bit, .attr_names = {"kernel_size", "dilation", "padding", "stride"},
                .infer_meta = im2col_meta, .cpu = im2col_cpu, .vjp = im2col_vjp,
-               .sbp_rule = &sbp_rules::kPerImage, .contiguous_inputs = ~0u});
-  register_op({.name = "col2im",
+               .sbp_rule = &sbp_rules::kIm2col, .contiguous_inputs = kEveryInput});
+  register_op({.name = "col2im", .traits = kWidens16Bit,
                .attr_names = {"output_size", "kernel_size", "dilation", "padding", "stride"},
                .infer_meta = col2im_meta, .cpu = col2im_cpu, .vjp = col2im_vjp,
-               .sbp_rule = &sbp_rules::kPerImage, .contiguous_inputs = ~0u});
-  register_op({.name = "ctc_loss", .attr_names = {"blank", "zero_infinity"},
-               .infer_meta = ctc_meta, .cpu = ctc_cpu, .vjp = ctc_vjp, .save_inputs = 0b1111,
-               .save_outputs = 0b10, .nondiff_inputs = 0b1110, .sbp_rule = &sbp_rules::kCtc,
-               .contiguous_inputs = ~0u});
-  register_op({.name = "ctc_loss_backward", .attr_names = {"blank", "zero_infinity"},
+               .sbp_rule = &sbp_rules::kCol2im, .contiguous_inputs = kEveryInput});
+  register_op({.name = "ctc_loss", .traits = kWidens16Bit, .attr_names = {"blank", "zero_infinity"},
+               .infer_meta = ctc_meta, .cpu = ctc_cpu, .vjp = ctc_vjp, .save_inputs = in(0) | in(1) | in(2) | in(3),
+               .save_outputs = out(1), .nondiff_inputs = in(1) | in(2) | in(3), .sbp_rule = &sbp_rules::kCtc,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "ctc_loss_backward", .traits = kWidens16Bit, .attr_names = {"blank", "zero_infinity"},
                .infer_meta = ctc_bwd_meta, .cpu = ctc_bwd_cpu, .vjp = ctc_bwd_vjp,
-               .sbp_rule = &sbp_rules::kCtc, .contiguous_inputs = ~0u});
+               .sbp_rule = &sbp_rules::kCtc, .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions

@@ -407,18 +407,20 @@ std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0
 }
 
 void register_rnn_ops() {
-  register_op({.name = "lstm_cell", .infer_meta = cell_meta, .cpu = cell_cpu, .vjp = cell_vjp,
-               .save_inputs = 0b11, .save_outputs = 0b10, .sbp_rule = &sbp_rules::kRowwise,
-               .contiguous_inputs = ~0u});
-  register_op({.name = "lstm_cell_backward", .traits = kNonDifferentiable,
+  register_op({.name = "lstm_cell", .traits = kWidens16Bit, .infer_meta = cell_meta, .cpu = cell_cpu, .vjp = cell_vjp,
+               .save_inputs = in(0) | in(1), .save_outputs = out(1), .sbp_rule = &sbp_rules::kRowwise,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "lstm_cell_backward", .traits = kNonDifferentiable | kWidens16Bit,
                .infer_meta = cell_bwd_meta, .cpu = cell_bwd_cpu, .vjp = cell_bwd_vjp,
-               .sbp_rule = &sbp_rules::kRowwise, .contiguous_inputs = ~0u});
-  register_op({.name = "lstm_layer", .attr_names = {"steps", "reverse"}, .infer_meta = layer_meta,
-               .cpu = layer_cpu, .vjp = layer_vjp, .save_inputs = 0b1110, .save_outputs = 0b111,
-               .contiguous_inputs = ~0u});
-  register_op({.name = "lstm_layer_backward", .traits = kNonDifferentiable,
+               .sbp_rule = &sbp_rules::kRowwise, .contiguous_inputs = kEveryInput});
+  register_op({.name = "lstm_layer", .traits = kWidens16Bit, .attr_names = {"steps", "reverse"}, .infer_meta = layer_meta,
+               .cpu = layer_cpu, .vjp = layer_vjp, .save_inputs = in(1) | in(2) | in(3), .save_outputs = out(0) | out(1) | out(2),
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "lstm_layer_backward", .traits = kNonDifferentiable | kWidens16Bit,
                .attr_names = {"steps", "reverse"}, .infer_meta = layer_bwd_meta,
-               .cpu = layer_bwd_cpu, .vjp = layer_bwd_vjp, .contiguous_inputs = ~0u});
+               .cpu = layer_bwd_cpu, .vjp = layer_bwd_vjp, .contiguous_inputs = kEveryInput});
 }
 
 }  // namespace oneflow

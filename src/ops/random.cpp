@@ -209,7 +209,7 @@ void register_random_ops() {
   register_op({.name = "multinomial", .traits = kRandom,
                .attr_names = {"num_samples", "replacement", "seed", "offset"},
                .infer_meta = multinomial_meta, .cpu = multinomial_kernel,
-               .nondiff_inputs = 1, .rng_seed_attr = 2});
+               .nondiff_inputs = in(0), .rng_seed_attr = 2});
 }
 
 Tensor rand(IntArrayRef size, TensorOptions o) {

@@ -217,7 +217,8 @@ template <class C> struct AnyOp {
 void register_reduce_ops() {
   register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
                        .infer_meta = sum_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp,
-               .sbp_rule = &sbp_rules::kSum});
+               .sbp_rule = &sbp_rules::kSum,
+               .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "mean", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = mean_meta,
                         .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});

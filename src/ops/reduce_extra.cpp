@@ -834,61 +834,68 @@ void register_reduce_ops_extra() {
   const std::vector<std::string> rattrs = {"dims", "keepdim", "dtype"};
   register_op({.name = "prod", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = prod_meta, .cpu = prod_cpu, .vjp = prod_vjp,
-                        .save_inputs = 1});
+                        .save_inputs = in(0),
+                        .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "amax", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = extreme_meta<true>, .cpu = extreme_cpu<true>,
-                        .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
+                        .vjp = extreme_vjp, .save_inputs = in(0), .save_outputs = out(0)});
   register_op({.name = "amin", .traits = kReduction, .attr_names = rattrs,
                         .infer_meta = extreme_meta<false>, .cpu = extreme_cpu<false>,
-                        .vjp = extreme_vjp, .save_inputs = 1, .save_outputs = 1});
+                        .vjp = extreme_vjp, .save_inputs = in(0), .save_outputs = out(0)});
   register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<true>, .cpu = max_dim_cpu<true>,
-                           .vjp = max_dim_vjp, .save_outputs = 2,
-                 .contiguous_inputs = ~0u});
+                           .vjp = max_dim_vjp, .save_outputs = out(1),
+                 .contiguous_inputs = kEveryInput});
   register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
                            .infer_meta = max_dim_meta<false>, .cpu = max_dim_cpu<false>,
-                           .vjp = max_dim_vjp, .save_outputs = 2,
-                 .contiguous_inputs = ~0u});
+                           .vjp = max_dim_vjp, .save_outputs = out(1),
+                 .contiguous_inputs = kEveryInput});
   register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<true>,
                           .cpu = argmax_cpu<true>,
-                 .contiguous_inputs = ~0u});
+                 .contiguous_inputs = kEveryInput});
   register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
                           .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<false>,
                           .cpu = argmax_cpu<false>,
-                 .contiguous_inputs = ~0u});
+                 .contiguous_inputs = kEveryInput});
   const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
   register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<false>, .cpu = var_cpu<false>,
-                       .vjp = var_vjp<false>, .save_inputs = 1,
-                 .contiguous_inputs = ~0u});
+                       .vjp = var_vjp<false>, .save_inputs = in(0),
+                 .contiguous_inputs = kEveryInput});
   register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
                        .infer_meta = var_meta<true>, .cpu = var_cpu<true>, .vjp = var_vjp<true>,
-                       .save_inputs = 1, .save_outputs = 1,
-                 .contiguous_inputs = ~0u});
+                       .save_inputs = in(0), .save_outputs = out(0),
+                 .contiguous_inputs = kEveryInput});
   register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
                              .infer_meta = logsumexp_meta, .cpu = logsumexp_cpu,
-                             .vjp = logsumexp_vjp, .save_inputs = 1, .save_outputs = 1,
-                 .contiguous_inputs = ~0u});
+                             .vjp = logsumexp_vjp, .save_inputs = in(0), .save_outputs = out(0),
+                 .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "norm", .traits = kReduction,
                         .attr_names = {"dims", "keepdim", "dtype", "p"}, .infer_meta = norm_meta,
-                        .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = 1, .save_outputs = 1});
+                        .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = in(0), .save_outputs = out(0),
+                        .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
                           .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
-                          .vjp = cumsum_vjp, .sbp_rule = &sbp_rules::kScan,
-                 .contiguous_inputs = ~0u});
+                          .vjp = cumsum_vjp, .sbp_rule = &sbp_rules::kCumsum,
+                 .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
                            .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
-                           .vjp = cumprod_vjp, .save_inputs = 1, .save_outputs = 1,
-                 .sbp_rule = &sbp_rules::kScan, .contiguous_inputs = ~0u});
+                           .vjp = cumprod_vjp, .save_inputs = in(0), .save_outputs = out(0),
+                 .sbp_rule = &sbp_rules::kCumprod, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
                            .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
-                           .vjp = softmax_vjp, .save_outputs = 1,
-                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});
+                           .vjp = softmax_vjp, .save_outputs = out(0),
+                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "log_softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
                                .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
-                               .vjp = log_softmax_vjp, .save_outputs = 1,
-                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = ~0u});
+                               .vjp = log_softmax_vjp, .save_outputs = out(0),
+                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = kEveryInput,
+                 .autocast = AutocastPolicy::kFloat32});
 }
 
 // ---------------------------------------------------------------- public functions

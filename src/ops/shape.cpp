@@ -327,10 +327,10 @@ void register_shape_ops() {
   register_op({.name = "expand", .traits = kView, .attr_names = {"size"},
                .infer_meta = expand_meta, .vjp = expand_vjp, .sbp_rule = &sbp_rules::kExpand});
   register_op({.name = "slice", .traits = kView, .attr_names = {"dim", "start", "end", "step"},
-               .infer_meta = slice_meta, .vjp = slice_vjp, .sbp_rule = &sbp_rules::kSliceSelect});
+               .infer_meta = slice_meta, .vjp = slice_vjp, .sbp_rule = &sbp_rules::kSlice});
   register_op({.name = "select", .traits = kView, .attr_names = {"dim", "index"},
                .infer_meta = select_meta, .vjp = select_vjp,
-               .sbp_rule = &sbp_rules::kSliceSelect});
+               .sbp_rule = &sbp_rules::kSelect});
   register_op({.name = "diagonal", .traits = kView, .attr_names = {"offset", "dim1", "dim2"},
                .infer_meta = diagonal_meta, .vjp = diagonal_vjp, .sbp_rule = &sbp_rules::kDiagonal});
 }

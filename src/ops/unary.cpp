@@ -109,28 +109,31 @@ struct UnaryRow {
   KernelFn cpu;
   VjpFn vjp;
   bool save_in, save_out;
+  AutocastPolicy autocast = AutocastPolicy::kNone;
+  bool rejects_bool = false;  // a kAll op PyTorch refuses for bool tensors
+  const SbpRule* sbp = nullptr;
 };
 
 const UnaryRow kRows[] = {
-    {"neg", "fn::Neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false},
-    {"abs", "fn::Abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false},
-    {"sign", "fn::Sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false},
-    {"exp", "fn::Exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true},
+    {"neg", "fn::Neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false, AutocastPolicy::kNone, true, &sbp_rules::kLinearAll},
+    {"abs", "fn::Abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false, AutocastPolicy::kNone, true},
+    {"sign", "fn::Sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false, AutocastPolicy::kNone, true},
+    {"exp", "fn::Exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true, AutocastPolicy::kFloat32},
     {"exp2", "fn::Exp2", Kind::kFloat, unary_kernel_float<fn::Exp2>, exp2_vjp, false, true},
-    {"log", "fn::Log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false},
-    {"log2", "fn::Log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false},
-    {"log1p", "fn::Log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false},
-    {"expm1", "fn::Expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true},
+    {"log", "fn::Log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false, AutocastPolicy::kFloat32},
+    {"log2", "fn::Log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false, AutocastPolicy::kFloat32},
+    {"log1p", "fn::Log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false, AutocastPolicy::kFloat32},
+    {"expm1", "fn::Expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true, AutocastPolicy::kFloat32},
     {"sqrt", "fn::Sqrt", Kind::kFloat, unary_kernel_float<fn::Sqrt>, sqrt_vjp, false, true},
-    {"rsqrt", "fn::Rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true},
-    {"reciprocal", "fn::Reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true},
-    {"square", "fn::Square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false},
+    {"rsqrt", "fn::Rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true, AutocastPolicy::kFloat32},
+    {"reciprocal", "fn::Reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true, AutocastPolicy::kFloat32},
+    {"square", "fn::Square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false, AutocastPolicy::kNone, true},
     {"sin", "fn::Sin", Kind::kFloat, unary_kernel_float<fn::Sin>, sin_vjp, true, false},
     {"cos", "fn::Cos", Kind::kFloat, unary_kernel_float<fn::Cos>, cos_vjp, true, false},
-    {"tan", "fn::Tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true},
+    {"tan", "fn::Tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true, AutocastPolicy::kFloat32},
     {"tanh", "fn::Tanh", Kind::kFloat, unary_kernel_float<fn::Tanh>, tanh_vjp, false, true},
     {"sigmoid", "fn::Sigmoid", Kind::kFloat, unary_kernel_float<fn::Sigmoid>, sigmoid_vjp, false, true},
-    {"relu", "fn::Relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true},
+    {"relu", "fn::Relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true, AutocastPolicy::kNone, true},
     {"silu", "fn::Silu", Kind::kFloat, unary_kernel_float<fn::Silu>, silu_vjp, true, false},
     {"erf", "fn::Erf", Kind::kFloat, unary_kernel_float<fn::Erf>, erf_vjp, true, false},
     {"floor", "fn::Floor", Kind::kAll, unary_kernel_all<fn::Floor>, zero_vjp, false, false},
@@ -155,12 +158,9 @@ int row_index(const char* name) {
 Tensor unary_input(const UnaryRow& r, const Tensor& x) {
   OF_CHECK(x.defined(), "[{}] input tensor is undefined", r.name);
   if (r.kind == Kind::kFloat && !x.is_floating_point()) return x.to(kFloat32);
-  if (r.kind == Kind::kAll && x.dtype() == kBool) {
-    std::string_view n = r.name;
-    if (n == "neg" || n == "sign" || n == "abs" || n == "square" || n == "relu")
-      fail("[{}] is not supported for bool tensors (got a bool tensor of shape {})", r.name,
-           shape_str(x.sizes()));
-  }
+  if (r.rejects_bool && x.dtype() == kBool)
+    fail("[{}] is not supported for bool tensors (got a bool tensor of shape {})", r.name,
+         shape_str(x.sizes()));
   return x;
 }
 
@@ -193,11 +193,13 @@ void register_unary_ops() {
     d.vjp = r.vjp;
     d.save_inputs = r.save_in ? 1u : 0u;
     d.save_outputs = r.save_out ? 1u : 0u;
-    if (std::string_view(r.name) == "neg") d.sbp_rule = &sbp_rules::kLinearAll;  // -P is P
+    d.sbp_rule = r.sbp;  // neg: -P is P
+    d.autocast = r.autocast;
     register_op(std::move(d));
   }
   register_op({.name = "gelu", .traits = kElementwise | kInplaceOk, .attr_names = {"approximate"},
-               .infer_meta = elementwise_meta, .cpu = gelu_cpu, .vjp = gelu_vjp, .save_inputs = 1});
+               .infer_meta = elementwise_meta, .cpu = gelu_cpu, .vjp = gelu_vjp, .save_inputs = in(0),
+               .fused_form = FusedForm::kGelu});
 }
 
 #define OF_UNARY_DEF(name)                                             \

@@ -703,14 +703,6 @@ Storage swap_out(const Storage& s) {
   return fresh;
 }
 
-// The CUDA kernels that set the flag (src/cuda/nn.cpp, src/cuda/index.cpp).
-bool checks_indices(const OpDef& op) {
-  const std::string& n = op.name;
-  return n == "cross_entropy" || n == "cross_entropy_backward" || n == "embedding" ||
-         n == "index_select" || n == "index_add" || n == "gather" || n == "scatter" ||
-         n == "scatter_add" || n == "one_hot";
-}
-
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
   Profiler::Scope ps(profile, s.group >= 0 ? p.groups[size_t(s.group)].label.c_str()
                                            : s.op->name.c_str());
@@ -725,7 +717,7 @@ void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
   }
   if (s.on_cuda) {
     cuda_backend::note_launch(s.op->name.c_str());
-  } else if (checks_indices(*s.op)) {
+  } else if (s.op->has(kChecksIndices)) {
     // NOTE [Replayed index checks]: these ops check their index values in infer_meta (the CPU
     // kernels trust them); a replay runs it again so that a call with an out-of-range index
     // raises as eager does instead of reading out of bounds
@@ -760,7 +752,7 @@ bool capture(Plan& p) {
       const void* rng = s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng)
                                    : nullptr;
       cuda_backend::graph_slots(rng, flag);
-      p.index_checks = p.index_checks || checks_indices(*s.op);
+      p.index_checks = p.index_checks || s.op->has(kChecksIndices);
       cuda_backend::note_launch(s.op->name.c_str());
       s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
     }

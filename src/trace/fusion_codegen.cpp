@@ -71,22 +71,12 @@ const FunctorRow* functor_row(const char* functor) {
   return nullptr;
 }
 
-// The special kernels (not a plain functor of the row tables).
-enum class Special { None, Gelu, Where, Fill, CopyInto, Cast, PowScalar, Clamp };
-Special special_of(const std::string& name) {
-  if (name == "gelu") return Special::Gelu;
-  if (name == "where") return Special::Where;
-  if (name == "fill_") return Special::Fill;
-  if (name == "copy_") return Special::CopyInto;
-  if (name == "copy") return Special::Cast;
-  if (name == "pow_scalar") return Special::PowScalar;
-  if (name == "clamp") return Special::Clamp;
-  return Special::None;
-}
+// The forms other than a plain functor of the row tables: OpDef::fused_form.
+using Special = FusedForm;
 
 // Inputs a member reads (copy_ and fill_ overwrite input 0 without reading it).
 bool reads_input(Special s, size_t k) {
-  return !((s == Special::Fill || s == Special::CopyInto) && k == 0);
+  return !((s == Special::kFill || s == Special::kCopyInto) && k == 0);
 }
 
 const char* cpp_type(ScalarType t) {
@@ -145,7 +135,7 @@ std::string check_node(const Graph& g, const Node& n) {
   for (int v : n.inputs)
     if (v < 0) return fmt::format("[{}] has an undefined input", op);
   const ScalarType out = dtype_of(g, n.outputs[0]);
-  const Special sp = special_of(op);
+  const Special sp = n.op->fused_form;
   auto arity = [&](size_t k) -> std::string {
     if (n.inputs.size() == k) return "";
     return fmt::format("[{}] has {} inputs, its CUDA kernel takes {}", op, n.inputs.size(), k);
@@ -159,35 +149,35 @@ std::string check_node(const Graph& g, const Node& n) {
     return "";
   };
   switch (sp) {
-    case Special::Gelu: {
+    case Special::kGelu: {
       if (auto e = arity(1); !e.empty()) return e;
       if (!attr<std::string>(n, 0)) return fmt::format("[{}] expected a string attr `approximate`", op);
       if (!is_floating_point(out)) return fmt::format("[{}] {} operands have no CUDA kernel", op, dtype_name(out));
       return same_dtypes(0, out);
     }
-    case Special::Where: {
+    case Special::kWhere: {
       if (auto e = arity(3); !e.empty()) return e;
       if (dtype_of(g, n.inputs[0]) != kBool) return fmt::format("[{}] expected a bool condition", op);
       return same_dtypes(1, out);
     }
-    case Special::Fill:
+    case Special::kFill:
       if (auto e = arity(1); !e.empty()) return e;
       if (!attr<Scalar>(n, 0)) return fmt::format("[{}] expected a Scalar attr `value`", op);
       return "";
-    case Special::CopyInto:
+    case Special::kCopyInto:
       return arity(2);
-    case Special::Cast:
+    case Special::kCast:
       return arity(1);
-    case Special::PowScalar:
+    case Special::kPowScalar:
       if (auto e = arity(1); !e.empty()) return e;
       if (!attr<double>(n, 0)) return fmt::format("[{}] expected a double attr `exponent`", op);
       return same_dtypes(0, out);
-    case Special::Clamp:
+    case Special::kClamp:
       if (auto e = arity(1); !e.empty()) return e;
       if (!attr<bool>(n, 0) || !attr<double>(n, 1) || !attr<bool>(n, 2) || !attr<double>(n, 3))
         return fmt::format("[{}] expected attrs (bool, double, bool, double)", op);
       return same_dtypes(0, out);
-    case Special::None: break;
+    case Special::kFunctor: break;
   }
   const FunctorRow* row = functor_row(n.op->functor);
   if (!row)
@@ -216,13 +206,13 @@ std::string member_expr(const Graph& g, const Node& n, const std::vector<std::st
   auto widen = [&](size_t k) {
     return fmt::format("{}({})", compute_type(dtype_of(g, n.inputs[k])), in[k]);
   };
-  switch (special_of(n.op->name)) {
-    case Special::Gelu:
+  switch (n.op->fused_form) {
+    case Special::kGelu:
       return fmt::format("{}(oneflow::fn::{}{{}}({}))", O,
                          *attr<std::string>(n, 0) == "tanh" ? "GeluTanh" : "GeluErf", widen(0));
-    case Special::Where:
+    case Special::kWhere:
       return fmt::format("({} ? {} : {})", in[0], in[1], in[2]);
-    case Special::Fill: {
+    case Special::kFill: {
       // FillFn::value<C>() of elementwise.cu, then Out(C)
       const Scalar& v = *attr<Scalar>(n, 0);
       const std::string C = compute_type(out);
@@ -232,24 +222,24 @@ std::string member_expr(const Graph& g, const Node& n, const std::vector<std::st
       else value = fmt::format("{}({})", C, f64_literal(v.to_double()));
       return fmt::format("{}({})", O, value);
     }
-    case Special::CopyInto: {
+    case Special::kCopyInto: {
       // the identity kernel in the destination dtype, after copy_to_contiguous's conversion
       const ScalarType src = dtype_of(g, n.inputs[1]);
       const std::string s = src == out ? in[1]
                                        : fmt::format("oneflow::fused::convert<{}>({})", O, in[1]);
       return fmt::format("{}({}({}))", O, compute_type(out), s);
     }
-    case Special::Cast:
+    case Special::kCast:
       return fmt::format("oneflow::fused::convert<{}>({})", O, in[0]);
-    case Special::PowScalar:
+    case Special::kPowScalar:
       return fmt::format("{}(oneflow::fused::PowScalarFn{{{}}}({}))", O,
                          f64_literal(*attr<double>(n, 0)), widen(0));
-    case Special::Clamp:
+    case Special::kClamp:
       return fmt::format("{}(oneflow::fused::ClampFn{{{}, {}, {}, {}}}({}))", O,
                          *attr<bool>(n, 0) ? "true" : "false", *attr<bool>(n, 2) ? "true" : "false",
                          f64_literal(*attr<double>(n, 1)), f64_literal(*attr<double>(n, 3)),
                          widen(0));
-    case Special::None: break;
+    case Special::kFunctor: break;
   }
   // a row op: Out(f(C(a)[, C(b)])), as elementwise.cu's apply()
   const std::string f = fmt::format("oneflow::{}{{}}", n.op->functor);
@@ -331,7 +321,7 @@ FusedKernelSource generate_fused_kernel(const Graph& g, int group) {
   std::unordered_set<int> produced_set;
   for (int ni : members) {
     const Node& n = g.nodes[size_t(ni)];
-    const Special sp = special_of(n.op->name);
+    const Special sp = n.op->fused_form;
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       const int v = n.inputs[j];
       if (!reads_input(sp, j) || in_register.count(v)) continue;
@@ -372,7 +362,7 @@ FusedKernelSource generate_fused_kernel(const Graph& g, int group) {
   std::unordered_set<int> read_later;
   for (int ni : members) {
     const Node& n = g.nodes[size_t(ni)];
-    const Special sp = special_of(n.op->name);
+    const Special sp = n.op->fused_form;
     for (size_t j = 0; j < n.inputs.size(); ++j)
       if (reads_input(sp, j)) read_later.insert(n.inputs[j]);
   }

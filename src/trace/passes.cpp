@@ -291,33 +291,36 @@ Graph fold(const Graph& g0) {
       dead[i] = true;
       continue;
     }
-    // algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, and copies/casts that change nothing
+    // algebraic identities (OpDef::fold_identities): x*1, 1*x, x/1, x+0, 0+x, x-0, x**1, and
+    // copies/casts that change nothing
     int keep = -1;
-    const std::string& name = n.op->name;
-    double c = 0;
     auto same_as_out = [&](int v) {
       if (v < 0) return false;
       const Value& x = g.values[size_t(v)];
       return x.dtype == out.dtype && IntArrayRef(x.sizes) == IntArrayRef(out.sizes) &&
              IntArrayRef(x.strides) == IntArrayRef(out.strides) && !later_writes(v, i);
     };
-    if (n.inputs.size() == 2) {
-      const int a = n.inputs[0], b = n.inputs[1];
-      if ((name == "mul" && constant_scalar(g, b, c) && c == 1) ||
-          (name == "div" && constant_scalar(g, b, c) && c == 1) ||
-          ((name == "add" || name == "sub") && constant_scalar(g, b, c) && c == 0)) {
-        if (same_as_out(a)) keep = a;
-      } else if ((name == "mul" && constant_scalar(g, a, c) && c == 1) ||
-                 (name == "add" && constant_scalar(g, a, c) && c == 0)) {
-        if (same_as_out(b)) keep = b;
+    for (const FoldIdentity& id : n.op->fold_identities) {
+      const size_t k = size_t(id.keep);
+      if (k >= n.inputs.size() || !same_as_out(n.inputs[k])) continue;
+      double c = 0;
+      bool holds = false;
+      switch (id.kind) {
+        case FoldIdentity::kOtherInputIs:
+          holds = n.inputs.size() == 2 && constant_scalar(g, n.inputs[1 - k], c) && c == id.value;
+          break;
+        case FoldIdentity::kScalarAttrIs:
+          holds = n.attrs.size() == 1 && std::holds_alternative<Scalar>(n.attrs.values[0]) &&
+                  n.attrs.scalar(0).to_double() == id.value;
+          break;
+        case FoldIdentity::kSameLayout:
+          holds = n.inputs.size() == 1 && g.values[size_t(n.inputs[k])].contiguous();
+          break;
       }
-    } else if (name == "copy" && n.inputs.size() == 1 && same_as_out(n.inputs[0]) &&
-               g.values[size_t(n.inputs[0])].contiguous()) {
-      keep = n.inputs[0];
-    } else if (name == "pow_scalar" && n.attrs.size() == 1 &&
-               std::holds_alternative<Scalar>(n.attrs.values[0]) &&
-               n.attrs.scalar(0).to_double() == 1.0 && same_as_out(n.inputs[0])) {
-      keep = n.inputs[0];
+      if (holds) {
+        keep = n.inputs[k];
+        break;
+      }
     }
     if (keep >= 0 && !is_graph_output(g, n.outputs[0])) {
       remap[size_t(n.outputs[0])] = keep;
