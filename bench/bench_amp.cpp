@@ -28,12 +28,11 @@ constexpr int kWarmup = 3, kSteps = 15, kBatch = 128;
 
 struct NetImpl : nn::Module {
   NetImpl() {
-    features = register_module(
-        "features",
-        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::BatchNorm2d(32),
-                       nn::ReLU(), nn::MaxPool2d(2),
-                       nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::BatchNorm2d(64),
-                       nn::ReLU(), nn::MaxPool2d(2)));
+    features = register_module("features",
+                               nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)),
+                                              nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2),
+                                              nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
+                                              nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2)));
     classifier = register_module(
         "classifier", nn::Sequential(nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(),
                                      nn::Dropout(0.25), nn::Linear(128, 10)));
@@ -61,26 +60,26 @@ double ours_step_time(bool amp, bool traced) {
     return loss;
   };
   auto tstep = of::jit::trace(step);
-  return ob::median_time(
-      [&] { ob::keep((traced ? tstep(x, y) : step(x, y)).item<float>()); }, kWarmup, kSteps, 1.0,
-      kSteps);
+  return ob::median_time([&] { ob::keep((traced ? tstep(x, y) : step(x, y)).item<float>()); },
+                         kWarmup, kSteps, 1.0, kSteps);
 }
 
 #ifdef OF_BENCH_WITH_LIBTORCH
 struct TNetImpl : torch::nn::Module {
   TNetImpl() {
     namespace tn = torch::nn;
-    features = register_module(
-        "features",
-        tn::Sequential(tn::Conv2d(tn::Conv2dOptions(1, 32, 3).padding(1)), tn::BatchNorm2d(32),
-                       tn::ReLU(), tn::MaxPool2d(2),
-                       tn::Conv2d(tn::Conv2dOptions(32, 64, 3).padding(1)), tn::BatchNorm2d(64),
-                       tn::ReLU(), tn::MaxPool2d(2)));
+    features = register_module("features",
+                               tn::Sequential(tn::Conv2d(tn::Conv2dOptions(1, 32, 3).padding(1)),
+                                              tn::BatchNorm2d(32), tn::ReLU(), tn::MaxPool2d(2),
+                                              tn::Conv2d(tn::Conv2dOptions(32, 64, 3).padding(1)),
+                                              tn::BatchNorm2d(64), tn::ReLU(), tn::MaxPool2d(2)));
     classifier = register_module(
         "classifier", tn::Sequential(tn::Flatten(), tn::Linear(64 * 7 * 7, 128), tn::ReLU(),
                                      tn::Dropout(0.25), tn::Linear(128, 10)));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return classifier->forward(features->forward(x)); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return classifier->forward(features->forward(x));
+  }
   torch::nn::Sequential features{nullptr}, classifier{nullptr};
 };
 TORCH_MODULE(TNet);
@@ -122,7 +121,9 @@ int main(int argc, char** argv) {
       {"float32, eager", [] { return ours_step_time(false, false); }, {}},
       {"bfloat16 autocast, eager", [] { return ours_step_time(true, false); }, {}},
       {"float32, traced (peer: libtorch eager)", [] { return ours_step_time(false, true); }, {}},
-      {"bfloat16 autocast, traced (peer: libtorch eager)", [] { return ours_step_time(true, true); }, {}},
+      {"bfloat16 autocast, traced (peer: libtorch eager)",
+       [] { return ours_step_time(true, true); },
+       {}},
   };
 #ifdef OF_BENCH_WITH_LIBTORCH
   for (size_t k = 0; k < cs.size(); ++k) {
@@ -138,13 +139,15 @@ int main(int argc, char** argv) {
     return ob::report_side(f);
   }
   ob::print_machine("bench_amp", threads);
-  fmt::print("Fashion-MNIST CNN training step (forward + backward + Adam), batch {}; median of {} "
-             "steps after {} warm-up steps; each side its own program\n",
-             kBatch, kSteps, kWarmup);
+  fmt::print(
+      "Fashion-MNIST CNN training step (forward + backward + Adam), batch {}; median of {} "
+      "steps after {} warm-up steps; each side its own program\n",
+      kBatch, kSteps, kWarmup);
   const std::string self = ob::exe_dir() + "/bench_amp";
-  ob::Table table("training step time, ms; peer = libtorch 1.13, same model, same thread count, "
-                  "same precision; ratio = ours / libtorch (the issue sets no CPU speed target "
-                  "for AMP; its target is accuracy, tests/test_amp.cpp)");
+  ob::Table table(
+      "training step time, ms; peer = libtorch 1.13, same model, same thread count, "
+      "same precision; ratio = ours / libtorch (the issue sets no CPU speed target "
+      "for AMP; its target is accuracy, tests/test_amp.cpp)");
   std::vector<double> ours_s(cs.size(), NAN);
   for (size_t k = 0; k < cs.size(); ++k) {
     ob::Result ours = ob::in_program({self, "--child", "ours", std::to_string(k)});
@@ -155,8 +158,9 @@ int main(int argc, char** argv) {
       peer = t.seconds < 0 ? "failed" : fmt::format("{:.2f} ms", t.seconds * 1e3);
       if (t.seconds > 0 && ours.seconds > 0) ratio = ob::ratio_str(ours.seconds / t.seconds);
     }
-    table.row({cs[k].name, ours.seconds < 0 ? "failed" : fmt::format("{:.2f} ms", ours.seconds * 1e3),
-               peer, ratio, "-", "n/a"});
+    table.row({cs[k].name,
+               ours.seconds < 0 ? "failed" : fmt::format("{:.2f} ms", ours.seconds * 1e3), peer,
+               ratio, "-", "n/a"});
   }
   table.print();
   fmt::print("\nours, bfloat16 / float32 step time: eager {:.2f}x, traced {:.2f}x\n",

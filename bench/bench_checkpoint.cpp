@@ -63,8 +63,7 @@ struct Timing {
 };
 
 // Median seconds of f over `runs` runs, with the page cache warm or dropped before each run.
-template <class F>
-Timing measure(const std::string& path, int runs, F&& f) {
+template <class F> Timing measure(const std::string& path, int runs, F&& f) {
   Timing t;
   std::vector<double> warm, cold;
   f();  // warm-up: the file is now in the page cache

@@ -20,13 +20,13 @@ namespace ob = oneflow::bench;
 
 namespace {
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    auto e_ = (x);                                                                   \
-    if (int(e_) != 0) {                                                              \
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    auto e_ = (x);                                                                        \
+    if (int(e_) != 0) {                                                                   \
       std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #x, int(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                  \
-    }                                                                                \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 // Seconds per call of f on `stream`, timed with events around `reps` calls after warm-up.
@@ -60,14 +60,17 @@ int main() {
   CK(cublasSetStream(h, stream));
   ob::print_machine("bench_cuda", 1);
 
-  ob::Table mm("matmul C = A B, n x n, TFLOP/s; peer = cublasGemmEx on the same buffers "
-               "(float32 without TF32, 16-bit with float accumulation)");
+  ob::Table mm(
+      "matmul C = A B, n x n, TFLOP/s; peer = cublasGemmEx on the same buffers "
+      "(float32 without TF32, 16-bit with float accumulation)");
   for (auto dt : {of::kFloat32, of::kFloat16, of::kBFloat16}) {
     for (int64_t n : {1024, 4096, 8192}) {
       of::Tensor a = of::randn({n, n}).to(dev, dt), b = of::randn({n, n}).to(dev, dt);
       of::Tensor c = of::empty({n, n}, of::TensorOptions().device(dev).dtype(dt));
       const double ours = time_on(stream, [&] { of::mm_out(c, a, b); });
-      const cudaDataType_t t = dt == of::kFloat32 ? CUDA_R_32F : dt == of::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+      const cudaDataType_t t = dt == of::kFloat32   ? CUDA_R_32F
+                               : dt == of::kFloat16 ? CUDA_R_16F
+                                                    : CUDA_R_16BF;
       const float one = 1, zero = 0;
       const double raw = time_on(stream, [&] {
         // row-major C = A B is column-major C^T = B^T A^T
@@ -76,15 +79,16 @@ int main() {
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       });
       const double flop = 2.0 * double(n) * double(n) * double(n);
-      mm.row({fmt::format("{} n={}", of::dtype_name(dt), n), fmt::format("{:.1f}", flop / ours / 1e12),
-              fmt::format("{:.1f}", flop / raw / 1e12), ob::ratio_str(raw / ours), ">= 0.95x",
-              ob::verdict(raw / ours >= 0.95)});
+      mm.row({fmt::format("{} n={}", of::dtype_name(dt), n),
+              fmt::format("{:.1f}", flop / ours / 1e12), fmt::format("{:.1f}", flop / raw / 1e12),
+              ob::ratio_str(raw / ours), ">= 0.95x", ob::verdict(raw / ours >= 0.95)});
     }
   }
   mm.print();
 
-  ob::Table ew("elementwise, GB/s (bytes read + written); peer = cudaMemcpyAsync device to device "
-               "of the same bytes");
+  ob::Table ew(
+      "elementwise, GB/s (bytes read + written); peer = cudaMemcpyAsync device to device "
+      "of the same bytes");
   for (int64_t n : {int64_t(1) << 20, int64_t(1) << 24, int64_t(1) << 26}) {
     of::Tensor x = of::randn({n}).to(dev), y = of::randn({n}).to(dev), z = of::empty_like(x);
     const double bytes3 = 3.0 * double(n) * 4, bytes2 = 2.0 * double(n) * 4;
@@ -99,15 +103,17 @@ int main() {
     ew.row({fmt::format("add, {} floats", n), fmt::format("{:.0f}", bytes3 / add / 1e9),
             fmt::format("{:.0f}", copy_gbs), ob::ratio_str(bytes3 / add / 1e9 / copy_gbs),
             ">= 0.8x", ob::verdict(bytes3 / add / 1e9 >= 0.8 * copy_gbs)});
-    ew.row({fmt::format("relu (allocating), {} floats", n), fmt::format("{:.0f}", bytes2 / relu / 1e9),
-            fmt::format("{:.0f}", copy_gbs), ob::ratio_str(bytes2 / relu / 1e9 / copy_gbs),
-            ">= 0.8x", ob::verdict(bytes2 / relu / 1e9 >= 0.8 * copy_gbs)});
+    ew.row({fmt::format("relu (allocating), {} floats", n),
+            fmt::format("{:.0f}", bytes2 / relu / 1e9), fmt::format("{:.0f}", copy_gbs),
+            ob::ratio_str(bytes2 / relu / 1e9 / copy_gbs), ">= 0.8x",
+            ob::verdict(bytes2 / relu / 1e9 >= 0.8 * copy_gbs)});
     CK(cudaFree(buf));
   }
   ew.print();
 
-  ob::Table red("reductions, GB/s (bytes read + written); peer = the device-to-device copy of "
-                "the input's bytes");
+  ob::Table red(
+      "reductions, GB/s (bytes read + written); peer = the device-to-device copy of "
+      "the input's bytes");
   {
     const int64_t n = int64_t(1) << 26;
     of::Tensor x = of::randn({n}).to(dev);
@@ -119,7 +125,11 @@ int main() {
     CK(cudaFree(buf));
     const double copy_gbs = 2.0 * double(n) * 4 / copy / 1e9;
     const of::Tensor rows = x.view({8192, 8192});
-    struct Case { const char* name; std::function<void()> f; double bytes; };
+    struct Case {
+      const char* name;
+      std::function<void()> f;
+      double bytes;
+    };
     const std::vector<Case> cases = {
         {"sum of 2^26 floats", [&] { x.sum(); }, double(n) * 4},
         {"sum over rows [8192, 8192] -> [8192]", [&] { rows.sum({1}); }, double(n) * 4},
@@ -134,8 +144,9 @@ int main() {
   }
   red.print();
 
-  ob::Table tr("training step MLP 784-64-10, batch 16, SGD momentum: ms per step; peer = the "
-               "same step eager");
+  ob::Table tr(
+      "training step MLP 784-64-10, batch 16, SGD momentum: ms per step; peer = the "
+      "same step eager");
   {
     of::manual_seed(0);
     std::vector<of::Tensor> p = {(of::randn({64, 784}) * 0.05).to(dev).set_requires_grad(true),
@@ -147,21 +158,26 @@ int main() {
     const of::Tensor y = of::randint(0, 10, {16}, of::kInt64).to(dev);
     auto body = [&](const of::Tensor& xx, const of::Tensor& yy) {
       opt.zero_grad();
-      of::Tensor loss = of::cross_entropy(of::linear(of::linear(xx, p[0], p[1]).relu(), p[2], p[3]), yy);
+      of::Tensor loss =
+          of::cross_entropy(of::linear(of::linear(xx, p[0], p[1]).relu(), p[2], p[3]), yy);
       loss.backward();
       opt.step();
       return loss;
     };
     auto step = of::jit::trace(body);
-    const double eager = time_on(stream, [&] { body(x, y); }, 200);
-    const double replay = time_on(stream, [&] { step(x, y); }, 200);
-    tr.row({"replay (" + step.stats().replay_mode + ") vs eager", fmt::format("{:.3f}", replay * 1e3),
-            fmt::format("{:.3f}", eager * 1e3), ob::ratio_str(eager / replay) + " faster", ">= 2x",
+    const double eager = time_on(
+        stream, [&] { body(x, y); }, 200);
+    const double replay = time_on(
+        stream, [&] { step(x, y); }, 200);
+    tr.row({"replay (" + step.stats().replay_mode + ") vs eager",
+            fmt::format("{:.3f}", replay * 1e3), fmt::format("{:.3f}", eager * 1e3),
+            ob::ratio_str(eager / replay) + " faster", ">= 2x",
             ob::verdict(eager / replay >= 2.0)});
   }
   tr.print();
   CK(cublasDestroy(h));
-  std::printf("\nResNet-50 / BERT-base training beside PyTorch: bench_gpu_models (gpu_check.sh runs "
-              "bench/gpu_models.py first)\n");
+  std::printf(
+      "\nResNet-50 / BERT-base training beside PyTorch: bench_gpu_models (gpu_check.sh runs "
+      "bench/gpu_models.py first)\n");
   return 0;
 }

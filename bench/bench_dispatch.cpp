@@ -59,12 +59,15 @@ int main() {
   (void)of::get_num_threads();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ob::print_machine("bench_dispatch", of::get_num_threads());
-  fmt::print("a + b, best of {} rounds of {} ops (ours and libtorch alternating), results "
-             "dropped each iteration\n", kReps, kIters);
+  fmt::print(
+      "a + b, best of {} rounds of {} ops (ours and libtorch alternating), results "
+      "dropped each iteration\n",
+      kReps, kIters);
 
-  ob::Table table("eager dispatch overhead, ns per `a + b` (float32, CPU); peer = libtorch "
-                  "same op same process; ratio = ours / libtorch",
-                  {"of allocated bytes after - before"});
+  ob::Table table(
+      "eager dispatch overhead, ns per `a + b` (float32, CPU); peer = libtorch "
+      "same op same process; ratio = ours / libtorch",
+      {"of allocated bytes after - before"});
   for (bool grad : {false, true}) {
     for (int64_t n : {1, 32}) {
       of::Tensor a = of::rand({n}), b = of::rand({n}), sink;

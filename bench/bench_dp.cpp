@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-3));
   const int64_t batch = 64, local = batch / world;
   of::manual_seed(1 + rank);
-  of::Tensor x = of::randn({local, 1, 28, 28}), y = of::randint(0, 10, {local}, of::dtype(of::kInt64));
+  of::Tensor x = of::randn({local, 1, 28, 28}),
+             y = of::randint(0, 10, {local}, of::dtype(of::kInt64));
   if (world > 1) {
     x = x.to_global(pl, of::sbp::split(0));
     y = y.to_global(pl, of::sbp::split(0));
@@ -48,9 +49,10 @@ int main(int argc, char** argv) {
     opt.step();
   };
   if (rank == 0)
-    std::printf("bench_dp: Fashion-MNIST CNN (%lld parameters), Adam, global batch %lld, %d "
-                "rank(s) x %d thread(s), median of %d steps per round, rounds interleaved\n\n",
-                (long long)param_elems, (long long)batch, world, of::get_num_threads(), steps);
+    std::printf(
+        "bench_dp: Fashion-MNIST CNN (%lld parameters), Adam, global batch %lld, %d "
+        "rank(s) x %d thread(s), median of %d steps per round, rounds interleaved\n\n",
+        (long long)param_elems, (long long)batch, world, of::get_num_threads(), steps);
   if (world == 1) {
     for (int i = 0; i < 3; ++i) step();
     std::vector<double> t;
@@ -70,7 +72,8 @@ int main(int argc, char** argv) {
   };
   const int64_t cap = of::distributed::grad_bucket_bytes();  // 1 MiB, or $OF_GRAD_BUCKET_BYTES
   const std::string bucketed = "bucketed, overlapped (" + std::to_string(cap >> 10) + " KiB)";
-  std::vector<Side> sides = {{bucketed.c_str(), cap, {}, {}}, {"blocking, per gradient", 0, {}, {}}};
+  std::vector<Side> sides = {{bucketed.c_str(), cap, {}, {}},
+                             {"blocking, per gradient", 0, {}, {}}};
   for (auto& s : sides) {  // warm-up
     of::distributed::set_grad_bucket_bytes(s.bucket);
     for (int i = 0; i < 3; ++i) step();
@@ -104,10 +107,12 @@ int main(int argc, char** argv) {
       std::printf("%-38s %12.2f %12.0f %14.3f\n", s.name, median(s.step_s) * 1e3,
                   double(batch) / median(s.step_s), median(s.reduce_s) * 1e3);
     const double hidden = 1.0 - median(sides[0].reduce_s) / median(sides[1].reduce_s);
-    std::printf("\nreduction time hidden by the overlap: %.0f%% (target >= 50%%); step %.2fx "
-                "faster than blocking\nlimit: one raw MPI_Allreduce of all %lld gradient "
-                "floats: %.3f ms\n", hidden * 100, median(sides[1].step_s) / median(sides[0].step_s),
-                (long long)param_elems, median(raw_s) * 1e3);
+    std::printf(
+        "\nreduction time hidden by the overlap: %.0f%% (target >= 50%%); step %.2fx "
+        "faster than blocking\nlimit: one raw MPI_Allreduce of all %lld gradient "
+        "floats: %.3f ms\n",
+        hidden * 100, median(sides[1].step_s) / median(sides[0].step_s), (long long)param_elems,
+        median(raw_s) * 1e3);
   }
   return 0;
 }

@@ -37,10 +37,10 @@ void triad(float* a, const float* b, const float* c, float s, int64_t n, int nt)
 
 struct Case {
   std::string name;
-  double bytes;                         // read + written
-  double target;                        // fraction of the triad ceiling
+  double bytes;   // read + written
+  double target;  // fraction of the triad ceiling
   std::function<void()> ours;
-  std::function<void()> torch;          // empty without libtorch
+  std::function<void()> torch;  // empty without libtorch
 };
 
 }  // namespace
@@ -69,11 +69,17 @@ int main() {
   float* po = out.data_ptr<float>();
   const float* pa = a.data_ptr<float>();
   const float* pb = b.data_ptr<float>();
-  double t_triad = ob::median_time([&] { triad(po, pa, pb, 3.0f, kN, threads); ob::keep(po[0]); },
-                                   2, 7, 0.5);
+  double t_triad = ob::median_time(
+      [&] {
+        triad(po, pa, pb, 3.0f, kN, threads);
+        ob::keep(po[0]);
+      },
+      2, 7, 0.5);
   const double ceiling = gbs(3.0 * 4 * kN, t_triad);
-  fmt::print("ceiling: STREAM triad a = b + s*c, {} threads, 16M float32: {:.2f} GB/s "
-             "({:.2f} ms)\n", threads, ceiling, t_triad * 1e3);
+  fmt::print(
+      "ceiling: STREAM triad a = b + s*c, {} threads, 16M float32: {:.2f} GB/s "
+      "({:.2f} ms)\n",
+      threads, ceiling, t_triad * 1e3);
 
   of::Tensor sink;  // keeps each result alive until the next call replaces it
   const double b2r1w = 3.0 * 4 * kN, b1r1w = 2.0 * 4 * kN, b1r = 1.0 * 4 * kN;
@@ -85,12 +91,17 @@ int main() {
       {"gelu(a) [allocating]", b1r1w, 0.8, [&] { sink = of::gelu(a); }, {}},
       {"sum(a)", b1r, 0.8, [&] { sink = of::sum(a); }, {}},
       {"T: A.t() + B.t()", b2r1w, 0.4, [&] { sink = A.t() + B.t(); }, {}},
-      {"T: add_out(OUT.t(), A.t(), B.t())", b2r1w, 0.4,
-       [&] { of::Tensor o = OUT.t(); of::add_out(o, A.t(), B.t()); }, {}},
+      {"T: add_out(OUT.t(), A.t(), B.t())",
+       b2r1w,
+       0.4,
+       [&] {
+         of::Tensor o = OUT.t();
+         of::add_out(o, A.t(), B.t());
+       },
+       {}},
       // The next two transpose data (input and output layouts disagree): the issue sets no
       // target for them; they are shown for the comparison with libtorch.
-      {"T: add_out(OUT, A.t(), B) [mixed]", b2r1w, 0,
-       [&] { of::add_out(OUT, A.t(), B); }, {}},
+      {"T: add_out(OUT, A.t(), B) [mixed]", b2r1w, 0, [&] { of::add_out(OUT, A.t(), B); }, {}},
       {"T: A.t() * B.t()", b2r1w, 0.4, [&] { sink = A.t() * B.t(); }, {}},
       {"T: gelu(A.t())", b1r1w, 0.4, [&] { sink = of::gelu(A.t()); }, {}},
       {"T: sum(A.t())", b1r, 0.4, [&] { sink = of::sum(A.t()); }, {}},
@@ -113,7 +124,10 @@ int main() {
       [&] { tsink = at::gelu(ta); },
       [&] { tsink = at::sum(ta); },
       [&] { tsink = tA.t() + tB.t(); },
-      [&] { at::Tensor o = tOUT.t(); at::add_out(o, tA.t(), tB.t()); },
+      [&] {
+        at::Tensor o = tOUT.t();
+        at::add_out(o, tA.t(), tB.t());
+      },
       [&] { at::add_out(tOUT, tA.t(), tB); },
       [&] { tsink = tA.t() * tB.t(); },
       [&] { tsink = at::gelu(tA.t()); },
@@ -125,7 +139,8 @@ int main() {
 
   ob::Table table(fmt::format("16M float32 elementwise, GB/s = (bytes read + written) / median "
                               "time; peer = triad ceiling {:.2f} GB/s; T: = on 4096x4096 "
-                              "transposed views", ceiling),
+                              "transposed views",
+                              ceiling),
                   {"ms", "libtorch", "ours/libtorch"});
   for (auto& c : cases) {
     double t = ob::median_time(c.ours, 2, 5, 0.3);
@@ -141,14 +156,16 @@ int main() {
     }
     table.row({c.name, fmt::format("{:.2f} GB/s", g), fmt::format("{:.2f} GB/s", ceiling),
                ob::ratio_str(r), c.target > 0 ? fmt::format(">= {:.1f}x", c.target) : "-",
-               c.target > 0 ? ob::verdict(r >= c.target) : "(transposes)", fmt::format("{:.2f}", t * 1e3), tcell, tratio});
+               c.target > 0 ? ob::verdict(r >= c.target) : "(transposes)",
+               fmt::format("{:.2f}", t * 1e3), tcell, tratio});
   }
   table.print();
 
   // ---- robustness: a competing process spinning on one of the cores
-  ob::Table busy(fmt::format("add_out 16M float32 on {} threads while another process spins "
-                             "(fork()ed busy loop); ours = busy, peer = idle, ratio = slowdown",
-                             threads));
+  ob::Table busy(
+      fmt::format("add_out 16M float32 on {} threads while another process spins "
+                  "(fork()ed busy loop); ours = busy, peer = idle, ratio = slowdown",
+                  threads));
   auto slowdown_row = [&](const std::string& name, const std::function<void()>& f) {
     double idle = ob::median_time(f, 2, 7, 0.4);
     double loaded;

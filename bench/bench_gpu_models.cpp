@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
   }
   if (!want_resnet && !want_bert) want_resnet = want_bert = true;
   if (!smoke && !of::cuda::is_available()) {
-    std::printf("bench_gpu_models: no CUDA device: skipped (--cpu-smoke runs tiny models on the "
-                "CPU)\n");
+    std::printf(
+        "bench_gpu_models: no CUDA device: skipped (--cpu-smoke runs tiny models on the "
+        "CPU)\n");
     return 0;
   }
   const of::Device dev = smoke ? of::Device("cpu") : of::Device("cuda:0");
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, double> torch = read_torch(torch_file);
   auto peer = [&](const char* key) -> std::string {
     auto it = torch.find(key);
-    return it == torch.end() ? std::string("pytorch: not measured") : fmt::format("{:.1f}", it->second);
+    return it == torch.end() ? std::string("pytorch: not measured")
+                             : fmt::format("{:.1f}", it->second);
   };
   auto ratio = [&](const char* key, double ours) -> std::string {
     auto it = torch.find(key);
@@ -136,7 +138,8 @@ int main(int argc, char** argv) {
     const int64_t batch = smoke ? 2 : 128, side = smoke ? 32 : 224;
     ob::ResNet model = smoke ? ob::ResNet(std::vector<int64_t>{1, 1, 1, 1}, 10, 8) : ob::ResNet();
     model->to(dev);
-    of::optim::SGD opt(model->parameters(), of::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+    of::optim::SGD opt(model->parameters(),
+                       of::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
     const of::Tensor x = of::randn({batch, 3, side, side}).to(dev);
     const of::Tensor y = of::randint(0, smoke ? 10 : 1000, {batch}, of::kInt64).to(dev);
     std::printf("ResNet-50%s, batch %lld, %lldx%lld\n", smoke ? " (tiny)" : "", (long long)batch,

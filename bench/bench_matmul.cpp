@@ -32,9 +32,10 @@ int main() {
   const bool have_torch = false;
 #endif
 
-  ob::Table table("float32 square matmul C = A·B, GFLOP/s (2n^3 / median time over interleaved "
-                  "rounds); peer = cblas_sgemm on the same buffers",
-                  {"libtorch at::matmul", "ours/libtorch", "check"});
+  ob::Table table(
+      "float32 square matmul C = A·B, GFLOP/s (2n^3 / median time over interleaved "
+      "rounds); peer = cblas_sgemm on the same buffers",
+      {"libtorch at::matmul", "ours/libtorch", "check"});
   for (int64_t n : {512, 1024, 2048}) {
     of::Tensor a = of::randn({n, n}), b = of::randn({n, n});
     of::Tensor c_blas = of::empty({n, n});
@@ -49,8 +50,8 @@ int main() {
     std::vector<std::function<void()>> fs = {
         [&] { c_ours = of::matmul(a, b); },
         [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f,
-                      pa, int(n), pb, int(n), 0.0f, pc, int(n));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f, pa,
+                      int(n), pb, int(n), 0.0f, pc, int(n));
           ob::keep(pc[0]);
         }};
 #ifdef OF_BENCH_WITH_LIBTORCH

@@ -27,37 +27,37 @@ constexpr int kWarmup = 3, kSteps = 10, kRounds = 2;
 constexpr int64_t kVocab = 64, kEmbed = 64, kHidden = 256, kLayers = 2, kSeq = 32, kBatch = 32;
 
 // The model and step, written once for both libraries (NS: of or torch).
-#define OF_BENCH_LM(NS, Name)                                                                    \
-  struct Name##Impl : NS::nn::Module {                                                           \
-    Name##Impl() {                                                                               \
-      emb = register_module("emb", NS::nn::Embedding(kVocab, kEmbed));                           \
-      lstm = register_module("lstm", NS::nn::LSTM(NS::nn::LSTMOptions(kEmbed, kHidden)           \
-                                                      .num_layers(kLayers)));                    \
-      head = register_module("head", NS::nn::Linear(kHidden, kVocab));                           \
-    }                                                                                            \
-    NS::Tensor forward(const NS::Tensor& tokens) {                                               \
-      NS::Tensor h = std::get<0>(lstm->forward(emb->forward(tokens)));                           \
-      return head->forward(h.reshape({kSeq * kBatch, kHidden}));                                 \
-    }                                                                                            \
-    NS::nn::Embedding emb{nullptr};                                                              \
-    NS::nn::LSTM lstm{nullptr};                                                                  \
-    NS::nn::Linear head{nullptr};                                                                \
-  };                                                                                             \
-  TORCH_MODULE(Name);                                                                            \
-  double Name##_step_time() {                                                                    \
-    NS::manual_seed(0);                                                                          \
-    Name net;                                                                                    \
-    NS::optim::Adam opt(net->parameters(), NS::optim::AdamOptions(1e-3));                        \
-    NS::Tensor x = NS::randint(0, kVocab, {kSeq, kBatch}, NS::kInt64);                           \
-    NS::Tensor y = NS::randint(0, kVocab, {kSeq * kBatch}, NS::kInt64);                          \
-    auto step = [&] {                                                                            \
-      opt.zero_grad();                                                                           \
-      NS::Tensor loss = NS::nn::functional::cross_entropy(net->forward(x), y);                  \
-      loss.backward();                                                                           \
-      opt.step();                                                                                \
-      ob::keep(loss.item<float>());                                                              \
-    };                                                                                           \
-    return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);                                  \
+#define OF_BENCH_LM(NS, Name)                                                              \
+  struct Name##Impl : NS::nn::Module {                                                     \
+    Name##Impl() {                                                                         \
+      emb = register_module("emb", NS::nn::Embedding(kVocab, kEmbed));                     \
+      lstm = register_module(                                                              \
+          "lstm", NS::nn::LSTM(NS::nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers))); \
+      head = register_module("head", NS::nn::Linear(kHidden, kVocab));                     \
+    }                                                                                      \
+    NS::Tensor forward(const NS::Tensor& tokens) {                                         \
+      NS::Tensor h = std::get<0>(lstm->forward(emb->forward(tokens)));                     \
+      return head->forward(h.reshape({kSeq * kBatch, kHidden}));                           \
+    }                                                                                      \
+    NS::nn::Embedding emb{nullptr};                                                        \
+    NS::nn::LSTM lstm{nullptr};                                                            \
+    NS::nn::Linear head{nullptr};                                                          \
+  };                                                                                       \
+  TORCH_MODULE(Name);                                                                      \
+  double Name##_step_time() {                                                              \
+    NS::manual_seed(0);                                                                    \
+    Name net;                                                                              \
+    NS::optim::Adam opt(net->parameters(), NS::optim::AdamOptions(1e-3));                  \
+    NS::Tensor x = NS::randint(0, kVocab, {kSeq, kBatch}, NS::kInt64);                     \
+    NS::Tensor y = NS::randint(0, kVocab, {kSeq * kBatch}, NS::kInt64);                    \
+    auto step = [&] {                                                                      \
+      opt.zero_grad();                                                                     \
+      NS::Tensor loss = NS::nn::functional::cross_entropy(net->forward(x), y);             \
+      loss.backward();                                                                     \
+      opt.step();                                                                          \
+      ob::keep(loss.item<float>());                                                        \
+    };                                                                                     \
+    return ob::median_time(step, kWarmup, kSteps, 1.0, kSteps);                            \
   }
 
 OF_BENCH_LM(of, OfLm)
@@ -77,8 +77,7 @@ double OfLm_traced_step_time() {
     return loss;
   });
   for (int i = 0; i < 2; ++i) step(x, y);  // the first call makes Adam's state, the second records
-  return ob::median_time([&] { ob::keep(step(x, y).item<float>()); }, kWarmup, kSteps, 1.0,
-                         kSteps);
+  return ob::median_time([&] { ob::keep(step(x, y).item<float>()); }, kWarmup, kSteps, 1.0, kSteps);
 }
 #ifdef OF_BENCH_WITH_LIBTORCH
 OF_BENCH_LM(torch, TorchLm)
@@ -90,10 +89,11 @@ int main() {
   // The parent starts no thread pool: fork()ed children would inherit one without its threads.
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   ob::print_machine("bench_rnn", threads);
-  fmt::print("LSTM LM: embedding {}x{} -> LSTM {} layers hidden {} -> linear {}, seq {} x batch {}, "
-             "Adam; median of {} steps after {} warm-up steps, each side in its own process, best of {} "
-             "alternating rounds\n",
-             kVocab, kEmbed, kLayers, kHidden, kVocab, kSeq, kBatch, kSteps, kWarmup, kRounds);
+  fmt::print(
+      "LSTM LM: embedding {}x{} -> LSTM {} layers hidden {} -> linear {}, seq {} x batch {}, "
+      "Adam; median of {} steps after {} warm-up steps, each side in its own process, best of {} "
+      "alternating rounds\n",
+      kVocab, kEmbed, kLayers, kHidden, kVocab, kSeq, kBatch, kSteps, kWarmup, kRounds);
   // kRounds alternating rounds, the best median of each side: a shared host's busy phases then
   // hit both sides instead of whichever happened to run during them.
   auto best_of = [](double a, double b) { return a > 0 && (b <= 0 || a < b) ? a : b; };
@@ -143,9 +143,10 @@ int main() {
   ratio = ob::ratio_str(ours / best);
   verdict = ob::verdict(ours > 0 && ours / best <= 1.0);
 #endif
-  ob::Table table("training step time (forward + backward + Adam), ms; peer = libtorch 1.13 "
-                  "same model at its best thread count; ratio = ours / libtorch",
-                  {"libtorch by threads"});
+  ob::Table table(
+      "training step time (forward + backward + Adam), ms; peer = libtorch 1.13 "
+      "same model at its best thread count; ratio = ours / libtorch",
+      {"libtorch by threads"});
   table.row({fmt::format("LSTM LM seq {} x batch {}, hidden {} x {} layers ({} thr)", kSeq, kBatch,
                          kHidden, kLayers, threads),
              ours > 0 ? fmt::format("{:.2f} ms", ours * 1e3) : "failed", peer, ratio, "<= 1.0x",

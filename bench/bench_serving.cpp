@@ -26,9 +26,11 @@ struct EncoderImpl : nn::Module {
     norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({d}).eps(1e-12)));
     encoder = register_module("encoder", nn::ModuleList());
     for (int64_t i = 0; i < layers; ++i)
-      encoder->push_back(nn::TransformerEncoderLayer(
-          nn::TransformerEncoderLayerOptions(d, heads).dim_feedforward(ff).dropout(0.1)
-              .activation(of::kGELU).layer_norm_eps(1e-12)));
+      encoder->push_back(nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(d, heads)
+                                                         .dim_feedforward(ff)
+                                                         .dropout(0.1)
+                                                         .activation(of::kGELU)
+                                                         .layer_norm_eps(1e-12)));
   }
   // ids [seq, batch] -> hidden states [seq, batch, d]
   of::Tensor forward(const of::Tensor& ids) {
@@ -80,7 +82,8 @@ int main(int argc, char** argv) {
   of::NoGradGuard ng;
   auto fn = of::jit::trace([&](const of::Tensor& ids) { return model->forward(ids); });
   std::vector<of::Tensor> ids;
-  for (int k = 0; k < 2; ++k) ids.push_back(of::randint(0, 30522, {128, 1}, of::TensorOptions(of::kInt64)));
+  for (int k = 0; k < 2; ++k)
+    ids.push_back(of::randint(0, 30522, {128, 1}, of::TensorOptions(of::kInt64)));
   fn(ids[0]);
   const std::string path = "/tmp/oneflow_bench_serving.oftrace";
   of::jit::save(fn, path);
@@ -97,9 +100,10 @@ int main(int argc, char** argv) {
   std::fseek(f, 0, SEEK_END);
   const double mb = double(std::ftell(f)) / 1e6;
   std::fclose(f);
-  std::printf("start-up: graph file %.1f MB; load %.1f ms, first call %.1f ms, steady call "
-              "%.1f ms (first/steady %.2fx; target first <= 1.5x steady, load <= 100 ms + page-in)\n",
-              mb, load_s * 1e3, first_s * 1e3, steady_s * 1e3, first_s / steady_s);
+  std::printf(
+      "start-up: graph file %.1f MB; load %.1f ms, first call %.1f ms, steady call "
+      "%.1f ms (first/steady %.2fx; target first <= 1.5x steady, load <= 100 ms + page-in)\n",
+      mb, load_s * 1e3, first_s * 1e3, steady_s * 1e3, first_s / steady_s);
 
   std::vector<double> one, two, wide;
   for (int r = 0; r < rounds; ++r) {
@@ -113,8 +117,10 @@ int main(int argc, char** argv) {
   std::printf("  1 caller  x 1 thread : %7.1f req/s\n", a);
   std::printf("  2 callers x 1 thread : %7.1f req/s  %.2fx of 1 caller (target >= 1.8x: %s)\n", b,
               b / a, b / a >= 1.8 ? "met" : "not met");
-  std::printf("  1 caller  x 2 threads: %7.1f req/s  2 callers give %.2fx of it (target >= 1.0x: "
-              "%s)\n", c, b / c, b >= c ? "met" : "not met");
+  std::printf(
+      "  1 caller  x 2 threads: %7.1f req/s  2 callers give %.2fx of it (target >= 1.0x: "
+      "%s)\n",
+      c, b / c, b >= c ? "met" : "not met");
   std::remove(path.c_str());
   return 0;
 }

@@ -59,12 +59,14 @@ double torch_mlp_step(int threads) {
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   torch::Tensor x = torch::randn({16, 784});
   torch::Tensor y = torch::randint(0, 10, {16}, torch::kLong);
-  return ob::median_time([&] {
-    opt.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net(x), y);
-    loss.backward();
-    opt.step();
-  }, 20, 200, 1.0, 5000);
+  return ob::median_time(
+      [&] {
+        opt.zero_grad();
+        torch::Tensor loss = torch::nn::functional::cross_entropy(net(x), y);
+        loss.backward();
+        opt.step();
+      },
+      20, 200, 1.0, 5000);
 }
 #endif
 
@@ -121,19 +123,20 @@ void bench_chain(ob::Table& t) {
   traced(x);
   // the triad and both sides, interleaved: a noisy host slows each alike
   of::Tensor A = of::zeros({n}), B = of::ones({n}), C = of::full({n}, 2.0);
-  auto times = ob::interleaved_median_times(
-      {[&] { ob::keep(chain(x)); }, [&] { ob::keep(traced(x)); },
-       [&] { of::add_out(A, B, C, 3.0f); }},
-      1, 7, 2.0, 40);
+  auto times =
+      ob::interleaved_median_times({[&] { ob::keep(chain(x)); }, [&] { ob::keep(traced(x)); },
+                                    [&] { of::add_out(A, B, C, 3.0f); }},
+                                   1, 7, 2.0, 40);
   const double eager = times[0], replay = times[1], triad = times[2];
   const double triad_bw = 3.0 * 4.0 * double(n) / triad;  // bytes/s
-  const double floor = 6.0 * 4.0 * double(n) / triad_bw;   // 5 inputs read + 1 output written
-  t.row({"8-op chain gelu/tanh/sigmoid, 16M f32: replay vs eager", ms(replay), ms(eager) +
-         " (eager)", x_of(eager / replay) + " faster", ">= 3x", ob::verdict(eager / replay >= 3)});
-  t.row({"  replay vs the bandwidth floor (triad " + fmt::format("{:.1f} GB/s", triad_bw / 1e9) +
-             ")",
-         ms(replay), ms(floor) + " (floor)", x_of(floor / replay) + " of floor", ">= 0.7x",
-         ob::verdict(floor / replay >= 0.7)});
+  const double floor = 6.0 * 4.0 * double(n) / triad_bw;  // 5 inputs read + 1 output written
+  t.row({"8-op chain gelu/tanh/sigmoid, 16M f32: replay vs eager", ms(replay),
+         ms(eager) + " (eager)", x_of(eager / replay) + " faster", ">= 3x",
+         ob::verdict(eager / replay >= 3)});
+  t.row(
+      {"  replay vs the bandwidth floor (triad " + fmt::format("{:.1f} GB/s", triad_bw / 1e9) + ")",
+       ms(replay), ms(floor) + " (floor)", x_of(floor / replay) + " of floor", ">= 0.7x",
+       ob::verdict(floor / replay >= 0.7)});
 }
 
 // ---------------------------------------------------------------- 3. per-node cost
@@ -159,12 +162,11 @@ void bench_nodes(ob::Table& t) {
 
 struct CnnImpl : nn::Module {
   CnnImpl() {
-    features = register_module(
-        "features",
-        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::BatchNorm2d(32),
-                       nn::ReLU(), nn::MaxPool2d(2),
-                       nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::BatchNorm2d(64),
-                       nn::ReLU(), nn::MaxPool2d(2)));
+    features = register_module("features",
+                               nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)),
+                                              nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2),
+                                              nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
+                                              nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2)));
     classifier = register_module(
         "classifier", nn::Sequential(nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(),
                                      nn::Dropout(0.25), nn::Linear(128, 10)));
@@ -180,12 +182,15 @@ struct GptImpl : nn::Module {
     pos = register_module("pos", nn::Embedding(block, d));
     blocks = register_module("blocks", nn::ModuleList());
     for (int64_t i = 0; i < layers; ++i)
-      blocks->push_back(nn::TransformerEncoderLayer(
-          nn::TransformerEncoderLayerOptions(d, 4).dim_feedforward(4 * d).dropout(0.1)
-              .activation(of::kGELU).norm_first(true)));
+      blocks->push_back(nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(d, 4)
+                                                        .dim_feedforward(4 * d)
+                                                        .dropout(0.1)
+                                                        .activation(of::kGELU)
+                                                        .norm_first(true)));
     head = register_module("head", nn::Linear(d, vocab));
-    mask = register_buffer("mask", of::zeros({block, block}).masked_fill(
-                                        of::ones({block, block}, of::kBool).triu(1), -INFINITY));
+    mask = register_buffer(
+        "mask", of::zeros({block, block})
+                    .masked_fill(of::ones({block, block}, of::kBool).triu(1), -INFINITY));
   }
   of::Tensor forward(const of::Tensor& ids) {
     of::Tensor h = tok(ids) + pos(of::arange(ids.size(0), of::kInt64)).unsqueeze(1);
@@ -203,7 +208,8 @@ OF_MODULE(Gpt);
 template <class Step, class... Args>
 void bench_training(ob::Table& t, const std::string& name, Step step, bool memory_row,
                     const Args&... args) {
-  auto traced = of::jit::trace(step, of::jit::TraceOptions().verbose(std::getenv("OF_TRACE_VERBOSE") != nullptr));
+  auto traced = of::jit::trace(
+      step, of::jit::TraceOptions().verbose(std::getenv("OF_TRACE_VERBOSE") != nullptr));
   auto call = [&](auto& f) { return f(args...); };
   call(traced);  // records (optimizer state is created: not a graph yet)
   call(traced);  // records the graph
@@ -217,8 +223,8 @@ void bench_training(ob::Table& t, const std::string& name, Step step, bool memor
     const double ratio = double(st.arena_bytes) / double(st.eager_peak_bytes);
     t.row({"  planned arena vs eager peak of live intermediates",
            fmt::format("{:.1f} MiB", double(st.arena_bytes) / 1048576.0),
-           fmt::format("{:.1f} MiB (peak)", double(st.eager_peak_bytes) / 1048576.0),
-           x_of(ratio), "<= 0.6x", ob::verdict(ratio <= 0.6)});
+           fmt::format("{:.1f} MiB (peak)", double(st.eager_peak_bytes) / 1048576.0), x_of(ratio),
+           "<= 0.6x", ob::verdict(ratio <= 0.6)});
     t.row({"  recording + compiling the step", ms((st.trace_ms + st.compile_ms) / 1e3),
            fmt::format("record {:.0f} + compile {:.0f} ms", st.trace_ms, st.compile_ms), "-",
            "< 1 s", ob::verdict(st.trace_ms + st.compile_ms < 1000)});
@@ -251,8 +257,8 @@ void bench_gpt(ob::Table& t) {
   auto step = [&](const of::Tensor& seq) {
     opt.zero_grad();
     of::Tensor logits = gpt->forward(seq.narrow(0, 0, block));
-    of::Tensor loss = F::cross_entropy(logits.reshape({-1, vocab}),
-                                       seq.narrow(0, 1, block).reshape({-1}));
+    of::Tensor loss =
+        F::cross_entropy(logits.reshape({-1, vocab}), seq.narrow(0, 1, block).reshape({-1}));
     loss.backward();
     of::nn::utils::clip_grad_norm_(gpt->parameters(), 1.0);
     opt.step();

@@ -59,8 +59,7 @@ struct CnnImpl : nn::Module {
 };
 OF_MODULE(Cnn);
 
-template <class Net>
-double ours_step_time(const std::vector<int64_t>& in_shape) {
+template <class Net> double ours_step_time(const std::vector<int64_t>& in_shape) {
   of::manual_seed(0);
   Net net;
   of::optim::SGD opt(net->parameters(), of::optim::SGDOptions(0.01).momentum(0.9));
@@ -84,9 +83,11 @@ double ours_gpt_time() {
   of::manual_seed(0);
   std::vector<nn::TransformerEncoderLayer> layers;
   for (int i = 0; i < 2; ++i)
-    layers.emplace_back(nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
+    layers.emplace_back(
+        nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
   of::Tensor x = of::randn({kSeq, kBatch, kModel}).requires_grad_(true);
-  of::Tensor mask = of::zeros({kSeq, kSeq}).masked_fill(of::ones({kSeq, kSeq}, of::kBool).triu(1), -INFINITY);
+  of::Tensor mask =
+      of::zeros({kSeq, kSeq}).masked_fill(of::ones({kSeq, kSeq}, of::kBool).triu(1), -INFINITY);
   auto step = [&] {
     of::Tensor h = x;
     for (auto& l : layers) h = l(h, mask);
@@ -107,9 +108,11 @@ double torch_gpt_time(int threads) {
   torch::manual_seed(0);
   std::vector<torch::nn::TransformerEncoderLayer> layers;
   for (int i = 0; i < 2; ++i)
-    layers.emplace_back(torch::nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
+    layers.emplace_back(
+        torch::nn::TransformerEncoderLayerOptions(kModel, 4).dim_feedforward(1024).dropout(0.0));
   torch::Tensor x = torch::randn({kSeq, kBatch, kModel}).requires_grad_(true);
-  torch::Tensor mask = torch::zeros({kSeq, kSeq}).masked_fill(torch::ones({kSeq, kSeq}, torch::kBool).triu(1), -INFINITY);
+  torch::Tensor mask = torch::zeros({kSeq, kSeq})
+                           .masked_fill(torch::ones({kSeq, kSeq}, torch::kBool).triu(1), -INFINITY);
   auto step = [&] {
     torch::Tensor h = x;
     for (auto& l : layers) h = l(h, mask);
@@ -137,7 +140,8 @@ struct TCnnImpl : torch::nn::Module {
   TCnnImpl() {
     c1 = register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 32, 3).padding(1)));
     b1 = register_module("b1", torch::nn::BatchNorm2d(32));
-    c2 = register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(2).padding(1)));
+    c2 = register_module(
+        "c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(2).padding(1)));
     b2 = register_module("b2", torch::nn::BatchNorm2d(64));
     fc = register_module("fc", torch::nn::Linear(64, 10));
   }
@@ -151,8 +155,7 @@ struct TCnnImpl : torch::nn::Module {
 };
 TORCH_MODULE(TCnn);
 
-template <class Net>
-double torch_step_time(const std::vector<int64_t>& in_shape, int threads) {
+template <class Net> double torch_step_time(const std::vector<int64_t>& in_shape, int threads) {
   torch::set_num_threads(threads);
   torch::manual_seed(0);
   Net net;
@@ -181,12 +184,25 @@ int main(int argc, char** argv) {
     std::function<double()> ours, torch;
   };
   std::vector<Workload> ws = {
-      {"MLP 784-1024-1024-10, batch 128, SGD momentum", {128, 784}, 1.0,
-       [] { return ours_step_time<Mlp>({128, 784}); }, {}},
-      {"CNN conv-BN-ReLU x2 + GAP + linear, batch 32x3x32x32", {32, 3, 32, 32}, 1.2,
-       [] { return ours_step_time<Cnn>({32, 3, 32, 32}); }, {}},
-      {"GPT 2 causal blocks d256 h4 ff1024, seq 128 x batch 8 (fwd+bwd)", {}, 1.0,
-       [] { return ours_gpt_time(); }, {}},
+      {"MLP 784-1024-1024-10, batch 128, SGD momentum",
+       {128, 784},
+       1.0,
+       [] {
+         return ours_step_time<Mlp>({128, 784});
+       },
+       {}},
+      {"CNN conv-BN-ReLU x2 + GAP + linear, batch 32x3x32x32",
+       {32, 3, 32, 32},
+       1.2,
+       [] {
+         return ours_step_time<Cnn>({32, 3, 32, 32});
+       },
+       {}},
+      {"GPT 2 causal blocks d256 h4 ff1024, seq 128 x batch 8 (fwd+bwd)",
+       {},
+       1.0,
+       [] { return ours_gpt_time(); },
+       {}},
   };
 #ifdef OF_BENCH_WITH_LIBTORCH
   ws[0].torch = [threads] { return torch_step_time<TMlp>({128, 784}, threads); };
@@ -203,16 +219,19 @@ int main(int argc, char** argv) {
   }
   // The parent starts neither library's threads; it only launches the sides.
   ob::print_machine("bench_train", threads);
-  fmt::print("median of {} training steps after {} warm-up steps; each side its own program "
-             "(ours: bench_train_ours, linking no libtorch; peak RSS = that process's VmHWM)\n",
-             kSteps, kWarmup);
+  fmt::print(
+      "median of {} training steps after {} warm-up steps; each side its own program "
+      "(ours: bench_train_ours, linking no libtorch; peak RSS = that process's VmHWM)\n",
+      kSteps, kWarmup);
   const std::string self = ob::exe_dir() + "/bench_train";
   std::string ours_exe = ob::exe_dir() + "/bench_train_ours";
   if (access(ours_exe.c_str(), X_OK) != 0) ours_exe = self;
-  ob::Table time_table("training step time (forward + backward + optimizer), ms; peer = libtorch "
-                       "1.13 same model, same thread count; ratio = ours / libtorch");
-  ob::Table mem_table("peak resident memory of the process running the workload, MB; peer = "
-                      "libtorch; ratio = ours / libtorch");
+  ob::Table time_table(
+      "training step time (forward + backward + optimizer), ms; peer = libtorch "
+      "1.13 same model, same thread count; ratio = ours / libtorch");
+  ob::Table mem_table(
+      "peak resident memory of the process running the workload, MB; peer = "
+      "libtorch; ratio = ours / libtorch");
   for (size_t k = 0; k < ws.size(); ++k) {
     const Workload& w = ws[k];
     ob::Result ours = ob::in_program({ours_exe, "--child", "ours", std::to_string(k)});
@@ -234,8 +253,8 @@ int main(int argc, char** argv) {
     }
     time_table.row({w.name, fmt::format("{:.2f} ms", ours.seconds * 1e3), peer, ratio,
                     fmt::format("<= {:.1f}x", w.target), verdict});
-    mem_table.row({w.name, fmt::format("{:.0f} MB", ours.peak_mb), mpeer, mratio, "<= 0.5x",
-                   mverdict});
+    mem_table.row(
+        {w.name, fmt::format("{:.0f} MB", ours.peak_mb), mpeer, mratio, "<= 0.5x", mverdict});
   }
   time_table.print();
   mem_table.print();

@@ -26,15 +26,11 @@ namespace oneflow::bench {
 inline constexpr const char* kNoTorch = "libtorch: not installed";
 
 inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Keeps `v` observable so the compiler cannot drop the work that produced it.
-template <class T>
-inline void keep(const T& v) {
-  asm volatile("" : : "r,m"(v) : "memory");
-}
+template <class T> inline void keep(const T& v) { asm volatile("" : : "r,m"(v) : "memory"); }
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -50,8 +46,7 @@ double median_time(F&& f, int warmup = 2, int min_runs = 5, double min_time = 0.
   for (int i = 0; i < warmup; ++i) f();
   std::vector<double> ts;
   double start = now_s();
-  while (int(ts.size()) < max_runs &&
-         (int(ts.size()) < min_runs || now_s() - start < min_time)) {
+  while (int(ts.size()) < max_runs && (int(ts.size()) < min_runs || now_s() - start < min_time)) {
     double t0 = now_s();
     f();
     ts.push_back(now_s() - t0);
@@ -119,7 +114,8 @@ inline void print_machine(const char* bench_name, int threads_used) {
 // extra columns named in `extra`).
 class Table {
  public:
-  explicit Table(std::string title, std::vector<std::string> extra = {}) : title_(std::move(title)) {
+  explicit Table(std::string title, std::vector<std::string> extra = {})
+      : title_(std::move(title)) {
     header_ = {"case", "ours", "peer", "ratio", "target", "verdict"};
     header_.insert(header_.end(), extra.begin(), extra.end());
   }
@@ -204,9 +200,7 @@ inline Result in_child(const std::function<double()>& f) {
     double t = -1;
     try {
       t = f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "workload failed: %s\n", e.what());
-    }
+    } catch (const std::exception& e) { std::fprintf(stderr, "workload failed: %s\n", e.what()); }
     ssize_t w = write(fds[1], &t, sizeof t);
     (void)w;
     _exit(0);
@@ -244,9 +238,7 @@ inline int report_side(const std::function<double()>& f) {
   double t = -1;
   try {
     t = f();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "workload failed: %s\n", e.what());
-  }
+  } catch (const std::exception& e) { std::fprintf(stderr, "workload failed: %s\n", e.what()); }
   std::printf("result %.9g %.0f\n", t, vm_hwm_kib());
   std::fflush(stdout);
   return t < 0 ? 1 : 0;

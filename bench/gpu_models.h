@@ -20,16 +20,17 @@ struct BottleneckImpl : nn::Module {
     const int64_t out = width * 4;
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, width, 1).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(width));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(width, width, 3)
-                                                    .stride(stride).padding(1).bias(false)));
+    conv2 = register_module(
+        "conv2",
+        nn::Conv2d(nn::Conv2dOptions(width, width, 3).stride(stride).padding(1).bias(false)));
     bn2 = register_module("bn2", nn::BatchNorm2d(width));
     conv3 = register_module("conv3", nn::Conv2d(nn::Conv2dOptions(width, out, 1).bias(false)));
     bn3 = register_module("bn3", nn::BatchNorm2d(out));
     if (stride != 1 || in != out)
       down = register_module(
-          "downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride)
-                                                      .bias(false)),
-                                       nn::BatchNorm2d(out)));
+          "downsample",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out)));
   }
   of::Tensor forward(const of::Tensor& x) {
     of::Tensor y = bn1(conv1(x)).relu();
@@ -48,10 +49,10 @@ struct ResNetImpl : nn::Module {
   ResNetImpl(std::vector<int64_t> blocks = {3, 4, 6, 3}, int64_t classes = 1000,
              int64_t base = 64) {
     stem = register_module(
-        "stem", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, base, 7).stride(2).padding(3)
-                                              .bias(false)),
-                               nn::BatchNorm2d(base), nn::ReLU(),
-                               nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
+        "stem",
+        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, base, 7).stride(2).padding(3).bias(false)),
+                       nn::BatchNorm2d(base), nn::ReLU(),
+                       nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))));
     layers = register_module("layers", nn::Sequential());
     int64_t in = base;
     for (size_t s = 0; s < blocks.size(); ++s) {
@@ -90,15 +91,19 @@ struct BertImpl : nn::Module {
     drop = register_module("drop", nn::Dropout(s.dropout));
     encoder = register_module("encoder", nn::ModuleList());
     for (int64_t i = 0; i < s.layers; ++i)
-      encoder->push_back(nn::TransformerEncoderLayer(
-          nn::TransformerEncoderLayerOptions(s.d, s.heads).dim_feedforward(s.ff)
-              .dropout(s.dropout).activation(of::kGELU).layer_norm_eps(1e-12)));
+      encoder->push_back(
+          nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(s.d, s.heads)
+                                          .dim_feedforward(s.ff)
+                                          .dropout(s.dropout)
+                                          .activation(of::kGELU)
+                                          .layer_norm_eps(1e-12)));
     dense = register_module("dense", nn::Linear(s.d, s.d));
     head_norm = register_module("head_norm", nn::LayerNorm(nn::LayerNormOptions({s.d}).eps(1e-12)));
     decoder = register_module("decoder", nn::Linear(s.d, s.vocab));
   }
   of::Tensor forward(const of::Tensor& ids) {
-    const of::Tensor positions = of::arange(ids.size(0), of::TensorOptions(of::kInt64).device(ids.device()));
+    const of::Tensor positions =
+        of::arange(ids.size(0), of::TensorOptions(of::kInt64).device(ids.device()));
     of::Tensor h = drop(norm(tok(ids) + pos(positions).unsqueeze(1)));
     for (size_t i = 0; i < encoder->size(); ++i)
       h = encoder->ptr<nn::TransformerEncoderLayerImpl>(i)->forward(h);
@@ -124,8 +129,8 @@ of::Tensor train_step(Model& model, of::optim::Optimizer& opt, of::amp::GradScal
   {
     of::autocast::Guard guard(device, amp);
     of::Tensor logits = model->forward(x);
-    loss = of::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(of::kFloat32),
-                             y.reshape({-1}));
+    loss =
+        of::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(of::kFloat32), y.reshape({-1}));
   }
   scaler.scale(loss).backward();
   scaler.step(opt);

@@ -16,9 +16,8 @@ namespace bert {
 namespace nn = of::nn;
 
 struct Config {
-  int64_t vocab_size = 30522, hidden_size = 768, num_hidden_layers = 12,
-          num_attention_heads = 12, intermediate_size = 3072, max_position_embeddings = 512,
-          type_vocab_size = 2;
+  int64_t vocab_size = 30522, hidden_size = 768, num_hidden_layers = 12, num_attention_heads = 12,
+          intermediate_size = 3072, max_position_embeddings = 512, type_vocab_size = 2;
   double layer_norm_eps = 1e-12;
 };
 
@@ -33,7 +32,8 @@ inline Config read_config(const std::string& path) {
   auto field = [&](const char* name, auto& out) {
     const std::regex re(std::string("\"") + name + "\"\\s*:\\s*([-+0-9.eE]+)");
     std::smatch m;
-    if (std::regex_search(text, m, re)) out = static_cast<std::decay_t<decltype(out)>>(std::stod(m[1]));
+    if (std::regex_search(text, m, re))
+      out = static_cast<std::decay_t<decltype(out)>>(std::stod(m[1]));
   };
   field("vocab_size", c.vocab_size);
   field("hidden_size", c.hidden_size);
@@ -102,7 +102,8 @@ struct LayerImpl : nn::Module {
   explicit LayerImpl(const Config& c) {
     attention = register_module("attention", Attention(c));
     intermediate = register_module("intermediate", Intermediate(c));
-    output = register_module("output", DenseNorm(c.intermediate_size, c.hidden_size, c.layer_norm_eps));
+    output =
+        register_module("output", DenseNorm(c.intermediate_size, c.hidden_size, c.layer_norm_eps));
   }
   of::Tensor forward(const of::Tensor& x, const of::Tensor& mask_add) {
     of::Tensor a = attention->output(attention->self(x, mask_add), x);
@@ -116,15 +117,17 @@ OF_MODULE(Layer);
 
 struct EmbeddingsImpl : nn::Module {
   explicit EmbeddingsImpl(const Config& c) {
-    word_embeddings = register_module("word_embeddings", nn::Embedding(c.vocab_size, c.hidden_size));
-    position_embeddings =
-        register_module("position_embeddings", nn::Embedding(c.max_position_embeddings, c.hidden_size));
+    word_embeddings =
+        register_module("word_embeddings", nn::Embedding(c.vocab_size, c.hidden_size));
+    position_embeddings = register_module("position_embeddings",
+                                          nn::Embedding(c.max_position_embeddings, c.hidden_size));
     token_type_embeddings =
         register_module("token_type_embeddings", nn::Embedding(c.type_vocab_size, c.hidden_size));
     LayerNorm = register_module(
         "LayerNorm", nn::LayerNorm(nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
   }
-  nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
+  nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
   nn::LayerNorm LayerNorm{nullptr};
 };
 OF_MODULE(Embeddings);

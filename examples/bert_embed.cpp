@@ -58,7 +58,9 @@ int main(int argc, char** argv) {
         [&](const of::Tensor& ids, const of::Tensor& mask) {
           return bert::mean_pool(model->forward(ids, mask), mask);
         },
-        of::jit::TraceOptions().dynamic(0, {{0, batch}, {1, seq}}).dynamic(1, {{0, batch}, {1, seq}}));
+        of::jit::TraceOptions()
+            .dynamic(0, {{0, batch}, {1, seq}})
+            .dynamic(1, {{0, batch}, {1, seq}}));
     std::printf("bert: %lld layers, hidden %lld, %lld heads\n", (long long)cfg.num_hidden_layers,
                 (long long)cfg.hidden_size, (long long)cfg.num_attention_heads);
     for (int f = 2; f < argc; ++f) {
@@ -93,8 +95,10 @@ int main(int argc, char** argv) {
       }
     }
     const of::jit::TraceStats st = embed.stats();
-    std::printf("trace: %zu recording, %zu probe recordings, %zu shapes compiled without "
-                "recording, %zu replays\n", st.recordings, st.probes, st.instantiations, st.replays);
+    std::printf(
+        "trace: %zu recording, %zu probe recordings, %zu shapes compiled without "
+        "recording, %zu replays\n",
+        st.recordings, st.probes, st.instantiations, st.replays);
   } catch (const of::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

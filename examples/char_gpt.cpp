@@ -18,20 +18,25 @@ struct GptImpl : nn::Module {
     pos = register_module("pos", nn::Embedding(block, d_model));
     blocks = register_module("blocks", nn::ModuleList());
     for (int64_t i = 0; i < layers; ++i)
-      blocks->push_back(nn::TransformerEncoderLayer(
-          nn::TransformerEncoderLayerOptions(d_model, heads).dim_feedforward(4 * d_model)
-              .dropout(0.1).activation(of::kGELU).norm_first(true)));
+      blocks->push_back(
+          nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(d_model, heads)
+                                          .dim_feedforward(4 * d_model)
+                                          .dropout(0.1)
+                                          .activation(of::kGELU)
+                                          .norm_first(true)));
     norm = register_module("norm", nn::LayerNorm(std::vector<int64_t>{d_model}));
     head = register_module("head", nn::Linear(d_model, vocab));
-    mask = register_buffer("mask", of::zeros({block, block}).masked_fill(
-                                        of::ones({block, block}, of::kBool).triu(1), -INFINITY));
+    mask = register_buffer(
+        "mask", of::zeros({block, block})
+                    .masked_fill(of::ones({block, block}, of::kBool).triu(1), -INFINITY));
   }
   // ids [L, N] (sequence first) -> logits [L, N, vocab]
   of::Tensor forward(const of::Tensor& ids) {
     const int64_t L = ids.size(0);
     of::Tensor h = tok(ids) + pos(of::arange(L, of::kInt64)).unsqueeze(1);
     of::Tensor m = mask.narrow(0, 0, L).narrow(1, 0, L);
-    for (size_t i = 0; i < blocks->size(); ++i) h = blocks->ptr<nn::TransformerEncoderLayerImpl>(i)->forward(h, m);
+    for (size_t i = 0; i < blocks->size(); ++i)
+      h = blocks->ptr<nn::TransformerEncoderLayerImpl>(i)->forward(h, m);
     return head(norm(h));
   }
   int64_t block_size;
@@ -53,7 +58,8 @@ int main(int argc, char** argv) {
   std::string text;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file() && !e.is_symlink() && e.path().extension().empty()) files.push_back(e.path());
+    if (e.is_regular_file() && !e.is_symlink() && e.path().extension().empty())
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) text += of::data::read_text_file(f.string());
   auto ds = std::make_shared<of::data::CharDataset>(text, block);
@@ -87,7 +93,8 @@ int main(int argc, char** argv) {
       sched.step();
       avg = step == 0 ? loss.item<float>() : 0.9 * avg + 0.1 * loss.item<float>();
       if (++step % 25 == 0 || step == 1) {
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("step %4d  loss %.3f  (%.0f tokens/s)\n", step, avg,
                     double(step) * double(batch * block) / s);
       }
@@ -100,7 +107,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::string out = "The ";
   for (int i = 0; i < 300; ++i) {
-    const std::string ctx = out.size() > size_t(block) ? out.substr(out.size() - size_t(block)) : out;
+    const std::string ctx =
+        out.size() > size_t(block) ? out.substr(out.size() - size_t(block)) : out;
     of::Tensor ids = ds->vocab().encode(ctx).unsqueeze(1);  // [L, 1]
     of::Tensor last = gpt(ids).select(0, ids.size(0) - 1).select(0, 0);
     std::vector<float> p = of::softmax(last / 0.8, 0).to_vector<float>();

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
   if (hybrid && world != 4) {
-    if (rank == 0) std::fprintf(stderr, "hybrid runs on a 2 x 2 mesh: start it with mpirun -np 4\n");
+    if (rank == 0)
+      std::fprintf(stderr, "hybrid runs on a 2 x 2 mesh: start it with mpirun -np 4\n");
     return 2;
   }
   const of::Sbp B = of::sbp::broadcast(), S0 = of::sbp::split(0), S1 = of::sbp::split(1);
@@ -61,16 +62,21 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<of::optim::Optimizer> optimizer;
   if (zero)
-    optimizer = std::make_unique<of::distributed::ZeroRedundancyAdam>(
-        net->parameters(), of::optim::AdamOptions(1e-3));
+    optimizer = std::make_unique<of::distributed::ZeroRedundancyAdam>(net->parameters(),
+                                                                      of::optim::AdamOptions(1e-3));
   else
     optimizer = std::make_unique<of::optim::Adam>(net->parameters(), of::optim::AdamOptions(1e-3));
   of::optim::Optimizer& opt = *optimizer;
   if (rank == 0)
-    std::printf("%s%s on %d rank(s) (%s), %d thread(s) each: MLP 784-256-10, global batch 128 "
-                "split %s\n", hybrid ? "data x tensor parallel (2 x 2 mesh)" : "data parallel",
-                traced ? ", traced step" : zero ? ", ZeRO Adam" : "", world, of::distributed::backend().c_str(),
-                of::get_num_threads(), of::sbp_str(batch_sbp).c_str());
+    std::printf(
+        "%s%s on %d rank(s) (%s), %d thread(s) each: MLP 784-256-10, global batch 128 "
+        "split %s\n",
+        hybrid ? "data x tensor parallel (2 x 2 mesh)" : "data parallel",
+        traced ? ", traced step"
+        : zero ? ", ZeRO Adam"
+               : "",
+        world, of::distributed::backend().c_str(), of::get_num_threads(),
+        of::sbp_str(batch_sbp).c_str());
   auto train_step = [&](const of::Tensor& x, const of::Tensor& y) {
     opt.zero_grad();
     of::Tensor loss = of::nn::functional::cross_entropy(net->forward(x), y);
@@ -99,8 +105,7 @@ int main(int argc, char** argv) {
     if ((step + 1) % 100 == 0 && rank == 0)
       std::printf("  step %4lld  loss %.4f\n", (long long)step + 1, loss_sum / 100), loss_sum = 0;
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // evaluate locally on every rank with the whole parameters (gathered from their pieces)
   int64_t correct = 0;
   {
@@ -113,9 +118,10 @@ int main(int argc, char** argv) {
     correct = pred.eq(test.targets()).sum().item<int64_t>();
   }
   if (rank == 0)
-    std::printf("%lld steps in %.2f s: %.0f samples/s over %d rank(s), %llu collectives per "
-                "step, test accuracy %.4f\n", (long long)steps, secs,
-                double(steps * batch) / secs, world, (unsigned long long)comm_per_step,
-                double(correct) / double(test.size()));
+    std::printf(
+        "%lld steps in %.2f s: %.0f samples/s over %d rank(s), %llu collectives per "
+        "step, test accuracy %.4f\n",
+        (long long)steps, secs, double(steps * batch) / secs, world,
+        (unsigned long long)comm_per_step, double(correct) / double(test.size()));
   return 0;
 }

@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   auto train_set = std::make_shared<of::data::FashionMNIST>(dir, of::data::MNIST::Mode::kTrain);
   auto test_set = std::make_shared<of::data::FashionMNIST>(dir, of::data::MNIST::Mode::kTest);
-  std::printf("Fashion-MNIST from %s: %zu training and %zu test images (read in %.1f s), %d threads\n",
-              dir.c_str(), train_set->size(), test_set->size(), seconds_since(t0),
-              of::get_num_threads());
+  std::printf(
+      "Fashion-MNIST from %s: %zu training and %zu test images (read in %.1f s), %d threads\n",
+      dir.c_str(), train_set->size(), test_set->size(), seconds_since(t0), of::get_num_threads());
   // normalize with the training set's statistics
   const double mean = train_set->data().mean().item<float>();
   const double stdev = train_set->data().std().item<float>();
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
     double loss_sum = 0;
     int64_t seen = 0, step = 0;
     for (auto& batch : train_loader) {
-      of::Tensor loss = traced ? traced_step(batch.data, batch.target)
-                               : train_step(batch.data, batch.target);
+      of::Tensor loss =
+          traced ? traced_step(batch.data, batch.target) : train_step(batch.data, batch.target);
       loss_sum += loss.item<float>() * double(batch.target.size(0));
       seen += batch.target.size(0);
       if (++step % 100 == 0)
@@ -102,9 +102,11 @@ int main(int argc, char** argv) {
     const double train_s = seconds_since(te);
     rates.push_back(double(seen) / train_s);
     const double acc = accuracy(net, test_loader);
-    std::printf("epoch %d (%s): train loss %.4f, %.1f s (%.0f samples/s), lr %.4g, test accuracy "
-                "%.4f\n", epoch, traced ? "traced" : "eager", loss_sum / double(seen), train_s,
-                double(seen) / train_s, optimizer.param_groups()[0].options().get_lr(), acc);
+    std::printf(
+        "epoch %d (%s): train loss %.4f, %.1f s (%.0f samples/s), lr %.4g, test accuracy "
+        "%.4f\n",
+        epoch, traced ? "traced" : "eager", loss_sum / double(seen), train_s,
+        double(seen) / train_s, optimizer.param_groups()[0].options().get_lr(), acc);
     scheduler.step();
   }
   if (epochs > 1) {

@@ -12,10 +12,10 @@ namespace nn = of::nn;
 
 struct MlpImpl : nn::Module {
   MlpImpl() {
-    net = register_module(
-        "net", nn::Sequential(nn::Flatten(), nn::Linear(784, 512), nn::LayerNorm(nn::LayerNormOptions({512})),
-                              nn::GELU(), nn::Dropout(0.1), nn::Linear(512, 256), nn::GELU(),
-                              nn::Linear(256, 10)));
+    net = register_module("net", nn::Sequential(nn::Flatten(), nn::Linear(784, 512),
+                                                nn::LayerNorm(nn::LayerNormOptions({512})),
+                                                nn::GELU(), nn::Dropout(0.1), nn::Linear(512, 256),
+                                                nn::GELU(), nn::Linear(256, 10)));
   }
   of::Tensor forward(const of::Tensor& x) { return net(x); }
   nn::Sequential net{nullptr};
@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::stoll(argv[1]) : 256;
   const std::string dir = argc > 2 ? argv[2] : of::data::kFashionMnistDir;
   if (!of::cuda::is_available()) {
-    std::printf("gpu_mlp: no CUDA device here (or oneflow was built without CUDA); nothing to run\n");
+    std::printf(
+        "gpu_mlp: no CUDA device here (or oneflow was built without CUDA); nothing to run\n");
     return 0;
   }
   const of::Device gpu("cuda:0");
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
       loss = use_trace ? traced(x, y) : body(x, y);
     }
     of::cuda::synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     of::NoGradGuard ng;
     model->eval();
     const double acc = model(xte).argmax(1).eq(yte).to(of::kFloat64).mean().item<double>();

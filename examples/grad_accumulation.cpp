@@ -27,7 +27,8 @@ int main() {
   for (auto& p : net->parameters()) full.push_back(p.grad().clone());
   opt.zero_grad();
   for (int64_t m = 0; m < k; ++m)
-    (of::cross_entropy(net(xb.narrow(0, m * micro, micro)), yb.narrow(0, m * micro, micro)) / double(k))
+    (of::cross_entropy(net(xb.narrow(0, m * micro, micro)), yb.narrow(0, m * micro, micro)) /
+     double(k))
         .backward();
   double worst = 0;
   auto params = net->parameters();
@@ -47,7 +48,8 @@ int main() {
       opt.zero_grad();
       for (int64_t m = 0; m < k; ++m) {
         of::Tensor loss = of::cross_entropy(net(x.narrow(0, start + m * micro, micro)),
-                                            y.narrow(0, start + m * micro, micro)) / double(k);
+                                            y.narrow(0, start + m * micro, micro)) /
+                          double(k);
         loss.backward();
         loss_sum += loss.item<float>();
       }

@@ -41,8 +41,7 @@ struct Net : of::nn::Module {
 
   of::Tensor forward(of::Tensor x) {
     x = of::relu(of::max_pool2d(conv1->forward(x), 2));
-    x = of::relu(
-        of::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
+    x = of::relu(of::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
     x = x.view({-1, 320});
     x = of::relu(fc1->forward(x));
     x = of::dropout(x, /*p=*/0.5, /*training=*/is_training());
@@ -58,13 +57,8 @@ struct Net : of::nn::Module {
 };
 
 template <typename DataLoader>
-void train(
-    size_t epoch,
-    Net& model,
-    of::Device device,
-    DataLoader& data_loader,
-    of::optim::Optimizer& optimizer,
-    size_t dataset_size) {
+void train(size_t epoch, Net& model, of::Device device, DataLoader& data_loader,
+           of::optim::Optimizer& optimizer, size_t dataset_size) {
   model.train();
   size_t batch_idx = 0;
   for (auto& batch : data_loader) {
@@ -77,22 +71,15 @@ void train(
     optimizer.step();
 
     if (batch_idx++ % kLogInterval == 0) {
-      std::printf(
-          "\rTrain Epoch: %ld [%5ld/%5ld] Loss: %.4f",
-          long(epoch),
-          long(batch_idx * batch.data.size(0)),
-          long(dataset_size),
-          loss.template item<float>());
+      std::printf("\rTrain Epoch: %ld [%5ld/%5ld] Loss: %.4f", long(epoch),
+                  long(batch_idx * batch.data.size(0)), long(dataset_size),
+                  loss.template item<float>());
     }
   }
 }
 
 template <typename DataLoader>
-void test(
-    Net& model,
-    of::Device device,
-    DataLoader& data_loader,
-    size_t dataset_size) {
+void test(Net& model, of::Device device, DataLoader& data_loader, size_t dataset_size) {
   of::NoGradGuard no_grad;
   model.eval();
   double test_loss = 0;
@@ -100,21 +87,16 @@ void test(
   for (const auto& batch : data_loader) {
     auto data = batch.data.to(device), targets = batch.target.to(device);
     auto output = model.forward(data);
-    test_loss += of::nll_loss(
-                     output,
-                     targets,
-                     /*weight=*/{},
-                     of::Reduction::Sum)
+    test_loss += of::nll_loss(output, targets,
+                              /*weight=*/{}, of::Reduction::Sum)
                      .template item<float>();
     auto pred = output.argmax(1);
     correct += pred.eq(targets).sum().template item<int64_t>();
   }
 
   test_loss /= dataset_size;
-  std::printf(
-      "\nTest set: Average loss: %.4f | Accuracy: %.3f\n",
-      test_loss,
-      static_cast<double>(correct) / dataset_size);
+  std::printf("\nTest set: Average loss: %.4f | Accuracy: %.3f\n", test_loss,
+              static_cast<double>(correct) / dataset_size);
 }
 
 auto main() -> int {
@@ -137,20 +119,16 @@ auto main() -> int {
                            .map(of::data::transforms::Normalize<>(0.1307, 0.3081))
                            .map(of::data::transforms::Stack<>());
   const size_t train_dataset_size = train_dataset.size().value();
-  auto train_loader =
-      of::data::make_data_loader<of::data::samplers::SequentialSampler>(
-          std::move(train_dataset), kTrainBatchSize);
+  auto train_loader = of::data::make_data_loader<of::data::samplers::SequentialSampler>(
+      std::move(train_dataset), kTrainBatchSize);
 
-  auto test_dataset = of::data::datasets::MNIST(
-                          kDataRoot, of::data::datasets::MNIST::Mode::kTest)
+  auto test_dataset = of::data::datasets::MNIST(kDataRoot, of::data::datasets::MNIST::Mode::kTest)
                           .map(of::data::transforms::Normalize<>(0.1307, 0.3081))
                           .map(of::data::transforms::Stack<>());
   const size_t test_dataset_size = test_dataset.size().value();
-  auto test_loader =
-      of::data::make_data_loader(std::move(test_dataset), kTestBatchSize);
+  auto test_loader = of::data::make_data_loader(std::move(test_dataset), kTestBatchSize);
 
-  of::optim::SGD optimizer(
-      model.parameters(), of::optim::SGDOptions(0.01).momentum(0.5));
+  of::optim::SGD optimizer(model.parameters(), of::optim::SGDOptions(0.01).momentum(0.5));
 
   for (size_t epoch = 1; epoch <= kNumberOfEpochs; ++epoch) {
     train(epoch, model, device, *train_loader, optimizer, train_dataset_size);

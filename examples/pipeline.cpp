@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
   if (world % 2 != 0) {
-    if (rank == 0) std::fprintf(stderr, "two stages need an even number of ranks (mpirun -np 2 or 4)\n");
+    if (rank == 0)
+      std::fprintf(stderr, "two stages need an even number of ranks (mpirun -np 2 or 4)\n");
     return 2;
   }
   const int per_stage = world / 2;
@@ -41,14 +42,18 @@ int main(int argc, char** argv) {
       {[&](const of::Tensor& x) { return stage0->forward(x); },
        [&](const of::Tensor& h) { return stage1->forward(h); }},
       {p0, p1},
-      [](const of::Tensor& out, const of::Tensor& y) { return of::nn::functional::cross_entropy(out, y); },
+      [](const of::Tensor& out, const of::Tensor& y) {
+        return of::nn::functional::cross_entropy(out, y);
+      },
       /*micro_batches=*/4);
   auto& mine = pipe.stage() == 0 ? stage0 : stage1;
   mine->to_global(pipe.stage() == 0 ? p0 : p1, of::sbp::broadcast());  // only this rank's stage
   of::optim::Adam opt(mine->parameters(), of::optim::AdamOptions(1e-3));
   if (rank == 0)
-    std::printf("pipeline: 2 stages x %d rank(s), %d thread(s) each: MLP 784-256 | 256-10, global "
-                "batch 128 in 4 micro-batches (1F1B)\n", per_stage, of::get_num_threads());
+    std::printf(
+        "pipeline: 2 stages x %d rank(s), %d thread(s) each: MLP 784-256 | 256-10, global "
+        "batch 128 in 4 micro-batches (1F1B)\n",
+        per_stage, of::get_num_threads());
 
   const int64_t batch = 128, n = xs.size(0), local = batch / per_stage;
   const int k = rank % per_stage;  // rank k of each stage works on the k-th piece of the batch
@@ -65,11 +70,8 @@ int main(int argc, char** argv) {
     if ((step + 1) % 100 == 0 && rank == per_stage)  // the first rank of the last stage
       std::printf("  step %4lld  loss %.4f\n", (long long)step + 1, loss_sum / 100), loss_sum = 0;
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rank == per_stage)
-    std::printf("  schedule of stage 1: %s\n",
-                pipe.last_schedule().c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rank == per_stage) std::printf("  schedule of stage 1: %s\n", pipe.last_schedule().c_str());
   if (rank == 0)
     std::printf("  schedule of stage 0: %s (%lld micro-batches held at most)\n",
                 pipe.last_schedule().c_str(), (long long)pipe.max_in_flight());

@@ -38,9 +38,11 @@ int main() {
   }
   double secs = std::chrono::duration<double>(clock::now() - t0).count();
   auto c = coef.to_vector<float>();
-  std::printf("  fitted: %.4f + %.4f x + %.4f x^2 + %.4f x^3   (Taylor: 0 + 1 x + 0 x^2 - 0.1667 x^3)\n",
-              c[0], c[1], c[2], c[3]);
-  std::printf("  loss %.4f -> %.6f in %d steps, %.1f us/step\n", first, last, steps, secs / steps * 1e6);
+  std::printf(
+      "  fitted: %.4f + %.4f x + %.4f x^2 + %.4f x^3   (Taylor: 0 + 1 x + 0 x^2 - 0.1667 x^3)\n",
+      c[0], c[1], c[2], c[3]);
+  std::printf("  loss %.4f -> %.6f in %d steps, %.1f us/step\n", first, last, steps,
+              secs / steps * 1e6);
 
   // --- 2. logistic regression
   std::printf("== logistic regression: two Gaussian blobs in 2-D (1000 points)\n");
@@ -54,7 +56,8 @@ int main() {
   for (int step = 0; step <= 300; ++step) {
     of::Tensor logits = of::matmul(feats, w) + b;
     // binary cross-entropy with logits, written out: softplus(z) - y z
-    of::Tensor loss = (of::log1p((-logits.abs()).exp()) + logits.clamp_min(0) - labels * logits).mean();
+    of::Tensor loss =
+        (of::log1p((-logits.abs()).exp()) + logits.clamp_min(0) - labels * logits).mean();
     loss.backward();
     {
       of::NoGradGuard no_grad;

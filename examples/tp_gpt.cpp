@@ -31,7 +31,9 @@ struct BlockImpl : nn::Module {
   // x [B, L, d]
   of::Tensor forward(const of::Tensor& x) {
     const int64_t B = x.size(0), L = x.size(1), E = d_model / heads;
-    auto split_heads = [&](const of::Tensor& t) { return t.view({B, L, heads, E}).permute({0, 2, 1, 3}); };
+    auto split_heads = [&](const of::Tensor& t) {
+      return t.view({B, L, heads, E}).permute({0, 2, 1, 3});
+    };
     of::Tensor h = ln1(x);
     of::Tensor a = F::scaled_dot_product_attention(split_heads(q(h)), split_heads(k(h)),
                                                    split_heads(v(h)), {}, 0.0, /*is_causal=*/true);
@@ -45,7 +47,8 @@ struct BlockImpl : nn::Module {
       (*l)->weight.set_data((*l)->weight.to_global(pl, of::sbp::split(0)));
       (*l)->bias.set_data((*l)->bias.to_global(pl, of::sbp::split(0)));
     }
-    for (nn::Linear* l : {&proj, &fc2}) (*l)->weight.set_data((*l)->weight.to_global(pl, of::sbp::split(1)));
+    for (nn::Linear* l : {&proj, &fc2})
+      (*l)->weight.set_data((*l)->weight.to_global(pl, of::sbp::split(1)));
   }
   int64_t d_model, heads;
   nn::LayerNorm ln1{nullptr}, ln2{nullptr};
@@ -60,16 +63,19 @@ int main(int argc, char** argv) {
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
   if (heads % world != 0) {
-    if (rank == 0) std::fprintf(stderr, "%lld heads do not split over %d ranks\n", (long long)heads, world);
+    if (rank == 0)
+      std::fprintf(stderr, "%lld heads do not split over %d ranks\n", (long long)heads, world);
     return 2;
   }
   std::string text;
   std::vector<std::filesystem::path> files;
   if (std::filesystem::is_directory(dir))
     for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.is_regular_file() && !e.is_symlink() && e.path().extension().empty()) files.push_back(e.path());
+      if (e.is_regular_file() && !e.is_symlink() && e.path().extension().empty())
+        files.push_back(e.path());
   if (files.empty()) {
-    if (rank == 0) std::fprintf(stderr, "no fortune files in %s (Debian's fortunes package)\n", dir.c_str());
+    if (rank == 0)
+      std::fprintf(stderr, "no fortune files in %s (Debian's fortunes package)\n", dir.c_str());
     return 2;
   }
   std::sort(files.begin(), files.end());
@@ -101,10 +107,11 @@ int main(int argc, char** argv) {
   int64_t nparams = 0;
   for (auto& p : params) nparams += p.numel();
   if (rank == 0)
-    std::printf("tensor-parallel GPT on %d rank(s) (%s): %lld layers, d_model %lld, %lld heads "
-                "(%lld per rank), %lld parameters\n", world, of::distributed::backend().c_str(),
-                (long long)layers, (long long)d_model, (long long)heads,
-                (long long)(heads / world), (long long)nparams);
+    std::printf(
+        "tensor-parallel GPT on %d rank(s) (%s): %lld layers, d_model %lld, %lld heads "
+        "(%lld per rank), %lld parameters\n",
+        world, of::distributed::backend().c_str(), (long long)layers, (long long)d_model,
+        (long long)heads, (long long)(heads / world), (long long)nparams);
   of::optim::AdamW opt(params, of::optim::AdamWOptions(3e-3).weight_decay(0.01));
   of::data::DataLoader loader(ds, of::data::DataLoaderOptions(batch).shuffle(true).seed(2));
   of::Tensor positions = of::arange(block, of::kInt64).to_global(pl, of::sbp::broadcast());
@@ -116,7 +123,7 @@ int main(int argc, char** argv) {
   while (step < steps) {
     for (auto& b : loader) {
       if (step >= steps) break;
-      of::Tensor x = b.data.to_global(pl, of::sbp::broadcast());    // [B, L]
+      of::Tensor x = b.data.to_global(pl, of::sbp::broadcast());  // [B, L]
       of::Tensor y = b.target.to_global(pl, of::sbp::broadcast());
       const uint64_t c0 = of::distributed::collectives_issued();
       opt.zero_grad();
@@ -130,7 +137,8 @@ int main(int argc, char** argv) {
       const double l = loss.item<double>();
       avg = step == 0 ? l : 0.9 * avg + 0.1 * l;
       if (++step % 25 == 0 || step == 1) {
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (rank == 0)
           std::printf("step %4d  loss %.4f  (%.0f tokens/s)\n", step, avg,
                       double(step) * double(batch * block) / s);
@@ -138,8 +146,9 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0)
-    std::printf("%llu collectives per step (forward: one all-reduce per row-parallel sum the next "
-                "layer norm needs; backward: the column-parallel layers' input gradients)\n",
-                (unsigned long long)comm_per_step);
+    std::printf(
+        "%llu collectives per step (forward: one all-reduce per row-parallel sum the next "
+        "layer norm needs; backward: the column-parallel layers' input gradients)\n",
+        (unsigned long long)comm_per_step);
   return 0;
 }

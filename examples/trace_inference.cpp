@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
     correct += logits.argmax(1).eq(batch.target).sum().item<int64_t>();
     total += batch.target.size(0);
   }
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%lld test images in %.2f s\n", (long long)total, s);
   std::printf("test accuracy (loaded graph): %.4f\n", double(correct) / double(total));
   return 0;

@@ -87,9 +87,10 @@ class CpuAllocator {
           break;
         }
         if (emptied)
-          fail("[allocator] out of memory allocating {} bytes on cpu: {} bytes are allocated, "
-               "and memory::set_cpu_limit caps the allocator at {}", nbytes, stats_.allocated,
-               limit_);
+          fail(
+              "[allocator] out of memory allocating {} bytes on cpu: {} bytes are allocated, "
+              "and memory::set_cpu_limit caps the allocator at {}",
+              nbytes, stats_.allocated, limit_);
       }
       empty_cache();
     }
@@ -166,8 +167,7 @@ class CpuAllocator {
 // shared_ptr control blocks); a per-thread free list of fixed-size blocks makes both a pointer
 // pop instead of a malloc/free pair. A block freed on another thread joins that thread's list;
 // each list is capped and freed when its thread exits.
-template <size_t Size>
-class BlockPool {
+template <size_t Size> class BlockPool {
  public:
   static void* get() {
     Local& l = local();
@@ -190,7 +190,9 @@ class BlockPool {
 
  private:
   static constexpr size_t kCap = 4096;
-  struct Node { Node* next; };
+  struct Node {
+    Node* next;
+  };
   struct Local {
     Node* head = nullptr;
     size_t count = 0;
@@ -208,8 +210,7 @@ class BlockPool {
   }
 };
 
-template <class T>
-struct PoolAllocator {
+template <class T> struct PoolAllocator {
   using value_type = T;
   PoolAllocator() = default;
   template <class U> PoolAllocator(const PoolAllocator<U>&) {}
@@ -239,7 +240,8 @@ Storage allocate_storage(size_t nbytes, Device device) {
   size_t bucket;
   void* p = cpu_allocator().allocate(nbytes, &bucket);
   return std::allocate_shared<StorageImpl>(
-      PoolAllocator<StorageImpl>(), p, nbytes, device, +[](void* q, size_t b) { cpu_allocator().release(q, b); }, bucket);
+      PoolAllocator<StorageImpl>(), p, nbytes, device,
+      +[](void* q, size_t b) { cpu_allocator().release(q, b); }, bucket);
 }
 
 std::shared_ptr<TensorImpl> new_tensor_impl() {

@@ -21,9 +21,9 @@
 // input's dtype, so float32 parameters get float32 gradients). The composite losses (mse_loss,
 // nll_loss, the losses of nn/losses.h...) run inside a Float32Region: every op in them casts
 // float16/bfloat16 inputs up. Not cast: out=/in-place calls, views, ops a kernel dispatches.
-// The backward pass runs with autocast off (the engine suspends it). There is no weight-cast cache: a weight
-// used twice in one forward is cast twice (a traced step CSEs the second cast away).
-// A traced function's cache key holds the autocast state, so turning it on retraces.
+// The backward pass runs with autocast off (the engine suspends it). There is no weight-cast cache:
+// a weight used twice in one forward is cast twice (a traced step CSEs the second cast away). A
+// traced function's cache key holds the autocast state, so turning it on retraces.
 #include "oneflow/amp.h"
 
 #include <cmath>
@@ -243,8 +243,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled()) return;
   PerOptimizer& st = per(optimizer);
   if (st.stage == Stage::kUnscaled)
-    fail("[GradScaler] unscale_() has already been called on this optimizer since the last "
-         "update()");
+    fail(
+        "[GradScaler] unscale_() has already been called on this optimizer since the last "
+        "update()");
   if (st.stage == Stage::kStepped) fail("[GradScaler] unscale_() is being called after step()");
   NoGradGuard no_grad;
   const Tensor inv = (1.0 / scale_.to(kFloat64)).to(kFloat32);
@@ -315,10 +316,12 @@ void GradScaler::update() {
   if (!options_.enabled()) return;
   Tensor found;
   for (auto& [o, st] : per_optimizer_)
-    if (st.found_inf.defined()) found = found.defined() ? maximum(found, st.found_inf) : st.found_inf;
+    if (st.found_inf.defined())
+      found = found.defined() ? maximum(found, st.found_inf) : st.found_inf;
   if (!found.defined())
-    fail("[GradScaler] update(): no inf checks were recorded since the last update (call "
-         "step() or unscale_() first)");
+    fail(
+        "[GradScaler] update(): no inf checks were recorded since the last update (call "
+        "step() or unscale_() first)");
   NoGradGuard no_grad;
   const Tensor overflow = found > 0;
   const Tensor counted = where(overflow, Scalar(int64_t(0)), growth_tracker_ + 1);

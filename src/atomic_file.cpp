@@ -143,8 +143,8 @@ void write_file_atomically(const std::string& path, const std::function<void(int
   OF_CHECK(!base.empty(), "[{}] {}: the path names a directory, not a file", op, path);
   remove_stale_temporaries(path);
 
-  const std::string tmp = join(dir, fmt::format(".{}.oftmp.{}.{}", base, ::getpid(),
-                                                g_temp_counter.fetch_add(1)));
+  const std::string tmp =
+      join(dir, fmt::format(".{}.oftmp.{}.{}", base, ::getpid(), g_temp_counter.fetch_add(1)));
   // 1. An unnamed file where the file system has them, else the named temporary.
   Fd f;
   bool named = false;  // whether `tmp` exists and must be removed on failure

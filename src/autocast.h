@@ -12,8 +12,7 @@ struct State {
   ScalarType cuda_dtype = kFloat16;
   int fp32_region = 0;  // > 0: inside a composite loss (every op's inputs go to float32)
   bool operator==(const State& o) const {
-    return cpu == o.cpu && cuda == o.cuda && cpu_dtype == o.cpu_dtype &&
-           cuda_dtype == o.cuda_dtype;
+    return cpu == o.cpu && cuda == o.cuda && cpu_dtype == o.cpu_dtype && cuda_dtype == o.cuda_dtype;
   }
 };
 extern OF_TLS State t_state;

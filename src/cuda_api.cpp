@@ -110,7 +110,9 @@ void record_stream(const Tensor& t, const CUDAStream& stream) {
 }
 
 size_t memory_allocated(int d) { return memory::stats(Device(kCUDA, resolve(d))).allocated; }
-size_t max_memory_allocated(int d) { return memory::stats(Device(kCUDA, resolve(d))).peak_allocated; }
+size_t max_memory_allocated(int d) {
+  return memory::stats(Device(kCUDA, resolve(d))).peak_allocated;
+}
 size_t memory_reserved(int d) { return memory::stats(Device(kCUDA, resolve(d))).reserved; }
 void reset_peak_memory_stats(int d) { memory::reset_peak_stats(Device(kCUDA, resolve(d))); }
 void empty_cache(int d) { memory::empty_cache(Device(kCUDA, resolve(d))); }

@@ -86,7 +86,9 @@ const OpDef& find_op(std::string_view name) {
 void set_op_cuda_kernel(std::string_view name, KernelFn fn) {
   const_cast<OpDef&>(find_op(name)).cuda = fn;  // the table owns its ops; only this slot changes
 }
-void set_op_cuda_16bit(std::string_view name) { const_cast<OpDef&>(find_op(name)).cuda_16bit = true; }
+void set_op_cuda_16bit(std::string_view name) {
+  const_cast<OpDef&>(find_op(name)).cuda_16bit = true;
+}
 
 void ensure_op_table() { table(); }
 
@@ -125,7 +127,9 @@ bool scalar_equal(const Scalar& a, const Scalar& b) {
 }
 
 namespace {
-size_t hash_mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+size_t hash_mix(size_t h, size_t v) {
+  return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
 size_t hash_bits(double d) {
   uint64_t u;
   std::memcpy(&u, &d, sizeof u);
@@ -135,8 +139,8 @@ size_t hash_bits(double d) {
 
 size_t hash_scalar(const Scalar& s) {
   size_t h = size_t(s.kind());
-  return hash_mix(h, s.is_floating_point() ? hash_bits(s.to_double())
-                                           : std::hash<int64_t>()(s.to_long()));
+  return hash_mix(
+      h, s.is_floating_point() ? hash_bits(s.to_double()) : std::hash<int64_t>()(s.to_long()));
 }
 
 bool operator==(const Attrs& a, const Attrs& b) {
@@ -149,9 +153,11 @@ bool operator==(const Attrs& a, const Attrs& b) {
           using T = std::decay_t<decltype(xv)>;
           const T& yv = std::get<T>(y);
           if constexpr (std::is_same_v<T, std::monostate>) return true;
-          else if constexpr (std::is_same_v<T, double>) return std::memcmp(&xv, &yv, sizeof xv) == 0;
+          else if constexpr (std::is_same_v<T, double>)
+            return std::memcmp(&xv, &yv, sizeof xv) == 0;
           else if constexpr (std::is_same_v<T, Scalar>) return scalar_equal(xv, yv);
-          else if constexpr (std::is_same_v<T, DimVector>) return IntArrayRef(xv) == IntArrayRef(yv);
+          else if constexpr (std::is_same_v<T, DimVector>)
+            return IntArrayRef(xv) == IntArrayRef(yv);
           else return xv == yv;
         },
         x);
@@ -316,7 +322,8 @@ Tensor wrap_scalar(const Scalar& s, ScalarType dtype, Device device) {
 
 namespace {
 // PyTorch's combine_categories: the higher-priority result wins unless it is a lower category.
-std::optional<ScalarType> combine(std::optional<ScalarType> higher, std::optional<ScalarType> lower) {
+std::optional<ScalarType> combine(std::optional<ScalarType> higher,
+                                  std::optional<ScalarType> lower) {
   if (!higher) return lower;
   if (!lower) return higher;
   if (is_floating_point(*higher)) return higher;
@@ -345,7 +352,9 @@ ScalarType result_type(const TensorList& operands) {
 
 ScalarType result_type(const Tensor& a, const Tensor& b) { return result_type(TensorList{a, b}); }
 ScalarType result_type(const Tensor& a, const Scalar& b) {
-  return result_type(TensorList{a, wrap_scalar(b, b.default_dtype() == kFloat32 ? kFloat64 : b.default_dtype(), Device(kCPU))});
+  return result_type(TensorList{
+      a,
+      wrap_scalar(b, b.default_dtype() == kFloat32 ? kFloat64 : b.default_dtype(), Device(kCPU))});
 }
 
 Tensor cast_if_needed(const Tensor& t, ScalarType dtype) {
@@ -404,9 +413,7 @@ DimVector elementwise_layout(const TensorList& inputs, const TensorMeta& m) {
 }
 
 // `copy` backs contiguous(), clone() and to(dtype): its result is always row-major.
-const OpDef* row_major_copy() {
-  return &OF_OP("copy");
-}
+const OpDef* row_major_copy() { return &OF_OP("copy"); }
 
 }  // namespace
 
@@ -450,14 +457,18 @@ GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* 
       if (inputs[i].defined() && inputs[i].is_same(*out)) out_alias = int(i);
     if (needs_grad || (out->requires_grad() && t_grad_enabled)) {
       if (out_alias < 0)
-        fail("[{}] out= arguments don't support automatic differentiation, but one of the "
-             "arguments requires grad", op.name);
+        fail(
+            "[{}] out= arguments don't support automatic differentiation, but one of the "
+            "arguments requires grad",
+            op.name);
       if (out->is_leaf() && out->requires_grad())
         fail("[{}] a leaf tensor that requires grad is being used in an in-place operation",
              op.name);
       if (out->impl()->view_base && out->impl()->view_base->requires_grad)
-        fail("[{}] in-place operation on a view of a tensor that requires grad is not "
-             "supported; use the out-of-place form", op.name);
+        fail(
+            "[{}] in-place operation on a view of a tensor that requires grad is not "
+            "supported; use the out-of-place form",
+            op.name);
       needs_grad = grad_on;
       if (needs_grad && ((op.save_inputs >> out_alias) & 1u)) {
         snapshot = inputs;  // the VJP must see the value before it is overwritten
@@ -519,8 +530,8 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     const TensorMeta& m = metas[i];
     if (m.view_of >= 0) {
       const Tensor& b = inputs[m.view_of];
-      outputs.push_back(make_view(b, m.sizes, m.strides.empty() ? contiguous_strides(m.sizes)
-                                                                : m.strides, m.offset));
+      outputs.push_back(make_view(
+          b, m.sizes, m.strides.empty() ? contiguous_strides(m.sizes) : m.strides, m.offset));
     } else if (i == 0 && out) {
       if (out->dtype() == m.dtype && (out->is_contiguous() || op.has(kElementwise))) {
         outputs.push_back(*out);
@@ -559,7 +570,8 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     }
   }
   // 6. autograd
-  if (needs_grad) autograd::record(op, inputs, attrs, outputs, snapshot.empty() ? nullptr : &snapshot);
+  if (needs_grad)
+    autograd::record(op, inputs, attrs, outputs, snapshot.empty() ? nullptr : &snapshot);
   // 7. tracer
   if (tracer && !staged.defined()) tracer->on_op(op, inputs, attrs, outputs, out);
   return outputs;

@@ -57,11 +57,11 @@ enum OpTrait : uint32_t {
   // out may alias input 0: elementwise with the same indexing, or a kernel that starts by
   // copying input 0 into out and skips that copy when they are one (scatter_add)
   kInplaceOk = 1u << 3,
-  kRandom = 1u << 4,      // consumes the generator
-  kSyncsHost = 1u << 5,   // reads tensor data on the host to know output shapes
+  kRandom = 1u << 4,     // consumes the generator
+  kSyncsHost = 1u << 5,  // reads tensor data on the host to know output shapes
   kCollective = 1u << 6,
   kNonDifferentiable = 1u << 7,
-  kFactory = 1u << 8,     // no tensor inputs
+  kFactory = 1u << 8,  // no tensor inputs
   // effects beyond its outputs (a point-to-point send or receive): a traced graph never
   // removes, merges or folds the node, whatever uses its outputs on this rank
   kEffect = 1u << 9,
@@ -84,7 +84,16 @@ enum class AutocastPolicy : uint8_t { kNone, kLower, kFloat32, kPromote };
 // How a generated fused kernel (trace/fusion_codegen.cpp) computes one element of a
 // kElementwise op: by its functor (OpDef::functor), or by one of the forms that read attributes
 // or write into their input 0 (fill_ and copy_ do not read it).
-enum class FusedForm : uint8_t { kFunctor, kGelu, kWhere, kFill, kCopyInto, kCast, kPowScalar, kClamp };
+enum class FusedForm : uint8_t {
+  kFunctor,
+  kGelu,
+  kWhere,
+  kFill,
+  kCopyInto,
+  kCast,
+  kPowScalar,
+  kClamp
+};
 
 // An algebraic identity the trace's fold pass applies (x*1, x+0, x/1, x**1, a copy that changes
 // nothing): the node's output is its input `keep`, unchanged, when
@@ -147,11 +156,11 @@ struct OpDef {
   std::vector<std::string> attr_names;
   InferMetaFn infer_meta = nullptr;
   KernelFn cpu = nullptr;
-  KernelFn cuda = nullptr;  // null: "[op] has no CUDA implementation"
-  VjpFn vjp = nullptr;      // null: not differentiable
-  uint32_t save_inputs = 0;    // bitmask of inputs the VJP reads
-  uint32_t save_outputs = 0;   // bitmask of outputs the VJP reads
-  uint32_t nondiff_inputs = 0; // bitmask of inputs that never receive gradients
+  KernelFn cuda = nullptr;            // null: "[op] has no CUDA implementation"
+  VjpFn vjp = nullptr;                // null: not differentiable
+  uint32_t save_inputs = 0;           // bitmask of inputs the VJP reads
+  uint32_t save_outputs = 0;          // bitmask of outputs the VJP reads
+  uint32_t nondiff_inputs = 0;        // bitmask of inputs that never receive gradients
   const SbpRule* sbp_rule = nullptr;  // null: the default of the traits (NOTE [SBP rules])
   // kRandom ops: index of the `seed` attr (`offset` follows it); the tracer re-draws both at
   // every replay so that a replay advances the generator exactly as the eager call did.
@@ -193,16 +202,17 @@ void ensure_op_table();
 // NOTE [Reaching an op]: code reaches an op of the table one way: OF_OP("name"), a lookup by
 // name made once per call site and kept in a function-local static (building the table on
 // first use). The table-driven unary/binary families look their rows up by name the same way.
-#define OF_OP(name)                                                                       \
-  (*[]() -> const ::oneflow::OpDef* {                                                     \
-    static const ::oneflow::OpDef* const op_ = &::oneflow::find_op(name);                 \
-    return op_;                                                                           \
+#define OF_OP(name)                                                       \
+  (*[]() -> const ::oneflow::OpDef* {                                     \
+    static const ::oneflow::OpDef* const op_ = &::oneflow::find_op(name); \
+    return op_;                                                           \
   }())
 
 // Runs `op` on `inputs`. `out`, when given, receives the result (out= and in-place forms):
 // its shape must equal the inferred one and the result dtype must be castable to its dtype.
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr);
-inline Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {}, Tensor* out = nullptr) {
+inline Tensor dispatch1(const OpDef& op, TensorList inputs, Attrs attrs = {},
+                        Tensor* out = nullptr) {
   TensorList r = dispatch(op, std::move(inputs), std::move(attrs), out);
   return std::move(r[0]);
 }
@@ -262,8 +272,7 @@ int64_t checked_numel(IntArrayRef sizes, const char* op);  // errors on negative
 // any int64): [op] error naming `what` when the product overflows int64.
 inline int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
   int64_t r;
-  if (__builtin_mul_overflow(a, b, &r))
-    fail("[{}] {} overflows int64 ({} * {})", op, what, a, b);
+  if (__builtin_mul_overflow(a, b, &r)) fail("[{}] {} overflows int64 ({} * {})", op, what, a, b);
   return r;
 }
 // The device a (device_type, device_index) attribute pair names; [op] error for another type
@@ -272,7 +281,7 @@ Device device_from_attrs(int64_t type, int64_t index, const char* op);
 // Elements a strided view (non-negative strides, offset >= 0) needs in its storage: 0 when
 // it is empty, else its last element + 1; [op] error on bad or overflowing geometry.
 int64_t view_extent(IntArrayRef sizes, IntArrayRef strides, int64_t offset, const char* op);
-std::string shape_str(IntArrayRef sizes);                   // "(2, 3)"
+std::string shape_str(IntArrayRef sizes);  // "(2, 3)"
 // Allocates an uninitialized contiguous tensor (no autograd, no dispatch).
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device);
 // A new impl viewing `base`'s storage.

@@ -4,14 +4,22 @@ namespace oneflow {
 
 std::string_view dtype_name(ScalarType t) {
   switch (t) {
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
-    case kFloat16: return "float16";
-    case kBFloat16: return "bfloat16";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kUInt8: return "uint8";
-    case kBool: return "bool";
+    case kFloat32:
+      return "float32";
+    case kFloat64:
+      return "float64";
+    case kFloat16:
+      return "float16";
+    case kBFloat16:
+      return "bfloat16";
+    case kInt32:
+      return "int32";
+    case kInt64:
+      return "int64";
+    case kUInt8:
+      return "uint8";
+    case kBool:
+      return "bool";
   }
   return "unknown";
 }

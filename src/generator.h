@@ -16,7 +16,10 @@ struct Philox {
     uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
     uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
   }
   // Four 32-bit random words for counter `ctr` under key `seed`.
   OF_HD static void generate(uint64_t seed, uint64_t ctr, uint32_t out[4]) {
@@ -27,7 +30,10 @@ struct Philox {
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
   }
   // Uniform in [0, 1) with 24 (float) or 53 (double) random bits.
   OF_HD static float u01f(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }

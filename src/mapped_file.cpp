@@ -62,10 +62,10 @@ Tensor MappedFile::tensor(size_t offset, IntArrayRef shape, ScalarType dtype) {
   }
   OF_CHECK(offset <= size_ && bytes <= size_ - offset &&
                reinterpret_cast<uintptr_t>(data_ + offset) % itemsize(dtype) == 0,
-           "[mmap] {}: a {} tensor of {} bytes does not fit at byte {} of the {}-byte file",
-           path_, dtype_name(dtype), uint64_t(bytes), offset, size_);
-  return from_blob(data_ + offset, shape, [keep = shared_from_this()](void*) {},
-                   TensorOptions(dtype));
+           "[mmap] {}: a {} tensor of {} bytes does not fit at byte {} of the {}-byte file", path_,
+           dtype_name(dtype), uint64_t(bytes), offset, size_);
+  return from_blob(
+      data_ + offset, shape, [keep = shared_from_this()](void*) {}, TensorOptions(dtype));
 }
 
 }  // namespace oneflow

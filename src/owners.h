@@ -10,8 +10,7 @@
 
 namespace oneflow {
 
-template <class T>
-long owners_synchronized(const std::shared_ptr<T>& p) {
+template <class T> long owners_synchronized(const std::shared_ptr<T>& p) {
   if (!p) return 0;
   std::shared_ptr<T> probe = p;  // acq_rel on the control block's count
   return probe.use_count() - 1;

@@ -67,12 +67,21 @@ void print_rec(std::string& s, const Tensor& t, const Formatter& f, int64_t dim,
     }
   };
   if (summarize && n > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) { emit(i); sep(); }
+    for (int64_t i = 0; i < kEdgeItems; ++i) {
+      emit(i);
+      sep();
+    }
     s += "...";
     sep();
-    for (int64_t i = n - kEdgeItems; i < n; ++i) { emit(i); if (i + 1 < n) sep(); }
+    for (int64_t i = n - kEdgeItems; i < n; ++i) {
+      emit(i);
+      if (i + 1 < n) sep();
+    }
   } else {
-    for (int64_t i = 0; i < n; ++i) { emit(i); if (i + 1 < n) sep(); }
+    for (int64_t i = 0; i < n; ++i) {
+      emit(i);
+      if (i + 1 < n) sep();
+    }
   }
   s += "]";
 }
@@ -110,8 +119,7 @@ std::string format_tensor(const Tensor& t0) {
   if (t.numel() == 0 || t.dim() == 0 || summarize) extra.push_back("size=" + shape_str(t.sizes()));
   if (t0.dtype() != kFloat32 && t0.dtype() != kInt64 && t0.dtype() != kBool)
     extra.push_back(fmt::format("dtype={}", dtype_name(t0.dtype())));
-  else if (t0.dtype() != kFloat32)
-    extra.push_back(fmt::format("dtype={}", dtype_name(t0.dtype())));
+  else if (t0.dtype() != kFloat32) extra.push_back(fmt::format("dtype={}", dtype_name(t0.dtype())));
   if (t0.is_global()) {
     extra.push_back("placement=" + t0.placement().str());
     extra.push_back("sbp=" + sbp_str(t0.sbp()));

@@ -30,10 +30,13 @@ struct DtypeCode {
   ScalarType type;
   const char* code;
 };
+// One row per op, one line per row (kept as written by clang-format).
+// clang-format off
 constexpr DtypeCode kDtypeCodes[] = {
     {kFloat32, "F32"}, {kFloat64, "F64"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},
     {kInt32, "I32"},   {kInt64, "I64"},   {kUInt8, "U8"},    {kBool, "BOOL"},
 };
+// clang-format on
 
 bool dtype_from_code(std::string_view code, ScalarType* out) {
   for (const auto& d : kDtypeCodes)
@@ -99,13 +102,27 @@ void append_json_string(std::string& out, std::string_view s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) out += fmt::format("\\u{:04x}", unsigned(c));
         else out += ch;
@@ -129,15 +146,15 @@ struct JMember;
 struct JValue {
   enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
   bool b = false;
-  std::string s;        // String: the decoded text; Number: the literal as written
+  std::string s;         // String: the decoded text; Number: the literal as written
   bool is_uint = false;  // Number: a non-negative integer literal that fits in uint64
   uint64_t u = 0;
   std::vector<JValue> arr;
   std::vector<JMember> obj;  // in file order; keys are unique
 
   const char* kind_name() const {
-    static constexpr const char* kNames[] = {"null", "a boolean", "a number",
-                                             "a string", "an array", "an object"};
+    static constexpr const char* kNames[] = {"null",     "a boolean", "a number",
+                                             "a string", "an array",  "an object"};
     return kNames[kind];
   }
 };
@@ -160,8 +177,7 @@ class JsonParser {
   }
 
  private:
-  template <class... Args>
-  [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) {
+  template <class... Args> [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) {
     throw Error(fmt::format("[load] {}: malformed header JSON at header byte {}: {}", path_, pos_,
                             fmt::format(f, std::forward<Args>(args)...)));
   }
@@ -174,7 +190,8 @@ class JsonParser {
   bool at_end() const { return pos_ >= text_.size(); }
   char peek() const { return text_[pos_]; }
   void skip_ws() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) ++pos_;
+    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r'))
+      ++pos_;
   }
   void expect(char c) {
     if (at_end() || peek() != c) error("expected '{}', found {}", c, describe());
@@ -350,21 +367,38 @@ class JsonParser {
       char e = peek();
       ++pos_;
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = parse_hex4();
           if (cp >= 0xDC00 && cp <= 0xDFFF) error("unpaired low surrogate \\u{:04x}", cp);
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             if (!literal("\\u")) error("high surrogate \\u{:04x} not followed by a low one", cp);
             uint32_t lo = parse_hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) error("high surrogate \\u{:04x} not followed by a low one", cp);
+            if (lo < 0xDC00 || lo > 0xDFFF)
+              error("high surrogate \\u{:04x} not followed by a low one", cp);
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           }
           append_utf8(out, cp);
@@ -454,10 +488,11 @@ void save_tensors(const std::vector<std::pair<std::string, Tensor>>& named, cons
     for (size_t i = 0; i < named.size(); ++i) {
       const auto& [name, t] = named[i];
       OF_CHECK(!name.empty(), "[save] {}: tensor #{} has an empty name", path, i);
-      OF_CHECK(name != "__metadata__", "[save] {}: tensor #{} is named \"__metadata__\", which is reserved",
-               path, i);
+      OF_CHECK(name != "__metadata__",
+               "[save] {}: tensor #{} is named \"__metadata__\", which is reserved", path, i);
       OF_CHECK(find_bad_utf8(name) == std::string_view::npos,
-               "[save] {}: tensor #{} has a name that is not valid UTF-8: {}", path, i, quoted(name));
+               "[save] {}: tensor #{} has a name that is not valid UTF-8: {}", path, i,
+               quoted(name));
       OF_CHECK(names.insert(name).second, "[save] {}: duplicate tensor name {} (tensor #{})", path,
                quoted(name), i);
       OF_CHECK(t.defined(), "[save] {}: tensor {} is undefined", path, quoted(name));
@@ -513,15 +548,18 @@ void save_tensors(const std::vector<std::pair<std::string, Tensor>>& named, cons
            header.size());
 
   // 3. Write it (NOTE [Atomic file replacement]).
-  write_file_atomically(path, [&](int fd) {
-    unsigned char len[8];
-    uint64_t n = header.size();
-    for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>((n >> (8 * k)) & 0xFF);
-    write_fully(fd, len, 8, path, "save");
-    write_fully(fd, header.data(), header.size(), path, "save");
-    for (const Tensor& c : data)
-      if (c.nbytes() > 0) write_fully(fd, c.data_ptr(), c.nbytes(), path, "save");
-  }, "save");
+  write_file_atomically(
+      path,
+      [&](int fd) {
+        unsigned char len[8];
+        uint64_t n = header.size();
+        for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>((n >> (8 * k)) & 0xFF);
+        write_fully(fd, len, 8, path, "save");
+        write_fully(fd, header.data(), header.size(), path, "save");
+        for (const Tensor& c : data)
+          if (c.nbytes() > 0) write_fully(fd, c.data_ptr(), c.nbytes(), path, "save");
+      },
+      "save");
 }
 
 void save(const Tensor& t, const std::string& path) {
@@ -573,12 +611,15 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
          path, file_size);
   unsigned char len[8];
   if (!read_at(len, 8, 0))
-    fail("[load] {}: reading the length field failed: {}", path, err ? errno_text(err) : "short read");
+    fail("[load] {}: reading the length field failed: {}", path,
+         err ? errno_text(err) : "short read");
   uint64_t n = 0;
   for (int k = 0; k < 8; ++k) n |= uint64_t(len[k]) << (8 * k);
   if (n > file_size - 8)
-    fail("[load] {}: truncated: header says {} header bytes, file has {} bytes after the length field",
-         path, n, file_size - 8);
+    fail(
+        "[load] {}: truncated: header says {} header bytes, file has {} bytes after the length "
+        "field",
+        path, n, file_size - 8);
   if (n > kMaxHeaderBytes)
     fail("[load] {}: header length {} is over the 100 MiB safetensors limit", path, n);
   if (n < 2) fail("[load] {}: header length {} is too short for a JSON object", path, n);
@@ -592,7 +633,8 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
       fail("[load] {}: reading the header failed: {}", path, err ? errno_text(err) : "file shrank");
     header = header_copy;
   }
-  if (header[0] != '{') fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
+  if (header[0] != '{')
+    fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
   if (size_t bad = find_bad_utf8(header); bad != std::string_view::npos)
     fail("[load] {}: header is not valid UTF-8 (header byte {})", path, bad);
   JValue root = JsonParser(header, path).parse_document();
@@ -604,7 +646,8 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
   for (auto& [key, v] : root.obj) {
     if (key == "__metadata__") {
       if (v.kind != JValue::Object)
-        fail("[load] {}: \"__metadata__\" must be an object of strings, found {}", path, v.kind_name());
+        fail("[load] {}: \"__metadata__\" must be an object of strings, found {}", path,
+             v.kind_name());
       for (auto& [mk, mv] : v.obj) {
         if (mv.kind != JValue::String)
           fail("[load] {}: \"__metadata__\" value for key {} must be a string, found {}", path,
@@ -614,7 +657,8 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
       continue;
     }
     std::string qn = quoted(key);
-    if (v.kind != JValue::Object) fail("[load] {}: tensor {}: expected an object, found {}", path, qn, v.kind_name());
+    if (v.kind != JValue::Object)
+      fail("[load] {}: tensor {}: expected an object, found {}", path, qn, v.kind_name());
     const JValue *dt = nullptr, *shape = nullptr, *offs = nullptr;
     for (auto& [fk, fv] : v.obj) {
       if (fk == "dtype") dt = &fv;
@@ -624,23 +668,29 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
     }
     if (!dt || !shape || !offs)
       fail("[load] {}: tensor {}: missing field \"{}\"", path, qn,
-           !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+           !dt      ? "dtype"
+           : !shape ? "shape"
+                    : "data_offsets");
     Entry e;
     e.name = key;
     e.header_index = entries.size();
-    if (dt->kind != JValue::String) fail("[load] {}: tensor {}: dtype must be a string, found {}", path, qn, dt->kind_name());
+    if (dt->kind != JValue::String)
+      fail("[load] {}: tensor {}: dtype must be a string, found {}", path, qn, dt->kind_name());
     if (!dtype_from_code(dt->s, &e.dtype))
-      fail("[load] {}: tensor {}: unknown or unsupported dtype {} (supported: F32 F64 F16 BF16 I32 I64 U8 BOOL)",
-           path, qn, quoted(dt->s));
+      fail(
+          "[load] {}: tensor {}: unknown or unsupported dtype {} (supported: F32 F64 F16 BF16 I32 "
+          "I64 U8 BOOL)",
+          path, qn, quoted(dt->s));
     if (shape->kind != JValue::Array)
       fail("[load] {}: tensor {}: shape must be an array, found {}", path, qn, shape->kind_name());
     // numel * itemsize, with overflow checks
     unsigned __int128 bytes = itemsize(e.dtype);
     bool too_big = false;
     for (const JValue& d : shape->arr) {
-      if (d.kind != JValue::Number || !d.is_uint || d.u > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail("[load] {}: tensor {}: shape entries must be non-negative integers, found {}", path, qn,
-             d.kind == JValue::Number ? d.s : std::string(d.kind_name()));
+      if (d.kind != JValue::Number || !d.is_uint ||
+          d.u > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail("[load] {}: tensor {}: shape entries must be non-negative integers, found {}", path,
+             qn, d.kind == JValue::Number ? d.s : std::string(d.kind_name()));
       e.shape.push_back(int64_t(d.u));
       bytes *= d.u;
       if (bytes > std::numeric_limits<uint64_t>::max()) too_big = true, bytes = 0;
@@ -654,17 +704,20 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
     e.begin = offs->arr[0].u;
     e.end = offs->arr[1].u;
     if (e.begin > e.end)
-      fail("[load] {}: tensor {}: data_offsets [{}, {}] end before they begin", path, qn, e.begin, e.end);
+      fail("[load] {}: tensor {}: data_offsets [{}, {}] end before they begin", path, qn, e.begin,
+           e.end);
     if (too_big || uint64_t(bytes) != e.end - e.begin)
-      fail("[load] {}: tensor {}: shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}", path,
-           qn, shape_text(e.shape), dt->s, too_big ? std::string("more than 2^64") : std::to_string(uint64_t(bytes)),
-           e.begin, e.end, e.end - e.begin);
+      fail("[load] {}: tensor {}: shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}",
+           path, qn, shape_text(e.shape), dt->s,
+           too_big ? std::string("more than 2^64") : std::to_string(uint64_t(bytes)), e.begin,
+           e.end, e.end - e.begin);
     entries.push_back(std::move(e));
   }
   if (auto it = meta.find("format"); it != meta.end()) {
     std::string_view fmt_v = it->second;
     if (fmt_v.starts_with("oneflow-safetensors-") && fmt_v != kCheckpointFormat)
-      fail("[load] {}: written in format {}, this build reads {}", path, quoted(fmt_v), kCheckpointFormat);
+      fail("[load] {}: written in format {}, this build reads {}", path, quoted(fmt_v),
+           kCheckpointFormat);
   }
 
   // 3. Offsets: sorted, starting at 0, back to back, covering the data section exactly.
@@ -682,12 +735,13 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
   for (const Entry* e : order) {
     if (e->begin != cursor)
       fail("[load] {}: tensor {}: data_offsets [{}, {}] {} (expected it to begin at {})", path,
-           quoted(e->name), e->begin, e->end, e->begin < cursor ? "overlap the previous tensor" : "leave a gap",
-           cursor);
+           quoted(e->name), e->begin, e->end,
+           e->begin < cursor ? "overlap the previous tensor" : "leave a gap", cursor);
     cursor = e->end;
   }
   if (cursor != data_len)
-    fail("[load] {}: trailing garbage: header says {} data bytes, file has {}", path, cursor, data_len);
+    fail("[load] {}: trailing garbage: header says {} data bytes, file has {}", path, cursor,
+         data_len);
 
   // 4. Names: the caller's renaming; two tensors may not end up under one name.
   if (const auto& rename = options.rename()) {

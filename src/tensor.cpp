@@ -23,13 +23,13 @@ int64_t Tensor::stride(int64_t dim) const {
 }
 
 template <class T>
-  requires is_item_type<T>
-T Tensor::item() const {
+requires is_item_type<T> T Tensor::item()
+const {
   auto* i = check_impl();
   note_host_read(*this, "item()");
   OF_CHECK(i->numel == 1,
-           "[item] a Tensor with {} elements cannot be converted to a Scalar (shape {})",
-           i->numel, shape_str(i->sizes));
+           "[item] a Tensor with {} elements cannot be converted to a Scalar (shape {})", i->numel,
+           shape_str(i->sizes));
   Tensor c = is_global() ? global::logical_value(*this) : *this;
   if (!c.is_cpu()) c = c.to(Device(kCPU));
   T v{};
@@ -90,8 +90,9 @@ Tensor& Tensor::set_requires_grad(bool r) {
              dtype_name(i->dtype));
   }
   if (!r && i->grad_fn)
-    fail("[requires_grad_] you can only change requires_grad flags of leaf variables; use "
-         "detach() to get a tensor that does not require grad");
+    fail(
+        "[requires_grad_] you can only change requires_grad flags of leaf variables; use "
+        "detach() to get a tensor that does not require grad");
   i->requires_grad = r;
   return *this;
 }
@@ -111,7 +112,8 @@ Tensor& Tensor::mutable_grad() {
 
 void Tensor::retain_grad() {
   auto* i = check_impl();
-  OF_CHECK(i->requires_grad, "[retain_grad] can't retain_grad on a tensor that doesn't require grad");
+  OF_CHECK(i->requires_grad,
+           "[retain_grad] can't retain_grad on a tensor that doesn't require grad");
   if (!i->grad_fn || i->retains_grad) return;
   i->retains_grad = true;
   i->grad_fn->retained.push_back({i->output_nr, impl_});

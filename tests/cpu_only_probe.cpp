@@ -72,8 +72,6 @@ int main(int argc, char** argv) {
   try {
     of::zeros({2}).to(of::Device("cuda:0"));
     std::printf("ok\n");
-  } catch (const of::Error& e) {
-    std::printf("error %s\n", e.what());
-  }
+  } catch (const of::Error& e) { std::printf("error %s\n", e.what()); }
   return 0;
 }

@@ -27,9 +27,7 @@ inline const of::Device kCuda0("cuda:0");
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const of::Error& e) {
-    return e.what();
-  }
+  } catch (const of::Error& e) { return e.what(); }
   return "";
 }
 

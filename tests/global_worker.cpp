@@ -17,8 +17,8 @@
 #include <thread>
 
 namespace of = oneflow;
-using of::Sbp;
 using of::NdSbp;
+using of::Sbp;
 
 namespace {
 
@@ -182,7 +182,8 @@ void check_against_local(const std::string& what,
   }
 }
 
-TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split and equal one process") {
+TEST_CASE(
+    "global rules: layer/rms norm, cross entropy and cat keep rows split and equal one process") {
   const int p = of::distributed::world_size();
   const Sbp S0 = of::sbp::split(0), Bc = of::sbp::broadcast();
   of::manual_seed(31);
@@ -191,20 +192,29 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
   const of::Tensor x2 = of::randn({10, 6}, f64), x3 = of::randn({4, 3, 6}, f64),
                    x3u = of::randn({5, 3, 6}, f64), w = of::randn({6}, f64) + 1.0,
                    b = of::randn({6}, f64);
-  check_against_local("layer_norm 2-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
-                      {x2, w, b}, {S0, Bc, Bc}, &S0);
-  check_against_local("layer_norm 3-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
-                      {x3, w, b}, {S0, Bc, Bc}, &S0);
-  check_against_local("layer_norm 3-D over two dims",
-                      [](const auto& v) { return of::layer_norm(v[0], {3, 6}); }, {x3}, {S0}, &S0);
+  check_against_local(
+      "layer_norm 2-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
+      {x2, w, b}, {S0, Bc, Bc}, &S0);
+  check_against_local(
+      "layer_norm 3-D", [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
+      {x3, w, b}, {S0, Bc, Bc}, &S0);
+  check_against_local(
+      "layer_norm 3-D over two dims",
+      [](const auto& v) {
+        return of::layer_norm(v[0], {3, 6});
+      },
+      {x3}, {S0}, &S0);
   // 5 rows over 2 or 4 ranks: the statistics' rows would not be balanced pieces: whole values
-  check_against_local("layer_norm 3-D, uneven dim 0",
-                      [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); },
-                      {x3u, w, b}, {S0, Bc, Bc}, p == 1 ? &S0 : &Bc);
-  check_against_local("rms_norm 2-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); },
-                      {x2, w}, {S0, Bc}, &S0);
-  check_against_local("rms_norm 3-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); },
-                      {x3, w}, {S0, Bc}, &S0);
+  check_against_local(
+      "layer_norm 3-D, uneven dim 0",
+      [](const auto& v) { return of::layer_norm(v[0], {6}, v[1], v[2]); }, {x3u, w, b},
+      {S0, Bc, Bc}, p == 1 ? &S0 : &Bc);
+  check_against_local(
+      "rms_norm 2-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); }, {x2, w},
+      {S0, Bc}, &S0);
+  check_against_local(
+      "rms_norm 3-D", [](const auto& v) { return of::rms_norm(v[0], {6}, v[1]); }, {x3, w},
+      {S0, Bc}, &S0);
   // cross entropy: ignored targets, weights, smoothing, every reduction
   const of::Tensor logits = of::randn({10, 5}, f64);
   const of::Tensor target = of::tensor({0, 3, 1, -100, 4, 2, 2, -100, 0, 1}, of::kInt64);
@@ -217,12 +227,14 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
         CAPTURE(red.index());
         CAPTURE(weighted);
         CAPTURE(eps);
-        auto opts = F::CrossEntropyFuncOptions().reduction(red).ignore_index(-100).label_smoothing(eps);
+        auto opts =
+            F::CrossEntropyFuncOptions().reduction(red).ignore_index(-100).label_smoothing(eps);
         if (weighted) opts = opts.weight(cw);
         check_against_local("cross_entropy",
                             [&](const auto& v) {
                               auto o = opts;
-                              if (weighted) o = o.weight(cw.to_global(of::Placement::all("cpu"), Bc));
+                              if (weighted)
+                                o = o.weight(cw.to_global(of::Placement::all("cpu"), Bc));
                               return F::cross_entropy(v[0], v[1], v[0].is_global() ? o : opts);
                             },
                             {logits, target}, {S0, S0});
@@ -230,7 +242,8 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
   // the data-parallel loss: rows stay split; the forward adds one scalar all-reduce
   {
     of::Placement pl = of::Placement::all("cpu");
-    of::Tensor lg = logits.to_global(pl, Bc).to_global(pl, S0), tg = target.to_global(pl, Bc).to_global(pl, S0);
+    of::Tensor lg = logits.to_global(pl, Bc).to_global(pl, S0),
+               tg = target.to_global(pl, Bc).to_global(pl, S0);
     const uint64_t before = issued();
     of::Tensor loss = F::cross_entropy(lg, tg, F::CrossEntropyFuncOptions().ignore_index(-100));
     if (p > 1) CHECK(issued() - before == 1);
@@ -239,36 +252,54 @@ TEST_CASE("global rules: layer/rms norm, cross entropy and cat keep rows split a
                        .item<double>()) < 1e-12);
   }
   // attention over a split batch (no dropout): per sample, the split stays
-  const of::Tensor q = of::randn({6, 3, 4}, f64), k = of::randn({6, 5, 4}, f64), v = of::randn({6, 5, 2}, f64);
-  check_against_local("sdpa", [](const auto& t) { return of::scaled_dot_product_attention(t[0], t[1], t[2]); },
-                      {q, k, v}, {S0, S0, S0}, &S0);
-  check_against_local("sdpa causal",
-                      [](const auto& t) { return of::scaled_dot_product_attention(t[0], t[1], t[1], {}, 0.0, true); },
-                      {q, q}, {S0, S0}, &S0);
+  const of::Tensor q = of::randn({6, 3, 4}, f64), k = of::randn({6, 5, 4}, f64),
+                   v = of::randn({6, 5, 2}, f64);
+  check_against_local(
+      "sdpa", [](const auto& t) { return of::scaled_dot_product_attention(t[0], t[1], t[2]); },
+      {q, k, v}, {S0, S0, S0}, &S0);
+  check_against_local(
+      "sdpa causal",
+      [](const auto& t) {
+        return of::scaled_dot_product_attention(t[0], t[1], t[1], {}, 0.0, true);
+      },
+      {q, q}, {S0, S0}, &S0);
   const of::Tensor mask = of::rand({6, 3, 5}, f64) > 0.3;
-  check_against_local("sdpa masked",
-                      [&](const auto& t) {
-                        of::Tensor m = t[0].is_global() ? mask.to_global(of::Placement::all("cpu"), Bc) : mask;
-                        return of::scaled_dot_product_attention(t[0], t[1], t[2], m);
-                      },
-                      {q, k, v}, {S0, S0, S0}, p > 1 ? &S0 : nullptr);  // 1 rank: all free
+  check_against_local(
+      "sdpa masked",
+      [&](const auto& t) {
+        of::Tensor m = t[0].is_global() ? mask.to_global(of::Placement::all("cpu"), Bc) : mask;
+        return of::scaled_dot_product_attention(t[0], t[1], t[2], m);
+      },
+      {q, k, v}, {S0, S0, S0}, p > 1 ? &S0 : nullptr);  // 1 rank: all free
   // cat: splits of the other dim stay, no collective; along the split dim: correct values
   const of::Tensor a = of::randn({10, 3}, f64), c = of::randn({10, 2}, f64);
   const Sbp S1 = of::sbp::split(1);
   {
     of::Placement pl = of::Placement::all("cpu");
-    of::Tensor ag = a.to_global(pl, Bc).to_global(pl, S0), cg = c.to_global(pl, Bc).to_global(pl, S0);
+    of::Tensor ag = a.to_global(pl, Bc).to_global(pl, S0),
+               cg = c.to_global(pl, Bc).to_global(pl, S0);
     const uint64_t before = issued();
     of::Tensor r = of::cat({ag, cg}, 1);
     CHECK(issued() == before);
     CHECK(r.sbp() == NdSbp{S0});
   }
-  check_against_local("cat dim 1", [](const auto& v) { return of::cat({v[0], v[1]}, 1); }, {a, c},
-                      {S0, S0}, &S0);
-  check_against_local("cat dim 0", [](const auto& v) { return of::cat({v[0], v[1].t()}, 0); },
+  check_against_local(
+      "cat dim 1",
+      [](const auto& v) {
+        return of::cat({v[0], v[1]}, 1);
+      },
+      {a, c}, {S0, S0}, &S0);
+  check_against_local("cat dim 0",
+                      [](const auto& v) {
+                        return of::cat({v[0], v[1].t()}, 0);
+                      },
                       {a, of::randn({3, 4}, f64)}, {S0, S1});
-  check_against_local("stack", [](const auto& v) { return of::stack({v[0], v[1]}, 1); },
-                      {a, of::randn({10, 3}, f64)}, {S0, S0}, &S0);
+  check_against_local(
+      "stack",
+      [](const auto& v) {
+        return of::stack({v[0], v[1]}, 1);
+      },
+      {a, of::randn({10, 3}, f64)}, {S0, S0}, &S0);
 }
 
 TEST_CASE("global rules: view/reshape of split dims (split into several, merged) keep the split") {
@@ -276,22 +307,42 @@ TEST_CASE("global rules: view/reshape of split dims (split into several, merged)
   const Sbp S0 = of::sbp::split(0), S1 = of::sbp::split(1);
   of::manual_seed(41);
   auto f64 = of::dtype(of::kFloat64);
-  const of::Tensor a = of::randn({4, 12}, f64), b = of::randn({4, 4, 3}, f64), c = of::randn({8, 3}, f64);
+  const of::Tensor a = of::randn({4, 12}, f64), b = of::randn({4, 4, 3}, f64),
+                   c = of::randn({8, 3}, f64);
   // [4, 12] S(1) -> [4, 4, 3]: 12 splits into (4, 3), the split moves to the 4 (divisible by 1/2/4)
-  check_against_local("split a dim", [](const auto& v) { return v[0].view({4, 4, 3}); }, {a}, {S1}, &S1);
+  check_against_local(
+      "split a dim",
+      [](const auto& v) {
+        return v[0].view({4, 4, 3});
+      },
+      {a}, {S1}, &S1);
   // [4, 4, 3] S(1) -> [4, 12]: (4, 3) merge, the split of the leading 4 carries over
-  check_against_local("merge dims", [](const auto& v) { return v[0].reshape({4, 12}); }, {b}, {S1}, &S1);
+  check_against_local(
+      "merge dims",
+      [](const auto& v) {
+        return v[0].reshape({4, 12});
+      },
+      {b}, {S1}, &S1);
   // [8, 3] S(0) -> [2, 4, 3]: the leading factor 2 divides 1 and 2 ranks, not 4; there the
   // cheapest signature takes the split input as a partial sum (a local conversion) instead
   const Sbp Ps = of::sbp::partial_sum();
-  check_against_local("split, leading factor", [](const auto& v) { return v[0].view({2, 4, 3}); },
-                      {c}, {S0}, p == 4 ? &Ps : &S0);
+  check_against_local(
+      "split, leading factor",
+      [](const auto& v) {
+        return v[0].view({2, 4, 3});
+      },
+      {c}, {S0}, p == 4 ? &Ps : &S0);
   // [4, 4, 3] S(0) -> [48]: everything merges into one dim
-  check_against_local("flatten", [](const auto& v) { return v[0].reshape({-1}); }, {b}, {S0}, &S0);
+  check_against_local(
+      "flatten", [](const auto& v) { return v[0].reshape({-1}); }, {b}, {S0}, &S0);
   // the Megatron head split: [B, L, H * D] S(2) -> [B, L, H, D] S(2) (H = 4 heads)
   const of::Tensor q = of::randn({2, 3, 8}, f64);
-  check_against_local("heads", [](const auto& v) { return v[0].view({2, 3, 4, 2}); }, {q},
-                      {of::sbp::split(2)}, nullptr);
+  check_against_local(
+      "heads",
+      [](const auto& v) {
+        return v[0].view({2, 3, 4, 2});
+      },
+      {q}, {of::sbp::split(2)}, nullptr);
   {
     of::Placement pl = of::Placement::all("cpu");
     of::Tensor qg = q.to_global(pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(2));
@@ -308,14 +359,16 @@ TEST_CASE("global rules: select / slice / expand keep the splits of the dims the
   of::manual_seed(37);
   of::Tensor x = of::randn({6, 4}, f64).requires_grad_();
   auto fn = [](const of::Tensor& t) {
-    of::Tensor a = t.select(1, 2);                            // [6]
-    of::Tensor b = t.narrow(1, 1, 2);                         // [6, 2]
-    of::Tensor c = t.unsqueeze(1).expand({6, 3, 4});          // [6, 3, 4]
+    of::Tensor a = t.select(1, 2);                    // [6]
+    of::Tensor b = t.narrow(1, 1, 2);                 // [6, 2]
+    of::Tensor c = t.unsqueeze(1).expand({6, 3, 4});  // [6, 3, 4]
     return std::vector<of::Tensor>{a, b, c};
   };
   std::vector<of::Tensor> ref = fn(x);
   (ref[0].sum() + (ref[1] * ref[1]).sum() + (ref[2] * ref[2]).sum()).backward();
-  of::Tensor xg = x.detach().to_global(pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(0))
+  of::Tensor xg = x.detach()
+                      .to_global(pl, of::sbp::broadcast())
+                      .to_global(pl, of::sbp::split(0))
                       .requires_grad_();
   const uint64_t c0 = issued();
   std::vector<of::Tensor> got = fn(xg);
@@ -330,7 +383,7 @@ TEST_CASE("global rules: select / slice / expand keep the splits of the dims the
   of::Tensor z = xg.to_global(pl, of::sbp::split(1)).select(0, 3);
   CHECK(z.sbp() == NdSbp{of::sbp::split(0)});
   CHECK(max_diff(z, x.select(0, 3)) == 0);
-  of::Tensor s = of::mm(xg.t(), xg);                        // S(1) . S(0) -> P
+  of::Tensor s = of::mm(xg.t(), xg);  // S(1) . S(0) -> P
   CHECK(s.sbp() == NdSbp{of::sbp::partial_sum()});
   const uint64_t c1 = issued();
   of::Tensor sn = s.narrow(0, 1, 2);
@@ -343,79 +396,79 @@ TEST_CASE("data parallel MLP: K Adam steps equal one process with the same globa
   // every gradient reduced when accumulated (bucketing off), in buckets of 64 bytes (several
   // per step) and in the default bucket (one per step): NOTE [Bucketed gradient all-reduce]
   for (int64_t cap : {int64_t(0), int64_t(64), int64_t(1) << 20}) {
-  CAPTURE(cap);
-  of::distributed::set_grad_bucket_bytes(cap);
-  of::distributed::reset_grad_reduction_stats();
-  of::Placement pl = of::Placement::all("cpu");
-  auto make = [] {
-    of::manual_seed(1);
-    auto m = of::nn::Sequential(of::nn::Linear(6, 16), of::nn::ReLU(), of::nn::Linear(16, 3));
-    m->to(of::kFloat64);
-    return m;
-  };
-  auto ref = make();
-  auto dp = make();
-  dp->to_global(pl, of::sbp::broadcast());
-  for (const auto& p : dp->parameters()) CHECK(p.is_global());
-  of::optim::Adam opt_ref(ref->parameters(), of::optim::AdamOptions(1e-2));
-  of::optim::Adam opt_dp(dp->parameters(), of::optim::AdamOptions(1e-2));
-  const int64_t batch = 10;  // uneven over 4 ranks: 3, 3, 2, 2
-  const int me = of::distributed::rank(), p = of::distributed::world_size();
-  for (int step = 0; step < 3; ++step) {
-    of::manual_seed(100 + step);
-    of::Tensor x = of::randn({batch, 6}, of::dtype(of::kFloat64));
-    of::Tensor t = of::randint(0, 3, {batch}, of::dtype(of::kInt64));
-    opt_ref.zero_grad();
-    of::Tensor loss_ref = of::nn::functional::cross_entropy(ref->forward(x), t);
-    loss_ref.backward();
-    opt_ref.step();
-    // each rank feeds only its piece of the batch
-    const int64_t base = batch / p, extra = batch % p;
-    const int64_t start = me * base + std::min<int64_t>(me, extra), len = base + (me < extra);
-    of::Tensor xg = x.narrow(0, start, len).to_global(pl, of::sbp::split(0));
-    of::Tensor tg = t.narrow(0, start, len).to_global(pl, of::sbp::split(0));
-    opt_dp.zero_grad();
-    of::Tensor logits = dp->forward(xg);
-    of::Tensor loss = of::nn::functional::cross_entropy(logits, tg);
-    loss.backward();
-    opt_dp.step();
-    CHECK(std::abs(loss.item<double>() - loss_ref.item<double>()) < 1e-12);
-  }
-  auto pr = ref->parameters(), pd = dp->parameters();
-  for (size_t i = 0; i < pr.size(); ++i) {
-    CHECK(pd[i].sbp() == NdSbp{of::sbp::broadcast()});
-    CHECK(pd[i].grad().sbp() == NdSbp{of::sbp::broadcast()});
-    CHECK(max_diff(pd[i], pr[i]) < 1e-12);
-  }
-  // 4 parameters x 3 steps; buckets only with several ranks
-  const auto st = of::distributed::grad_reduction_stats();
-  if (p > 1 && cap > 0) {
-    CHECK(st.gradients_bucketed == 12);
-    CHECK(st.gradients_unbucketed == 0);
-    if (cap == 64) CHECK((st.buckets > 3 && st.buckets < 12));  // 24 + 384 + 128 + 768 bytes
-    else CHECK(st.buckets == 3);
-  } else {
-    CHECK(st.gradients_bucketed == 0);
-    CHECK(st.gradients_unbucketed == 12);
-    CHECK(st.buckets == 0);
-  }
+    CAPTURE(cap);
+    of::distributed::set_grad_bucket_bytes(cap);
+    of::distributed::reset_grad_reduction_stats();
+    of::Placement pl = of::Placement::all("cpu");
+    auto make = [] {
+      of::manual_seed(1);
+      auto m = of::nn::Sequential(of::nn::Linear(6, 16), of::nn::ReLU(), of::nn::Linear(16, 3));
+      m->to(of::kFloat64);
+      return m;
+    };
+    auto ref = make();
+    auto dp = make();
+    dp->to_global(pl, of::sbp::broadcast());
+    for (const auto& p : dp->parameters()) CHECK(p.is_global());
+    of::optim::Adam opt_ref(ref->parameters(), of::optim::AdamOptions(1e-2));
+    of::optim::Adam opt_dp(dp->parameters(), of::optim::AdamOptions(1e-2));
+    const int64_t batch = 10;  // uneven over 4 ranks: 3, 3, 2, 2
+    const int me = of::distributed::rank(), p = of::distributed::world_size();
+    for (int step = 0; step < 3; ++step) {
+      of::manual_seed(100 + step);
+      of::Tensor x = of::randn({batch, 6}, of::dtype(of::kFloat64));
+      of::Tensor t = of::randint(0, 3, {batch}, of::dtype(of::kInt64));
+      opt_ref.zero_grad();
+      of::Tensor loss_ref = of::nn::functional::cross_entropy(ref->forward(x), t);
+      loss_ref.backward();
+      opt_ref.step();
+      // each rank feeds only its piece of the batch
+      const int64_t base = batch / p, extra = batch % p;
+      const int64_t start = me * base + std::min<int64_t>(me, extra), len = base + (me < extra);
+      of::Tensor xg = x.narrow(0, start, len).to_global(pl, of::sbp::split(0));
+      of::Tensor tg = t.narrow(0, start, len).to_global(pl, of::sbp::split(0));
+      opt_dp.zero_grad();
+      of::Tensor logits = dp->forward(xg);
+      of::Tensor loss = of::nn::functional::cross_entropy(logits, tg);
+      loss.backward();
+      opt_dp.step();
+      CHECK(std::abs(loss.item<double>() - loss_ref.item<double>()) < 1e-12);
+    }
+    auto pr = ref->parameters(), pd = dp->parameters();
+    for (size_t i = 0; i < pr.size(); ++i) {
+      CHECK(pd[i].sbp() == NdSbp{of::sbp::broadcast()});
+      CHECK(pd[i].grad().sbp() == NdSbp{of::sbp::broadcast()});
+      CHECK(max_diff(pd[i], pr[i]) < 1e-12);
+    }
+    // 4 parameters x 3 steps; buckets only with several ranks
+    const auto st = of::distributed::grad_reduction_stats();
+    if (p > 1 && cap > 0) {
+      CHECK(st.gradients_bucketed == 12);
+      CHECK(st.gradients_unbucketed == 0);
+      if (cap == 64) CHECK((st.buckets > 3 && st.buckets < 12));  // 24 + 384 + 128 + 768 bytes
+      else CHECK(st.buckets == 3);
+    } else {
+      CHECK(st.gradients_bucketed == 0);
+      CHECK(st.gradients_unbucketed == 12);
+      CHECK(st.buckets == 0);
+    }
   }
   of::distributed::set_grad_bucket_bytes(int64_t(1) << 20);
 }
 
-TEST_CASE("data parallel CNN (conv, max/avg pool, adaptive pool, upsample): Adam steps equal "
-          "one process; forward and backward issue no collective but the loss' and the buckets'") {
+TEST_CASE(
+    "data parallel CNN (conv, max/avg pool, adaptive pool, upsample): Adam steps equal "
+    "one process; forward and backward issue no collective but the loss' and the buckets'") {
   of::Placement pl = of::Placement::all("cpu");
   namespace nn = of::nn;
   auto make = [] {
     of::manual_seed(5);
-    auto m = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(),
-                            nn::MaxPool2d(2), nn::Upsample(nn::UpsampleOptions()
-                                                               .scale_factor(std::vector<double>{2, 2})
-                                                               .mode(of::kNearest)),
-                            nn::Conv2d(nn::Conv2dOptions(4, 6, 3).padding(1)), nn::ReLU(),
-                            nn::AvgPool2d(2), nn::AdaptiveMaxPool2d(2), nn::Flatten(),
-                            nn::Linear(24, 5));
+    auto m = nn::Sequential(
+        nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+        nn::Upsample(
+            nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2}).mode(of::kNearest)),
+        nn::Conv2d(nn::Conv2dOptions(4, 6, 3).padding(1)), nn::ReLU(), nn::AvgPool2d(2),
+        nn::AdaptiveMaxPool2d(2), nn::Flatten(), nn::Linear(24, 5));
     m->to(of::kFloat64);
     return m;
   };
@@ -468,7 +521,8 @@ TEST_CASE("global rules: gather / scatter_add along one dim keep the other dims 
   (y * y).sum().backward();
   for (Sbp s : {of::sbp::split(0), of::sbp::broadcast()}) {
     CAPTURE(of::sbp_str(NdSbp{s}));
-    of::Tensor xg = x.detach().to_global(pl, of::sbp::broadcast()).to_global(pl, s).requires_grad_();
+    of::Tensor xg =
+        x.detach().to_global(pl, of::sbp::broadcast()).to_global(pl, s).requires_grad_();
     of::Tensor ig = idx.to_global(pl, of::sbp::broadcast()).to_global(pl, s);
     const uint64_t c0 = issued();
     of::Tensor yg = of::gather(xg, 1, ig);
@@ -513,7 +567,8 @@ TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation
       tm.push_back(t.narrow(0, (k * M + m) * mb, mb));
     }
     of::Tensor l = of::nn::functional::cross_entropy(rb->forward(ra->forward(of::cat(xm, 0))),
-                                                     of::cat(tm, 0)) / double(M);
+                                                     of::cat(tm, 0)) /
+                   double(M);
     l.backward();
   }
   std::vector<of::Placement> pls;
@@ -534,7 +589,9 @@ TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation
   }
   of::distributed::Pipeline pipe(
       stages, pls,
-      [](const of::Tensor& out, const of::Tensor& y) { return of::nn::functional::cross_entropy(out, y); },
+      [](const of::Tensor& out, const of::Tensor& y) {
+        return of::nn::functional::cross_entropy(out, y);
+      },
       M);
   const int k = me % K;
   of::Tensor xl = x.narrow(0, k * M * mb, M * mb), tl = t.narrow(0, k * M * mb, M * mb);
@@ -563,16 +620,19 @@ TEST_CASE("pipeline 1F1B: 2 stages x 4 micro-batches equal gradient accumulation
   // errors before anything is sent
   CHECK_THROWS_WITH(of::distributed::Pipeline(stages, {}, nullptr, M),
                     doctest::Contains("one placement per stage"));
-  CHECK_THROWS_WITH(of::distributed::Pipeline({stages[0]}, {pls[0]},
-                                              [](const of::Tensor& o, const of::Tensor&) { return o; }, 0),
-                    doctest::Contains("micro_batches must be >= 1"));
+  CHECK_THROWS_WITH(
+      of::distributed::Pipeline(
+          {stages[0]}, {pls[0]}, [](const of::Tensor& o, const of::Tensor&) { return o; }, 0),
+      doctest::Contains("micro_batches must be >= 1"));
   if (world > 1)
-    CHECK_THROWS_WITH(of::distributed::Pipeline({stages[0], stages[0]},
-                                                {of::Placement::all("cpu"), of::Placement::all("cpu")},
-                                                [](const of::Tensor& o, const of::Tensor&) { return o; }),
-                      doctest::Contains("disjoint"));
-  of::distributed::Pipeline odd({stages[0]}, {of::Placement::all("cpu")},
-                                [](const of::Tensor& o, const of::Tensor&) { return o; }, 3);
+    CHECK_THROWS_WITH(
+        of::distributed::Pipeline({stages[0], stages[0]},
+                                  {of::Placement::all("cpu"), of::Placement::all("cpu")},
+                                  [](const of::Tensor& o, const of::Tensor&) { return o; }),
+        doctest::Contains("disjoint"));
+  of::distributed::Pipeline odd(
+      {stages[0]}, {of::Placement::all("cpu")},
+      [](const of::Tensor& o, const of::Tensor&) { return o; }, 3);
   CHECK_THROWS_WITH(odd.step(of::randn({4, 6}), of::randn({4})),
                     doctest::Contains("does not cut into 3 micro-batches"));
 }
@@ -604,16 +664,17 @@ TEST_CASE("traced global training steps replay their collectives and equal eager
     auto eager = make(), traced = make();
     of::optim::Adam opt_e(eager->parameters(), of::optim::AdamOptions(1e-2));
     of::optim::Adam opt_t(traced->parameters(), of::optim::AdamOptions(1e-2));
-    auto run = [](of::nn::Sequential& m, of::optim::Adam& o, const of::Tensor& x, const of::Tensor& y) {
+    auto run = [](of::nn::Sequential& m, of::optim::Adam& o, const of::Tensor& x,
+                  const of::Tensor& y) {
       o.zero_grad();
       of::Tensor loss = of::nn::functional::cross_entropy(m->forward(x), y);
       loss.backward();
       o.step();
       return loss;
     };
-    auto step = of::jit::trace([&](const of::Tensor& x, const of::Tensor& y) {
-      return run(traced, opt_t, x, y);
-    }, of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
+    auto step = of::jit::trace(
+        [&](const of::Tensor& x, const of::Tensor& y) { return run(traced, opt_t, x, y); },
+        of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
     const int64_t batch = 4 * p;
     for (int k = 0; k < 5; ++k) {
       CAPTURE(k);
@@ -717,7 +778,8 @@ TEST_CASE("attention split by heads with dropout: each piece keeps one process' 
     for (auto& t : qkv) t.mutable_grad() = of::Tensor();
     const of::Tensor m = with_mask ? mask : of::Tensor();
     of::manual_seed(77);
-    const of::Tensor ref = of::nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], m, 0.4);
+    const of::Tensor ref =
+        of::nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], m, 0.4);
     (ref * ref).sum().backward();
     std::vector<of::Tensor> g;
     for (auto& t : qkv)
@@ -730,7 +792,8 @@ TEST_CASE("attention split by heads with dropout: each piece keeps one process' 
     // the generator moved on as in one process
     const double next_here = of::rand({1}).item<double>();
     of::manual_seed(77);
-    (void)of::nn::functional::scaled_dot_product_attention(qkv[0].detach(), qkv[1].detach(), qkv[2].detach(), m, 0.4);
+    (void)of::nn::functional::scaled_dot_product_attention(qkv[0].detach(), qkv[1].detach(),
+                                                           qkv[2].detach(), m, 0.4);
     CHECK(next_here == of::rand({1}).item<double>());
     CHECK(max_diff(y, ref) < 1e-12);
     (y * y).sum().backward();
@@ -765,7 +828,8 @@ TEST_CASE("data-parallel embedding and index_select: split indices, partial-sum 
   of::Tensor wg = w.detach().to_global(pl, of::sbp::broadcast()).requires_grad_();
   of::Tensor ig = idx.narrow(0, 2 * me, 2).to_global(pl, of::sbp::split(0));
   of::Tensor eg = of::nn::functional::embedding(ig, wg);
-  of::Tensor i1 = idx.select(1, 0).narrow(0, 2 * me, 2).contiguous().to_global(pl, of::sbp::split(0));
+  of::Tensor i1 =
+      idx.select(1, 0).narrow(0, 2 * me, 2).contiguous().to_global(pl, of::sbp::split(0));
   of::Tensor sg = wg.index_select(0, i1);
   CHECK(eg.sbp() == NdSbp{of::sbp::split(0)});
   CHECK(sg.sbp() == NdSbp{of::sbp::split(0)});
@@ -777,8 +841,9 @@ TEST_CASE("data-parallel embedding and index_select: split indices, partial-sum 
   CHECK(max_diff(wg.grad(), w.grad()) < 1e-12);
 }
 
-TEST_CASE("bucketed gradient reduction: accumulation over two backward passes, create_graph, "
-          "a backward that fails") {
+TEST_CASE(
+    "bucketed gradient reduction: accumulation over two backward passes, create_graph, "
+    "a backward that fails") {
   of::Placement pl = of::Placement::all("cpu");
   const int me = of::distributed::rank(), p = of::distributed::world_size();
   auto f64 = of::dtype(of::kFloat64);
@@ -826,43 +891,44 @@ TEST_CASE("bucketed gradient reduction: accumulation over two backward passes, c
 TEST_CASE("hybrid 2x2 (data x tensor) Megatron MLP: equals one process, reductions per axis") {
   if (of::distributed::world_size() != 4) return;
   for (int64_t cap : {int64_t(0), int64_t(1) << 20}) {
-  CAPTURE(cap);
-  of::distributed::set_grad_bucket_bytes(cap);
-  // mesh axis 0: data parallel (ranks {0, 2} and {1, 3} hold the same weight pieces);
-  // mesh axis 1: tensor parallel (ranks {0, 1} and {2, 3} split the weights)
-  of::Placement pl("cpu", {{0, 1}, {2, 3}});
-  const Sbp S0 = of::sbp::split(0), S1 = of::sbp::split(1), Bc = of::sbp::broadcast();
-  of::manual_seed(13);
-  auto f64 = of::dtype(of::kFloat64);
-  of::Tensor x = of::randn({8, 6}, f64);
-  of::Tensor w1 = of::randn({16, 6}, f64), b1 = of::randn({16}, f64);
-  of::Tensor w2 = of::randn({6, 16}, f64), b2 = of::randn({6}, f64);
-  std::vector<of::Tensor> ref{w1, b1, w2, b2};
-  for (auto& t : ref) t = t.clone().requires_grad_();
-  of::Tensor yl = of::linear(of::relu(of::linear(x, ref[0], ref[1])), ref[2], ref[3]);
-  (yl * yl).sum().backward();
-  const NdSbp whole{Bc, Bc};
-  auto put = [&](const of::Tensor& t, NdSbp sbp) {
-    return t.to_global(pl, whole).to_global(pl, sbp).detach().requires_grad_();
-  };
-  of::Tensor xg = x.to_global(pl, whole).to_global(pl, NdSbp{S0, Bc});  // batch over data axis
-  std::vector<of::Tensor> g{put(w1, {Bc, S0}), put(b1, {Bc, S0}), put(w2, {Bc, S1}), put(b2, whole)};
-  const uint64_t c0 = issued();
-  of::Tensor y = of::linear(of::relu(of::linear(xg, g[0], g[1])), g[2], g[3]);
-  CHECK(y.sbp() == (NdSbp{S0, of::sbp::partial_sum()}));
-  of::Tensor yb = y.to_global(pl, NdSbp{S0, Bc});  // the row-parallel sum: tensor-axis groups
-  const uint64_t c1 = issued();
-  CHECK(c1 - c0 == 1);
-  (yb * yb).sum().backward();
-  // one all-reduce per weight over its data-axis group, nothing else; bucketed: the four
-  // gradients share that group and go in one bucket
-  CHECK(issued() - c1 == (cap == 0 ? 4u : 1u));
-  CHECK(max_diff(yb, yl) < 1e-12);
-  for (size_t i = 0; i < g.size(); ++i) {
-    CAPTURE(i);
-    CHECK(g[i].grad().sbp() == g[i].sbp());
-    CHECK(max_diff(g[i].grad(), ref[i].grad()) < 1e-12);
-  }
+    CAPTURE(cap);
+    of::distributed::set_grad_bucket_bytes(cap);
+    // mesh axis 0: data parallel (ranks {0, 2} and {1, 3} hold the same weight pieces);
+    // mesh axis 1: tensor parallel (ranks {0, 1} and {2, 3} split the weights)
+    of::Placement pl("cpu", {{0, 1}, {2, 3}});
+    const Sbp S0 = of::sbp::split(0), S1 = of::sbp::split(1), Bc = of::sbp::broadcast();
+    of::manual_seed(13);
+    auto f64 = of::dtype(of::kFloat64);
+    of::Tensor x = of::randn({8, 6}, f64);
+    of::Tensor w1 = of::randn({16, 6}, f64), b1 = of::randn({16}, f64);
+    of::Tensor w2 = of::randn({6, 16}, f64), b2 = of::randn({6}, f64);
+    std::vector<of::Tensor> ref{w1, b1, w2, b2};
+    for (auto& t : ref) t = t.clone().requires_grad_();
+    of::Tensor yl = of::linear(of::relu(of::linear(x, ref[0], ref[1])), ref[2], ref[3]);
+    (yl * yl).sum().backward();
+    const NdSbp whole{Bc, Bc};
+    auto put = [&](const of::Tensor& t, NdSbp sbp) {
+      return t.to_global(pl, whole).to_global(pl, sbp).detach().requires_grad_();
+    };
+    of::Tensor xg = x.to_global(pl, whole).to_global(pl, NdSbp{S0, Bc});  // batch over data axis
+    std::vector<of::Tensor> g{put(w1, {Bc, S0}), put(b1, {Bc, S0}), put(w2, {Bc, S1}),
+                              put(b2, whole)};
+    const uint64_t c0 = issued();
+    of::Tensor y = of::linear(of::relu(of::linear(xg, g[0], g[1])), g[2], g[3]);
+    CHECK(y.sbp() == (NdSbp{S0, of::sbp::partial_sum()}));
+    of::Tensor yb = y.to_global(pl, NdSbp{S0, Bc});  // the row-parallel sum: tensor-axis groups
+    const uint64_t c1 = issued();
+    CHECK(c1 - c0 == 1);
+    (yb * yb).sum().backward();
+    // one all-reduce per weight over its data-axis group, nothing else; bucketed: the four
+    // gradients share that group and go in one bucket
+    CHECK(issued() - c1 == (cap == 0 ? 4u : 1u));
+    CHECK(max_diff(yb, yl) < 1e-12);
+    for (size_t i = 0; i < g.size(); ++i) {
+      CAPTURE(i);
+      CHECK(g[i].grad().sbp() == g[i].sbp());
+      CHECK(max_diff(g[i].grad(), ref[i].grad()) < 1e-12);
+    }
   }
   of::distributed::set_grad_bucket_bytes(int64_t(1) << 20);
 }
@@ -885,7 +951,8 @@ TEST_CASE("ZeRO: split Adam state equals plain data parallel, state bytes <= cei
   for (int step = 0; step < 3; ++step) {
     of::manual_seed(200 + step);
     of::Tensor x = of::randn({10, 6}, pl, of::sbp::split(0), of::dtype(of::kFloat64));
-    of::Tensor t = of::randint(0, 3, {10}, of::dtype(of::kInt64)).to_global(pl, of::sbp::broadcast())
+    of::Tensor t = of::randint(0, 3, {10}, of::dtype(of::kInt64))
+                       .to_global(pl, of::sbp::broadcast())
                        .to_global(pl, of::sbp::split(0));
     opt_plain.zero_grad();
     const uint64_t a0 = issued();
@@ -922,7 +989,8 @@ TEST_CASE("ZeRO: split Adam state equals plain data parallel, state bytes <= cei
   auto local = make();
   of::distributed::ZeroRedundancyAdam bad(local->parameters());
   of::nn::functional::mse_loss(local->forward(of::randn({2, 6}, of::dtype(of::kFloat64))),
-                               of::zeros({2, 3}, of::dtype(of::kFloat64))).backward();
+                               of::zeros({2, 3}, of::dtype(of::kFloat64)))
+      .backward();
   CHECK_THROWS_WITH_AS(bad.step(), doctest::Contains("is a local tensor"), of::Error);
 }
 
@@ -930,8 +998,10 @@ TEST_CASE("tensor parallel (Megatron) MLP: one all-reduce forward, one backward"
   of::Placement pl = of::Placement::all("cpu");
   of::manual_seed(9);
   of::Tensor x = of::randn({8, 6}, of::dtype(of::kFloat64));
-  of::Tensor w1 = of::randn({16, 6}, of::dtype(of::kFloat64)), b1 = of::randn({16}, of::dtype(of::kFloat64));
-  of::Tensor w2 = of::randn({6, 16}, of::dtype(of::kFloat64)), b2 = of::randn({6}, of::dtype(of::kFloat64));
+  of::Tensor w1 = of::randn({16, 6}, of::dtype(of::kFloat64)),
+             b1 = of::randn({16}, of::dtype(of::kFloat64));
+  of::Tensor w2 = of::randn({6, 16}, of::dtype(of::kFloat64)),
+             b2 = of::randn({6}, of::dtype(of::kFloat64));
   std::vector<of::Tensor> ref{x, w1, b1, w2, b2};
   for (auto& t : ref) t = t.clone().requires_grad_();
   of::Tensor yl = of::linear(of::relu(of::linear(ref[0], ref[1], ref[2])), ref[3], ref[4]);
@@ -952,7 +1022,8 @@ TEST_CASE("tensor parallel (Megatron) MLP: one all-reduce forward, one backward"
   const uint64_t c1 = issued();
   if (parallel) CHECK(c1 - c0 == 1);
   (yb * yb).sum().backward();
-  if (parallel) CHECK(issued() - c1 == 1);  // the gradient of x (P -> B); the weights' arrive in their SBPs
+  if (parallel)
+    CHECK(issued() - c1 == 1);  // the gradient of x (P -> B); the weights' arrive in their SBPs
   CHECK(max_diff(yb, yl) < 1e-12);
   for (size_t i = 0; i < g.size(); ++i) {
     CAPTURE(i);
@@ -997,19 +1068,30 @@ TEST_CASE("to_global between placements: values, gradients, handles on the other
   };
   if (p == 4) {
     const of::Placement mesh("cpu", {{0, 1}, {2, 3}});
-    cases.push_back({of::Placement("cpu", {0, 1}), {of::sbp::split(0)}, of::Placement("cpu", {2, 3}), {of::sbp::split(1)}});
-    cases.push_back({mesh, {of::sbp::split(0), of::sbp::split(1)}, of::Placement("cpu", {1, 2}), {P}});
-    cases.push_back({of::Placement("cpu", {0, 1, 2}), {of::sbp::split(1)}, of::Placement("cpu", {1, 2, 3}), {of::sbp::split(0)}});
+    cases.push_back({of::Placement("cpu", {0, 1}),
+                     {of::sbp::split(0)},
+                     of::Placement("cpu", {2, 3}),
+                     {of::sbp::split(1)}});
+    cases.push_back(
+        {mesh, {of::sbp::split(0), of::sbp::split(1)}, of::Placement("cpu", {1, 2}), {P}});
+    cases.push_back({of::Placement("cpu", {0, 1, 2}),
+                     {of::sbp::split(1)},
+                     of::Placement("cpu", {1, 2, 3}),
+                     {of::sbp::split(0)}});
     cases.push_back({of::Placement("cpu", {3}), {B}, mesh, {B, of::sbp::split(0)}});
     cases.push_back({of::Placement("cpu", {0, 1, 2, 3}), {P}, of::Placement("cpu", {2}), {B}});
-    cases.push_back({of::Placement("cpu", {2, 3}), {of::sbp::split(0)}, of::Placement("cpu", {0, 1}), {of::sbp::split(0)}});
+    cases.push_back({of::Placement("cpu", {2, 3}),
+                     {of::sbp::split(0)},
+                     of::Placement("cpu", {0, 1}),
+                     {of::sbp::split(0)}});
   }
   for (const Case& c : cases) {
     CAPTURE(c.src.str());
     CAPTURE(of::sbp_str(c.from));
     CAPTURE(c.dst.str());
     CAPTURE(of::sbp_str(c.to));
-    of::Tensor leaf = x.to_global(c.src, all_b(c.src)).to_global(c.src, c.from).detach().requires_grad_();
+    of::Tensor leaf =
+        x.to_global(c.src, all_b(c.src)).to_global(c.src, c.from).detach().requires_grad_();
     of::Tensor y = leaf.to_global(c.dst, c.to);
     CHECK(y.placement() == c.dst);
     CHECK(y.sbp() == c.to);
@@ -1030,11 +1112,14 @@ TEST_CASE("to_global between placements: values, gradients, handles on the other
     if (c.src.contains(me)) CHECK(max_diff(gv, w) < 1e-15);
   }
   // a placement naming a rank beyond the world is refused
-  CHECK_THROWS_WITH_AS(x.to_global(of::Placement("cpu", {0}), B).to_global(of::Placement("cpu", {0, p}), B),
-                       doctest::Contains("the world has"), of::Error);
+  CHECK_THROWS_WITH_AS(
+      x.to_global(of::Placement("cpu", {0}), B).to_global(of::Placement("cpu", {0, p}), B),
+      doctest::Contains("the world has"), of::Error);
 }
 
-TEST_CASE("two stages on disjoint placements (activations moved with to_global), Adam, equal one process") {
+TEST_CASE(
+    "two stages on disjoint placements (activations moved with to_global), Adam, equal one "
+    "process") {
   const int p = of::distributed::world_size(), me = of::distributed::rank();
   if (p == 1) return;  // needs two placements
   // stage 0 on the first half of the ranks, stage 1 on the second; data parallel within each
@@ -1043,7 +1128,8 @@ TEST_CASE("two stages on disjoint placements (activations moved with to_global),
   const of::Placement s0("cpu", r0), s1("cpu", r1);
   of::manual_seed(21);
   const of::Tensor x = of::randn({6, 5}, of::dtype(of::kFloat64));
-  const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)), w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
+  const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)),
+                   w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
   // one process
   of::Tensor lw0 = w0.clone().requires_grad_(), lw1 = w1.clone().requires_grad_();
   of::optim::Adam lopt({lw0, lw1}, of::optim::AdamOptions(0.05));
@@ -1079,7 +1165,8 @@ TEST_CASE("two stages on disjoint placements (activations moved with to_global),
   CHECK(gw1.placement() == s1);
 }
 
-TEST_CASE("a traced two-stage step (moves between placements inside the trace) replays equal to eager") {
+TEST_CASE(
+    "a traced two-stage step (moves between placements inside the trace) replays equal to eager") {
   const int p = of::distributed::world_size();
   if (p == 1) return;  // needs two placements
   // NOTE [Moving between placements], traced: each rank of the source or the target records a
@@ -1096,14 +1183,16 @@ TEST_CASE("a traced two-stage step (moves between placements inside the trace) r
     const Sbp Bc = of::sbp::broadcast(), S0 = of::sbp::split(0);
     of::distributed::set_grad_bucket_bytes(0);  // the traced step reduces each gradient alone
     of::manual_seed(22);
-    const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)), w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
+    const of::Tensor w0 = of::randn({7, 5}, of::dtype(of::kFloat64)),
+                     w1 = of::randn({3, 7}, of::dtype(of::kFloat64));
     auto params = [&] {
       // (a broadcast piece shares the local tensor's storage: clone, or both copies are one)
       return std::vector<of::Tensor>{w0.clone().to_global(s0, Bc).detach().requires_grad_(),
                                      w1.clone().to_global(s1, Bc).detach().requires_grad_()};
     };
     std::vector<of::Tensor> pe = params(), pt = params();
-    of::optim::Adam opt_e(pe, of::optim::AdamOptions(0.05)), opt_t(pt, of::optim::AdamOptions(0.05));
+    of::optim::Adam opt_e(pe, of::optim::AdamOptions(0.05)),
+        opt_t(pt, of::optim::AdamOptions(0.05));
     // the batch split on stage 0, the activations moved to stage 1 split, and back for backward;
     // the loss lives on stage 1 (a handle on stage 0's ranks)
     auto run = [&](std::vector<of::Tensor>& w, of::optim::Adam& o, const of::Tensor& x) {
@@ -1114,12 +1203,14 @@ TEST_CASE("a traced two-stage step (moves between placements inside the trace) r
       o.step();
       return loss;
     };
-    auto step = of::jit::trace([&](const of::Tensor& x) { return run(pt, opt_t, x); },
-                               of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
+    auto step =
+        of::jit::trace([&](const of::Tensor& x) { return run(pt, opt_t, x); },
+                       of::jit::TraceOptions().verbose(std::getenv("OF_TEST_VERBOSE") != nullptr));
     for (int k = 0; k < 5; ++k) {
       CAPTURE(k);
       of::manual_seed(400 + k);
-      const of::Tensor x = of::randn({6, 5}, of::dtype(of::kFloat64)).to_global(s0, Bc).to_global(s0, S0);
+      const of::Tensor x =
+          of::randn({6, 5}, of::dtype(of::kFloat64)).to_global(s0, Bc).to_global(s0, S0);
       const uint64_t c0 = issued();
       const of::Tensor le = run(pe, opt_e, x);
       const uint64_t c1 = issued();
@@ -1148,20 +1239,25 @@ TEST_CASE("a traced two-stage step (moves between placements inside the trace) r
   of::distributed::set_grad_bucket_bytes(int64_t(1) << 20);
 }
 
-TEST_CASE("batch norm on a split batch is synchronized (two small all-reduces), on split channels local") {
+TEST_CASE(
+    "batch norm on a split batch is synchronized (two small all-reduces), on split channels "
+    "local") {
   const of::Placement pl = of::Placement::all("cpu");
   const bool parallel = of::distributed::world_size() > 1;
   of::manual_seed(31);
   const of::Tensor x = of::randn({8, 3, 5}, of::dtype(of::kFloat64));
-  const of::Tensor w = of::randn({3}, of::dtype(of::kFloat64)), b = of::randn({3}, of::dtype(of::kFloat64));
+  const of::Tensor w = of::randn({3}, of::dtype(of::kFloat64)),
+                   b = of::randn({3}, of::dtype(of::kFloat64));
   const of::Tensor gout = of::randn({8, 3, 5}, of::dtype(of::kFloat64));
   for (Sbp xs : {of::sbp::split(0), of::sbp::split(2), of::sbp::split(1)}) {
     CAPTURE(xs.str());
-    of::Tensor lx = x.clone().requires_grad_(), lw = w.clone().requires_grad_(), lb = b.clone().requires_grad_();
+    of::Tensor lx = x.clone().requires_grad_(), lw = w.clone().requires_grad_(),
+               lb = b.clone().requires_grad_();
     of::Tensor lrm = of::zeros({3}, of::kFloat64), lrv = of::ones({3}, of::kFloat64);
     of::Tensor ly = of::batch_norm(lx, lw, lb, lrm, lrv, true, 0.1, 1e-5);
     ly.backward(gout);
-    of::Tensor gx = x.to_global(pl, of::sbp::broadcast()).to_global(pl, xs).detach().requires_grad_();
+    of::Tensor gx =
+        x.to_global(pl, of::sbp::broadcast()).to_global(pl, xs).detach().requires_grad_();
     of::Tensor gw = w.to_global(pl, of::sbp::broadcast()).detach().requires_grad_();
     of::Tensor gb = b.to_global(pl, of::sbp::broadcast()).detach().requires_grad_();
     // the running statistics split like the channels when the channels are split (tensor
@@ -1188,7 +1284,8 @@ TEST_CASE("batch norm on a split batch is synchronized (two small all-reduces), 
 TEST_CASE("errors come before any collective and are the same on every rank") {
   of::Placement pl = of::Placement::all("cpu");
   of::Tensor a = of::zeros({4, 3}, pl, of::sbp::split(0));
-  CHECK_THROWS_WITH_AS(a.to_global(pl, of::sbp::split(2)), doctest::Contains("splits dim 2"), of::Error);
+  CHECK_THROWS_WITH_AS(a.to_global(pl, of::sbp::split(2)), doctest::Contains("splits dim 2"),
+                       of::Error);
   CHECK_THROWS_WITH_AS(a.to_global(pl, NdSbp{of::sbp::broadcast(), of::sbp::broadcast()}),
                        doctest::Contains("mesh axes"), of::Error);
   of::Tensor b = of::zeros({3, 3}, pl, of::sbp::broadcast());
@@ -1232,8 +1329,9 @@ TEST_CASE("c10d: collectives over the world equal the expected values, on float3
     CHECK(w->isCompleted());
     CHECK(values(t[0]) == filled(6, sum_ranks + p));
     CHECK(t[0].dtype() == dt);
-    for (auto [op, expect] : {std::pair{c10d::ReduceOp::MIN, 1.0}, std::pair{c10d::ReduceOp::MAX, double(p)},
-                              std::pair{c10d::ReduceOp::PRODUCT, factorial(p)}}) {
+    for (auto [op, expect] :
+         {std::pair{c10d::ReduceOp::MIN, 1.0}, std::pair{c10d::ReduceOp::MAX, double(p)},
+          std::pair{c10d::ReduceOp::PRODUCT, factorial(p)}}) {
       t[0].fill_(me + 1);
       c10d::AllreduceOptions opts;
       opts.reduceOp = op;
@@ -1289,11 +1387,12 @@ TEST_CASE("c10d: collectives over the world equal the expected values, on float3
   CHECK(values(s_out[0]) == filled(2, 100 + me));
   std::vector<of::Tensor> a_in, a_out;
   for (int q = 0; q < p; ++q) {
-    a_in.push_back(of::full({q + 1}, 10.0 * me + q));   // q + 1 values to rank q
-    a_out.push_back(of::zeros({me + 1}));             // me + 1 values from every rank
+    a_in.push_back(of::full({q + 1}, 10.0 * me + q));  // q + 1 values to rank q
+    a_out.push_back(of::zeros({me + 1}));              // me + 1 values from every rank
   }
   pg->alltoall(a_out, a_in)->wait();
-  for (int q = 0; q < p; ++q) CHECK(values(a_out[size_t(q)]) == filled(size_t(me + 1), 10 * q + me));
+  for (int q = 0; q < p; ++q)
+    CHECK(values(a_out[size_t(q)]) == filled(size_t(me + 1), 10 * q + me));
   // a sub-group of ranks 0 and 1: the others get a null group and take no part
   if (p >= 2) {
     auto sub = c10d::ProcessGroupMPI::createProcessGroupMPI({0, 1});
@@ -1358,8 +1457,8 @@ TEST_CASE("c10d: bad calls raise before communicating, the same error on every r
   // wrong on this rank's own arguments: raised before any collective
   std::vector<of::Tensor> in{of::zeros({2})};
   std::vector<std::vector<of::Tensor>> out{std::vector<of::Tensor>(size_t(p), of::zeros({3}))};
-  CHECK_THROWS_WITH_AS(pg->allgather(out, in), doctest::Contains("float32 (3,), but inputTensors[0]"),
-                       of::Error);
+  CHECK_THROWS_WITH_AS(pg->allgather(out, in),
+                       doctest::Contains("float32 (3,), but inputTensors[0]"), of::Error);
   std::vector<of::Tensor> strided{of::zeros({3, 4}).t()};
   CHECK_THROWS_WITH_AS(pg->allreduce(strided), doctest::Contains("contiguous"), of::Error);
   std::vector<std::vector<of::Tensor>> few{{of::zeros({2})}};
@@ -1370,7 +1469,8 @@ TEST_CASE("c10d: bad calls raise before communicating, the same error on every r
   if (p > 1) {
     // ranks that disagree (rank 0 passes 3 elements, the others 4; or another op) all raise
     std::vector<of::Tensor> t{of::zeros({me == 0 ? 3 : 4})};
-    CHECK_THROWS_WITH_AS(pg->allreduce(t), doctest::Contains("the ranks' calls disagree"), of::Error);
+    CHECK_THROWS_WITH_AS(pg->allreduce(t), doctest::Contains("the ranks' calls disagree"),
+                         of::Error);
     std::vector<of::Tensor> u{of::zeros({2}, of::dtype(me == p - 1 ? of::kFloat64 : of::kFloat32))};
     CHECK_THROWS_WITH_AS(pg->allreduce(u), doctest::Contains("float64 (2,)"), of::Error);
     std::vector<of::Tensor> w{of::zeros({2})};
@@ -1403,8 +1503,10 @@ int main(int argc, char** argv) {
         of::Tensor x = of::ones({m == "diverge_shape" && odd ? 5 : 4}, pl, of::sbp::broadcast());
         of::Tensor y = m == "diverge" && odd ? x * 2.0 : x + 2.0;
         std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
-                    y.to_global(pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast())
-                        .sum().item<double>());
+                    y.to_global(pl, of::sbp::partial_sum())
+                        .to_global(pl, of::sbp::broadcast())
+                        .sum()
+                        .item<double>());
         return 0;
       } catch (const of::Error& e) {
         std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
@@ -1413,7 +1515,8 @@ int main(int argc, char** argv) {
       }
     }
     of::Tensor s = of::ones({4}, pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast());
-    std::printf("rank %d finished the collective: %g\n", of::distributed::rank(), s.sum().item<double>());
+    std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
+                s.sum().item<double>());
     return 0;
   }
   doctest::Context ctx(argc, argv);

@@ -81,7 +81,8 @@ Shape broadcast(const Shape& a, const Shape& b) {
   return r;
 }
 
-Ref map_ref(const std::vector<Ref>& in, const std::function<double(const std::vector<double>&)>& f) {
+Ref map_ref(const std::vector<Ref>& in,
+            const std::function<double(const std::vector<double>&)>& f) {
   Shape s;
   for (auto& r : in) s = broadcast(s, r.shape);
   Ref out(s);
@@ -162,7 +163,8 @@ std::string gradcheck(const std::function<of::Tensor(const std::vector<of::Tenso
   std::vector<of::Tensor> diff_inputs;
   for (size_t i = 0; i < leaves.size(); ++i)
     if (is_diff(i)) diff_inputs.push_back(leaves[i]);
-  std::vector<of::Tensor> grads = of::autograd::grad({loss}, diff_inputs, {}, std::nullopt, false, true);
+  std::vector<of::Tensor> grads =
+      of::autograd::grad({loss}, diff_inputs, {}, std::nullopt, false, true);
   size_t k = 0;
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!is_diff(i)) continue;

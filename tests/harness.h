@@ -71,10 +71,11 @@ struct OpRow {
   std::function<Ref(const std::vector<Ref>&)> ref;
   double lo = -2, hi = 2;
   double rtol = 1e-5, atol = 1e-6;  // float32 forward tolerances
-  double rtol64 = 1e-10, atol64 = 1e-10;  // float64 forward tolerances (statistical rows widen them)
-  bool grad = true;                  // run the finite-difference check
-  bool noncontig = true;             // also run with non-contiguous inputs
-  bool float32 = true;               // also run in float32
+  double rtol64 = 1e-10,
+         atol64 = 1e-10;  // float64 forward tolerances (statistical rows widen them)
+  bool grad = true;       // run the finite-difference check
+  bool noncontig = true;  // also run with non-contiguous inputs
+  bool float32 = true;    // also run in float32
   // Optional: custom input generator (float64); default draws `shapes` from [lo, hi].
   std::function<std::vector<of::Tensor>(uint64_t seed)> make;
   // Inputs that are not differentiable (indices, masks) are never perturbed.

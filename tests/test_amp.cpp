@@ -94,7 +94,8 @@ TEST_CASE("autocast: the op lists (bfloat16, float32, promote, untouched) on the
   CHECK(of::mm(a, b).dtype() == of::kFloat32);
 }
 
-TEST_CASE("autocast: its casts are differentiable ops; gradients come back in the parameters' dtype") {
+TEST_CASE(
+    "autocast: its casts are differentiable ops; gradients come back in the parameters' dtype") {
   of::manual_seed(2);
   const of::Tensor x = of::randn({8, 5}), target = of::randn({8, 3});
   of::Tensor w1 = of::randn({5, 6}).requires_grad_(true);
@@ -214,9 +215,9 @@ TEST_CASE("autocast: a traced function keys on the autocast state and replays it
 namespace {
 
 struct ScaledRun {
-  std::vector<of::Tensor> params;  // after the last step
-  std::vector<double> scales;      // after each step
-  std::vector<int64_t> adam_steps; // the first parameter's step count after the last step
+  std::vector<of::Tensor> params;   // after the last step
+  std::vector<double> scales;       // after each step
+  std::vector<int64_t> adam_steps;  // the first parameter's step count after the last step
 };
 
 // A small MLP trained with a loss scaler; the inputs of the steps in `overflow` hold an inf, so
@@ -226,9 +227,11 @@ ScaledRun train_scaled(bool scaler_on, bool traced, const std::vector<int>& over
   of::manual_seed(7);
   of::nn::Sequential net(of::nn::Linear(4, 8), of::nn::Tanh(), of::nn::Linear(8, 1));
   std::unique_ptr<of::optim::Optimizer> opt;
-  if (adam) opt = std::make_unique<of::optim::Adam>(net->parameters(), of::optim::AdamOptions(1e-2));
-  else opt = std::make_unique<of::optim::SGD>(net->parameters(),
-                                              of::optim::SGDOptions(0.05).momentum(0.9).dampening(0.1));
+  if (adam)
+    opt = std::make_unique<of::optim::Adam>(net->parameters(), of::optim::AdamOptions(1e-2));
+  else
+    opt = std::make_unique<of::optim::SGD>(
+        net->parameters(), of::optim::SGDOptions(0.05).momentum(0.9).dampening(0.1));
   of::amp::GradScaler scaler(of::amp::GradScalerOptions().init_scale(1024).growth_interval(3));
   const of::Tensor x = of::randn({16, 4}), y = of::randn({16, 1});
   of::Tensor bad = x.clone();
@@ -264,7 +267,8 @@ ScaledRun train_scaled(bool scaler_on, bool traced, const std::vector<int>& over
 
 }  // namespace
 
-TEST_CASE("GradScaler: skips exactly the overflowing steps, eagerly and traced; the scale schedule") {
+TEST_CASE(
+    "GradScaler: skips exactly the overflowing steps, eagerly and traced; the scale schedule") {
   for (bool adam : {true, false}) {
     for (const std::vector<int>& overflow : {std::vector<int>{1, 5, 6}, std::vector<int>{0, 3}}) {
       INFO((adam ? "Adam" : "SGD with momentum"), ", overflow at ", overflow[0], ",", overflow[1]);
@@ -284,9 +288,11 @@ TEST_CASE("GradScaler: skips exactly the overflowing steps, eagerly and traced; 
       CHECK(traced.scales == eager.scales);
       if (overflow.size() == 3) {
         // growth every 3 clean steps (x2), backoff on overflow (x0.5)
-        CHECK(eager.scales == std::vector<double>{1024, 512, 512, 512, 1024, 512, 256, 256, 256, 512});
+        CHECK(eager.scales ==
+              std::vector<double>{1024, 512, 512, 512, 1024, 512, 256, 256, 256, 512});
       } else {
-        CHECK(eager.scales == std::vector<double>{512, 512, 512, 256, 256, 256, 512, 512, 512, 1024});
+        CHECK(eager.scales ==
+              std::vector<double>{512, 512, 512, 256, 256, 256, 512, 512, 512, 1024});
       }
     }
   }
@@ -326,12 +332,12 @@ TEST_CASE("GradScaler: unscale_ before clipping, disabled scaler, state dict, ba
   CHECK(other.get_growth_tracker() == 1);
   of::OrderedDict<std::string, of::Tensor> partial;
   partial.insert("scale", of::full({}, 8.0));
-  CHECK_THROWS_WITH_AS(other.load_state_dict(partial), doctest::Contains("'growth_factor' is missing"),
-                       of::Error);
+  CHECK_THROWS_WITH_AS(other.load_state_dict(partial),
+                       doctest::Contains("'growth_factor' is missing"), of::Error);
   CHECK(other.get_scale() == 256);  // unchanged
   sd["growth_factor"] = of::full({}, 0.5, of::kFloat64);
-  CHECK_THROWS_WITH_AS(other.load_state_dict(sd), doctest::Contains("growth_factor must be above 1"),
-                       of::Error);
+  CHECK_THROWS_WITH_AS(other.load_state_dict(sd),
+                       doctest::Contains("growth_factor must be above 1"), of::Error);
   // bad options
   using O = of::amp::GradScalerOptions;
   CHECK_THROWS_AS(of::amp::GradScaler(O().init_scale(0)), of::Error);
@@ -340,9 +346,7 @@ TEST_CASE("GradScaler: unscale_ before clipping, disabled scaler, state dict, ba
   CHECK_THROWS_AS(of::amp::GradScaler(O().growth_interval(0)), of::Error);
   CHECK_THROWS_WITH_AS(scaler.update(-1.0), doctest::Contains("positive and finite"), of::Error);
   // a host read of the scale inside a traced function is refused, as every host read is
-  auto bad = of::jit::trace([&](const of::Tensor& t) {
-    return t * scaler.get_scale();
-  });
+  auto bad = of::jit::trace([&](const of::Tensor& t) { return t * scaler.get_scale(); });
   CHECK_THROWS_WITH_AS(bad(x), doctest::Contains("reads tensor data on the host"), of::Error);
   // disabled: the identity and a plain optimizer step
   of::amp::GradScaler off(O().enabled(false));
@@ -363,12 +367,11 @@ namespace {
 struct CnnImpl : of::nn::Module {
   CnnImpl() {
     namespace nn = of::nn;
-    features = register_module(
-        "features",
-        nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::BatchNorm2d(32),
-                       nn::ReLU(), nn::MaxPool2d(2),
-                       nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::BatchNorm2d(64),
-                       nn::ReLU(), nn::MaxPool2d(2)));
+    features = register_module("features",
+                               nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)),
+                                              nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2),
+                                              nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
+                                              nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2)));
     classifier = register_module(
         "classifier", nn::Sequential(nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(),
                                      nn::Dropout(0.25), nn::Linear(128, 10)));
@@ -442,8 +445,8 @@ double cnn_accuracy(bool amp, int64_t n_train) {
 TEST_CASE("autocast: the Fashion-MNIST CNN trained in bfloat16 reaches float32's accuracy") {
   const int64_t n = 12000;
   const double fp32 = cnn_accuracy(false, n), bf16 = cnn_accuracy(true, n);
-  MESSAGE("test accuracy after one epoch on ", n, " images: float32 ", fp32,
-          ", bfloat16 autocast ", bf16);
+  MESSAGE("test accuracy after one epoch on ", n, " images: float32 ", fp32, ", bfloat16 autocast ",
+          bf16);
   CHECK(fp32 > 0.75);
   CHECK(std::abs(bf16 - fp32) <= 0.005);
 }
@@ -459,17 +462,25 @@ TEST_CASE("reduced-precision fallback: float32-only nn ops on bfloat16 run betwe
   };
   const std::vector<Case> cases = {
       {"linear", {{4, 6}, {3, 6}, {3}}, [](auto& v) { return F::linear(v[0], v[1], v[2]); }},
-      {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}},
+      {"conv2d",
+       {{2, 3, 6, 6}, {4, 3, 3, 3}},
        [](auto& v) { return of::conv2d(v[0], v[1], {}, 1, 1); }},
-      {"layer_norm", {{4, 6}},
+      {"layer_norm",
+       {{4, 6}},
        [](auto& v) { return F::layer_norm(v[0], F::LayerNormFuncOptions({6})); }},
-      {"max_pool2d", {{2, 3, 6, 6}}, [](auto& v) { return F::max_pool2d(v[0], F::MaxPool2dFuncOptions(2)); }},
-      {"avg_pool2d", {{2, 3, 6, 6}}, [](auto& v) { return F::avg_pool2d(v[0], F::AvgPool2dFuncOptions(2)); }},
-      {"cross_entropy", {{5, 4}},
+      {"max_pool2d",
+       {{2, 3, 6, 6}},
+       [](auto& v) { return F::max_pool2d(v[0], F::MaxPool2dFuncOptions(2)); }},
+      {"avg_pool2d",
+       {{2, 3, 6, 6}},
+       [](auto& v) { return F::avg_pool2d(v[0], F::AvgPool2dFuncOptions(2)); }},
+      {"cross_entropy",
+       {{5, 4}},
        [](auto& v) {
          return F::cross_entropy(v[0], of::tensor(std::vector<int64_t>{0, 3, 1, 2, 1}));
        }},
-      {"scaled_dot_product_attention", {{2, 5, 8}, {2, 5, 8}, {2, 5, 8}},
+      {"scaled_dot_product_attention",
+       {{2, 5, 8}, {2, 5, 8}, {2, 5, 8}},
        [](auto& v) { return F::scaled_dot_product_attention(v[0], v[1], v[2]); }},
   };
   for (const Case& c : cases) {

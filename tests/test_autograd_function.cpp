@@ -77,14 +77,18 @@ TEST_CASE("autograd::Function: forward/backward with saved tensors match finite 
   of::manual_seed(0);
   of::Tensor x = of::randn({4, 3}, of::kFloat64), w = of::randn({2, 3}, of::kFloat64),
              b = of::randn({2}, of::kFloat64);
-  CHECK(th::gradcheck([](const std::vector<of::Tensor>& in) {
-    return LinearFunction::apply(in[0], in[1], in[2]);
-  }, {x, w, b}).empty());
+  CHECK(th::gradcheck(
+            [](const std::vector<of::Tensor>& in) {
+              return LinearFunction::apply(in[0], in[1], in[2]);
+            },
+            {x, w, b})
+            .empty());
   of::Tensor xg = x.clone().requires_grad_(true);
   of::Tensor y = LinearFunction::apply(xg, w, b);
   CHECK(y.grad_fn()->name() == "LinearFunctionBackward");
-  CHECK(th::gradcheck([](const std::vector<of::Tensor>& in) { return MulConstant::apply(in[0], 5.5); },
-                      {x}).empty());
+  CHECK(th::gradcheck(
+            [](const std::vector<of::Tensor>& in) { return MulConstant::apply(in[0], 5.5); }, {x})
+            .empty());
   // backward through the saved output, and a second derivative through backward's own ops
   of::Tensor z = x.clone().requires_grad_(true);
   of::Tensor e = Exp::apply(z);
@@ -103,7 +107,8 @@ TEST_CASE("autograd::Function: non-differentiable outputs, errors") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{100, 1, 10});
   of::Tensor a = of::ones({2}).requires_grad_(true);
   of::Tensor out = WrongCount::apply(a, of::ones({2}));
-  CHECK(th::throws_with([&] { out.sum().backward(); }, {"[WrongCountBackward]", "returned 1 gradients, expected 2"}));
+  CHECK(th::throws_with([&] { out.sum().backward(); },
+                        {"[WrongCountBackward]", "returned 1 gradients, expected 2"}));
   // second backward without retain_graph
   of::Tensor s = of::ones({2}).requires_grad_(true);
   of::Tensor l = Exp::apply(s).sum();

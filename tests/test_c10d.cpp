@@ -18,8 +18,7 @@ namespace samplers = oneflow::data::samplers;
 namespace {
 
 // Every index a sampler hands out in one pass, batch by batch.
-template <class S>
-std::vector<size_t> drain(S& s, size_t batch_size = 3) {
+template <class S> std::vector<size_t> drain(S& s, size_t batch_size = 3) {
   std::vector<size_t> all;
   while (auto b = s.next(batch_size)) {
     CHECK(b->size() <= batch_size);

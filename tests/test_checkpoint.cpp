@@ -82,9 +82,9 @@ TEST_CASE("checkpoint: Hugging Face style files load with rename and strict(fals
 
     // strict (the default): the key sets differ, so nothing is loaded; the error names both.
     const auto before = raw(model->layers->ptr<nn::LinearImpl>(0)->weight);
-    CHECK(throws_with([&] { of::load(model, path, opts); },
-                      {"[load_state_dict]", "missing keys: head.bias",
-                       "unexpected keys: cls.predictions.bias"}));
+    CHECK(throws_with(
+        [&] { of::load(model, path, opts); },
+        {"[load_state_dict]", "missing keys: head.bias", "unexpected keys: cls.predictions.bias"}));
     CHECK(raw(model->layers->ptr<nn::LinearImpl>(0)->weight) == before);
 
     of::IncompatibleKeys keys = of::load(model, path, opts.strict(false));
@@ -237,8 +237,9 @@ TEST_CASE("checkpoint: of::save(module) files round-trip through PyTorch's safet
   const char* env = std::getenv("OF_TEST_PYTHON");
   const std::string py = env && *env ? env : "python3";
   if (std::system((shell_quote(py) + " -c 'import safetensors' >/dev/null 2>&1").c_str()) != 0) {
-    MESSAGE("skipped: " << py << " cannot import safetensors (set OF_TEST_PYTHON to an interpreter "
-            "with safetensors and torch, or numpy)");
+    MESSAGE("skipped: " << py
+                        << " cannot import safetensors (set OF_TEST_PYTHON to an interpreter "
+                           "with safetensors and torch, or numpy)");
     return;
   }
   TmpDir dir;

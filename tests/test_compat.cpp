@@ -16,8 +16,8 @@ TEST_CASE("compat: TORCH_CHECK / AT_ASSERT / TORCH_INTERNAL_ASSERT throw of::Err
   };
   CHECK(positive(3) == 3);
   std::string msg;
-  CHECK(th::throws_with([&] { positive(-2); }, {"[TORCH_CHECK]", "x must be positive, got -2", "x > 0"},
-                        &msg));
+  CHECK(th::throws_with([&] { positive(-2); },
+                        {"[TORCH_CHECK]", "x must be positive, got -2", "x > 0"}, &msg));
   CHECK(th::throws_with([] { AT_ASSERT(1 + 1 == 3); }, {"[AT_ASSERT]", "1 + 1 == 3"}));
   CHECK(th::throws_with([] { TORCH_INTERNAL_ASSERT(false, "broken ", 42); },
                         {"[TORCH_INTERNAL_ASSERT]", "broken 42"}));
@@ -97,8 +97,8 @@ void check_activation(const char* name, const std::function<of::Tensor(const of:
     for (size_t i = 0; i < got.size(); ++i)
       CHECK(got[i] == doctest::Approx(ref(xv[i])).epsilon(tol).scale(1.0));
   }
-  CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return f(in[0]); },
-                      {x64 + 0.013}).empty());  // off the kinks
+  CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return f(in[0]); }, {x64 + 0.013})
+            .empty());  // off the kinks
   if (!f_) return;
   of::Tensor y = x64.clone();
   f_(y);
@@ -114,38 +114,49 @@ void check_activation(const char* name, const std::function<of::Tensor(const of:
 }  // namespace
 
 TEST_CASE("compat: root-namespace activations as libtorch's (values, gradients, in-place)") {
-  check_activation("leaky_relu", [](const of::Tensor& x) { return of::leaky_relu(x, 0.2); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::leaky_relu_(x, 0.2); },
-                   [](double v) { return v > 0 ? v : 0.2 * v; });
-  check_activation("elu", [](const of::Tensor& x) { return of::elu(x, 1.5, 2.0, 0.5); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::elu_(x, 1.5, 2.0, 0.5); },
-                   [](double v) { return 2.0 * (v > 0 ? v : 1.5 * (std::exp(0.5 * v) - 1)); });
+  check_activation(
+      "leaky_relu", [](const of::Tensor& x) { return of::leaky_relu(x, 0.2); },
+      [](of::Tensor& x) -> of::Tensor& { return of::leaky_relu_(x, 0.2); },
+      [](double v) { return v > 0 ? v : 0.2 * v; });
+  check_activation(
+      "elu", [](const of::Tensor& x) { return of::elu(x, 1.5, 2.0, 0.5); },
+      [](of::Tensor& x) -> of::Tensor& { return of::elu_(x, 1.5, 2.0, 0.5); },
+      [](double v) { return 2.0 * (v > 0 ? v : 1.5 * (std::exp(0.5 * v) - 1)); });
   const double sa = 1.6732632423543772848170429916717, ss = 1.0507009873554804934193349852946;
-  check_activation("selu", [](const of::Tensor& x) { return of::selu(x); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::selu_(x); },
-                   [&](double v) { return ss * (v > 0 ? v : sa * (std::exp(v) - 1)); });
-  check_activation("celu", [](const of::Tensor& x) { return of::celu(x, 0.7); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::celu_(x, 0.7); },
-                   [](double v) { return std::max(0.0, v) + std::min(0.0, 0.7 * (std::exp(v / 0.7) - 1)); });
-  check_activation("softplus", [](const of::Tensor& x) { return of::softplus(x, 2.0, 5.0); }, {},
-                   [](double v) { return 2.0 * v > 5.0 ? v : std::log1p(std::exp(2.0 * v)) / 2.0; });
-  check_activation("hardtanh", [](const of::Tensor& x) { return of::hardtanh(x, -2.0, 1.5); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::hardtanh_(x, -2.0, 1.5); },
-                   [](double v) { return std::min(1.5, std::max(-2.0, v)); });
-  check_activation("hardsigmoid", [](const of::Tensor& x) { return of::hardsigmoid(x); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::hardsigmoid_(x); },
-                   [](double v) { return std::min(6.0, std::max(0.0, v + 3)) / 6; });
-  check_activation("hardswish", [](const of::Tensor& x) { return of::hardswish(x); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::hardswish_(x); },
-                   [](double v) { return v * std::min(6.0, std::max(0.0, v + 3)) / 6; });
-  check_activation("mish", [](const of::Tensor& x) { return of::mish(x); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::mish_(x); },
-                   [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
-  check_activation("log_sigmoid", [](const of::Tensor& x) { return of::log_sigmoid(x); }, {},
-                   [](double v) { return -std::log1p(std::exp(-v)); });
-  check_activation("threshold", [](const of::Tensor& x) { return of::threshold(x, 0.5, -1.0); },
-                   [](of::Tensor& x) -> of::Tensor& { return of::threshold_(x, 0.5, -1.0); },
-                   [](double v) { return v > 0.5 ? v : -1.0; });
+  check_activation(
+      "selu", [](const of::Tensor& x) { return of::selu(x); },
+      [](of::Tensor& x) -> of::Tensor& { return of::selu_(x); },
+      [&](double v) { return ss * (v > 0 ? v : sa * (std::exp(v) - 1)); });
+  check_activation(
+      "celu", [](const of::Tensor& x) { return of::celu(x, 0.7); },
+      [](of::Tensor& x) -> of::Tensor& { return of::celu_(x, 0.7); },
+      [](double v) { return std::max(0.0, v) + std::min(0.0, 0.7 * (std::exp(v / 0.7) - 1)); });
+  check_activation(
+      "softplus", [](const of::Tensor& x) { return of::softplus(x, 2.0, 5.0); }, {},
+      [](double v) { return 2.0 * v > 5.0 ? v : std::log1p(std::exp(2.0 * v)) / 2.0; });
+  check_activation(
+      "hardtanh", [](const of::Tensor& x) { return of::hardtanh(x, -2.0, 1.5); },
+      [](of::Tensor& x) -> of::Tensor& { return of::hardtanh_(x, -2.0, 1.5); },
+      [](double v) { return std::min(1.5, std::max(-2.0, v)); });
+  check_activation(
+      "hardsigmoid", [](const of::Tensor& x) { return of::hardsigmoid(x); },
+      [](of::Tensor& x) -> of::Tensor& { return of::hardsigmoid_(x); },
+      [](double v) { return std::min(6.0, std::max(0.0, v + 3)) / 6; });
+  check_activation(
+      "hardswish", [](const of::Tensor& x) { return of::hardswish(x); },
+      [](of::Tensor& x) -> of::Tensor& { return of::hardswish_(x); },
+      [](double v) { return v * std::min(6.0, std::max(0.0, v + 3)) / 6; });
+  check_activation(
+      "mish", [](const of::Tensor& x) { return of::mish(x); },
+      [](of::Tensor& x) -> of::Tensor& { return of::mish_(x); },
+      [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
+  check_activation(
+      "log_sigmoid", [](const of::Tensor& x) { return of::log_sigmoid(x); }, {},
+      [](double v) { return -std::log1p(std::exp(-v)); });
+  check_activation(
+      "threshold", [](const of::Tensor& x) { return of::threshold(x, 0.5, -1.0); },
+      [](of::Tensor& x) -> of::Tensor& { return of::threshold_(x, 0.5, -1.0); },
+      [](double v) { return v > 0.5 ? v : -1.0; });
 }
 
 TEST_CASE("compat: prelu and glu; bad input") {
@@ -159,14 +170,17 @@ TEST_CASE("compat: prelu and glu; bad input") {
     CHECK(yv[i] == doctest::Approx(xv[i] > 0 ? xv[i] : slope * xv[i]));
   }
   CHECK(th::gradcheck([](const std::vector<of::Tensor>& in) { return of::prelu(in[0], in[1]); },
-                      {x + 0.01, w}).empty());
+                      {x + 0.01, w})
+            .empty());
   CHECK(of::prelu(x, of::tensor(0.25, of::kFloat64)).sizes() == x.sizes());
-  CHECK(th::throws_with([&] { of::prelu(x, of::ones({4}, of::kFloat64)); }, {"[prelu]", "(4,)", "(2, 3, 4)"}));
+  CHECK(th::throws_with([&] { of::prelu(x, of::ones({4}, of::kFloat64)); },
+                        {"[prelu]", "(4,)", "(2, 3, 4)"}));
   of::Tensor g = of::glu(x, 2);
   CHECK(g.sizes() == of::IntArrayRef({2, 3, 2}));
   of::Tensor ref = x.narrow(2, 0, 2) * x.narrow(2, 2, 2).sigmoid();
   CHECK((g - ref).abs().max().item<double>() < 1e-15);
-  CHECK(th::throws_with([] { of::hardswish(of::ones({2}, of::kInt64)); }, {"[hardswish]", "int64"}));
+  CHECK(
+      th::throws_with([] { of::hardswish(of::ones({2}, of::kInt64)); }, {"[hardswish]", "int64"}));
   of::Tensor leaf = of::ones({2}).requires_grad_(true);
   CHECK(th::throws_with([&] { of::hardswish_(leaf); }, {"[hardswish_]", "leaf"}));
   CHECK(th::throws_with([] { of::celu(of::ones({2}), 0.0); }, {"[celu]", "alpha"}));
@@ -178,7 +192,9 @@ namespace {
 using of::indexing::Ellipsis;
 using of::indexing::None;
 using of::indexing::Slice;
-std::vector<double> vals(const of::Tensor& t) { return t.to(of::kFloat64).contiguous().to_vector<double>(); }
+std::vector<double> vals(const of::Tensor& t) {
+  return t.to(of::kFloat64).contiguous().to_vector<double>();
+}
 }  // namespace
 
 TEST_CASE("compat: index with integers, slices, None and ellipsis (views)") {
@@ -187,7 +203,8 @@ TEST_CASE("compat: index with integers, slices, None and ellipsis (views)") {
   CHECK(a.sizes() == of::IntArrayRef({2, 4}));
   CHECK(vals(a) == std::vector<double>{4, 5, 6, 7, 16, 17, 18, 19});
   CHECK(a.impl()->storage == x.impl()->storage);  // a view
-  CHECK(vals(x.index({1, Slice(None, 2), Slice(1, None, 2)})) == std::vector<double>{13, 15, 17, 19});
+  CHECK(vals(x.index({1, Slice(None, 2), Slice(1, None, 2)})) ==
+        std::vector<double>{13, 15, 17, 19});
   CHECK(x.index({Ellipsis, -1}).sizes() == of::IntArrayRef({2, 3}));
   CHECK(vals(x.index({Ellipsis, -1})) == std::vector<double>{3, 7, 11, 15, 19, 23});
   CHECK(x.index({None, 0, "..."}).sizes() == of::IntArrayRef({1, 3, 4}));
@@ -225,10 +242,15 @@ TEST_CASE("compat: index with bool and integer tensors (PyTorch's placement), wi
   CHECK(th::throws_with([&] { x.index({of::ones({1})}); }, {"[index]", "long, int, byte or bool"}));
   // gradients flow through tensor indices (repeated indices accumulate)
   of::Tensor rep = of::tensor(std::vector<int64_t>{1, 1, 0}, {3}, of::kInt64);
-  CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return in[0].index({Slice(), rep}); },
-                      {of::randn({2, 3, 4}, of::kFloat64)}).empty());
+  CHECK(th::gradcheck(
+            [&](const std::vector<of::Tensor>& in) {
+              return in[0].index({Slice(), rep});
+            },
+            {of::randn({2, 3, 4}, of::kFloat64)})
+            .empty());
   CHECK(th::gradcheck([&](const std::vector<of::Tensor>& in) { return in[0].index({m}); },
-                      {of::randn({3, 4}, of::kFloat64)}).empty());
+                      {of::randn({3, 4}, of::kFloat64)})
+            .empty());
 }
 
 TEST_CASE("compat: index_put_ and assignment to temporaries (t[i] = v)") {
@@ -240,12 +262,14 @@ TEST_CASE("compat: index_put_ and assignment to temporaries (t[i] = v)") {
   x.index({2, Slice(2, None)}) = -1;
   CHECK(vals(x[2]) == std::vector<double>{0, 5, -1, -1});
   of::Tensor idx = of::tensor(std::vector<int64_t>{2, 0}, {2}, of::kInt64);
-  x.index_put_({idx}, of::tensor(std::vector<double>{7, 8, 9, 10}, {4}, of::kFloat64));  // broadcast rows
+  x.index_put_({idx},
+               of::tensor(std::vector<double>{7, 8, 9, 10}, {4}, of::kFloat64));  // broadcast rows
   CHECK(vals(x[0]) == std::vector<double>{7, 8, 9, 10});
   CHECK(vals(x[2]) == std::vector<double>{7, 8, 9, 10});
   CHECK(vals(x[1]) == std::vector<double>{0, 5, 0, 0});
   of::Tensor y = of::zeros({2, 3}, of::kFloat64);
-  CHECK(th::throws_with([&] { y.index_put_({y.index({0}) >= 0}, 0.0); }, {"[index_put_]", "mask (3,)"}));
+  CHECK(th::throws_with([&] { y.index_put_({y.index({0}) >= 0}, 0.0); },
+                        {"[index_put_]", "mask (3,)"}));
   y.index_put_({Slice(), of::tensor(std::vector<int64_t>{0, 2}, {2}, of::kInt64)},
                of::tensor(std::vector<double>{1, 2}, {2}, of::kFloat64));
   CHECK(vals(y) == std::vector<double>{1, 0, 2, 1, 0, 2});
@@ -256,7 +280,12 @@ TEST_CASE("compat: index_put_ and assignment to temporaries (t[i] = v)") {
   of::Tensor h = y;
   h = of::ones({1});
   CHECK(y.numel() == 6);
-  CHECK(th::throws_with([&] { of::Tensor u; std::move(u) = of::ones({1}); }, {"undefined"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::Tensor u;
+        std::move(u) = of::ones({1});
+      },
+      {"undefined"}));
 }
 
 TEST_CASE("compat: MemoryFormat in contiguous(), to(), clone() and empty()") {
@@ -292,7 +321,8 @@ TEST_CASE("compat: MemoryFormat in contiguous(), to(), clone() and empty()") {
   CHECK(v3.strides() == std::vector<int64_t>{120, 1, 60, 15, 3});
   CHECK(of::equal(v3, v));
   // empty(size, options, memory_format) and ops on channels-last inputs.
-  const of::Tensor e = of::empty({2, 3, 4, 5}, of::TensorOptions(of::kFloat64), of::MemoryFormat::ChannelsLast);
+  const of::Tensor e =
+      of::empty({2, 3, 4, 5}, of::TensorOptions(of::kFloat64), of::MemoryFormat::ChannelsLast);
   CHECK(e.is_contiguous(of::MemoryFormat::ChannelsLast));
   const of::Tensor w = of::randn({4, 3, 3, 3}, of::kFloat64);
   CHECK(of::allclose(of::conv2d(cl, w, {}, 1, 1), of::conv2d(x, w, {}, 1, 1), 1e-12, 1e-12));
@@ -306,13 +336,20 @@ TEST_CASE("compat: MemoryFormat in contiguous(), to(), clone() and empty()") {
   os << of::MemoryFormat::ChannelsLast;
   CHECK(os.str() == "ChannelsLast");
   // Bad requests: clear errors.
-  CHECK(th::throws_with([&] { x.contiguous(of::MemoryFormat::Preserve); }, {"[contiguous]", "Preserve"}));
-  CHECK(th::throws_with([] { of::randn({3, 4, 5}).contiguous(of::MemoryFormat::ChannelsLast); },
-                        {"[contiguous]", "ChannelsLast", "4-D", "(3, 4, 5)"}));
+  CHECK(th::throws_with([&] { x.contiguous(of::MemoryFormat::Preserve); },
+                        {"[contiguous]", "Preserve"}));
+  CHECK(th::throws_with(
+      [] {
+        of::randn({3, 4, 5}).contiguous(of::MemoryFormat::ChannelsLast);
+      },
+      {"[contiguous]", "ChannelsLast", "4-D", "(3, 4, 5)"}));
   CHECK(th::throws_with([&] { x.to(of::kFloat32, false, false, of::MemoryFormat::ChannelsLast3d); },
                         {"[to]", "ChannelsLast3d", "5-D"}));
-  CHECK(th::throws_with([] { of::empty({2, 3}, {}, of::MemoryFormat::ChannelsLast); },
-                        {"[empty]", "ChannelsLast", "4 sizes"}));
+  CHECK(th::throws_with(
+      [] {
+        of::empty({2, 3}, {}, of::MemoryFormat::ChannelsLast);
+      },
+      {"[empty]", "ChannelsLast", "4 sizes"}));
 }
 
 TEST_CASE("compat: multinomial draws from the rows' distributions") {
@@ -332,8 +369,8 @@ TEST_CASE("compat: multinomial draws from the rows' distributions") {
     CHECK(std::abs(count[size_t(j)] / double(n) - p) < 5 * sd);
   }
   // Without replacement: distinct indices, never a zero weight, first draw ~ the weights.
-  const of::Tensor rows = of::tensor(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0, 5, 1, 1, 1, 0}, {2, 5},
-                                     of::kFloat32);
+  const of::Tensor rows =
+      of::tensor(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0, 5, 1, 1, 1, 0}, {2, 5}, of::kFloat32);
   std::vector<double> first(5, 0);
   const int trials = 4000;
   for (int t = 0; t < trials; ++t) {
@@ -367,25 +404,41 @@ TEST_CASE("compat: multinomial draws from the rows' distributions") {
   of::manual_seed(21);
   CHECK(th::throws_with([&] { of::multinomial(w, 5); }, {"[multinomial]", "without replacement"}));
   CHECK(th::throws_with([&] { of::multinomial(w, 0, true); }, {"[multinomial]", "n_sample <= 0"}));
-  CHECK(th::throws_with([] { of::multinomial(of::ones({2, 2, 2}), 1); }, {"[multinomial]", "1 or 2 dim"}));
-  CHECK(th::throws_with([] { of::multinomial(of::ones({3}, of::kInt64), 1); }, {"[multinomial]", "floating point"}));
+  CHECK(th::throws_with(
+      [] {
+        of::multinomial(of::ones({2, 2, 2}), 1);
+      },
+      {"[multinomial]", "1 or 2 dim"}));
+  CHECK(th::throws_with([] { of::multinomial(of::ones({3}, of::kInt64), 1); },
+                        {"[multinomial]", "floating point"}));
   const of::Tensor after_errors = of::multinomial(w, 4, true);
   of::manual_seed(21);
   CHECK(of::equal(of::multinomial(w, 4, true), after_errors));
   // Bad weights (read by the kernel, as in libtorch): clear errors.
-  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, -1}), 1); },
-                        {"[multinomial]", "element < 0"}));
-  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, NAN}), 1); },
-                        {"[multinomial]", "nan"}));
-  CHECK(th::throws_with([] { of::multinomial(of::zeros({3}), 1, true); }, {"[multinomial]", "sum of probabilities"}));
-  CHECK(th::throws_with([] { of::multinomial(of::tensor(std::vector<double>{1, 0, 0}), 2); },
-                        {"[multinomial]", "not enough non-negative category"}));
+  CHECK(th::throws_with(
+      [] {
+        of::multinomial(of::tensor(std::vector<double>{1, -1}), 1);
+      },
+      {"[multinomial]", "element < 0"}));
+  CHECK(th::throws_with(
+      [] {
+        of::multinomial(of::tensor(std::vector<double>{1, NAN}), 1);
+      },
+      {"[multinomial]", "nan"}));
+  CHECK(th::throws_with([] { of::multinomial(of::zeros({3}), 1, true); },
+                        {"[multinomial]", "sum of probabilities"}));
+  CHECK(th::throws_with(
+      [] {
+        of::multinomial(of::tensor(std::vector<double>{1, 0, 0}), 2);
+      },
+      {"[multinomial]", "not enough non-negative category"}));
 }
 
 namespace {
 
 // multinomial's table row: the frequencies of 20000 draws with replacement per row against the
 // normalized weights (~6 standard errors), on contiguous and non-contiguous weights.
+// clang-format off
 TH_ROWS({[] {
   th::OpRow r;
   r.name = "multinomial/frequencies";
@@ -412,5 +465,6 @@ TH_ROWS({[] {
   r.grad = false;
   return r;
 }()});
+// clang-format on
 
 }  // namespace

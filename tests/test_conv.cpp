@@ -284,8 +284,7 @@ Lin lin_bilinear(const Shape& in, int64_t OH, int64_t OW, bool align, double sh 
 
 T conv_bw_weight(const T& dy, const T& x, of::DimVector wsz, of::DimVector s, of::DimVector p,
                  of::DimVector d, int64_t groups) {
-  return of::dispatch1(of::find_op("conv2d_backward_weight"), {dy, x},
-                       {wsz, s, p, d, groups});
+  return of::dispatch1(of::find_op("conv2d_backward_weight"), {dy, x}, {wsz, s, p, d, groups});
 }
 // Runs a *_backward resampling op directly: attrs are the forward attrs plus input_size.
 T resample_bw(const char* op, const T& g, of::Attrs a, of::DimVector in) {
@@ -295,6 +294,7 @@ T resample_bw(const char* op, const T& g, of::Attrs a, of::DimVector in) {
 
 // ---------------------------------------------------------------- conv rows
 
+// clang-format off
 TH_ROWS({
     loose(row("conv2d/basic_bias", {"conv2d"}, {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}},
               [](const V& in) { return of::conv2d(in[0], in[1], in[2]); },
@@ -445,9 +445,11 @@ TH_ROWS({
                                              .dw = 1, .groups = 2});
               })),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- pooling and resampling rows
 
+// clang-format off
 TH_ROWS({
     row("max_pool2d/k2s2", {"max_pool2d_with_indices"}, {{2, 3, 6, 5}},
         [](const V& in) { return of::max_pool2d(in[0], 2); },
@@ -574,6 +576,7 @@ TH_ROWS({
         },
         [](const R& in) { return apply_adjoint(lin_bilinear({1, 2, 3, 4}, 5, 7, true), in[0]); }),
 });
+// clang-format on
 
 T uniform(Shape s, uint64_t seed) {
   of::manual_seed(seed);
@@ -657,16 +660,31 @@ TEST_CASE("conv: second-order gradient of conv2d through conv_transpose2d") {
 
 TEST_CASE("conv: error messages name the op and the offending values") {
   T x = of::zeros({2, 3, 5, 5}), w = of::zeros({4, 3, 3, 3});
-  CHECK(th::throws_with([&] { of::conv2d(x, of::zeros({4, 2, 3, 3})); },
-                        {"[conv2d]", "(2, 3, 5, 5)", "(4, 2, 3, 3)", "groups=1"}));
-  CHECK(th::throws_with([&] { of::conv2d(x, of::zeros({4, 1, 3, 3}), {}, 1, 0, 1, 2); },
-                        {"[conv2d]", "groups=2", "(2, 3, 5, 5)"}));
-  CHECK(th::throws_with([&] { of::conv2d(of::zeros({2, 3, 5}).unsqueeze(0).unsqueeze(0), w); },
-                        {"[conv2d]", "(1, 1, 2, 3, 5)"}));
-  CHECK(th::throws_with([&] { of::conv2d(x, of::zeros({4, 3, 3})); },
-                        {"[conv2d]", "4-D weight", "(4, 3, 3)"}));
-  CHECK(th::throws_with([&] { of::conv2d(x, of::zeros({4, 3, 7, 3})); },
-                        {"[conv2d]", "(7, 3)", "(5, 5)", "(2, 3, 5, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv2d(x, of::zeros({4, 2, 3, 3}));
+      },
+      {"[conv2d]", "(2, 3, 5, 5)", "(4, 2, 3, 3)", "groups=1"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv2d(x, of::zeros({4, 1, 3, 3}), {}, 1, 0, 1, 2);
+      },
+      {"[conv2d]", "groups=2", "(2, 3, 5, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv2d(of::zeros({2, 3, 5}).unsqueeze(0).unsqueeze(0), w);
+      },
+      {"[conv2d]", "(1, 1, 2, 3, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv2d(x, of::zeros({4, 3, 3}));
+      },
+      {"[conv2d]", "4-D weight", "(4, 3, 3)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv2d(x, of::zeros({4, 3, 7, 3}));
+      },
+      {"[conv2d]", "(7, 3)", "(5, 5)", "(2, 3, 5, 5)"}));
   CHECK(th::throws_with([&] { of::conv2d(x, w, {}, 0); }, {"[conv2d]", "stride", "(0, 0)"}));
   CHECK(th::throws_with([&] { of::conv2d(x, w, {}, {1, 2, 3}); }, {"[conv2d]", "stride", "3"}));
   CHECK(th::throws_with([&] { of::conv2d(x, w, {}, 1, -1); }, {"[conv2d]", "padding", "(-1, -1)"}));
@@ -678,28 +696,38 @@ TEST_CASE("conv: error messages name the op and the offending values") {
   CHECK(th::throws_with([&] { of::conv2d(x, w, of::zeros({5})); }, {"[conv2d]", "bias", "(5,)"}));
   CHECK(th::throws_with([&] { of::conv2d(x, w, {}, 2, "same"); }, {"[conv2d]", "same", "stride"}));
   CHECK(th::throws_with([&] { of::conv2d(x, w, {}, 1, "full"); }, {"[conv2d]", "full"}));
-  CHECK(th::throws_with([&] { of::conv1d(of::zeros({2, 3, 4}), of::zeros({1, 3, 6})); },
-                        {"[conv1d]", "(2, 3, 4)", "6"}));
-  CHECK(th::throws_with([&] { of::conv1d(of::zeros({2, 3, 4, 4}), of::zeros({1, 3, 2})); },
-                        {"[conv1d]", "(2, 3, 4, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv1d(of::zeros({2, 3, 4}), of::zeros({1, 3, 6}));
+      },
+      {"[conv1d]", "(2, 3, 4)", "6"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv1d(of::zeros({2, 3, 4, 4}), of::zeros({1, 3, 2}));
+      },
+      {"[conv1d]", "(2, 3, 4, 4)"}));
   CHECK(th::throws_with([&] { of::conv_transpose2d(x, w); },
                         {"[conv_transpose2d]", "(4, 3, 3, 3)", "(2, 3, 5, 5)"}));
-  CHECK(th::throws_with([&] { of::conv_transpose2d(x, of::zeros({3, 2, 3, 3}), {}, 1, 0, 1); },
-                        {"[conv_transpose2d]", "output_padding"}));
-  CHECK(th::throws_with([&] {
-          of::conv_transpose2d(of::zeros({1, 3, 1, 1}), of::zeros({3, 2, 1, 1}), {}, 1, 1);
-        },
-                        {"[conv_transpose2d]", "non-positive", "(-1, -1)"}));
-  CHECK(th::throws_with([&] { of::max_pool2d(x, 0); },
-                        {"[max_pool2d]", "kernel_size"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose2d(x, of::zeros({3, 2, 3, 3}), {}, 1, 0, 1);
+      },
+      {"[conv_transpose2d]", "output_padding"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose2d(of::zeros({1, 3, 1, 1}), of::zeros({3, 2, 1, 1}), {}, 1, 1);
+      },
+      {"[conv_transpose2d]", "non-positive", "(-1, -1)"}));
+  CHECK(th::throws_with([&] { of::max_pool2d(x, 0); }, {"[max_pool2d]", "kernel_size"}));
   CHECK(th::throws_with([&] { of::max_pool2d(x, 2, 1, 2); },
                         {"[max_pool2d]", "padding", "(2, 2)", "half"}));
-  CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({1, 1, 2, 2}), 3); },
-                        {"[max_pool2d]", "(1, 1, 2, 2)", "too small"}));
-  CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({5}), 1); },
-                        {"[max_pool2d]", "(5,)"}));
-  CHECK(th::throws_with([&] { of::max_pool2d(x.to(of::kInt32), 2); },
-                        {"[max_pool2d]", "int32"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool2d(of::zeros({1, 1, 2, 2}), 3);
+      },
+      {"[max_pool2d]", "(1, 1, 2, 2)", "too small"}));
+  CHECK(th::throws_with([&] { of::max_pool2d(of::zeros({5}), 1); }, {"[max_pool2d]", "(5,)"}));
+  CHECK(th::throws_with([&] { of::max_pool2d(x.to(of::kInt32), 2); }, {"[max_pool2d]", "int32"}));
   CHECK(th::throws_with([&] { of::max_pool2d_with_indices(x, 2, 0); },
                         {"[max_pool2d_with_indices]", "stride", "(0, 0)"}));
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 2, -1); }, {"[avg_pool2d]", "stride", "(-1, -1)"}));
@@ -707,16 +735,31 @@ TEST_CASE("conv: error messages name the op and the offending values") {
                         {"[avg_pool2d]", "divisor_override", "0"}));
   CHECK(th::throws_with([&] { of::avg_pool2d(x, 6); },
                         {"[avg_pool2d]", "(2, 3, 5, 5)", "too small"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool2d(x, {0, 2}); },
-                        {"[adaptive_avg_pool2d]", "output_size", "(0, 2)"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool2d(of::zeros({2, 3, 0, 4}), 2); },
-                        {"[adaptive_avg_pool2d]", "(2, 3, 0, 4)"}));
-  CHECK(th::throws_with([&] { of::upsample_nearest2d(x, {4, -1}); },
-                        {"[upsample_nearest2d]", "(4, -1)"}));
-  CHECK(th::throws_with([&] { of::upsample_bilinear2d(x.to(of::kInt64), {4, 4}, false); },
-                        {"[upsample_bilinear2d]", "int64"}));
-  CHECK(th::throws_with([&] { of::upsample_bilinear2d(of::zeros({2, 3}), {4, 4}, false); },
-                        {"[upsample_bilinear2d]", "(2, 3)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool2d(x, {0, 2});
+      },
+      {"[adaptive_avg_pool2d]", "output_size", "(0, 2)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool2d(of::zeros({2, 3, 0, 4}), 2);
+      },
+      {"[adaptive_avg_pool2d]", "(2, 3, 0, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::upsample_nearest2d(x, {4, -1});
+      },
+      {"[upsample_nearest2d]", "(4, -1)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::upsample_bilinear2d(x.to(of::kInt64), {4, 4}, false);
+      },
+      {"[upsample_bilinear2d]", "int64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::upsample_bilinear2d(of::zeros({2, 3}), {4, 4}, false);
+      },
+      {"[upsample_bilinear2d]", "(2, 3)"}));
   // no state change on failure: a leaf that requires grad is left without a grad_fn or .grad
   T xl = of::zeros({2, 3, 5, 5}).requires_grad_();
   CHECK(th::throws_with([&] { of::conv2d(xl, of::zeros({4, 2, 3, 3})); }, {"[conv2d]"}));

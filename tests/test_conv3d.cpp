@@ -75,7 +75,8 @@ Ref ref_conv(const Ref& x, const Ref& w, const Ref* b, const CP& c) {
   const int64_t N = x.shape[0], M = w.shape[0], Cg = w.shape[1], Mg = M / c.groups;
   const Shape in = spatial(x.shape), k = spatial(w.shape);
   Shape out(S);
-  for (size_t i = 0; i < S; ++i) out[i] = (in[i] + 2 * c.p[i] - c.d[i] * (k[i] - 1) - 1) / c.s[i] + 1;
+  for (size_t i = 0; i < S; ++i)
+    out[i] = (in[i] + 2 * c.p[i] - c.d[i] * (k[i] - 1) - 1) / c.s[i] + 1;
   Ref y(cat({N, M}, out));
   for (int64_t f = 0; f < y.numel(); ++f) {
     const Shape o = y.index(f);
@@ -314,6 +315,7 @@ T resample_bw(const char* op, const T& g, of::Attrs a, of::DimVector in) {
 
 // ---------------------------------------------------------------- conv rows
 
+// clang-format off
 TH_ROWS({
     loose(row("conv3d/basic_bias", {"conv3d"}, {{2, 3, 4, 5, 4}, {4, 3, 2, 3, 2}, {4}},
               [](const V& in) { return of::conv3d(in[0], in[1], in[2]); },
@@ -382,9 +384,11 @@ TH_ROWS({
                 return drop_batch(ref_conv_t(add_batch(in[0]), in[1], nullptr, cp(1, 1, 1, 2, 2)));
               })),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- pooling rows
 
+// clang-format off
 TH_ROWS({
     row("max_pool1d/k3s2_pad_ceil", {"max_pool2d_with_indices"}, {{2, 3, 9}},
         [](const V& in) { return of::max_pool1d(in[0], 3, 2, 1, 1, true); },
@@ -469,6 +473,7 @@ TH_ROWS({
         [](const V& in) { return std::get<0>(of::adaptive_max_pool3d(in[0], {2, 3, 4})); },
         [](const R& in) { return ref_adaptive(in[0], {2, 3, 4}, true).first; }),
 });
+// clang-format on
 
 T uniform(Shape s, uint64_t seed) {
   of::manual_seed(seed);
@@ -542,17 +547,21 @@ TEST_CASE("conv3d: second-order gradients of conv3d and conv_transpose3d") {
 }
 
 TEST_CASE("conv3d: float16 and bfloat16 compute in float32; threads do not change results") {
-  T x = uniform({2, 3, 4, 4, 4}, 5).to(of::kFloat32), w = uniform({4, 3, 2, 2, 2}, 6).to(of::kFloat32);
+  T x = uniform({2, 3, 4, 4, 4}, 5).to(of::kFloat32),
+    w = uniform({4, 3, 2, 2, 2}, 6).to(of::kFloat32);
   for (of::ScalarType dt : {of::kFloat16, of::kBFloat16}) {
     T y = of::conv3d(x.to(dt), w.to(dt), {}, 1, 1);
     CHECK(y.dtype() == dt);
     CHECK(of::max_pool3d(x.to(dt), 2).dtype() == dt);
     CHECK(of::avg_pool3d(x.to(dt), 2).dtype() == dt);
     CHECK(std::get<0>(of::adaptive_max_pool3d(x.to(dt), 2)).dtype() == dt);
-    CHECK(of::conv_transpose1d(x.flatten(2).to(dt), w.flatten(2).transpose(0, 1).contiguous().to(dt)).dtype() == dt);
+    CHECK(
+        of::conv_transpose1d(x.flatten(2).to(dt), w.flatten(2).transpose(0, 1).contiguous().to(dt))
+            .dtype() == dt);
   }
   const int prev = of::get_num_threads();
-  T xb = uniform({5, 4, 5, 4, 5}, 7).to(of::kFloat32), wb = uniform({6, 2, 3, 2, 3}, 8).to(of::kFloat32);
+  T xb = uniform({5, 4, 5, 4, 5}, 7).to(of::kFloat32),
+    wb = uniform({6, 2, 3, 2, 3}, 8).to(of::kFloat32);
   auto run = [&] {
     T xx = xb.detach().clone().requires_grad_(), ww = wb.detach().clone().requires_grad_();
     T y = of::conv3d(xx, ww, {}, 1, 1, 1, 2);
@@ -575,71 +584,162 @@ TEST_CASE("conv3d: float16 and bfloat16 compute in float32; threads do not chang
 
 TEST_CASE("conv3d: error messages name the op and the offending values") {
   T x = of::zeros({2, 3, 4, 5, 5}), w = of::zeros({4, 3, 2, 3, 3});
-  CHECK(th::throws_with([&] { of::conv3d(x, of::zeros({4, 2, 2, 3, 3})); },
-                        {"[conv3d]", "(2, 3, 4, 5, 5)", "(4, 2, 2, 3, 3)", "groups=1"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, of::zeros({4, 1, 2, 3, 3}), {}, 1, 0, 1, 2); },
-                        {"[conv3d]", "groups=2"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, of::zeros({3, 1, 2, 3, 3}), {}, 1, 0, 1, 0); },
-                        {"[conv3d]", "groups", "0"}));
-  CHECK(th::throws_with([&] { of::conv3d(of::zeros({2, 3, 5, 5}).unsqueeze(0).unsqueeze(0), w); },
-                        {"[conv3d]", "(1, 1, 2, 3, 5, 5)"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, of::zeros({4, 3, 3, 3})); },
-                        {"[conv3d]", "5-D weight", "(4, 3, 3, 3)"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, of::zeros({4, 3, 5, 3, 3})); },
-                        {"[conv3d]", "(5, 3, 3)", "(4, 5, 5)"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, w, {}, {1, 0, 1}); }, {"[conv3d]", "stride", "(1, 0, 1)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, of::zeros({4, 2, 2, 3, 3}));
+      },
+      {"[conv3d]", "(2, 3, 4, 5, 5)", "(4, 2, 2, 3, 3)", "groups=1"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, of::zeros({4, 1, 2, 3, 3}), {}, 1, 0, 1, 2);
+      },
+      {"[conv3d]", "groups=2"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, of::zeros({3, 1, 2, 3, 3}), {}, 1, 0, 1, 0);
+      },
+      {"[conv3d]", "groups", "0"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(of::zeros({2, 3, 5, 5}).unsqueeze(0).unsqueeze(0), w);
+      },
+      {"[conv3d]", "(1, 1, 2, 3, 5, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, of::zeros({4, 3, 3, 3}));
+      },
+      {"[conv3d]", "5-D weight", "(4, 3, 3, 3)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, of::zeros({4, 3, 5, 3, 3}));
+      },
+      {"[conv3d]", "(5, 3, 3)", "(4, 5, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv3d(x, w, {}, {1, 0, 1});
+      },
+      {"[conv3d]", "stride", "(1, 0, 1)"}));
   CHECK(th::throws_with([&] { of::conv3d(x, w, {}, {1, 2}); }, {"[conv3d]", "stride", "3"}));
-  CHECK(th::throws_with([&] { of::conv3d(x, w, {}, 1, -1); }, {"[conv3d]", "padding", "(-1, -1, -1)"}));
+  CHECK(th::throws_with([&] { of::conv3d(x, w, {}, 1, -1); },
+                        {"[conv3d]", "padding", "(-1, -1, -1)"}));
   CHECK(th::throws_with([&] { of::conv3d(x, w, {}, 1, 0, 0); }, {"[conv3d]", "dilation"}));
   CHECK(th::throws_with([&] { of::conv3d(x, w, of::zeros({5})); }, {"[conv3d]", "bias", "(5,)"}));
   CHECK(th::throws_with([&] { of::conv3d(x, w, {}, 2, "same"); }, {"[conv3d]", "same", "stride"}));
   CHECK(th::throws_with([&] { of::conv3d(x.to(of::kInt64), w); }, {"[conv3d]", "int64"}));
   CHECK(th::throws_with([&] { of::conv_transpose3d(x, w); },
                         {"[conv_transpose3d]", "(4, 3, 2, 3, 3)", "(2, 3, 4, 5, 5)"}));
-  CHECK(th::throws_with([&] { of::conv_transpose3d(x, of::zeros({3, 2, 2, 2, 2}), {}, 1, 0, 1); },
-                        {"[conv_transpose3d]", "output_padding"}));
-  CHECK(th::throws_with([&] { of::conv_transpose3d(x, of::zeros({3, 2, 2, 2, 2}), {}, 1, 0, 0, 2); },
-                        {"[conv_transpose3d]", "groups=2"}));
-  CHECK(th::throws_with([&] { of::conv_transpose1d(of::zeros({2, 3, 4}), of::zeros({2, 3, 2})); },
-                        {"[conv_transpose1d]", "(2, 3, 2)", "(2, 3, 4)"}));
-  CHECK(th::throws_with([&] { of::conv_transpose1d(of::zeros({2, 3, 4}), of::zeros({3, 2, 2}), {}, 1, 0, 2); },
-                        {"[conv_transpose1d]", "output_padding", "2"}));
-  CHECK(th::throws_with([&] { of::conv_transpose1d(of::zeros({2, 3, 4, 4}), of::zeros({3, 2, 2})); },
-                        {"[conv_transpose1d]", "(2, 3, 4, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose3d(x, of::zeros({3, 2, 2, 2, 2}), {}, 1, 0, 1);
+      },
+      {"[conv_transpose3d]", "output_padding"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose3d(x, of::zeros({3, 2, 2, 2, 2}), {}, 1, 0, 0, 2);
+      },
+      {"[conv_transpose3d]", "groups=2"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose1d(of::zeros({2, 3, 4}), of::zeros({2, 3, 2}));
+      },
+      {"[conv_transpose1d]", "(2, 3, 2)", "(2, 3, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose1d(of::zeros({2, 3, 4}), of::zeros({3, 2, 2}), {}, 1, 0, 2);
+      },
+      {"[conv_transpose1d]", "output_padding", "2"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::conv_transpose1d(of::zeros({2, 3, 4, 4}), of::zeros({3, 2, 2}));
+      },
+      {"[conv_transpose1d]", "(2, 3, 4, 4)"}));
   CHECK(th::throws_with([&] { of::max_pool3d(x, 0); }, {"[max_pool3d]", "kernel_size"}));
   CHECK(th::throws_with([&] { of::max_pool3d(x, 2, 1, 2); },
                         {"[max_pool3d]", "padding", "(2, 2, 2)", "half"}));
-  CHECK(th::throws_with([&] { of::max_pool3d(x, 5); }, {"[max_pool3d]", "(2, 3, 4, 5, 5)", "too small"}));
-  CHECK(th::throws_with([&] { of::max_pool3d(of::zeros({3, 4, 4}), 2); }, {"[max_pool3d]", "(3, 4, 4)"}));
-  CHECK(th::throws_with([&] { of::max_pool3d_with_indices(x, 2, {1, 1}); },
-                        {"[max_pool3d_with_indices]", "stride", "3"}));
-  CHECK(th::throws_with([&] { of::max_pool1d(of::zeros({2, 3, 4}), 2, 0); }, {"[max_pool1d]", "stride", "0"}));
-  CHECK(th::throws_with([&] { of::max_pool1d(of::zeros({2, 3, 4}), 4, 1, 3); },
-                        {"[max_pool1d]", "padding", "3", "half"}));
-  CHECK(th::throws_with([&] { of::max_pool1d(of::zeros({2, 3, 4, 4}), 2); }, {"[max_pool1d]", "(2, 3, 4, 4)"}));
-  CHECK(th::throws_with([&] { of::max_pool1d_with_indices(of::zeros({2, 3, 2}), 3); },
-                        {"[max_pool1d_with_indices]", "(2, 3, 2)", "too small"}));
-  CHECK(th::throws_with([&] { of::avg_pool1d(of::zeros({2, 3, 4}), 2, -1); }, {"[avg_pool1d]", "stride", "-1"}));
+  CHECK(th::throws_with([&] { of::max_pool3d(x, 5); },
+                        {"[max_pool3d]", "(2, 3, 4, 5, 5)", "too small"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool3d(of::zeros({3, 4, 4}), 2);
+      },
+      {"[max_pool3d]", "(3, 4, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool3d_with_indices(x, 2, {1, 1});
+      },
+      {"[max_pool3d_with_indices]", "stride", "3"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool1d(of::zeros({2, 3, 4}), 2, 0);
+      },
+      {"[max_pool1d]", "stride", "0"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool1d(of::zeros({2, 3, 4}), 4, 1, 3);
+      },
+      {"[max_pool1d]", "padding", "3", "half"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool1d(of::zeros({2, 3, 4, 4}), 2);
+      },
+      {"[max_pool1d]", "(2, 3, 4, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::max_pool1d_with_indices(of::zeros({2, 3, 2}), 3);
+      },
+      {"[max_pool1d_with_indices]", "(2, 3, 2)", "too small"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::avg_pool1d(of::zeros({2, 3, 4}), 2, -1);
+      },
+      {"[avg_pool1d]", "stride", "-1"}));
   CHECK(th::throws_with([&] { of::avg_pool1d(of::zeros({3}), 1); }, {"[avg_pool1d]", "(3,)"}));
   CHECK(th::throws_with([&] { of::avg_pool3d(x, 2, {}, 0, false, true, 0); },
                         {"[avg_pool3d]", "divisor_override", "0"}));
-  CHECK(th::throws_with([&] { of::avg_pool3d(x, 5); }, {"[avg_pool3d]", "(2, 3, 4, 5, 5)", "too small"}));
-  CHECK(th::throws_with([&] { of::avg_pool3d(x, 2, 1, 2); }, {"[avg_pool3d]", "padding", "(2, 2, 2)"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool3d(x, {2, 0, 2}); },
-                        {"[adaptive_avg_pool3d]", "output_size", "(2, 0, 2)"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool3d(of::zeros({4, 5}), 2); }, {"[adaptive_avg_pool3d]", "(4, 5)"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool1d(of::zeros({2, 3, 4}), 0); },
-                        {"[adaptive_avg_pool1d]", "output_size", "0"}));
-  CHECK(th::throws_with([&] { of::adaptive_avg_pool1d(of::zeros({2, 3, 4}), {2, 2}); },
-                        {"[adaptive_avg_pool1d]", "output_size", "2"}));
-  CHECK(th::throws_with([&] { of::adaptive_max_pool1d(of::zeros({2, 3, 0}), 2); },
-                        {"[adaptive_max_pool1d]", "(2, 3, 0)"}));
-  CHECK(th::throws_with([&] { of::adaptive_max_pool2d(of::zeros({2, 3, 4, 4}), {2, -1}); },
-                        {"[adaptive_max_pool2d]", "(2, -1)"}));
-  CHECK(th::throws_with([&] { of::adaptive_max_pool2d(of::zeros({2, 3, 4, 4}).to(of::kInt64), 2); },
-                        {"[adaptive_max_pool2d]", "int64"}));
-  CHECK(th::throws_with([&] { of::adaptive_max_pool3d(of::zeros({2, 3, 4, 4}), {2, 2, 2, 2}); },
-                        {"[adaptive_max_pool3d]", "output_size", "4"}));
+  CHECK(th::throws_with([&] { of::avg_pool3d(x, 5); },
+                        {"[avg_pool3d]", "(2, 3, 4, 5, 5)", "too small"}));
+  CHECK(th::throws_with([&] { of::avg_pool3d(x, 2, 1, 2); },
+                        {"[avg_pool3d]", "padding", "(2, 2, 2)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool3d(x, {2, 0, 2});
+      },
+      {"[adaptive_avg_pool3d]", "output_size", "(2, 0, 2)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool3d(of::zeros({4, 5}), 2);
+      },
+      {"[adaptive_avg_pool3d]", "(4, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool1d(of::zeros({2, 3, 4}), 0);
+      },
+      {"[adaptive_avg_pool1d]", "output_size", "0"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_avg_pool1d(of::zeros({2, 3, 4}), {2, 2});
+      },
+      {"[adaptive_avg_pool1d]", "output_size", "2"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_max_pool1d(of::zeros({2, 3, 0}), 2);
+      },
+      {"[adaptive_max_pool1d]", "(2, 3, 0)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_max_pool2d(of::zeros({2, 3, 4, 4}), {2, -1});
+      },
+      {"[adaptive_max_pool2d]", "(2, -1)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_max_pool2d(of::zeros({2, 3, 4, 4}).to(of::kInt64), 2);
+      },
+      {"[adaptive_max_pool2d]", "int64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::adaptive_max_pool3d(of::zeros({2, 3, 4, 4}), {2, 2, 2, 2});
+      },
+      {"[adaptive_max_pool3d]", "output_size", "4"}));
   // no state change on failure
   T xl = of::zeros({2, 3, 4, 5, 5}).requires_grad_();
   CHECK(th::throws_with([&] { of::conv3d(xl, of::zeros({4, 2, 2, 3, 3})); }, {"[conv3d]"}));

@@ -21,7 +21,8 @@ TEST_CASE("smoke: add, backward") {
 
 TEST_CASE("type promotion follows PyTorch") {
   auto f32 = of::ones({2}), f64 = of::ones({2}, of::kFloat64), i32 = of::ones({2}, of::kInt32);
-  auto i64 = of::ones({2}, of::kInt64), u8 = of::ones({2}, of::kUInt8), b = of::ones({2}, of::kBool);
+  auto i64 = of::ones({2}, of::kInt64), u8 = of::ones({2}, of::kUInt8),
+       b = of::ones({2}, of::kBool);
   auto f16 = of::ones({2}, of::kFloat16), bf = of::ones({2}, of::kBFloat16);
   CHECK((f32 + f64).scalar_type() == of::kFloat64);
   CHECK((i32 + i64).scalar_type() == of::kInt64);
@@ -123,8 +124,10 @@ TEST_CASE("autograd: no_grad, detach, non-scalar backward") {
   CHECK(throws_with([&] { y.backward(); }, {"[backward]", "scalar", "(2, 2)"}));
   y.backward(of::ones({2, 2}));
   CHECK(x.grad().sum().item<float>() == 12.0f);
-  CHECK(throws_with([&] { of::ones({2}).sum().backward(); }, {"[backward]", "does not require grad"}));
-  CHECK(throws_with([&] { of::ones({2}, of::kInt64).requires_grad_(); }, {"[requires_grad_]", "int64"}));
+  CHECK(throws_with([&] { of::ones({2}).sum().backward(); },
+                    {"[backward]", "does not require grad"}));
+  CHECK(throws_with([&] { of::ones({2}, of::kInt64).requires_grad_(); },
+                    {"[requires_grad_]", "int64"}));
 }
 
 TEST_CASE("autograd: in-place writes to saved tensors are errors, not wrong gradients") {
@@ -132,7 +135,8 @@ TEST_CASE("autograd: in-place writes to saved tensors are errors, not wrong grad
   auto y = x.exp();  // saves its output
   auto z = y.sum();
   y.add_(1);
-  CHECK(throws_with([&] { z.backward(); }, {"[autograd]", "modified by an inplace operation", "version"}));
+  CHECK(throws_with([&] { z.backward(); },
+                    {"[autograd]", "modified by an inplace operation", "version"}));
 
   auto w = of::ones({3}, of::requires_grad(true));
   CHECK(throws_with([&] { w.add_(1); }, {"[add]", "leaf", "in-place"}));
@@ -154,20 +158,31 @@ TEST_CASE("errors name the op and the offending shapes/dtypes/dims") {
   CHECK(throws_with([&] { a.expand({3, 3}); }, {"[expand]", "3"}));
   CHECK(throws_with([&] { a.select(0, 5); }, {"[select]", "5", "out of range"}));
   CHECK(throws_with([&] { a.narrow(1, 2, 5); }, {"[narrow]"}));
-  CHECK(throws_with([&] { of::Tensor u; u.sizes(); }, {"undefined"}));
-  CHECK(throws_with([&] { of::ones({2}, of::kBool) - of::ones({2}, of::kBool); }, {"[sub]", "bool"}));
+  CHECK(throws_with(
+      [&] {
+        of::Tensor u;
+        u.sizes();
+      },
+      {"undefined"}));
+  CHECK(
+      throws_with([&] { of::ones({2}, of::kBool) - of::ones({2}, of::kBool); }, {"[sub]", "bool"}));
   CHECK(throws_with([&] { of::Device("gpu:0"); }, {"[device]", "gpu:0"}));
   CHECK(throws_with([&] { of::arange(0, 10, of::Scalar(0)); }, {"[arange]", "step"}));
   CHECK(throws_with([&] { of::ones({2}).reshape({3}); }, {"[reshape]", "(3,)", "2"}));
-  CHECK(throws_with([&] { of::where(of::ones({2}), of::ones({2}), of::ones({2})); }, {"[where]", "bool"}));
+  CHECK(throws_with([&] { of::where(of::ones({2}), of::ones({2}), of::ones({2})); },
+                    {"[where]", "bool"}));
   CHECK(throws_with([&] { of::gelu(of::ones({2}), "fast"); }, {"[gelu]", "fast"}));
   auto i = of::ones({2}, of::kInt64);
   CHECK(throws_with([&] { i.exp_(); }, {"[exp_]", "float32", "int64"}));
   CHECK(throws_with([&] { i.add_(of::ones({2})); }, {"[add_]", "float32", "int64"}));
   // nothing was written by the failed in-place op
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 1});
-  CHECK(throws_with([&] { auto o = of::empty({3}); of::add_out(o, of::ones({2}), of::ones({2})); },
-                    {"[add]", "(3,)", "(2,)"}));
+  CHECK(throws_with(
+      [&] {
+        auto o = of::empty({3});
+        of::add_out(o, of::ones({2}), of::ones({2}));
+      },
+      {"[add]", "(3,)", "(2,)"}));
 }
 
 TEST_CASE("factories, conversion and data access") {
@@ -183,7 +198,11 @@ TEST_CASE("factories, conversion and data access") {
   CHECK(t.to(of::kInt32).to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3, 4, 5, 6});
   CHECK(t.data_ptr<float>()[4] == 5.0f);
   CHECK(throws_with([&] { t.data_ptr<double>(); }, {"[data_ptr]", "float32", "float64"}));
-  CHECK(throws_with([&] { of::tensor(std::vector<float>{1, 2, 3}, {2, 2}); }, {"[tensor]", "(2, 2)"}));
+  CHECK(throws_with(
+      [&] {
+        of::tensor(std::vector<float>{1, 2, 3}, {2, 2});
+      },
+      {"[tensor]", "(2, 2)"}));
   float buf[4] = {1, 2, 3, 4};
   bool freed = false;
   {
@@ -220,7 +239,8 @@ TEST_CASE("random numbers: seeded and independent of the thread count") {
 TEST_CASE("float exp: ~1 ulp over the normal range, 0 where exp leaves it, never subnormal") {
   // NOTE [Fast float math], NOTE [exp underflow]
   std::vector<float> xs;
-  for (int i = 0; i <= 200000; ++i) xs.push_back(-87.33f + float(i) * (88.37f + 87.33f) / 200000.0f);
+  for (int i = 0; i <= 200000; ++i)
+    xs.push_back(-87.33f + float(i) * (88.37f + 87.33f) / 200000.0f);
   for (float x : {-87.34f, -87.5f, -90.0f, -103.5f, -200.0f, -INFINITY, 88.5f, INFINITY, NAN})
     xs.push_back(x);
   const std::vector<float> ys = of::exp(of::tensor(xs)).to_vector<float>();

@@ -99,7 +99,8 @@ TEST_CASE("cuda: the same binary starts with the CUDA libraries hidden, and says
       std::filesystem::temp_directory_path() / ("of_hidden_cuda_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   for (const char* lib : {"libcudart.so", "libcublas.so", "libcublasLt.so", "libcuda.so"})
-    for (int v = 10; v <= 14; ++v) std::ofstream(dir / (std::string(lib) + "." + std::to_string(v)));
+    for (int v = 10; v <= 14; ++v)
+      std::ofstream(dir / (std::string(lib) + "." + std::to_string(v)));
   const std::string hide = "LD_LIBRARY_PATH=" + dir.string();
   const std::string cpu = run_probe(hide, "cpu");
   CHECK(probe_value(cpu, "trained") == "1");
@@ -127,10 +128,10 @@ TEST_CASE("modules: a program with the core linked in (liboneflow.a) loads none"
   CHECK(of::load_core_module("OF_TEST_MODULE_OFF", "liboneflow_cuda.so", &why) == nullptr);
   unsetenv("OF_TEST_MODULE_OFF");
   if (ONEFLOW_STATIC_CORE)
-    CHECK(why == "this program links oneflow statically (liboneflow.a), and liboneflow_cuda.so "
-                 "needs the shared core: link liboneflow.so (pkg-config --libs oneflow) to use it");
-  else
-    CHECK(why == "disabled by OF_TEST_MODULE_OFF=none");
+    CHECK(why ==
+          "this program links oneflow statically (liboneflow.a), and liboneflow_cuda.so "
+          "needs the shared core: link liboneflow.so (pkg-config --libs oneflow) to use it");
+  else CHECK(why == "disabled by OF_TEST_MODULE_OFF=none");
 }
 
 TEST_CASE("cuda: to() round trips keep values, dtype and shape") {
@@ -172,8 +173,8 @@ TEST_CASE("cuda: dtype conversion on the device matches the CPU") {
   of::manual_seed(1);
   const of::Tensor x = of::randn({6, 5}).mul(100);
   const of::Tensor xd = x.to(kCuda0);
-  for (of::ScalarType t : {of::kFloat64, of::kHalf, of::kBFloat16, of::kInt32, of::kInt64,
-                           of::kBool}) {
+  for (of::ScalarType t :
+       {of::kFloat64, of::kHalf, of::kBFloat16, of::kInt32, of::kInt64, of::kBool}) {
     INFO("dtype " << of::dtype_name(t));
     const of::Tensor got = xd.to(t).cpu();
     CHECK(got.dtype() == t);
@@ -192,8 +193,7 @@ TEST_CASE("cuda: mm and matmul match the CPU (float32, float64, transposed input
     const of::Tensor a = of::randn({m, k}, t), b = of::randn({k, n}, t);
     const of::Tensor at = of::randn({k, m}, t).t(), bt = of::randn({n, k}, t).t();
     // Strided in both dims: cuBLAS cannot read it, the kernel copies it first.
-    const of::Tensor as =
-        of::randn({2 * m, 2 * k}, t).slice(0, 0, 2 * m, 2).slice(1, 0, 2 * k, 2);
+    const of::Tensor as = of::randn({2 * m, 2 * k}, t).slice(0, 0, 2 * m, 2).slice(1, 0, 2 * k, 2);
     for (const of::Tensor& lhs : {a, at, as}) {
       for (const of::Tensor& rhs : {b, bt}) {
         const of::Tensor want = of::mm(lhs, rhs);
@@ -267,7 +267,7 @@ TEST_CASE("cuda: caching allocator statistics and block reuse") {
   of::cuda::synchronize();
   of::memory::empty_cache(kCuda0);
   const of::memory::Stats s0 = of::memory::stats(kCuda0);
-  CHECK(s0.reserved >= s0.allocated);  // only segments that hold live blocks stay
+  CHECK(s0.reserved >= s0.allocated);    // only segments that hold live blocks stay
   const int64_t rows = 256, cols = 300;  // 307200 bytes: a 512-byte bucket
   const size_t bytes = size_t(rows * cols) * 4;
   of::memory::Stats s1;
@@ -313,8 +313,9 @@ TEST_CASE("cuda: streams, events and record_stream without a device are clear er
   CHECK_FALSE(e.isCreated());
   CHECK(error_of([&] { e.elapsed_time(of::cuda::CUDAEvent(true)); }).find("recorded first") !=
         std::string::npos);
-  CHECK(error_of([] { of::cuda::record_stream(of::zeros({2}), of::cuda::CUDAStream(0, nullptr)); })
-            .find("[record_stream] expected a CUDA tensor, got cpu") != std::string::npos);
+  CHECK(error_of([] {
+          of::cuda::record_stream(of::zeros({2}), of::cuda::CUDAStream(0, nullptr));
+        }).find("[record_stream] expected a CUDA tensor, got cpu") != std::string::npos);
 }
 
 TEST_CASE("cuda: the current stream, stream guards, pooled streams and events") {
@@ -349,8 +350,9 @@ TEST_CASE("cuda: the current stream, stream guards, pooled streams and events") 
   CHECK(side.query());
   CHECK(of::cuda::memory_reserved(0) >= of::cuda::memory_allocated(0));
   CHECK(of::cuda::max_memory_allocated(0) >= of::cuda::memory_allocated(0));
-  CHECK(error_of([] { of::cuda::setCurrentCUDAStream(of::cuda::CUDAStream(0, nullptr)); })
-            .find("legacy default stream") != std::string::npos);
+  CHECK(error_of([] {
+          of::cuda::setCurrentCUDAStream(of::cuda::CUDAStream(0, nullptr));
+        }).find("legacy default stream") != std::string::npos);
 }
 
 TEST_CASE("cuda: elementwise ops match the CPU (dense, strided, broadcast; every dtype family)") {
@@ -359,23 +361,34 @@ TEST_CASE("cuda: elementwise ops match the CPU (dense, strided, broadcast; every
   using U = std::function<of::Tensor(const of::Tensor&)>;
   using B = std::function<of::Tensor(const of::Tensor&, const of::Tensor&)>;
   const std::vector<std::pair<const char*, U>> unary = {
-      {"neg", [](auto& x) { return -x; }}, {"abs", [](auto& x) { return x.abs(); }},
-      {"sign", [](auto& x) { return x.sign(); }}, {"exp", [](auto& x) { return x.exp(); }},
-      {"log", [](auto& x) { return x.abs().log(); }}, {"sqrt", [](auto& x) { return x.abs().sqrt(); }},
-      {"tanh", [](auto& x) { return x.tanh(); }}, {"sigmoid", [](auto& x) { return x.sigmoid(); }},
-      {"relu", [](auto& x) { return x.relu(); }}, {"silu", [](auto& x) { return of::silu(x); }},
-      {"erf", [](auto& x) { return x.erf(); }}, {"gelu", [](auto& x) { return of::gelu(x); }},
+      {"neg", [](auto& x) { return -x; }},
+      {"abs", [](auto& x) { return x.abs(); }},
+      {"sign", [](auto& x) { return x.sign(); }},
+      {"exp", [](auto& x) { return x.exp(); }},
+      {"log", [](auto& x) { return x.abs().log(); }},
+      {"sqrt", [](auto& x) { return x.abs().sqrt(); }},
+      {"tanh", [](auto& x) { return x.tanh(); }},
+      {"sigmoid", [](auto& x) { return x.sigmoid(); }},
+      {"relu", [](auto& x) { return x.relu(); }},
+      {"silu", [](auto& x) { return of::silu(x); }},
+      {"erf", [](auto& x) { return x.erf(); }},
+      {"gelu", [](auto& x) { return of::gelu(x); }},
       {"gelu tanh", [](auto& x) { return of::gelu(x, "tanh"); }},
-      {"floor", [](auto& x) { return x.floor(); }}, {"isnan", [](auto& x) { return x.isnan(); }},
-      {"sin", [](auto& x) { return x.sin(); }}, {"reciprocal", [](auto& x) { return x.reciprocal(); }},
+      {"floor", [](auto& x) { return x.floor(); }},
+      {"isnan", [](auto& x) { return x.isnan(); }},
+      {"sin", [](auto& x) { return x.sin(); }},
+      {"reciprocal", [](auto& x) { return x.reciprocal(); }},
   };
   const std::vector<std::pair<const char*, B>> binary = {
-      {"add", [](auto& a, auto& b) { return a + b; }}, {"sub", [](auto& a, auto& b) { return a - b; }},
-      {"mul", [](auto& a, auto& b) { return a * b; }}, {"div", [](auto& a, auto& b) { return a / b; }},
+      {"add", [](auto& a, auto& b) { return a + b; }},
+      {"sub", [](auto& a, auto& b) { return a - b; }},
+      {"mul", [](auto& a, auto& b) { return a * b; }},
+      {"div", [](auto& a, auto& b) { return a / b; }},
       {"maximum", [](auto& a, auto& b) { return of::maximum(a, b); }},
       {"pow", [](auto& a, auto& b) { return a.abs().pow(b); }},
       {"atan2", [](auto& a, auto& b) { return of::atan2(a, b); }},
-      {"lt", [](auto& a, auto& b) { return a < b; }}, {"eq", [](auto& a, auto& b) { return a == b; }},
+      {"lt", [](auto& a, auto& b) { return a < b; }},
+      {"eq", [](auto& a, auto& b) { return a == b; }},
       {"where", [](auto& a, auto& b) { return of::where(a > b, a, b); }},
   };
   for (auto dt : {of::kFloat32, of::kFloat64}) {
@@ -473,34 +486,40 @@ TEST_CASE("cuda: pinned host memory and non_blocking host-to-device copies") {
 
 // ---------------------------------------------------------------- 16-bit kernels
 
-TEST_CASE("cuda: the module marks the kernels that take float16/bfloat16 (no widening on the GPU)") {
+TEST_CASE(
+    "cuda: the module marks the kernels that take float16/bfloat16 (no widening on the GPU)") {
   (void)of::cuda::is_available();  // loads the module where it was built
   if (of::find_op("mm").cuda == nullptr) {
     MESSAGE("the CUDA module is not loaded here: skipped");
     return;
   }
   // NOTE [Reduced-precision convolutions], NOTE [Linear on cuBLASLt]
-  for (const char* op : {"conv2d", "conv3d", "conv_transpose2d", "conv2d_backward_weight", "linear"})
+  for (const char* op :
+       {"conv2d", "conv3d", "conv_transpose2d", "conv2d_backward_weight", "linear"})
     CHECK_MESSAGE(of::find_op(op).cuda_16bit, op);
   CHECK_FALSE(of::find_op("batch_norm").cuda_16bit);  // still widened by dispatch
   // on the CPU the same ops are widened (their CPU kernels compute in float32/float64)
-  const of::TensorList cpu_half{of::ones({1, 1, 3, 3}, of::kFloat16), of::ones({1, 1, 1, 1}, of::kFloat16)};
+  const of::TensorList cpu_half{of::ones({1, 1, 3, 3}, of::kFloat16),
+                                of::ones({1, 1, 1, 1}, of::kFloat16)};
   CHECK(of::autocast_detail::needs_widening(of::find_op("conv2d"), cpu_half));
 }
 
 TEST_CASE("cuda: float16/bfloat16 convolutions and linear run in their dtype and match float32") {
   SKIP_WITHOUT_CUDA();
   of::manual_seed(9);
-  const of::Tensor x = of::randn({2, 3, 9, 9}), w = of::randn({4, 3, 3, 3}) * 0.2, b = of::randn({4});
+  const of::Tensor x = of::randn({2, 3, 9, 9}), w = of::randn({4, 3, 3, 3}) * 0.2,
+                   b = of::randn({4});
   const of::Tensor ref = of::conv2d(x, w, b, {1, 1}, {1, 1}).to(of::kFloat64);
   for (of::ScalarType dt : {of::kFloat16, of::kBFloat16}) {
     INFO("dtype ", of::dtype_name(dt));
-    const of::Tensor y = of::conv2d(x.to(kCuda0, dt), w.to(kCuda0, dt), b.to(kCuda0, dt), {1, 1}, {1, 1});
+    const of::Tensor y =
+        of::conv2d(x.to(kCuda0, dt), w.to(kCuda0, dt), b.to(kCuda0, dt), {1, 1}, {1, 1});
     CHECK(y.dtype() == dt);
     check_close(y.to(of::kFloat64), ref.to(kCuda0), dt == of::kFloat16 ? 2e-2 : 1e-1);
     const of::Tensor a = of::randn({5, 7}), m = of::randn({6, 7}), c = of::randn({6});
     const of::Tensor l = of::linear(a.to(kCuda0, dt), m.to(kCuda0, dt), c.to(kCuda0, dt));
     CHECK(l.dtype() == dt);
-    check_close(l.to(of::kFloat64), of::linear(a, m, c).to(kCuda0, of::kFloat64), dt == of::kFloat16 ? 2e-2 : 1e-1);
+    check_close(l.to(of::kFloat64), of::linear(a, m, c).to(kCuda0, of::kFloat64),
+                dt == of::kFloat16 ? 2e-2 : 1e-1);
   }
 }

@@ -39,7 +39,8 @@ std::optional<std::string> nvrtc_log(const of::trace::FusedKernelSource& k) {
   try {
     return of::cuda_backend::fused_check(k.source, k.name, 90);
   } catch (const of::Error& e) {
-    if (std::string(e.what()).find("[cuda] not available") != std::string::npos) return std::nullopt;
+    if (std::string(e.what()).find("[cuda] not available") != std::string::npos)
+      return std::nullopt;
     throw;
   }
 }
@@ -60,7 +61,8 @@ std::vector<of::trace::FusedKernelSource> compile_all(const of::trace::Graph& g,
     const std::optional<std::string> log = nvrtc_log(k);
     if (!log) {
       // only a build without the CUDA module may skip: with it, NVRTC must be reachable
-      REQUIRE_MESSAGE(!of::cuda_backend::built(), "the CUDA module is built but NVRTC is unreachable");
+      REQUIRE_MESSAGE(!of::cuda_backend::built(),
+                      "the CUDA module is built but NVRTC is unreachable");
       skipped = true;
     } else {
       INFO(k.name, "\n", k.source.substr(k.source.find("#line 1 \"fused_group.cu\"")));
@@ -99,9 +101,9 @@ TEST_CASE("cuda fusion: GELU/tanh chains and broadcast operands generate compili
     of::Tensor y = (x[0] * x[1] + x[2]).relu() - x[0] * x[3] + x[4].t();
     return std::vector<of::Tensor>{y.sigmoid() * of::maximum(x[0], x[2])};
   };
-  const of::trace::Graph gb = fused_graph(bcast, {of::randn({32, 128}), of::randn({128}),
-                                                  of::randn({32, 1}), of::randn({}),
-                                                  of::randn({128, 32})});
+  const of::trace::Graph gb =
+      fused_graph(bcast, {of::randn({32, 128}), of::randn({128}), of::randn({32, 1}), of::randn({}),
+                          of::randn({128, 32})});
   auto kb = compile_all(gb, "broadcast");
   REQUIRE(kb.size() == 1);
   CHECK(kb[0].input_values.size() == 5);
@@ -145,7 +147,8 @@ TEST_CASE("cuda fusion: float16, bfloat16, casts, comparisons and where generate
       of::Tensor h = (x[0] * 2 + 1).sigmoid() * x[1];
       return std::vector<of::Tensor>{h.to(of::kFloat32).exp().to(x[0].dtype()) - h};
     };
-    const of::trace::Graph g = fused_graph(half, {of::randn({64, 64}).to(dt), of::randn({64}).to(dt)});
+    const of::trace::Graph g =
+        fused_graph(half, {of::randn({64, 64}).to(dt), of::randn({64}).to(dt)});
     auto ks = compile_all(g, "16-bit");
     bool named = false;
     for (const auto& k : ks)
@@ -157,7 +160,8 @@ TEST_CASE("cuda fusion: float16, bfloat16, casts, comparisons and where generate
     of::Tensor m = of::logical_and(x[0] > 0, of::logical_not(x[1].isnan()));
     of::Tensor y = of::where(m, x[0] * x[1], x[1].clamp(-0.5, 0.5));
     of::Tensor c = y.to(of::kInt32) * 3 + x[2];
-    return std::vector<of::Tensor>{y.pow(3.0) + c.to(of::kFloat32), of::maximum(c.abs(), x[2]) == 2};
+    return std::vector<of::Tensor>{y.pow(3.0) + c.to(of::kFloat32),
+                                   of::maximum(c.abs(), x[2]) == 2};
   };
   compile_all(fused_graph(select, {of::randn({48, 64}), of::randn({48, 64}),
                                    of::randint(-5, 5, {48, 64}, of::kInt32)}),
@@ -178,8 +182,8 @@ TEST_CASE("cuda fusion: a group with an op that has no generated form is refused
   const Fn idiv = [](const std::vector<of::Tensor>& x) {
     return std::vector<of::Tensor>{of::div(x[0] + 1, x[1], "trunc") * 2};
   };
-  of::trace::Graph g = fused_graph(idiv, {of::randint(-9, 9, {64, 64}, of::kInt32),
-                                          of::randint(1, 9, {64, 64}, of::kInt32)});
+  of::trace::Graph g = fused_graph(
+      idiv, {of::randint(-9, 9, {64, 64}, of::kInt32), of::randint(1, 9, {64, 64}, of::kInt32)});
   REQUIRE(g.groups.size() == 1);
   of::trace::FusedKernelSource k = of::trace::generate_fused_kernel(g, 0);
   CHECK(!k.ok);
@@ -190,9 +194,11 @@ TEST_CASE("cuda fusion: a group with an op that has no generated form is refused
   }
 
   // a member that is no elementwise op at all (a hand-edited graph) names the op
-  g = fused_graph([](const std::vector<of::Tensor>& x) {
-    return std::vector<of::Tensor>{(x[0] * 2).exp() + 1};
-  }, {of::randn({64, 64})});
+  g = fused_graph(
+      [](const std::vector<of::Tensor>& x) {
+        return std::vector<of::Tensor>{(x[0] * 2).exp() + 1};
+      },
+      {of::randn({64, 64})});
   REQUIRE(g.groups.size() == 1);
   g.nodes[size_t(g.groups[0][1])].op = &of::find_op("softmax");
   k = of::trace::generate_fused_kernel(g, 0);
@@ -201,8 +207,9 @@ TEST_CASE("cuda fusion: a group with an op that has no generated form is refused
   CHECK(!of::trace::generate_fused_kernel(g, 7).ok);  // no such group
 }
 
-TEST_CASE("cuda fusion: a traced CUDA step replays its fused groups as generated kernels, "
-          "bitwise equal to eager") {
+TEST_CASE(
+    "cuda fusion: a traced CUDA step replays its fused groups as generated kernels, "
+    "bitwise equal to eager") {
   SKIP_WITHOUT_CUDA();
   // GELU, softplus-like and Adam's moment updates: float32 and float16, broadcast operands
   auto make = [] {

@@ -24,7 +24,8 @@ namespace {
 using NdSbp = of::NdSbp;
 
 std::vector<NdSbp> one_axis_sbps() {
-  return {{of::sbp::split(0)}, {of::sbp::split(1)}, {of::sbp::broadcast()}, {of::sbp::partial_sum()}};
+  return {
+      {of::sbp::split(0)}, {of::sbp::split(1)}, {of::sbp::broadcast()}, {of::sbp::partial_sum()}};
 }
 
 // x placed under `from` then converted to `to`, as the local piece (on the host).
@@ -51,9 +52,7 @@ TEST_CASE("cuda global: pipelines refuse CUDA stages with a clear error") {
   using P = of::distributed::Pipeline;
   P::Stage id = [](const of::Tensor& t) { return t; };
   P::Loss loss = [](const of::Tensor& o, const of::Tensor&) { return o.sum(); };
-  const std::string e = error_of([&] {
-    P p({id}, {of::Placement("cuda", {0})}, loss, 1);
-  });
+  const std::string e = error_of([&] { P p({id}, {of::Placement("cuda", {0})}, loss, 1); });
   CHECK(e.find("stage 0 is on Placement(cuda") != std::string::npos);
   CHECK(e.find("not built") != std::string::npos);
 }
@@ -80,7 +79,8 @@ TEST_CASE("cuda global: every one-axis conversion over NCCL equals the CPU's, bi
   CHECK(c.size() == 1);
   const uint64_t before = c.stats().allgather + c.stats().allreduce;
   (void)convert(of::randn({4, 3}).to(kCuda0), gpu, {of::sbp::split(0)}, {of::sbp::broadcast()});
-  (void)convert(of::randn({4, 3}).to(kCuda0), gpu, {of::sbp::partial_sum()}, {of::sbp::broadcast()});
+  (void)convert(of::randn({4, 3}).to(kCuda0), gpu, {of::sbp::partial_sum()},
+                {of::sbp::broadcast()});
   CHECK(c.stats().allgather + c.stats().allreduce == before + 2);
   // a CPU tensor keeps the host communicator
   CHECK(of::global::axis_data_comm(cpu, 0, of::Device("cpu")).backend() == "self");
@@ -110,7 +110,9 @@ TEST_CASE("cuda global: a 2-D mesh, autograd and a traced step on global CUDA te
   const of::Tensor xg = x.to(kCuda0).to_global(gpu, xs);
   const of::Tensor wg = w.to(kCuda0).to_global(gpu, ws);
   auto body = [](const of::Tensor& a, const of::Tensor& b) {
-    return of::linear(a, b).to_global(b.placement(), NdSbp{of::sbp::broadcast(), of::sbp::broadcast()}).sum(1);
+    return of::linear(a, b)
+        .to_global(b.placement(), NdSbp{of::sbp::broadcast(), of::sbp::broadcast()})
+        .sum(1);
   };
   auto step = of::jit::trace(body);
   const std::vector<double> eager = body(xg, wg).to_local().cpu().to_vector<double>();

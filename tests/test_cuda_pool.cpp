@@ -81,7 +81,7 @@ TEST_CASE("cuda pool: rounding, reuse of a freed block, splitting and merging") 
     CHECK(bytes(c) == bytes(b) + 512);
     CHECK(st->mallocs == 1);
     pool.release(a);
-    pool.release(b);  // merges with a
+    pool.release(b);                   // merges with a
     void* d = pool.allocate(1536, 1);  // exactly the merged block
     CHECK(d == a);
     CHECK(pool.stats().num_cache_hits == 3);
@@ -171,7 +171,7 @@ TEST_CASE("cuda pool: out of memory frees the cache and retries, then fails clea
   st->capacity = 21 * MiB;
   CachingPool<FakeDevice> pool(FakeDevice{st});
   void* s = pool.allocate(1000, 1);
-  pool.release(s);  // a cached 2 MiB segment
+  pool.release(s);                      // a cached 2 MiB segment
   void* a = pool.allocate(9 * MiB, 1);  // needs 20 MiB: only after the cache is given back
   CHECK(pool.stats().num_ooms == 1);
   CHECK(pool.stats().reserved == 20 * MiB);
@@ -188,7 +188,7 @@ TEST_CASE("cuda pool: out of memory frees the cache and retries, then fails clea
   pool.record_stream(b, 5);
   pool.release(b);
   pool.release(a);
-  CHECK(pool.pending_blocks() == 1);  // b waits for stream 5, so the segment is not free
+  CHECK(pool.pending_blocks() == 1);     // b waits for stream 5, so the segment is not free
   void* c = pool.allocate(15 * MiB, 1);  // OOM path: wait for events, merge, reuse
   CHECK(c != nullptr);
   CHECK(pool.pending_blocks() == 0);
@@ -239,23 +239,22 @@ TEST_CASE("pinned host pool: size classes, reuse only after the copies that used
   CHECK_FALSE(pool.owns(e));
 }
 
-TEST_CASE("pinned host pool: out of memory waits for copies, frees the cache, then says what it holds") {
+TEST_CASE(
+    "pinned host pool: out of memory waits for copies, frees the cache, then says what it holds") {
   auto st = std::make_shared<FakeState>();
   st->capacity = 64 << 10;
   FakeDevice dev{st};
   oneflow::cuda_pool::HostPool<FakeDevice> pool(dev);
   void* a = pool.allocate(32 << 10);
   pool.record_use(a, 1);
-  pool.free(a);                      // cached, its copy pending
+  pool.free(a);                       // cached, its copy pending
   void* b = pool.allocate(48 << 10);  // 64 KiB: only after the cached 32 KiB goes back
   CHECK(b != nullptr);
   CHECK(st->frees == 1);
   std::string msg;
   try {
     (void)pool.allocate(1);
-  } catch (const of::Error& err) {
-    msg = err.what();
-  }
+  } catch (const of::Error& err) { msg = err.what(); }
   CHECK(msg.find("out of pinned host memory") != std::string::npos);
   CHECK(msg.find("65536 bytes in use") != std::string::npos);
   pool.free(b);

@@ -53,8 +53,8 @@ const of::ScalarType kAllDtypes[] = {of::kFloat32, of::kFloat64, of::kFloat16, o
 TEST_CASE("cuda: sort and topk equal the CPU bit for bit (dtypes, ties, NaN, strides, long rows)") {
   SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(11);
-  const std::vector<std::vector<int64_t>> shapes = {
-      {5, 37}, {3, 9000}, {2, 3, 1}, {1, 4097}, {7}, {300, 3}, {2, 5000, 2}};
+  const std::vector<std::vector<int64_t>> shapes = {{5, 37}, {3, 9000}, {2, 3, 1},   {1, 4097},
+                                                    {7},     {300, 3},  {2, 5000, 2}};
   for (of::ScalarType dt : kAllDtypes) {
     for (const auto& shape : shapes) {
       for (bool ties : {false, true}) {
@@ -67,8 +67,8 @@ TEST_CASE("cuda: sort and topk equal the CPU bit for bit (dtypes, ties, NaN, str
           if (x.dim() == 3) dims.push_back(1);
           for (int64_t dim : dims) {
             for (bool desc : {false, true}) {
-              INFO(of::dtype_name(dt), " ", of::shape_str(x.sizes()), " dim ", dim, " desc ",
-                   desc, " ties ", ties, " strided ", strided);
+              INFO(of::dtype_name(dt), " ", of::shape_str(x.sizes()), " dim ", dim, " desc ", desc,
+                   " ties ", ties, " strided ", strided);
               auto [cv, ci] = of::sort(x, dim, desc);
               auto [gv, gi] = of::sort(xg, dim, desc);
               check_bitwise(gv, cv);
@@ -118,9 +118,12 @@ TEST_CASE("cuda: pad_backward equals the CPU bit for bit (reflect, replicate, ci
   struct Case {
     std::vector<int64_t> shape, pads;
   };
-  const std::vector<Case> cases = {{{2, 3, 5, 6}, {2, 3, 4, 1}}, {{4, 7}, {3, 3}},
-                                   {{1, 1, 5}, {4, 4}},          {{3, 4, 4}, {0, 0, 3, 2}},
-                                   {{2, 2, 3, 3, 3}, {2, 2, 1, 2, 2, 0}}, {{6, 1}, {1, 1, 5, 5}},
+  const std::vector<Case> cases = {{{2, 3, 5, 6}, {2, 3, 4, 1}},
+                                   {{4, 7}, {3, 3}},
+                                   {{1, 1, 5}, {4, 4}},
+                                   {{3, 4, 4}, {0, 0, 3, 2}},
+                                   {{2, 2, 3, 3, 3}, {2, 2, 1, 2, 2, 0}},
+                                   {{6, 1}, {1, 1, 5, 5}},
                                    {{2, 3, 40}, {39, 20}}};
   std::mt19937_64 rng(5);
   for (of::ScalarType dt : {of::kFloat32, of::kFloat64, of::kFloat16, of::kBFloat16}) {
@@ -242,9 +245,8 @@ TEST_CASE("cuda: traced sort, topk and lstm_layer steps capture into a CUDA Grap
   const int64_t T = 3, B = 2, H = 4;
   const of::Tensor xp = of::randn({T * B, 4 * H}).to(kCuda0), h0 = of::randn({B, H}).to(kCuda0),
                    c0 = of::randn({B, H}).to(kCuda0), w = of::randn({4 * H, H}).to(kCuda0);
-  auto layer = of::jit::trace([&](const of::Tensor& p) {
-    return std::get<0>(of::lstm_layer(p, h0, c0, w, T, false));
-  });
+  auto layer = of::jit::trace(
+      [&](const of::Tensor& p) { return std::get<0>(of::lstm_layer(p, h0, c0, w, T, false)); });
   const of::Tensor want = std::get<0>(of::lstm_layer(xp, h0, c0, w, T, false));
   for (int i = 0; i < 3; ++i) check_close(layer(xp), want.cpu(), 1e-6);
   CHECK(layer.stats().replay_mode == "cuda graph");

@@ -30,13 +30,13 @@ bool have_cudnn() {
   return msg.find("has no CUDA implementation") == std::string::npos;
 }
 
-#define SKIP_WITHOUT_CUDNN()                                        \
-  do {                                                              \
-    SKIP_WITHOUT_CUDA();                                            \
-    if (!have_cudnn()) {                                            \
-      MESSAGE("the CUDA module was built without cuDNN: skipped");  \
-      return;                                                       \
-    }                                                               \
+#define SKIP_WITHOUT_CUDNN()                                       \
+  do {                                                             \
+    SKIP_WITHOUT_CUDA();                                           \
+    if (!have_cudnn()) {                                           \
+      MESSAGE("the CUDA module was built without cuDNN: skipped"); \
+      return;                                                      \
+    }                                                              \
   } while (0)
 
 using Tensors = std::vector<of::Tensor>;
@@ -113,8 +113,8 @@ TEST_CASE("cuda: cuDNN conv1d/2d/3d match the CPU (groups, stride, padding, dila
       const of::Tensor b = k.bias ? randn64({k.w[0]}).to(dt) : of::Tensor();
       compare({randn64(k.x).to(dt), randn64(k.w).to(dt), b},
               [&](const Tensors& in) {
-                return Tensors{of::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation,
-                                          k.groups)};
+                return Tensors{
+                    of::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups)};
               },
               tol, {true, true, true});
     }
@@ -128,8 +128,8 @@ TEST_CASE("cuda: cuDNN conv1d/2d/3d match the CPU (groups, stride, padding, dila
   }
   // conv1d lowers to conv2d over a unit H dim; conv3d is its own op
   compare({randn64({2, 3, 17}), randn64({4, 3, 5}), randn64({4})},
-          [](const Tensors& in) { return Tensors{of::conv1d(in[0], in[1], in[2], 2, 2, 1)}; },
-          1e-9, {true, true, true});
+          [](const Tensors& in) { return Tensors{of::conv1d(in[0], in[1], in[2], 2, 2, 1)}; }, 1e-9,
+          {true, true, true});
   compare({randn64({2, 4, 5, 6, 7}), randn64({6, 2, 3, 3, 2}), randn64({6})},
           [](const Tensors& in) {
             return Tensors{of::conv3d(in[0], in[1], in[2], {1, 2, 1}, {1, 1, 0}, {1, 1, 2}, 2)};
@@ -172,14 +172,14 @@ TEST_CASE("cuda: cuDNN conv_transpose2d/3d match the CPU (output_padding, groups
   }
   compare({randn64({2, 4, 3, 4, 3}), randn64({4, 3, 2, 3, 2}), randn64({6})},
           [](const Tensors& in) {
-            return Tensors{of::conv_transpose3d(in[0], in[1], in[2], {2, 1, 2}, {0, 1, 1},
-                                                {1, 0, 0}, 2)};
+            return Tensors{
+                of::conv_transpose3d(in[0], in[1], in[2], {2, 1, 2}, {0, 1, 1}, {1, 0, 0}, 2)};
           },
           1e-9, {true, true, true});
   same_error([](of::Device d) {
     of::conv_transpose2d(of::zeros({1, 4, 3, 3}, of::TensorOptions(of::kFloat64).device(d)),
-                         of::zeros({4, 2, 3, 3}, of::TensorOptions(of::kFloat64).device(d)), {},
-                         1, 0, /*output_padding=*/2);
+                         of::zeros({4, 2, 3, 3}, of::TensorOptions(of::kFloat64).device(d)), {}, 1,
+                         0, /*output_padding=*/2);
   });
 }
 
@@ -191,13 +191,19 @@ TEST_CASE("cuda: max pooling matches the CPU (values, indices, gradients, ties, 
       {"k3 s2 p1", [](auto& x) { return of::max_pool2d_with_indices(x, 3, 2, 1); }},
       {"k2 s2", [](auto& x) { return of::max_pool2d_with_indices(x, 2); }},
       {"k(3,2) s(1,2) p(1,0) d(2,1) ceil",
-       [](auto& x) { return of::max_pool2d_with_indices(x, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true); }},
+       [](auto& x) {
+         return of::max_pool2d_with_indices(x, {3, 2}, {1, 2}, {1, 0}, {2, 1}, true);
+       }},
       {"k3 s2 ceil", [](auto& x) { return of::max_pool2d_with_indices(x, 3, 2, 0, 1, true); }},
-      {"adaptive 2d (4, 3)", [](auto& x) { return of::adaptive_max_pool2d(x, {4, 3}); }},
+      {"adaptive 2d (4, 3)",
+       [](auto& x) {
+         return of::adaptive_max_pool2d(x, {4, 3});
+       }},
   };
   for (auto dt : {of::kFloat64, of::kFloat32}) {
     // random values, then small integers (ties: the first maximum wins)
-    for (const of::Tensor& x0 : {randn64({2, 3, 11, 10}), of::randint(0, 3, {2, 3, 11, 10}).to(of::kFloat64)}) {
+    for (const of::Tensor& x0 :
+         {randn64({2, 3, 11, 10}), of::randint(0, 3, {2, 3, 11, 10}).to(of::kFloat64)}) {
       for (const auto& row : rows) {
         INFO(std::string(row.first), " ", of::dtype_name(dt));
         compare({x0.to(dt)},
@@ -224,8 +230,8 @@ TEST_CASE("cuda: max pooling matches the CPU (values, indices, gradients, ties, 
           0, {true});
   compare({randn64({2, 2, 7, 6, 9})},
           [](const Tensors& in) {
-            auto [y, i] = of::max_pool3d_with_indices(in[0], {3, 2, 3}, {2, 2, 2}, {1, 0, 1},
-                                                      {1, 2, 1});
+            auto [y, i] =
+                of::max_pool3d_with_indices(in[0], {3, 2, 3}, {2, 2, 2}, {1, 0, 1}, {1, 2, 1});
             return Tensors{y, i};
           },
           0, {true});
@@ -252,18 +258,27 @@ TEST_CASE("cuda: max pooling matches the CPU (values, indices, gradients, ties, 
   });
 }
 
-TEST_CASE("cuda: average pooling matches the CPU (count_include_pad, ceil_mode, divisor, adaptive)") {
+TEST_CASE(
+    "cuda: average pooling matches the CPU (count_include_pad, ceil_mode, divisor, adaptive)") {
   SKIP_WITHOUT_CUDA();
   of::manual_seed(14);
   using AP = std::function<of::Tensor(const of::Tensor&)>;
   const std::vector<std::pair<const char*, AP>> rows = {
       {"k3 s2 p1", [](auto& x) { return of::avg_pool2d(x, 3, 2, 1); }},
       {"k(3,2) s(2,3) p1 ceil exclude",
-       [](auto& x) { return of::avg_pool2d(x, {3, 2}, {2, 3}, 1, true, false); }},
+       [](auto& x) {
+         return of::avg_pool2d(x, {3, 2}, {2, 3}, 1, true, false);
+       }},
       {"k2 s1 ceil divisor 3", [](auto& x) { return of::avg_pool2d(x, 2, 1, 0, true, true, 3); }},
       {"k3 s3 p1 ceil include", [](auto& x) { return of::avg_pool2d(x, 3, 3, 1, true, true); }},
-      {"adaptive (4, 3)", [](auto& x) { return of::adaptive_avg_pool2d(x, {4, 3}); }},
-      {"adaptive (13, 1)", [](auto& x) { return of::adaptive_avg_pool2d(x, {13, 1}); }},
+      {"adaptive (4, 3)",
+       [](auto& x) {
+         return of::adaptive_avg_pool2d(x, {4, 3});
+       }},
+      {"adaptive (13, 1)",
+       [](auto& x) {
+         return of::adaptive_avg_pool2d(x, {13, 1});
+       }},
   };
   // the CPU's terms in the CPU's order: equal to an ulp or so
   for (auto dt : {of::kFloat64, of::kFloat32}) {
@@ -288,12 +303,12 @@ TEST_CASE("cuda: average pooling matches the CPU (count_include_pad, ceil_mode, 
           },
           1e-12, {true});
   compare({randn64({2, 2, 7, 6, 9})},
-          [](const Tensors& in) {
-            return Tensors{of::avg_pool3d(in[0], 2, 2, 1, false, true, 5)};
-          },
+          [](const Tensors& in) { return Tensors{of::avg_pool3d(in[0], 2, 2, 1, false, true, 5)}; },
           1e-12, {true});
   compare({randn64({2, 3, 7, 5, 6})},
-          [](const Tensors& in) { return Tensors{of::adaptive_avg_pool3d(in[0], {3, 2, 4})}; },
+          [](const Tensors& in) {
+            return Tensors{of::adaptive_avg_pool3d(in[0], {3, 2, 4})};
+          },
           1e-12, {true});
   same_error([](of::Device d) {
     of::avg_pool2d(of::zeros({1, 2, 6, 6}, of::TensorOptions(of::kFloat64).device(d)), 3, 0);
@@ -310,7 +325,8 @@ TEST_CASE("cuda: cuDNN batch_norm matches the CPU (training, evaluation, running
   };
   const std::vector<Case> cases = {
       {{4, 3, 5, 6}, true, false},
-      {{2, 3, 3}, true, false},  // 6 values per channel: the unbiased variance differs by 6/5
+      {{2, 3, 3}, true, false},  // 6 values per channel: the unbiased
+                                 // variance differs by 6/5
       {{8, 5}, false, false},
       {{3, 4, 2, 3, 2}, true, false},
       {{3, 4, 5, 2}, true, true},
@@ -326,7 +342,8 @@ TEST_CASE("cuda: cuDNN batch_norm matches the CPU (training, evaluation, running
         if (k.permuted) std::swap(store[1], store[store.size() - 1]);
         const of::Tensor w = k.affine ? (of::rand({C}, of::kFloat64) + 0.5).to(dt) : of::Tensor();
         const of::Tensor b = k.affine ? randn64({C}).to(dt) : of::Tensor();
-        const of::Tensor rm0 = randn64({C}).to(dt), rv0 = (of::rand({C}, of::kFloat64) + 0.5).to(dt);
+        const of::Tensor rm0 = randn64({C}).to(dt),
+                         rv0 = (of::rand({C}, of::kFloat64) + 0.5).to(dt);
         of::Tensor rm_c = rm0.clone(), rv_c = rv0.clone();
         of::Tensor rm_g = rm0.to(kCuda0, false, true), rv_g = rv0.to(kCuda0, false, true);
         int calls = 0;  // compare runs the CPU first
@@ -362,12 +379,13 @@ TEST_CASE("cuda: a traced conv / batch-norm / pooling step replays as one CUDA G
   auto make = [] {
     of::manual_seed(21);
     const of::TensorOptions o = of::TensorOptions(of::kFloat32).device(kCuda0);
-    return std::vector<of::Tensor>{(of::randn({8, 3, 3, 3}) * 0.3).to(kCuda0).set_requires_grad(true),
-                                   of::zeros({8}, o).set_requires_grad(true),
-                                   of::ones({8}, o).set_requires_grad(true),
-                                   of::zeros({8}, o).set_requires_grad(true),
-                                   (of::randn({10, 32}) * 0.2).to(kCuda0).set_requires_grad(true),
-                                   of::zeros({10}, o).set_requires_grad(true)};
+    return std::vector<of::Tensor>{
+        (of::randn({8, 3, 3, 3}) * 0.3).to(kCuda0).set_requires_grad(true),
+        of::zeros({8}, o).set_requires_grad(true),
+        of::ones({8}, o).set_requires_grad(true),
+        of::zeros({8}, o).set_requires_grad(true),
+        (of::randn({10, 32}) * 0.2).to(kCuda0).set_requires_grad(true),
+        of::zeros({10}, o).set_requires_grad(true)};
   };
   std::vector<of::Tensor> xs, ys;
   of::manual_seed(22);

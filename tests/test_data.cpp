@@ -68,7 +68,8 @@ TEST_CASE("data: read_idx for uint8 / int32 / float32, plain and gzip; bad files
     CHECK(t.to(of::kInt64).to_vector<int64_t>()[23] == 230);
   }
   // big-endian int32 and float32
-  write_file(dir.file("i.idx"), idx_bytes(0x0C, {2}, std::string("\x00\x00\x01\x02\xff\xff\xff\xfe", 8)));
+  write_file(dir.file("i.idx"),
+             idx_bytes(0x0C, {2}, std::string("\x00\x00\x01\x02\xff\xff\xff\xfe", 8)));
   CHECK(data::read_idx(dir.file("i.idx")).to_vector<int32_t>() == std::vector<int32_t>{258, -2});
   write_file(dir.file("f.idx"), idx_bytes(0x0D, {1}, std::string("\x3f\xc0\x00\x00", 4)));  // 1.5f
   CHECK(data::read_idx(dir.file("f.idx")).to_vector<float>() == std::vector<float>{1.5f});
@@ -77,12 +78,14 @@ TEST_CASE("data: read_idx for uint8 / int32 / float32, plain and gzip; bad files
   CHECK(th::throws_with([&] { data::read_idx(dir.file("short.idx")); },
                         {"[read_idx]", "short.idx", "truncated", "24", "20"}));
   write_file(dir.file("magic.idx"), "PK\x03\x04 not an idx file");
-  CHECK(th::throws_with([&] { data::read_idx(dir.file("magic.idx")); }, {"[read_idx]", "not an IDX"}));
+  CHECK(th::throws_with([&] { data::read_idx(dir.file("magic.idx")); },
+                        {"[read_idx]", "not an IDX"}));
   write_file(dir.file("type.idx"), idx_bytes(0x07, {1}, "x"));
   CHECK(th::throws_with([&] { data::read_idx(dir.file("type.idx")); }, {"[read_idx]", "0x07"}));
   write_file(dir.file("bad.gz"), "this is not gzip at all, but long enough to look like data");
   CHECK(th::throws_with([&] { data::read_idx(dir.file("bad.gz")); }, {"[read_idx]", "bad.gz"}));
-  CHECK(th::throws_with([&] { data::read_idx(dir.file("missing.idx")); }, {"[read_idx]", "missing.idx"}));
+  CHECK(th::throws_with([&] { data::read_idx(dir.file("missing.idx")); },
+                        {"[read_idx]", "missing.idx"}));
 }
 
 TEST_CASE("data: MNIST layout from a small directory; missing files named") {
@@ -90,7 +93,8 @@ TEST_CASE("data: MNIST layout from a small directory; missing files named") {
   std::string img(size_t(5 * 28 * 28), '\0');
   for (size_t i = 0; i < img.size(); ++i) img[i] = char(i % 256);
   write_file(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {5, 28, 28}, img), true);
-  write_file(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {5}, std::string("\x03\x01\x04\x01\x05", 5)));
+  write_file(dir.file("t10k-labels-idx1-ubyte"),
+             idx_bytes(0x08, {5}, std::string("\x03\x01\x04\x01\x05", 5)));
   data::MNIST test(dir.path.string(), data::MNIST::Mode::kTest);
   CHECK(test.size() == 5);
   CHECK(test.data().sizes().vec() == std::vector<int64_t>{5, 1, 28, 28});
@@ -101,7 +105,8 @@ TEST_CASE("data: MNIST layout from a small directory; missing files named") {
   CHECK(e.target.item<int64_t>() == 4);
   CHECK(th::throws_with([&] { data::MNIST train(dir.path.string()); },
                         {"[MNIST]", "train-images-idx3-ubyte"}));
-  write_file(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {2, 28, 28}, img.substr(0, 2 * 784)));
+  write_file(dir.file("train-images-idx3-ubyte"),
+             idx_bytes(0x08, {2, 28, 28}, img.substr(0, 2 * 784)));
   write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {3}, "abc"));
   CHECK(th::throws_with([&] { data::MNIST train(dir.path.string()); }, {"[MNIST]", "2 labels"}));
 }
@@ -112,14 +117,16 @@ TEST_CASE("data: DataLoader covers every sample once, shuffles reproducibly, dro
                                                   of::arange(n, of::kInt64));
   for (bool prefetch : {false, true})
     for (bool shuffle : {false, true}) {
-      data::DataLoader loader(ds, data::DataLoaderOptions(10).shuffle(shuffle).prefetch(prefetch).seed(7));
+      data::DataLoader loader(
+          ds, data::DataLoaderOptions(10).shuffle(shuffle).prefetch(prefetch).seed(7));
       CHECK(loader.size() == 11);
       std::vector<int64_t> seen;
       size_t batches = 0;
       for (auto& b : loader) {
         ++batches;
         CHECK(b.data.size(0) == b.target.size(0));
-        CHECK(b.data.squeeze(1).to(of::kInt64).to_vector<int64_t>() == b.target.to_vector<int64_t>());
+        CHECK(b.data.squeeze(1).to(of::kInt64).to_vector<int64_t>() ==
+              b.target.to_vector<int64_t>());
         for (int64_t v : b.target.to_vector<int64_t>()) seen.push_back(v);
       }
       CHECK(batches == 11);
@@ -130,7 +137,8 @@ TEST_CASE("data: DataLoader covers every sample once, shuffles reproducibly, dro
     }
   // same seed: same order (prefetch or not); next epoch: a different order
   auto order = [&](uint64_t seed, bool prefetch, int epochs) {
-    data::DataLoader loader(ds, data::DataLoaderOptions(16).shuffle(true).seed(seed).prefetch(prefetch));
+    data::DataLoader loader(
+        ds, data::DataLoaderOptions(16).shuffle(true).seed(seed).prefetch(prefetch));
     std::vector<int64_t> out;
     for (int e = 0; e < epochs; ++e) {
       out.clear();
@@ -171,9 +179,11 @@ TEST_CASE("data: errors inside the worker reach the consumer") {
     }
   };
   data::DataLoader loader(std::make_shared<Failing>(), data::DataLoaderOptions(2));
-  CHECK(th::throws_with([&] {
-    for (auto& b : loader) (void)b;
-  }, {"[Failing]", "sample 5"}));
+  CHECK(th::throws_with(
+      [&] {
+        for (auto& b : loader) (void)b;
+      },
+      {"[Failing]", "sample 5"}));
 }
 
 TEST_CASE("data: character vocabulary and windows") {
@@ -191,15 +201,18 @@ TEST_CASE("data: character vocabulary and windows") {
   data::Example<> b = ds.get_batch({0, 6});
   CHECK(b.data.sizes().vec() == std::vector<int64_t>{2, 4});
   CHECK(ds.vocab().decode(b.target.select(0, 0)) == "ello");
-  CHECK(th::throws_with([&] { data::CharDataset tiny("abc", 3); }, {"[CharDataset]", "block_size"}));
+  CHECK(
+      th::throws_with([&] { data::CharDataset tiny("abc", 3); }, {"[CharDataset]", "block_size"}));
 }
 
-TEST_CASE("data: libtorch-style pipeline (datasets::MNIST.map(Normalize).map(Stack), make_data_loader)") {
+TEST_CASE(
+    "data: libtorch-style pipeline (datasets::MNIST.map(Normalize).map(Stack), make_data_loader)") {
   TempDir dir;
   std::string img(size_t(3 * 28 * 28), '\0');
   for (size_t i = 0; i < img.size(); ++i) img[i] = char(i % 7 * 30);
   write_file(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {3, 28, 28}, img));
-  write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {3}, std::string("\x01\x02\x03", 3)));
+  write_file(dir.file("train-labels-idx1-ubyte"),
+             idx_bytes(0x08, {3}, std::string("\x01\x02\x03", 3)));
   auto ds = data::datasets::MNIST(dir.path.string())
                 .map(data::transforms::Normalize<>(0.5, 0.25))
                 .map(data::transforms::Stack<>());
@@ -213,8 +226,9 @@ TEST_CASE("data: libtorch-style pipeline (datasets::MNIST.map(Normalize).map(Sta
   for (auto& b : *loader)
     for (int64_t t : b.target.to_vector<int64_t>()) targets.push_back(t);
   CHECK(targets == std::vector<int64_t>{1, 2, 3});
-  CHECK(th::throws_with([&] { data::datasets::MNIST(dir.path.string()).map(data::transforms::Normalize<>(0, 0)); },
-                        {"[Normalize]"}));
+  CHECK(th::throws_with(
+      [&] { data::datasets::MNIST(dir.path.string()).map(data::transforms::Normalize<>(0, 0)); },
+      {"[Normalize]"}));
 }
 
 namespace {
@@ -259,7 +273,8 @@ struct Square : data::transforms::TensorTransform<> {
 
 }  // namespace
 
-TEST_CASE("data: a custom CRTP dataset, map chains, Normalize per channel, Lambda, TensorTransform") {
+TEST_CASE(
+    "data: a custom CRTP dataset, map chains, Normalize per channel, Lambda, TensorTransform") {
   CsvImages ds(csv_rows(5));
   CHECK(ds.size().value() == 5);
   std::vector<data::Example<>> batch = ds.get_batch({3, 1});
@@ -287,29 +302,39 @@ TEST_CASE("data: a custom CRTP dataset, map chains, Normalize per channel, Lambd
         CHECK(got[size_t(r * 12 + c * 4 + p)] == doctest::Approx((x - mean[c]) / stddev[c]));
       }
   // one scalar for all channels; a user TensorTransform and a TensorLambda
-  data::Example<> s = ds.map(data::transforms::Normalize<>(2.0, 4.0)).map(Square())
+  data::Example<> s = ds.map(data::transforms::Normalize<>(2.0, 4.0))
+                          .map(Square())
                           .map(data::transforms::TensorLambda<>([](of::Tensor x) { return x - 1; }))
-                          .map(data::transforms::Stack<>()).get_batch({1});
-  CHECK(s.data.flatten().to_vector<float>()[5] == doctest::Approx((17.0 - 2) / 4 * ((17.0 - 2) / 4) - 1));
+                          .map(data::transforms::Stack<>())
+                          .get_batch({1});
+  CHECK(s.data.flatten().to_vector<float>()[5] ==
+        doctest::Approx((17.0 - 2) / 4 * ((17.0 - 2) / 4) - 1));
   // a BatchLambda on stacked batches
   auto doubled = ds.map(data::transforms::Stack<>())
-                     .map(data::transforms::BatchLambda<data::Example<>>([](data::Example<> e) {
-                       return data::Example<>(e.data * 2, e.target);
-                     }));
+                     .map(data::transforms::BatchLambda<data::Example<>>(
+                         [](data::Example<> e) { return data::Example<>(e.data * 2, e.target); }));
   CHECK(doubled.get_batch({2}).data.flatten().to_vector<float>()[0] == 48.0f);
   // TensorExample datasets stack without targets
   data::datasets::TensorDataset td(of::arange(6, of::kFloat32).reshape({3, 2}));
   data::TensorExample te = td.map(data::transforms::Stack<data::TensorExample>()).get_batch({2, 0});
   CHECK(te.data.flatten().to_vector<float>() == std::vector<float>{4, 5, 0, 1});
   CHECK(th::throws_with([&] { td.get(3); }, {"[TensorDataset]", "3"}));
-  CHECK(th::throws_with([] { data::transforms::Normalize<>({0.5, 0.5}, {1.0, 0.0}); },
-                        {"[Normalize]", "stddev[1]"}));
-  CHECK(th::throws_with([] { data::transforms::Normalize<>({0.5, 0.5}, {1.0, 2.0, 3.0}); },
-                        {"[Normalize]", "2 values", "3"}));
-  CHECK(th::throws_with([&] { data::transforms::Stack<>().apply_batch({}); }, {"[Stack]", "empty"}));
+  CHECK(th::throws_with(
+      [] {
+        data::transforms::Normalize<>({0.5, 0.5}, {1.0, 0.0});
+      },
+      {"[Normalize]", "stddev[1]"}));
+  CHECK(th::throws_with(
+      [] {
+        data::transforms::Normalize<>({0.5, 0.5}, {1.0, 2.0, 3.0});
+      },
+      {"[Normalize]", "2 values", "3"}));
+  CHECK(
+      th::throws_with([&] { data::transforms::Stack<>().apply_batch({}); }, {"[Stack]", "empty"}));
 }
 
-TEST_CASE("data: make_data_loader over custom datasets: workers, drop_last, partial batches, samplers") {
+TEST_CASE(
+    "data: make_data_loader over custom datasets: workers, drop_last, partial batches, samplers") {
   CsvImages ds(csv_rows(10));
   for (size_t workers : {size_t(0), size_t(3)})
     for (bool drop_last : {false, true}) {
@@ -341,9 +366,9 @@ TEST_CASE("data: make_data_loader over custom datasets: workers, drop_last, part
   CHECK(sorted == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   CHECK(rows != sorted);
   // an explicit sampler, unordered workers
-  auto unordered = data::make_data_loader(ds.map(data::transforms::Stack<>()),
-                                          data::samplers::SequentialSampler(7),
-                                          data::DataLoaderOptions(2).workers(2).enforce_ordering(false));
+  auto unordered = data::make_data_loader(
+      ds.map(data::transforms::Stack<>()), data::samplers::SequentialSampler(7),
+      data::DataLoaderOptions(2).workers(2).enforce_ordering(false));
   int64_t total = 0;
   for (auto& batch : *unordered) total += batch.data.size(0);
   CHECK(total == 7);
@@ -384,13 +409,16 @@ struct Unsized : data::datasets::Dataset<Unsized> {
 };
 }  // namespace
 
-TEST_CASE("data: make_data_loader errors: worker exceptions, timeouts, early re-iteration, options") {
+TEST_CASE(
+    "data: make_data_loader errors: worker exceptions, timeouts, early re-iteration, options") {
   for (size_t workers : {size_t(0), size_t(2)}) {
     auto loader = data::make_data_loader<data::samplers::SequentialSampler>(
         BrokenRows().map(data::transforms::Stack<>()), data::DataLoaderOptions(2).workers(workers));
-    CHECK(th::throws_with([&] {
-      for (auto& b : *loader) (void)b;
-    }, {"[BrokenRows]", "row 5"}));
+    CHECK(th::throws_with(
+        [&] {
+          for (auto& b : *loader) (void)b;
+        },
+        {"[BrokenRows]", "row 5"}));
   }
   auto workers = data::make_data_loader<data::samplers::SequentialSampler>(
       BrokenRows(), data::DataLoaderOptions(2).workers(1));
@@ -413,15 +441,20 @@ TEST_CASE("data: make_data_loader errors: worker exceptions, timeouts, early re-
   slow.slow = true;
   auto timed = data::make_data_loader<data::samplers::SequentialSampler>(
       slow, data::DataLoaderOptions(1).workers(1).timeout(std::chrono::milliseconds(20)));
-  CHECK(th::throws_with([&] {
-    for (auto& b : *timed) (void)b;
-  }, {"[DataLoader]", "Timeout", "20 ms"}));
-  CHECK(th::throws_with([] { data::make_data_loader(Unsized(), 2); }, {"[make_data_loader]", "sized"}));
+  CHECK(th::throws_with(
+      [&] {
+        for (auto& b : *timed) (void)b;
+      },
+      {"[DataLoader]", "Timeout", "20 ms"}));
+  CHECK(th::throws_with([] { data::make_data_loader(Unsized(), 2); },
+                        {"[make_data_loader]", "sized"}));
   CHECK(th::throws_with([] { data::make_data_loader(BrokenRows(), data::DataLoaderOptions(0)); },
                         {"[DataLoader]", "batch_size"}));
-  CHECK(th::throws_with([] {
-    data::make_data_loader(BrokenRows(), data::DataLoaderOptions(2).workers(1).max_jobs(0));
-  }, {"[DataLoader]", "max_jobs"}));
+  CHECK(th::throws_with(
+      [] {
+        data::make_data_loader(BrokenRows(), data::DataLoaderOptions(2).workers(1).max_jobs(0));
+      },
+      {"[DataLoader]", "max_jobs"}));
 }
 
 TEST_CASE("data: datasets::MNIST reads uncompressed IDX files as libtorch; truncated ones fail") {
@@ -429,7 +462,8 @@ TEST_CASE("data: datasets::MNIST reads uncompressed IDX files as libtorch; trunc
   std::string img(size_t(4 * 28 * 28), '\0');
   for (size_t i = 0; i < img.size(); ++i) img[i] = char(i % 251);
   write_file(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {4, 28, 28}, img));
-  write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {4}, std::string("\x07\x00\x09\x02", 4)));
+  write_file(dir.file("train-labels-idx1-ubyte"),
+             idx_bytes(0x08, {4}, std::string("\x07\x00\x09\x02", 4)));
   write_file(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {1, 28, 28}, img.substr(0, 784)));
   write_file(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {1}, std::string("\x05", 1)));
   data::datasets::MNIST train(dir.path.string());
@@ -447,9 +481,11 @@ TEST_CASE("data: datasets::MNIST reads uncompressed IDX files as libtorch; trunc
   CHECK(!test.is_train());
   CHECK(test.targets().to_vector<int64_t>() == std::vector<int64_t>{5});
   write_file(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {1, 28, 28}, img.substr(0, 700)));
-  CHECK(th::throws_with([&] { data::datasets::MNIST(dir.path.string(), data::datasets::MNIST::Mode::kTest); },
-                        {"[read_idx]", "t10k-images-idx3-ubyte", "truncated"}));
+  CHECK(th::throws_with(
+      [&] { data::datasets::MNIST(dir.path.string(), data::datasets::MNIST::Mode::kTest); },
+      {"[read_idx]", "t10k-images-idx3-ubyte", "truncated"}));
   write_file(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {1}, "x"));
-  CHECK(th::throws_with([&] { data::datasets::MNIST(dir.path.string(), data::datasets::MNIST::Mode::kTest); },
-                        {"[MNIST]", "t10k-images-idx3-ubyte", "[N, H, W]"}));
+  CHECK(th::throws_with(
+      [&] { data::datasets::MNIST(dir.path.string(), data::datasets::MNIST::Mode::kTest); },
+      {"[MNIST]", "t10k-images-idx3-ubyte", "[N, H, W]"}));
 }

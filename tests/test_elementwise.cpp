@@ -90,6 +90,7 @@ Ref reduce_ref(const Ref& in, std::vector<int64_t> dims, bool keepdim, bool mean
 
 }  // namespace
 
+// clang-format off
 TH_ROWS({
     unary("neg", [](const T& x) { return -x; }, [](double x) { return -x; }),
     unary("abs", [](const T& x) { return x.abs(); }, [](double x) { return std::fabs(x); }),
@@ -150,105 +151,147 @@ TH_ROWS({
       return r;
     }(),
 });
+// clang-format on
 
 TH_ROWS({
-    binary("add/same", {"add"}, {3, 4}, {3, 4}, [](const T& a, const T& b) { return a + b; },
-           [](double a, double b) { return a + b; }),
-    binary("add/broadcast", {"add"}, {2, 3, 4}, {4}, [](const T& a, const T& b) { return a + b; },
-           [](double a, double b) { return a + b; }),
-    binary("add/outer-broadcast", {"add"}, {3, 1}, {1, 4}, [](const T& a, const T& b) { return of::add(a, b, 2.5); },
-           [](double a, double b) { return a + 2.5 * b; }),
-    binary("add/0-d", {"add"}, {}, {3}, [](const T& a, const T& b) { return a + b; },
-           [](double a, double b) { return a + b; }),
-    binary("add/empty", {"add"}, {0, 3}, {3}, [](const T& a, const T& b) { return a + b; },
-           [](double a, double b) { return a + b; }),
-    binary("add/scalar", {"add"}, {3, 4}, {1}, [](const T& a, const T& b) { return 2 + a + b * 0.5 - 1; },
-           [](double a, double b) { return 2 + a + b * 0.5 - 1; }),
-    binary("sub", {"sub"}, {2, 3}, {2, 1}, [](const T& a, const T& b) { return of::sub(a, b, 3); },
-           [](double a, double b) { return a - 3 * b; }),
-    binary("mul", {"mul"}, {2, 3, 4}, {3, 1}, [](const T& a, const T& b) { return a * b; },
-           [](double a, double b) { return a * b; }),
-    binary("div", {"div"}, {4, 3}, {3}, [](const T& a, const T& b) { return a / b; },
-           [](double a, double b) { return a / b; }, 0.5, 2),
+    binary(
+        "add/same", {"add"}, {3, 4}, {3, 4}, [](const T& a, const T& b) { return a + b; },
+        [](double a, double b) { return a + b; }),
+    binary(
+        "add/broadcast", {"add"}, {2, 3, 4}, {4}, [](const T& a, const T& b) { return a + b; },
+        [](double a, double b) { return a + b; }),
+    binary(
+        "add/outer-broadcast", {"add"}, {3, 1}, {1, 4},
+        [](const T& a, const T& b) { return of::add(a, b, 2.5); },
+        [](double a, double b) { return a + 2.5 * b; }),
+    binary(
+        "add/0-d", {"add"}, {}, {3}, [](const T& a, const T& b) { return a + b; },
+        [](double a, double b) { return a + b; }),
+    binary(
+        "add/empty", {"add"}, {0, 3}, {3}, [](const T& a, const T& b) { return a + b; },
+        [](double a, double b) { return a + b; }),
+    binary(
+        "add/scalar", {"add"}, {3, 4}, {1},
+        [](const T& a, const T& b) { return 2 + a + b * 0.5 - 1; },
+        [](double a, double b) { return 2 + a + b * 0.5 - 1; }),
+    binary(
+        "sub", {"sub"}, {2, 3}, {2, 1}, [](const T& a, const T& b) { return of::sub(a, b, 3); },
+        [](double a, double b) { return a - 3 * b; }),
+    binary(
+        "mul", {"mul"}, {2, 3, 4}, {3, 1}, [](const T& a, const T& b) { return a * b; },
+        [](double a, double b) { return a * b; }),
+    binary(
+        "div", {"div"}, {4, 3}, {3}, [](const T& a, const T& b) { return a / b; },
+        [](double a, double b) { return a / b; }, 0.5, 2),
     [] {
-      OpRow r = binary("div/trunc", {"div_trunc"}, {4, 3}, {3},
-                       [](const T& a, const T& b) { return of::div(a, b, "trunc"); },
-                       [](double a, double b) { return std::trunc(a / b); });
+      OpRow r = binary(
+          "div/trunc", {"div_trunc"}, {4, 3}, {3},
+          [](const T& a, const T& b) { return of::div(a, b, "trunc"); },
+          [](double a, double b) { return std::trunc(a / b); });
       r.make = [](uint64_t s) { return numerator_divisor(s, {4, 3}, {3}); };
       return r;
     }(),
     [] {
-      OpRow r = binary("div/floor", {"div_floor"}, {4, 3}, {3},
-                       [](const T& a, const T& b) { return of::div(a, b, "floor"); },
-                       [](double a, double b) { return std::floor(a / b); });
+      OpRow r = binary(
+          "div/floor", {"div_floor"}, {4, 3}, {3},
+          [](const T& a, const T& b) { return of::div(a, b, "floor"); },
+          [](double a, double b) { return std::floor(a / b); });
       r.make = [](uint64_t s) { return numerator_divisor(s, {4, 3}, {3}); };
       return r;
     }(),
-    binary("maximum", {"maximum"}, {3, 4}, {4}, [](const T& a, const T& b) { return of::maximum(a, b); },
-           [](double a, double b) { return std::max(a, b); }),
-    binary("minimum", {"minimum"}, {3, 4}, {3, 1}, [](const T& a, const T& b) { return of::minimum(a, b); },
-           [](double a, double b) { return std::min(a, b); }),
+    binary(
+        "maximum", {"maximum"}, {3, 4}, {4},
+        [](const T& a, const T& b) { return of::maximum(a, b); },
+        [](double a, double b) { return std::max(a, b); }),
+    binary(
+        "minimum", {"minimum"}, {3, 4}, {3, 1},
+        [](const T& a, const T& b) { return of::minimum(a, b); },
+        [](double a, double b) { return std::min(a, b); }),
     [] {
-      OpRow r = binary("fmod", {"fmod"}, {4, 3}, {3}, [](const T& a, const T& b) { return of::fmod(a, b); },
-                       [](double a, double b) { return std::fmod(a, b); });
+      OpRow r = binary(
+          "fmod", {"fmod"}, {4, 3}, {3}, [](const T& a, const T& b) { return of::fmod(a, b); },
+          [](double a, double b) { return std::fmod(a, b); });
       r.make = [](uint64_t s) { return numerator_divisor(s, {4, 3}, {3}); };
       return r;
     }(),
     [] {
-      OpRow r = binary("remainder", {"remainder"}, {4, 3}, {3},
-                       [](const T& a, const T& b) { return of::remainder(a, b); },
-                       [](double a, double b) { return a - b * std::floor(a / b); });
+      OpRow r = binary(
+          "remainder", {"remainder"}, {4, 3}, {3},
+          [](const T& a, const T& b) { return of::remainder(a, b); },
+          [](double a, double b) { return a - b * std::floor(a / b); });
       r.make = [](uint64_t s) { return numerator_divisor(s, {4, 3}, {3}); };
       r.atol = 2e-6;
       return r;
     }(),
-    binary("atan2", {"atan2"}, {3, 4}, {3, 4}, [](const T& a, const T& b) { return of::atan2(a, b); },
-           [](double a, double b) { return std::atan2(a, b); }),
-    binary("pow", {"pow"}, {3, 4}, {4}, [](const T& a, const T& b) { return of::pow(a, b); },
-           [](double a, double b) { return std::pow(a, b); }, 0.5, 2),
-    binary("eq", {"eq"}, {3, 4}, {4}, [](const T& a, const T& b) { return a.round() == b.round(); },
-           [](double a, double b) { return double(std::nearbyint(a) == std::nearbyint(b)); }, -2, 2, false),
-    binary("ne", {"ne"}, {3, 4}, {4}, [](const T& a, const T& b) { return a.round() != b.round(); },
-           [](double a, double b) { return double(std::nearbyint(a) != std::nearbyint(b)); }, -2, 2, false),
-    binary("lt", {"lt"}, {3, 4}, {4}, [](const T& a, const T& b) { return a < b; },
-           [](double a, double b) { return double(a < b); }, -2, 2, false),
-    binary("le", {"le"}, {3, 4}, {4}, [](const T& a, const T& b) { return a <= b; },
-           [](double a, double b) { return double(a <= b); }, -2, 2, false),
-    binary("gt", {"gt"}, {3, 4}, {4}, [](const T& a, const T& b) { return a > b; },
-           [](double a, double b) { return double(a > b); }, -2, 2, false),
-    binary("ge", {"ge"}, {3, 4}, {4}, [](const T& a, const T& b) { return a >= 0.5; },
-           [](double a, double) { return double(a >= 0.5); }, -2, 2, false),
-    binary("logical_and", {"logical_and"}, {3, 4}, {4},
-           [](const T& a, const T& b) { return of::logical_and(a > 0, b > 0); },
-           [](double a, double b) { return double(a > 0 && b > 0); }, -2, 2, false),
-    binary("logical_or", {"logical_or"}, {3, 4}, {4},
-           [](const T& a, const T& b) { return of::logical_or(a > 0, b > 0); },
-           [](double a, double b) { return double(a > 0 || b > 0); }, -2, 2, false),
-    binary("logical_xor", {"logical_xor"}, {3, 4}, {4},
-           [](const T& a, const T& b) { return (a > 0) ^ (b > 0); },
-           [](double a, double b) { return double((a > 0) != (b > 0)); }, -2, 2, false),
-    binary("pow_scalar", {"pow_scalar"}, {3, 4}, {1}, [](const T& a, const T&) { return a.pow(2.5) + a.pow(2); },
-           [](double a, double) { return std::pow(a, 2.5) + a * a; }, 0.2, 2),
-    binary("clamp", {"clamp"}, {3, 4}, {1}, [](const T& a, const T&) { return a.clamp(-0.5, 0.7); },
-           [](double a, double) { return std::min(std::max(a, -0.5), 0.7); }),
-    binary("clamp/tensor", {"maximum", "minimum"}, {3, 4}, {4},
-           [](const T& a, const T& b) { return a.clamp(std::optional<T>(b - 1), std::optional<T>(b)); },
-           [](double a, double b) { return std::min(std::max(a, b - 1), b); }),
-    binary("lerp", {"add", "mul", "sub"}, {3, 4}, {3, 4},
-           [](const T& a, const T& b) { return of::lerp(a, b, 0.3); },
-           [](double a, double b) { return a + 0.3 * (b - a); }),
+    binary(
+        "atan2", {"atan2"}, {3, 4}, {3, 4}, [](const T& a, const T& b) { return of::atan2(a, b); },
+        [](double a, double b) { return std::atan2(a, b); }),
+    binary(
+        "pow", {"pow"}, {3, 4}, {4}, [](const T& a, const T& b) { return of::pow(a, b); },
+        [](double a, double b) { return std::pow(a, b); }, 0.5, 2),
+    binary(
+        "eq", {"eq"}, {3, 4}, {4}, [](const T& a, const T& b) { return a.round() == b.round(); },
+        [](double a, double b) { return double(std::nearbyint(a) == std::nearbyint(b)); }, -2, 2,
+        false),
+    binary(
+        "ne", {"ne"}, {3, 4}, {4}, [](const T& a, const T& b) { return a.round() != b.round(); },
+        [](double a, double b) { return double(std::nearbyint(a) != std::nearbyint(b)); }, -2, 2,
+        false),
+    binary(
+        "lt", {"lt"}, {3, 4}, {4}, [](const T& a, const T& b) { return a < b; },
+        [](double a, double b) { return double(a < b); }, -2, 2, false),
+    binary(
+        "le", {"le"}, {3, 4}, {4}, [](const T& a, const T& b) { return a <= b; },
+        [](double a, double b) { return double(a <= b); }, -2, 2, false),
+    binary(
+        "gt", {"gt"}, {3, 4}, {4}, [](const T& a, const T& b) { return a > b; },
+        [](double a, double b) { return double(a > b); }, -2, 2, false),
+    binary(
+        "ge", {"ge"}, {3, 4}, {4}, [](const T& a, const T& b) { return a >= 0.5; },
+        [](double a, double) { return double(a >= 0.5); }, -2, 2, false),
+    binary(
+        "logical_and", {"logical_and"}, {3, 4}, {4},
+        [](const T& a, const T& b) { return of::logical_and(a > 0, b > 0); },
+        [](double a, double b) { return double(a > 0 && b > 0); }, -2, 2, false),
+    binary(
+        "logical_or", {"logical_or"}, {3, 4}, {4},
+        [](const T& a, const T& b) { return of::logical_or(a > 0, b > 0); },
+        [](double a, double b) { return double(a > 0 || b > 0); }, -2, 2, false),
+    binary(
+        "logical_xor", {"logical_xor"}, {3, 4}, {4},
+        [](const T& a, const T& b) { return (a > 0) ^ (b > 0); },
+        [](double a, double b) { return double((a > 0) != (b > 0)); }, -2, 2, false),
+    binary(
+        "pow_scalar", {"pow_scalar"}, {3, 4}, {1},
+        [](const T& a, const T&) { return a.pow(2.5) + a.pow(2); },
+        [](double a, double) { return std::pow(a, 2.5) + a * a; }, 0.2, 2),
+    binary(
+        "clamp", {"clamp"}, {3, 4}, {1}, [](const T& a, const T&) { return a.clamp(-0.5, 0.7); },
+        [](double a, double) { return std::min(std::max(a, -0.5), 0.7); }),
+    binary(
+        "clamp/tensor", {"maximum", "minimum"}, {3, 4}, {4},
+        [](const T& a, const T& b) {
+          return a.clamp(std::optional<T>(b - 1), std::optional<T>(b));
+        },
+        [](double a, double b) { return std::min(std::max(a, b - 1), b); }),
+    binary(
+        "lerp", {"add", "mul", "sub"}, {3, 4}, {3, 4},
+        [](const T& a, const T& b) { return of::lerp(a, b, 0.3); },
+        [](double a, double b) { return a + 0.3 * (b - a); }),
     [] {
       OpRow r;
       r.name = "where";
       r.ops = {"where"};
       r.make = [](uint64_t s) {
         of::manual_seed(s);
-        return V{of::rand({3, 4}) > 0.5, of::randn({3, 4}, of::kFloat64), of::randn({4}, of::kFloat64)};
+        return V{of::rand({3, 4}) > 0.5, of::randn({3, 4}, of::kFloat64),
+                 of::randn({4}, of::kFloat64)};
       };
       r.nondiff = {0};
       r.fn = [](const V& in) { return of::where(in[0], in[1], in[2]); };
       r.ref = [](const std::vector<Ref>& in) {
-        return th::map_ref(in, [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
+        return th::map_ref(in,
+                           [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
       };
       return r;
     }(),
@@ -263,13 +306,15 @@ TH_ROWS({
       r.nondiff = {1};
       r.fn = [](const V& in) { return in[0].masked_fill(in[1], -1.5); };
       r.ref = [](const std::vector<Ref>& in) {
-        return th::map_ref(in, [](const std::vector<double>& v) { return v[1] != 0 ? -1.5 : v[0]; });
+        return th::map_ref(in,
+                           [](const std::vector<double>& v) { return v[1] != 0 ? -1.5 : v[0]; });
       };
       return r;
     }(),
 });
 
 // Copies, fills, factories and random ops.
+// clang-format off
 TH_ROWS({
     unary("copy", [](const T& x) { return x.clone() + x.contiguous(); }, [](double x) { return 2 * x; }),
     [] {
@@ -349,8 +394,10 @@ TH_ROWS({
       return r;
     }(),
 });
+// clang-format on
 
 // Views.
+// clang-format off
 TH_ROWS({
     [] {
       OpRow r;
@@ -445,8 +492,10 @@ TH_ROWS({
       return r;
     }(),
 });
+// clang-format on
 
 // Basic reductions.
+// clang-format off
 TH_ROWS({
     [] {
       OpRow r;
@@ -513,3 +562,4 @@ TH_ROWS({
       return r;
     }(),
 });
+// clang-format on

@@ -37,7 +37,9 @@ th::OpRow row(std::string name, std::vector<Shape> shapes, std::function<T(const
 
 // Elementwise reference of one input.
 std::function<Ref(const R&)> unary(std::function<double(double)> f) {
-  return [f](const R& in) { return th::map_ref({in[0]}, [f](const std::vector<double>& v) { return f(v[0]); }); };
+  return [f](const R& in) {
+    return th::map_ref({in[0]}, [f](const std::vector<double>& v) { return f(v[0]); });
+  };
 }
 
 double softplus_ref(double x, double beta, double threshold) {
@@ -66,6 +68,7 @@ Ref narrow_ref(const Ref& x, int64_t dim, int64_t start, int64_t len) {
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
+// clang-format off
 TH_ROWS({
     row("leaky_relu", {{3, 5}},
         [](const V& in) { return F::leaky_relu(in[0], F::LeakyReLUFuncOptions().negative_slope(0.2)); },
@@ -172,6 +175,7 @@ TH_ROWS({
           return Ref(Shape{}, {sum_of(l) / 4.0});
         }),
 });
+// clang-format on
 
 T uniform(Shape s, uint64_t seed, double lo = -2, double hi = 2) {
   of::manual_seed(seed);
@@ -186,17 +190,20 @@ bool same(const T& a, const T& b, double tol = 0) {
 
 TEST_CASE("functional: option tags are typed and named as libtorch's") {
   CHECK(of::enumtype::get_enum_name(F::InterpolateFuncOptions().mode()) == "kNearest");
-  CHECK(of::enumtype::get_enum_name(F::PadFuncOptions({1}).mode(of::kReflect).mode()) == "kReflect");
+  CHECK(of::enumtype::get_enum_name(F::PadFuncOptions({1}).mode(of::kReflect).mode()) ==
+        "kReflect");
   CHECK(of::enumtype::get_enum_name(nn::CrossEntropyLossOptions().reduction()) == "kMean");
   CHECK(of::enumtype::get_enum_name(nn::MSELossOptions(of::kSum).reduction()) == "kSum");
   CHECK(F::reduction_enum(of::kNone) == of::Reduction::None);
   CHECK(F::reduction_enum(of::kSum) == of::Reduction::Sum);
   CHECK(F::reduction_enum(nn::L1LossOptions().reduction()) == of::Reduction::Mean);
   // padding: one value, a braced list, or a tag
-  CHECK(std::get<of::ExpandingArray<2>>(nn::Conv2dOptions(1, 1, 3).padding()) == of::ExpandingArray<2>(0));
+  CHECK(std::get<of::ExpandingArray<2>>(nn::Conv2dOptions(1, 1, 3).padding()) ==
+        of::ExpandingArray<2>(0));
   CHECK(std::get<of::ExpandingArray<2>>(nn::Conv2dOptions(1, 1, 3).padding({1, 2}).padding()) ==
         of::ExpandingArray<2>({1, 2}));
-  CHECK(std::holds_alternative<of::enumtype::kSame>(nn::Conv2dOptions(1, 1, 3).padding(of::kSame).padding()));
+  CHECK(std::holds_alternative<of::enumtype::kSame>(
+      nn::Conv2dOptions(1, 1, 3).padding(of::kSame).padding()));
   // init takes the tags
   CHECK(nn::init::calculate_gain(of::kReLU) == doctest::Approx(std::sqrt(2.0)));
   CHECK(nn::init::calculate_gain(of::kTanh) == doctest::Approx(5.0 / 3.0));
@@ -222,16 +229,18 @@ TEST_CASE("functional: forwarding forms equal the root ops") {
   CHECK(same(F::conv1d(x1, w1, F::Conv1dFuncOptions().padding(of::kSame)),
              of::conv1d(x1, w1, {}, 1, "same")));
   const T wt = uniform({3, 2, 3, 3}, 6);
-  CHECK(same(F::conv_transpose2d(x, wt, F::ConvTranspose2dFuncOptions().stride(2).output_padding(1)),
-             of::conv_transpose2d(x, wt, {}, 2, 0, 1)));
+  CHECK(
+      same(F::conv_transpose2d(x, wt, F::ConvTranspose2dFuncOptions().stride(2).output_padding(1)),
+           of::conv_transpose2d(x, wt, {}, 2, 0, 1)));
   CHECK(same(F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1).ceil_mode(true)),
              of::max_pool2d(x, 3, 2, 1, 1, true)));
   auto [mv, mi] = F::max_pool2d_with_indices(x, F::MaxPool2dFuncOptions({2, 3}));
   auto [rv, ri] = of::max_pool2d_with_indices(x, {2, 3});
   CHECK(same(mv, rv));
   CHECK(of::equal(mi, ri));
-  CHECK(same(F::avg_pool2d(x, F::AvgPool2dFuncOptions(3).stride(2).padding(1).count_include_pad(false)),
-             of::avg_pool2d(x, 3, 2, 1, false, false)));
+  CHECK(same(
+      F::avg_pool2d(x, F::AvgPool2dFuncOptions(3).stride(2).padding(1).count_include_pad(false)),
+      of::avg_pool2d(x, 3, 2, 1, false, false)));
   CHECK(same(F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({3, 2})),
              of::adaptive_avg_pool2d(x, {3, 2})));
 
@@ -239,8 +248,10 @@ TEST_CASE("functional: forwarding forms equal the root ops") {
   const T g = uniform({3}, 7), beta = uniform({3}, 8);
   T rm1 = of::zeros({3}, of::kFloat64), rv1 = of::ones({3}, of::kFloat64);
   T rm2 = rm1.clone(), rv2 = rv1.clone();
-  CHECK(same(F::batch_norm(x, rm1, rv1, F::BatchNormFuncOptions().weight(g).bias(beta).training(true).momentum(0.3)),
-             of::batch_norm(x, g, beta, rm2, rv2, true, 0.3, 1e-5)));
+  CHECK(same(
+      F::batch_norm(x, rm1, rv1,
+                    F::BatchNormFuncOptions().weight(g).bias(beta).training(true).momentum(0.3)),
+      of::batch_norm(x, g, beta, rm2, rv2, true, 0.3, 1e-5)));
   CHECK(same(rm1, rm2));
   CHECK(same(rv1, rv2));
   CHECK(same(F::batch_norm(x, rm1, rv1), of::batch_norm(x, {}, {}, rm1, rv1, false, 0.1, 1e-5)));
@@ -270,7 +281,8 @@ TEST_CASE("functional: forwarding forms equal the root ops") {
 
   // softmax family with a dtype
   const T xf = x.to(of::kFloat32);
-  CHECK(same(F::softmax(xf, F::SoftmaxFuncOptions(1).dtype(of::kFloat64)), of::softmax(xf, 1, of::kFloat64)));
+  CHECK(same(F::softmax(xf, F::SoftmaxFuncOptions(1).dtype(of::kFloat64)),
+             of::softmax(xf, 1, of::kFloat64)));
   CHECK(same(F::log_softmax(x, -1), of::log_softmax(x, -1)));
   CHECK(same(F::relu(x), of::relu(x)));
   CHECK(same(F::gelu(x), of::gelu(x)));
@@ -278,7 +290,9 @@ TEST_CASE("functional: forwarding forms equal the root ops") {
   // losses: options become the ops' positional arguments
   const T logits = uniform({5, 4}, 11), cls = of::tensor({0, 3, 1, 3, 2}, of::kInt64);
   const T cw = uniform({4}, 12, 0.5, 2);
-  CHECK(same(F::cross_entropy(logits, cls, F::CrossEntropyFuncOptions().weight(cw).label_smoothing(0.1).ignore_index(3)),
+  CHECK(same(F::cross_entropy(
+                 logits, cls,
+                 F::CrossEntropyFuncOptions().weight(cw).label_smoothing(0.1).ignore_index(3)),
              of::cross_entropy(logits, cls, cw, of::Reduction::Mean, 3, 0.1)));
   CHECK(same(F::cross_entropy(logits, cls, F::CrossEntropyFuncOptions().reduction(of::kNone)),
              of::cross_entropy(logits, cls, {}, of::Reduction::None)));
@@ -288,24 +302,30 @@ TEST_CASE("functional: forwarding forms equal the root ops") {
   const T a = uniform({3, 4}, 13), t = uniform({3, 4}, 14);
   CHECK(same(F::mse_loss(a, t, of::kSum), of::mse_loss(a, t, of::Reduction::Sum)));
   CHECK(same(F::mse_loss(a, t), of::mse_loss(a, t)));
-  CHECK(same(F::l1_loss(a, t, F::L1LossFuncOptions(of::kNone)), of::l1_loss(a, t, of::Reduction::None)));
+  CHECK(same(F::l1_loss(a, t, F::L1LossFuncOptions(of::kNone)),
+             of::l1_loss(a, t, of::Reduction::None)));
   CHECK(same(F::smooth_l1_loss(a, t, F::SmoothL1LossFuncOptions().beta(0.5)),
              of::smooth_l1_loss(a, t, of::Reduction::Mean, 0.5)));
-  CHECK(same(F::smooth_l1_loss(a, t, {}, 0.25), of::smooth_l1_loss(a, t, of::Reduction::Mean, 0.25)));
+  CHECK(
+      same(F::smooth_l1_loss(a, t, {}, 0.25), of::smooth_l1_loss(a, t, of::Reduction::Mean, 0.25)));
   const T p = of::sigmoid(a), q = of::sigmoid(t), bw = uniform({4}, 15, 0.5, 2);
   CHECK(same(F::binary_cross_entropy(p, q, F::BinaryCrossEntropyFuncOptions().weight(bw)),
              of::binary_cross_entropy(p, q, bw)));
-  CHECK(same(F::binary_cross_entropy_with_logits(a, q, F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(bw).reduction(of::kSum)),
-             of::binary_cross_entropy_with_logits(a, q, {}, bw, of::Reduction::Sum)));
+  CHECK(same(
+      F::binary_cross_entropy_with_logits(
+          a, q, F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(bw).reduction(of::kSum)),
+      of::binary_cross_entropy_with_logits(a, q, {}, bw, of::Reduction::Sum)));
   CHECK(same(F::kl_div(lp, of::softmax(logits.flip({0}), 1), F::KLDivFuncOptions(of::kSum)),
              of::kl_div(lp, of::softmax(logits.flip({0}), 1), of::Reduction::Sum)));
   CHECK(same(F::kl_div(lp, lp.flip({0}), F::KLDivFuncOptions().log_target(true)),
              of::kl_div(lp, lp.flip({0}), of::Reduction::Mean, true)));
 
   // pad: the tag picks the op's mode
-  CHECK(same(F::pad(x, F::PadFuncOptions({1, 2, 2, 1}).mode(of::kReflect)), of::pad(x, {1, 2, 2, 1}, "reflect")));
+  CHECK(same(F::pad(x, F::PadFuncOptions({1, 2, 2, 1}).mode(of::kReflect)),
+             of::pad(x, {1, 2, 2, 1}, "reflect")));
   CHECK(same(F::pad(x, F::PadFuncOptions({1, 0}).value(3.5)), of::pad(x, {1, 0}, "constant", 3.5)));
-  CHECK(same(F::pad(x, F::PadFuncOptions({2, 2}).mode(of::kCircular)), of::pad(x, {2, 2}, "circular")));
+  CHECK(same(F::pad(x, F::PadFuncOptions({2, 2}).mode(of::kCircular)),
+             of::pad(x, {2, 2}, "circular")));
 }
 
 TEST_CASE("functional: interpolate by size or scale_factor, libtorch's index formulas") {
@@ -313,32 +333,53 @@ TEST_CASE("functional: interpolate by size or scale_factor, libtorch's index for
   // size: the plain ops
   CHECK(same(F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{7, 9})),
              of::upsample_nearest2d(x, {7, 9})));
-  CHECK(same(F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{3, 8}).mode(of::kBilinear).align_corners(true)),
+  CHECK(same(F::interpolate(x, F::InterpolateFuncOptions()
+                                   .size(std::vector<int64_t>{3, 8})
+                                   .mode(of::kBilinear)
+                                   .align_corners(true)),
              of::upsample_bilinear2d(x, {3, 8}, true)));
   // scale_factor: output floor(in * s), source step 1/s (not in/out)
-  const T n = F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{1.5, 2.7}));
+  const T n =
+      F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{1.5, 2.7}));
   CHECK(n.sizes() == of::IntArrayRef{2, 3, 7, 10});
   CHECK(same(n, of::upsample_nearest2d(x, {7, 10}, 1.5, 2.7)));
-  CHECK(!same(n, of::upsample_nearest2d(x, {7, 10}), 1e-9));  // column 5: floor(5 / 2.7) = 1, floor(5 * 4 / 10) = 2
-  const T bl = F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{1.5, 2.7}).mode(of::kBilinear).align_corners(false));
+  CHECK(!same(n, of::upsample_nearest2d(x, {7, 10}),
+              1e-9));  // column 5: floor(5 / 2.7) = 1, floor(5 * 4 / 10) = 2
+  const T bl = F::interpolate(x, F::InterpolateFuncOptions()
+                                     .scale_factor(std::vector<double>{1.5, 2.7})
+                                     .mode(of::kBilinear)
+                                     .align_corners(false));
   CHECK(same(bl, of::upsample_bilinear2d(x, {7, 10}, false, 1.5, 2.7)));
   CHECK(!same(bl, of::upsample_bilinear2d(x, {7, 10}, false), 1e-9));
   // recompute_scale_factor: the sizes decide the step
-  CHECK(same(F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{1.5, 2.7}).mode(of::kBilinear).align_corners(false).recompute_scale_factor(true)),
+  CHECK(same(F::interpolate(x, F::InterpolateFuncOptions()
+                                   .scale_factor(std::vector<double>{1.5, 2.7})
+                                   .mode(of::kBilinear)
+                                   .align_corners(false)
+                                   .recompute_scale_factor(true)),
              of::upsample_bilinear2d(x, {7, 10}, false)));
   // integer scales: identical either way
   CHECK(same(F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{2, 2})),
              of::upsample_nearest2d(x, {10, 8})));
   // area = adaptive average pooling
-  CHECK(same(F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{2, 3}).mode(of::kArea)),
+  CHECK(same(F::interpolate(
+                 x, F::InterpolateFuncOptions().size(std::vector<int64_t>{2, 3}).mode(of::kArea)),
              of::adaptive_avg_pool2d(x, {2, 3})));
   // gradients through the scaled form
   const T xs = uniform({1, 2, 3, 4}, 22);
-  CHECK(th::gradcheck([](const V& in) {
-          return F::interpolate(in[0], F::InterpolateFuncOptions().scale_factor(std::vector<double>{1.7, 1.3}).mode(of::kBilinear).align_corners(false));
-        }, {xs}) == "");
+  CHECK(th::gradcheck(
+            [](const V& in) {
+              return F::interpolate(in[0], F::InterpolateFuncOptions()
+                                               .scale_factor(std::vector<double>{1.7, 1.3})
+                                               .mode(of::kBilinear)
+                                               .align_corners(false));
+            },
+            {xs}) == "");
   // Upsample module
-  nn::Upsample up(nn::UpsampleOptions().scale_factor(std::vector<double>{2, 3}).mode(of::kBilinear).align_corners(true));
+  nn::Upsample up(nn::UpsampleOptions()
+                      .scale_factor(std::vector<double>{2, 3})
+                      .mode(of::kBilinear)
+                      .align_corners(true));
   CHECK(same(up(x), of::upsample_bilinear2d(x, {10, 12}, true, 2.0, 3.0)));
   std::ostringstream os;
   os << *up;
@@ -376,10 +417,13 @@ TEST_CASE("functional: activation modules, loss modules and inplace forms") {
   CHECK(same(h, x.clamp(0, 0.5)));
 
   // loss modules = their functional forms; a class weight is a buffer moved by to(dtype)
-  const T logits = uniform({5, 3}, 32).to(of::kFloat32), y = of::tensor({2, 0, 1, 1, 0}, of::kInt64);
+  const T logits = uniform({5, 3}, 32).to(of::kFloat32),
+          y = of::tensor({2, 0, 1, 1, 0}, of::kInt64);
   const T cw = of::tensor({0.5, 2.0, 1.0}, of::kFloat32);
   nn::CrossEntropyLoss ce(nn::CrossEntropyLossOptions().weight(cw).label_smoothing(0.05));
-  CHECK(same(ce(logits, y), F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().weight(cw).label_smoothing(0.05))));
+  CHECK(same(
+      ce(logits, y),
+      F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().weight(cw).label_smoothing(0.05))));
   CHECK(ce->named_buffers().size() == 1);
   ce->to(of::kFloat64);
   CHECK(ce->options.weight().dtype() == of::kFloat64);
@@ -391,13 +435,15 @@ TEST_CASE("functional: activation modules, loss modules and inplace forms") {
              of::smooth_l1_loss(logits, t, of::Reduction::Mean, 0.3)));
   CHECK(same(nn::HuberLoss(nn::HuberLossOptions().delta(0.3))(logits, t),
              of::smooth_l1_loss(logits, t, of::Reduction::Mean, 0.3) * 0.3));
-  CHECK(same(nn::NLLLoss()(of::log_softmax(logits, 1), y), of::nll_loss(of::log_softmax(logits, 1), y)));
+  CHECK(same(nn::NLLLoss()(of::log_softmax(logits, 1), y),
+             of::nll_loss(of::log_softmax(logits, 1), y)));
   CHECK(same(nn::BCELoss()(of::sigmoid(logits), of::sigmoid(t)),
              of::binary_cross_entropy(of::sigmoid(logits), of::sigmoid(t))));
   const T pw = of::tensor({1.0, 3.0, 0.5}, of::kFloat32);
   nn::BCEWithLogitsLoss bl(nn::BCEWithLogitsLossOptions().pos_weight(pw));
   CHECK(bl->named_buffers().contains("pos_weight"));
-  CHECK(same(bl(logits, of::sigmoid(t)), of::binary_cross_entropy_with_logits(logits, of::sigmoid(t), {}, pw)));
+  CHECK(same(bl(logits, of::sigmoid(t)),
+             of::binary_cross_entropy_with_logits(logits, of::sigmoid(t), {}, pw)));
   CHECK(same(nn::KLDivLoss(of::kBatchMean)(of::log_softmax(logits, 1), of::softmax(t, 1)),
              of::kl_div(of::log_softmax(logits, 1), of::softmax(t, 1), of::Reduction::Sum) / 5.0));
 }
@@ -421,14 +467,16 @@ TEST_CASE("functional: Conv padding tags and padding modes") {
     CAPTURE(name);
     nn::Conv2d c(nn::Conv2dOptions(3, 4, 3).padding({1, 2}).padding_mode(mode));
     CHECK(same(c(x), of::conv2d(of::pad(x, {2, 2, 1, 1}, name), c->weight, c->bias)));
-    nn::Conv2d cs(nn::Conv2dOptions(3, 4, {3, 4}).padding(of::kSame).padding_mode(mode).dilation(2));
+    nn::Conv2d cs(
+        nn::Conv2dOptions(3, 4, {3, 4}).padding(of::kSame).padding_mode(mode).dilation(2));
     // "same" with dilation 2: total pads 4 (rows) and 6 (columns), split evenly
     CHECK(same(cs(x), of::conv2d(of::pad(x, {3, 3, 2, 2}, name), cs->weight, cs->bias, 1, 0, 2)));
     CHECK(cs(x).sizes() == of::IntArrayRef{2, 4, 6, 5});
   }
   std::ostringstream os;
   os << *nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(of::kSame).padding_mode(of::kCircular));
-  CHECK(os.str() == "Conv2d(3, 4, kernel_size=[3, 3], stride=[1, 1], padding=same, padding_mode=kCircular)");
+  CHECK(os.str() ==
+        "Conv2d(3, 4, kernel_size=[3, 3], stride=[1, 1], padding=same, padding_mode=kCircular)");
   CHECK(th::throws_with([] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(of::kSame).stride(2)); },
                         {"[Conv2d]", "same", "strided"}));
 }
@@ -436,41 +484,78 @@ TEST_CASE("functional: Conv padding tags and padding modes") {
 TEST_CASE("functional: errors name the function and the offending values") {
   const T x = uniform({1, 2, 4, 4}, 51);
   using IO = F::InterpolateFuncOptions;
-  CHECK(th::throws_with([&] { F::interpolate(x, IO()); }, {"[interpolate]", "either size or scale_factor"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().size(std::vector<int64_t>{2, 2}).scale_factor(std::vector<double>{2, 2})); },
-                        {"[interpolate]", "only one"}));
+  CHECK(th::throws_with([&] { F::interpolate(x, IO()); },
+                        {"[interpolate]", "either size or scale_factor"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(
+            x, IO().size(std::vector<int64_t>{2, 2}).scale_factor(std::vector<double>{2, 2}));
+      },
+      {"[interpolate]", "only one"}));
   CHECK(th::throws_with([&] { F::interpolate(x, IO().scale_factor(std::vector<double>{2})); },
                         {"[interpolate]", "scale_factor", "1 entries"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().size(std::vector<int64_t>{2, 2, 2})); },
-                        {"[interpolate]", "size", "3"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().size(std::vector<int64_t>{2, 2}).align_corners(true)); },
-                        {"[interpolate]", "align_corners", "kNearest"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().size(std::vector<int64_t>{2, 2}).mode(of::kBicubic)); },
-                        {"[interpolate]", "kBicubic", "not implemented"}));
-  CHECK(th::throws_with([&] { F::interpolate(x[0], IO().size(std::vector<int64_t>{2, 2})); },
-                        {"[interpolate]", "4-D", "(2, 4, 4)"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().scale_factor(std::vector<double>{2, -1})); },
-                        {"[interpolate]", "positive", "-1"}));
-  CHECK(th::throws_with([&] { F::interpolate(x, IO().scale_factor(std::vector<double>{0.1, 1})); },
-                        {"[upsample_nearest2d]", "output_size", "positive"}));
-  CHECK(th::throws_with([&] { of::upsample_bilinear2d(x, {3, 3}, false, 0.0); },
-                        {"[upsample_bilinear2d]", "scales_h", "positive"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x, IO().size(std::vector<int64_t>{2, 2, 2}));
+      },
+      {"[interpolate]", "size", "3"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x, IO().size(std::vector<int64_t>{2, 2}).align_corners(true));
+      },
+      {"[interpolate]", "align_corners", "kNearest"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x, IO().size(std::vector<int64_t>{2, 2}).mode(of::kBicubic));
+      },
+      {"[interpolate]", "kBicubic", "not implemented"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x[0], IO().size(std::vector<int64_t>{2, 2}));
+      },
+      {"[interpolate]", "4-D", "(2, 4, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x, IO().scale_factor(std::vector<double>{2, -1}));
+      },
+      {"[interpolate]", "positive", "-1"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::interpolate(x, IO().scale_factor(std::vector<double>{0.1, 1}));
+      },
+      {"[upsample_nearest2d]", "output_size", "positive"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::upsample_bilinear2d(x, {3, 3}, false, 0.0);
+      },
+      {"[upsample_bilinear2d]", "scales_h", "positive"}));
   CHECK(th::throws_with([&] { F::glu(uniform({3, 5}, 52)); }, {"[glu]", "even", "5"}));
   CHECK(th::throws_with([&] { F::glu(x, 7); }, {"[glu]", "dim 7"}));
-  CHECK(th::throws_with([&] { F::batch_norm(x, of::zeros({2}, of::kFloat64), of::ones({2}, of::kFloat64),
-                                            F::BatchNormFuncOptions().training(true).momentum(std::nullopt)); },
-                        {"[batch_norm]", "momentum"}));
-  CHECK(th::throws_with([&] { F::dropout(x, F::DropoutFuncOptions().p(1.5)); }, {"[dropout]", "1.5"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::batch_norm(x, of::zeros({2}, of::kFloat64), of::ones({2}, of::kFloat64),
+                      F::BatchNormFuncOptions().training(true).momentum(std::nullopt));
+      },
+      {"[batch_norm]", "momentum"}));
+  CHECK(th::throws_with([&] { F::dropout(x, F::DropoutFuncOptions().p(1.5)); },
+                        {"[dropout]", "1.5"}));
   CHECK(th::throws_with([&] { F::dropout2d(uniform({3, 4}, 53)); }, {"[dropout2d]", "(3, 4)"}));
   CHECK(th::throws_with([&] { F::hardtanh(x, F::HardtanhFuncOptions().min_val(1).max_val(0)); },
                         {"[hardtanh]", "max_val 0", "min_val 1"}));
-  CHECK(th::throws_with([&] { F::softplus(x, F::SoftplusFuncOptions().beta(0)); }, {"[softplus]", "beta"}));
-  CHECK(th::throws_with([&] { F::huber_loss(x, x, F::HuberLossFuncOptions().delta(0)); }, {"[huber_loss]", "delta"}));
-  CHECK(th::throws_with([&] { F::embedding(of::tensor({0}, of::kInt64), uniform({4, 2}, 54), F::EmbeddingFuncOptions().padding_idx(4)); },
-                        {"[embedding]", "padding_idx 4", "4"}));
+  CHECK(th::throws_with([&] { F::softplus(x, F::SoftplusFuncOptions().beta(0)); },
+                        {"[softplus]", "beta"}));
+  CHECK(th::throws_with([&] { F::huber_loss(x, x, F::HuberLossFuncOptions().delta(0)); },
+                        {"[huber_loss]", "delta"}));
+  CHECK(th::throws_with(
+      [&] {
+        F::embedding(of::tensor({0}, of::kInt64), uniform({4, 2}, 54),
+                     F::EmbeddingFuncOptions().padding_idx(4));
+      },
+      {"[embedding]", "padding_idx 4", "4"}));
   CHECK(th::throws_with([&] { F::normalize(of::scalar_tensor(1.0)); }, {"[normalize]", "0-D"}));
-  CHECK(th::throws_with([&] { F::cross_entropy(x, of::tensor({0}, of::kInt64), F::CrossEntropyFuncOptions()); },
-                        {"[cross_entropy]"}));
+  CHECK(th::throws_with(
+      [&] { F::cross_entropy(x, of::tensor({0}, of::kInt64), F::CrossEntropyFuncOptions()); },
+      {"[cross_entropy]"}));
 }
 
 TEST_CASE("functional: 1-D and 3-D conv and pool forms forward to the root ops") {
@@ -480,8 +565,9 @@ TEST_CASE("functional: 1-D and 3-D conv and pool forms forward to the root ops")
   CHECK(same(F::conv3d(x, w, F::Conv3dFuncOptions().padding(of::kSame)),
              of::conv3d(x, w, {}, 1, "same")));
   const T wt = uniform({3, 2, 2, 2, 3}, 34);
-  CHECK(same(F::conv_transpose3d(x, wt, F::ConvTranspose3dFuncOptions().stride(2).output_padding(1)),
-             of::conv_transpose3d(x, wt, {}, 2, 0, 1)));
+  CHECK(
+      same(F::conv_transpose3d(x, wt, F::ConvTranspose3dFuncOptions().stride(2).output_padding(1)),
+           of::conv_transpose3d(x, wt, {}, 2, 0, 1)));
   const T x1 = uniform({2, 3, 9}, 35), wt1 = uniform({3, 4, 3}, 36);
   CHECK(same(F::conv_transpose1d(x1, wt1, F::ConvTranspose1dFuncOptions().stride(2).dilation(2)),
              of::conv_transpose1d(x1, wt1, {}, 2, 0, 0, 1, 2)));
@@ -515,7 +601,9 @@ TEST_CASE("functional: 1-D and 3-D conv and pool forms forward to the root ops")
   CHECK(same(F::adaptive_max_pool3d(x, F::AdaptiveMaxPool3dFuncOptions({1, std::nullopt, 2})),
              std::get<0>(of::adaptive_max_pool3d(x, {1, 6, 2}))));
   CHECK(th::throws_with(
-      [&] { F::adaptive_max_pool3d(of::zeros({4, 4}), F::AdaptiveMaxPool3dFuncOptions(2)); },
+      [&] {
+        F::adaptive_max_pool3d(of::zeros({4, 4}), F::AdaptiveMaxPool3dFuncOptions(2));
+      },
       {"[adaptive_max_pool3d]", "(4, 4)"}));
 }
 
@@ -545,11 +633,15 @@ TEST_CASE("functional: 1-D and 3-D conv and pool modules: parameters, init, forw
   CHECK(same(t1(x1), of::conv_transpose1d(x1, t1->weight, t1->bias)));
   CHECK(t1(x1).sizes().vec() == std::vector<int64_t>{2, 3, 9});
   // output_size picks the output_padding (libtorch's ConvTranspose forward(input, output_size))
-  CHECK(same(t3->forward(x, of::IntArrayRef({11, 9, 7})), of::conv_transpose3d(x, t3->weight, t3->bias, 2, 0, {1, 1, 1}, 2)));
+  CHECK(same(t3->forward(x, of::IntArrayRef({11, 9, 7})),
+             of::conv_transpose3d(x, t3->weight, t3->bias, 2, 0, {1, 1, 1}, 2)));
   CHECK(t3->forward(x, of::IntArrayRef({2, 6, 10, 9, 6})).sizes().vec() ==
         std::vector<int64_t>{2, 6, 10, 9, 6});
-  CHECK(th::throws_with([&] { t3->forward(x, of::IntArrayRef({12, 8, 6})); },
-                        {"[ConvTranspose3d]", "(12, 8, 6)", "[10, 11]"}));
+  CHECK(th::throws_with(
+      [&] {
+        t3->forward(x, of::IntArrayRef({12, 8, 6}));
+      },
+      {"[ConvTranspose3d]", "(12, 8, 6)", "[10, 11]"}));
 
   nn::MaxPool3d mp3(nn::MaxPool3dOptions(2).stride(1));
   auto [v, i] = mp3->forward_with_indices(x);
@@ -574,12 +666,14 @@ TEST_CASE("functional: 1-D and 3-D conv and pool modules: parameters, init, forw
   CHECK(same(nn::AdaptiveMaxPool3d(1)(x), std::get<0>(of::adaptive_max_pool3d(x, 1))));
 
   std::ostringstream os;
-  os << *nn::MaxPool3d(2) << " " << *nn::AdaptiveMaxPool2d(nn::AdaptiveMaxPool2dOptions({2, std::nullopt}))
-     << " " << *nn::ConvTranspose1d(2, 3, 4) << " " << *nn::AvgPool1d(3);
-  CHECK(os.str() == "MaxPool3d(kernel_size=[2, 2, 2], stride=[2, 2, 2], padding=[0, 0, 0], "
-                    "dilation=[1, 1, 1], ceil_mode=false) AdaptiveMaxPool2d(output_size=[2, None]) "
-                    "ConvTranspose1d(2, 3, kernel_size=[4], stride=[1], padding=[0]) "
-                    "AvgPool1d(kernel_size=[3], stride=[3], padding=[0])");
+  os << *nn::MaxPool3d(2) << " "
+     << *nn::AdaptiveMaxPool2d(nn::AdaptiveMaxPool2dOptions({2, std::nullopt})) << " "
+     << *nn::ConvTranspose1d(2, 3, 4) << " " << *nn::AvgPool1d(3);
+  CHECK(os.str() ==
+        "MaxPool3d(kernel_size=[2, 2, 2], stride=[2, 2, 2], padding=[0, 0, 0], "
+        "dilation=[1, 1, 1], ceil_mode=false) AdaptiveMaxPool2d(output_size=[2, None]) "
+        "ConvTranspose1d(2, 3, kernel_size=[4], stride=[1], padding=[0]) "
+        "AvgPool1d(kernel_size=[3], stride=[3], padding=[0])");
   CHECK(th::throws_with([&] { nn::Conv3d(nn::Conv3dOptions(3, 4, 3).groups(2)); },
                         {"[Conv3d]", "groups"}));
   CHECK(th::throws_with([&] { nn::ConvTranspose3d(nn::ConvTranspose3dOptions(3, 4, 3).groups(2)); },

@@ -17,8 +17,11 @@
 TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
   // 2^62 elements pass the element-count check; times 8 bytes they wrapped to a 0-byte storage
   const int64_t big = int64_t(1) << 31;
-  CHECK(th::throws_with([&] { (void)of::empty({big, big}, of::kFloat64); },
-                        {"[empty]", "(2147483648, 2147483648)", "float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::empty({big, big}, of::kFloat64);
+      },
+      {"[empty]", "(2147483648, 2147483648)", "float64"}));
   CHECK(th::throws_with([&] { (void)of::zeros({big, big}, of::kInt32); }, {"[empty]"}));
 }
 
@@ -31,7 +34,8 @@ TEST_CASE("fuzz regressions: an IDX header whose shape times item size wraps is 
     f.write(reinterpret_cast<const char*>(h), sizeof h);
   }
   std::string msg;
-  CHECK(th::throws_with([&] { (void)of::data::read_idx(path); }, {"(2147483648, 2147483648)"}, &msg));
+  CHECK(
+      th::throws_with([&] { (void)of::data::read_idx(path); }, {"(2147483648, 2147483648)"}, &msg));
   std::remove(path.c_str());
 }
 
@@ -43,16 +47,24 @@ TEST_CASE("fuzz regressions: softmax of NaN is NaN (fast_exp converted NaN to in
 TEST_CASE("fuzz regressions: norm ops refuse a bad axis or group count in their attributes") {
   // reachable through saved graphs (of::jit::load), which carry any attribute values
   of::Tensor x = of::randn({2, 4, 3});
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(7), 1e-5, false, false});
-  }, {"[layer_norm]", "axis 7"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}}, {int64_t(-1), 1e-5, false, false});
-  }, {"[layer_norm]", "axis -1"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}},
+                           {int64_t(7), 1e-5, false, false});
+      },
+      {"[layer_norm]", "axis 7"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("layer_norm"), {x, {}, {}},
+                           {int64_t(-1), 1e-5, false, false});
+      },
+      {"[layer_norm]", "axis -1"}));
   for (int64_t g : {0, -2, 3})
-    CHECK(th::throws_with([&] {
-      (void)of::dispatch(of::find_op("group_norm"), {x, {}, {}}, {g, 1e-5, false, false});
-    }, {"[group_norm]", "num_groups " + std::to_string(g)}));
+    CHECK(th::throws_with(
+        [&] {
+          (void)of::dispatch(of::find_op("group_norm"), {x, {}, {}}, {g, 1e-5, false, false});
+        },
+        {"[group_norm]", "num_groups " + std::to_string(g)}));
   CHECK(th::throws_with([&] { (void)of::group_norm(of::randn({4}), 2); }, {"[group_norm]"}));
 }
 
@@ -93,9 +105,7 @@ size_t load_regression_peak(const std::string& name, std::string* msg) {
   *msg = "loaded";
   try {
     of::jit::LoadedGraph g = of::jit::load(path);
-  } catch (const of::Error& e) {
-    *msg = e.what();
-  }
+  } catch (const of::Error& e) { *msg = e.what(); }
   std::remove(path.c_str());
   return of::memory::stats().peak_allocated - before;
 }
@@ -119,10 +129,16 @@ TEST_CASE("fuzz regressions: elementwise ops refuse operands of different dtypes
   // fuzz_ops: fmod dispatched with a float64 (4, 1) and a float16 (3) operand read the float16
   // buffer as doubles (out of bounds). The public functions promote first; dispatch refuses.
   const of::Tensor a = of::ones({4, 1}, of::kFloat64), b = of::ones({3}, of::kFloat16);
-  CHECK(th::throws_with([&] { of::dispatch(of::find_op("fmod"), {a, b}); },
-                        {"operand 1 is float16", "operand 0 is float64"}));
-  CHECK(th::throws_with([&] { of::dispatch(of::find_op("add"), {a, b.to(of::kInt32)}); },
-                        {"operand 1 is int32"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(of::find_op("fmod"), {a, b});
+      },
+      {"operand 1 is float16", "operand 0 is float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(of::find_op("add"), {a, b.to(of::kInt32)});
+      },
+      {"operand 1 is int32"}));
   CHECK(of::fmod(a, b).dtype() == of::kFloat64);  // the public function promotes
 }
 
@@ -151,7 +167,8 @@ TEST_CASE("fuzz regressions: jit.load refuses dangling producers, groups and dra
   const std::string path = "fuzz_regression_producer.oftrace";
   std::ofstream(path, std::ios::binary) << oftrace_file(payload);
   std::string msg;
-  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "missing producer"}, &msg));
+  CHECK(th::throws_with([&] { (void)of::jit::load(path); }, {"[jit.load]", "missing producer"},
+                        &msg));
   INFO(msg);
   std::remove(path.c_str());
 }
@@ -180,8 +197,9 @@ TEST_CASE("fuzz regressions: a forged buffer size is refused, not wrapped") {
   CHECK(load_regression_peak("jit_load_huge_buffer.bin", &msg) < (size_t(1) << 20));
   CHECK(msg.find("[permute] dimension out of range") != std::string::npos);
   // the allocator itself still refuses such a size, before its bucket arithmetic
-  CHECK(th::throws_with([] { (void)of::make_empty({int64_t(1) << 58}, of::kUInt8, of::Device(of::kCPU)); },
-                        {"[allocate]", "more memory than"}));
+  CHECK(th::throws_with(
+      [] { (void)of::make_empty({int64_t(1) << 58}, of::kUInt8, of::Device(of::kCPU)); },
+      {"[allocate]", "more memory than"}));
 }
 
 TEST_CASE("fuzz regressions: integer sums wrap instead of overflowing") {
@@ -198,18 +216,33 @@ TEST_CASE("fuzz regressions: masked_select_backward checks its inputs against th
   const of::OpDef& op = of::find_op("masked_select_backward");
   const of::Tensor g = of::ones({4});
   const of::Tensor m33 = of::ones({3, 3}, of::kBool);
-  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{2}}); },
-                        {"[masked_select_backward]", "(3, 3)", "(2,)"}));
-  CHECK(th::throws_with([&] { of::dispatch(op, {of::ones({2, 2}), m33}, {of::DimVector{3, 3}}); },
-                        {"[masked_select_backward]", "1-D gradient"}));
-  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33.to(of::kFloat32)}, {of::DimVector{3, 3}}); },
-                        {"[masked_select_backward]", "bool mask"}));
-  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{-3, 3}}); },
-                        {"[masked_select_backward]", "negative size"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(op, {g, m33}, {of::DimVector{2}});
+      },
+      {"[masked_select_backward]", "(3, 3)", "(2,)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(op, {of::ones({2, 2}), m33}, {of::DimVector{3, 3}});
+      },
+      {"[masked_select_backward]", "1-D gradient"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(op, {g, m33.to(of::kFloat32)}, {of::DimVector{3, 3}});
+      },
+      {"[masked_select_backward]", "bool mask"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(op, {g, m33}, {of::DimVector{-3, 3}});
+      },
+      {"[masked_select_backward]", "negative size"}));
   // 9 selected, 4 given: refused before the output is written
   of::Tensor out = of::full({3, 3}, 7.0);
-  CHECK(th::throws_with([&] { of::dispatch(op, {g, m33}, {of::DimVector{3, 3}}, &out); },
-                        {"[masked_select_backward]", "fewer than the 9"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(op, {g, m33}, {of::DimVector{3, 3}}, &out);
+      },
+      {"[masked_select_backward]", "fewer than the 9"}));
   CHECK(out.sum().item<float>() == 63.0f);
   const of::Tensor mask = of::tensor(std::vector<int64_t>{1, 0, 1}).to(of::kBool);
   const of::Tensor r =
@@ -232,13 +265,13 @@ TEST_CASE("fuzz regressions: the fused nn ops check every input their kernels re
                         {"[layer_norm_backward]", "rstd"}));
   CHECK(th::throws_with(call("rms_norm_backward", {x, x, of::ones({2}), {}, rows}, ln),
                         {"[rms_norm_backward]", "weight"}));
-  CHECK(th::throws_with(call("group_norm_backward", {x, x, {}, {}, of::ones({2})},
-                             {int64_t(3), 1e-5, false, false}),
-                        {"[group_norm_backward]", "mean is undefined"}));
+  CHECK(th::throws_with(
+      call("group_norm_backward", {x, x, {}, {}, of::ones({2})}, {int64_t(3), 1e-5, false, false}),
+      {"[group_norm_backward]", "mean is undefined"}));
   const of::Tensor c3 = of::ones({3});
-  CHECK(th::throws_with(call("batch_norm_backward", {x, x, {}, of::ones({2}), c3},
-                             {true, 1e-5, false}),
-                        {"[batch_norm_backward]", "save_mean"}));
+  CHECK(th::throws_with(
+      call("batch_norm_backward", {x, x, {}, of::ones({2}), c3}, {true, 1e-5, false}),
+      {"[batch_norm_backward]", "save_mean"}));
   const of::Attrs ce{int64_t(1), int64_t(-100), 0.0, false};
   const of::Tensor t = of::tensor(std::vector<int64_t>{0, 7});
   CHECK(th::throws_with(call("cross_entropy", {x, t, {}}, ce),
@@ -259,9 +292,9 @@ TEST_CASE("fuzz regressions: the fused nn ops check every input their kernels re
   CHECK(th::throws_with(call("scaled_dot_product_attention", {q, q, q, of::ones({1, 2, 2})},
                              {1.0, false, 0.0, int64_t(0), int64_t(0), int64_t(1)}),
                         {"[scaled_dot_product_attention]", "mask_kind 1", "bool"}));
-  CHECK(th::throws_with(call("scaled_dot_product_attention_backward",
-                             {q, q, q, q, {}, q, of::ones({1, 3})}, sd),
-                        {"[scaled_dot_product_attention_backward]", "logsumexp"}));
+  CHECK(th::throws_with(
+      call("scaled_dot_product_attention_backward", {q, q, q, q, {}, q, of::ones({1, 3})}, sd),
+      {"[scaled_dot_product_attention_backward]", "logsumexp"}));
   CHECK(th::throws_with(call("linear", {x, of::randn({4, 5}), {}}, {}), {"[linear]", "(4, 5)"}));
   CHECK(th::throws_with(call("dropout", {x}, {1e300, int64_t(0), int64_t(0)}), {"[dropout]"}));
 }
@@ -270,16 +303,21 @@ TEST_CASE("fuzz regressions: view geometries outside their storage or int64 are 
   // view_scatter took its geometry unchecked (a direct dispatch wrote out of bounds), and
   // as_strided's extent (size - 1) * stride could overflow int64.
   const of::OpDef& vs = of::find_op("view_scatter");
-  CHECK(th::throws_with([&] {
-    of::dispatch(vs, {of::ones({3})}, {of::DimVector{2}, of::DimVector{3}, of::DimVector{1},
-                                       int64_t(0), false});
-  }, {"[view_scatter]", "needs 3 elements", "holds 2"}));
-  CHECK(th::throws_with([&] {
-    of::dispatch(vs, {of::ones({2})}, {of::DimVector{4}, of::DimVector{3}, of::DimVector{1},
-                                       int64_t(0), false});
-  }, {"[view_scatter]", "does not match"}));
-  const of::Tensor r = of::dispatch(vs, {of::ones({2})}, {of::DimVector{4}, of::DimVector{2},
-                                                         of::DimVector{2}, int64_t(1), false})[0];
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(vs, {of::ones({3})},
+                     {of::DimVector{2}, of::DimVector{3}, of::DimVector{1}, int64_t(0), false});
+      },
+      {"[view_scatter]", "needs 3 elements", "holds 2"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::dispatch(vs, {of::ones({2})},
+                     {of::DimVector{4}, of::DimVector{3}, of::DimVector{1}, int64_t(0), false});
+      },
+      {"[view_scatter]", "does not match"}));
+  const of::Tensor r =
+      of::dispatch(vs, {of::ones({2})},
+                   {of::DimVector{4}, of::DimVector{2}, of::DimVector{2}, int64_t(1), false})[0];
   CHECK(r.to_vector<float>() == std::vector<float>{0, 1, 0, 1});
   const int64_t big = int64_t(1) << 62;
   CHECK(th::throws_with([&] { (void)of::as_strided(of::ones({4}), {4}, {big}); },
@@ -292,12 +330,16 @@ TEST_CASE("fuzz regressions: reductions refuse dims that are out of range or uns
   // reduce_meta checks it for every reduction now.
   const of::Tensor x = of::ones({2, 3});
   for (const char* name : {"sum", "mean", "all", "any"})
-    CHECK(th::throws_with([&] {
-      (void)of::dispatch(of::find_op(name), {x}, {of::DimVector{5}, false, of::kFloat32});
-    }, {std::string("[") + name + "]", "dimension 5"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("sum"), {x}, {of::DimVector{1, 0}, false, of::kFloat32});
-  }, {"[sum]", "sorted and unique"}));
+    CHECK(th::throws_with(
+        [&] {
+          (void)of::dispatch(of::find_op(name), {x}, {of::DimVector{5}, false, of::kFloat32});
+        },
+        {std::string("[") + name + "]", "dimension 5"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("sum"), {x}, {of::DimVector{1, 0}, false, of::kFloat32});
+      },
+      {"[sum]", "sorted and unique"}));
   CHECK(of::dispatch(of::find_op("sum"), {x}, {of::DimVector{1}, false, of::kFloat32})[0]
             .to_vector<float>() == std::vector<float>{3, 3});
 }
@@ -341,13 +383,18 @@ TEST_CASE("fuzz regressions: slice dispatched with start/end outside the dimensi
 TEST_CASE("fuzz regressions: device attributes are checked, to_device copies views densely") {
   // attributes name the device by integers; any int64 reached Device(DeviceType(..)), and
   // to_device copied nbytes() from a broadcast view's smaller storage.
-  CHECK(th::throws_with([] {
-    (void)of::dispatch(of::find_op("full"), {},
-                       {of::DimVector{2}, of::Scalar(1), of::kFloat32, int64_t(5), int64_t(-1)});
-  }, {"[full]", "unknown device type 5"}));
-  CHECK(th::throws_with([] {
-    (void)of::dispatch(of::find_op("to_device"), {of::ones({2})}, {int64_t(0), int64_t(300)});
-  }, {"[to_device]", "device index 300"}));
+  CHECK(th::throws_with(
+      [] {
+        (void)of::dispatch(
+            of::find_op("full"), {},
+            {of::DimVector{2}, of::Scalar(1), of::kFloat32, int64_t(5), int64_t(-1)});
+      },
+      {"[full]", "unknown device type 5"}));
+  CHECK(th::throws_with(
+      [] {
+        (void)of::dispatch(of::find_op("to_device"), {of::ones({2})}, {int64_t(0), int64_t(300)});
+      },
+      {"[to_device]", "device index 300"}));
   const of::Tensor x = of::arange(2).to(of::kFloat32).reshape({2, 1}).expand({2, 3});
   const of::Tensor r = of::dispatch(of::find_op("to_device"), {x}, {int64_t(0), int64_t(-1)})[0];
   CHECK(r.to_vector<float>() == std::vector<float>{0, 0, 0, 1, 1, 1});
@@ -358,12 +405,16 @@ TEST_CASE("fuzz regressions: upsampling refuses a scale whose inverse is infinit
   // source index int64_t(inf) undefined; such scales are refused, large ones clamp.
   const of::Tensor x = of::randn({1, 1, 2, 2});
   const of::OpDef& bil = of::find_op("upsample_bilinear2d");
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(bil, {x}, {of::DimVector{4, 4}, false, 1e-310, 2.0});
-  }, {"[upsample_bilinear2d]", "scale factor"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("upsample_nearest2d"), {x}, {of::DimVector{4, 4}, NAN, 2.0});
-  }, {"[upsample_nearest2d]", "scale factor nan"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(bil, {x}, {of::DimVector{4, 4}, false, 1e-310, 2.0});
+      },
+      {"[upsample_bilinear2d]", "scale factor"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("upsample_nearest2d"), {x}, {of::DimVector{4, 4}, NAN, 2.0});
+      },
+      {"[upsample_nearest2d]", "scale factor nan"}));
   const of::Tensor y = of::dispatch(bil, {x}, {of::DimVector{3, 3}, false, 1e-300, 1e-300})[0];
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3}));  // indices clamp to the input
 }
@@ -383,18 +434,20 @@ TEST_CASE("fuzz regressions: a huge resampling output size raises at once, befor
   CHECK_THROWS_AS((void)of::dispatch(of::find_op("upsample_bilinear2d"), {x},
                                      {of::DimVector{huge, huge}, false, 0.0, 0.0}),
                   of::Error);
-  CHECK_THROWS_AS((void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x},
-                                     {of::DimVector{huge, huge}}),
-                  of::Error);
+  CHECK_THROWS_AS(
+      (void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x}, {of::DimVector{huge, huge}}),
+      of::Error);
   // the backward ops check grad_output against the output size before building maps
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("upsample_bilinear2d_backward"), {of::randn({1, 1, 4, 4})},
-                       {of::DimVector{huge, 4}, false, 0.0, 0.0, of::DimVector{1, 1, 2, 2}});
-  }, {"[upsample_bilinear2d_backward]", "does not match"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("upsample_bilinear2d_backward"), {of::randn({1, 1, 4, 4})},
+                           {of::DimVector{huge, 4}, false, 0.0, 0.0, of::DimVector{1, 1, 2, 2}});
+      },
+      {"[upsample_bilinear2d_backward]", "does not match"}));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   // ordinary sizes still resample
-  const of::Tensor y = of::dispatch(of::find_op("upsample_nearest2d"), {x},
-                                    {of::DimVector{4, 4}, 0.0, 0.0})[0];
+  const of::Tensor y =
+      of::dispatch(of::find_op("upsample_nearest2d"), {x}, {of::DimVector{4, 4}, 0.0, 0.0})[0];
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 4, 4}));
 }
 
@@ -403,19 +456,24 @@ TEST_CASE("fuzz regressions: convolution sizes are computed overflow-checked") {
   // huge dilation; the geometry now raises instead.
   const of::Tensor x = of::randn({1, 1, 4, 4, 4}), w = of::randn({1, 1, 2, 2, 2});
   const int64_t big = int64_t(1) << 62;
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("conv3d"), {x, of::randn({1, 1, 3, 3, 3}), of::Tensor()},
-                       {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0}, of::DimVector{big, 1, 1},
-                        int64_t(1)});
-  }, {"[conv3d]", "overflow"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("conv2d"), {of::randn({1, 1, 4, 4}), of::randn({1, 1, 2, 2}), of::Tensor()},
-                       {of::DimVector{1, 1}, of::DimVector{big, 0}, of::DimVector{1, 1}, int64_t(1)});
-  }, {"[conv2d]", "overflow"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            of::find_op("conv3d"), {x, of::randn({1, 1, 3, 3, 3}), of::Tensor()},
+            {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0}, of::DimVector{big, 1, 1}, int64_t(1)});
+      },
+      {"[conv3d]", "overflow"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            of::find_op("conv2d"), {of::randn({1, 1, 4, 4}), of::randn({1, 1, 2, 2}), of::Tensor()},
+            {of::DimVector{1, 1}, of::DimVector{big, 0}, of::DimVector{1, 1}, int64_t(1)});
+      },
+      {"[conv2d]", "overflow"}));
   // ordinary parameters still convolve
-  const of::Tensor y = of::dispatch(of::find_op("conv3d"), {x, w, of::Tensor()},
-                                    {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0},
-                                     of::DimVector{1, 1, 1}, int64_t(1)})[0];
+  const of::Tensor y = of::dispatch(
+      of::find_op("conv3d"), {x, w, of::Tensor()},
+      {of::DimVector{1, 1, 1}, of::DimVector{0, 0, 0}, of::DimVector{1, 1, 1}, int64_t(1)})[0];
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 3, 3, 3}));
 }
 
@@ -439,37 +497,52 @@ TEST_CASE("fuzz regressions: max pooling dispatched with parameter lists of othe
   // the lists at -1; the op now takes exactly 2 (or 3) values of each.
   const of::Tensor x = of::randn({1, 1, 4, 4});
   const of::OpDef& mp = of::find_op("max_pool2d_with_indices");
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(mp, {x}, {of::DimVector{2}, of::DimVector{2}, of::DimVector{0},
-                                 of::DimVector{1}, false});
-  }, {"[max_pool2d_with_indices]", "2 (or 3) values"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(mp, {x}, {of::DimVector{2, 2}, of::DimVector{2}, of::DimVector{0, 0},
-                                 of::DimVector{1, 1}, false});
-  }, {"[max_pool2d_with_indices]", "2 (or 3) values"}));
-  const of::Tensor y = of::dispatch(mp, {x}, {of::DimVector{2, 2}, of::DimVector{2, 2},
-                                              of::DimVector{0, 0}, of::DimVector{1, 1}, false})[0];
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            mp, {x},
+            {of::DimVector{2}, of::DimVector{2}, of::DimVector{0}, of::DimVector{1}, false});
+      },
+      {"[max_pool2d_with_indices]", "2 (or 3) values"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(mp, {x},
+                           {of::DimVector{2, 2}, of::DimVector{2}, of::DimVector{0, 0},
+                            of::DimVector{1, 1}, false});
+      },
+      {"[max_pool2d_with_indices]", "2 (or 3) values"}));
+  const of::Tensor y = of::dispatch(mp, {x},
+                                    {of::DimVector{2, 2}, of::DimVector{2, 2}, of::DimVector{0, 0},
+                                     of::DimVector{1, 1}, false})[0];
   CHECK(y.sizes() == of::IntArrayRef(of::DimVector{1, 1, 2, 2}));
   // the same for convolution, average and adaptive pooling
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("conv2d"), {x, of::randn({1, 1, 2, 2}), of::Tensor()},
-                       {of::DimVector{1, 1}, of::DimVector{0}, of::DimVector{1, 1}, int64_t(1)});
-  }, {"[conv2d]", "one value per spatial dim"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("avg_pool2d"), {x},
-                       {of::DimVector{2}, of::DimVector{2, 2}, of::DimVector{0, 0}, false, true,
-                        int64_t(0)});
-  }, {"[avg_pool2d]", "2 values each"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x}, {of::DimVector{2}});
-  }, {"[adaptive_avg_pool2d]", "output_size of 2 values"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            of::find_op("conv2d"), {x, of::randn({1, 1, 2, 2}), of::Tensor()},
+            {of::DimVector{1, 1}, of::DimVector{0}, of::DimVector{1, 1}, int64_t(1)});
+      },
+      {"[conv2d]", "one value per spatial dim"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            of::find_op("avg_pool2d"), {x},
+            {of::DimVector{2}, of::DimVector{2, 2}, of::DimVector{0, 0}, false, true, int64_t(0)});
+      },
+      {"[avg_pool2d]", "2 values each"}));
+  CHECK(th::throws_with(
+      [&] { (void)of::dispatch(of::find_op("adaptive_avg_pool2d"), {x}, {of::DimVector{2}}); },
+      {"[adaptive_avg_pool2d]", "output_size of 2 values"}));
 }
 
 TEST_CASE("fuzz regressions: repeat refuses repeats whose size overflows") {
   // fuzz_ops (ops_repeat_overflow.bin): repeats * size overflowed int64 in repeat's meta.
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("repeat"), {of::ones({2})}, {of::DimVector{int64_t(1) << 62}});
-  }, {"[repeat]", "overflow"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("repeat"), {of::ones({2})},
+                           {of::DimVector{int64_t(1) << 62}});
+      },
+      {"[repeat]", "overflow"}));
   CHECK(of::ones({2}).repeat({3}).sizes() == of::IntArrayRef(of::DimVector{6}));
 }
 
@@ -484,18 +557,20 @@ TEST_CASE("fuzz regressions: integer rounding, saturating fills and means, wrapp
     CHECK(r.to_vector<int64_t>() == xi.to_vector<int64_t>());
   }
   // (ops_cumprod_int_wrap.bin) integer cumprod/cumsum wrap in two's complement
-  const of::Tensor cp = of::dispatch(of::find_op("cumprod"), {of::tensor({big, int64_t(2)}, of::kInt64)},
-                                     {int64_t(0), false})[0];
+  const of::Tensor cp = of::dispatch(
+      of::find_op("cumprod"), {of::tensor({big, int64_t(2)}, of::kInt64)}, {int64_t(0), false})[0];
   CHECK(cp.to_vector<int64_t>() == std::vector<int64_t>{big, -2});
   // (ops_fill_int_saturate.bin) a NaN or out-of-range fill of an integer output saturates
   const of::Tensor padded = of::dispatch(of::find_op("pad"), {of::ones({2}, of::kUInt8)},
                                          {of::DimVector{1, 1}, std::string("constant"), -1.5})[0];
   CHECK(padded.to_vector<uint8_t>() == std::vector<uint8_t>{0, 1, 1, 0});
   // (ops_pad_overflow.bin) padding that overflows a dimension's size is refused
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("pad"), {of::ones({2})},
-                       {of::DimVector{big, 1}, std::string("constant"), 0.0});
-  }, {"[pad]", "overflows"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("pad"), {of::ones({2})},
+                           {of::DimVector{big, 1}, std::string("constant"), 0.0});
+      },
+      {"[pad]", "overflows"}));
   // (ops_pad_empty_huge.bin, ops_repeat_empty_huge.bin) empty outputs with huge other dims
   const of::Tensor e = of::dispatch(of::find_op("repeat"), {of::ones({0, 1})},
                                     {of::DimVector{1, int64_t(1) << 40}})[0];
@@ -535,9 +610,11 @@ TEST_CASE("fuzz regressions: integer arithmetic wraps instead of overflowing") {
   CHECK(of::dispatch(of::find_op("pow_scalar"), {one}, {1e300})[0].to_vector<int64_t>() ==
         std::vector<int64_t>{1, 1});
   // integer matmul sums wrap too (fuzz_ops, ops_mm_int_wrap.bin: int32 rows of -2^31)
-  const of::Tensor a = of::full({1, 2}, INT32_MIN, of::kInt32), b = of::full({2, 1}, INT32_MIN, of::kInt32);
+  const of::Tensor a = of::full({1, 2}, INT32_MIN, of::kInt32),
+                   b = of::full({2, 1}, INT32_MIN, of::kInt32);
   CHECK(a.mm(b).item<int32_t>() == 0);  // 2 * 2^62 = 2^63: 0 mod 2^32
-  const of::Tensor c = of::tensor(std::vector<int64_t>{INT64_MAX, 1}, {}, of::kInt64).reshape({1, 2});
+  const of::Tensor c =
+      of::tensor(std::vector<int64_t>{INT64_MAX, 1}, {}, of::kInt64).reshape({1, 2});
   const of::Tensor d = of::tensor(std::vector<int64_t>{2, 1}, {}, of::kInt64).reshape({2, 1});
   CHECK(c.mm(d).item<int64_t>() == -1);  // 2 * (2^63 - 1) + 1 = 2^64 - 1
 }
@@ -546,9 +623,11 @@ TEST_CASE("fuzz regressions: view refuses a shape whose product overflows") {
   // fuzz_ops (ops_view_shape_overflow.bin): infer_size multiplied the shape attribute's
   // sizes unchecked (signed overflow); a product past int64 cannot match any numel.
   const int64_t big = int64_t(1302123111085380114);
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("view"), {of::ones({4})}, {of::DimVector{big, big, 0}});
-  }, {"[view]", "is invalid for input of size 4"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("view"), {of::ones({4})}, {of::DimVector{big, big, 0}});
+      },
+      {"[view]", "is invalid for input of size 4"}));
   CHECK(th::throws_with([&] { (void)of::ones({4}).reshape({big, big, -1}); }, {"is invalid"}));
 }
 
@@ -556,9 +635,11 @@ TEST_CASE("fuzz regressions: where dispatched with x and y of different dtypes i
   // fuzz_ops (ops_where_mixed_dtypes.bin): a float64 x and a narrower y were both read as
   // float64 (use-after-poison past y's buffer); where() promotes first, dispatch refuses.
   const of::Tensor c = of::ones({3}, of::kBool);
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("where"), {c, of::ones({3}, of::kFloat64), of::ones({3})});
-  }, {"[where]", "float64 and float32"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("where"), {c, of::ones({3}, of::kFloat64), of::ones({3})});
+      },
+      {"[where]", "float64 and float32"}));
   CHECK(of::where(c, of::ones({3}, of::kFloat64), of::ones({3})).dtype() == of::kFloat64);
 }
 
@@ -590,8 +671,8 @@ TEST_CASE("fuzz regressions: adaptive pooling of an empty batch with a huge outp
   const of::Tensor gx = of::dispatch(of::find_op("adaptive_avg_pool2d_backward"), {y},
                                      {of::DimVector{huge, 4}, of::DimVector{0, 1, 4, 1}})[0];
   CHECK(gx.sizes() == x.sizes());
-  const of::Tensor u = of::dispatch(of::find_op("upsample_nearest2d"), {x},
-                                    {of::DimVector{huge, 2}, 0.0, 0.0})[0];
+  const of::Tensor u =
+      of::dispatch(of::find_op("upsample_nearest2d"), {x}, {of::DimVector{huge, 2}, 0.0, 0.0})[0];
   CHECK(u.numel() == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
 }
@@ -628,26 +709,35 @@ TEST_CASE("fuzz regressions: col2im and im2col sizes are computed overflow-check
   // before any check (65536 * 6.5e17), and read both of a shorter list
   const of::OpDef& col2im = of::find_op("col2im");
   const of::Tensor x = of::zeros({0, 0, 0}, of::kFloat64);
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(col2im, {x}, {of::DimVector{4, 4}, of::DimVector{65536, int64_t(648518346341302850)},
-                                     of::DimVector{1, 1}, of::DimVector{0, 0}, of::DimVector{1, 1}});
-  }, {"[col2im]", "kernel size overflows"}));
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(col2im, {x}, {of::DimVector{4}, of::DimVector{2}, of::DimVector{1, 1},
-                                     of::DimVector{0, 0}, of::DimVector{1, 1}});
-  }, {"[col2im]", "2 values each"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(col2im, {x},
+                           {of::DimVector{4, 4}, of::DimVector{65536, int64_t(648518346341302850)},
+                            of::DimVector{1, 1}, of::DimVector{0, 0}, of::DimVector{1, 1}});
+      },
+      {"[col2im]", "kernel size overflows"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(col2im, {x},
+                           {of::DimVector{4}, of::DimVector{2}, of::DimVector{1, 1},
+                            of::DimVector{0, 0}, of::DimVector{1, 1}});
+      },
+      {"[col2im]", "2 values each"}));
   // im2col of an empty batch with huge spatial sizes: the block count overflows
   const int64_t big = int64_t(1) << 40;
   const of::Tensor e = of::zeros({1, 0, 1, 1}).as_strided({1, 0, big, big}, {0, 0, 0, 0});
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("im2col"), {e}, {of::DimVector{1, 1}, of::DimVector{1, 1},
-                                                   of::DimVector{0, 0}, of::DimVector{1, 1}});
-  }, {"[im2col]", "overflows int64"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(
+            of::find_op("im2col"), {e},
+            {of::DimVector{1, 1}, of::DimVector{1, 1}, of::DimVector{0, 0}, of::DimVector{1, 1}});
+      },
+      {"[im2col]", "overflows int64"}));
   // ordinary sizes still fold back
   const of::Tensor c = of::ones({1, 4, 9});
-  const of::Tensor r = of::dispatch(col2im, {c}, {of::DimVector{4, 4}, of::DimVector{2, 2},
-                                                  of::DimVector{1, 1}, of::DimVector{0, 0},
-                                                  of::DimVector{1, 1}})[0];
+  const of::Tensor r = of::dispatch(col2im, {c},
+                                    {of::DimVector{4, 4}, of::DimVector{2, 2}, of::DimVector{1, 1},
+                                     of::DimVector{0, 0}, of::DimVector{1, 1}})[0];
   CHECK(r.sizes() == of::IntArrayRef(of::DimVector{1, 1, 4, 4}));
   CHECK(r.sum().item<float>() == 36.0f);
 }
@@ -656,10 +746,12 @@ TEST_CASE("fuzz regressions: as_strided checks the input offset it records for t
   // fuzz_ops (ops_as_strided_offset.bin): attribute 3 (the input's storage offset, which the
   // VJP subtracts) was taken as given: INT64_MIN overflowed the subtraction
   const of::Tensor x = of::randn({2, 3}).requires_grad_();
-  CHECK(th::throws_with([&] {
-    (void)of::dispatch(of::find_op("as_strided"), {x},
-                       {of::DimVector{}, of::DimVector{}, int64_t(0), INT64_MIN});
-  }, {"[as_strided]", "recorded input offset"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(of::find_op("as_strided"), {x},
+                           {of::DimVector{}, of::DimVector{}, int64_t(0), INT64_MIN});
+      },
+      {"[as_strided]", "recorded input offset"}));
   of::Tensor y = x.as_strided({2}, {4}, 1);
   y.sum().backward();
   CHECK(x.grad().flatten().to_vector<float>() == std::vector<float>{0, 1, 0, 0, 0, 1});
@@ -679,25 +771,26 @@ TEST_CASE("fuzz regressions: reductions of empty tensors with huge other sizes")
   CHECK(x.grad().abs().sum().item<double>() == 0.0);
 }
 
-TEST_CASE("fuzz regressions: pooling output sizes of any int64 sizes are computed without overflow") {
+TEST_CASE(
+    "fuzz regressions: pooling output sizes of any int64 sizes are computed without overflow") {
   // fuzz_ops (ops_avg_pool3d_backward_size.bin): avg_pool3d_backward's input_size attribute
   // held INT64_MIN, and the output-size formula subtracted from it
   const of::Tensor g = of::zeros({2, 3, 2, 2, 2}, of::kFloat64);
-  CHECK_THROWS_AS((void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
-                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
-                                      of::DimVector{0, 0, 0}, false, true, int64_t(0),
-                                      of::DimVector{2, 3, 4, 1, INT64_MIN}}),
-                  of::Error);
-  CHECK_THROWS_AS((void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
-                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
-                                      of::DimVector{0, 0, 0}, true, true, int64_t(0),
-                                      of::DimVector{2, 3, 4, 4, INT64_MAX}}),
-                  of::Error);
+  CHECK_THROWS_AS(
+      (void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                         {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2}, of::DimVector{0, 0, 0},
+                          false, true, int64_t(0), of::DimVector{2, 3, 4, 1, INT64_MIN}}),
+      of::Error);
+  CHECK_THROWS_AS(
+      (void)of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                         {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2}, of::DimVector{0, 0, 0},
+                          true, true, int64_t(0), of::DimVector{2, 3, 4, 4, INT64_MAX}}),
+      of::Error);
   // the matching size still gives the gradient
-  const of::Tensor gi = of::dispatch(of::find_op("avg_pool3d_backward"), {g},
-                                     {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2},
-                                      of::DimVector{0, 0, 0}, false, true, int64_t(0),
-                                      of::DimVector{2, 3, 4, 4, 4}})[0];
+  const of::Tensor gi =
+      of::dispatch(of::find_op("avg_pool3d_backward"), {g},
+                   {of::DimVector{2, 2, 2}, of::DimVector{2, 2, 2}, of::DimVector{0, 0, 0}, false,
+                    true, int64_t(0), of::DimVector{2, 3, 4, 4, 4}})[0];
   CHECK(gi.sizes() == of::IntArrayRef(of::DimVector{2, 3, 4, 4, 4}));
 }
 

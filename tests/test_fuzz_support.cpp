@@ -75,9 +75,7 @@ SignatureRecorder record_rows() {
     std::vector<of::Tensor> in;
     try {
       in = row_inputs(row);
-    } catch (const std::exception&) {
-      continue;
-    }
+    } catch (const std::exception&) { continue; }
     for (size_t i = 0; i < in.size(); ++i)
       if (row.grad && in[i].is_floating_point() &&
           std::find(row.nondiff.begin(), row.nondiff.end(), int(i)) == row.nondiff.end())
@@ -120,7 +118,8 @@ TEST_CASE("fuzz support: the op signatures and seed corpus are current") {
   // the text round-trips
   CHECK(signature_text(rec) == text);
   REQUIRE(sigs.size() == rec.sigs.size());
-  for (const auto& s : sigs) CHECK(offuzz::format_signature(s) == offuzz::format_signature(rec.sigs[s.name]));
+  for (const auto& s : sigs)
+    CHECK(offuzz::format_signature(s) == offuzz::format_signature(rec.sigs[s.name]));
   if (const char* w = std::getenv("OF_FUZZ_WRITE"); w && *w == '1') {
     std::ofstream(root + "op_signatures.txt", std::ios::binary) << text;
     const std::string dir = root + "corpus/ops/";
@@ -182,7 +181,8 @@ TEST_CASE("fuzz support: seed corpora of the file readers") {
     idx("i8_empty", 0, {0, 0, 0x09, 2, 0, 0, 0, 0, 0, 0, 0, 4});
     // traced graphs: the payload (the harness writes the header), and one whole file (0xFF)
     of::NoGradGuard ng;
-    auto f = of::jit::trace([](const of::Tensor& x) { return (x.matmul(x.t()) + 1).relu().sum(1); });
+    auto f =
+        of::jit::trace([](const of::Tensor& x) { return (x.matmul(x.t()) + 1).relu().sum(1); });
     (void)f(of::randn({3, 4}));
     const std::string tmp = root + "jit_load/tmp.oftrace";
     of::jit::save(f, tmp);
@@ -196,7 +196,8 @@ TEST_CASE("fuzz support: seed corpora of the file readers") {
     size_t n = 0;
     if (std::filesystem::is_directory(root + t))
       for (const auto& e : std::filesystem::directory_iterator(root + t)) n += e.is_regular_file();
-    CHECK_MESSAGE(n > 0, "tests/fuzz/corpus/", t, " is empty: run OF_FUZZ_WRITE=1 "
+    CHECK_MESSAGE(n > 0, "tests/fuzz/corpus/", t,
+                  " is empty: run OF_FUZZ_WRITE=1 "
                   "./build/tests/oneflow_tests -tc='fuzz support*'");
   }
 }

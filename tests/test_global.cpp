@@ -60,7 +60,8 @@ TEST_CASE("global: a world of one process (no MPI): conversions, ops, autograd, 
   CHECK(y.is_global());
   CHECK(y.sbp() == NdSbp{of::sbp::split(0)});
   CHECK(of::allclose(y.to_local(), of::relu(of::linear(x, w.to_local())) + 1.0));
-  CHECK(y.sum().item<float>() == doctest::Approx((of::relu(of::linear(x, w.to_local())) + 1.0).sum().item<float>()));
+  CHECK(y.sum().item<float>() ==
+        doctest::Approx((of::relu(of::linear(x, w.to_local())) + 1.0).sum().item<float>()));
   // printing shows the logical value with placement and SBP
   const std::string s = of::str(g);
   CHECK(s.find("placement=Placement(cpu, ranks=[0])") != std::string::npos);
@@ -100,12 +101,15 @@ TEST_CASE("global: a world of one process (no MPI): conversions, ops, autograd, 
   CHECK_THROWS_WITH_AS(h(x), doctest::Contains("make the inputs global"), of::Error);
 }
 
-TEST_CASE("global: the signature cache serves repeated calls and keys on every input's SBP and shape") {
+TEST_CASE(
+    "global: the signature cache serves repeated calls and keys on every input's SBP and shape") {
   namespace g = of::global;
   of::Placement pl("cpu", {0});
   const of::Tensor a = of::randn({6, 4}), b = of::randn({6, 4});
-  const of::Tensor as0 = a.to_global(pl, of::sbp::split(0)), bs0 = b.to_global(pl, of::sbp::split(0));
-  const of::Tensor ab = a.to_global(pl, of::sbp::broadcast()), bb = b.to_global(pl, of::sbp::broadcast());
+  const of::Tensor as0 = a.to_global(pl, of::sbp::split(0)),
+                   bs0 = b.to_global(pl, of::sbp::split(0));
+  const of::Tensor ab = a.to_global(pl, of::sbp::broadcast()),
+                   bb = b.to_global(pl, of::sbp::broadcast());
   (void)(as0 + bs0);  // first call (may be a miss or a hit from an earlier test)
   g::SignatureCacheStats s0 = g::signature_cache_stats();
   of::Tensor r1 = as0 + bs0;
@@ -116,7 +120,8 @@ TEST_CASE("global: the signature cache serves repeated calls and keys on every i
   // other SBPs, other shapes, other attrs: new entries, and the results follow the inputs
   of::Tensor r2 = ab + bb;
   CHECK(r2.sbp() == NdSbp{of::sbp::broadcast()});
-  of::Tensor r3 = of::randn({3, 4}).to_global(pl, of::sbp::split(0)) + of::randn({3, 4}).to_global(pl, of::sbp::split(0));
+  of::Tensor r3 = of::randn({3, 4}).to_global(pl, of::sbp::split(0)) +
+                  of::randn({3, 4}).to_global(pl, of::sbp::split(0));
   CHECK(r3.sizes() == of::IntArrayRef({3, 4}));
   of::Tensor r4 = ab.sum(0), r5 = ab.sum(1);
   CHECK(r4.sizes() == of::IntArrayRef({4}));
@@ -165,12 +170,14 @@ TEST_CASE("global: the multi-rank suite under mpirun -np 1, 2 and 4") {
 #endif
 }
 
-TEST_CASE("global: a diverging rank is detected by the opt-in check, naming the op and its number") {
+TEST_CASE(
+    "global: a diverging rank is detected by the opt-in check, naming the op and its number") {
 #if ONEFLOW_HAVE_MPI
   for (const char* mode : {"diverge", "diverge_shape"}) {
     CAPTURE(mode);
     std::string out;
-    const int rc = run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_GLOBAL_CHECK=1", mode), 90);
+    const int rc =
+        run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_GLOBAL_CHECK=1", mode), 90);
     INFO(out);
     CHECK(rc == 3);
     CHECK(out.find("finished the collective") == std::string::npos);
@@ -205,20 +212,25 @@ TEST_CASE("global: a dead rank or a stuck rank ends the job non-zero in bounded 
     std::string out;
     const auto t0 = std::chrono::steady_clock::now();
     // the sleeping rank sleeps 120 s; the others' watchdog gives up after 3 s
-    const int rc = run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_COLLECTIVE_TIMEOUT=3", mode), 90);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int rc =
+        run_ranks(2, &out, fmt::format("OF_WORKER_FAULT={} OF_COLLECTIVE_TIMEOUT=3", mode), 90);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO(out);
     CHECK(rc != 0);
     CHECK(rc != 124);  // not the deadline: the job ended itself
     CHECK(secs < 60);
-    if (std::string(mode) == "sleep") CHECK(out.find("did not complete within 3 s") != std::string::npos);
+    if (std::string(mode) == "sleep")
+      CHECK(out.find("did not complete within 3 s") != std::string::npos);
     CHECK(out.find("finished the collective") == std::string::npos);
   }
 #elif ONEFLOW_STATIC_CORE
-  MESSAGE("static core (the sanitized build): the MPI module and the multi-rank suite are built "
-          "and run by the regular build only");
+  MESSAGE(
+      "static core (the sanitized build): the MPI module and the multi-rank suite are built "
+      "and run by the regular build only");
 #else
-  FAIL("built without Open MPI's development files (libopenmpi-dev): the multi-rank suite is "
-       "not built; ./run installs them");
+  FAIL(
+      "built without Open MPI's development files (libopenmpi-dev): the multi-rank suite is "
+      "not built; ./run installs them");
 #endif
 }

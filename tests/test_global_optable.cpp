@@ -80,7 +80,8 @@ std::vector<std::vector<Sbp>> combos_1d(const th::OpRow& row, const std::vector<
   return r;
 }
 
-std::vector<Combo> combos_for(const th::OpRow& row, const std::vector<of::Tensor>& in, int64_t ndim) {
+std::vector<Combo> combos_for(const th::OpRow& row, const std::vector<of::Tensor>& in,
+                              int64_t ndim) {
   const std::vector<std::vector<Sbp>> one = combos_1d(row, in);
   std::vector<Combo> r;
   for (size_t k = 0; k < one.size(); ++k) {
@@ -107,7 +108,8 @@ of::Tensor gathered(const of::Tensor& t, const of::Placement& pl) {
   return t.to_global(pl, NdSbp(size_t(pl.ndim()), Sbp::broadcast())).to_local();
 }
 
-std::string compare_tensors(const of::Tensor& got, const of::Tensor& want, double rtol, double atol) {
+std::string compare_tensors(const of::Tensor& got, const of::Tensor& want, double rtol,
+                            double atol) {
   if (got.dtype() != want.dtype())
     return fmt::format("dtype {} vs {}", of::dtype_name(got.dtype()), of::dtype_name(want.dtype()));
   return th::compare(got, th::to_ref(want), rtol, atol);
@@ -137,7 +139,8 @@ Tally run_table(const of::Placement& pl) {
     of::Tensor want = row.fn(loc);
     const bool backward = row.grad && want.requires_grad() && want.is_floating_point();
     of::manual_seed(9);
-    const of::Tensor gout = backward ? of::randn(want.sizes(), of::kFloat64).to(want.dtype()) : of::Tensor();
+    const of::Tensor gout =
+        backward ? of::randn(want.sizes(), of::kFloat64).to(want.dtype()) : of::Tensor();
     if (backward) want.backward(gout);
     ++tally.rows;
     const double rtol = std::max(row.rtol64, 1e-9), atol = std::max(row.atol64, 1e-9);
@@ -164,20 +167,18 @@ Tally run_table(const of::Placement& pl) {
               err = fmt::format("input {}: the local gradient is {}defined, the global one {}", i,
                                 lg ? "" : "un", gg ? "defined" : "undefined");
             } else if (lg) {
-              const std::string e = compare_tensors(gathered(gin[i].grad(), pl), loc[i].grad(),
-                                                    10 * rtol, 10 * atol);
+              const std::string e =
+                  compare_tensors(gathered(gin[i].grad(), pl), loc[i].grad(), 10 * rtol, 10 * atol);
               if (!e.empty()) err = fmt::format("gradient of input {}: {}", i, e);
             }
           }
         }
-      } catch (const std::exception& e) {
-        err = std::string("threw: ") + e.what();
-      }
+      } catch (const std::exception& e) { err = std::string("threw: ") + e.what(); }
       ++tally.runs;
       if (!err.empty()) ++tally.failures;
-      const std::string where = fmt::format("rank {} of {}, {}: row {} with inputs {}",
-                                            of::distributed::rank(), of::distributed::world_size(),
-                                            pl.str(), row.name, combo_str(c));
+      const std::string where =
+          fmt::format("rank {} of {}, {}: row {} with inputs {}", of::distributed::rank(),
+                      of::distributed::world_size(), pl.str(), row.name, combo_str(c));
       INFO(where);
       CHECK_MESSAGE(err.empty(), err);
     }
@@ -189,9 +190,10 @@ void run_meshes(const of::Placement& one_d, const of::Placement& two_d) {
   for (const of::Placement& pl : {one_d, two_d}) {
     const Tally t = run_table(pl);
     if (of::distributed::rank() == 0)
-      std::printf("global op table on %s: %zu rows, %zu runs (input SBP combinations), %zu failed "
-                  "(%zu rows without inputs)\n",
-                  pl.str().c_str(), t.rows, t.runs, t.failures, t.no_inputs);
+      std::printf(
+          "global op table on %s: %zu rows, %zu runs (input SBP combinations), %zu failed "
+          "(%zu rows without inputs)\n",
+          pl.str().c_str(), t.rows, t.runs, t.failures, t.no_inputs);
     CHECK(t.rows + t.no_inputs == th::rows().size());
     CHECK(t.no_inputs < 10);
     CHECK(t.runs > 3 * t.rows);
@@ -200,7 +202,8 @@ void run_meshes(const of::Placement& one_d, const of::Placement& two_d) {
 
 }  // namespace
 
-TEST_CASE("global op table: every row on global inputs equals the local run, forward and gradients") {
+TEST_CASE(
+    "global op table: every row on global inputs equals the local run, forward and gradients") {
   REQUIRE(!th::rows().empty());
   if (under_launcher()) {
     // a rank of the run below: 2 ranks run [2] and [1, 2], 4 ranks [4] and [2, 2]
@@ -209,7 +212,9 @@ TEST_CASE("global op table: every row on global inputs equals the local run, for
     for (int r = 0; r < n; ++r) all[size_t(r)] = r;
     of::set_num_threads(1);
     if (n == 4) run_meshes(of::Placement("cpu", all), of::Placement("cpu", {{0, 1}, {2, 3}}));
-    else run_meshes(of::Placement("cpu", all), of::Placement("cpu", std::vector<std::vector<int>>{all}));
+    else
+      run_meshes(of::Placement("cpu", all),
+                 of::Placement("cpu", std::vector<std::vector<int>>{all}));
     return;
   }
   // this process: a world of one, on [1] and [1, 1]
@@ -247,7 +252,8 @@ TEST_CASE("global op table: every row on global inputs equals the local run, for
     INFO(out);
     CHECK(rc == 0);
     size_t clean = 0;
-    for (size_t at = summary.find(" 0 failed"); at != std::string::npos; at = summary.find(" 0 failed", at + 1))
+    for (size_t at = summary.find(" 0 failed"); at != std::string::npos;
+         at = summary.find(" 0 failed", at + 1))
       ++clean;
     CHECK(clean == 2);
   }

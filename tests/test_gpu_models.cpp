@@ -12,9 +12,9 @@ namespace ob = oneflow::bench;
 
 template <class MakeModel, class MakeOpt>
 std::pair<std::vector<of::Tensor>, std::vector<of::Tensor>> train(MakeModel make_model,
-                                                                   MakeOpt make_opt, bool traced,
-                                                                   const of::Tensor& x,
-                                                                   const of::Tensor& y) {
+                                                                  MakeOpt make_opt, bool traced,
+                                                                  const of::Tensor& x,
+                                                                  const of::Tensor& y) {
   of::manual_seed(11);
   auto model = make_model();
   auto opt = make_opt(model->parameters());
@@ -48,7 +48,8 @@ TEST_CASE("gpu models (small, CPU): ResNet bottleneck network AMP steps traced e
   const of::Tensor y = of::randint(0, 10, {2}, of::kInt64);
   auto make = [] { return ob::ResNet(std::vector<int64_t>{1, 1, 1, 1}, 10, 8); };
   auto opt = [](std::vector<of::Tensor> p) {
-    return std::make_unique<of::optim::SGD>(p, of::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+    return std::make_unique<of::optim::SGD>(
+        p, of::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
   };
   const auto eager = train(make, opt, false, x, y);
   const auto traced = train(make, opt, true, x, y);

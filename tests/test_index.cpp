@@ -221,6 +221,7 @@ OpRow with_make(OpRow r, std::function<V(uint64_t)> make, std::vector<int> nondi
 
 // ---------------------------------------------------------------- the table
 
+// clang-format off
 TH_ROWS({
     row("cat/dim1", {"cat"}, {{2, 3}, {2, 4}, {2, 1}},
         [](const V& in) { return of::cat({in[0], in[1], in[2]}, 1); },
@@ -479,6 +480,7 @@ TH_ROWS({
               },
               {1}),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- plain tests
 
@@ -553,7 +555,11 @@ TEST_CASE("index: one_hot") {
   CHECK(L(oh) == std::vector<int64_t>{1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1});
   CHECK(of::one_hot(c, 5).sizes().vec() == std::vector<int64_t>{2, 2, 5});
   CHECK(of::one_hot(of::zeros({0}, of::kInt64), 4).sizes().vec() == std::vector<int64_t>{0, 4});
-  CHECK(th::throws_with([&] { of::one_hot(of::tensor(std::vector<int64_t>{1, -1})); }, {"[one_hot]", "non-negative"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::one_hot(of::tensor(std::vector<int64_t>{1, -1}));
+      },
+      {"[one_hot]", "non-negative"}));
   CHECK(th::throws_with([&] { of::one_hot(c, 2); }, {"[one_hot]", "2", "num_classes"}));
   CHECK(th::throws_with([&] { of::one_hot(c.to(of::kInt32), 3); }, {"[one_hot]", "int32"}));
   CHECK(th::throws_with([&] { of::one_hot(of::zeros({0}, of::kInt64)); }, {"[one_hot]", "empty"}));
@@ -592,8 +598,10 @@ TEST_CASE("index: int / bool dtype flows and promotion") {
 
 TEST_CASE("index: empty tensors and 0-d inputs") {
   T x = of::ones({3, 4});
-  CHECK(of::gather(x, 1, of::zeros({3, 0}, of::kInt64)).sizes().vec() == std::vector<int64_t>{3, 0});
-  CHECK(of::index_select(x, 0, of::zeros({0}, of::kInt64)).sizes().vec() == std::vector<int64_t>{0, 4});
+  CHECK(of::gather(x, 1, of::zeros({3, 0}, of::kInt64)).sizes().vec() ==
+        std::vector<int64_t>{3, 0});
+  CHECK(of::index_select(x, 0, of::zeros({0}, of::kInt64)).sizes().vec() ==
+        std::vector<int64_t>{0, 4});
   CHECK(of::masked_select(x, x < 0).sizes().vec() == std::vector<int64_t>{0});
   CHECK(of::cat({x, of::zeros({0, 4})}).sizes().vec() == std::vector<int64_t>{3, 4});
   CHECK(of::cat({of::zeros({0}), of::zeros({0})}).sizes().vec() == std::vector<int64_t>{0});
@@ -659,7 +667,8 @@ TEST_CASE("index: large inputs are deterministic across thread counts") {
       r.insert(r.end(), v.begin(), v.end());
     };
     add(of::zeros({50, 100}).index_add(0, idx, src));
-    add(of::scatter_add(of::zeros({50, 100}), 0, gidx.narrow(0, 0, 50).remainder(50), x.narrow(0, 0, 50)));
+    add(of::scatter_add(of::zeros({50, 100}), 0, gidx.narrow(0, 0, 50).remainder(50),
+                        x.narrow(0, 0, 50)));
     add(x.gather(1, gidx));
     add(std::get<0>(x.sort(0)));
     add(of::pad(x, {3, 3, 1, 1}, "reflect"));
@@ -683,31 +692,63 @@ TEST_CASE("index: errors name the op and the offending values") {
                         {"[gather]", "index 7 is out of bounds for dimension 1 with size 5"}));
   CHECK(th::throws_with([&] { of::gather(x, 1, -i64); }, {"[gather]", "index -7"}));
   CHECK(th::throws_with([&] { of::gather(x, 2, i64); }, {"[gather]", "dimension out of range"}));
-  CHECK(th::throws_with([&] { of::gather(x, 1, i64.to(of::kInt32)); }, {"[gather]", "int64", "int32"}));
+  CHECK(th::throws_with([&] { of::gather(x, 1, i64.to(of::kInt32)); },
+                        {"[gather]", "int64", "int32"}));
   CHECK(th::throws_with([&] { of::gather(x, 1, i64.to(of::kFloat32)); }, {"[gather]", "float32"}));
-  CHECK(th::throws_with([&] { of::scatter(x, 1, i64, of::ones({3, 1})); }, {"[scatter]", "index 7"}));
-  CHECK(th::throws_with([&] { of::scatter(x, 1, i64.clamp(0, 4), of::ones({3, 1}, of::kInt64)); },
-                        {"[scatter]", "dtype"}));
-  CHECK(th::throws_with([&] { of::scatter_add(x, 0, i64, of::ones({3, 1})); },
-                        {"[scatter_add]", "index 7 is out of bounds for dimension 0 with size 3"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::scatter(x, 1, i64, of::ones({3, 1}));
+      },
+      {"[scatter]", "index 7"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::scatter(x, 1, i64.clamp(0, 4), of::ones({3, 1}, of::kInt64));
+      },
+      {"[scatter]", "dtype"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::scatter_add(x, 0, i64, of::ones({3, 1}));
+      },
+      {"[scatter_add]", "index 7 is out of bounds for dimension 0 with size 3"}));
   CHECK(th::throws_with([&] { of::index_select(x, 0, of::tensor(std::vector<int64_t>{3})); },
                         {"[index_select]", "index 3", "size 3"}));
-  CHECK(th::throws_with([&] { of::index_select(x, 0, of::zeros({2, 2}, of::kInt64)); },
-                        {"[index_select]", "1-D"}));
-  CHECK(th::throws_with([&] { of::index_add(x, 1, of::tensor(std::vector<int64_t>{0}), of::ones({3, 2})); },
-                        {"[index_add]", "(3, 2)"}));
-  CHECK(th::throws_with([&] { of::cat({x, of::zeros({2, 4})}, 0); },
-                        {"[cat]", "dimension 0", "expected size 5 but got size 4", "tensor number 1"}));
-  CHECK(th::throws_with([&] { of::cat({x, of::zeros({5})}, 0); }, {"[cat]", "same number of dimensions"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::index_select(x, 0, of::zeros({2, 2}, of::kInt64));
+      },
+      {"[index_select]", "1-D"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::index_add(x, 1, of::tensor(std::vector<int64_t>{0}), of::ones({3, 2}));
+      },
+      {"[index_add]", "(3, 2)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::cat({x, of::zeros({2, 4})}, 0);
+      },
+      {"[cat]", "dimension 0", "expected size 5 but got size 4", "tensor number 1"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::cat({x, of::zeros({5})}, 0);
+      },
+      {"[cat]", "same number of dimensions"}));
   CHECK(th::throws_with([&] { of::cat({}, 0); }, {"[cat]", "non-empty"}));
   CHECK(th::throws_with([&] { of::cat({x}, 3); }, {"[cat]", "dimension out of range"}));
   CHECK(th::throws_with([&] { of::cat({of::scalar_tensor(1.0)}); }, {"[cat]", "zero-dimensional"}));
-  CHECK(th::throws_with([&] { of::stack({x, of::zeros({3, 4})}); }, {"[stack]", "(3, 5)", "(3, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::stack({x, of::zeros({3, 4})});
+      },
+      {"[stack]", "(3, 5)", "(3, 4)"}));
   CHECK(th::throws_with([&] { of::chunk(x, 0); }, {"[chunk]", "greater than 0"}));
   CHECK(th::throws_with([&] { of::split(x, 0); }, {"[split]", "positive"}));
   CHECK(th::throws_with([&] { of::split(x, {1, 1}); }, {"[split]", "sum to"}));
   CHECK(th::throws_with([&] { of::topk(x, 6); }, {"[topk]", "k (6)", "size 5"}));
-  CHECK(th::throws_with([&] { of::pad(x, {5, 0}, "reflect"); }, {"[pad]", "reflect", "(5, 0)", "size 5"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::pad(x, {5, 0}, "reflect");
+      },
+      {"[pad]", "reflect", "(5, 0)", "size 5"}));
   CHECK(th::throws_with([&] { of::pad(x, {1}); }, {"[pad]", "divisible by 2"}));
   CHECK(th::throws_with([&] { of::pad(x, {1, 1, 1, 1, 1, 1}); }, {"[pad]", "too large"}));
   CHECK(th::throws_with([&] { of::pad(x, {1, 1}, "wrap"); }, {"[pad]", "wrap"}));
@@ -721,8 +762,11 @@ TEST_CASE("index: errors name the op and the offending values") {
                         {"[embedding]", "index 3", "(3, 5)"}));
   CHECK(th::throws_with([&] { of::embedding(x, of::zeros({2})); }, {"[embedding]", "float32"}));
   CHECK(th::throws_with([&] { of::masked_select(x, x); }, {"[masked_select]", "bool"}));
-  CHECK(th::throws_with([&] { of::repeat_interleave(x, of::tensor(std::vector<int64_t>{1, 2}), 0); },
-                        {"[repeat_interleave]", "size"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::repeat_interleave(x, of::tensor(std::vector<int64_t>{1, 2}), 0);
+      },
+      {"[repeat_interleave]", "size"}));
   CHECK(th::throws_with([&] { of::take_along_dim(x, of::zeros({3}, of::kInt64), 0); },
                         {"[take_along_dim]", "same number of dimensions"}));
 }

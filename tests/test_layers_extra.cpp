@@ -40,7 +40,8 @@ Ref ref_im2col(const Ref& x, const ColP& p) {
             for (int64_t ow = 0; ow < OW; ++ow) {
               const int64_t h = oh * p.sh - p.ph + i * p.dh, w = ow * p.sw - p.pw + j * p.dw;
               if (h < 0 || h >= H || w < 0 || w >= W) continue;
-              y.v[size_t(y.flat({n, (c * p.kh + i) * p.kw + j, oh * OW + ow}))] = x.at({n, c, h, w});
+              y.v[size_t(y.flat({n, (c * p.kh + i) * p.kw + j, oh * OW + ow}))] =
+                  x.at({n, c, h, w});
             }
   return y;
 }
@@ -98,6 +99,7 @@ T longs(std::vector<int64_t> v, Shape s = {}) {
 
 }  // namespace
 
+// clang-format off
 TH_ROWS({
     th::make_row("im2col", {"im2col"}, {{2, 2, 5, 6}},
                  [](const V& a) { return of::im2col(a[0], {2, 3}, {2, 1}, {1, 0}, {2, 1}); },
@@ -132,6 +134,7 @@ TH_ROWS({
                    return Ref({}, {(l0 + l1 + l2) / 3});
                  }),
 });
+// clang-format on
 
 namespace {
 
@@ -143,8 +146,9 @@ std::vector<double> vec(const T& t) { return t.contiguous().to_vector<double>();
 void near(const T& t, const std::vector<double>& ref, double tol = 1e-9) {
   std::vector<double> v = vec(t);
   REQUIRE(v.size() == ref.size());
-  for (size_t i = 0; i < v.size(); ++i) CHECK_MESSAGE(std::abs(v[i] - ref[i]) <= tol * (1 + std::abs(ref[i])),
-                                                      "at ", i, ": ", v[i], " vs ", ref[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    CHECK_MESSAGE(std::abs(v[i] - ref[i]) <= tol * (1 + std::abs(ref[i])), "at ", i, ": ", v[i],
+                  " vs ", ref[i]);
 }
 void grad_ok(const std::function<T(const V&)>& fn, const V& in, std::vector<int> nondiff = {}) {
   std::string msg = th::gradcheck(fn, in, nondiff);
@@ -167,23 +171,28 @@ TEST_CASE("ctc_loss: zero_infinity, sum reduction, log_softmax gradient and the 
   T lp = d64({2, 1, 3}, 1).log_softmax(-1).detach().requires_grad_(true);
   T inf = of::ctc_loss(lp, longs({1, 1}, {1, 2}), longs({2}), longs({2}), 0, of::Reduction::Sum);
   CHECK(std::isinf(inf.item<double>()));
-  T z = of::ctc_loss(lp, longs({1, 1}, {1, 2}), longs({2}), longs({2}), 0, of::Reduction::Sum, true);
+  T z =
+      of::ctc_loss(lp, longs({1, 1}, {1, 2}), longs({2}), longs({2}), 0, of::Reduction::Sum, true);
   CHECK(z.item<double>() == 0);
   z.backward();
   for (double g : vec(lp.grad())) CHECK(g == 0);
   // through log_softmax our gradient equals libtorch's exp(lp) - exp(lcab - nll - lp) form
   T x = d64({4, 2, 3}, 2);
-  grad_ok([](const V& a) {
-    return F::ctc_loss(a[0].log_softmax(2), longs({1, 2, 1, 1}, {2, 2}), longs({4, 4}),
-                       longs({2, 2}), F::CTCLossFuncOptions().reduction(of::kSum));
-  }, {x});
+  grad_ok(
+      [](const V& a) {
+        return F::ctc_loss(a[0].log_softmax(2), longs({1, 2, 1, 1}, {2, 2}), longs({4, 4}),
+                           longs({2, 2}), F::CTCLossFuncOptions().reduction(of::kSum));
+      },
+      {x});
   of::nn::CTCLoss crit(of::nn::CTCLossOptions().blank(0));
   T l = crit(x.log_softmax(2), longs({1, 2, 1, 1}, {2, 2}), longs({4, 4}), longs({2, 2}));
   const R r{th::to_ref(x.log_softmax(2))};
   CHECK(l.item<double>() ==
-        doctest::Approx((ref_ctc_nll(r[0], 0, 4, {1, 2}, 0) + ref_ctc_nll(r[0], 1, 4, {1, 1}, 0)) / 4));
+        doctest::Approx((ref_ctc_nll(r[0], 0, 4, {1, 2}, 0) + ref_ctc_nll(r[0], 1, 4, {1, 1}, 0)) /
+                        4));
   // IntArrayRef lengths and int32 tensors are accepted
-  T a = of::ctc_loss(x, longs({1, 2, 1, 1}, {2, 2}), std::vector<int64_t>{4, 4}, std::vector<int64_t>{2, 2});
+  T a = of::ctc_loss(x, longs({1, 2, 1, 1}, {2, 2}), std::vector<int64_t>{4, 4},
+                     std::vector<int64_t>{2, 2});
   T b = of::ctc_loss(x, longs({1, 2, 1, 1}, {2, 2}).to(of::kInt32), longs({4, 4}).to(of::kInt32),
                      longs({2, 2}));
   CHECK(a.item<double>() == doctest::Approx(b.item<double>()));
@@ -191,23 +200,44 @@ TEST_CASE("ctc_loss: zero_infinity, sum reduction, log_softmax gradient and the 
 
 TEST_CASE("ctc_loss and fold/unfold errors name the op and the shapes") {
   T lp = d64({4, 2, 3}, 3);
-  throws([&] { of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({5, 4}), longs({2, 2})); },
-         {"[ctc_loss]", "input_lengths", "5"});
-  throws([&] { of::ctc_loss(lp, longs({1, 3, 1, 1}, {2, 2}), longs({4, 4}), longs({2, 2})); },
-         {"[ctc_loss]", "target label", "3"});
-  throws([&] { of::ctc_loss(lp, longs({1, 2}, {1, 2}), longs({4, 4}), longs({2, 2})); },
-         {"[ctc_loss]", "(1, 2)"});
-  throws([&] { of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({4}), longs({2, 2})); },
-         {"[ctc_loss]", "input_lengths", "(1,)"});
-  throws([&] { of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({4, 4}), longs({2, 2}), 3); },
-         {"[ctc_loss]", "blank 3"});
+  throws(
+      [&] {
+        of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({5, 4}), longs({2, 2}));
+      },
+      {"[ctc_loss]", "input_lengths", "5"});
+  throws(
+      [&] {
+        of::ctc_loss(lp, longs({1, 3, 1, 1}, {2, 2}), longs({4, 4}), longs({2, 2}));
+      },
+      {"[ctc_loss]", "target label", "3"});
+  throws(
+      [&] {
+        of::ctc_loss(lp, longs({1, 2}, {1, 2}), longs({4, 4}), longs({2, 2}));
+      },
+      {"[ctc_loss]", "(1, 2)"});
+  throws(
+      [&] {
+        of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({4}), longs({2, 2}));
+      },
+      {"[ctc_loss]", "input_lengths", "(1,)"});
+  throws(
+      [&] {
+        of::ctc_loss(lp, longs({1, 2, 1, 1}, {2, 2}), longs({4, 4}), longs({2, 2}), 3);
+      },
+      {"[ctc_loss]", "blank 3"});
   throws([&] { F::unfold(d64({2, 5, 6}, 1), F::UnfoldFuncOptions(2)); }, {"[unfold]", "3D"});
   throws([&] { of::im2col(d64({1, 1, 2, 2}, 1), {3, 3}, {1}, {0}, {1}); }, {"[im2col]", "(3, 3)"});
-  throws([&] { F::fold(d64({1, 12, 11}, 1), F::FoldFuncOptions({5, 6}, {2, 3}).padding({1, 0})
-                                               .stride({2, 1}).dilation({2, 1})); },
-         {"[col2im]", "12", "11"});
-  throws([&] { of::col2im(d64({1, 7, 12}, 1), {5, 6}, {2, 3}, {1}, {0}, {1}); },
-         {"[col2im]", "divisible", "7"});
+  throws(
+      [&] {
+        F::fold(d64({1, 12, 11}, 1),
+                F::FoldFuncOptions({5, 6}, {2, 3}).padding({1, 0}).stride({2, 1}).dilation({2, 1}));
+      },
+      {"[col2im]", "12", "11"});
+  throws(
+      [&] {
+        of::col2im(d64({1, 7, 12}, 1), {5, 6}, {2, 3}, {1}, {0}, {1});
+      },
+      {"[col2im]", "divisible", "7"});
 }
 
 TEST_CASE("Fold and Unfold modules are adjoint and invert for non-overlapping blocks") {
@@ -219,7 +249,8 @@ TEST_CASE("Fold and Unfold modules are adjoint and invert for non-overlapping bl
   near(fold(cols), vec(x));
   // <unfold(x), c> == <x, fold(c)>
   T c = d64({2, 12, 6}, 5);
-  CHECK((unfold(x) * c).sum().item<double>() == doctest::Approx((x * fold(c)).sum().item<double>()));
+  CHECK((unfold(x) * c).sum().item<double>() ==
+        doctest::Approx((x * fold(c)).sum().item<double>()));
   // unbatched fold
   CHECK(fold(cols[0]).sizes() == of::IntArrayRef({3, 4, 6}));
 }
@@ -243,7 +274,8 @@ TEST_CASE("elementwise margin losses match float64 references in each reduction"
     soft.push_back(std::log1p(std::exp(-yv[i] * xv[i])));
     rank.push_back(std::max(0.0, -yv[i] * (xv[i] - x2v[i]) + 0.1));
     pois.push_back(std::exp(xv[i]) - tv[i] * xv[i]);
-    const double st = tv[i] > 1 ? tv[i] * std::log(tv[i]) - tv[i] + 0.5 * std::log(2 * M_PI * tv[i]) : 0;
+    const double st =
+        tv[i] > 1 ? tv[i] * std::log(tv[i]) - tv[i] + 0.5 * std::log(2 * M_PI * tv[i]) : 0;
     poisf.push_back(std::exp(xv[i]) - tv[i] * xv[i] + st);
   }
   check_red([&](int64_t r) { return of::hinge_embedding_loss(x, y, 0.5, r); }, hinge);
@@ -252,19 +284,26 @@ TEST_CASE("elementwise margin losses match float64 references in each reduction"
   check_red([&](int64_t r) { return of::poisson_nll_loss(x, tg, true, false, 1e-8, r); }, pois);
   check_red([&](int64_t r) { return of::poisson_nll_loss(x, tg, true, true, 1e-8, r); }, poisf);
   // modules and functional forms with libtorch's options
-  near(of::nn::HingeEmbeddingLoss(of::nn::HingeEmbeddingLossOptions().margin(0.5))(x, y), {mean_of(hinge)});
+  near(of::nn::HingeEmbeddingLoss(of::nn::HingeEmbeddingLossOptions().margin(0.5))(x, y),
+       {mean_of(hinge)});
   near(of::nn::SoftMarginLoss(of::kSum)(x, y), {mean_of(soft) * 12});
-  near(of::nn::MarginRankingLoss(of::nn::MarginRankingLossOptions().margin(0.1))(x, x2, y), {mean_of(rank)});
+  near(of::nn::MarginRankingLoss(of::nn::MarginRankingLossOptions().margin(0.1))(x, x2, y),
+       {mean_of(rank)});
   near(of::nn::PoissonNLLLoss()(x, tg), {mean_of(pois)});
   T xp = d64({3, 4}, 10, 0.5, 2);
   std::vector<double> pv = vec(xp), pn;
   for (size_t i = 0; i < pv.size(); ++i) pn.push_back(pv[i] - tv[i] * std::log(pv[i] + 1e-8));
   near(F::poisson_nll_loss(xp, tg, F::PoissonNLLLossFuncOptions().log_input(false)), {mean_of(pn)});
-  grad_ok([&](const V& a) { return of::hinge_embedding_loss(a[0], y, 0.5, of::Reduction::Sum); }, {x});
+  grad_ok([&](const V& a) { return of::hinge_embedding_loss(a[0], y, 0.5, of::Reduction::Sum); },
+          {x});
   grad_ok([&](const V& a) { return of::soft_margin_loss(a[0], y); }, {x});
   grad_ok([&](const V& a) { return of::margin_ranking_loss(a[0], a[1], y, 0.1); }, {x, x2});
   grad_ok([&](const V& a) { return of::poisson_nll_loss(a[0], tg, true, true, 1e-8, 1); }, {x});
-  grad_ok([&](const V& a) { return F::poisson_nll_loss(a[0], tg, F::PoissonNLLLossFuncOptions().log_input(false)); }, {xp});
+  grad_ok(
+      [&](const V& a) {
+        return F::poisson_nll_loss(a[0], tg, F::PoissonNLLLossFuncOptions().log_input(false));
+      },
+      {xp});
 }
 
 TEST_CASE("class-wise margin losses match float64 references") {
@@ -315,12 +354,16 @@ TEST_CASE("class-wise margin losses match float64 references") {
     double s = 0;
     for (int i = 0; i < 4; ++i) {
       const double v = xv[size_t(n * 4 + i)], t = sv[size_t(n * 4 + i)];
-      s += -(t * std::log(1 / (1 + std::exp(-v))) + (1 - t) * std::log(1 / (1 + std::exp(v)))) * wv[size_t(i)];
+      s += -(t * std::log(1 / (1 + std::exp(-v))) + (1 - t) * std::log(1 / (1 + std::exp(v)))) *
+           wv[size_t(i)];
     }
     msm.push_back(s / 4);
   }
-  near(F::multilabel_soft_margin_loss(x, st, F::MultilabelSoftMarginLossFuncOptions().weight(w).reduction(of::kNone)), msm);
-  near(of::nn::MultiLabelSoftMarginLoss(of::nn::MultiLabelSoftMarginLossOptions().weight(w))(x, st), {mean_of(msm)});
+  near(F::multilabel_soft_margin_loss(
+           x, st, F::MultilabelSoftMarginLossFuncOptions().weight(w).reduction(of::kNone)),
+       msm);
+  near(of::nn::MultiLabelSoftMarginLoss(of::nn::MultiLabelSoftMarginLossOptions().weight(w))(x, st),
+       {mean_of(msm)});
   grad_ok([&](const V& a) { return F::multilabel_soft_margin_loss(a[0], st); }, {x});
 }
 
@@ -329,15 +372,16 @@ TEST_CASE("embedding, triplet and Gaussian losses match float64 references") {
   std::vector<double> av = vec(a), pv = vec(p), nv = vec(n);
   auto dist = [&](const std::vector<double>& u, const std::vector<double>& v, int r, double q) {
     double s = 0;
-    for (int k = 0; k < 5; ++k) s += std::pow(std::abs(u[size_t(r * 5 + k)] - v[size_t(r * 5 + k)] + 1e-6), q);
+    for (int k = 0; k < 5; ++k)
+      s += std::pow(std::abs(u[size_t(r * 5 + k)] - v[size_t(r * 5 + k)] + 1e-6), q);
     return std::pow(s, 1 / q);
   };
   std::vector<double> trip, trip_swap, cosl, pd;
   T y = longs({1, -1, -1}).to(of::kFloat64);
   for (int r = 0; r < 3; ++r) {
     trip.push_back(std::max(0.0, 1.0 + dist(av, pv, r, 3) - dist(av, nv, r, 3)));
-    trip_swap.push_back(std::max(0.0, 1.0 + dist(av, pv, r, 2) -
-                                          std::min(dist(av, nv, r, 2), dist(pv, nv, r, 2))));
+    trip_swap.push_back(
+        std::max(0.0, 1.0 + dist(av, pv, r, 2) - std::min(dist(av, nv, r, 2), dist(pv, nv, r, 2))));
     double d12 = 0, d11 = 0, d22 = 0;
     for (int k = 0; k < 5; ++k) {
       d12 += av[size_t(r * 5 + k)] * pv[size_t(r * 5 + k)];
@@ -348,20 +392,27 @@ TEST_CASE("embedding, triplet and Gaussian losses match float64 references") {
     cosl.push_back(r == 0 ? 1 - c : std::max(0.0, c - 0.1));
     pd.push_back(dist(av, pv, r, 2));
   }
-  near(F::triplet_margin_loss(a, p, n, F::TripletMarginLossFuncOptions().p(3).reduction(of::kNone)), trip);
-  near(of::nn::TripletMarginLoss(of::nn::TripletMarginLossOptions().swap(true))(a, p, n), {mean_of(trip_swap)});
-  near(of::nn::TripletMarginWithDistanceLoss(of::nn::TripletMarginWithDistanceLossOptions().swap(true))(a, p, n),
+  near(F::triplet_margin_loss(a, p, n, F::TripletMarginLossFuncOptions().p(3).reduction(of::kNone)),
+       trip);
+  near(of::nn::TripletMarginLoss(of::nn::TripletMarginLossOptions().swap(true))(a, p, n),
+       {mean_of(trip_swap)});
+  near(of::nn::TripletMarginWithDistanceLoss(
+           of::nn::TripletMarginWithDistanceLossOptions().swap(true))(a, p, n),
        {mean_of(trip_swap)});
   // a custom distance: 1 - cosine similarity
   auto cosd = [](const T& u, const T& v) { return 1 - of::cosine_similarity(u, v); };
   T tw = F::triplet_margin_with_distance_loss(
-      a, p, n, F::TripletMarginWithDistanceLossFuncOptions().distance_function(cosd).margin(0.3).reduction(of::kSum));
+      a, p, n,
+      F::TripletMarginWithDistanceLossFuncOptions().distance_function(cosd).margin(0.3).reduction(
+          of::kSum));
   T ref = (0.3 + cosd(a, p) - cosd(a, n)).clamp_min(0).sum();
   near(tw, vec(ref));
   near(of::cosine_embedding_loss(a, p, y, 0.1, of::Reduction::None), cosl);
-  near(of::nn::CosineEmbeddingLoss(of::nn::CosineEmbeddingLossOptions().margin(0.1))(a, p, y), {mean_of(cosl)});
+  near(of::nn::CosineEmbeddingLoss(of::nn::CosineEmbeddingLossOptions().margin(0.1))(a, p, y),
+       {mean_of(cosl)});
   near(of::nn::PairwiseDistance()(a, p), pd);
-  grad_ok([&](const V& v) { return of::triplet_margin_loss(v[0], v[1], v[2], 1.0, 3, 1e-6, true); }, {a, p, n});
+  grad_ok([&](const V& v) { return of::triplet_margin_loss(v[0], v[1], v[2], 1.0, 3, 1e-6, true); },
+          {a, p, n});
   grad_ok([&](const V& v) { return of::cosine_embedding_loss(v[0], v[1], y, 0.1); }, {a, p});
   // Gaussian NLL: var with the input's shape, without the last dim, and with 1 there
   T t = d64({3, 5}, 17), var = d64({3, 5}, 18, 0.2, 2), var1 = d64({3}, 19, 0.2, 2);
@@ -371,7 +422,9 @@ TEST_CASE("embedding, triplet and Gaussian losses match float64 references") {
     g.push_back(0.5 * (std::log(vv[size_t(i)]) + d * d / vv[size_t(i)]) + 0.5 * std::log(2 * M_PI));
     g1.push_back(0.5 * (std::log(v1[size_t(i / 5)]) + d * d / v1[size_t(i / 5)]));
   }
-  near(F::gaussian_nll_loss(a, t, var, F::GaussianNLLLossFuncOptions().full(true).reduction(of::kNone)), g);
+  near(F::gaussian_nll_loss(a, t, var,
+                            F::GaussianNLLLossFuncOptions().full(true).reduction(of::kNone)),
+       g);
   near(of::nn::GaussianNLLLoss()(a, t, var1), {mean_of(g1)});
   near(of::nn::GaussianNLLLoss()(a, t, var1.unsqueeze(1)), {mean_of(g1)});
   grad_ok([&](const V& v) { return F::gaussian_nll_loss(v[0], t, v[1]); }, {a, var});
@@ -384,16 +437,30 @@ TEST_CASE("embedding, triplet and Gaussian losses match float64 references") {
 
 TEST_CASE("loss errors name the loss and the shapes") {
   T x = d64({3, 4}, 20);
-  throws([&] { of::margin_ranking_loss(x, x, d64({3}, 1)); }, {"[margin_ranking_loss]", "(3,)", "(3, 4)"});
+  throws([&] { of::margin_ranking_loss(x, x, d64({3}, 1)); },
+         {"[margin_ranking_loss]", "(3,)", "(3, 4)"});
   throws([&] { of::soft_margin_loss(x, d64({4, 3}, 1)); }, {"[soft_margin_loss]", "(4, 3)"});
-  throws([&] { of::hinge_embedding_loss(x, d64({2, 4}, 1)); }, {"[hinge_embedding_loss]", "(2, 4)"});
+  throws(
+      [&] {
+        of::hinge_embedding_loss(x, d64({2, 4}, 1));
+      },
+      {"[hinge_embedding_loss]", "(2, 4)"});
   throws([&] { of::multi_margin_loss(x, longs({1, 2})); }, {"[multi_margin_loss]", "(2,)"});
   throws([&] { of::multi_margin_loss(x, longs({1, 2, 0}), 3); }, {"[multi_margin_loss]", "p == 1"});
-  throws([&] { of::multilabel_margin_loss(x, longs({1, 2, 0})); }, {"[multilabel_margin_loss]", "(3,)"});
-  throws([&] { of::cosine_embedding_loss(x, x, d64({2}, 1)); }, {"[cosine_embedding_loss]", "(2,)"});
+  throws(
+      [&] {
+        of::multilabel_margin_loss(x, longs({1, 2, 0}));
+      },
+      {"[multilabel_margin_loss]", "(3,)"});
+  throws([&] { of::cosine_embedding_loss(x, x, d64({2}, 1)); },
+         {"[cosine_embedding_loss]", "(2,)"});
   throws([&] { of::triplet_margin_loss(x, x, d64({4}, 1)); }, {"[triplet_margin_loss]", "1D"});
   throws([&] { F::gaussian_nll_loss(x, x, d64({4}, 1, 0.1, 1)); }, {"[gaussian_nll_loss]", "(4,)"});
-  throws([&] { F::gaussian_nll_loss(x, x, -of::ones({3, 4}, of::kFloat64)); }, {"[gaussian_nll_loss]", "negative"});
+  throws(
+      [&] {
+        F::gaussian_nll_loss(x, x, -of::ones({3, 4}, of::kFloat64));
+      },
+      {"[gaussian_nll_loss]", "negative"});
 }
 
 TEST_CASE("Bilinear, PixelShuffle, CosineSimilarity and PairwiseDistance") {
@@ -408,7 +475,8 @@ TEST_CASE("Bilinear, PixelShuffle, CosineSimilarity and PairwiseDistance") {
     for (int o = 0; o < 4; ++o) {
       double s = bv[size_t(o)];
       for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 2; ++j) s += v1[size_t(n * 3 + i)] * wv[size_t((o * 3 + i) * 2 + j)] * v2[size_t(n * 2 + j)];
+        for (int j = 0; j < 2; ++j)
+          s += v1[size_t(n * 3 + i)] * wv[size_t((o * 3 + i) * 2 + j)] * v2[size_t(n * 2 + j)];
       ref.push_back(s);
     }
   near(F::bilinear(x1, x2, w, b), ref);
@@ -423,12 +491,17 @@ TEST_CASE("Bilinear, PixelShuffle, CosineSimilarity and PairwiseDistance") {
   const Ref xr = th::to_ref(x), yr = th::to_ref(y);
   for (int64_t i = 0; i < yr.numel(); ++i) {
     Shape idx = yr.index(i);
-    CHECK(yr.v[size_t(i)] == xr.at({idx[0], idx[1] * 4 + (idx[2] % 2) * 2 + idx[3] % 2, idx[2] / 2, idx[3] / 2}));
+    CHECK(yr.v[size_t(i)] ==
+          xr.at({idx[0], idx[1] * 4 + (idx[2] % 2) * 2 + idx[3] % 2, idx[2] / 2, idx[3] / 2}));
   }
   near(of::nn::PixelUnshuffle(of::nn::PixelUnshuffleOptions(2))(y), vec(x));
   CHECK(F::pixel_shuffle(x[0], 2).sizes() == of::IntArrayRef({2, 4, 6}));
   throws([&] { ps(d64({1, 6, 2, 2}, 1)); }, {"[pixel_shuffle]", "6", "4"});
-  throws([&] { F::pixel_unshuffle(d64({1, 1, 3, 2}, 1), 2); }, {"[pixel_unshuffle]", "(1, 1, 3, 2)"});
+  throws(
+      [&] {
+        F::pixel_unshuffle(d64({1, 1, 3, 2}, 1), 2);
+      },
+      {"[pixel_unshuffle]", "(1, 1, 3, 2)"});
   // cosine similarity over dim 1 with broadcasting
   T a = d64({4, 3}, 26), c = d64({1, 3}, 27);
   std::vector<double> av = vec(a), cv = vec(c), cs;
@@ -447,13 +520,18 @@ TEST_CASE("Bilinear, PixelShuffle, CosineSimilarity and PairwiseDistance") {
   grad_ok([](const V& v) { return of::pairwise_distance(v[0], v[1], 1.5, 1e-6, true); }, {a, c});
   CHECK(F::pairwise_distance(a, c, F::PairwiseDistanceFuncOptions().keepdim(true)).sizes() ==
         of::IntArrayRef({4, 1}));
-  throws([&] { of::cosine_similarity(a, d64({2, 3}, 1)); }, {"[cosine_similarity]", "(4, 3)", "(2, 3)"});
+  throws(
+      [&] {
+        of::cosine_similarity(a, d64({2, 3}, 1));
+      },
+      {"[cosine_similarity]", "(4, 3)", "(2, 3)"});
   throws([&] { of::pairwise_distance(a, d64({4, 2}, 1)); }, {"[pairwise_distance]", "(4, 2)"});
 }
 
 TEST_CASE("InstanceNorm1d/2d/3d: statistics per sample and channel, running stats, affine") {
   T x = d64({2, 3, 4, 5}, 28);
-  of::nn::InstanceNorm2d in2(of::nn::InstanceNorm2dOptions(3).affine(true).track_running_stats(true));
+  of::nn::InstanceNorm2d in2(
+      of::nn::InstanceNorm2dOptions(3).affine(true).track_running_stats(true));
   in2->to(of::kFloat64);
   CHECK(in2->named_parameters().keys() == std::vector<std::string>{"weight", "bias"});
   CHECK(in2->named_buffers().keys() ==
@@ -474,7 +552,8 @@ TEST_CASE("InstanceNorm1d/2d/3d: statistics per sample and channel, running stat
       m /= 20;
       for (int k = 0; k < 20; ++k) v += std::pow(xr.v[size_t((n * 3 + c) * 20 + k)] - m, 2);
       for (int k = 0; k < 20; ++k) {
-        const double e = (xr.v[size_t((n * 3 + c) * 20 + k)] - m) / std::sqrt(v / 20 + 1e-5) * wv[c] + bv[c];
+        const double e =
+            (xr.v[size_t((n * 3 + c) * 20 + k)] - m) / std::sqrt(v / 20 + 1e-5) * wv[c] + bv[c];
         CHECK(yr.v[size_t((n * 3 + c) * 20 + k)] == doctest::Approx(e).epsilon(1e-9));
       }
       rm[size_t(c)] += 0.1 * m / 2;
@@ -488,19 +567,27 @@ TEST_CASE("InstanceNorm1d/2d/3d: statistics per sample and channel, running stat
   T ye = in2(x);
   near(ye, vec((x - in2->running_mean.view({1, 3, 1, 1})) /
                    (in2->running_var.view({1, 3, 1, 1}) + 1e-5).sqrt() *
-                   in2->weight.view({1, 3, 1, 1}) + in2->bias.view({1, 3, 1, 1})));
+                   in2->weight.view({1, 3, 1, 1}) +
+               in2->bias.view({1, 3, 1, 1})));
   // default options: no parameters, no buffers, always input statistics; unbatched input
   of::nn::InstanceNorm1d in1(3);
   CHECK(in1->parameters().empty());
   CHECK(in1->buffers().empty());
   T s = d64({3, 6}, 29).to(of::kFloat32);
   near(in1(s), vec(in1(s.unsqueeze(0)).squeeze(0)), 1e-6);
-  CHECK(of::nn::InstanceNorm3d(2)(d64({1, 2, 2, 2, 3}, 1)).sizes() == of::IntArrayRef({1, 2, 2, 2, 3}));
-  grad_ok([](const V& v) {
-    return F::instance_norm(v[0], F::InstanceNormFuncOptions().weight(v[1]).bias(v[2]));
-  }, {d64({2, 3, 5}, 30), d64({3}, 31), d64({3}, 32)});
+  CHECK(of::nn::InstanceNorm3d(2)(d64({1, 2, 2, 2, 3}, 1)).sizes() ==
+        of::IntArrayRef({1, 2, 2, 2, 3}));
+  grad_ok(
+      [](const V& v) {
+        return F::instance_norm(v[0], F::InstanceNormFuncOptions().weight(v[1]).bias(v[2]));
+      },
+      {d64({2, 3, 5}, 30), d64({3}, 31), d64({3}, 32)});
   throws([&] { in1(d64({2, 3, 4, 5}, 1).to(of::kFloat32)); }, {"[InstanceNorm1d]", "(2, 3, 4, 5)"});
-  throws([&] { in1(d64({2, 4, 5}, 1).to(of::kFloat32)); }, {"[InstanceNorm1d]", "3 channels", "(2, 4, 5)"});
+  throws(
+      [&] {
+        in1(d64({2, 4, 5}, 1).to(of::kFloat32));
+      },
+      {"[InstanceNorm1d]", "3 channels", "(2, 4, 5)"});
 }
 
 TEST_CASE("Transformer family: structure, masks, libtorch names and gradients") {
@@ -510,14 +597,16 @@ TEST_CASE("Transformer family: structure, masks, libtorch names and gradients") 
   T m = of::nn::TransformerImpl::generate_square_subsequent_mask(3);
   const double inf = std::numeric_limits<double>::infinity();
   CHECK(vec(m) == std::vector<double>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0});
-  throws([] { of::nn::TransformerImpl::generate_square_subsequent_mask(-1); }, {"[Transformer]", "-1"});
+  throws([] { of::nn::TransformerImpl::generate_square_subsequent_mask(-1); },
+         {"[Transformer]", "-1"});
 
-  of::nn::TransformerDecoderLayer dl(of::nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16)
-                                         .dropout(0.0).activation(of::kGELU));
+  of::nn::TransformerDecoderLayer dl(
+      of::nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).activation(
+          of::kGELU));
   const auto names = dl->named_parameters().keys();
-  for (const char* n : {"self_attn.in_proj_weight", "multihead_attn.in_proj_weight",
-                        "multihead_attn.out_proj.weight", "linear1.weight", "linear2.bias",
-                        "norm3.weight"})
+  for (const char* n :
+       {"self_attn.in_proj_weight", "multihead_attn.in_proj_weight",
+        "multihead_attn.out_proj.weight", "linear1.weight", "linear2.bias", "norm3.weight"})
     CHECK_MESSAGE(std::find(names.begin(), names.end(), n) != names.end(), n);
   T tgt = of::randn({4, 2, 8}), mem = of::randn({5, 2, 8});
   T out = dl(tgt, mem, of::nn::TransformerImpl::generate_square_subsequent_mask(4));
@@ -546,14 +635,17 @@ TEST_CASE("Transformer family: structure, masks, libtorch names and gradients") 
   CHECK((a1 - a2).abs().max().item<double>() < 1e-5);
 
   // encoder/decoder stacks: clones of the prototype layer, then the norm
-  of::nn::TransformerEncoderLayer el(of::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0));
-  of::nn::TransformerEncoder enc(of::nn::TransformerEncoderOptions(el, 2)
-                                     .norm(of::nn::AnyModule(of::nn::LayerNorm(of::nn::LayerNormOptions({8})))));
+  of::nn::TransformerEncoderLayer el(
+      of::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0));
+  of::nn::TransformerEncoder enc(of::nn::TransformerEncoderOptions(el, 2).norm(
+      of::nn::AnyModule(of::nn::LayerNorm(of::nn::LayerNormOptions({8})))));
   CHECK(enc->layers->size() == 2);
   auto sd = enc->named_parameters();
   CHECK(sd.contains("layers.1.linear1.weight"));
   CHECK(sd.contains("norm.weight"));
-  CHECK((sd["layers.0.linear1.weight"] - sd["layers.1.linear1.weight"]).abs().max().item<double>() == 0);
+  CHECK(
+      (sd["layers.0.linear1.weight"] - sd["layers.1.linear1.weight"]).abs().max().item<double>() ==
+      0);
   CHECK(!sd["layers.0.linear1.weight"].is_same(sd["layers.1.linear1.weight"]));
   of::nn::TransformerDecoder dec(of::nn::TransformerDecoderOptions(
       of::nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0), 3));
@@ -569,17 +661,22 @@ TEST_CASE("Transformer family: structure, masks, libtorch names and gradients") 
   CHECK(tf->named_parameters().contains("decoder.norm.bias"));
   tf->to(of::kFloat64);
   T src = d64({3, 2, 4}, 33), tg = d64({2, 2, 4}, 34);
-  grad_ok([&](const V& v) {
-    return tf(v[0], v[1], T(), of::nn::TransformerImpl::generate_square_subsequent_mask(2).to(of::kFloat64));
-  }, {src, tg});
+  grad_ok(
+      [&](const V& v) {
+        return tf(v[0], v[1], T(),
+                  of::nn::TransformerImpl::generate_square_subsequent_mask(2).to(of::kFloat64));
+      },
+      {src, tg});
   throws([&] { tf(src, d64({2, 3, 4}, 1)); }, {"[Transformer]", "batch", "(3, 2, 4)", "(2, 3, 4)"});
   throws([&] { tf(d64({3, 2, 5}, 1), tg); }, {"[Transformer]", "d_model 4"});
   throws([&] { dl(tgt, of::randn({5, 3, 8})); }, {"[TransformerDecoderLayer]", "(5, 3, 8)"});
   throws([&] { of::nn::TransformerEncoder(of::nn::TransformerEncoderOptions(el, 0)); },
          {"[TransformerEncoder]", "num_layers"});
   // a custom encoder through AnyModule
-  of::nn::Transformer tc(of::nn::TransformerOptions(8, 2, 1, 1).dim_feedforward(16).custom_encoder(
-      of::nn::AnyModule(of::nn::TransformerEncoder(el, 1))));
+  of::nn::Transformer tc(of::nn::TransformerOptions(8, 2, 1, 1)
+                             .dim_feedforward(16)
+                             .custom_encoder(of::nn::AnyModule(of::nn::TransformerEncoder(el, 1))));
   CHECK(tc(mem, tgt).sizes() == of::IntArrayRef({4, 2, 8}));
-  throws([&] { of::nn::AnyModule(of::nn::Linear(2, 2)).forward(tgt, tgt); }, {"[AnyModule]", "2 tensors"});
+  throws([&] { of::nn::AnyModule(of::nn::Linear(2, 2)).forward(tgt, tgt); },
+         {"[AnyModule]", "2 tensors"});
 }

@@ -19,7 +19,8 @@ std::vector<double> ref_t_plus(const of::Tensor& a, const of::Tensor& b) {
   std::vector<double> bv = b.to(of::kFloat64).to_vector<double>();
   std::vector<double> o(size_t(r * c));
   for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) o[size_t(i * c + j)] = av[size_t(j * r + i)] + bv[size_t(i * c + j)];
+    for (int64_t j = 0; j < c; ++j)
+      o[size_t(i * c + j)] = av[size_t(j * r + i)] + bv[size_t(i * c + j)];
   return o;
 }
 
@@ -40,14 +41,16 @@ TEST_CASE("layout: transposed + row-major operands (tiled walk) for every elemen
     const double tol = dt == of::kFloat16 ? 0.07 : dt == of::kFloat32 ? 1e-5 : 0.0;
     bool same = got.size() == expect.size();
     for (size_t i = 0; same && i < got.size(); ++i)
-      same = std::abs(got[i] - (dt == of::kUInt8 ? double(uint8_t(int(expect[i]))) : expect[i])) <= tol;
+      same = std::abs(got[i] - (dt == of::kUInt8 ? double(uint8_t(int(expect[i]))) : expect[i])) <=
+             tol;
     CHECK(same);
     // a transposing copy takes the same path
     std::vector<double> at = a.t().contiguous().to(of::kFloat64).to_vector<double>();
     std::vector<double> av = a.to(of::kFloat64).to_vector<double>();
     bool tr = true;
     for (int64_t i = 0; i < 130; ++i)
-      for (int64_t j = 0; j < 197; ++j) tr = tr && at[size_t(i * 197 + j)] == av[size_t(j * 130 + i)];
+      for (int64_t j = 0; j < 197; ++j)
+        tr = tr && at[size_t(i * 197 + j)] == av[size_t(j * 130 + i)];
     CHECK(tr);
   }
 }
@@ -57,7 +60,8 @@ TEST_CASE("layout: batch dims outside the tiles, and a strided (non-dense) opera
   of::Tensor x = of::rand({3, 150, 140}, of::kFloat64);
   of::Tensor y = of::rand({3, 140, 150}, of::kFloat64);
   of::Tensor z = x.permute({0, 2, 1}) * y;  // (3, 140, 150)
-  std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), zv = z.to_vector<double>();
+  std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(),
+                      zv = z.to_vector<double>();
   bool ok = true;
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t i = 0; i < 140; ++i)
@@ -72,7 +76,8 @@ TEST_CASE("layout: batch dims outside the tiles, and a strided (non-dense) opera
   std::vector<double> bv = big.to_vector<double>(), rv = r.to_vector<double>();
   bool ok2 = true;
   for (int64_t i = 0; i < 260; ++i)
-    for (int64_t j = 0; j < 150; ++j) ok2 = ok2 && rv[size_t(i * 150 + j)] == bv[size_t(2 * j * 260 + i)] + 1;
+    for (int64_t j = 0; j < 150; ++j)
+      ok2 = ok2 && rv[size_t(i * 150 + j)] == bv[size_t(2 * j * 260 + i)] + 1;
   CHECK(ok2);
 }
 

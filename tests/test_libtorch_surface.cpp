@@ -29,11 +29,11 @@ using namespace of;  // as ported programs write `using namespace torch;`
 int padded(int w) { return fmt{w}.width + ::fmt(w); }
 }  // namespace app
 
-using th::throws_with;
 using of::autograd::AutogradContext;
 using of::autograd::tensor_list;
 using of::autograd::Variable;
 using of::autograd::variable_list;
+using th::throws_with;
 
 TEST_CASE("libtorch surface: a program's own fmt beside <oneflow/oneflow.h>, and its errors") {
   CHECK(fmt(1) == 2);
@@ -46,8 +46,11 @@ TEST_CASE("libtorch surface: a program's own fmt beside <oneflow/oneflow.h>, and
   CHECK(throws_with([] { OF_CHECK(1 + 1 == 3, "[app] {{literal}} {1} then {0}; {:.3f}", 7, 8); },
                     {"[app] {literal} 8 then 7; 7"}, &msg));
   CHECK(msg == "[app] {literal} 8 then 7; 7");
-  CHECK(throws_with([] { of::fail("[app] shape {}, {} and {}", of::ones({2, 3}).sizes(), 'c'); },
-                    {"[app] shape [2, 3], c and {}"}));
+  CHECK(throws_with(
+      [] {
+        of::fail("[app] shape {}, {} and {}", of::ones({2, 3}).sizes(), 'c');
+      },
+      {"[app] shape [2, 3], c and {}"}));
   // an error raised by inline code of the headers, in the program's translation unit
   CHECK(throws_with([] { of::data::samplers::DistributedRandomSampler(10, 2, 5); },
                     {"[DistributedSampler] rank 5 is out of range for 2 replicas"}));
@@ -75,7 +78,9 @@ template <class Net> double read_loss(Net& net, const of::Tensor& x) {
   return loss.template item<double>() + loss.item().toDouble() + loss.template item<int>();
 }
 template <class T>
-concept ItemReadable = requires(const of::Tensor& t) { t.template item<T>(); };
+concept ItemReadable = requires(const of::Tensor& t) {
+  t.template item<T>();
+};
 }  // namespace
 
 TEST_CASE("libtorch surface: item<T> in a dependent context, libtorch's item types") {
@@ -149,8 +154,8 @@ struct PairProduct : of::autograd::Function<PairProduct> {
     ctx->save_for_backward(tensors);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["sizes"] = tensors[0].sizes();
-    ctx->saved_data["needs"] = std::vector<int64_t>{ctx->needs_input_grad(0),
-                                                    ctx->needs_input_grad(1)};
+    ctx->saved_data["needs"] =
+        std::vector<int64_t>{ctx->needs_input_grad(0), ctx->needs_input_grad(1)};
     return (tensors[0] + tensors[1] + tensors[0] * tensors[1]) * scale;
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
@@ -243,8 +248,8 @@ TEST_CASE("libtorch surface: ctx->saved_data holds sizes, dtypes and lists") {
   of::autograd::IValue ts = std::vector<of::Tensor>{of::ones({1}), of::zeros({2})};
   CHECK(ts.isTensorList());
   CHECK(ts.toTensorList().at(1).numel() == 2);
-  CHECK(throws_with([&] { ds.toScalarType(); },
-                    {"[IValue] toScalarType() on a value that is not"}));
+  CHECK(
+      throws_with([&] { ds.toScalarType(); }, {"[IValue] toScalarType() on a value that is not"}));
   CHECK(throws_with([] { of::autograd::IValue(int64_t(42)).toScalarType(); },
                     {"[IValue] toScalarType(): 42 is not a dtype"}));
   CHECK(throws_with([&] { sizes.toTensorVector(); }, {"[IValue] toTensorVector()"}));
@@ -256,10 +261,16 @@ TEST_CASE("libtorch surface: Placement(\"cpu\", std::vector<int64_t>{...})") {
   of::Placement mesh("cpu", std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}});
   CHECK(mesh.hierarchy() == std::vector<int64_t>{2, 2});
   CHECK(mesh.ranks() == std::vector<int>{0, 1, 2, 3});
-  CHECK(throws_with([] { of::Placement("cpu", std::vector<int64_t>{0, int64_t(1) << 40}); },
-                    {"[Placement] rank 1099511627776 is out of range"}));
+  CHECK(throws_with(
+      [] {
+        of::Placement("cpu", std::vector<int64_t>{0, int64_t(1) << 40});
+      },
+      {"[Placement] rank 1099511627776 is out of range"}));
   CHECK(throws_with([] { of::Placement("cpu", std::vector<int64_t>{-1}); },
                     {"[Placement] rank -1 is negative"}));
-  CHECK(throws_with([] { of::Placement("cpu", std::vector<std::vector<int64_t>>{{0, 1}, {2}}); },
-                    {"[Placement] mesh rows must have the same length"}));
+  CHECK(throws_with(
+      [] {
+        of::Placement("cpu", std::vector<std::vector<int64_t>>{{0, 1}, {2}});
+      },
+      {"[Placement] mesh rows must have the same length"}));
 }

@@ -46,7 +46,8 @@ Ref ref_matmul(const Ref& a, const Ref& b) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t q = 0; q < k; ++q) s += a.v[size_t(oa + i * k + q)] * b.v[size_t(ob + q * n + j)];
+        for (int64_t q = 0; q < k; ++q)
+          s += a.v[size_t(oa + i * k + q)] * b.v[size_t(ob + q * n + j)];
         out.v[size_t(bi * m * n + i * n + j)] = s;
       }
   }
@@ -119,20 +120,23 @@ using RefFn = std::function<Ref(const std::vector<Ref>&)>;
 constexpr auto mm_row = th::make_row;
 
 th::OpRow matmul_row(std::string name, std::vector<std::string> ops, std::vector<Shape> shapes) {
-  return mm_row("matmul/" + name, std::move(ops), std::move(shapes),
-                [](const std::vector<of::Tensor>& x) { return of::matmul(x[0], x[1]); },
-                [](const std::vector<Ref>& r) { return ref_matmul(r[0], r[1]); });
+  return mm_row(
+      "matmul/" + name, std::move(ops), std::move(shapes),
+      [](const std::vector<of::Tensor>& x) { return of::matmul(x[0], x[1]); },
+      [](const std::vector<Ref>& r) { return ref_matmul(r[0], r[1]); });
 }
 
 th::OpRow einsum_row(std::string eq, std::string ref_eq, std::vector<std::string> ops,
                      std::vector<Shape> shapes, const std::string& tag = "") {
-  return mm_row("einsum/" + eq + tag, std::move(ops), std::move(shapes),
-                [eq](const std::vector<of::Tensor>& x) { return of::einsum(eq, x); },
-                [ref_eq](const std::vector<Ref>& r) { return ref_einsum(ref_eq, r); });
+  return mm_row(
+      "einsum/" + eq + tag, std::move(ops), std::move(shapes),
+      [eq](const std::vector<of::Tensor>& x) { return of::einsum(eq, x); },
+      [ref_eq](const std::vector<Ref>& r) { return ref_einsum(ref_eq, r); });
 }
 
 }  // namespace
 
+// clang-format off
 TH_ROWS({
     // matmul: every rank combination, broadcast batches, empty dims.
     matmul_row("1d.1d", {"mm"}, {{5}, {5}}),
@@ -240,6 +244,7 @@ TH_ROWS({
     einsum_row("ij,kj->ik", "ij,kj->ik", {"mm"}, {{0, 3}, {2, 3}}),
     einsum_row("ij,jk->ik", "ij,jk->ik", {"mm"}, {{2, 0}, {0, 3}}, "/k0"),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- plain cases
 
@@ -259,7 +264,8 @@ of::Tensor loop_mm(const of::Tensor& a, const of::Tensor& b) {
   std::vector<double> c(size_t(m * n), 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t q = 0; q < k; ++q)
-      for (int64_t j = 0; j < n; ++j) c[size_t(i * n + j)] += av[size_t(i * k + q)] * bv[size_t(q * n + j)];
+      for (int64_t j = 0; j < n; ++j)
+        c[size_t(i * n + j)] += av[size_t(i * k + q)] * bv[size_t(q * n + j)];
   return of::tensor(c, {m, n}, of::kFloat64);
 }
 
@@ -295,8 +301,8 @@ TEST_CASE("linalg: transposed and strided views give the same result as contiguo
                 of::bmm(y, x.transpose(1, 2).contiguous()), rtol);
     const of::Tensor w = of::randn({17, 5}, t);
     check_close(of::matmul(x, w), of::bmm(x, w.expand({4, 17, 5}).contiguous()), rtol);
-    check_close(of::matmul(x.transpose(1, 2).contiguous().transpose(1, 2), w),
-                of::matmul(x, w), rtol);
+    check_close(of::matmul(x.transpose(1, 2).contiguous().transpose(1, 2), w), of::matmul(x, w),
+                rtol);
   }
 }
 
@@ -377,11 +383,13 @@ TEST_CASE("linalg: integer and 16-bit float operands (fallback paths)") {
     CHECK(got.dtype() == t);
     CHECK(of::allclose(got.to(of::kFloat32), want, 2e-2, 5e-2));
     CHECK(of::allclose(of::matmul(x.to(t).t(), x.to(t)).to(of::kFloat32),
-                       of::mm(x.to(t).to(of::kFloat32).t(), x.to(t).to(of::kFloat32)), 2e-2,
-                       1e-1));
+                       of::mm(x.to(t).to(of::kFloat32).t(), x.to(t).to(of::kFloat32)), 2e-2, 1e-1));
   }
-  CHECK(th::throws_with([] { of::mm(of::ones({2, 2}, of::kBool), of::ones({2, 2}, of::kBool)); },
-                        {"[mm]", "bool"}));
+  CHECK(th::throws_with(
+      [] {
+        of::mm(of::ones({2, 2}, of::kBool), of::ones({2, 2}, of::kBool));
+      },
+      {"[mm]", "bool"}));
 }
 
 TEST_CASE("linalg: gradients flow through broadcast matmul, einsum and addmm") {
@@ -397,9 +405,9 @@ TEST_CASE("linalg: gradients flow through broadcast matmul, einsum and addmm") {
   // d/dw sum(a @ w) = sum over rows of a, broadcast over columns.
   const of::Tensor want = a.detach().sum({0, 1}).unsqueeze(1).expand({4, 5});
   CHECK(of::allclose(w.grad(), want, 1e-10, 1e-10));
-  const std::string err = th::gradcheck(
-      [](const std::vector<of::Tensor>& x) { return of::einsum("bij,jk->bki", x); },
-      {of::randn({2, 3, 4}, of::kFloat64), of::randn({4, 2}, of::kFloat64)});
+  const std::string err =
+      th::gradcheck([](const std::vector<of::Tensor>& x) { return of::einsum("bij,jk->bki", x); },
+                    {of::randn({2, 3, 4}, of::kFloat64), of::randn({4, 2}, of::kFloat64)});
   CHECK_MESSAGE(err.empty(), err);
 }
 
@@ -418,50 +426,84 @@ TEST_CASE("linalg: einsum output order, uppercase labels and views") {
 
 TEST_CASE("linalg: error messages name the op, shapes and dtypes") {
   const of::Tensor a = of::zeros({3, 4}), b = of::zeros({5, 2});
-  CHECK(th::throws_with([&] { of::matmul(a, b); },
-                        {"[matmul]", "(3, 4)", "(5, 2)", "4 != 5"}));
+  CHECK(th::throws_with([&] { of::matmul(a, b); }, {"[matmul]", "(3, 4)", "(5, 2)", "4 != 5"}));
   CHECK(th::throws_with([&] { a.matmul(b); }, {"[matmul]", "(3, 4)", "(5, 2)"}));
   CHECK(th::throws_with([&] { of::mm(a, b); }, {"[mm]", "(3, 4)", "(5, 2)", "4 != 5"}));
   CHECK(th::throws_with([&] { of::matmul(of::zeros({3}), of::zeros({4})); },
                         {"[matmul]", "(3,)", "(4,)"}));
-  CHECK(th::throws_with([&] { of::matmul(of::zeros({2, 3, 4}), of::zeros({3, 4, 2})); },
-                        {"[matmul]", "(2, 3, 4)", "(3, 4, 2)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::matmul(of::zeros({2, 3, 4}), of::zeros({3, 4, 2}));
+      },
+      {"[matmul]", "(2, 3, 4)", "(3, 4, 2)"}));
   CHECK(th::throws_with([&] { of::matmul(of::scalar_tensor(1.0), a); }, {"[matmul]", "0-D"}));
-  CHECK(th::throws_with([&] { of::mm(a, of::zeros({4, 2}, of::kFloat64)); },
-                        {"[mm]", "same dtype", "float32", "float64"}));
-  CHECK(th::throws_with([&] { of::matmul(a, of::zeros({4, 2}, of::kFloat64)); },
-                        {"[matmul]", "float32", "float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::mm(a, of::zeros({4, 2}, of::kFloat64));
+      },
+      {"[mm]", "same dtype", "float32", "float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::matmul(a, of::zeros({4, 2}, of::kFloat64));
+      },
+      {"[matmul]", "float32", "float64"}));
   CHECK(th::throws_with([&] { of::mm(of::zeros({4}), a); }, {"[mm]", "2-D", "(4,)"}));
   CHECK(th::throws_with([&] { of::bmm(a, a); }, {"[bmm]", "3-D"}));
-  CHECK(th::throws_with([&] { of::bmm(of::zeros({2, 3, 4}), of::zeros({3, 4, 5})); },
-                        {"[bmm]", "(2, 3, 4)", "(3, 4, 5)"}));
-  CHECK(th::throws_with([&] { of::bmm(of::zeros({2, 3, 4}), of::zeros({2, 5, 5})); },
-                        {"[bmm]", "4 != 5"}));
-  CHECK(th::throws_with([&] { of::addmm(of::zeros({2, 5}), a, of::zeros({4, 5})); },
-                        {"[addmm]", "(2, 5)", "(3, 5)"}));
-  CHECK(th::throws_with([&] { of::addmm(of::zeros({3, 5}, of::kFloat64), a, of::zeros({4, 5})); },
-                        {"[addmm]", "float64", "float32"}));
-  CHECK(th::throws_with([&] { of::baddbmm(of::zeros({2, 3, 5}), of::zeros({2, 3, 4}),
-                                          of::zeros({2, 5, 5})); },
-                        {"[baddbmm]", "4 != 5"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::bmm(of::zeros({2, 3, 4}), of::zeros({3, 4, 5}));
+      },
+      {"[bmm]", "(2, 3, 4)", "(3, 4, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::bmm(of::zeros({2, 3, 4}), of::zeros({2, 5, 5}));
+      },
+      {"[bmm]", "4 != 5"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::addmm(of::zeros({2, 5}), a, of::zeros({4, 5}));
+      },
+      {"[addmm]", "(2, 5)", "(3, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::addmm(of::zeros({3, 5}, of::kFloat64), a, of::zeros({4, 5}));
+      },
+      {"[addmm]", "float64", "float32"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::baddbmm(of::zeros({2, 3, 5}), of::zeros({2, 3, 4}), of::zeros({2, 5, 5}));
+      },
+      {"[baddbmm]", "4 != 5"}));
   CHECK(th::throws_with([&] { of::dot(a, a); }, {"[dot]", "1-D"}));
-  CHECK(th::throws_with([&] { of::dot(of::zeros({3}), of::zeros({4})); },
-                        {"[dot]", "(3,)", "(4,)"}));
+  CHECK(
+      th::throws_with([&] { of::dot(of::zeros({3}), of::zeros({4})); }, {"[dot]", "(3,)", "(4,)"}));
   CHECK(th::throws_with([&] { of::outer(a, of::zeros({3})); }, {"[outer]", "1-D"}));
   // einsum equations.
   CHECK(th::throws_with([&] { of::einsum("ij,jk->ik", {a}); },
                         {"[einsum]", "2 operands", "1 was given"}));
-  CHECK(th::throws_with([&] { of::einsum("ijk,jk->ik", {a, a}); },
-                        {"[einsum]", "operand 0", "ijk", "(3, 4)"}));
-  CHECK(th::throws_with([&] { of::einsum("ij,jk->ix", {a, of::zeros({4, 2})}); },
-                        {"[einsum]", "'x'"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::einsum("ijk,jk->ik", {a, a});
+      },
+      {"[einsum]", "operand 0", "ijk", "(3, 4)"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::einsum("ij,jk->ix", {a, of::zeros({4, 2})});
+      },
+      {"[einsum]", "'x'"}));
   CHECK(th::throws_with([&] { of::einsum("ij->ii", {a}); }, {"[einsum]", "'i'", "more than once"}));
   CHECK(th::throws_with([&] { of::einsum("i1->i", {of::zeros({3, 3})}); }, {"[einsum]", "'1'"}));
-  CHECK(th::throws_with([&] { of::einsum("ij,jk->ik", {a, of::zeros({5, 2})}); },
-                        {"[einsum]", "'j'", "5", "4"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::einsum("ij,jk->ik", {a, of::zeros({5, 2})});
+      },
+      {"[einsum]", "'j'", "5", "4"}));
   CHECK(th::throws_with([&] { of::einsum("ii->i", {a}); }, {"[einsum]", "'i'", "3 != 4"}));
   CHECK(th::throws_with([&] { of::einsum("ij->i->j", {a}); }, {"[einsum]", "->"}));
   CHECK(th::throws_with([&] { of::einsum("ij", {}); }, {"[einsum]"}));
-  CHECK(th::throws_with([&] { of::einsum("ij,jk", {a, of::zeros({4, 2}, of::kFloat64)}); },
-                        {"[einsum]", "float32", "float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::einsum("ij,jk", {a, of::zeros({4, 2}, of::kFloat64)});
+      },
+      {"[einsum]", "float32", "float64"}));
 }

@@ -30,14 +30,17 @@ struct NetImpl : nn::Module {
 };
 OF_MODULE(Net);
 
-std::vector<std::string> keys(const of::OrderedDict<std::string, of::Tensor>& d) { return d.keys(); }
+std::vector<std::string> keys(const of::OrderedDict<std::string, of::Tensor>& d) {
+  return d.keys();
+}
 
 }  // namespace
 
 TEST_CASE("module: registration order, dotted names, buffers, children, train/eval") {
   Net net;
-  CHECK(keys(net->named_parameters()) ==
-        std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "fc2.weight"});
+  CHECK(keys(net->named_parameters()) == std::vector<std::string>{"scale", "fc1.weight", "fc1.bias",
+                                                                  "bn.weight", "bn.bias",
+                                                                  "fc2.weight"});
   CHECK(keys(net->named_parameters(false)) == std::vector<std::string>{"scale"});
   CHECK(keys(net->named_buffers()) ==
         std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"});
@@ -51,7 +54,8 @@ TEST_CASE("module: registration order, dotted names, buffers, children, train/ev
   net->train();
   CHECK(net->fc1->is_training());
   CHECK(net->name() == "NetImpl");
-  CHECK(th::throws_with([&] { net->register_parameter("a.b", of::ones({1})); }, {"[Module]", "a.b"}));
+  CHECK(
+      th::throws_with([&] { net->register_parameter("a.b", of::ones({1})); }, {"[Module]", "a.b"}));
   CHECK(th::throws_with([&] { net->register_parameter("scale", of::ones({1})); },
                         {"[OrderedDict]", "scale"}));
   nn::Linear empty{nullptr};
@@ -66,7 +70,8 @@ TEST_CASE("module: Linear forward, backward and libtorch's default initializatio
   CHECK(fc->weight.abs().amax().item<float>() <= bound);
   CHECK(fc->bias.abs().amax().item<float>() <= bound);
   // uniform in [-bound, bound]: variance bound^2 / 3
-  CHECK(fc->weight.to(of::kFloat64).var().item<double>() == doctest::Approx(bound * bound / 3).epsilon(0.15));
+  CHECK(fc->weight.to(of::kFloat64).var().item<double>() ==
+        doctest::Approx(bound * bound / 3).epsilon(0.15));
   of::Tensor x = of::randn({4, 50});
   of::Tensor y = fc(x);
   std::vector<double> xv = x.to_vector<double>(), wv = fc->weight.to_vector<double>(),
@@ -101,14 +106,16 @@ TEST_CASE("module: state_dict / load_state_dict (strict, non-strict, no partial 
   nn::StateDict missing;
   for (auto& kv : sd)
     if (kv.key() != "fc2.weight") missing.insert(kv.key(), kv.value());
-  CHECK(th::throws_with([&] { a->load_state_dict(missing); }, {"[load_state_dict]", "missing", "fc2.weight"}));
+  CHECK(th::throws_with([&] { a->load_state_dict(missing); },
+                        {"[load_state_dict]", "missing", "fc2.weight"}));
   a->load_state_dict(missing, /*strict=*/false);
   nn::StateDict extra = b->state_dict();
   extra.insert("fc3.weight", of::ones({1}));
   CHECK(th::throws_with([&] { a->load_state_dict(extra); }, {"unexpected", "fc3.weight"}));
   // a mis-shaped entry: nothing is copied, not even the entries before it
   nn::StateDict bad;
-  for (auto& kv : sd) bad.insert(kv.key(), kv.key() == "fc2.weight" ? of::ones({3, 2}) : kv.value() + 1);
+  for (auto& kv : sd)
+    bad.insert(kv.key(), kv.key() == "fc2.weight" ? of::ones({3, 2}) : kv.value() + 1);
   const std::vector<float> before = a->fc1->weight.to_vector<float>();
   CHECK(th::throws_with([&] { a->load_state_dict(bad); }, {"fc2.weight", "(3, 2)", "(2, 3)"}));
   CHECK(a->fc1->weight.to_vector<float>() == before);
@@ -157,7 +164,8 @@ TEST_CASE("module: BatchNorm2d running statistics, eval mode, momentum") {
   CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
   bn->eval();
   of::Tensor e = bn(x);
-  const double m0 = bn->running_mean.to_vector<double>()[0], v0 = bn->running_var.to_vector<double>()[0];
+  const double m0 = bn->running_mean.to_vector<double>()[0],
+               v0 = bn->running_var.to_vector<double>()[0];
   CHECK(e.select(1, 0).flatten().to_vector<double>()[0] ==
         doctest::Approx((xv[0] - m0) / std::sqrt(v0 + 1e-5)));
   CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
@@ -192,27 +200,32 @@ TEST_CASE("module: Sequential, ModuleList, activations, pooling, conv and dropou
   of::Tensor z = of::randn({5});
   CHECK(th::compare(nn::SiLU()(z), th::to_ref(z * z.sigmoid()), 1e-6, 1e-7).empty());
   CHECK(th::compare(nn::Softmax(0)(z), th::to_ref(of::softmax(z, 0)), 0, 0).empty());
-  CHECK(nn::AdaptiveAvgPool2d(1)(of::ones({2, 3, 5, 5})).sizes().vec() == std::vector<int64_t>{2, 3, 1, 1});
+  CHECK(nn::AdaptiveAvgPool2d(1)(of::ones({2, 3, 5, 5})).sizes().vec() ==
+        std::vector<int64_t>{2, 3, 1, 1});
   CHECK(nn::AvgPool2d(2)(of::ones({1, 1, 4, 4})).sum().item<float>() == 4.0f);
   nn::Embedding emb(nn::EmbeddingOptions(10, 3).padding_idx(0));
   CHECK(emb->weight.select(0, 0).abs().sum().item<float>() == 0.0f);
-  CHECK(emb(of::tensor(std::vector<int64_t>{1, 0, 9}, {3})).sizes().vec() == std::vector<int64_t>{3, 3});
+  CHECK(emb(of::tensor(std::vector<int64_t>{1, 0, 9}, {3})).sizes().vec() ==
+        std::vector<int64_t>{3, 3});
   CHECK(th::throws_with([&] { nn::Dropout(1.5); }, {"[Dropout]", "1.5"}));
-  CHECK(th::throws_with([&] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)); }, {"[Conv2d]", "groups"}));
+  CHECK(th::throws_with([&] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)); },
+                        {"[Conv2d]", "groups"}));
 }
 
 TEST_CASE("module: init functions and gains") {
   CHECK(nn::init::calculate_gain(of::kReLU) == doctest::Approx(std::sqrt(2.0)));
   CHECK(nn::init::calculate_gain(of::kTanh) == doctest::Approx(5.0 / 3));
   of::Tensor w = of::empty({200, 300});
-  CHECK(nn::init::calculate_fan_in_and_fan_out(of::empty({8, 4, 3, 3})) == std::pair<int64_t, int64_t>{36, 72});
+  CHECK(nn::init::calculate_fan_in_and_fan_out(of::empty({8, 4, 3, 3})) ==
+        std::pair<int64_t, int64_t>{36, 72});
   of::manual_seed(8);
   nn::init::kaiming_uniform_(w, 0, of::kFanIn, of::kReLU);
   const double b = std::sqrt(2.0) * std::sqrt(3.0 / 300);
   CHECK(w.abs().amax().item<float>() <= b);
   CHECK(w.to(of::kFloat64).var().item<double>() == doctest::Approx(b * b / 3).epsilon(0.05));
   nn::init::xavier_normal_(w);
-  CHECK(w.to(of::kFloat64).std().item<double>() == doctest::Approx(std::sqrt(2.0 / 500)).epsilon(0.05));
+  CHECK(w.to(of::kFloat64).std().item<double>() ==
+        doctest::Approx(std::sqrt(2.0 / 500)).epsilon(0.05));
   CHECK(nn::init::zeros_(w).abs().sum().item<float>() == 0.0f);
   CHECK(th::throws_with([&] { nn::init::xavier_uniform_(of::empty({3})); }, {"[init]", "(3,)"}));
 }
@@ -261,7 +274,8 @@ std::vector<double> ref_mha(const std::vector<double>& x, int64_t L, int64_t N, 
   const int64_t D = E / H;
   auto proj = [&](int64_t part, int64_t l, int64_t n, int64_t j) {  // row j of part
     double s = B[size_t(part * E + j)];
-    for (int64_t c = 0; c < E; ++c) s += W[size_t((part * E + j) * E + c)] * x[size_t((l * N + n) * E + c)];
+    for (int64_t c = 0; c < E; ++c)
+      s += W[size_t((part * E + j) * E + c)] * x[size_t((l * N + n) * E + c)];
     return s;
   };
   std::vector<double> heads(size_t(L * N * E), 0.0), out(size_t(L * N * E), 0.0);
@@ -299,57 +313,75 @@ TEST_CASE("module: MultiheadAttention vs a float64 loop reference (masks, both c
   const int64_t L = 5, N = 2, E = 8, H = 2;
   nn::MultiheadAttention mha(E, H);
   mha->to(of::kFloat64);
-  { of::NoGradGuard g; mha->in_proj_bias.normal_(); mha->out_proj->bias.normal_(); }
+  {
+    of::NoGradGuard g;
+    mha->in_proj_bias.normal_();
+    mha->out_proj->bias.normal_();
+  }
   of::Tensor x = of::randn({L, N, E}, of::kFloat64);
   of::Tensor causal = of::ones({L, L}, of::kBool).triu(1);  // true above the diagonal: masked
   std::vector<bool> none(size_t(L * L), false), tri(size_t(L * L), false);
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = i + 1; j < L; ++j) tri[size_t(i * L + j)] = true;
   for (bool use_mask : {false, true}) {
-    std::vector<double> ref = ref_mha(x.to_vector<double>(), L, N, E, H,
-                                      mha->in_proj_weight.to_vector<double>(),
-                                      mha->in_proj_bias.to_vector<double>(),
-                                      mha->out_proj->weight.to_vector<double>(),
-                                      mha->out_proj->bias.to_vector<double>(), use_mask ? tri : none);
+    std::vector<double> ref =
+        ref_mha(x.to_vector<double>(), L, N, E, H, mha->in_proj_weight.to_vector<double>(),
+                mha->in_proj_bias.to_vector<double>(), mha->out_proj->weight.to_vector<double>(),
+                mha->out_proj->bias.to_vector<double>(), use_mask ? tri : none);
     of::Tensor m = use_mask ? causal : of::Tensor();
     auto [with_w, weights] = mha(x, x, x, of::Tensor(), true, m);
     auto [no_w, undefined] = mha(x, x, x, of::Tensor(), false, m);
     CHECK(th::compare(with_w, th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
     CHECK(th::compare(no_w, th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
     CHECK(weights.sizes().vec() == std::vector<int64_t>{N, L, L});
-    CHECK(th::compare(weights.sum({2}), th::Ref({N, L}, std::vector<double>(size_t(N * L), 1.0)), 1e-12, 1e-12).empty());
+    CHECK(th::compare(weights.sum({2}), th::Ref({N, L}, std::vector<double>(size_t(N * L), 1.0)),
+                      1e-12, 1e-12)
+              .empty());
     CHECK(!undefined.defined());
     // an additive float mask equal to the bool one gives the same result
     if (use_mask) {
       of::Tensor fm = of::zeros({L, L}, of::kFloat64).masked_fill(causal, -INFINITY);
-      CHECK(th::compare(std::get<0>(mha(x, x, x, of::Tensor(), false, fm)), th::Ref({L, N, E}, ref), 1e-10, 1e-10).empty());
+      CHECK(th::compare(std::get<0>(mha(x, x, x, of::Tensor(), false, fm)), th::Ref({L, N, E}, ref),
+                        1e-10, 1e-10)
+                .empty());
     }
   }
   // separate key/value (three projections) equals self-attention when they hold the same values
   CHECK(th::compare(std::get<0>(mha(x, x.clone(), x.clone(), of::Tensor(), false)),
-                    th::to_ref(std::get<0>(mha(x, x, x, of::Tensor(), false))), 1e-12, 1e-12).empty());
+                    th::to_ref(std::get<0>(mha(x, x, x, of::Tensor(), false))), 1e-12, 1e-12)
+            .empty());
   // key padding: masking the last key of batch 1 equals dropping it from that batch
   of::Tensor kpm = of::zeros({N, L}, of::kBool);
   kpm.select(0, 1).select(0, L - 1).fill_(true);
   of::Tensor padded = std::get<0>(mha(x, x, x, kpm, false));
   of::Tensor xs = x.narrow(1, 1, 1);
-  of::Tensor dropped = std::get<0>(mha(xs, xs.narrow(0, 0, L - 1), xs.narrow(0, 0, L - 1), of::Tensor(), false));
+  of::Tensor dropped =
+      std::get<0>(mha(xs, xs.narrow(0, 0, L - 1), xs.narrow(0, 0, L - 1), of::Tensor(), false));
   CHECK(th::compare(padded.narrow(1, 1, 1), th::to_ref(dropped), 1e-10, 1e-10).empty());
   // gradients through the sdpa path vs finite differences
-  std::string err = th::gradcheck([&](const std::vector<of::Tensor>& in) {
-    return std::get<0>(mha(in[0], in[0], in[0], of::Tensor(), false, causal.narrow(0, 0, 3).narrow(1, 0, 3)));
-  }, {of::randn({3, 1, E}, of::kFloat64)});
+  std::string err = th::gradcheck(
+      [&](const std::vector<of::Tensor>& in) {
+        return std::get<0>(
+            mha(in[0], in[0], in[0], of::Tensor(), false, causal.narrow(0, 0, 3).narrow(1, 0, 3)));
+      },
+      {of::randn({3, 1, E}, of::kFloat64)});
   CHECK_MESSAGE(err.empty(), err);
-  CHECK(th::throws_with([&] { mha(of::randn({L, N, E + 1}, of::kFloat64), x, x); },
-                        {"[MultiheadAttention]", "(5, 2, 9)"}));
-  CHECK(th::throws_with([&] { nn::MultiheadAttention(10, 3); }, {"[MultiheadAttention]", "10", "3"}));
+  CHECK(th::throws_with(
+      [&] {
+        mha(of::randn({L, N, E + 1}, of::kFloat64), x, x);
+      },
+      {"[MultiheadAttention]", "(5, 2, 9)"}));
+  CHECK(
+      th::throws_with([&] { nn::MultiheadAttention(10, 3); }, {"[MultiheadAttention]", "10", "3"}));
 }
 
 TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under a causal mask") {
   of::manual_seed(32);
   for (bool pre : {false, true}) {
-    nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32)
-                                          .activation(of::kGELU).norm_first(pre));
+    nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(16, 4)
+                                          .dim_feedforward(32)
+                                          .activation(of::kGELU)
+                                          .norm_first(pre));
     layer->eval();  // no dropout
     const int64_t L = 6;
     of::Tensor causal = of::ones({L, L}, of::kBool).triu(1);
@@ -360,26 +392,33 @@ TEST_CASE("module: TransformerEncoderLayer (post- and pre-norm) is causal under 
     of::Tensor x2 = x.clone();
     x2.select(0, L - 1).add_(1.0);
     of::Tensor y2 = layer(x2, causal);
-    CHECK(th::compare(y2.narrow(0, 0, L - 1), th::to_ref(y.narrow(0, 0, L - 1)), 1e-6, 1e-6).empty());
-    CHECK(!th::compare(y2.narrow(0, L - 1, 1), th::to_ref(y.narrow(0, L - 1, 1)), 1e-6, 1e-6).empty());
+    CHECK(
+        th::compare(y2.narrow(0, 0, L - 1), th::to_ref(y.narrow(0, 0, L - 1)), 1e-6, 1e-6).empty());
+    CHECK(!th::compare(y2.narrow(0, L - 1, 1), th::to_ref(y.narrow(0, L - 1, 1)), 1e-6, 1e-6)
+               .empty());
     y.sum().backward();
     for (auto& p : layer->parameters()) CHECK(p.grad().defined());
   }
   nn::TransformerEncoderLayer l(8, 2);
   CHECK(l->named_parameters().size() == 12);
-  // A callable activation replaces the tag: same seed, gelu as a function == of::kGELU != of::kReLU.
+  // A callable activation replaces the tag: same seed, gelu as a function == of::kGELU !=
+  // of::kReLU.
   using Act = std::function<of::Tensor(const of::Tensor&)>;
   auto make = [](nn::TransformerEncoderLayerOptions::activation_t act) {
     of::manual_seed(5);
-    return nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).dropout(0).activation(act));
+    return nn::TransformerEncoderLayer(
+        nn::TransformerEncoderLayerOptions(8, 2).dropout(0).activation(act));
   };
   of::manual_seed(6);
   const of::Tensor src = of::randn({3, 2, 8});
   const of::Tensor by_fn = make(Act([](const of::Tensor& t) { return t.gelu(); }))(src);
   CHECK(of::allclose(by_fn, make(of::kGELU)(src), 0, 0));
   CHECK(!of::allclose(by_fn, make(of::kReLU)(src), 1e-6, 1e-6));
-  CHECK(th::throws_with([&] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation(Act())); },
-                        {"[TransformerEncoderLayer]", "empty"}));
+  CHECK(th::throws_with(
+      [&] {
+        nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation(Act()));
+      },
+      {"[TransformerEncoderLayer]", "empty"}));
 }
 
 TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in eval") {
@@ -406,13 +445,15 @@ TEST_CASE("module: Dropout2d zeroes whole channels while training, identity in e
 
 TEST_CASE("module: ConvTranspose2d and ModuleDict") {
   of::manual_seed(51);
-  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions(4, 2, 3).stride(2).padding(1).output_padding(1));
+  nn::ConvTranspose2d up(
+      nn::ConvTranspose2dOptions(4, 2, 3).stride(2).padding(1).output_padding(1));
   CHECK(up->weight.sizes().vec() == std::vector<int64_t>{4, 2, 3, 3});
   CHECK(up->weight.abs().amax().item<float>() <= 1 / std::sqrt(2.0 * 9));
   of::Tensor x = of::randn({1, 4, 5, 5});
   of::Tensor y = up(x);
   CHECK(y.sizes().vec() == std::vector<int64_t>{1, 2, 10, 10});
-  CHECK(th::compare(y, th::to_ref(of::conv_transpose2d(x, up->weight, up->bias, 2, 1, 1)), 0, 0).empty());
+  CHECK(th::compare(y, th::to_ref(of::conv_transpose2d(x, up->weight, up->bias, 2, 1, 1)), 0, 0)
+            .empty());
   nn::ModuleDict dict;
   dict->insert("enc", nn::Linear(3, 4));
   dict->insert("act", nn::ReLU());

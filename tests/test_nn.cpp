@@ -212,6 +212,7 @@ th::OpRow with_make(th::OpRow r, std::function<V(uint64_t)> m, std::vector<int> 
 of::Tensor as(const of::Tensor& t, const of::Tensor& like) { return t.to(like.dtype()); }
 
 // ---------------------------------------------------------------- linear
+// clang-format off
 TH_ROWS({
     row(
         "linear/2d_bias", {"linear"}, {{4, 5}, {3, 5}, {3}},
@@ -230,9 +231,11 @@ TH_ROWS({
         [](const V& in) { return of::linear(in[0], in[1], in[2]); },
         [](const R& r) { return linear_ref(r[0], r[1], &r[2]); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- batch norm
 const std::vector<std::string> kBn = {"batch_norm", "batch_norm_backward"};
+// clang-format off
 TH_ROWS({
     row(
         "batch_norm/train_4d_affine", kBn, {{3, 4, 2, 3}, {4}, {4}},
@@ -265,11 +268,13 @@ TH_ROWS({
                      {{-2, 2}, {-2, 2}, {-2, 2}, {-1, 1}, {0.5, 1.5}}),
               {3, 4}),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- layer / group / rms norm
 const std::vector<std::string> kLn = {"layer_norm", "layer_norm_backward"};
 const std::vector<std::string> kGn = {"group_norm", "group_norm_backward"};
 const std::vector<std::string> kRms = {"rms_norm", "rms_norm_backward"};
+// clang-format off
 TH_ROWS({
     row(
         "layer_norm/3d_two_dims_affine", kLn, {{3, 4, 5}, {4, 5}, {4, 5}},
@@ -319,10 +324,12 @@ TH_ROWS({
         },
         [](const R& r) { return ln_ref(r[0], 2, nullptr, nullptr, 1e-6, true); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- dropout
 // Seeded inside fn (so gradcheck sees one mask): kept elements are x / (1 - p), dropped ones
 // are replaced by x, so the result equals x exactly when the scaling is right.
+// clang-format off
 TH_ROWS({
     row(
         "dropout/train_scaling", {"dropout"}, {{6, 7}},
@@ -337,9 +344,11 @@ TH_ROWS({
         [](const V& in) { return of::dropout(in[0], 0.5, false); },
         [](const R& r) { return r[0]; }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- cross entropy / nll
 const std::vector<std::string> kCe = {"cross_entropy", "cross_entropy_backward"};
+// clang-format off
 TH_ROWS({
     with_make(row(
                   "cross_entropy/mean", kCe, {},
@@ -433,6 +442,7 @@ TH_ROWS({
                   }),
               ce_inputs({6}, {}, 6, {}, -100, false), {1}),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- elementwise losses
 double smooth_l1(double d, double beta) {
@@ -447,6 +457,7 @@ double bce_logits(double x, double t, double pw) {
   const double s = 1.0 / (1.0 + std::exp(-x));
   return -(pw * t * std::log(s) + (1 - t) * std::log(1 - s));
 }
+// clang-format off
 TH_ROWS({
     row(
         "mse_loss/mean", {}, {{3, 4}, {3, 4}},
@@ -546,6 +557,7 @@ TH_ROWS({
                   }),
               ranged({{2, 5}, {2, 5}}, {{-3, 0}, {-3, 0}})),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- attention
 // softmax(scale q k^T + mask) v per batch; k/v/mask batches repeat when smaller (broadcast).
@@ -608,6 +620,7 @@ std::function<V(uint64_t)> attn_inputs(Shape qs, Shape ks, Shape vs, Shape ms, i
 
 const std::vector<std::string> kAttn = {"scaled_dot_product_attention",
                                         "scaled_dot_product_attention_backward"};
+// clang-format off
 TH_ROWS({
     row(
         "sdpa/basic", kAttn, {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
@@ -642,6 +655,7 @@ TH_ROWS({
                   [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
               attn_inputs({2, 3, 4}, {2, 6, 4}, {2, 6, 3}, {2, 3, 6}, 2), {3}),
 });
+// clang-format on
 
 of::Tensor T64(std::vector<double> v, std::vector<int64_t> shape) {
   return of::tensor(v, of::IntArrayRef(shape), of::kFloat64);
@@ -907,7 +921,8 @@ TEST_CASE("nn: attention's draw map makes a piece of the batch draw as its place
   // backward
   of::manual_seed(2);
   const of::Tensor q = of::randn({6, 4, 3}, of::kFloat64), k = of::randn({6, 5, 3}, of::kFloat64);
-  const of::Tensor v = of::randn({6, 5, 2}, of::kFloat64), dout = of::randn({6, 4, 2}, of::kFloat64);
+  const of::Tensor v = of::randn({6, 5, 2}, of::kFloat64),
+                   dout = of::randn({6, 4, 2}, of::kFloat64);
   auto piece = [](const of::Tensor& t) {
     return t.view({2, 3, t.size(1), t.size(2)}).narrow(1, 1, 2).reshape({4, t.size(1), t.size(2)});
   };
@@ -923,16 +938,19 @@ TEST_CASE("nn: attention's draw map makes a piece of the batch draw as its place
   // without the map the piece draws as batches 0..3: different elements are dropped
   CHECK(!of::equal(of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, whole)[0], piece(f[0])));
   const of::TensorList b = of::dispatch(bwd, {dout, q, k, v, {}, f[0], f[1]}, whole);
-  const of::TensorList bp = of::dispatch(
-      bwd, {piece(dout), piece(q), piece(k), piece(v), {}, fp[0], fp[1]}, part);
+  const of::TensorList bp =
+      of::dispatch(bwd, {piece(dout), piece(q), piece(k), piece(v), {}, fp[0], fp[1]}, part);
   for (size_t i = 0; i < 3; ++i) CHECK(of::equal(bp[i], piece(b[i])));
   // a map that does not describe the batches is an error
   for (const of::DimVector& bad : {of::DimVector{2, 1, 2, 3, 1, 2}, of::DimVector{2, 0, 2, 3},
                                    of::DimVector{2, 0, 2, 3, 0, 3}}) {
     of::Attrs a = whole;
     a.values.push_back(bad);
-    CHECK(th::throws_with([&] { (void)of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, a); },
-                          {"[scaled_dot_product_attention]", "draw_map", "4 batches"}));
+    CHECK(th::throws_with(
+        [&] {
+          (void)of::dispatch(fwd, {piece(q), piece(k), piece(v), {}}, a);
+        },
+        {"[scaled_dot_product_attention]", "draw_map", "4 batches"}));
   }
 }
 
@@ -1022,7 +1040,9 @@ TEST_CASE("nn: double backward through a fused op is an error, not a missing ter
       {"batch_norm_backward",
        [](const of::Tensor& h) { return of::batch_norm(h, {}, {}, {}, {}, true, 0.1, 1e-5); }},
       {"cross_entropy_backward",
-       [](const of::Tensor& h) { return of::cross_entropy(h, of::tensor({0, 3, 1}, of::kInt64)); }},
+       [](const of::Tensor& h) {
+         return of::cross_entropy(h, of::tensor({0, 3, 1}, of::kInt64));
+       }},
       {"scaled_dot_product_attention_backward",
        [](const of::Tensor& h) { return of::scaled_dot_product_attention(h, h, h); }},
   };

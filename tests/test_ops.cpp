@@ -55,11 +55,8 @@ TEST_CASE("op table: forward vs float64 reference, contiguous and non-contiguous
           else
             err = th::compare(out, expect, dt == of::kFloat64 ? row.rtol64 : row.rtol,
                               dt == of::kFloat64 ? row.atol64 : row.atol);
-        } catch (const std::exception& e) {
-          err = std::string("threw: ") + e.what();
-        }
-        const std::string where = "row " + row.name + " dtype " +
-                                  std::string(of::dtype_name(dt)) +
+        } catch (const std::exception& e) { err = std::string("threw: ") + e.what(); }
+        const std::string where = "row " + row.name + " dtype " + std::string(of::dtype_name(dt)) +
                                   (nc ? " non-contiguous" : " contiguous");
         INFO(where);
         CHECK_MESSAGE(err.empty(), err);
@@ -75,9 +72,7 @@ TEST_CASE("op table: VJP vs central finite differences (float64)") {
     std::string err;
     try {
       err = th::gradcheck(row.fn, in, row.nondiff);
-    } catch (const std::exception& e) {
-      err = std::string("threw: ") + e.what();
-    }
+    } catch (const std::exception& e) { err = std::string("threw: ") + e.what(); }
     const std::string where = "row " + row.name;
     INFO(where);
     CHECK_MESSAGE(err.empty(), err);
@@ -210,26 +205,50 @@ TEST_CASE("op table: autocast policy, 16-bit widening and index checks are field
     for (const char* n : {"mm", "bmm", "addmm", "baddbmm", "linear", "conv2d", "conv3d",
                           "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention"})
       m[n] = P::kLower;
-    for (const char* n : {"exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "tan",
-                          "pow", "pow_scalar", "sum", "prod", "cumsum", "cumprod", "logsumexp",
-                          "norm", "softmax", "log_softmax", "layer_norm", "group_norm",
-                          "rms_norm", "batch_norm", "cross_entropy", "ctc_loss"})
+    for (const char* n :
+         {"exp",        "expm1",      "log",       "log2",       "log1p",         "reciprocal",
+          "rsqrt",      "tan",        "pow",       "pow_scalar", "sum",           "prod",
+          "cumsum",     "cumprod",    "logsumexp", "norm",       "softmax",       "log_softmax",
+          "layer_norm", "group_norm", "rms_norm",  "batch_norm", "cross_entropy", "ctc_loss"})
       m[n] = P::kFloat32;
     for (const char* n : {"cat", "index_add", "scatter_add", "lstm_cell", "lstm_layer"})
       m[n] = P::kPromote;
     return m;
   }();
-  const std::set<std::string> widened = {
-      "batch_norm", "layer_norm", "group_norm", "rms_norm", "dropout", "cross_entropy", "linear",
-      "scaled_dot_product_attention", "conv2d", "conv3d", "conv_transpose2d",
-      "conv_transpose3d", "conv2d_backward_weight", "conv3d_backward_weight",
-      "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
-      "adaptive_max_pool3d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d",
-      "adaptive_avg_pool3d", "upsample_nearest2d", "upsample_bilinear2d", "im2col", "col2im",
-      "ctc_loss", "lstm_cell", "lstm_layer"};
-  const std::set<std::string> checks = {"cross_entropy", "cross_entropy_backward", "embedding",
-                                        "index_select", "index_add", "gather", "scatter",
-                                        "scatter_add", "one_hot"};
+  const std::set<std::string> widened = {"batch_norm",
+                                         "layer_norm",
+                                         "group_norm",
+                                         "rms_norm",
+                                         "dropout",
+                                         "cross_entropy",
+                                         "linear",
+                                         "scaled_dot_product_attention",
+                                         "conv2d",
+                                         "conv3d",
+                                         "conv_transpose2d",
+                                         "conv_transpose3d",
+                                         "conv2d_backward_weight",
+                                         "conv3d_backward_weight",
+                                         "max_pool2d_with_indices",
+                                         "max_pool3d_with_indices",
+                                         "adaptive_max_pool2d",
+                                         "adaptive_max_pool3d",
+                                         "avg_pool2d",
+                                         "avg_pool3d",
+                                         "adaptive_avg_pool2d",
+                                         "adaptive_avg_pool3d",
+                                         "upsample_nearest2d",
+                                         "upsample_bilinear2d",
+                                         "im2col",
+                                         "col2im",
+                                         "ctc_loss",
+                                         "lstm_cell",
+                                         "lstm_layer"};
+  const std::set<std::string> checks = {"cross_entropy", "cross_entropy_backward",
+                                        "embedding",     "index_select",
+                                        "index_add",     "gather",
+                                        "scatter",       "scatter_add",
+                                        "one_hot"};
   std::set<std::string> names;
   for (const of::OpDef* op : of::all_ops()) names.insert(op->name);
   for (const auto& [n, p] : autocast) CHECK_MESSAGE(names.count(n), "autocast names '", n, "'");
@@ -238,15 +257,15 @@ TEST_CASE("op table: autocast policy, 16-bit widening and index checks are field
   for (const of::OpDef* op : of::all_ops()) {
     const std::string& n = op->name;
     auto it = autocast.find(n);
-    CHECK_MESSAGE(op->autocast == (it == autocast.end() ? P::kNone : it->second),
-                  "[", n, "] has the wrong autocast policy");
+    CHECK_MESSAGE(op->autocast == (it == autocast.end() ? P::kNone : it->second), "[", n,
+                  "] has the wrong autocast policy");
     // a widened op's backward (its fused gradient kernel) computes in the same dtypes
     const bool backward = n.size() > 9 && n.compare(n.size() - 9, 9, "_backward") == 0;
     const std::string forward = backward ? n.substr(0, n.size() - 9) : n;
     const bool want = widened.count(forward) != 0 && (names.count(forward) != 0);
     CHECK_MESSAGE(op->has(of::kWidens16Bit) == want, "[", n, "] kWidens16Bit should be ", want);
-    CHECK_MESSAGE(op->has(of::kChecksIndices) == (checks.count(n) != 0),
-                  "[", n, "] kChecksIndices is wrong");
+    CHECK_MESSAGE(op->has(of::kChecksIndices) == (checks.count(n) != 0), "[", n,
+                  "] kChecksIndices is wrong");
     if (op->has(of::kChecksIndices))  // a replay validates by running infer_meta again
       CHECK_MESSAGE(bool(op->infer_meta), "[", n, "] checks indices without infer_meta");
     if (op->autocast != P::kNone) CHECK_MESSAGE(!op->has(of::kView), "[", n, "] is a view");
@@ -257,8 +276,8 @@ TEST_CASE("op table: every elementwise op has a fused form, and fold identities 
   for (const of::OpDef* op : of::all_ops()) {
     const std::string& n = op->name;
     if (op->has(of::kElementwise) && !op->has(of::kRandom))
-      CHECK_MESSAGE((op->functor != nullptr) != (op->fused_form != of::FusedForm::kFunctor),
-                    "[", n, "] needs exactly one of a functor and a special fused form");
+      CHECK_MESSAGE((op->functor != nullptr) != (op->fused_form != of::FusedForm::kFunctor), "[", n,
+                    "] needs exactly one of a functor and a special fused form");
     if (!op->has(of::kElementwise)) {
       CHECK_MESSAGE(op->fused_form == of::FusedForm::kFunctor, "[", n, "] is not elementwise");
       CHECK_MESSAGE(op->fold_identities.empty(), "[", n, "] folds but is not elementwise");
@@ -283,8 +302,7 @@ TEST_CASE("op table: no op-name list or op-name comparison outside the op table"
   const std::regex literal(R"re("(\w+)")re");
   std::vector<std::string> found;
   size_t files = 0;
-  for (const auto& e :
-       std::filesystem::recursive_directory_iterator(ONEFLOW_SOURCE_ROOT "/src")) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ONEFLOW_SOURCE_ROOT "/src")) {
     const std::string ext = e.path().extension().string();
     if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh"))
       continue;
@@ -298,7 +316,8 @@ TEST_CASE("op table: no op-name list or op-name comparison outside the op table"
              std::to_string(std::count(text.begin(), text.begin() + long(pos), '\n') + 1);
     };
     for (std::sregex_iterator it(text.begin(), text.end(), compare), end; it != end; ++it)
-      if (names.count((*it)[2].str())) found.push_back(where(size_t(it->position())) + " " + it->str());
+      if (names.count((*it)[2].str()))
+        found.push_back(where(size_t(it->position())) + " " + it->str());
     for (std::sregex_iterator it(text.begin(), text.end(), list), end; it != end; ++it) {
       const std::string m = it->str();
       bool all_ops = true;

@@ -25,9 +25,7 @@ V ref_grad(const V& p) {
   return g;
 }
 
-of::Tensor make_param() {
-  return of::tensor(kStart, {6}, of::kFloat64).requires_grad_(true);
-}
+of::Tensor make_param() { return of::tensor(kStart, {6}, of::kFloat64).requires_grad_(true); }
 
 void backward_on(const of::Tensor& p) {
   of::Tensor t = of::tensor(kTarget, {6}, of::kFloat64), w = of::tensor(kWeight, {6}, of::kFloat64);
@@ -53,13 +51,18 @@ bool close(const V& a, const V& b, double tol = 1e-12) {
 
 }  // namespace
 
-TEST_CASE("optim: SGD (plain, momentum + dampening, nesterov, weight decay) matches the reference") {
-  struct Cfg { double lr, mom, damp, wd; bool nesterov; };
+TEST_CASE(
+    "optim: SGD (plain, momentum + dampening, nesterov, weight decay) matches the reference") {
+  struct Cfg {
+    double lr, mom, damp, wd;
+    bool nesterov;
+  };
   for (Cfg c : {Cfg{0.1, 0, 0, 0, false}, Cfg{0.05, 0.9, 0.1, 0, false},
                 Cfg{0.05, 0.9, 0, 0.01, true}, Cfg{0.02, 0.5, 0, 0.1, false}}) {
     of::Tensor p = make_param();
-    optim::SGD opt({p}, optim::SGDOptions(c.lr).momentum(c.mom).dampening(c.damp)
-                            .weight_decay(c.wd).nesterov(c.nesterov));
+    optim::SGD opt(
+        {p}, optim::SGDOptions(c.lr).momentum(c.mom).dampening(c.damp).weight_decay(c.wd).nesterov(
+                 c.nesterov));
     V got = run(opt, p, 6);
     V x = kStart, buf(6, 0);
     for (int s = 0; s < 6; ++s) {
@@ -84,10 +87,12 @@ TEST_CASE("optim: Adam and AdamW (with amsgrad and weight decay) match the refer
       of::Tensor p = make_param();
       std::unique_ptr<optim::Optimizer> opt;
       if (decoupled)
-        opt = std::make_unique<optim::AdamW>(std::vector<of::Tensor>{p},
+        opt = std::make_unique<optim::AdamW>(
+            std::vector<of::Tensor>{p},
             optim::AdamWOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd).amsgrad(ams));
       else
-        opt = std::make_unique<optim::Adam>(std::vector<of::Tensor>{p},
+        opt = std::make_unique<optim::Adam>(
+            std::vector<of::Tensor>{p},
             optim::AdamOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd).amsgrad(ams));
       V got = run(*opt, p, 7);
       V x = kStart, m(6, 0), v(6, 0), vmax(6, 0);
@@ -114,8 +119,10 @@ TEST_CASE("optim: RMSprop (centered, momentum) and Adagrad (lr decay) match the 
     for (double mom : {0.0, 0.7}) {
       const double lr = 0.01, alpha = 0.9, eps = 1e-8, wd = 0.05;
       of::Tensor p = make_param();
-      optim::RMSprop opt({p}, optim::RMSpropOptions(lr).alpha(alpha).eps(eps).weight_decay(wd)
-                                  .momentum(mom).centered(centered));
+      optim::RMSprop opt(
+          {p},
+          optim::RMSpropOptions(lr).alpha(alpha).eps(eps).weight_decay(wd).momentum(mom).centered(
+              centered));
       V got = run(opt, p, 5);
       V x = kStart, sq(6, 0), ga(6, 0), buf(6, 0);
       for (int s = 0; s < 5; ++s) {
@@ -142,7 +149,8 @@ TEST_CASE("optim: RMSprop (centered, momentum) and Adagrad (lr decay) match the 
     }
   of::Tensor p = make_param();
   const double lr = 0.1, decay = 0.05, init = 0.1, eps = 1e-10;
-  optim::Adagrad opt({p}, optim::AdagradOptions(lr).lr_decay(decay).initial_accumulator_value(init));
+  optim::Adagrad opt({p},
+                     optim::AdagradOptions(lr).lr_decay(decay).initial_accumulator_value(init));
   V got = run(opt, p, 5);
   V x = kStart, sum(6, init);
   for (int s = 1; s <= 5; ++s) {
@@ -165,7 +173,8 @@ TEST_CASE("optim: float32 trajectories stay within float32 rounding of the float
     a64.zero_grad();
     a32.zero_grad();
     backward_on(p64);
-    of::Tensor t = of::tensor(kTarget, {6}, of::kFloat32), w = of::tensor(kWeight, {6}, of::kFloat32);
+    of::Tensor t = of::tensor(kTarget, {6}, of::kFloat32),
+               w = of::tensor(kWeight, {6}, of::kFloat32);
     ((p32 - t).square() * w).sum().backward();
     a64.step();
     a32.step();
@@ -202,12 +211,18 @@ TEST_CASE("optim: parameter groups, zero_grad, and parameters without gradients"
   CHECK(!a.grad().defined());
   // errors
   CHECK(th::throws_with([&] { optim::SGD bad({a}, optim::SGDOptions(-1)); }, {"[optim]", "-1"}));
-  CHECK(th::throws_with([&] { optim::SGD bad({a, a}, optim::SGDOptions(0.1)); },
-                        {"[optim]", "more than one"}));
+  CHECK(th::throws_with(
+      [&] {
+        optim::SGD bad({a, a}, optim::SGDOptions(0.1));
+      },
+      {"[optim]", "more than one"}));
   CHECK(th::throws_with([&] { optim::SGD bad({a * 2}, optim::SGDOptions(0.1)); },
                         {"[optim]", "non-leaf"}));
-  CHECK(th::throws_with([&] { optim::Adam bad({a}, optim::AdamOptions(0.1).betas({1.5, 0.9})); },
-                        {"[Adam]", "beta", "1.5"}));
+  CHECK(th::throws_with(
+      [&] {
+        optim::Adam bad({a}, optim::AdamOptions(0.1).betas({1.5, 0.9}));
+      },
+      {"[Adam]", "beta", "1.5"}));
   CHECK(th::throws_with([&] { optim::SGD bad({a}, optim::SGDOptions(0.1).nesterov(true)); },
                         {"[SGD]", "nesterov"}));
 }
@@ -257,7 +272,11 @@ TEST_CASE("optim: learning-rate schedulers follow their formulas") {
   };
   CHECK(near(lrs([](auto& o) { return std::make_unique<optim::StepLR>(o, 2, 0.5); }, 5),
              {1, 1, 0.5, 0.5, 0.25, 0.25}));
-  CHECK(near(lrs([](auto& o) { return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{1, 3}, 0.1); }, 4),
+  CHECK(near(lrs(
+                 [](auto& o) {
+                   return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{1, 3}, 0.1);
+                 },
+                 4),
              {1, 0.1, 0.1, 0.01, 0.01}));
   CHECK(near(lrs([](auto& o) { return std::make_unique<optim::ExponentialLR>(o, 0.5); }, 3),
              {1, 0.5, 0.25, 0.125}));
@@ -265,10 +284,16 @@ TEST_CASE("optim: learning-rate schedulers follow their formulas") {
              {1, (1 + std::cos(M_PI / 4)) / 2, 0.5, (1 + std::cos(3 * M_PI / 4)) / 2, 0}));
   CHECK(near(lrs([](auto& o) { return std::make_unique<optim::LinearLR>(o, 0.25, 1.0, 3); }, 4),
              {0.25, 0.5, 0.75, 1.0, 1.0}));
-  CHECK(near(lrs([](auto& o) { return std::make_unique<optim::LambdaLR>(o, [](int64_t e) { return 1.0 / (e + 1); }); }, 2),
+  CHECK(near(lrs(
+                 [](auto& o) {
+                   return std::make_unique<optim::LambdaLR>(
+                       o, [](int64_t e) { return 1.0 / (e + 1); });
+                 },
+                 2),
              {1, 0.5, 1.0 / 3}));
   // OneCycle: starts at max/div, peaks at max after pct*total - 1 steps, ends at max/(div*final)
-  std::vector<double> oc = lrs([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.3, 25, 1e4); }, 9);
+  std::vector<double> oc =
+      lrs([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.3, 25, 1e4); }, 9);
   CHECK(oc.front() == doctest::Approx(0.04));
   CHECK(oc[2] == doctest::Approx(1.0));
   CHECK(oc.back() == doctest::Approx(0.04 / 1e4));
@@ -309,13 +334,15 @@ TEST_CASE("optim: step(closure) evaluates the loss with gradients enabled, then 
   of::NoGradGuard no_grad;  // the closure still records: step() enables gradients for it
   of::Tensor loss = opt.step([&] {
     opt.zero_grad();
-    of::Tensor t = of::tensor(kTarget, {6}, of::kFloat64), w = of::tensor(kWeight, {6}, of::kFloat64);
+    of::Tensor t = of::tensor(kTarget, {6}, of::kFloat64),
+               w = of::tensor(kWeight, {6}, of::kFloat64);
     of::Tensor l = ((p - t).square() * w).sum();
     l.backward();
     return l;
   });
   double expect = 0;
-  for (size_t i = 0; i < 6; ++i) expect += kWeight[i] * (kStart[i] - kTarget[i]) * (kStart[i] - kTarget[i]);
+  for (size_t i = 0; i < 6; ++i)
+    expect += kWeight[i] * (kStart[i] - kTarget[i]) * (kStart[i] - kTarget[i]);
   CHECK(loss.item<double>() == doctest::Approx(expect));
   V x = kStart, g = ref_grad(kStart);
   for (size_t i = 0; i < 6; ++i) x[i] -= 0.1 * g[i];

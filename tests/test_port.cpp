@@ -104,15 +104,12 @@ Result run(const std::string& kDataFolder, const std::string& out) {
       nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
       // Layer 2
       nn::Conv2d(nn::Conv2dOptions(64, 128, 4).stride(2).padding(1).bias(false)),
-      nn::BatchNorm2d(128),
-      nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
+      nn::BatchNorm2d(128), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
       // Layer 3
       nn::Conv2d(nn::Conv2dOptions(128, 256, 4).stride(2).padding(1).bias(false)),
-      nn::BatchNorm2d(256),
-      nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
+      nn::BatchNorm2d(256), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
       // Layer 4
-      nn::Conv2d(nn::Conv2dOptions(256, 1, 3).stride(1).padding(0).bias(false)),
-      nn::Sigmoid());
+      nn::Conv2d(nn::Conv2dOptions(256, 1, 3).stride(1).padding(0).bias(false)), nn::Sigmoid());
   discriminator->to(device);
 
   // Assume the MNIST dataset is available under `kDataFolder`;
@@ -123,8 +120,7 @@ Result run(const std::string& kDataFolder, const std::string& out) {
       std::ceil(dataset.size().value() / static_cast<double>(kBatchSize));
 
   auto data_loader = of::data::make_data_loader(
-      std::move(dataset),
-      of::data::DataLoaderOptions().batch_size(kBatchSize).workers(2));
+      std::move(dataset), of::data::DataLoaderOptions().batch_size(kBatchSize).workers(2));
 
   of::optim::Adam generator_optimizer(
       generator->parameters(), of::optim::AdamOptions(2e-4).betas(std::make_tuple(0.5, 0.5)));
@@ -138,21 +134,18 @@ Result run(const std::string& kDataFolder, const std::string& out) {
       // Train discriminator with real images.
       discriminator->zero_grad();
       of::Tensor real_images = batch.data.to(device);
-      of::Tensor real_labels =
-          of::empty(batch.data.size(0), device).uniform_(0.8, 1.0);
+      of::Tensor real_labels = of::empty(batch.data.size(0), device).uniform_(0.8, 1.0);
       of::Tensor real_output = discriminator->forward(real_images).reshape(real_labels.sizes());
-      of::Tensor d_loss_real =
-          of::binary_cross_entropy(real_output, real_labels);
+      of::Tensor d_loss_real = of::binary_cross_entropy(real_output, real_labels);
       d_loss_real.backward();
 
       // Train discriminator with fake images.
-      of::Tensor noise =
-          of::randn({batch.data.size(0), kNoiseSize, 1, 1}, device);
+      of::Tensor noise = of::randn({batch.data.size(0), kNoiseSize, 1, 1}, device);
       of::Tensor fake_images = generator->forward(noise);
       of::Tensor fake_labels = of::zeros(batch.data.size(0), device);
-      of::Tensor fake_output = discriminator->forward(fake_images.detach()).reshape(fake_labels.sizes());
-      of::Tensor d_loss_fake =
-          of::binary_cross_entropy(fake_output, fake_labels);
+      of::Tensor fake_output =
+          discriminator->forward(fake_images.detach()).reshape(fake_labels.sizes());
+      of::Tensor d_loss_fake = of::binary_cross_entropy(fake_output, fake_labels);
       d_loss_fake.backward();
 
       of::Tensor d_loss = d_loss_real + d_loss_fake;
@@ -162,16 +155,14 @@ Result run(const std::string& kDataFolder, const std::string& out) {
       generator->zero_grad();
       fake_labels.fill_(1);
       fake_output = discriminator->forward(fake_images).reshape(fake_labels.sizes());
-      of::Tensor g_loss =
-          of::binary_cross_entropy(fake_output, fake_labels);
+      of::Tensor g_loss = of::binary_cross_entropy(fake_output, fake_labels);
       g_loss.backward();
       generator_optimizer.step();
       batch_index++;
       if (batch_index % kLogInterval == 0) {
-        std::printf(
-            "\r[%2ld/%2ld][%3ld/%3ld] D_loss: %.4f | G_loss: %.4f\n",
-            epoch, kNumberOfEpochs, batch_index, batches_per_epoch,
-            d_loss.item<float>(), g_loss.item<float>());
+        std::printf("\r[%2ld/%2ld][%3ld/%3ld] D_loss: %.4f | G_loss: %.4f\n", epoch,
+                    kNumberOfEpochs, batch_index, batches_per_epoch, d_loss.item<float>(),
+                    g_loss.item<float>());
       }
       result.d_losses.push_back(d_loss.item<float>());  // port: for the test
       result.g_losses.push_back(g_loss.item<float>());  // port: for the test
@@ -183,11 +174,10 @@ Result run(const std::string& kDataFolder, const std::string& out) {
         of::save(discriminator, out + "/discriminator-checkpoint.pt");
         of::save(discriminator_optimizer, out + "/discriminator-optimizer-checkpoint.pt");
         // Sample the generator and save the images.
-        of::Tensor samples = generator->forward(of::randn(
-            {kNumberOfSamplesPerCheckpoint, kNoiseSize, 1, 1}, device));
-        of::save(
-            (samples + 1.0) / 2.0,
-            of::str(out, "/dcgan-sample-", checkpoint_counter, ".pt"));  // port: the folder
+        of::Tensor samples = generator->forward(
+            of::randn({kNumberOfSamplesPerCheckpoint, kNoiseSize, 1, 1}, device));
+        of::save((samples + 1.0) / 2.0,
+                 of::str(out, "/dcgan-sample-", checkpoint_counter, ".pt"));  // port: the folder
         std::cout << "\n-> checkpoint " << ++checkpoint_counter << '\n';
         result.checkpoints++;  // port: for the test
       }
@@ -239,7 +229,8 @@ TEST_CASE("port: libtorch's DCGAN example compiles with torch -> of and trains")
   of::optim::Adam opt2(g2->parameters(), of::optim::AdamOptions(2e-4));
   of::load(opt2, (dir / "generator-optimizer-checkpoint.pt").string());
   // the saved group options (betas (0.5, 0.5)) replace the constructor's defaults
-  CHECK(std::get<0>(static_cast<of::optim::AdamOptions&>(opt2.param_groups()[0].options()).betas()) == 0.5);
+  CHECK(std::get<0>(
+            static_cast<of::optim::AdamOptions&>(opt2.param_groups()[0].options()).betas()) == 0.5);
   fs::remove_all(dir);
 }
 
@@ -262,9 +253,9 @@ struct ClassifierImpl : nn::Module {
 
   of::Tensor forward(of::Tensor x) {
     auto out = lstm->forward(embedding->forward(x));
-    of::Tensor h = std::get<0>(out);                      // [batch, seq, 2 * hidden]
-    auto h_n = std::get<0>(std::get<1>(out));             // [layers * 2, batch, hidden]
-    of::Tensor last = of::cat({h_n[-2], h_n[-1]}, 1);     // both directions of the top layer
+    of::Tensor h = std::get<0>(out);                   // [batch, seq, 2 * hidden]
+    auto h_n = std::get<0>(std::get<1>(out));          // [layers * 2, batch, hidden]
+    of::Tensor last = of::cat({h_n[-2], h_n[-1]}, 1);  // both directions of the top layer
     (void)h;
     return fc->forward(last);
   }
@@ -300,7 +291,7 @@ std::vector<float> train(int steps) {
 TEST_CASE("port: a libtorch LSTM classifier compiles with torch -> of and learns") {
   const std::vector<float> losses = lstm_port::train(30);
   for (float l : losses) CHECK(std::isfinite(l));
-  CHECK(losses.front() > 0.5f);              // chance level is ln 2
+  CHECK(losses.front() > 0.5f);  // chance level is ln 2
   CHECK(losses.back() < 0.5f * losses.front());
 }
 
@@ -315,7 +306,8 @@ struct Seq2SeqImpl : nn::Module {
       : embed(register_module("embed", nn::Embedding(vocab, d_model))),
         transformer(register_module(
             "transformer",
-            nn::Transformer(nn::TransformerOptions(d_model, 2, 1, 1).dim_feedforward(32).dropout(0.0)))),
+            nn::Transformer(
+                nn::TransformerOptions(d_model, 2, 1, 1).dim_feedforward(32).dropout(0.0)))),
         out(register_module("out", nn::Linear(d_model, vocab))) {}
 
   of::Tensor forward(const of::Tensor& src, const of::Tensor& tgt_in) {
@@ -443,7 +435,8 @@ std::vector<float> run(const std::string& csv) {
 }  // namespace csv_port
 
 TEST_CASE("port: a libtorch custom CSV dataset with make_data_loader trains") {
-  const fs::path path = fs::temp_directory_path() / ("oneflow_csv_" + std::to_string(::getpid()) + ".csv");
+  const fs::path path =
+      fs::temp_directory_path() / ("oneflow_csv_" + std::to_string(::getpid()) + ".csv");
   {
     std::ofstream out(path);
     for (int i = 0; i < 60; ++i) {
@@ -475,8 +468,9 @@ struct M5Impl : nn::Module {
         conv2(register_module("conv2", nn::Conv1d(n_channel, n_channel, 3))),
         bn2(register_module("bn2", nn::BatchNorm1d(n_channel))),
         pool2(register_module("pool2", nn::AvgPool1d(nn::AvgPool1dOptions(4).stride(2)))),
-        up(register_module("up", nn::ConvTranspose1d(
-                                      nn::ConvTranspose1dOptions(n_channel, n_channel, 2).stride(2)))),
+        up(register_module(
+            "up",
+            nn::ConvTranspose1d(nn::ConvTranspose1dOptions(n_channel, n_channel, 2).stride(2)))),
         gpool(register_module("gpool", nn::AdaptiveMaxPool1d(2))),
         fc1(register_module("fc1", nn::Linear(2 * n_channel, n_output))) {}
 
@@ -488,8 +482,8 @@ struct M5Impl : nn::Module {
     x = pool2(x);
     x = of::relu(up(x));
     x = nn::functional::max_pool1d(x, nn::functional::MaxPool1dFuncOptions(3).stride(1).padding(1));
-    x = gpool(x);                                   // [batch, channels, 2]
-    x = x + 0.1 * of::adaptive_avg_pool1d(x, 1); // broadcast over the 2 positions
+    x = gpool(x);                                 // [batch, channels, 2]
+    x = x + 0.1 * of::adaptive_avg_pool1d(x, 1);  // broadcast over the 2 positions
     return fc1(x.flatten(1));
   }
 
@@ -513,8 +507,7 @@ std::pair<std::vector<float>, double> train(int steps) {
   of::Tensor t = of::arange(L, of::kFloat32).div(L);
   of::Tensor freq = of::cat({of::full({n / 2, 1}, 3.0f), of::full({n / 2, 1}, 40.0f)});
   of::Tensor phase = of::rand({n, 1}) * 6.28f;
-  of::Tensor wave = of::sin(freq * t.unsqueeze(0) * 6.2831853f + phase) +
-                       0.2 * of::randn({n, L});
+  of::Tensor wave = of::sin(freq * t.unsqueeze(0) * 6.2831853f + phase) + 0.2 * of::randn({n, L});
   of::Tensor x = wave.unsqueeze(1);  // [batch, 1, L]
   of::Tensor y = of::cat({of::zeros({n / 2}, of::kLong), of::ones({n / 2}, of::kLong)});
   M5 model;
@@ -597,8 +590,8 @@ std::vector<float> run() {
   auto numranks = pg->getSize();
   auto rank = pg->getRank();
   auto train_dataset = Points().map(of::data::transforms::Stack<>());
-  auto data_sampler = of::data::samplers::DistributedRandomSampler(
-      train_dataset.size().value(), numranks, rank, false);
+  auto data_sampler = of::data::samplers::DistributedRandomSampler(train_dataset.size().value(),
+                                                                   numranks, rank, false);
   auto total_batch_size = 16;
   auto batch_size_per_proc = total_batch_size / numranks;
   auto data_loader =

@@ -17,7 +17,8 @@ namespace {
 using th::Ref;
 using th::Shape;
 using Vec = std::vector<double>;
-using D = std::vector<int64_t>;  // single-element dim lists (a bare {1} would bind to `bool unbiased`)
+using D =
+    std::vector<int64_t>;  // single-element dim lists (a bare {1} would bind to `bool unbiased`)
 using Fn = std::function<double(const Vec&)>;
 using LineFn = std::function<Vec(const Vec&)>;
 
@@ -205,6 +206,7 @@ using V = std::vector<of::Tensor>;
 using R = std::vector<Ref>;
 
 // ---------------------------------------------------------------- prod
+// clang-format off
 TH_ROWS({
     row("prod/all", {"prod"}, {{3, 4}}, [](const V& in) { return X(in).prod(); },
         [](const R& r) { return reduce_ref(r[0], {}, false, prod_f); }),
@@ -216,8 +218,10 @@ TH_ROWS({
     row("prod/0d", {"prod"}, {{}}, [](const V& in) { return of::prod(X(in)); },
         [](const R& r) { return reduce_ref(r[0], {}, false, prod_f); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- max/min, amax/amin
+// clang-format off
 TH_ROWS({
     with_make(row("max/all", {"amax"}, {{3, 4}}, [](const V& in) { return of::max(X(in)); },
                   [](const R& r) { return reduce_ref(r[0], {}, false, max_f); }),
@@ -243,8 +247,10 @@ TH_ROWS({
     row("amax/0d", {"amax"}, {{}}, [](const V& in) { return of::amax(X(in)); },
         [](const R& r) { return reduce_ref(r[0], {}, false, max_f); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- max/min over a dim, argmax
+// clang-format off
 TH_ROWS({
     with_make(row("max_dim/dim1", {"max_dim"}, {{3, 4, 5}},
                   [](const V& in) { return std::get<0>(of::max(X(in), 1)); },
@@ -284,8 +290,10 @@ TH_ROWS({
                          [](const R& r) { return reduce_ref(r[0], {0}, false, argmin_f); }),
                      distinct({{7, 3}}))),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- var/std
+// clang-format off
 TH_ROWS({
     row("var/all", {"var"}, {{3, 4}}, [](const V& in) { return X(in).var(); },
         [](const R& r) { return reduce_ref(r[0], {}, false, var_f(1, false)); }),
@@ -323,8 +331,10 @@ TH_ROWS({
         },
         [](const R& r) { return reduce_ref(r[0], {-1}, false, var_f(0, true)); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- logsumexp
+// clang-format off
 TH_ROWS({
     row("logsumexp/dim_middle", {"logsumexp"}, {{3, 4, 5}},
         [](const V& in) { return of::logsumexp(X(in), {1}); },
@@ -342,8 +352,10 @@ TH_ROWS({
     row("logsumexp/0d", {"logsumexp"}, {{}}, [](const V& in) { return of::logsumexp(X(in), {0}); },
         [](const R& r) { return r[0]; }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- norm
+// clang-format off
 TH_ROWS({
     row("norm/p2_all", {"norm"}, {{3, 4}}, [](const V& in) { return X(in).norm(); },
         [](const R& r) { return reduce_ref(r[0], {}, false, norm_f(2)); }),
@@ -377,8 +389,10 @@ TH_ROWS({
     row("norm/0d", {"norm"}, {{}}, [](const V& in) { return of::norm(X(in)); },
         [](const R& r) { return reduce_ref(r[0], {}, false, norm_f(2)); }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- cumsum/cumprod
+// clang-format off
 TH_ROWS({
     row("cumsum/last", {"cumsum"}, {{3, 37}}, [](const V& in) { return of::cumsum(X(in), -1); },
         [](const R& r) { return line_ref(r[0], -1, cumsum_f); }),
@@ -400,8 +414,10 @@ TH_ROWS({
     row("cumprod/0d", {"cumprod"}, {{}}, [](const V& in) { return of::cumprod(X(in), 0); },
         [](const R& r) { return r[0]; }),
 });
+// clang-format on
 
 // ---------------------------------------------------------------- softmax/log_softmax
+// clang-format off
 TH_ROWS({
     row("softmax/last", {"softmax"}, {{3, 37}}, [](const V& in) { return of::softmax(X(in), -1); },
         [](const R& r) { return line_ref(r[0], -1, softmax_f); }),
@@ -431,11 +447,13 @@ TH_ROWS({
     row("log_softmax/0d", {"log_softmax"}, {{}}, [](const V& in) { return of::log_softmax(X(in), 0); },
         [](const R& r) { return line_ref(r[0], 0, log_softmax_f); }),
 });
+// clang-format on
 
 of::Tensor T64(std::vector<double> v, std::vector<int64_t> shape) {
   return of::tensor(v, of::IntArrayRef(shape), of::kFloat64);
 }
-std::vector<double> grad_of(const of::Tensor& x, const std::function<of::Tensor(const of::Tensor&)>& f) {
+std::vector<double> grad_of(const of::Tensor& x,
+                            const std::function<of::Tensor(const of::Tensor&)>& f) {
   of::Tensor leaf = x.detach().clone().set_requires_grad(true);
   f(leaf).sum().backward();
   return leaf.grad().to_vector<double>();
@@ -527,7 +545,8 @@ TEST_CASE("reduce: integer and bool inputs") {
   CHECK(p.item<int64_t>() == 720);
   CHECK(of::prod(xi, 1).to_vector<int64_t>() == std::vector<int64_t>{-6, -120});
   CHECK(of::prod(xi, 0, false, of::kFloat64).dtype() == of::kFloat64);
-  CHECK(of::prod(xi, 0, false, of::kFloat64).to_vector<double>() == std::vector<double>{4, -10, -18});
+  CHECK(of::prod(xi, 0, false, of::kFloat64).to_vector<double>() ==
+        std::vector<double>{4, -10, -18});
   CHECK(of::max(xi).dtype() == of::kInt32);
   CHECK(of::max(xi).item<int64_t>() == 5);
   CHECK(of::amin(xi, {1}).to_vector<int64_t>() == std::vector<int64_t>{-2, -6});
@@ -552,7 +571,8 @@ TEST_CASE("reduce: integer and bool inputs") {
            {"logsumexp", [&] { of::logsumexp(xi.to(of::kInt64), {0}); }},
            {"norm", [&] { of::norm(xi.to(of::kInt64)); }}}) {
     std::string msg;
-    CHECK_MESSAGE(th::throws_with(fn, {"[" + name + "]", "expected a floating-point tensor, got int64"}, &msg),
+    CHECK_MESSAGE(th::throws_with(
+                      fn, {"[" + name + "]", "expected a floating-point tensor, got int64"}, &msg),
                   msg);
   }
   of::Tensor s = of::softmax(xi, 1, of::kFloat32);
@@ -570,14 +590,17 @@ TEST_CASE("reduce: every requested output dtype (direct and through a temporary)
   CHECK(of::sum(xi, {1}, false, of::kInt32).to_vector<int64_t>() == std::vector<int64_t>{2, 3});
   CHECK(of::sum(xi, {0}, false, of::kFloat32).to_vector<double>() == std::vector<double>{5, 3, -3});
   CHECK(of::sum(xi, {0}, false, of::kUInt8).dtype() == of::kUInt8);
-  CHECK(of::sum(xi, {0}, false, of::kUInt8).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 253});
+  CHECK(of::sum(xi, {0}, false, of::kUInt8).to_vector<int64_t>() ==
+        std::vector<int64_t>{5, 3, 253});
   CHECK(of::sum(xf, {1}, false, of::kFloat16).dtype() == of::kFloat16);
   CHECK(of::sum(xf, {1}, false, of::kFloat16).to_vector<double>() == std::vector<double>{1, 1.5});
   CHECK(of::sum(xf, {1}, false, of::kBFloat16).to_vector<double>() == std::vector<double>{1, 1.5});
   CHECK(of::sum(xf, {1}, false, of::kFloat64).to_vector<double>() == std::vector<double>{1, 1.5});
   CHECK(of::sum(xf.to(of::kFloat16), {1}).dtype() == of::kFloat16);
-  CHECK(of::mean(xf, {0}, false, of::kFloat64).to_vector<double>() == std::vector<double>{1.25, 0.75, -0.75});
-  CHECK(of::mean(xf.to(of::kBFloat16), {0}).to_vector<double>() == std::vector<double>{1.25, 0.75, -0.75});
+  CHECK(of::mean(xf, {0}, false, of::kFloat64).to_vector<double>() ==
+        std::vector<double>{1.25, 0.75, -0.75});
+  CHECK(of::mean(xf.to(of::kBFloat16), {0}).to_vector<double>() ==
+        std::vector<double>{1.25, 0.75, -0.75});
   const of::Tensor u = of::tensor<int64_t>({0, 2, 3, 1}, {2, 2}).to(of::kUInt8);
   CHECK(of::all(u).to(of::kInt64).item<int64_t>() == 0);
   CHECK(of::any(u, 0).to(of::kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
@@ -615,15 +638,19 @@ TEST_CASE("reduce: empty inputs") {
   std::string msg;
   CHECK_MESSAGE(th::throws_with([&] { of::max(e); }, {"[max]", "size 0", "(0, 3)"}, &msg), msg);
   CHECK_MESSAGE(th::throws_with([&] { of::min(e); }, {"[min]", "size 0"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::amax(e, {0}); }, {"[amax]", "dimension 0", "size 0"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::max(e, 0); }, {"[max]", "dimension 0", "size 0"}, &msg), msg);
-  CHECK_MESSAGE(th::throws_with([&] { of::argmax(e); }, {"[argmax]", "empty", "(0, 3)"}, &msg), msg);
+  CHECK_MESSAGE(
+      th::throws_with([&] { of::amax(e, {0}); }, {"[amax]", "dimension 0", "size 0"}, &msg), msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::max(e, 0); }, {"[max]", "dimension 0", "size 0"}, &msg),
+                msg);
+  CHECK_MESSAGE(th::throws_with([&] { of::argmax(e); }, {"[argmax]", "empty", "(0, 3)"}, &msg),
+                msg);
   CHECK_MESSAGE(th::throws_with([&] { of::argmin(e, 0); }, {"[argmin]", "size 0"}, &msg), msg);
   CHECK_MESSAGE(th::throws_with([&] { of::norm(e, INFINITY); }, {"[norm]", "size 0"}, &msg), msg);
 }
 
 TEST_CASE("reduce: logsumexp and softmax are numerically stable") {
-  of::Tensor x = T64({-INFINITY, -INFINITY, -INFINITY, 1000, 1001, -INFINITY, -1000, -1001, 0}, {3, 3});
+  of::Tensor x =
+      T64({-INFINITY, -INFINITY, -INFINITY, 1000, 1001, -INFINITY, -1000, -1001, 0}, {3, 3});
   std::vector<double> l = of::logsumexp(x, {1}).to_vector<double>();
   CHECK(std::isinf(l[0]));
   CHECK(l[0] < 0);
@@ -645,7 +672,8 @@ TEST_CASE("reduce: prod and cumprod gradients with zeros (PyTorch semantics)") {
   of::Tensor x = T64({2, 0, 3, 0, 0, 5, 1, 2, 4}, {3, 3});
   check_close(grad_of(x, [](const of::Tensor& t) { return of::prod(t, 1); }),
               {0, 6, 0, 0, 0, 0, 8, 4, 2});
-  check_close(grad_of(x, [](const of::Tensor& t) { return of::prod(t); }), std::vector<double>(9, 0));
+  check_close(grad_of(x, [](const of::Tensor& t) { return of::prod(t); }),
+              std::vector<double>(9, 0));
   of::Tensor y = T64({2, 0, 3, 0.5}, {4});
   check_close(grad_of(y, [](const of::Tensor& t) { return of::prod(t); }), {0, 3, 0, 0});
   // cumprod: finite differences are exact enough for a polynomial, zeros included
@@ -657,8 +685,9 @@ TEST_CASE("reduce: prod and cumprod gradients with zeros (PyTorch semantics)") {
       CHECK_MESSAGE(err.empty(), "cumprod dim ", d, ": ", err);
     }
   }
-  std::string err = th::gradcheck([](const std::vector<of::Tensor>& v) { return of::prod(v[0], 0); },
-                                  {T64({1.5, 2, 0, -1, 0, 3, 0.5, 2, 1, 0, 0, 2}, {3, 4})});
+  std::string err =
+      th::gradcheck([](const std::vector<of::Tensor>& v) { return of::prod(v[0], 0); },
+                    {T64({1.5, 2, 0, -1, 0, 3, 0.5, 2, 1, 0, 0, 2}, {3, 4})});
   CHECK_MESSAGE(err.empty(), err);
 }
 
@@ -686,7 +715,8 @@ TEST_CASE("reduce: second-order gradients through softmax and logsumexp") {
       return of::autograd::grad({(y * y).sum()}, {x}, {}, std::nullopt, true)[0];
     };
   };
-  std::string err = th::gradcheck(second([](const of::Tensor& t) { return of::softmax(t, 1); }), {x});
+  std::string err =
+      th::gradcheck(second([](const of::Tensor& t) { return of::softmax(t, 1); }), {x});
   CHECK_MESSAGE(err.empty(), err);
   err = th::gradcheck(second([](const of::Tensor& t) { return of::log_softmax(t, 0); }), {x});
   CHECK_MESSAGE(err.empty(), err);
@@ -702,8 +732,8 @@ TEST_CASE("reduce: large inputs (blocked paths) match float64 and do not depend 
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> u(-3, 3);
   for (auto& a : v) a = u(rng);
-  v[123457] = 7.5;  // unique max
-  v[200001] = -7.5; // unique min
+  v[123457] = 7.5;   // unique max
+  v[200001] = -7.5;  // unique min
   of::Tensor x64 = T64(v, {n});
   of::Tensor x = x64.to(of::kFloat32);
   double mean = 0, ss = 0, lse_m = 7.5, lse_s = 0;
@@ -723,12 +753,14 @@ TEST_CASE("reduce: large inputs (blocked paths) match float64 and do not depend 
     CHECK(of::max(x).item<double>() == 7.5);
     CHECK(of::var(x64).item<double>() == doctest::Approx(ss / double(n - 1)).epsilon(1e-12));
     CHECK(of::var(x).item<double>() == doctest::Approx(ss / double(n - 1)).epsilon(1e-5));
-    CHECK(of::logsumexp(x, {0}).item<double>() == doctest::Approx(lse_m + std::log(lse_s)).epsilon(1e-5));
-    CHECK(of::norm(x).item<double>() == doctest::Approx(std::sqrt(ss + mean * mean * double(n))).epsilon(1e-4));
+    CHECK(of::logsumexp(x, {0}).item<double>() ==
+          doctest::Approx(lse_m + std::log(lse_s)).epsilon(1e-5));
+    CHECK(of::norm(x).item<double>() ==
+          doctest::Approx(std::sqrt(ss + mean * mean * double(n))).epsilon(1e-4));
     of::Tensor m = x.narrow(0, 0, 601 * 499).reshape({601, 499});
-    std::vector<of::Tensor> outs = {of::var(x),          of::logsumexp(x, {0}), of::softmax(m, 1),
-                                    of::log_softmax(m, 0), of::std(m, D{0}),     of::cumsum(m, 1),
-                                    of::prod(m, 1),      of::norm(m, 3, {1})};
+    std::vector<of::Tensor> outs = {
+        of::var(x),       of::logsumexp(x, {0}), of::softmax(m, 1), of::log_softmax(m, 0),
+        of::std(m, D{0}), of::cumsum(m, 1),      of::prod(m, 1),    of::norm(m, 3, {1})};
     if (threads == 1) first = outs;
     else
       for (size_t i = 0; i < outs.size(); ++i) {
@@ -745,7 +777,8 @@ TEST_CASE("reduce: large inputs (blocked paths) match float64 and do not depend 
   for (double a : rs) CHECK(a == doctest::Approx(1).epsilon(1e-5));
 }
 
-TEST_CASE("reduce: contiguous inner runs of a multi-dim reduction (N, H, W of NCHW) match float64") {
+TEST_CASE(
+    "reduce: contiguous inner runs of a multi-dim reduction (N, H, W of NCHW) match float64") {
   // kept C between reduced N and H*W: each output reduces N runs of H*W contiguous elements
   const int64_t N = 5, C = 3, H = 7, W = 19;
   std::vector<double> v(size_t(N * C * H * W));
@@ -753,8 +786,8 @@ TEST_CASE("reduce: contiguous inner runs of a multi-dim reduction (N, H, W of NC
   std::uniform_real_distribution<double> u(0.5, 1.5);
   for (auto& a : v) a = u(rng);
   const of::Tensor x64 = T64(v, {N, C, H, W});
-  std::vector<double> sum(size_t(C), 0), mx(size_t(C), -1e9), mn(size_t(C), 1e9), prod(size_t(C), 1),
-      sq(size_t(C), 0);
+  std::vector<double> sum(size_t(C), 0), mx(size_t(C), -1e9), mn(size_t(C), 1e9),
+      prod(size_t(C), 1), sq(size_t(C), 0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t k = 0; k < H * W; ++k) {

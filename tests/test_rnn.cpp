@@ -32,9 +32,7 @@ const char* mode_name(Mode m) {
   }
 }
 
-double sigm(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
+double sigm(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 // y = W v (+ b): W [rows, cols] row-major.
 Vec matvec(const Ref& w, const Vec& v, const Ref* b) {

@@ -37,6 +37,7 @@ of::Tensor run_cell(const V& in) {
 }
 
 const std::vector<std::string> kCell = {"lstm_cell", "lstm_cell_backward"};
+// clang-format off
 TH_ROWS({
     th::make_row("lstm_cell/batch3_hidden2", kCell, {{3, 8}, {3, 2}}, run_cell,
                  [](const R& r) { return cell_ref(r[0], r[1]); }),
@@ -49,11 +50,11 @@ TH_ROWS({
     th::make_row("lstm_cell/one_row", kCell, {{1, 12}, {1, 3}}, run_cell,
                  [](const R& r) { return cell_ref(r[0], r[1]); }),
 });
+// clang-format on
 
 // The fused layer: [out | cs | gates] of T steps of B rows from xp [T*B, 4H], h0, c0, w_hh
 // [4H, H], in float64 loops (reverse: step T-1 runs first).
-Ref layer_ref(const Ref& xp, const Ref& h0, const Ref& c0, const Ref& w, int64_t T,
-              bool reverse) {
+Ref layer_ref(const Ref& xp, const Ref& h0, const Ref& c0, const Ref& w, int64_t T, bool reverse) {
   const int64_t B = h0.shape[0], H = h0.shape[1], G = 4 * H;
   Ref r(Shape{T * B, 6 * H});
   std::vector<double> h(h0.v), c(c0.v);
@@ -74,7 +75,8 @@ Ref layer_ref(const Ref& xp, const Ref& h0, const Ref& c0, const Ref& w, int64_t
         hn[size_t(b * H + j)] = sig(gt(3)) * std::tanh(cc);
       }
       double* row = &r.v[size_t((t * B + b) * 6 * H)];
-      for (int64_t j = 0; j < H; ++j) row[j] = hn[size_t(b * H + j)], row[H + j] = cn[size_t(b * H + j)];
+      for (int64_t j = 0; j < H; ++j)
+        row[j] = hn[size_t(b * H + j)], row[H + j] = cn[size_t(b * H + j)];
       for (int64_t k = 0; k < G; ++k) row[2 * H + k] = gate[size_t(k)];
     }
     h = hn, c = cn;
@@ -84,13 +86,14 @@ Ref layer_ref(const Ref& xp, const Ref& h0, const Ref& c0, const Ref& w, int64_t
 
 std::function<of::Tensor(const V&)> run_layer(int64_t T, bool reverse) {
   return [=](const V& in) {
-    of::TensorList r = of::dispatch(OF_OP("lstm_layer"), {in[0], in[1], in[2], in[3]},
-                                    {T, reverse});
+    of::TensorList r =
+        of::dispatch(OF_OP("lstm_layer"), {in[0], in[1], in[2], in[3]}, {T, reverse});
     return of::cat({r[0], r[1], r[2]}, 1);
   };
 }
 
 const std::vector<std::string> kLayer = {"lstm_layer", "lstm_layer_backward"};
+// clang-format off
 TH_ROWS({
     th::make_row("lstm_layer/steps3_batch2_hidden2", kLayer, {{6, 8}, {2, 2}, {2, 2}, {8, 2}},
                  run_layer(3, false),
@@ -102,6 +105,7 @@ TH_ROWS({
                  run_layer(1, false),
                  [](const R& r) { return layer_ref(r[0], r[1], r[2], r[3], 1, false); }),
 });
+// clang-format on
 
 TEST_CASE("lstm_layer: the second derivative (create_graph) matches finite differences") {
   of::manual_seed(11);
@@ -112,9 +116,10 @@ TEST_CASE("lstm_layer: the second derivative (create_graph) matches finite diffe
     auto first_grad = [reverse](const V& v) {
       of::EnableGradGuard eg;
       V in;
-      for (const auto& t : v) in.push_back(t.requires_grad() ? t : t.detach().set_requires_grad(true));
-      of::TensorList r = of::dispatch(OF_OP("lstm_layer"), {in[0], in[1], in[2], in[3]},
-                                      {int64_t(3), reverse});
+      for (const auto& t : v)
+        in.push_back(t.requires_grad() ? t : t.detach().set_requires_grad(true));
+      of::TensorList r =
+          of::dispatch(OF_OP("lstm_layer"), {in[0], in[1], in[2], in[3]}, {int64_t(3), reverse});
       // h_n and c_n (a view of the last step) and every output, as the layers use them
       const int64_t last = reverse ? 0 : 4;
       of::Tensor y = (r[0] * r[0]).sum() + r[1].narrow(0, last, 2).sum();
@@ -143,14 +148,20 @@ TEST_CASE("lstm_layer: bad input raises a bracketed error naming the shapes") {
   CHECK(throws_with(layer({xp, h, h, w.to(of::kFloat64)}, 3), {"[lstm_layer]", "w_hh", "float64"}));
   CHECK(throws_with(layer({xp.to(of::kInt64), h, h, w}, 3), {"[lstm_layer]", "int64"}));
   const of::Tensor o = of::zeros({6, 2});
-  CHECK(throws_with([&] {
-    of::dispatch(OF_OP("lstm_layer_backward"), {o, o, of::zeros({6, 9}), h, h, w, o, o, of::zeros({6, 8})},
-                 {int64_t(3), false});
-  }, {"[lstm_layer_backward]", "grad of the gates", "(6, 9)"}));
-  CHECK(throws_with([&] {
-    of::dispatch(OF_OP("lstm_layer_backward"), {o, o, {}, h, h, w, of::zeros({5, 2}), o, of::zeros({6, 8})},
-                 {int64_t(3), false});
-  }, {"[lstm_layer_backward]", "output", "(5, 2)"}));
+  CHECK(throws_with(
+      [&] {
+        of::dispatch(OF_OP("lstm_layer_backward"),
+                     {o, o, of::zeros({6, 9}), h, h, w, o, o, of::zeros({6, 8})},
+                     {int64_t(3), false});
+      },
+      {"[lstm_layer_backward]", "grad of the gates", "(6, 9)"}));
+  CHECK(throws_with(
+      [&] {
+        of::dispatch(OF_OP("lstm_layer_backward"),
+                     {o, o, {}, h, h, w, of::zeros({5, 2}), o, of::zeros({6, 8})},
+                     {int64_t(3), false});
+      },
+      {"[lstm_layer_backward]", "output", "(5, 2)"}));
 }
 
 TEST_CASE("lstm_cell: the second derivative (create_graph) matches finite differences") {

@@ -91,7 +91,8 @@ TEST_CASE("serialize: round trip of every dtype, including empty and 0-d tensors
   of::save_tensors({{"h", h}, {"bf", bf}, {"bo", bo}, {"zd", zd}}, path);
   auto v = of::load_tensors(path);
   REQUIRE(v.size() == 4);
-  CHECK(v[0].second.to(of::kFloat32).to_vector<float>() == std::vector<float>{1.5f, -2.0f, 65504.f, 0.f});
+  CHECK(v[0].second.to(of::kFloat32).to_vector<float>() ==
+        std::vector<float>{1.5f, -2.0f, 65504.f, 0.f});
   CHECK(v[1].second.to(of::kFloat32).to_vector<float>() == bf.to(of::kFloat32).to_vector<float>());
   CHECK(v[2].second.to_vector<bool>() == std::vector<bool>{true, false, true});
   CHECK(v[3].second.dim() == 0);
@@ -101,9 +102,9 @@ TEST_CASE("serialize: round trip of every dtype, including empty and 0-d tensors
 TEST_CASE("serialize: non-contiguous and autograd inputs are saved as their values") {
   TmpDir dir;
   of::Tensor base = of::arange(24, of::kFloat32).reshape({4, 6});
-  of::Tensor tr = base.t();                             // transposed
-  of::Tensor sl = base.slice(1, 1, 6, 2);               // stepped
-  of::Tensor nr = base.narrow(0, 2, 2);                 // storage offset, contiguous
+  of::Tensor tr = base.t();                // transposed
+  of::Tensor sl = base.slice(1, 1, 6, 2);  // stepped
+  of::Tensor nr = base.narrow(0, 2, 2);    // storage offset, contiguous
   of::Tensor ex = of::arange(3, of::kInt64).unsqueeze(0).expand({4, 3});  // stride 0
   of::Tensor dg = base.diagonal();
   of::Tensor w = of::ones({2, 2}, of::requires_grad(true));
@@ -160,9 +161,9 @@ TEST_CASE("serialize: metadata round trip, with the format key") {
 
 TEST_CASE("serialize: tensor names keep their order and their characters") {
   TmpDir dir;
-  std::vector<std::string> names = {"z",           "a",          "layer.10.weight", "layer.2.weight",
-                                    "m\"q\\uote",  "new\nline",  "caf\xc3\xa9",     "x y",
-                                    "optim.state.0.exp_avg"};
+  std::vector<std::string> names = {
+      "z",           "a",   "layer.10.weight",      "layer.2.weight", "m\"q\\uote", "new\nline",
+      "caf\xc3\xa9", "x y", "optim.state.0.exp_avg"};
   std::vector<std::pair<std::string, of::Tensor>> named;
   for (size_t i = 0; i < names.size(); ++i)
     named.emplace_back(names[i], of::full({int64_t(i) + 1}, double(i)));
@@ -180,8 +181,8 @@ TEST_CASE("serialize: tensor names keep their order and their characters") {
 TEST_CASE("serialize: the byte layout matches the safetensors spec exactly") {
   TmpDir dir;
   std::string path = dir.file("layout.safetensors");
-  of::save_tensors({{"w", of::tensor<float>({1.0f, 2.0f})}, {"b", of::tensor<bool>({true, false, true})}},
-                   path);
+  of::save_tensors(
+      {{"w", of::tensor<float>({1.0f, 2.0f})}, {"b", of::tensor<bool>({true, false, true})}}, path);
   // 159 bytes of JSON + 1 space of padding = 160 = 0xA0.
   std::string header =
       "{\"__metadata__\":{\"format\":\"oneflow-safetensors-1\"},"
@@ -189,9 +190,9 @@ TEST_CASE("serialize: the byte layout matches the safetensors spec exactly") {
       "\"b\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[8,11]}} ";
   REQUIRE(header.size() == 160);
   const unsigned char len[8] = {0xA0, 0, 0, 0, 0, 0, 0, 0};
-  const unsigned char data[11] = {0x00, 0x00, 0x80, 0x3F,   // 1.0f
-                                  0x00, 0x00, 0x00, 0x40,   // 2.0f
-                                  0x01, 0x00, 0x01};        // true false true
+  const unsigned char data[11] = {0x00, 0x00, 0x80, 0x3F,  // 1.0f
+                                  0x00, 0x00, 0x00, 0x40,  // 2.0f
+                                  0x01, 0x00, 0x01};       // true false true
   std::string expect = std::string(reinterpret_cast<const char*>(len), 8) + header +
                        std::string(reinterpret_cast<const char*>(data), 11);
   std::string got = read_bytes(path);
@@ -227,9 +228,11 @@ TEST_CASE("serialize: files from other writers (whitespace, escapes, any key ord
   // Pretty-printed, no __metadata__, header order differs from data order, \u escapes.
   std::string header =
       "{\n  \"b\" : {\"shape\": [2], \"dtype\": \"I32\", \"data_offsets\": [4, 12]},\r\n"
-      "\t\"caf\\u00e9 \\ud83d\\ude00\\/\": {\"data_offsets\": [0, 4], \"dtype\": \"F32\", \"shape\": []},\n"
+      "\t\"caf\\u00e9 \\ud83d\\ude00\\/\": {\"data_offsets\": [0, 4], \"dtype\": \"F32\", "
+      "\"shape\": []},\n"
       "  \"__metadata__\": {\"format\": \"pt\"}\n}";
-  std::string data = std::string("\x00\x00\x20\x41", 4) + std::string("\x07\x00\x00\x00\xff\xff\xff\xff", 8);
+  std::string data =
+      std::string("\x00\x00\x20\x41", 4) + std::string("\x07\x00\x00\x00\xff\xff\xff\xff", 8);
   write_bytes(path, make_file(header, data));
   std::map<std::string, std::string> meta;
   auto back = of::load_tensors(path, &meta);
@@ -291,13 +294,15 @@ TEST_CASE("serialize: save and load of one tensor (torch::save / torch::load)") 
 
   of::Tensor undef;
   CHECK(throws_with([&] { of::save(undef, path); }, {"[save]", path, "undefined"}));
-  CHECK(throws_with([&] { of::load(u, dir.file("missing")); }, {"[load]", "missing", "cannot open"}));
+  CHECK(
+      throws_with([&] { of::load(u, dir.file("missing")); }, {"[load]", "missing", "cannot open"}));
 }
 
 TEST_CASE("serialize: truncated files are rejected with the reason") {
   TmpDir dir;
   std::string good_path = dir.file("good.safetensors");
-  of::save_tensors({{"a", of::arange(10, of::kFloat32)}, {"b", of::ones({3, 4}, of::kInt64)}}, good_path);
+  of::save_tensors({{"a", of::arange(10, of::kFloat32)}, {"b", of::ones({3, 4}, of::kInt64)}},
+                   good_path);
   std::string good = read_bytes(good_path);
   uint64_t n = 0;
   for (int k = 0; k < 8; ++k) n |= uint64_t(static_cast<unsigned char>(good[size_t(k)])) << (8 * k);
@@ -314,9 +319,13 @@ TEST_CASE("serialize: truncated files are rejected with the reason") {
       {8, {"truncated", fmt::format("header says {} header bytes, file has 0", n)}},
       {8 + 20, {"truncated", fmt::format("header says {} header bytes, file has 20", n)}},
       {size_t(8 + n - 1), {"truncated", fmt::format("header says {} header bytes", n)}},
-      {size_t(8 + n), {"truncated", fmt::format("header says {} data bytes, file has 0", data_len)}},
-      {size_t(8 + n + 39), {"truncated", fmt::format("header says {} data bytes, file has 39", data_len)}},
-      {good.size() - 1, {"truncated", fmt::format("header says {} data bytes, file has {}", data_len, data_len - 1)}},
+      {size_t(8 + n),
+       {"truncated", fmt::format("header says {} data bytes, file has 0", data_len)}},
+      {size_t(8 + n + 39),
+       {"truncated", fmt::format("header says {} data bytes, file has 39", data_len)}},
+      {good.size() - 1,
+       {"truncated",
+        fmt::format("header says {} data bytes, file has {}", data_len, data_len - 1)}},
   };
   for (auto& c : cuts) {
     INFO("cut at " << c.at);
@@ -327,12 +336,15 @@ TEST_CASE("serialize: truncated files are rejected with the reason") {
       INFO("mmap " << mapped);
       std::string msg;
       CHECK_MESSAGE(throws_with([&] { of::load_tensors(path, of::LoadOptions().mmap(mapped)); },
-                                needles, &msg), msg);
+                                needles, &msg),
+                    msg);
     }
   }
   write_bytes(path, good + "xyz");
-  CHECK(throws_with([&] { of::load_tensors(path); },
-                    {"[load] " + path, "trailing garbage", fmt::format("header says {} data bytes, file has {}", data_len, data_len + 3)}));
+  CHECK(
+      throws_with([&] { of::load_tensors(path); },
+                  {"[load] " + path, "trailing garbage",
+                   fmt::format("header says {} data bytes, file has {}", data_len, data_len + 3)}));
   write_bytes(path, good);
   CHECK(of::load_tensors(path).size() == 2);
 }
@@ -343,7 +355,8 @@ TEST_CASE("serialize: corrupted headers are rejected with the reason") {
   const std::string f32x2 = std::string(8, '\0');
   auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape,
                   const std::string& offs) {
-    return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offs + "}";
+    return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+           ",\"data_offsets\":" + offs + "}";
   };
   struct Case {
     std::string what, file;
@@ -355,60 +368,112 @@ TEST_CASE("serialize: corrupted headers are rejected with the reason") {
        make_file("{\"a\":{\"dtype\":\"F32\" \"shape\":[2],\"data_offsets\":[0,8]}}", f32x2),
        {"malformed header JSON", "expected ',' or '}'"}},
       {"bad literal", make_file("{\"a\":nul}", ""), {"malformed header JSON", "expected a value"}},
-      {"leading zero", make_file("{" + entry("a", "F32", "[02]", "[0,8]") + "}", f32x2),
+      {"leading zero",
+       make_file("{" + entry("a", "F32", "[02]", "[0,8]") + "}", f32x2),
        {"malformed header JSON", "leading zeros"}},
       {"bad escape", make_file("{\"a\\q\":{}}", ""), {"malformed header JSON", "bad escape"}},
       {"lone surrogate", make_file("{\"\\udc00\":{}}", ""), {"malformed header JSON", "surrogate"}},
-      {"raw control char", make_file("{\"a\tb\":{}}", ""), {"malformed header JSON", "control character"}},
+      {"raw control char",
+       make_file("{\"a\tb\":{}}", ""),
+       {"malformed header JSON", "control character"}},
       {"garbage after JSON", make_file("{} x", ""), {"malformed header JSON", "unexpected 'x'"}},
       {"two objects", make_file("{}{}", ""), {"malformed header JSON", "unexpected '{'"}},
       {"not an object", make_file("[1,2]", ""), {"does not start with '{'"}},
       {"not JSON at all", le64(8) + "PK\x03\x04zip!", {"does not start with '{'"}},
       {"zero header length", le64(0), {"header length 0"}},
-      {"huge header length", le64(~uint64_t(0)) + "{}", {"truncated", "header says 18446744073709551615 header bytes"}},
+      {"huge header length",
+       le64(~uint64_t(0)) + "{}",
+       {"truncated", "header says 18446744073709551615 header bytes"}},
       {"invalid UTF-8", make_file("{\"\xff\":{}}", ""), {"not valid UTF-8"}},
       {"overlong UTF-8", make_file("{\"\xc0\xaf\":{}}", ""), {"not valid UTF-8"}},
-      {"too deep", make_file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", ""),
+      {"too deep",
+       make_file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", ""),
        {"malformed header JSON", "nesting deeper"}},
-      {"duplicate tensor", make_file("{" + entry("a", "F32", "[1]", "[0,4]") + "," + entry("a", "F32", "[1]", "[4,8]") + "}", f32x2),
+      {"duplicate tensor",
+       make_file(
+           "{" + entry("a", "F32", "[1]", "[0,4]") + "," + entry("a", "F32", "[1]", "[4,8]") + "}",
+           f32x2),
        {"malformed header JSON", "duplicate key \"a\""}},
-      {"unknown dtype", make_file("{" + entry("a", "F8_E4M3", "[8]", "[0,8]") + "}", f32x2),
+      {"unknown dtype",
+       make_file("{" + entry("a", "F8_E4M3", "[8]", "[0,8]") + "}", f32x2),
        {"tensor \"a\"", "unknown or unsupported dtype \"F8_E4M3\""}},
-      {"lowercase dtype", make_file("{" + entry("a", "f32", "[2]", "[0,8]") + "}", f32x2), {"unsupported dtype \"f32\""}},
-      {"dtype not a string", make_file("{\"a\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}}", f32x2),
+      {"lowercase dtype",
+       make_file("{" + entry("a", "f32", "[2]", "[0,8]") + "}", f32x2),
+       {"unsupported dtype \"f32\""}},
+      {"dtype not a string",
+       make_file("{\"a\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}}", f32x2),
        {"dtype must be a string, found a number"}},
-      {"negative dim", make_file("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", f32x2), {"non-negative integers, found -2"}},
-      {"fractional dim", make_file("{" + entry("a", "F32", "[2.0]", "[0,8]") + "}", f32x2), {"non-negative integers, found 2.0"}},
-      {"shape not array", make_file("{" + entry("a", "F32", "2", "[0,8]") + "}", f32x2), {"shape must be an array"}},
-      {"numel mismatch", make_file("{" + entry("a", "F32", "[3]", "[0,8]") + "}", f32x2),
+      {"negative dim",
+       make_file("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", f32x2),
+       {"non-negative integers, found -2"}},
+      {"fractional dim",
+       make_file("{" + entry("a", "F32", "[2.0]", "[0,8]") + "}", f32x2),
+       {"non-negative integers, found 2.0"}},
+      {"shape not array",
+       make_file("{" + entry("a", "F32", "2", "[0,8]") + "}", f32x2),
+       {"shape must be an array"}},
+      {"numel mismatch",
+       make_file("{" + entry("a", "F32", "[3]", "[0,8]") + "}", f32x2),
        {"tensor \"a\"", "shape [3] of F32 needs 12 bytes but data_offsets [0, 8] hold 8"}},
-      {"numel overflow", make_file("{" + entry("a", "F32", "[4611686018427387904,8]", "[0,8]") + "}", f32x2),
+      {"numel overflow",
+       make_file("{" + entry("a", "F32", "[4611686018427387904,8]", "[0,8]") + "}", f32x2),
        {"more than 2^64"}},
-      {"empty but unrepresentable", make_file("{" + entry("a", "U8", "[1,2305843009213693952,3,0]", "[0,0]") + "}", ""),
+      {"empty but unrepresentable",
+       make_file("{" + entry("a", "U8", "[1,2305843009213693952,3,0]", "[0,0]") + "}", ""),
        {"tensor \"a\"", "cannot allocate shape [1, 2305843009213693952, 3, 0] of U8"}},
-      {"offsets reversed", make_file("{" + entry("a", "U8", "[0]", "[8,0]") + "}", f32x2), {"end before they begin"}},
-      {"three offsets", make_file("{" + entry("a", "U8", "[8]", "[0,4,8]") + "}", f32x2), {"data_offsets must be an array [begin, end]"}},
-      {"negative offset", make_file("{" + entry("a", "U8", "[8]", "[-1,7]") + "}", f32x2), {"non-negative integers, found -1"}},
-      {"offset past the end", make_file("{" + entry("a", "U8", "[8]", "[4,12]") + "}", f32x2),
+      {"offsets reversed",
+       make_file("{" + entry("a", "U8", "[0]", "[8,0]") + "}", f32x2),
+       {"end before they begin"}},
+      {"three offsets",
+       make_file("{" + entry("a", "U8", "[8]", "[0,4,8]") + "}", f32x2),
+       {"data_offsets must be an array [begin, end]"}},
+      {"negative offset",
+       make_file("{" + entry("a", "U8", "[8]", "[-1,7]") + "}", f32x2),
+       {"non-negative integers, found -1"}},
+      {"offset past the end",
+       make_file("{" + entry("a", "U8", "[8]", "[4,12]") + "}", f32x2),
        {"truncated", "header says 12 data bytes, file has 8"}},
-      {"overlap", make_file("{" + entry("a", "U8", "[6]", "[0,6]") + "," + entry("b", "U8", "[4]", "[4,8]") + "}", f32x2),
+      {"overlap",
+       make_file(
+           "{" + entry("a", "U8", "[6]", "[0,6]") + "," + entry("b", "U8", "[4]", "[4,8]") + "}",
+           f32x2),
        {"tensor \"b\"", "data_offsets [4, 8] overlap the previous tensor"}},
-      {"same range twice", make_file("{" + entry("a", "U8", "[8]", "[0,8]") + "," + entry("b", "U8", "[8]", "[0,8]") + "}", f32x2),
+      {"same range twice",
+       make_file(
+           "{" + entry("a", "U8", "[8]", "[0,8]") + "," + entry("b", "U8", "[8]", "[0,8]") + "}",
+           f32x2),
        {"overlap"}},
-      {"gap", make_file("{" + entry("a", "U8", "[2]", "[0,2]") + "," + entry("b", "U8", "[4]", "[4,8]") + "}", f32x2),
+      {"gap",
+       make_file(
+           "{" + entry("a", "U8", "[2]", "[0,2]") + "," + entry("b", "U8", "[4]", "[4,8]") + "}",
+           f32x2),
        {"tensor \"b\"", "leave a gap (expected it to begin at 2)"}},
-      {"not starting at 0", make_file("{" + entry("a", "U8", "[4]", "[4,8]") + "}", f32x2), {"leave a gap"}},
-      {"data not covered", make_file("{" + entry("a", "U8", "[4]", "[0,4]") + "}", f32x2),
+      {"not starting at 0",
+       make_file("{" + entry("a", "U8", "[4]", "[4,8]") + "}", f32x2),
+       {"leave a gap"}},
+      {"data not covered",
+       make_file("{" + entry("a", "U8", "[4]", "[0,4]") + "}", f32x2),
        {"trailing garbage", "header says 4 data bytes, file has 8"}},
-      {"unknown field", make_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8],\"x\":1}}", f32x2),
+      {"unknown field",
+       make_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8],\"x\":1}}", f32x2),
        {"unknown field \"x\""}},
-      {"missing field", make_file("{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,8]}}", f32x2), {"missing field \"shape\""}},
-      {"entry not an object", make_file("{\"a\":[1]}", ""), {"tensor \"a\": expected an object, found an array"}},
-      {"metadata not strings", make_file("{\"__metadata__\":{\"k\":1}}", ""), {"\"__metadata__\" value for key \"k\" must be a string"}},
-      {"metadata not an object", make_file("{\"__metadata__\":\"x\"}", ""), {"\"__metadata__\" must be an object"}},
-      {"newer format", make_file("{\"__metadata__\":{\"format\":\"oneflow-safetensors-2\"}}", ""),
+      {"missing field",
+       make_file("{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,8]}}", f32x2),
+       {"missing field \"shape\""}},
+      {"entry not an object",
+       make_file("{\"a\":[1]}", ""),
+       {"tensor \"a\": expected an object, found an array"}},
+      {"metadata not strings",
+       make_file("{\"__metadata__\":{\"k\":1}}", ""),
+       {"\"__metadata__\" value for key \"k\" must be a string"}},
+      {"metadata not an object",
+       make_file("{\"__metadata__\":\"x\"}", ""),
+       {"\"__metadata__\" must be an object"}},
+      {"newer format",
+       make_file("{\"__metadata__\":{\"format\":\"oneflow-safetensors-2\"}}", ""),
        {"format \"oneflow-safetensors-2\"", "reads oneflow-safetensors-1"}},
-      {"bool byte 2", make_file("{" + entry("m", "BOOL", "[3]", "[0,3]") + "}", std::string("\x01\x02\x00", 3)),
+      {"bool byte 2",
+       make_file("{" + entry("m", "BOOL", "[3]", "[0,3]") + "}", std::string("\x01\x02\x00", 3)),
        {"tensor \"m\"", "BOOL element 1 has byte value 2"}},
   };
   for (auto& c : cases) {
@@ -420,7 +485,8 @@ TEST_CASE("serialize: corrupted headers are rejected with the reason") {
       INFO("mmap " << mapped);
       std::string msg;
       CHECK_MESSAGE(throws_with([&] { of::load_tensors(path, of::LoadOptions().mmap(mapped)); },
-                                needles, &msg), msg);
+                                needles, &msg),
+                    msg);
     }
   }
   // A directory is not a checkpoint.
@@ -457,32 +523,50 @@ TEST_CASE("serialize: a failed save leaves the existing file untouched") {
     CHECK_MESSAGE(throws_with([&] { of::save_tensors(b.named, path); }, needles, &msg), msg);
     unchanged();
   }
-  CHECK(throws_with([&] { of::save_tensors({{"a", x}}, path, {{"k", "bad\xc3"}}); },
-                    {"[save]", "metadata value for key \"k\" is not valid UTF-8"}));
+  CHECK(throws_with(
+      [&] {
+        of::save_tensors({{"a", x}}, path, {{"k", "bad\xc3"}});
+      },
+      {"[save]", "metadata value for key \"k\" is not valid UTF-8"}));
   unchanged();
 
   // A path that names a directory, not a file.
-  CHECK(throws_with([&] { of::save_tensors({{"a", x}}, dir.path + "/"); },
-                    {"[save] " + dir.path + "/", "names a directory"}));
+  CHECK(throws_with(
+      [&] {
+        of::save_tensors({{"a", x}}, dir.path + "/");
+      },
+      {"[save] " + dir.path + "/", "names a directory"}));
   unchanged();
 
   // The rename fails (the target is a non-empty directory): the temporary is removed.
   std::string dpath = dir.file("adir");
   fs::create_directory(dpath);
   write_bytes(dpath + "/inside", "x");
-  CHECK(throws_with([&] { of::save_tensors({{"a", x}}, dpath); }, {"[save] " + dpath, "cannot rename"}));
+  CHECK(throws_with(
+      [&] {
+        of::save_tensors({{"a", x}}, dpath);
+      },
+      {"[save] " + dpath, "cannot rename"}));
   CHECK(temporaries(dir.path).empty());
   CHECK(read_bytes(dpath + "/inside") == "x");
 
   // A directory that does not exist.
   std::string nowhere = dir.file("no/such/dir/x.safetensors");
-  CHECK(throws_with([&] { of::save_tensors({{"a", x}}, nowhere); }, {"[save] " + nowhere, "cannot create"}));
+  CHECK(throws_with(
+      [&] {
+        of::save_tensors({{"a", x}}, nowhere);
+      },
+      {"[save] " + nowhere, "cannot create"}));
   CHECK(!exists(nowhere));
 
   // A read-only directory (only meaningful when not running as root).
   if (::geteuid() != 0) {
     REQUIRE(::chmod(dir.path.c_str(), 0555) == 0);
-    CHECK(throws_with([&] { of::save_tensors({{"a", x}}, path); }, {"[save] " + path, "cannot create"}));
+    CHECK(throws_with(
+        [&] {
+          of::save_tensors({{"a", x}}, path);
+        },
+        {"[save] " + path, "cannot create"}));
     REQUIRE(::chmod(dir.path.c_str(), 0700) == 0);
     unchanged();
   }
@@ -583,7 +667,7 @@ TEST_CASE("serialize: the mapping lives exactly as long as a tensor over it") {
   of::Tensor view;
   {
     auto named = of::load_tensors(path);
-    CHECK(mappings_of(path) == 1);  // one mapping for the whole file, shared
+    CHECK(mappings_of(path) == 1);               // one mapping for the whole file, shared
     view = named[0].second.slice(0, 990, 1000);  // a view keeps the storage, so the mapping
   }
   CHECK(mappings_of(path) == 1);
@@ -634,7 +718,8 @@ TEST_CASE("serialize: entries whose alignment does not allow a mapping are copie
 TEST_CASE("serialize: load_tensors renames and drops entries") {
   TmpDir dir;
   const std::string path = dir.file("names.safetensors");
-  of::save_tensors({{"model.a.weight", of::ones({2})}, {"model.b.weight", of::zeros({3})},
+  of::save_tensors({{"model.a.weight", of::ones({2})},
+                    {"model.b.weight", of::zeros({3})},
                     {"pooler.dense", of::ones({1})}},
                    path);
   for (bool mapped : {true, false}) {
@@ -649,11 +734,13 @@ TEST_CASE("serialize: load_tensors renames and drops entries") {
     CHECK(named[1].first == "b.weight");
     CHECK(named[1].second.numel() == 3);
     // Two names onto one: refused, naming both.
-    CHECK(throws_with([&] {
-      of::load_tensors(path, of::LoadOptions().mmap(mapped).rename([](const std::string& k) {
-        return k.ends_with(".weight") ? std::string("w") : k;
-      }));
-    }, {"[load] " + path, "maps both \"model.a.weight\" and \"model.b.weight\" to \"w\""}));
+    CHECK(throws_with(
+        [&] {
+          of::load_tensors(path, of::LoadOptions().mmap(mapped).rename([](const std::string& k) {
+            return k.ends_with(".weight") ? std::string("w") : k;
+          }));
+        },
+        {"[load] " + path, "maps both \"model.a.weight\" and \"model.b.weight\" to \"w\""}));
   }
 }
 
@@ -698,8 +785,7 @@ int kill_savers(const std::string& dir, const std::string& path, bool tmpfile) {
       of::set_atomic_write_tmpfile(tmpfile);
       try {
         for (;;) of::save_tensors({{"w", big}}, path);
-      } catch (...) {
-      }
+      } catch (...) {}
       ::_exit(3);
     }
     if (round % 2 == 0) {
@@ -748,7 +834,7 @@ TEST_CASE("serialize: a save killed mid-write leaves no temporary behind") {
     of::save_tensors({{"w", of::full({int64_t(8) << 20}, 1.0f)}}, path);
     const int stale = kill_savers(dir.path, path, tmpfile);
     MESSAGE(mode << ": " << stale
-            << " stale temporaries after 10 kills (each removed by the next load)");
+                 << " stale temporaries after 10 kills (each removed by the next load)");
     // Unnamed temporaries vanish with their process; a named one is only left by a kill
     // between its link and the rename, a window of microseconds. Killed mid-write, the named
     // temporary stays until a later save or load removes it: the half-written files were seen.
@@ -774,11 +860,9 @@ TEST_CASE("serialize: stale temporaries of gone savers are removed; live and for
       ".x.safetensors.oftmp.1.0",           // pid 1: alive
       ".y.safetensors.oftmp." + d + ".0",   // another file's
       ".x.safetensors.oftmp." + d + ".",    // not the pattern
-      ".x.safetensors.oftmp." + d + ".1a",
-      ".x.safetensors.oftmp." + d,
-      "x.safetensors.tmp." + d + ".0",
-      "x.safetensors.tmp.",
-      ".x.safetensors.oftmp." + d + ".7",   // locked below: a writer we cannot see
+      ".x.safetensors.oftmp." + d + ".1a", ".x.safetensors.oftmp." + d,
+      "x.safetensors.tmp." + d + ".0",     "x.safetensors.tmp.",
+      ".x.safetensors.oftmp." + d + ".7",  // locked below: a writer we cannot see
   };
   for (const auto& n : stale) write_bytes(dir.file(n), "partial");
   for (const auto& n : kept) write_bytes(dir.file(n), "keep");
@@ -813,12 +897,17 @@ TEST_CASE("serialize: write_file_atomically cleans up after a failed write, in b
     INFO(std::string(tmpfile ? "O_TMPFILE" : "named temporaries"));
     const bool before = of::set_atomic_write_tmpfile(tmpfile);
     // The writer throws half way: the old file stays, no temporary is left.
-    CHECK(throws_with([&] {
-      of::write_file_atomically(path, [&](int fd) {
-        of::write_fully(fd, "new bytes", 4, path, "jit.save");
-        of::fail("[jit.save] {}: the graph cannot be written", path);
-      }, "jit.save");
-    }, {"[jit.save] " + path, "cannot be written"}));
+    CHECK(throws_with(
+        [&] {
+          of::write_file_atomically(
+              path,
+              [&](int fd) {
+                of::write_fully(fd, "new bytes", 4, path, "jit.save");
+                of::fail("[jit.save] {}: the graph cannot be written", path);
+              },
+              "jit.save");
+        },
+        {"[jit.save] " + path, "cannot be written"}));
     CHECK(read_bytes(path) == "old");
     CHECK(temporaries(dir.path).empty());
     // A bad descriptor write is an error naming the op and path.
@@ -832,6 +921,10 @@ TEST_CASE("serialize: write_file_atomically cleans up after a failed write, in b
     write_bytes(path, "old");
     of::set_atomic_write_tmpfile(before);
   }
-  CHECK(throws_with([&] { of::write_file_atomically("", [](int) {}, "jit.save"); },
-                    {"[jit.save] the path is empty"}));
+  CHECK(throws_with(
+      [&] {
+        of::write_file_atomically(
+            "", [](int) {}, "jit.save");
+      },
+      {"[jit.save] the path is empty"}));
 }

@@ -71,9 +71,7 @@ int concurrent_mismatches(int threads, int calls, const std::vector<of::Tensor>&
         const size_t k = size_t(t * 7 + i) % inputs.size();
         try {
           if (!same_bits(call(inputs[k]), expected[k])) ++bad;
-        } catch (...) {
-          ++errors;
-        }
+        } catch (...) { ++errors; }
       }
     });
   for (auto& th : pool) th.join();
@@ -291,58 +289,70 @@ TEST_CASE("serving: the loader refuses graph files whose metadata lies") {
     return th::throws_with([&] { load_edited(dir, g, edit); }, needles);
   };
   // a softmax whose recorded output is smaller than its input (the kernel writes past it)
-  CHECK(refused([&](tr::Graph& h) {
-    h.values[size_t(h.nodes[size_t(softmax)].outputs[0])].sizes = {4, 2};
-    h.values[size_t(h.nodes[size_t(softmax)].outputs[0])].strides = {2, 1};
-  }, {"softmax", "output 0"}));
+  CHECK(refused(
+      [&](tr::Graph& h) {
+        h.values[size_t(h.nodes[size_t(softmax)].outputs[0])].sizes = {4, 2};
+        h.values[size_t(h.nodes[size_t(softmax)].outputs[0])].strides = {2, 1};
+      },
+      {"softmax", "output 0"}));
   // linear's output sizes do not follow from its inputs
-  CHECK(refused([&](tr::Graph& h) {
-    auto& v = h.values[size_t(h.nodes[size_t(linear)].outputs[0])];
-    v.sizes = {2, 32};
-  }, {"linear"}));
+  CHECK(refused(
+      [&](tr::Graph& h) {
+        auto& v = h.values[size_t(h.nodes[size_t(linear)].outputs[0])];
+        v.sizes = {2, 32};
+      },
+      {"linear"}));
   // an attribute of the wrong type, and a missing one
-  CHECK(refused([&](tr::Graph& h) {
-    h.nodes[size_t(softmax)].attrs.values[0] = 1.5;
-  }, {"softmax", "attribute 0"}));
+  CHECK(refused([&](tr::Graph& h) { h.nodes[size_t(softmax)].attrs.values[0] = 1.5; },
+                {"softmax", "attribute 0"}));
   CHECK(refused([&](tr::Graph& h) { h.nodes[size_t(softmax)].attrs.values.pop_back(); },
                 {"softmax", "attribute"}));
   // a dropped required input, and a missing one
   CHECK(refused([&](tr::Graph& h) { h.nodes[size_t(linear)].inputs[0] = -1; },
                 {"linear", "input 0 is missing"}));
-  CHECK(refused([&](tr::Graph& h) { h.nodes[size_t(linear)].inputs.pop_back();
-                                    h.nodes[size_t(linear)].inputs.pop_back(); },
-                {"linear", "inputs"}));
+  CHECK(refused(
+      [&](tr::Graph& h) {
+        h.nodes[size_t(linear)].inputs.pop_back();
+        h.nodes[size_t(linear)].inputs.pop_back();
+      },
+      {"linear", "inputs"}));
   // a view of the input that reaches past it, and an input whose base offset moved
   std::string msg;
-  CHECK(th::throws_with([&] { load_edited(dir, g, [&](tr::Graph& h) {
-    tr::Value v = h.values[size_t(h.inputs[0])];
-    v.offset = 40;
-    v.is_view = true;
-    const int id = h.add_value(v);
-    if (!h.materialized.empty()) h.materialized.push_back(false);
-    h.nodes[size_t(linear)].inputs[0] = id;
-  }); }, {"[jit.load]", "outside the input"}, &msg));
+  CHECK(th::throws_with(
+      [&] {
+        load_edited(dir, g, [&](tr::Graph& h) {
+          tr::Value v = h.values[size_t(h.inputs[0])];
+          v.offset = 40;
+          v.is_view = true;
+          const int id = h.add_value(v);
+          if (!h.materialized.empty()) h.materialized.push_back(false);
+          h.nodes[size_t(linear)].inputs[0] = id;
+        });
+      },
+      {"[jit.load]", "outside the input"}, &msg));
   INFO(msg);
-  CHECK(refused([&](tr::Graph& h) {
-    h.buffers[size_t(h.values[size_t(h.inputs[0])].buffer)].base_offset = 1000;
-  }, {"input 0"}));
+  CHECK(refused(
+      [&](tr::Graph& h) {
+        h.buffers[size_t(h.values[size_t(h.inputs[0])].buffer)].base_offset = 1000;
+      },
+      {"input 0"}));
   // a view op whose output is not the view it makes
   const int narrow = find_node(g, "narrow");
   if (narrow >= 0) {
-    CHECK(refused([&](tr::Graph& h) {
-      h.values[size_t(h.nodes[size_t(narrow)].outputs[0])].offset += 4;
-    }, {"narrow"}));
+    CHECK(refused(
+        [&](tr::Graph& h) { h.values[size_t(h.nodes[size_t(narrow)].outputs[0])].offset += 4; },
+        {"narrow"}));
   }
   // an op that does not exist in a saved graph's sense (collectives) and an unknown arity
-  CHECK(refused([&](tr::Graph& h) {
-    h.nodes[size_t(softmax)].op = &of::find_op("add");
-  }, {"add"}));
+  CHECK(refused([&](tr::Graph& h) { h.nodes[size_t(softmax)].op = &of::find_op("add"); }, {"add"}));
   // a fused group holding a non-elementwise node
-  CHECK(refused([&](tr::Graph& h) {
-    h.groups.push_back({linear});
-    h.nodes[size_t(linear)].group = int(h.groups.size()) - 1;
-    h.materialized.assign(h.values.size(), true);
-  }, {"fused group", "linear"}));
+  CHECK(refused(
+      [&](tr::Graph& h) {
+        h.groups.push_back({linear});
+        h.nodes[size_t(linear)].group = int(h.groups.size()) - 1;
+        h.materialized.assign(h.values.size(), true);
+      },
+      {"fused group", "linear"}));
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -395,10 +405,11 @@ TEST_CASE("symbolic dims: one recording serves every batch and length in range, 
   TinyEncoder enc;
   of::NoGradGuard ng;
   of::jit::Dim batch("batch", 1, 8), seq("seq", 1, 24);
-  auto fn = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                           of::jit::TraceOptions()
-                               .dynamic(0, {{0, batch}, {1, seq}})
-                               .dynamic(1, {{0, batch}, {1, seq}}));
+  auto fn =
+      of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
+                     of::jit::TraceOptions()
+                         .dynamic(0, {{0, batch}, {1, seq}})
+                         .dynamic(1, {{0, batch}, {1, seq}}));
   of::manual_seed(5);
   auto call = [&](int64_t b, int64_t s) {
     of::Tensor ids = token_ids({b, s});
@@ -425,25 +436,37 @@ TEST_CASE("symbolic dims: calls the symbols do not admit raise, naming input, di
   TinyEncoder enc;
   of::NoGradGuard ng;
   of::jit::Dim batch("batch", 1, 8), seq("seq", 2, 24);
-  auto opts = of::jit::TraceOptions()
-                  .dynamic(0, {{0, batch}, {1, seq}})
-                  .dynamic(1, {{0, batch}, {1, seq}});
-  auto fn = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                           opts);
+  auto opts =
+      of::jit::TraceOptions().dynamic(0, {{0, batch}, {1, seq}}).dynamic(1, {{0, batch}, {1, seq}});
+  auto fn = of::jit::trace(
+      [&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); }, opts);
   fn(token_ids({2, 17}), make_mask(2, 17));
-  CHECK(th::throws_with([&] { fn(token_ids({2, 17}), make_mask(2, 18)); },
-                        {"[jit.trace]", "input 1 dim 1 is 18", "'seq'", "17"}));
-  CHECK(th::throws_with([&] { fn(token_ids({2, 30}), make_mask(2, 30)); },
-                        {"[jit.trace]", "input 0 dim 1 is 30", "'seq'", "[2, 24]"}));
-  CHECK(th::throws_with([&] { fn(token_ids({9, 3}), make_mask(9, 3)); },
-                        {"[jit.trace]", "'batch'", "[1, 8]"}));
-  CHECK(th::throws_with([&] { fn(token_ids({3, 4}).t().contiguous().t(), make_mask(3, 4)); },
-                        {"[jit.trace]", "contiguous"}));
+  CHECK(th::throws_with(
+      [&] {
+        fn(token_ids({2, 17}), make_mask(2, 18));
+      },
+      {"[jit.trace]", "input 1 dim 1 is 18", "'seq'", "17"}));
+  CHECK(th::throws_with(
+      [&] {
+        fn(token_ids({2, 30}), make_mask(2, 30));
+      },
+      {"[jit.trace]", "input 0 dim 1 is 30", "'seq'", "[2, 24]"}));
+  CHECK(th::throws_with(
+      [&] {
+        fn(token_ids({9, 3}), make_mask(9, 3));
+      },
+      {"[jit.trace]", "'batch'", "[1, 8]"}));
+  CHECK(th::throws_with(
+      [&] {
+        fn(token_ids({3, 4}).t().contiguous().t(), make_mask(3, 4));
+      },
+      {"[jit.trace]", "contiguous"}));
   CHECK(fn.stats().recordings == 1);
   CHECK(th::throws_with([] { of::jit::Dim bad("x", 5, 2); }, {"[jit.Dim]", "'x'"}));
   // strict(false), said explicitly: a call outside the ranges records a graph of its own
-  auto loose = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                              of::jit::TraceOptions(opts).strict(false));
+  auto loose =
+      of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
+                     of::jit::TraceOptions(opts).strict(false));
   loose(token_ids({2, 17}), make_mask(2, 17));
   of::Tensor ids = token_ids({2, 30}), mask = make_mask(2, 30);
   CHECK(same_bits(loose(ids, mask), enc(ids, mask)));
@@ -454,20 +477,20 @@ TEST_CASE("symbolic dims: sizes the graph cannot express and branches on sizes r
   of::NoGradGuard ng;
   of::jit::Dim n("n", 2, 40);
   // a square of a symbol: not a sum, product of distinct symbols or floor division
-  auto square = of::jit::trace([](const of::Tensor& x) {
-    return x.sum() + of::ones({x.size(0) * x.size(0)}).sum();
-  }, of::jit::TraceOptions().dynamic(0, {{0, n}}));
+  auto square = of::jit::trace(
+      [](const of::Tensor& x) { return x.sum() + of::ones({x.size(0) * x.size(0)}).sum(); },
+      of::jit::TraceOptions().dynamic(0, {{0, n}}));
   CHECK(th::throws_with([&] { square(of::randn({6})); }, {"[jit.trace]", "symbolic", "(n)"}));
   // a branch on a size that the range's ends straddle
-  auto branchy = of::jit::trace([](const of::Tensor& x) {
-    return x.size(0) > 20 ? (x * 2).sum() : (x + 1).sum();
-  }, of::jit::TraceOptions().dynamic(0, {{0, n}}));
+  auto branchy = of::jit::trace(
+      [](const of::Tensor& x) { return x.size(0) > 20 ? (x * 2).sum() : (x + 1).sum(); },
+      of::jit::TraceOptions().dynamic(0, {{0, n}}));
   CHECK(th::throws_with([&] { branchy(of::randn({6})); },
                         {"[jit.trace]", "symbolic", "another graph"}));
   // floor division by a constant is fine
-  auto halves = of::jit::trace([](const of::Tensor& x) {
-    return x.narrow(0, 0, x.size(0) / 2).sum(0);
-  }, of::jit::TraceOptions().dynamic(0, {{0, n}}));
+  auto halves =
+      of::jit::trace([](const of::Tensor& x) { return x.narrow(0, 0, x.size(0) / 2).sum(0); },
+                     of::jit::TraceOptions().dynamic(0, {{0, n}}));
   for (int64_t k : {7, 8, 2, 3, 40, 31}) {
     of::Tensor x = of::randn({k, 3});
     CHECK(same_bits(halves(x), x.narrow(0, 0, k / 2).sum(0)));
@@ -480,10 +503,11 @@ TEST_CASE("symbolic dims: save keeps the symbols; the loaded graph serves every 
   TinyEncoder enc;
   of::NoGradGuard ng;
   of::jit::Dim batch("batch", 1, 8), seq("seq", 1, 24);
-  auto fn = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                           of::jit::TraceOptions()
-                               .dynamic(0, {{0, batch}, {1, seq}})
-                               .dynamic(1, {{0, batch}, {1, seq}}));
+  auto fn =
+      of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
+                     of::jit::TraceOptions()
+                         .dynamic(0, {{0, batch}, {1, seq}})
+                         .dynamic(1, {{0, batch}, {1, seq}}));
   fn(token_ids({2, 17}), make_mask(2, 17));
   of::jit::save(fn, dir + "/enc.oftrace");
   const of::jit::LoadedGraph g = of::jit::load(dir + "/enc.oftrace");
@@ -492,20 +516,23 @@ TEST_CASE("symbolic dims: save keeps the symbols; the loaded graph serves every 
   CHECK(specs[0].str() == "int64 (batch in [1, 8], seq in [1, 24])");
   CHECK(specs[1].str() == "float32 (batch in [1, 8], seq in [1, 24])");
   std::vector<of::Tensor> ids, masks, want;
-  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{{2, 17}, {1, 1}, {8, 24}, {3, 7}, {1, 12}, {6, 1}}) {
+  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{
+           {2, 17}, {1, 1}, {8, 24}, {3, 7}, {1, 12}, {6, 1}}) {
     ids.push_back(token_ids({b, s}));
     masks.push_back(make_mask(b, s));
     want.push_back(enc(ids.back(), masks.back()));
     CHECK(same_bits(g(ids.back(), masks.back()), want.back()));
   }
-  CHECK(th::throws_with([&] { g(token_ids({2, 30}), make_mask(2, 30)); },
-                        {"[jit.load]", "input 0 dim 1 is 30", "'seq'"}));
+  CHECK(th::throws_with(
+      [&] {
+        g(token_ids({2, 30}), make_mask(2, 30));
+      },
+      {"[jit.load]", "input 0 dim 1 is 30", "'seq'"}));
   // a request with an id past the vocabulary raises as eager does (never reads out of bounds)
   of::Tensor bad_ids = token_ids({2, 4});
   bad_ids.index_put_({0, 1}, 99);
   CHECK(th::throws_with([&] { g(bad_ids, make_mask(2, 4)); }, {"[embedding]", "99"}));
-  CHECK(th::throws_with([&] { g(token_ids({2, 5}), make_mask(2, 6)); },
-                        {"[jit.load]", "'seq'"}));
+  CHECK(th::throws_with([&] { g(token_ids({2, 5}), make_mask(2, 6)); }, {"[jit.load]", "'seq'"}));
   // many threads, random shapes in range, each checked bitwise
   std::atomic<int> bad{0};
   std::vector<std::thread> pool;
@@ -526,10 +553,11 @@ TEST_CASE("symbolic dims: 10,000 calls at random shapes keep memory bounded") {
   TinyEncoder enc;
   of::NoGradGuard ng;
   of::jit::Dim batch("batch", 1, 8), seq("seq", 1, 24);
-  auto fn = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                           of::jit::TraceOptions()
-                               .dynamic(0, {{0, batch}, {1, seq}})
-                               .dynamic(1, {{0, batch}, {1, seq}}));
+  auto fn =
+      of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
+                     of::jit::TraceOptions()
+                         .dynamic(0, {{0, batch}, {1, seq}})
+                         .dynamic(1, {{0, batch}, {1, seq}}));
   auto rss_kb = [] {
     std::ifstream f("/proc/self/status");
     std::string line;
@@ -588,7 +616,8 @@ TEST_CASE("serving: fuzz_jit_load's seeds of version-2 graphs load and run") {
     if (write) std::ofstream(path, std::ios::binary) << payload;
     std::ifstream old(path, std::ios::binary);
     REQUIRE(old.good());
-    const std::string committed((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+    const std::string committed((std::istreambuf_iterator<char>(old)),
+                                std::istreambuf_iterator<char>());
     // the committed seed, wrapped as the fuzzer wraps it, loads and runs at its input specs
     const std::string body = committed.substr(1);
     const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
@@ -621,24 +650,25 @@ TEST_CASE("serving: fuzz_jit_load's seeds of version-2 graphs load and run") {
   {
     of::nn::Conv2d conv(of::nn::Conv2dOptions(1, 4, 3).padding(1));
     of::nn::Linear fc(4 * 4 * 4, 3);
-    auto cnn = of::jit::trace([&](const of::Tensor& x) {
-      return fc(of::max_pool2d(conv(x).relu(), 2).flatten(1));
-    });
+    auto cnn = of::jit::trace(
+        [&](const of::Tensor& x) { return fc(of::max_pool2d(conv(x).relu(), 2).flatten(1)); });
     cnn(of::randn({2, 1, 8, 8}));
     seed("cnn", cnn);
   }
   TinyEncoder enc;
   {
-    auto att = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); });
+    auto att = of::jit::trace(
+        [&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); });
     att(token_ids({2, 5}), make_mask(2, 5));
     seed("attention", att);
   }
   {
     of::jit::Dim batch("batch", 1, 3), seq("seq", 1, 6);
-    auto sym = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
-                              of::jit::TraceOptions()
-                                  .dynamic(0, {{0, batch}, {1, seq}})
-                                  .dynamic(1, {{0, batch}, {1, seq}}));
+    auto sym = of::jit::trace(
+        [&](const of::Tensor& ids, const of::Tensor& mask) { return enc(ids, mask); },
+        of::jit::TraceOptions()
+            .dynamic(0, {{0, batch}, {1, seq}})
+            .dynamic(1, {{0, batch}, {1, seq}}));
     sym(token_ids({2, 5}), make_mask(2, 5));
     seed("symbolic", sym);
   }
@@ -682,7 +712,8 @@ TEST_CASE("serving: examples/bert_embed embeds with a Hugging Face checkpoint it
     }
   }
   named.push_back({"bert.pooler.dense.weight", of::randn({32, 32})});
-  named.push_back({"bert.embeddings.position_ids", of::arange(32, of::TensorOptions(of::kInt64)).unsqueeze(0)});
+  named.push_back(
+      {"bert.embeddings.position_ids", of::arange(32, of::TensorOptions(of::kInt64)).unsqueeze(0)});
   of::save_tensors(named, dir + "/model.safetensors");
   const std::vector<std::vector<std::vector<int64_t>>> files = {
       {{2, 17, 5, 9, 3}, {2, 30, 3}, {2, 4, 4, 4, 11, 25, 39, 3}}, {{2, 7, 3}}};

@@ -75,7 +75,7 @@ TEST_CASE("trace: empty intermediates (a rank's empty piece, an empty slice) rep
   of::manual_seed(1);
   of::Tensor w = of::randn({3, 0});
   auto fn = [&](const of::Tensor& x) {
-    of::Tensor e = of::matmul(x, w) * 2.0;       // [4, 0]: an intermediate of no bytes
+    of::Tensor e = of::matmul(x, w) * 2.0;         // [4, 0]: an intermediate of no bytes
     return of::cat({x, e.sum(1, true) + 1.0}, 1);  // [4, 4]
   };
   auto f = of::jit::trace(fn);
@@ -194,12 +194,16 @@ struct GptImpl : of::nn::Module {
   GptImpl(int64_t vocab, int64_t block, int64_t d) {
     tok = register_module("tok", of::nn::Embedding(vocab, d));
     pos = register_module("pos", of::nn::Embedding(block, d));
-    layer = register_module("layer", of::nn::TransformerEncoderLayer(
-        of::nn::TransformerEncoderLayerOptions(d, 2).dim_feedforward(2 * d).dropout(0.1)
-            .activation(of::kGELU).norm_first(true)));
+    layer = register_module(
+        "layer", of::nn::TransformerEncoderLayer(of::nn::TransformerEncoderLayerOptions(d, 2)
+                                                     .dim_feedforward(2 * d)
+                                                     .dropout(0.1)
+                                                     .activation(of::kGELU)
+                                                     .norm_first(true)));
     head = register_module("head", of::nn::Linear(d, vocab));
-    mask = register_buffer("mask", of::zeros({block, block}).masked_fill(
-                                        of::ones({block, block}, of::kBool).triu(1), -INFINITY));
+    mask = register_buffer(
+        "mask", of::zeros({block, block})
+                    .masked_fill(of::ones({block, block}, of::kBool).triu(1), -INFINITY));
   }
   of::Tensor forward(const of::Tensor& ids) {  // [L, N]
     const int64_t L = ids.size(0);
@@ -303,7 +307,8 @@ struct Threads {
 
 }  // namespace
 
-TEST_CASE("trace: 50 CNN training steps (BN, dropout, Adam, StepLR, clipping) equal eager bitwise") {
+TEST_CASE(
+    "trace: 50 CNN training steps (BN, dropout, Adam, StepLR, clipping) equal eager bitwise") {
   for (int threads : {1, 2}) {
     Threads t(threads);
     INFO("threads ", threads);
@@ -448,7 +453,11 @@ TEST_CASE("trace footgun: changed shapes and dtypes retrace; strict mode says wh
   auto s = of::jit::trace([](const of::Tensor& x) { return x.exp(); },
                           of::jit::TraceOptions().strict(true));
   s(of::ones({2, 3}));
-  CHECK(th::throws_with([&] { s(of::ones({4, 3})); }, {"strict", "input 0 shape", "(2, 3) -> (4, 3)"}));
+  CHECK(th::throws_with(
+      [&] {
+        s(of::ones({4, 3}));
+      },
+      {"strict", "input 0 shape", "(2, 3) -> (4, 3)"}));
   CHECK(th::throws_with([&] { s(of::ones({2, 3}, of::kFloat64)); }, {"input 0 dtype", "float64"}));
   CHECK(s(of::ones({2, 3})).to_vector<float>()[0] == doctest::Approx(std::exp(1.0f)));
 }
@@ -501,7 +510,8 @@ TEST_CASE("trace footgun: no_grad inside the traced function") {
 }
 
 TEST_CASE("trace footgun: reseeding after capture changes the replay as it changes eager") {
-  auto f = of::jit::trace([](const of::Tensor& x) { return of::dropout(x, 0.5, true) + of::rand({64}); });
+  auto f = of::jit::trace(
+      [](const of::Tensor& x) { return of::dropout(x, 0.5, true) + of::rand({64}); });
   of::Tensor x = of::ones({64});
   of::manual_seed(5);
   f(x);
@@ -561,8 +571,9 @@ TEST_CASE("trace: OF_TRACE=0 runs eagerly; OF_TRACE_PASSES turns passes off") {
 // ---------------------------------------------------------------- passes
 
 namespace {
-of::trace::Graph recorded(const std::function<std::vector<of::Tensor>(const std::vector<of::Tensor>&)>& fn,
-                          const std::vector<of::Tensor>& in) {
+of::trace::Graph recorded(
+    const std::function<std::vector<of::Tensor>(const std::vector<of::Tensor>&)>& fn,
+    const std::vector<of::Tensor>& in) {
   return of::trace::record(fn, in).graph;
 }
 size_t count_op(const of::trace::Graph& g, const std::string& name) {
@@ -573,10 +584,12 @@ size_t count_op(const of::trace::Graph& g, const std::string& name) {
 }  // namespace
 
 TEST_CASE("trace pass: dce drops work whose result nobody reads") {
-  auto g = recorded([](const std::vector<of::Tensor>& x) {
-    of::Tensor unused = x[0].exp().sum();
-    return std::vector<of::Tensor>{x[0] * 2};
-  }, {of::ones({8})});
+  auto g = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        of::Tensor unused = x[0].exp().sum();
+        return std::vector<of::Tensor>{x[0] * 2};
+      },
+      {of::ones({8})});
   CHECK(count_op(g, "exp") == 1);
   auto d = of::trace::dce(g);
   CHECK(count_op(d, "exp") == 0);
@@ -584,51 +597,62 @@ TEST_CASE("trace pass: dce drops work whose result nobody reads") {
   CHECK(count_op(d, "mul") == 1);
   // writes to tensors the trace did not create are effects and stay
   of::Tensor ext = of::zeros({8});
-  auto e = recorded([&](const std::vector<of::Tensor>& x) {
-    ext.add_(x[0]);
-    return std::vector<of::Tensor>{x[0] + 1};
-  }, {of::ones({8})});
+  auto e = recorded(
+      [&](const std::vector<of::Tensor>& x) {
+        ext.add_(x[0]);
+        return std::vector<of::Tensor>{x[0] + 1};
+      },
+      {of::ones({8})});
   CHECK(count_op(of::trace::dce(e), "add") == 2);
 }
 
 TEST_CASE("trace pass: cse merges equal ops on the same values, not across writes") {
-  auto g = recorded([](const std::vector<of::Tensor>& x) {
-    return std::vector<of::Tensor>{x[0].exp() + x[0].exp()};
-  }, {of::ones({8})});
+  auto g = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        return std::vector<of::Tensor>{x[0].exp() + x[0].exp()};
+      },
+      {of::ones({8})});
   CHECK(count_op(of::trace::dce(of::trace::cse(g)), "exp") == 1);
-  auto w = recorded([](const std::vector<of::Tensor>& x) {
-    of::Tensor y = x[0].clone();
-    of::Tensor a = y.exp();
-    y.add_(1);
-    of::Tensor b = y.exp();  // reads y after the write: not the same value
-    return std::vector<of::Tensor>{a + b};
-  }, {of::ones({8})});
+  auto w = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        of::Tensor y = x[0].clone();
+        of::Tensor a = y.exp();
+        y.add_(1);
+        of::Tensor b = y.exp();  // reads y after the write: not the same value
+        return std::vector<of::Tensor>{a + b};
+      },
+      {of::ones({8})});
   CHECK(count_op(of::trace::dce(of::trace::cse(w)), "exp") == 2);
 }
 
 TEST_CASE("trace pass: fold removes identities, folds constants and collapses view chains") {
-  auto g = recorded([](const std::vector<of::Tensor>& x) {
-    of::Tensor c = of::full({4}, 2.0) * 3;  // constants only: folded
-    return std::vector<of::Tensor>{((x[0] * 1) + 0) * c, x[0].t().t().reshape({-1}) + 1};
-  }, {of::ones({4, 4})});
+  auto g = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        of::Tensor c = of::full({4}, 2.0) * 3;  // constants only: folded
+        return std::vector<of::Tensor>{((x[0] * 1) + 0) * c, x[0].t().t().reshape({-1}) + 1};
+      },
+      {of::ones({4, 4})});
   auto f = of::trace::dce(of::trace::fold(g));
   CHECK(count_op(g, "mul") == 3);
   CHECK(count_op(f, "mul") == 1);
   CHECK(count_op(f, "full") == 0);
   CHECK(count_op(f, "as_strided") >= 1);
   // the simplified graph still computes the same thing
-  auto t = of::jit::trace([](const of::Tensor& x) { return ((x * 1) + 0) * (of::full({4}, 2.0) * 3); });
+  auto t =
+      of::jit::trace([](const of::Tensor& x) { return ((x * 1) + 0) * (of::full({4}, 2.0) * 3); });
   of::Tensor x = of::randn({4, 4});
   t(x);
   CHECK(same_bits(t(x), x * 6));
 }
 
 TEST_CASE("trace pass: fuse groups elementwise chains; shared values are materialized") {
-  auto g = recorded([](const std::vector<of::Tensor>& x) {
-    of::Tensor a = (x[0] * 2 + 1).tanh();
-    of::Tensor b = a.sigmoid() * x[1] - 3;
-    return std::vector<of::Tensor>{b, a};  // a is returned: written to memory
-  }, {of::randn({64, 64}), of::randn({64})});
+  auto g = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        of::Tensor a = (x[0] * 2 + 1).tanh();
+        of::Tensor b = a.sigmoid() * x[1] - 3;
+        return std::vector<of::Tensor>{b, a};  // a is returned: written to memory
+      },
+      {of::randn({64, 64}), of::randn({64})});
   auto f = of::trace::fuse(g);
   REQUIRE(f.groups.size() == 1);
   CHECK(f.groups[0].size() == 6);
@@ -642,17 +666,21 @@ TEST_CASE("trace pass: fuse groups elementwise chains; shared values are materia
       ++scratch;
   CHECK(scratch >= 3);
   // a reduction ends a group
-  auto r = of::trace::fuse(recorded([](const std::vector<of::Tensor>& x) {
-    return std::vector<of::Tensor>{((x[0] + 1).sum(1, true) * x[0]).exp()};
-  }, {of::randn({64, 64})}));
+  auto r = of::trace::fuse(recorded(
+      [](const std::vector<of::Tensor>& x) {
+        return std::vector<of::Tensor>{((x[0] + 1).sum(1, true) * x[0]).exp()};
+      },
+      {of::randn({64, 64})}));
   CHECK(r.groups.size() == 1);
   CHECK(r.groups[0].size() == 2);
 }
 
 TEST_CASE("trace pass: inplace reuses a dying input's buffer; memplan packs lifetimes") {
-  auto g = recorded([](const std::vector<of::Tensor>& x) {
-    return std::vector<of::Tensor>{((x[0] + 1) * 2).exp().sqrt().sum()};
-  }, {of::randn({256, 64})});
+  auto g = recorded(
+      [](const std::vector<of::Tensor>& x) {
+        return std::vector<of::Tensor>{((x[0] + 1) * 2).exp().sqrt().sum()};
+      },
+      {of::randn({256, 64})});
   const size_t one = 256 * 64 * 4;
   auto plain = of::trace::memplan(g);
   auto reused = of::trace::memplan(of::trace::inplace(g));
@@ -723,14 +751,30 @@ TEST_CASE("trace: memory planner property test on random graphs") {
         of::Tensor a = live[r() % live.size()];
         of::Tensor y;
         switch (r() % 8) {
-          case 0: y = a + x[2]; break;
-          case 1: y = (a * 0.5).tanh(); break;
-          case 2: y = of::matmul(a, x[1]); break;
-          case 3: y = a.sigmoid() * a; break;
-          case 4: y = a - a.mean(1, true); break;
-          case 5: y = a.t().contiguous().t() + 1; break;
-          case 6: y = of::relu(a) + live[r() % live.size()]; break;
-          default: y = a.exp().clamp_max(3.0); break;
+          case 0:
+            y = a + x[2];
+            break;
+          case 1:
+            y = (a * 0.5).tanh();
+            break;
+          case 2:
+            y = of::matmul(a, x[1]);
+            break;
+          case 3:
+            y = a.sigmoid() * a;
+            break;
+          case 4:
+            y = a - a.mean(1, true);
+            break;
+          case 5:
+            y = a.t().contiguous().t() + 1;
+            break;
+          case 6:
+            y = of::relu(a) + live[r() % live.size()];
+            break;
+          default:
+            y = a.exp().clamp_max(3.0);
+            break;
         }
         live.push_back(y);
         if (live.size() > 5) live.erase(live.begin() + long(r() % live.size()));
@@ -905,7 +949,11 @@ TEST_CASE("trace: save -> load in a fresh process is bitwise equal; bad files fa
   of::load(yc, dir + "/y_child.safetensors");
   CHECK(same_bits(yc, y));
   // wrong inputs are refused before anything runs
-  CHECK(th::throws_with([&] { g(of::randn({4, 1, 16, 16})); }, {"[jit.load]", "input 0", "(5, 1, 16, 16)"}));
+  CHECK(th::throws_with(
+      [&] {
+        g(of::randn({4, 1, 16, 16}));
+      },
+      {"[jit.load]", "input 0", "(5, 1, 16, 16)"}));
   CHECK(th::throws_with([&] { g.run({}); }, {"[jit.load]", "takes 1 inputs"}));
   // truncated, corrupted, wrong version
   std::ifstream in(dir + "/cnn.oftrace", std::ios::binary);
@@ -915,16 +963,21 @@ TEST_CASE("trace: save -> load in a fresh process is bitwise equal; bad files fa
     out.write(b.data(), std::streamsize(b.size()));
     return dir + "/" + name;
   };
-  CHECK(th::throws_with([&] { of::jit::load(write("t.oftrace", bytes.substr(0, bytes.size() / 2))); },
-                        {"[jit.load]", "truncated"}));
+  CHECK(
+      th::throws_with([&] { of::jit::load(write("t.oftrace", bytes.substr(0, bytes.size() / 2))); },
+                      {"[jit.load]", "truncated"}));
   std::string flipped = bytes;
   flipped[flipped.size() - 100] ^= 0x5a;
-  CHECK(th::throws_with([&] { of::jit::load(write("c.oftrace", flipped)); }, {"[jit.load]", "checksum"}));
+  CHECK(th::throws_with([&] { of::jit::load(write("c.oftrace", flipped)); },
+                        {"[jit.load]", "checksum"}));
   std::string version = bytes;
   version[8] = 99;
-  CHECK(th::throws_with([&] { of::jit::load(write("v.oftrace", version)); }, {"[jit.load]", "version 99"}));
-  CHECK(th::throws_with([&] { of::jit::load(write("m.oftrace", "not a graph at all")); }, {"[jit.load]"}));
-  CHECK(th::throws_with([&] { of::jit::load(dir + "/missing.oftrace"); }, {"[jit.load]", "cannot open"}));
+  CHECK(th::throws_with([&] { of::jit::load(write("v.oftrace", version)); },
+                        {"[jit.load]", "version 99"}));
+  CHECK(th::throws_with([&] { of::jit::load(write("m.oftrace", "not a graph at all")); },
+                        {"[jit.load]"}));
+  CHECK(th::throws_with([&] { of::jit::load(dir + "/missing.oftrace"); },
+                        {"[jit.load]", "cannot open"}));
   // a training step cannot be saved for inference
   of::Tensor w = of::ones({3}).requires_grad_(true);
   auto train = of::jit::trace([&](const of::Tensor& in) {
@@ -934,7 +987,8 @@ TEST_CASE("trace: save -> load in a fresh process is bitwise equal; bad files fa
     return in;
   });
   train(of::ones({3}));
-  CHECK(th::throws_with([&] { of::jit::save(train, dir + "/train.oftrace"); }, {"[jit.save]", ".grad"}));
+  CHECK(th::throws_with([&] { of::jit::save(train, dir + "/train.oftrace"); },
+                        {"[jit.save]", ".grad"}));
   std::system(("rm -rf " + dir).c_str());
 }
 
@@ -957,7 +1011,8 @@ TEST_CASE("trace pass: remat recomputes a cheap activation read late instead of 
   of::trace::Graph r = of::trace::remat(g);
   CHECK(count_op(r, "dropout") == count_op(g, "dropout") + 1);  // dropout (and gelu) run again
   CHECK(count_op(r, "gelu") == count_op(g, "gelu") + 1);
-  CHECK(of::trace::arena_bytes(of::trace::memplan(r)) < of::trace::arena_bytes(of::trace::memplan(g)));
+  CHECK(of::trace::arena_bytes(of::trace::memplan(r)) <
+        of::trace::arena_bytes(of::trace::memplan(g)));
   // and the recomputed values are bitwise the eager ones (the same generator draw)
   auto t = of::jit::trace(fn);
   of::manual_seed(1);
@@ -986,7 +1041,8 @@ TEST_CASE("trace pass: remat recomputes a layer norm (kCheapRecompute) read late
   of::trace::Graph g = of::trace::dce(recorded(fn, in));
   of::trace::Graph r = of::trace::remat(g);
   CHECK(count_op(r, "layer_norm") == count_op(g, "layer_norm") + 1);
-  CHECK(of::trace::arena_bytes(of::trace::memplan(r)) < of::trace::arena_bytes(of::trace::memplan(g)));
+  CHECK(of::trace::arena_bytes(of::trace::memplan(r)) <
+        of::trace::arena_bytes(of::trace::memplan(g)));
   auto t = of::jit::trace(fn);
   std::vector<of::Tensor> eager = fn(in);
   eager[0] = eager[0].clone();
@@ -995,8 +1051,9 @@ TEST_CASE("trace pass: remat recomputes a layer norm (kCheapRecompute) read late
   CHECK(t.stats().replays == 1);
 }
 
-TEST_CASE("trace pass: schedule runs a weight gradient before the input gradient allocated "
-          "while its activation lives") {
+TEST_CASE(
+    "trace pass: schedule runs a weight gradient before the input gradient allocated "
+    "while its activation lives") {
   // NOTE [Memory-aware scheduling]: backward of y = h @ w2 makes dh = g @ w2^T (a new
   // [512, 512]) and then reads h for the last time in dw2 = h^T @ g; swapped, h is gone first
   of::manual_seed(6);
@@ -1031,7 +1088,8 @@ TEST_CASE("trace pass: schedule runs a weight gradient before the input gradient
   CHECK(on.stats().arena_bytes < off.stats().arena_bytes);
 }
 
-TEST_CASE("trace pass: schedule keeps views and in-place writes in order (every input made first)") {
+TEST_CASE(
+    "trace pass: schedule keeps views and in-place writes in order (every input made first)") {
   // a view read before and after an in-place write of its base: hoisting the view must not take
   // it past the write's readers, and no node may move above what it reads
   auto fn = [](const std::vector<of::Tensor>& x) {
@@ -1072,15 +1130,22 @@ TEST_CASE("trace: a GPT training step's planned arena is at most 0.6x eager's pe
   of::manual_seed(0);
   const int64_t vocab = 96, block = 64, d = 128;
   nn::Embedding tok(vocab, d), pos(block, d);
-  nn::TransformerEncoderLayer l1(nn::TransformerEncoderLayerOptions(d, 4).dim_feedforward(4 * d)
-                                     .dropout(0.1).activation(of::kGELU).norm_first(true));
-  nn::TransformerEncoderLayer l2(nn::TransformerEncoderLayerOptions(d, 4).dim_feedforward(4 * d)
-                                     .dropout(0.1).activation(of::kGELU).norm_first(true));
+  nn::TransformerEncoderLayer l1(nn::TransformerEncoderLayerOptions(d, 4)
+                                     .dim_feedforward(4 * d)
+                                     .dropout(0.1)
+                                     .activation(of::kGELU)
+                                     .norm_first(true));
+  nn::TransformerEncoderLayer l2(nn::TransformerEncoderLayerOptions(d, 4)
+                                     .dim_feedforward(4 * d)
+                                     .dropout(0.1)
+                                     .activation(of::kGELU)
+                                     .norm_first(true));
   nn::Linear head(d, vocab);
-  const of::Tensor mask = of::zeros({block, block}).masked_fill(
-      of::ones({block, block}, of::kBool).triu(1), -INFINITY);
+  const of::Tensor mask =
+      of::zeros({block, block}).masked_fill(of::ones({block, block}, of::kBool).triu(1), -INFINITY);
   std::vector<of::Tensor> params;
-  for (nn::Module* m : std::initializer_list<nn::Module*>{tok.get(), pos.get(), l1.get(), l2.get(), head.get()})
+  for (nn::Module* m :
+       std::initializer_list<nn::Module*>{tok.get(), pos.get(), l1.get(), l2.get(), head.get()})
     for (auto& p : m->parameters()) params.push_back(p);
   of::optim::AdamW opt(params, of::optim::AdamWOptions(3e-3).weight_decay(0.01));
   auto step = of::jit::trace([&](const of::Tensor& seq) {
@@ -1088,8 +1153,8 @@ TEST_CASE("trace: a GPT training step's planned arena is at most 0.6x eager's pe
     const of::Tensor ids = seq.narrow(0, 0, block);
     of::Tensor h = tok(ids) + pos(of::arange(block, of::kInt64)).unsqueeze(1);
     h = l2(l1(h, mask), mask);
-    of::Tensor loss = F::cross_entropy(head(h).reshape({-1, vocab}),
-                                       seq.narrow(0, 1, block).reshape({-1}));
+    of::Tensor loss =
+        F::cross_entropy(head(h).reshape({-1, vocab}), seq.narrow(0, 1, block).reshape({-1}));
     loss.backward();
     of::nn::utils::clip_grad_norm_(params, 1.0);
     opt.step();

@@ -55,8 +55,7 @@ int main(int argc, char** argv) {
                same(of::avg_pool2d(grid, {2, 2}), {2.5, 4.5, 10.5, 12.5}),
            "pooling", "max_pool2d avg_pool2d");
     const of::Tensor idx = of::tensor(std::vector<int64_t>{2, 0}, {2});
-    expect(same(of::index_select(x, 1, idx), {2, 0, 5, 3}) &&
-               same(x.index({1}), {3, 4, 5}) &&
+    expect(same(of::index_select(x, 1, idx), {2, 0, 5, 3}) && same(x.index({1}), {3, 4, 5}) &&
                same(of::gather(x, 1, of::tensor(std::vector<int64_t>{1, 1, 0, 2}, {2, 2})),
                     {1, 1, 3, 5}),
            "indexing", "index_select index gather");
@@ -116,9 +115,7 @@ int main(int argc, char** argv) {
   std::string cuda = "available";
   try {
     of::ones({1}).to(of::kCUDA);
-  } catch (const of::Error& e) {
-    cuda = e.what();
-  }
+  } catch (const of::Error& e) { cuda = e.what(); }
   std::printf("cuda: %s\n", cuda.c_str());
   std::printf("%s\n", failures ? "static link check FAILED" : "static link check passed");
   return failures ? 1 : 0;

@@ -61,13 +61,15 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual void release_variables() {}
   virtual size_t num_outputs() const { return 1; }
   // Undefined output gradients get zeros of this output's shape before apply.
-  virtual Tensor zeros_for_output(size_t i) const { (void)i; return {}; }
+  virtual Tensor zeros_for_output(size_t i) const {
+    (void)i;
+    return {};
+  }
   SmallVector<Edge, 2> next_edges;
   uint64_t sequence_nr = 0;
   // Non-leaf tensors that asked retain_grad(): output slot -> tensor.
   SmallVector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>, 1> retained;
 };
-
 
 // What ctx->saved_data holds (libtorch's IValue, for the types such code stores).
 class IValue {
@@ -132,8 +134,8 @@ struct AutogradContext {
 
   // ---- used by Function::apply
   struct Saved {
-    Tensor tensor;      // inputs as given; outputs as a detached alias (no cycle)
-    int output = -1;    // which output, re-attached to the node when read back
+    Tensor tensor;    // inputs as given; outputs as a detached alias (no cycle)
+    int output = -1;  // which output, re-attached to the node when read back
     uint32_t version = 0;
   };
   std::vector<Saved> saved_;
@@ -164,7 +166,7 @@ inline void collect(const std::optional<Tensor>& t, size_t& slot, variable_list&
   collect(t.value_or(Tensor()), slot, ins, idx);
 }
 template <class List>
-  requires std::same_as<List, std::vector<Tensor>> || std::same_as<List, TensorList>
+requires std::same_as<List, std::vector<Tensor>> || std::same_as<List, TensorList>
 void collect(const List& list, size_t& slot, variable_list& ins, std::vector<size_t>& idx) {
   for (const Tensor& t : list) collect(t, slot, ins, idx);
 }
@@ -186,9 +188,8 @@ template <class... T> struct Outputs<std::tuple<T...>> {
     return std::apply([](auto&... x) { return variable_list{Tensor(x)...}; }, t);
   }
   static std::tuple<T...> back(variable_list& v) {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<T...>{v[I]...};
-    }(std::index_sequence_for<T...>{});
+    return [&]<size_t... I>(std::index_sequence<I...>) { return std::tuple<T...>{v[I]...}; }
+    (std::index_sequence_for<T...>{});
   }
 };
 }  // namespace detail
@@ -209,10 +210,9 @@ template <class T> struct Function {
       NoGradGuard no_grad;
       outs = detail::Outputs<R>::flat(T::forward(ctx.get(), std::forward<Args>(args)...));
     }
-    detail::attach_function(ctx, inputs, arg_index, slots, outs,
-                            [](AutogradContext* c, variable_list g) {
-                              return T::backward(c, std::move(g));
-                            });
+    detail::attach_function(
+        ctx, inputs, arg_index, slots, outs,
+        [](AutogradContext* c, variable_list g) { return T::backward(c, std::move(g)); });
     return detail::Outputs<R>::back(outs);
   }
 };

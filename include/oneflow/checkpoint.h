@@ -27,8 +27,7 @@ IncompatibleKeys load(nn::Module& module, const std::string& path, const LoadOpt
 void save(const optim::Optimizer& optimizer, const std::string& path);
 void load(optim::Optimizer& optimizer, const std::string& path);
 
-template <class Impl>
-void save(const nn::ModuleHolder<Impl>& module, const std::string& path) {
+template <class Impl> void save(const nn::ModuleHolder<Impl>& module, const std::string& path) {
   save(static_cast<const nn::Module&>(*module), path);
 }
 template <class Impl>

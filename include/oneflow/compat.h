@@ -30,24 +30,22 @@ template <class... A> std::string str(const A&... args) {
 // c10::intrusive_ptr, older programs hold them as std::shared_ptr. Here intrusive_ptr<T> *is* a
 // std::shared_ptr<T> (a subclass adding nothing but libtorch's spellings), so a value converts
 // to std::shared_ptr<T> (or to a base's) implicitly and back, and both spellings compile.
-template <class T>
-class intrusive_ptr : public std::shared_ptr<T> {
+template <class T> class intrusive_ptr : public std::shared_ptr<T> {
  public:
   intrusive_ptr() noexcept = default;
   intrusive_ptr(std::nullptr_t) noexcept {}
   template <class U>
-    requires std::convertible_to<U*, T*>
-  intrusive_ptr(const std::shared_ptr<U>& p) noexcept : std::shared_ptr<T>(p) {}
+  requires std::convertible_to<U*, T*> intrusive_ptr(const std::shared_ptr<U>& p)
+  noexcept : std::shared_ptr<T>(p) {}
   template <class U>
-    requires std::convertible_to<U*, T*>
-  intrusive_ptr(std::shared_ptr<U>&& p) noexcept : std::shared_ptr<T>(std::move(p)) {}
+  requires std::convertible_to<U*, T*> intrusive_ptr(std::shared_ptr<U>&& p)
+  noexcept : std::shared_ptr<T>(std::move(p)) {}
   // True when it points at an object (libtorch's name for operator bool).
   bool defined() const noexcept { return bool(*this); }
 };
 
 // A new T owned by an intrusive_ptr (libtorch's c10::make_intrusive).
-template <class T, class... Args>
-intrusive_ptr<T> make_intrusive(Args&&... args) {
+template <class T, class... Args> intrusive_ptr<T> make_intrusive(Args&&... args) {
   return std::make_shared<T>(std::forward<Args>(args)...);
 }
 
@@ -68,11 +66,11 @@ inline void torch_warn(const char* file, int line, const std::string& msg) {
 namespace c10 = ::oneflow;
 namespace at = ::oneflow;
 
-#define OF_TORCH_CHECK_(kind, cond, ...)                                                     \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      ::oneflow::detail::torch_check_failed(kind, #cond, __FILE__, __LINE__,                 \
-                                            ::oneflow::str("" __VA_OPT__(, ) __VA_ARGS__));  \
+#define OF_TORCH_CHECK_(kind, cond, ...)                                                    \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      ::oneflow::detail::torch_check_failed(kind, #cond, __FILE__, __LINE__,                \
+                                            ::oneflow::str("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)
 #define TORCH_CHECK(cond, ...) OF_TORCH_CHECK_("TORCH_CHECK", cond __VA_OPT__(, ) __VA_ARGS__)
 #define AT_ASSERT(cond, ...) OF_TORCH_CHECK_("AT_ASSERT", cond __VA_OPT__(, ) __VA_ARGS__)
@@ -80,12 +78,12 @@ namespace at = ::oneflow;
   OF_TORCH_CHECK_("TORCH_INTERNAL_ASSERT", cond __VA_OPT__(, ) __VA_ARGS__)
 #define TORCH_WARN(...) \
   ::oneflow::detail::torch_warn(__FILE__, __LINE__, ::oneflow::str(__VA_ARGS__))
-#define TORCH_WARN_ONCE(...)                                                                 \
-  do {                                                                                       \
-    static bool of_warned_ = false;                                                          \
-    if (!of_warned_) {                                                                       \
-      of_warned_ = true;                                                                     \
-      TORCH_WARN(__VA_ARGS__);                                                               \
-    }                                                                                        \
+#define TORCH_WARN_ONCE(...)        \
+  do {                              \
+    static bool of_warned_ = false; \
+    if (!of_warned_) {              \
+      of_warned_ = true;            \
+      TORCH_WARN(__VA_ARGS__);      \
+    }                               \
   } while (0)
 #endif

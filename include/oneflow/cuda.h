@@ -23,7 +23,9 @@ class CUDAStream {
 #endif
   bool query() const;        // true when all work queued on it has completed
   void synchronize() const;  // blocks the host until it has
-  bool operator==(const CUDAStream& o) const { return device_ == o.device_ && handle_ == o.handle_; }
+  bool operator==(const CUDAStream& o) const {
+    return device_ == o.device_ && handle_ == o.handle_;
+  }
   bool operator!=(const CUDAStream& o) const { return !(*this == o); }
 
  private:
@@ -63,11 +65,11 @@ class CUDAEvent {
   CUDAEvent& operator=(CUDAEvent&& o) noexcept;
   CUDAEvent(const CUDAEvent&) = delete;
   CUDAEvent& operator=(const CUDAEvent&) = delete;
-  void record();                          // on the current stream of the current device
+  void record();  // on the current stream of the current device
   void record(const CUDAStream& stream);
-  void block(const CUDAStream& stream);   // later work on `stream` waits for this event
-  bool query() const;                     // completed (true when never recorded)
-  void synchronize() const;               // blocks the host until it has
+  void block(const CUDAStream& stream);            // later work on `stream` waits for this event
+  bool query() const;                              // completed (true when never recorded)
+  void synchronize() const;                        // blocks the host until it has
   float elapsed_time(const CUDAEvent& end) const;  // ms from this event to `end` (timing on)
   bool isCreated() const { return event_ != nullptr; }
 

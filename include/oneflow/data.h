@@ -26,8 +26,7 @@
 namespace oneflow::data {
 
 // One sample or one batch: inputs and targets (libtorch's torch::data::Example<>).
-template <class Data = Tensor, class Target = Tensor>
-struct Example {
+template <class Data = Tensor, class Target = Tensor> struct Example {
   using DataType = Data;
   using TargetType = Target;
   Example() = default;
@@ -41,8 +40,7 @@ namespace example {
 using NoTarget = void;
 }  // namespace example
 
-template <class Data>
-struct Example<Data, example::NoTarget> {
+template <class Data> struct Example<Data, example::NoTarget> {
   using DataType = Data;
   using TargetType = example::NoTarget;
   Example() = default;
@@ -118,7 +116,8 @@ class CharVocab {
   int16_t index_[256];
 };
 
-// Windows of block_size + 1 characters: data = ids[i, i + block), target = ids[i + 1, i + block + 1).
+// Windows of block_size + 1 characters: data = ids[i, i + block), target = ids[i + 1, i + block +
+// 1).
 class CharDataset : public Dataset {
  public:
   CharDataset(const std::string& text, int64_t block_size);
@@ -153,7 +152,7 @@ struct DataLoaderOptions {
   OF_ARG(bool, drop_last) = false;
   // data::DataLoader only:
   OF_ARG(bool, shuffle) = false;
-  OF_ARG(uint64_t, seed) = 0;  // epoch e shuffles with a generator seeded (seed, e)
+  OF_ARG(uint64_t, seed) = 0;     // epoch e shuffles with a generator seeded (seed, e)
   OF_ARG(bool, prefetch) = true;  // build the next batches on a worker thread
   OF_ARG(int64_t, prefetch_batches) = 2;
 };
@@ -249,23 +248,19 @@ inline std::unique_ptr<DataLoader> make_data_loader(std::shared_ptr<Dataset> dat
 //   };
 //   auto ds = Images(...).map(of::data::transforms::Normalize<>({0.5, 0.5, 0.5}, {0.2, 0.2, 0.2}))
 //                 .map(of::data::transforms::Stack<>());
-//   auto loader = of::data::make_data_loader(std::move(ds), of::data::DataLoaderOptions(64).workers(2));
-//   for (of::data::Example<>& batch : *loader) ...
+//   auto loader = of::data::make_data_loader(std::move(ds),
+//   of::data::DataLoaderOptions(64).workers(2)); for (of::data::Example<>& batch : *loader) ...
 // A dataset's BatchType is what get_batch returns: std::vector<Example<>> for a Dataset<Self>,
 // the transform's OutputBatchType after .map(t) (Example<> after Stack<>). Loaders copy the
 // dataset into each worker thread, so datasets are values that share their tensors.
 
 namespace datasets {
-template <class S, class T>
-class MapDataset;
-template <class D, class T>
-MapDataset<D, T> map(D dataset, T transform);
+template <class S, class T> class MapDataset;
+template <class D, class T> MapDataset<D, T> map(D dataset, T transform);
 
 namespace detail {
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<optional<T>> : std::true_type {};
+template <class T> struct is_optional : std::false_type {};
+template <class T> struct is_optional<optional<T>> : std::true_type {};
 }  // namespace detail
 
 // A dataset that returns whole batches for a batch request (libtorch's BatchDataset).
@@ -285,12 +280,10 @@ class BatchDataset {
   virtual optional<size_t> size() const = 0;
 
   // A MapDataset applying `transform` to every batch of (a copy of) this dataset.
-  template <class TransformType>
-  MapDataset<Self, TransformType> map(TransformType transform) & {
+  template <class TransformType> MapDataset<Self, TransformType> map(TransformType transform) & {
     return datasets::map(static_cast<Self&>(*this), std::move(transform));
   }
-  template <class TransformType>
-  MapDataset<Self, TransformType> map(TransformType transform) && {
+  template <class TransformType> MapDataset<Self, TransformType> map(TransformType transform) && {
     return datasets::map(std::move(static_cast<Self&>(*this)), std::move(transform));
   }
 };
@@ -313,17 +306,10 @@ class Dataset : public BatchDataset<Self, std::vector<SingleExample>> {
 };
 
 namespace detail {
-template <bool C, class T>
-using optional_if_t = std::conditional_t<C, optional<T>, T>;
+template <bool C, class T> using optional_if_t = std::conditional_t<C, optional<T>, T>;
 // A stateful dataset's optional<Batch> is Batch to its transforms.
-template <class T>
-struct unwrap_optional {
-  using type = T;
-};
-template <class T>
-struct unwrap_optional<optional<T>> {
-  using type = T;
-};
+template <class T> struct unwrap_optional { using type = T; };
+template <class T> struct unwrap_optional<optional<T>> { using type = T; };
 }  // namespace detail
 
 // A dataset whose batches are the source's batches passed through a transform's apply_batch
@@ -338,8 +324,8 @@ class MapDataset
   using DatasetType = SourceDataset;
   using TransformType = AppliedTransform;
   using BatchRequestType = typename SourceDataset::BatchRequestType;
-  using OutputBatchType = detail::optional_if_t<SourceDataset::is_stateful,
-                                                typename AppliedTransform::OutputBatchType>;
+  using OutputBatchType =
+      detail::optional_if_t<SourceDataset::is_stateful, typename AppliedTransform::OutputBatchType>;
 
   MapDataset(DatasetType dataset, TransformType transform)
       : dataset_(std::move(dataset)), transform_(std::move(transform)) {}
@@ -369,9 +355,10 @@ class MapDataset
 // MapDataset(dataset, transform); the transform must take the dataset's batches.
 template <class DatasetType, class TransformType>
 MapDataset<DatasetType, TransformType> map(DatasetType dataset, TransformType transform) {
-  static_assert(std::is_same_v<typename detail::unwrap_optional<typename DatasetType::BatchType>::type,
-                               typename TransformType::InputBatchType>,
-                "BatchType type of dataset does not match input type of transform");
+  static_assert(
+      std::is_same_v<typename detail::unwrap_optional<typename DatasetType::BatchType>::type,
+                     typename TransformType::InputBatchType>,
+      "BatchType type of dataset does not match input type of transform");
   return {std::move(dataset), std::move(transform)};
 }
 
@@ -406,8 +393,7 @@ class MNIST : public Dataset<MNIST> {
 
 namespace transforms {
 // Maps a whole batch to another (libtorch's BatchTransform).
-template <class InputBatch, class OutputBatch>
-class BatchTransform {
+template <class InputBatch, class OutputBatch> class BatchTransform {
  public:
   using InputBatchType = InputBatch;
   using OutputBatchType = OutputBatch;
@@ -447,8 +433,7 @@ class BatchLambda : public BatchTransform<Input, Output> {
 };
 
 // A Transform from a function of one example.
-template <class Input, class Output = Input>
-class Lambda : public Transform<Input, Output> {
+template <class Input, class Output = Input> class Lambda : public Transform<Input, Output> {
  public:
   using typename Transform<Input, Output>::InputType;
   using typename Transform<Input, Output>::OutputType;
@@ -461,22 +446,17 @@ class Lambda : public Transform<Input, Output> {
 };
 
 // Collations turn a std::vector of examples into one batch.
-template <class T, class BatchType = std::vector<T>>
-using Collation = BatchTransform<BatchType, T>;
-template <class T, class BatchType = std::vector<T>>
-using Collate = BatchLambda<BatchType, T>;
+template <class T, class BatchType = std::vector<T>> using Collation = BatchTransform<BatchType, T>;
+template <class T, class BatchType = std::vector<T>> using Collate = BatchLambda<BatchType, T>;
 
 // Stacks the examples' data (and targets) along a new first dimension.
-template <class T = Example<>>
-struct Stack;
+template <class T = Example<>> struct Stack;
 
-template <>
-struct Stack<Example<>> : public Collation<Example<>> {
+template <> struct Stack<Example<>> : public Collation<Example<>> {
   Example<> apply_batch(std::vector<Example<>> examples) override;
 };
 
-template <>
-struct Stack<TensorExample> : public Collation<TensorExample> {
+template <> struct Stack<TensorExample> : public Collation<TensorExample> {
   TensorExample apply_batch(std::vector<TensorExample> examples) override;
 };
 
@@ -495,8 +475,7 @@ class TensorTransform : public Transform<Example<Tensor, Target>, Example<Tensor
 };
 
 // A TensorTransform from a function of the data tensor.
-template <class Target = Tensor>
-class TensorLambda : public TensorTransform<Target> {
+template <class Target = Tensor> class TensorLambda : public TensorTransform<Target> {
  public:
   using FunctionType = std::function<Tensor(Tensor)>;
   explicit TensorLambda(FunctionType function) : function_(std::move(function)) {}
@@ -514,8 +493,7 @@ Tensor normalize_stat(ArrayRef<double> values, ArrayRef<double> mean, ArrayRef<d
 
 // (data - mean) / stddev per channel: mean and stddev hold one value or one per channel, and
 // are float32 [C, 1, 1] tensors broadcast against the data's trailing [C, H, W] (libtorch's).
-template <class Target = Tensor>
-struct Normalize : public TensorTransform<Target> {
+template <class Target = Tensor> struct Normalize : public TensorTransform<Target> {
   Normalize(ArrayRef<double> mean, ArrayRef<double> stddev)
       : mean(detail::normalize_stat(mean, mean, stddev, false)),
         stddev(detail::normalize_stat(stddev, mean, stddev, true)) {}
@@ -526,8 +504,7 @@ struct Normalize : public TensorTransform<Target> {
 
 namespace samplers {
 // Decides which indices each batch request holds (libtorch's Sampler, without save/load).
-template <class BatchRequest = std::vector<size_t>>
-class Sampler {
+template <class BatchRequest = std::vector<size_t>> class Sampler {
  public:
   using BatchRequestType = BatchRequest;
   virtual ~Sampler() = default;
@@ -644,8 +621,7 @@ struct WorkerException : public Error {
 
 // A loader's input iterator (libtorch's data::Iterator): copies share the position; any
 // iterator at the end of the epoch equals end().
-template <class Batch>
-class Iterator {
+template <class Batch> class Iterator {
  public:
   using iterator_category = std::input_iterator_tag;
   using value_type = Batch;
@@ -663,8 +639,7 @@ class Iterator {
   }
   Batch* operator->() { return &**this; }
   Iterator& operator++() {
-    OF_HEADER_CHECK(state_ && fetch(),
-                    "[DataLoader] incrementing past the end of the data loader");
+    OF_HEADER_CHECK(state_ && fetch(), "[DataLoader] incrementing past the end of the data loader");
     state_->batch = state_->next();
     return *this;
   }
@@ -697,8 +672,7 @@ class Iterator {
 // of the dataset, up to max_jobs batches ahead. Each range-for is one pass of the sampler; a
 // new pass while worker batches are still in flight (a loop left early) is an error, as in
 // libtorch.
-template <class Dataset, class Sampler>
-class StatelessDataLoader {
+template <class Dataset, class Sampler> class StatelessDataLoader {
  public:
   using BatchType = typename Dataset::BatchType;
   using BatchRequestType = typename Sampler::BatchRequestType;
@@ -719,7 +693,8 @@ class StatelessDataLoader {
       std::lock_guard<std::mutex> lk(mu_);
       OF_HEADER_CHECK(in_flight_ == 0,
                       "[DataLoader] Attempted to get a new DataLoader iterator while another "
-                      "iterator is not yet exhausted ({} batches still in flight)", in_flight_);
+                      "iterator is not yet exhausted ({} batches still in flight)",
+                      in_flight_);
     }
     OF_HEADER_CHECK(!joined_, "[DataLoader] the loader's workers have been joined");
     sampler_.reset();
@@ -790,7 +765,8 @@ class StatelessDataLoader {
 
   optional<BatchType> next() {
     if (options_.workers == 0) {
-      if (auto request = get_batch_request()) return main_thread_dataset_->get_batch(std::move(*request));
+      if (auto request = get_batch_request())
+        return main_thread_dataset_->get_batch(std::move(*request));
       return nullopt;
     }
     optional<Result> result = pop_result();
@@ -814,8 +790,10 @@ class StatelessDataLoader {
     };
     if (options_.timeout) {
       if (!results_cv_.wait_for(lk, *options_.timeout, ready))
-        throw_error("[DataLoader] Timeout in DataLoader queue while waiting for next batch "
-                    "(timeout was {} ms)", options_.timeout->count());
+        throw_error(
+            "[DataLoader] Timeout in DataLoader queue while waiting for next batch "
+            "(timeout was {} ms)",
+            options_.timeout->count());
     } else {
       results_cv_.wait(lk, ready);
     }
@@ -839,9 +817,7 @@ class StatelessDataLoader {
       Result r{job.sequence, nullopt, nullptr};
       try {
         r.batch = dataset.get_batch(std::move(*job.request));
-      } catch (...) {
-        r.error = std::current_exception();
-      }
+      } catch (...) { r.error = std::current_exception(); }
       {
         std::lock_guard<std::mutex> lk(mu_);
         results_.push_back(std::move(r));
@@ -865,23 +841,23 @@ class StatelessDataLoader {
 
 // A loader over `dataset` drawing indices from `sampler` (libtorch's make_data_loader).
 template <class Dataset, class Sampler>
-  requires(!Dataset::is_stateful)
-std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(Dataset dataset,
-                                                                        Sampler sampler,
-                                                                        DataLoaderOptions options) {
+requires(!Dataset::is_stateful)
+    std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
+        Dataset dataset, Sampler sampler, DataLoaderOptions options) {
   return std::make_unique<StatelessDataLoader<Dataset, Sampler>>(std::move(dataset),
-                                                                  std::move(sampler), options);
+                                                                 std::move(sampler), options);
 }
 
 // A loader over a sized dataset with a Sampler(size) (RandomSampler: a new shuffle each pass);
 // a bare batch size converts to DataLoaderOptions.
 template <class Sampler = samplers::RandomSampler, class Dataset>
-  requires(!Dataset::is_stateful && std::is_constructible_v<Sampler, size_t>)
-std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
-    Dataset dataset, DataLoaderOptions options = DataLoaderOptions()) {
+requires(!Dataset::is_stateful && std::is_constructible_v<Sampler, size_t>)
+    std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
+        Dataset dataset, DataLoaderOptions options = DataLoaderOptions()) {
   const optional<size_t> size = dataset.size();
-  OF_HEADER_CHECK(size.has_value(), "[make_data_loader] Expected the dataset to be sized in order "
-                                    "to construct the Sampler");
+  OF_HEADER_CHECK(size.has_value(),
+                  "[make_data_loader] Expected the dataset to be sized in order "
+                  "to construct the Sampler");
   return make_data_loader(std::move(dataset), Sampler(*size), options);
 }
 

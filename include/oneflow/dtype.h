@@ -46,7 +46,7 @@ struct Half {
     uint32_t absu = u & 0x7fffffffu;
     if (absu >= 0x7f800000u) return uint16_t(sign | (absu > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (absu >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to inf
-    if (absu < 0x38800000u) {                                   // subnormal or zero
+    if (absu < 0x38800000u) {                                  // subnormal or zero
       float af;
       std::memcpy(&af, &absu, 4);
       float scaled = af * 16777216.0f;  // 2^24: subnormal units
@@ -122,15 +122,23 @@ template <> struct ComputeType<Half> { using type = float; };
 template <> struct ComputeType<BFloat16> { using type = float; };
 template <class T> using compute_t = typename ComputeType<T>::type;
 
-template <class T> inline constexpr bool is_floating_v =
+template <class T>
+inline constexpr bool is_floating_v =
     std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 constexpr size_t itemsize(ScalarType t) {
   switch (t) {
-    case kFloat32: case kInt32: return 4;
-    case kFloat64: case kInt64: return 8;
-    case kFloat16: case kBFloat16: return 2;
-    default: return 1;
+    case kFloat32:
+    case kInt32:
+      return 4;
+    case kFloat64:
+    case kInt64:
+      return 8;
+    case kFloat16:
+    case kBFloat16:
+      return 2;
+    default:
+      return 1;
   }
 }
 constexpr bool is_floating_point(ScalarType t) {
@@ -162,24 +170,37 @@ bool can_cast(ScalarType from, ScalarType to);
 // Calls f(T{}) with T the C++ type of `t`. The op name goes into the error for bad types.
 template <class F> decltype(auto) dispatch_dtype(ScalarType t, F&& f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat64: return f(double{});
-    case kFloat16: return f(Half{});
-    case kBFloat16: return f(BFloat16{});
-    case kInt32: return f(int32_t{});
-    case kInt64: return f(int64_t{});
-    case kUInt8: return f(uint8_t{});
-    case kBool: return f(bool{});
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    case kFloat16:
+      return f(Half{});
+    case kBFloat16:
+      return f(BFloat16{});
+    case kInt32:
+      return f(int32_t{});
+    case kInt64:
+      return f(int64_t{});
+    case kUInt8:
+      return f(uint8_t{});
+    case kBool:
+      return f(bool{});
   }
   throw Error("[dispatch] unknown dtype");
 }
 template <class F> decltype(auto) dispatch_float(ScalarType t, const char* op, F&& f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat64: return f(double{});
-    case kFloat16: return f(Half{});
-    case kBFloat16: return f(BFloat16{});
-    default: break;
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    case kFloat16:
+      return f(Half{});
+    case kBFloat16:
+      return f(BFloat16{});
+    default:
+      break;
   }
   throw Error(std::string("[") + op + "] expected a floating-point tensor, got " +
               std::string(dtype_name(t)));

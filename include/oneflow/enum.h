@@ -9,16 +9,18 @@
 namespace oneflow {
 
 namespace enumtype {
-#define OF_ENUM_TAGS(X)                                                                          \
-  X(Linear) X(Conv1D) X(Conv2D) X(Conv3D) X(ConvTranspose1D) X(ConvTranspose2D)                 \
-  X(ConvTranspose3D) X(Sigmoid) X(Tanh) X(ReLU) X(GELU) X(SiLU) X(Mish) X(LeakyReLU) X(FanIn)    \
-  X(FanOut) X(Constant) X(Reflect) X(Replicate) X(Circular) X(Nearest) X(Bilinear) X(Bicubic)    \
-  X(Trilinear) X(Area) X(NearestExact) X(Sum) X(Mean) X(Max) X(None) X(BatchMean) X(Zeros)       \
-  X(Border) X(Reflection) X(Valid) X(Same)
+#define OF_ENUM_TAGS(X)                                                                           \
+  X(Linear)                                                                                       \
+  X(Conv1D)                                                                                       \
+  X(Conv2D) X(Conv3D) X(ConvTranspose1D) X(ConvTranspose2D) X(ConvTranspose3D) X(Sigmoid) X(Tanh) \
+      X(ReLU) X(GELU) X(SiLU) X(Mish) X(LeakyReLU) X(FanIn) X(FanOut) X(Constant) X(Reflect)      \
+          X(Replicate) X(Circular) X(Nearest) X(Bilinear) X(Bicubic) X(Trilinear) X(Area)         \
+              X(NearestExact) X(Sum) X(Mean) X(Max) X(None) X(BatchMean) X(Zeros) X(Border)       \
+                  X(Reflection) X(Valid) X(Same)
 
-#define OF_ENUM_TYPE(name)                                 \
-  struct k##name {                                         \
-    static constexpr const char* enum_name = "k" #name;    \
+#define OF_ENUM_TYPE(name)                                     \
+  struct k##name {                                             \
+    static constexpr const char* enum_name = "k" #name;        \
     constexpr bool operator==(const k##name&) const = default; \
   };
 OF_ENUM_TAGS(OF_ENUM_TYPE)
@@ -26,8 +28,7 @@ OF_ENUM_TAGS(OF_ENUM_TYPE)
 
 // "kMean" for a variant holding kMean (torch::enumtype::get_enum_name); "<function>" for a
 // variant alternative that is not a tag (TransformerEncoderLayer's activation callable).
-template <class... Ts>
-std::string get_enum_name(const std::variant<Ts...>& v) {
+template <class... Ts> std::string get_enum_name(const std::variant<Ts...>& v) {
   return std::visit(
       [](const auto& t) -> std::string {
         using T = std::decay_t<decltype(t)>;

@@ -83,14 +83,14 @@ template <class... Args> [[noreturn]] void fail(std::string_view format, const A
 }  // namespace oneflow
 
 // OF_CHECK(cond, "[op] fmt {}", args...): throws of::Error when cond is false.
-#define OF_CHECK(cond, ...)                       \
-  do {                                            \
-    if (!(cond)) ::oneflow::fail(__VA_ARGS__);    \
+#define OF_CHECK(cond, ...)                    \
+  do {                                         \
+    if (!(cond)) ::oneflow::fail(__VA_ARGS__); \
   } while (0)
 
 // The same for inline code in the installed headers, which must format alike in the library
 // and in programs (NOTE [No fmt in public headers]).
-#define OF_HEADER_CHECK(cond, ...)                   \
-  do {                                               \
+#define OF_HEADER_CHECK(cond, ...)                    \
+  do {                                                \
     if (!(cond)) ::oneflow::throw_error(__VA_ARGS__); \
   } while (0)

@@ -42,23 +42,56 @@ struct TraceOptions {
     return *this;
   }
   // Compiled signatures kept (least recently used dropped first).
-  TraceOptions& cache_size(size_t v) { cache_size_ = v; return *this; }
+  TraceOptions& cache_size(size_t v) {
+    cache_size_ = v;
+    return *this;
+  }
   // Print why a call recorded again (which input changed and how).
-  TraceOptions& verbose(bool v) { verbose_ = v; return *this; }
+  TraceOptions& verbose(bool v) {
+    verbose_ = v;
+    return *this;
+  }
   // Passes, each on by default (OF_TRACE_PASSES=-fuse,-memplan turns them off too); remat
   // recomputes cheap activations before their late reads instead of keeping them in memory.
-  TraceOptions& dce(bool v) { dce_ = v; return *this; }
-  TraceOptions& cse(bool v) { cse_ = v; return *this; }
-  TraceOptions& fold(bool v) { fold_ = v; return *this; }
-  TraceOptions& remat(bool v) { remat_ = v; return *this; }
+  TraceOptions& dce(bool v) {
+    dce_ = v;
+    return *this;
+  }
+  TraceOptions& cse(bool v) {
+    cse_ = v;
+    return *this;
+  }
+  TraceOptions& fold(bool v) {
+    fold_ = v;
+    return *this;
+  }
+  TraceOptions& remat(bool v) {
+    remat_ = v;
+    return *this;
+  }
   // schedule: nodes that free memory run before independent nodes that allocate
-  TraceOptions& schedule(bool v) { schedule_ = v; return *this; }
-  TraceOptions& fuse(bool v) { fuse_ = v; return *this; }
-  TraceOptions& inplace(bool v) { inplace_ = v; return *this; }
-  TraceOptions& memplan(bool v) { memplan_ = v; return *this; }
+  TraceOptions& schedule(bool v) {
+    schedule_ = v;
+    return *this;
+  }
+  TraceOptions& fuse(bool v) {
+    fuse_ = v;
+    return *this;
+  }
+  TraceOptions& inplace(bool v) {
+    inplace_ = v;
+    return *this;
+  }
+  TraceOptions& memplan(bool v) {
+    memplan_ = v;
+    return *this;
+  }
   // Return outputs backed by the graph's own buffers: no copy and no allocation per call, but
   // the next call overwrites them (for loops that consume each result before the next call).
-  TraceOptions& arena_outputs(bool v) { arena_outputs_ = v; return *this; }
+  TraceOptions& arena_outputs(bool v) {
+    arena_outputs_ = v;
+    return *this;
+  }
 
   bool strict_ = false;
   bool strict_set_ = false;
@@ -80,9 +113,9 @@ struct PassStats {
 // before any replay runs).
 struct TraceStats {
   std::vector<PassStats> passes;
-  size_t nodes_recorded = 0;      // ops the recording saw
-  size_t nodes_final = 0;         // ops left after the passes
-  size_t steps = 0;               // kernel calls per replay (a fused group is one)
+  size_t nodes_recorded = 0;  // ops the recording saw
+  size_t nodes_final = 0;     // ops left after the passes
+  size_t steps = 0;           // kernel calls per replay (a fused group is one)
   size_t fused_groups = 0, fused_nodes = 0;
   // Fused groups that replay as kernels generated with NVRTC (CUDA plans; NOTE [Generated fused
   // kernels]); why a CUDA plan runs unfused instead ("" when it does not).
@@ -92,11 +125,11 @@ struct TraceStats {
   size_t intermediate_bytes = 0;  // sum of all intermediate sizes (no reuse)
   size_t eager_peak_bytes = 0;    // peak of live allocations during the eager recording call
   double trace_ms = 0, compile_ms = 0;
-  size_t recordings = 0;          // calls that recorded (committed or not)
+  size_t recordings = 0;  // calls that recorded (committed or not)
   // Symbolic shapes: recordings made at probe shapes (not calls), and shapes compiled from the
   // symbolic graph without recording.
   size_t probes = 0, instantiations = 0;
-  size_t replays = 0;             // calls that replayed
+  size_t replays = 0;  // calls that replayed
   size_t cache_entries = 0;
   // How the plan replays: "cpu", "cuda graph" (one CUDA Graph launch per call) or
   // "cuda steps: <why not a graph>" (NOTE [CUDA Graph replay] in src/trace/executor.cpp).
@@ -152,9 +185,8 @@ template <class... T> struct Result<std::tuple<T...>> {
     return std::apply([](auto&... x) { return std::vector<Tensor>{Tensor(x)...}; }, t);
   }
   static std::tuple<T...> unflatten(std::vector<Tensor>& v) {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<T...>{T(v.at(I))...};
-    }(std::index_sequence_for<T...>{});
+    return [&]<size_t... I>(std::index_sequence<I...>) { return std::tuple<T...>{T(v.at(I))...}; }
+    (std::index_sequence_for<T...>{});
   }
 };
 template <class A, class B> struct Result<std::pair<A, B>> {
@@ -180,7 +212,7 @@ template <class F> class TracedFunction {
     std::vector<int> structure;
     (detail::flatten_arg(args, flat, structure), ...);
     detail::EagerFn eager = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-      return [&]<size_t... I>(std::index_sequence<I...>) -> std::vector<Tensor> {
+      return [&]<size_t... I>(std::index_sequence<I...>)->std::vector<Tensor> {
         std::vector<size_t> start(structure.size() + 1, 0);
         for (size_t k = 0; k < structure.size(); ++k)
           start[k + 1] = start[k] + size_t(structure[k] < 0 ? 1 : structure[k]);
@@ -192,7 +224,8 @@ template <class F> class TracedFunction {
         } else {
           return detail::Result<std::decay_t<R>>::flatten(std::apply(fn_, a));
         }
-      }(std::index_sequence_for<A...>{});
+      }
+      (std::index_sequence_for<A...>{});
     };
     std::vector<Tensor> out = detail::run(*engine_, flat, structure, eager);
     if constexpr (!std::is_void_v<R>) return detail::Result<std::decay_t<R>>::unflatten(out);
@@ -227,7 +260,7 @@ struct DimSpec {
 struct InputSpec {
   ScalarType dtype = kFloat32;
   std::vector<DimSpec> dims;
-  DimVector strides;  // the layout it was saved for (row-major unless the recording differed)
+  DimVector strides;        // the layout it was saved for (row-major unless the recording differed)
   std::string str() const;  // e.g. "float32 (2, 17)", "int64 (batch in [1, 64], seq in [1, 512])"
 };
 

@@ -26,7 +26,6 @@ namespace nn {
 
 // ---------------------------------------------------------------- linear and embedding
 
-
 // y = x W^T + b; W [out, in] and b initialized uniform(+-1/sqrt(in)) as libtorch.
 class LinearImpl : public Module {
  public:
@@ -40,7 +39,6 @@ class LinearImpl : public Module {
   Tensor weight, bias;
 };
 OF_MODULE(Linear);
-
 
 // Row lookup in a [num_embeddings, dim] table initialized N(0, 1) (padding row zeroed).
 class EmbeddingImpl : public Module {
@@ -58,11 +56,9 @@ OF_MODULE(Embedding);
 
 // ---------------------------------------------------------------- convolution
 
-
 // Shared by Conv1d, Conv2d and Conv3d: weight [out, in/groups, k...], kaiming-uniform init as
 // libtorch.
-template <size_t D>
-class ConvNdImpl : public Module {
+template <size_t D> class ConvNdImpl : public Module {
  public:
   explicit ConvNdImpl(const ConvOptions<D>& options);
   void reset_parameters();
@@ -102,11 +98,9 @@ class Conv3dImpl : public ConvNdImpl<3> {
 };
 OF_MODULE(Conv3d);
 
-
 // Transposed convolution, shared by ConvTranspose1d/2d/3d: weight [in, out/groups, k...]
 // (libtorch's layout and init).
-template <size_t D>
-class ConvTransposeNdImpl : public Module {
+template <size_t D> class ConvTransposeNdImpl : public Module {
  public:
   explicit ConvTransposeNdImpl(const ConvTransposeOptions<D>& options);
   void reset_parameters();
@@ -147,7 +141,6 @@ OF_MODULE(ConvTranspose3d);
 
 // ---------------------------------------------------------------- normalization
 
-
 // Batch norm over [N, C, *]; expected_dim: 2 or 3 (1d) / 4 (2d), checked in forward.
 class BatchNormImplBase : public Module {
  public:
@@ -166,7 +159,8 @@ class BatchNormImplBase : public Module {
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
   BatchNorm1dImpl(int64_t num_features) : BatchNorm1dImpl(BatchNormOptions(num_features)) {}
-  explicit BatchNorm1dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm1d", {2, 3}) {}
+  explicit BatchNorm1dImpl(const BatchNormOptions& o)
+      : BatchNormImplBase(o, "BatchNorm1d", {2, 3}) {}
 };
 OF_MODULE(BatchNorm1d);
 
@@ -176,7 +170,6 @@ class BatchNorm2dImpl : public BatchNormImplBase {
   explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm2d", {4}) {}
 };
 OF_MODULE(BatchNorm2d);
-
 
 class LayerNormImpl : public Module {
  public:
@@ -191,7 +184,6 @@ class LayerNormImpl : public Module {
 };
 OF_MODULE(LayerNorm);
 
-
 class GroupNormImpl : public Module {
  public:
   GroupNormImpl(int64_t num_groups, int64_t num_channels)
@@ -204,7 +196,6 @@ class GroupNormImpl : public Module {
   Tensor weight, bias;
 };
 OF_MODULE(GroupNorm);
-
 
 class RMSNormImpl : public Module {
  public:
@@ -220,7 +211,6 @@ class RMSNormImpl : public Module {
 OF_MODULE(RMSNorm);
 
 // ---------------------------------------------------------------- dropout and activations
-
 
 // Zeroes elements with probability p while training (seeded by of::manual_seed).
 class DropoutImpl : public Module {
@@ -245,12 +235,12 @@ class Dropout2dImpl : public Module {
 OF_MODULE(Dropout2d);
 
 // A parameter-free module applying `expr` to x.
-#define OF_ACTIVATION_MODULE(Name, expr)                                  \
-  class Name##Impl : public Module {                                      \
-   public:                                                                \
-    Name##Impl() : Module(#Name) {}                                       \
-    Tensor forward(const Tensor& x) { return expr; }                      \
-  };                                                                      \
+#define OF_ACTIVATION_MODULE(Name, expr)             \
+  class Name##Impl : public Module {                 \
+   public:                                           \
+    Name##Impl() : Module(#Name) {}                  \
+    Tensor forward(const Tensor& x) { return expr; } \
+  };                                                 \
   OF_MODULE(Name)
 
 OF_ACTIVATION_MODULE(SiLU, x.silu());
@@ -264,14 +254,14 @@ OF_ACTIVATION_MODULE(Tanhshrink, functional::tanhshrink(x));
 #undef OF_ACTIVATION_MODULE
 
 // A module applying functional::fn(x, options) (prints as Name(field=value, ...)).
-#define OF_OPTIONS_MODULE(Name, OptionsT, fn)                                         \
-  class Name##Impl : public Module {                                                  \
-   public:                                                                            \
+#define OF_OPTIONS_MODULE(Name, OptionsT, fn)                                              \
+  class Name##Impl : public Module {                                                       \
+   public:                                                                                 \
     explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) {} \
-    Tensor forward(Tensor x) { return functional::fn(std::move(x), options); }        \
-    void pretty_print(std::ostream& stream) const override;                           \
-    OptionsT options;                                                                 \
-  };                                                                                  \
+    Tensor forward(Tensor x) { return functional::fn(std::move(x), options); }             \
+    void pretty_print(std::ostream& stream) const override;                                \
+    OptionsT options;                                                                      \
+  };                                                                                       \
   OF_MODULE(Name)
 
 OF_OPTIONS_MODULE(ReLU, ReLUOptions, relu);
@@ -286,15 +276,15 @@ OF_OPTIONS_MODULE(GELU, GELUOptions, gelu);
 #undef OF_OPTIONS_MODULE
 
 // Softmax / Softmin / LogSoftmax over options.dim().
-#define OF_SOFTMAX_MODULE(Name, fn)                                                   \
-  class Name##Impl : public Module {                                                  \
-   public:                                                                            \
-    Name##Impl(int64_t dim) : Name##Impl(SoftmaxOptions(dim)) {}                      \
+#define OF_SOFTMAX_MODULE(Name, fn)                                                         \
+  class Name##Impl : public Module {                                                        \
+   public:                                                                                  \
+    Name##Impl(int64_t dim) : Name##Impl(SoftmaxOptions(dim)) {}                            \
     explicit Name##Impl(const SoftmaxOptions& options) : Module(#Name), options(options) {} \
-    Tensor forward(const Tensor& x) { return functional::fn(x, options.dim()); }      \
-    void pretty_print(std::ostream& stream) const override;                           \
-    SoftmaxOptions options;                                                           \
-  };                                                                                  \
+    Tensor forward(const Tensor& x) { return functional::fn(x, options.dim()); }            \
+    void pretty_print(std::ostream& stream) const override;                                 \
+    SoftmaxOptions options;                                                                 \
+  };                                                                                        \
   OF_MODULE(Name)
 
 OF_SOFTMAX_MODULE(Softmax, softmax);
@@ -313,10 +303,8 @@ OF_MODULE(Flatten);
 
 // ---------------------------------------------------------------- pooling
 
-
 // Shared by MaxPool1d/2d/3d.
-template <size_t D>
-class MaxPoolNdImpl : public Module {
+template <size_t D> class MaxPoolNdImpl : public Module {
  public:
   explicit MaxPoolNdImpl(const MaxPoolOptions<D>& options);
   Tensor forward(const Tensor& input);
@@ -327,12 +315,12 @@ class MaxPoolNdImpl : public Module {
 };
 
 // A pooling module over its shared base (the variadic tail): libtorch's two constructors.
-#define OF_POOL_MODULE(Name, Arg, ...)                                              \
-  class Name##Impl : public __VA_ARGS__ {                                           \
-   public:                                                                          \
-    Name##Impl(Arg a) : Name##Impl(Name##Options(a)) {}                             \
-    explicit Name##Impl(const Name##Options& options) : __VA_ARGS__(options) {}     \
-  };                                                                                \
+#define OF_POOL_MODULE(Name, Arg, ...)                                          \
+  class Name##Impl : public __VA_ARGS__ {                                       \
+   public:                                                                      \
+    Name##Impl(Arg a) : Name##Impl(Name##Options(a)) {}                         \
+    explicit Name##Impl(const Name##Options& options) : __VA_ARGS__(options) {} \
+  };                                                                            \
   OF_MODULE(Name)
 
 OF_POOL_MODULE(MaxPool1d, ExpandingArray<1>, MaxPoolNdImpl<1>);
@@ -340,8 +328,7 @@ OF_POOL_MODULE(MaxPool2d, ExpandingArray<2>, MaxPoolNdImpl<2>);
 OF_POOL_MODULE(MaxPool3d, ExpandingArray<3>, MaxPoolNdImpl<3>);
 
 // Shared by AvgPool1d/2d/3d.
-template <size_t D>
-class AvgPoolNdImpl : public Module {
+template <size_t D> class AvgPoolNdImpl : public Module {
  public:
   explicit AvgPoolNdImpl(const AvgPoolOptions<D>& options);
   Tensor forward(const Tensor& input);
@@ -354,8 +341,7 @@ OF_POOL_MODULE(AvgPool2d, ExpandingArray<2>, AvgPoolNdImpl<2>);
 OF_POOL_MODULE(AvgPool3d, ExpandingArray<3>, AvgPoolNdImpl<3>);
 
 // Shared by AdaptiveAvgPool1d/2d/3d.
-template <size_t D, typename output_size_t>
-class AdaptiveAvgPoolNdImpl : public Module {
+template <size_t D, typename output_size_t> class AdaptiveAvgPoolNdImpl : public Module {
  public:
   explicit AdaptiveAvgPoolNdImpl(const AdaptiveAvgPoolOptions<output_size_t>& options);
   Tensor forward(const Tensor& input);
@@ -363,16 +349,14 @@ class AdaptiveAvgPoolNdImpl : public Module {
   AdaptiveAvgPoolOptions<output_size_t> options;
 };
 
-OF_POOL_MODULE(AdaptiveAvgPool1d, ExpandingArray<1>,
-               AdaptiveAvgPoolNdImpl<1, ExpandingArray<1>>);
+OF_POOL_MODULE(AdaptiveAvgPool1d, ExpandingArray<1>, AdaptiveAvgPoolNdImpl<1, ExpandingArray<1>>);
 OF_POOL_MODULE(AdaptiveAvgPool2d, ExpandingArrayWithOptionalElem<2>,
                AdaptiveAvgPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>);
 OF_POOL_MODULE(AdaptiveAvgPool3d, ExpandingArrayWithOptionalElem<3>,
                AdaptiveAvgPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>);
 
 // Shared by AdaptiveMaxPool1d/2d/3d.
-template <size_t D, typename output_size_t>
-class AdaptiveMaxPoolNdImpl : public Module {
+template <size_t D, typename output_size_t> class AdaptiveMaxPoolNdImpl : public Module {
  public:
   explicit AdaptiveMaxPoolNdImpl(const AdaptiveMaxPoolOptions<output_size_t>& options);
   Tensor forward(const Tensor& input);
@@ -382,8 +366,7 @@ class AdaptiveMaxPoolNdImpl : public Module {
   AdaptiveMaxPoolOptions<output_size_t> options;
 };
 
-OF_POOL_MODULE(AdaptiveMaxPool1d, ExpandingArray<1>,
-               AdaptiveMaxPoolNdImpl<1, ExpandingArray<1>>);
+OF_POOL_MODULE(AdaptiveMaxPool1d, ExpandingArray<1>, AdaptiveMaxPoolNdImpl<1, ExpandingArray<1>>);
 OF_POOL_MODULE(AdaptiveMaxPool2d, ExpandingArrayWithOptionalElem<2>,
                AdaptiveMaxPoolNdImpl<2, ExpandingArrayWithOptionalElem<2>>);
 OF_POOL_MODULE(AdaptiveMaxPool3d, ExpandingArrayWithOptionalElem<3>,
@@ -391,7 +374,6 @@ OF_POOL_MODULE(AdaptiveMaxPool3d, ExpandingArrayWithOptionalElem<3>,
 #undef OF_POOL_MODULE
 
 // ---------------------------------------------------------------- attention
-
 
 // libtorch's MultiheadAttention, sequence-first: query [L, N, E], key/value [S, N, E].
 // Returns (output [L, N, E], attention weights averaged over heads [N, L, S] or undefined
@@ -413,7 +395,6 @@ class MultiheadAttentionImpl : public Module {
   Linear out_proj{nullptr};
 };
 OF_MODULE(MultiheadAttention);
-
 
 // Self-attention + feed-forward block with residuals and LayerNorm (post-norm by default, as
 // libtorch 1.13; norm_first for pre-norm). src [S, N, E]; src_mask [S, S] as attn_mask.
@@ -438,29 +419,27 @@ OF_MODULE(TransformerEncoderLayer);
 // A loss module: forward(input, target) = functional::fn(input, target, options). A class
 // weight (and BCEWithLogitsLoss's pos_weight) given in the options is registered as a buffer,
 // so to(device/dtype) moves it with the module.
-#define OF_LOSS_MODULE(Name, OptionsT, fn)                                                  \
-  class Name##Impl : public Module {                                                        \
-   public:                                                                                  \
-    explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) {  \
-      register_weights(this->options);                                                      \
-    }                                                                                       \
-    Tensor forward(const Tensor& input, const Tensor& target) {                             \
-      return functional::fn(input, target, options);                                        \
-    }                                                                                       \
-    OptionsT options;                                                                       \
-                                                                                            \
-   private:                                                                                 \
-    template <class O>                                                                      \
-    void register_weights(O& o) {                                                           \
-      if constexpr (requires { o.weight(); }) {                                             \
-        if (o.weight().defined()) o.weight(register_buffer("weight", o.weight()));          \
-      }                                                                                     \
-      if constexpr (requires { o.pos_weight(); }) {                                         \
-        if (o.pos_weight().defined())                                                       \
-          o.pos_weight(register_buffer("pos_weight", o.pos_weight()));                      \
-      }                                                                                     \
-    }                                                                                       \
-  };                                                                                        \
+#define OF_LOSS_MODULE(Name, OptionsT, fn)                                                         \
+  class Name##Impl : public Module {                                                               \
+   public:                                                                                         \
+    explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) {          \
+      register_weights(this->options);                                                             \
+    }                                                                                              \
+    Tensor forward(const Tensor& input, const Tensor& target) {                                    \
+      return functional::fn(input, target, options);                                               \
+    }                                                                                              \
+    OptionsT options;                                                                              \
+                                                                                                   \
+   private:                                                                                        \
+    template <class O> void register_weights(O& o) {                                               \
+      if constexpr (requires { o.weight(); }) {                                                    \
+        if (o.weight().defined()) o.weight(register_buffer("weight", o.weight()));                 \
+      }                                                                                            \
+      if constexpr (requires { o.pos_weight(); }) {                                                \
+        if (o.pos_weight().defined()) o.pos_weight(register_buffer("pos_weight", o.pos_weight())); \
+      }                                                                                            \
+    }                                                                                              \
+  };                                                                                               \
   OF_MODULE(Name)
 
 OF_LOSS_MODULE(L1Loss, L1LossOptions, l1_loss);
@@ -479,7 +458,8 @@ OF_LOSS_MODULE(CrossEntropyLoss, CrossEntropyLossOptions, cross_entropy);
 // Resizes [N, C, H, W] by functional::interpolate (modes kNearest and kBilinear).
 class UpsampleImpl : public Module {
  public:
-  explicit UpsampleImpl(const UpsampleOptions& options = {}) : Module("Upsample"), options(options) {}
+  explicit UpsampleImpl(const UpsampleOptions& options = {})
+      : Module("Upsample"), options(options) {}
   Tensor forward(const Tensor& input);
   void pretty_print(std::ostream& stream) const override;
   UpsampleOptions options;
@@ -491,7 +471,8 @@ OF_MODULE(Upsample);
 // Wraps a function Tensor -> Tensor as a module (for Sequential).
 class FunctionalImpl : public Module {
  public:
-  explicit FunctionalImpl(std::function<Tensor(Tensor)> f) : Module("Functional"), f_(std::move(f)) {}
+  explicit FunctionalImpl(std::function<Tensor(Tensor)> f)
+      : Module("Functional"), f_(std::move(f)) {}
   Tensor forward(const Tensor& x) { return f_(x); }
 
  private:
@@ -503,8 +484,7 @@ OF_MODULE(Functional);
 class SequentialImpl : public Module {
  public:
   SequentialImpl() : Module("Sequential") {}
-  template <class... Ms>
-  explicit SequentialImpl(Ms&&... modules) : Module("Sequential") {
+  template <class... Ms> explicit SequentialImpl(Ms&&... modules) : Module("Sequential") {
     (push_back(std::forward<Ms>(modules)), ...);
   }
   template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
@@ -538,8 +518,7 @@ OF_MODULE(Sequential);
 class ModuleListImpl : public Module {
  public:
   ModuleListImpl() : Module("ModuleList") {}
-  template <class... Ms>
-  explicit ModuleListImpl(Ms&&... modules) : Module("ModuleList") {
+  template <class... Ms> explicit ModuleListImpl(Ms&&... modules) : Module("ModuleList") {
     (push_back(std::forward<Ms>(modules)), ...);
   }
   template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
@@ -552,8 +531,7 @@ class ModuleListImpl : public Module {
   size_t size() const { return children_.size(); }
   std::shared_ptr<Module> operator[](size_t i) const { return children_[i].value(); }
   // The i-th module as its concrete type (error when it is another type).
-  template <class M>
-  std::shared_ptr<M> ptr(size_t i) const {
+  template <class M> std::shared_ptr<M> ptr(size_t i) const {
     auto p = std::dynamic_pointer_cast<M>(children_[i].value());
     if (!p) throw_error("[ModuleList] module {} is not of the requested type", i);
     return p;
@@ -567,12 +545,15 @@ OF_MODULE(ModuleList);
 class ModuleDictImpl : public Module {
  public:
   ModuleDictImpl() : Module("ModuleDict") {}
-  explicit ModuleDictImpl(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
+  explicit ModuleDictImpl(
+      const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
       : Module("ModuleDict") {
     for (const auto& [k, m] : modules) insert(k, m);
   }
   // Adds a module under `key` (an existing key is an error).
-  void insert(const std::string& key, std::shared_ptr<Module> module) { register_module(key, std::move(module)); }
+  void insert(const std::string& key, std::shared_ptr<Module> module) {
+    register_module(key, std::move(module));
+  }
   template <class Holder, class = typename std::decay_t<Holder>::ContainedType>
   void insert(const std::string& key, Holder&& holder) {
     insert(key, std::shared_ptr<Module>(holder.ptr()));
@@ -580,8 +561,7 @@ class ModuleDictImpl : public Module {
   bool contains(const std::string& key) const { return children_.contains(key); }
   std::shared_ptr<Module> operator[](const std::string& key) const { return children_[key]; }
   // The module under key as its concrete type (error when it is another type).
-  template <class M>
-  std::shared_ptr<M> at(const std::string& key) const {
+  template <class M> std::shared_ptr<M> at(const std::string& key) const {
     auto p = std::dynamic_pointer_cast<M>(children_[key]);
     if (!p) throw_error("[ModuleDict] module '{}' is not of the requested type", key);
     return p;
@@ -598,9 +578,8 @@ OF_MODULE(ModuleDict);
 namespace init {
 using NonlinearityType =
     std::variant<enumtype::kLinear, enumtype::kConv1D, enumtype::kConv2D, enumtype::kConv3D,
-                 enumtype::kConvTranspose1D, enumtype::kConvTranspose2D,
-                 enumtype::kConvTranspose3D, enumtype::kSigmoid, enumtype::kTanh,
-                 enumtype::kReLU, enumtype::kLeakyReLU>;
+                 enumtype::kConvTranspose1D, enumtype::kConvTranspose2D, enumtype::kConvTranspose3D,
+                 enumtype::kSigmoid, enumtype::kTanh, enumtype::kReLU, enumtype::kLeakyReLU>;
 using FanModeType = std::variant<enumtype::kFanIn, enumtype::kFanOut>;
 // PyTorch's recommended gain for a nonlinearity (param: LeakyReLU's negative slope).
 double calculate_gain(NonlinearityType nonlinearity, double param = 0.01);

@@ -26,7 +26,8 @@ Tensor constant_pad_nd(const Tensor& x, IntArrayRef pad, const Scalar& value = 0
 Tensor scalar_tensor(const Scalar& s, TensorOptions options = {});
 Tensor arange(const Scalar& end, TensorOptions options = {});
 Tensor arange(const Scalar& start, const Scalar& end, TensorOptions options = {});
-Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options = {});
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
+              TensorOptions options = {});
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions options = {});
 Tensor eye(int64_t n, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
@@ -42,7 +43,8 @@ Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 Tensor ones_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
-Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> options = std::nullopt);
+Tensor full_like(const Tensor& t, const Scalar& v,
+                 std::optional<TensorOptions> options = std::nullopt);
 Tensor rand_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 Tensor randn_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
 // Wraps memory without copying; the tensor does not own it (or calls `deleter` when freed).
@@ -53,8 +55,7 @@ Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> delet
 // A new tensor holding a copy of `values`, shaped `shape` (1-D when shape is empty).
 template <class T>
 Tensor tensor(const std::vector<T>& values, IntArrayRef shape = {}, TensorOptions options = {});
-template <class T>
-Tensor tensor(std::initializer_list<T> values, TensorOptions options = {}) {
+template <class T> Tensor tensor(std::initializer_list<T> values, TensorOptions options = {}) {
   return tensor(std::vector<T>(values), {}, options);
 }
 
@@ -106,19 +107,26 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& ts);
 DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b);
 
 // ---------------------------------------------------------------- elementwise
-#define OF_UNARY_FN(name) Tensor name(const Tensor& x); Tensor& name##_(Tensor& x);
-OF_UNARY_FN(neg) OF_UNARY_FN(abs) OF_UNARY_FN(sign) OF_UNARY_FN(exp) OF_UNARY_FN(exp2)
-OF_UNARY_FN(log) OF_UNARY_FN(log2) OF_UNARY_FN(log1p) OF_UNARY_FN(expm1) OF_UNARY_FN(sqrt)
-OF_UNARY_FN(rsqrt) OF_UNARY_FN(reciprocal) OF_UNARY_FN(square) OF_UNARY_FN(sin) OF_UNARY_FN(cos)
-OF_UNARY_FN(tan) OF_UNARY_FN(tanh) OF_UNARY_FN(sigmoid) OF_UNARY_FN(relu) OF_UNARY_FN(silu)
-OF_UNARY_FN(erf) OF_UNARY_FN(floor) OF_UNARY_FN(ceil) OF_UNARY_FN(round) OF_UNARY_FN(trunc)
+#define OF_UNARY_FN(name)       \
+  Tensor name(const Tensor& x); \
+  Tensor& name##_(Tensor& x);
+OF_UNARY_FN(neg)
+OF_UNARY_FN(abs)
+OF_UNARY_FN(sign) OF_UNARY_FN(exp) OF_UNARY_FN(exp2) OF_UNARY_FN(log) OF_UNARY_FN(log2)
+    OF_UNARY_FN(log1p) OF_UNARY_FN(expm1) OF_UNARY_FN(sqrt) OF_UNARY_FN(rsqrt)
+        OF_UNARY_FN(reciprocal) OF_UNARY_FN(square) OF_UNARY_FN(sin) OF_UNARY_FN(cos)
+            OF_UNARY_FN(tan) OF_UNARY_FN(tanh) OF_UNARY_FN(sigmoid) OF_UNARY_FN(relu)
+                OF_UNARY_FN(silu) OF_UNARY_FN(erf) OF_UNARY_FN(floor) OF_UNARY_FN(ceil)
+                    OF_UNARY_FN(round) OF_UNARY_FN(trunc)
 #undef OF_UNARY_FN
-Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
+                        Tensor
+    gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
 Tensor logical_not(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
-Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = {});
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min,
+             const std::optional<Tensor>& max = {});
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor clamp_min(const Tensor& x, const Scalar& min);
 Tensor clamp_max(const Tensor& x, const Scalar& max);
@@ -140,21 +148,25 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
-Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode = std::nullopt);
-Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> rounding_mode = std::nullopt);
+Tensor div(const Tensor& a, const Tensor& b,
+           std::optional<std::string_view> rounding_mode = std::nullopt);
+Tensor div(const Tensor& a, const Scalar& b,
+           std::optional<std::string_view> rounding_mode = std::nullopt);
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
-#define OF_BINARY_FN(name)                                            \
-  Tensor name(const Tensor& a, const Tensor& b);                      \
+#define OF_BINARY_FN(name)                       \
+  Tensor name(const Tensor& a, const Tensor& b); \
   Tensor name(const Tensor& a, const Scalar& b);
-OF_BINARY_FN(mul) OF_BINARY_FN(maximum) OF_BINARY_FN(minimum) OF_BINARY_FN(fmod)
-OF_BINARY_FN(remainder) OF_BINARY_FN(atan2) OF_BINARY_FN(eq) OF_BINARY_FN(ne) OF_BINARY_FN(lt)
-OF_BINARY_FN(le) OF_BINARY_FN(gt) OF_BINARY_FN(ge) OF_BINARY_FN(logical_and)
-OF_BINARY_FN(logical_or) OF_BINARY_FN(logical_xor)
+OF_BINARY_FN(mul)
+OF_BINARY_FN(maximum)
+OF_BINARY_FN(minimum) OF_BINARY_FN(fmod) OF_BINARY_FN(remainder) OF_BINARY_FN(atan2)
+    OF_BINARY_FN(eq) OF_BINARY_FN(ne) OF_BINARY_FN(lt) OF_BINARY_FN(le) OF_BINARY_FN(gt)
+        OF_BINARY_FN(ge) OF_BINARY_FN(logical_and) OF_BINARY_FN(logical_or)
+            OF_BINARY_FN(logical_xor)
 #undef OF_BINARY_FN
-// Whether all elements are close: |a - b| <= atol + rtol * |b| (NaNs equal when equal_nan).
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
-              bool equal_nan = false);
+    // Whether all elements are close: |a - b| <= atol + rtol * |b| (NaNs equal when equal_nan).
+    bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+                  bool equal_nan = false);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false);
 bool equal(const Tensor& a, const Tensor& b);
@@ -231,17 +243,21 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                  const Scalar& alpha = 1);
 Tensor masked_select(const Tensor& x, const Tensor& mask);
 Tensor nonzero(const Tensor& x);
-Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+Tensor take_along_dim(const Tensor& x, const Tensor& indices,
+                      std::optional<int64_t> dim = std::nullopt);
 Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
-// Pads listed from the last dimension backwards; mode "constant" | "reflect" | "replicate" | "circular".
+// Pads listed from the last dimension backwards; mode "constant" | "reflect" | "replicate" |
+// "circular".
 Tensor pad(const Tensor& x, IntArrayRef pad, std::string_view mode = "constant", double value = 0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor flip(const Tensor& x, IntArrayRef dims);
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {});
 Tensor repeat(const Tensor& x, IntArrayRef repeats);
-Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
-Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
@@ -276,8 +292,8 @@ namespace autograd {
 // Gradients of `outputs` w.r.t. `inputs`. With create_graph the result is itself differentiable.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {},
-                         std::optional<bool> retain_graph = std::nullopt,
-                         bool create_graph = false, bool allow_unused = false);
+                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                         bool allow_unused = false);
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 }  // namespace autograd

@@ -80,8 +80,7 @@ Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
                   IntArrayRef padding = 0, IntArrayRef dilation = 1, bool ceil_mode = false);
 // max_pool1d plus int64 indices of each maximum along L.
 std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, IntArrayRef kernel_size,
-                                                   IntArrayRef stride = {},
-                                                   IntArrayRef padding = 0,
+                                                   IntArrayRef stride = {}, IntArrayRef padding = 0,
                                                    IntArrayRef dilation = 1,
                                                    bool ceil_mode = false);
 // 2-D max pooling; stride defaults (empty) to kernel_size.
@@ -89,8 +88,7 @@ Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
                   IntArrayRef padding = 0, IntArrayRef dilation = 1, bool ceil_mode = false);
 // max_pool2d plus int64 indices of each maximum in the flattened H*W input plane.
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
-                                                   IntArrayRef stride = {},
-                                                   IntArrayRef padding = 0,
+                                                   IntArrayRef stride = {}, IntArrayRef padding = 0,
                                                    IntArrayRef dilation = 1,
                                                    bool ceil_mode = false);
 // 3-D max pooling over [N, C, D, H, W] or [C, D, H, W]; stride defaults (empty) to kernel_size.
@@ -98,8 +96,7 @@ Tensor max_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
                   IntArrayRef padding = 0, IntArrayRef dilation = 1, bool ceil_mode = false);
 // max_pool3d plus int64 indices of each maximum in the flattened D*H*W input volume.
 std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, IntArrayRef kernel_size,
-                                                   IntArrayRef stride = {},
-                                                   IntArrayRef padding = 0,
+                                                   IntArrayRef stride = {}, IntArrayRef padding = 0,
                                                    IntArrayRef dilation = 1,
                                                    bool ceil_mode = false);
 // 1-D average pooling; stride defaults (empty) to kernel_size.

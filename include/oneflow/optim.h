@@ -28,8 +28,7 @@ class OptimizerOptions {
 };
 
 // CRTP helper: clone() and lr accessors for an options struct with an `lr` OF_ARG.
-template <class Derived>
-class OptimizerCloneableOptions : public OptimizerOptions {
+template <class Derived> class OptimizerCloneableOptions : public OptimizerOptions {
  public:
   std::unique_ptr<OptimizerOptions> clone() const override {
     return std::make_unique<Derived>(static_cast<const Derived&>(*this));
@@ -213,7 +212,8 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions defaults = {});
   RMSprop(std::vector<Tensor> params, RMSpropOptions defaults = {})
-      : RMSprop(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+      : RMSprop(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))},
+                defaults) {}
   Tensor step(LossClosure closure = nullptr) override;
 };
 
@@ -221,7 +221,8 @@ class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions defaults = {});
   Adagrad(std::vector<Tensor> params, AdagradOptions defaults = {})
-      : Adagrad(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+      : Adagrad(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))},
+                defaults) {}
   Tensor step(LossClosure closure = nullptr) override;
 };
 

@@ -10,8 +10,7 @@
 
 namespace oneflow {
 
-template <class Key, class Value>
-class OrderedDict {
+template <class Key, class Value> class OrderedDict {
  public:
   // One entry: item.key(), item.value() (as libtorch's OrderedDict::Item).
   class Item {
@@ -31,7 +30,8 @@ class OrderedDict {
   using const_iterator = typename std::vector<Item>::const_iterator;
 
   OrderedDict() = default;
-  explicit OrderedDict(std::string key_description) : key_description_(std::move(key_description)) {}
+  explicit OrderedDict(std::string key_description)
+      : key_description_(std::move(key_description)) {}
 
   // Adds an entry; a key that is already present is an error.
   Value& insert(Key key, Value value) {

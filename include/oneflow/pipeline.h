@@ -6,7 +6,8 @@
 //   of::distributed::Pipeline pipe(
 //       {[&](const of::Tensor& x) { return stage0->forward(x); },
 //        [&](const of::Tensor& h) { return stage1->forward(h); }},
-//       {p0, p1}, [](const of::Tensor& out, const of::Tensor& y) { return F::cross_entropy(out, y); },
+//       {p0, p1}, [](const of::Tensor& out, const of::Tensor& y) { return F::cross_entropy(out, y);
+//       },
 //       /*micro_batches=*/4);
 //   if (pipe.stage() == 0) stage0->to_global(p0, of::sbp::broadcast());  // a rank places only
 //   if (pipe.stage() == 1) stage1->to_global(p1, of::sbp::broadcast());  // its own stage

@@ -69,7 +69,7 @@ class Placement {
   static Placement all(std::string_view device_type = "cpu");
 
   DeviceType device_type() const;
-  const std::vector<int>& ranks() const;  // row-major over the mesh
+  const std::vector<int>& ranks() const;          // row-major over the mesh
   const std::vector<int64_t>& hierarchy() const;  // the mesh shape: {4} or {2, 2}
   int64_t ndim() const { return int64_t(hierarchy().size()); }
   bool contains(int rank) const;

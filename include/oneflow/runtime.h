@@ -9,10 +9,10 @@ namespace oneflow {
 
 namespace memory {
 struct Stats {
-  size_t allocated = 0;       // bytes held by live tensors (rounded to the bucket size)
-  size_t reserved = 0;        // allocated + cached free blocks
-  size_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
-  uint64_t num_allocs = 0;    // allocation requests
+  size_t allocated = 0;         // bytes held by live tensors (rounded to the bucket size)
+  size_t reserved = 0;          // allocated + cached free blocks
+  size_t peak_allocated = 0;    // high-water mark of `allocated` since the last reset
+  uint64_t num_allocs = 0;      // allocation requests
   uint64_t num_cache_hits = 0;  // requests served from the cache
 };
 // Statistics of the caching allocator of `device`.

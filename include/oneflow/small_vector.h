@@ -17,8 +17,7 @@
 namespace oneflow {
 
 // A vector that keeps up to N elements inline; shapes and operand lists never touch the heap.
-template <class T, size_t N>
-class SmallVector {
+template <class T, size_t N> class SmallVector {
  public:
   using value_type = T;
   using iterator = T*;
@@ -26,17 +25,27 @@ class SmallVector {
   SmallVector() = default;
   SmallVector(size_t n, const T& v = T()) { assign(n, v); }
   SmallVector(std::initializer_list<T> il) { append(il.begin(), il.end()); }
-  template <class It, class = decltype(*std::declval<It>())>
-  SmallVector(It b, It e) { append(b, e); }
+  template <class It, class = decltype(*std::declval<It>())> SmallVector(It b, It e) {
+    append(b, e);
+  }
   SmallVector(const SmallVector& o) { append(o.begin(), o.end()); }
   SmallVector(SmallVector&& o) noexcept { move_from(std::move(o)); }
   ~SmallVector() { destroy(); }
   SmallVector& operator=(const SmallVector& o) {
-    if (this != &o) { clear(); append(o.begin(), o.end()); }
+    if (this != &o) {
+      clear();
+      append(o.begin(), o.end());
+    }
     return *this;
   }
   SmallVector& operator=(SmallVector&& o) noexcept {
-    if (this != &o) { destroy(); size_ = 0; cap_ = N; data_ = inline_ptr(); move_from(std::move(o)); }
+    if (this != &o) {
+      destroy();
+      size_ = 0;
+      cap_ = N;
+      data_ = inline_ptr();
+      move_from(std::move(o));
+    }
     return *this;
   }
   T* data() { return data_; }
@@ -56,7 +65,10 @@ class SmallVector {
   void reserve(size_t n) {
     if (n <= cap_) return;
     T* nd = static_cast<T*>(::operator new(n * sizeof(T)));
-    for (size_t i = 0; i < size_; ++i) { new (nd + i) T(std::move(data_[i])); data_[i].~T(); }
+    for (size_t i = 0; i < size_; ++i) {
+      new (nd + i) T(std::move(data_[i]));
+      data_[i].~T();
+    }
     if (data_ != inline_ptr()) ::operator delete(data_);
     data_ = nd;
     cap_ = n;
@@ -69,14 +81,24 @@ class SmallVector {
     return data_[size_++];
   }
   void pop_back() { data_[--size_].~T(); }
-  void clear() { for (size_t i = 0; i < size_; ++i) data_[i].~T(); size_ = 0; }
+  void clear() {
+    for (size_t i = 0; i < size_; ++i) data_[i].~T();
+    size_ = 0;
+  }
   void resize(size_t n, const T& v = T()) {
-    if (n < size_) { for (size_t i = n; i < size_; ++i) data_[i].~T(); size_ = n; return; }
+    if (n < size_) {
+      for (size_t i = n; i < size_; ++i) data_[i].~T();
+      size_ = n;
+      return;
+    }
     reserve(n);
     for (size_t i = size_; i < n; ++i) new (data_ + i) T(v);
     size_ = n;
   }
-  void assign(size_t n, const T& v) { clear(); resize(n, v); }
+  void assign(size_t n, const T& v) {
+    clear();
+    resize(n, v);
+  }
   template <class It> void append(It b, It e) {
     reserve(size_ + size_t(std::distance(b, e)));
     for (; b != e; ++b) new (data_ + size_++) T(*b);
@@ -105,8 +127,12 @@ class SmallVector {
   }
   void move_from(SmallVector&& o) {
     if (o.data_ != o.inline_ptr()) {
-      data_ = o.data_; size_ = o.size_; cap_ = o.cap_;
-      o.data_ = o.inline_ptr(); o.size_ = 0; o.cap_ = N;
+      data_ = o.data_;
+      size_ = o.size_;
+      cap_ = o.cap_;
+      o.data_ = o.inline_ptr();
+      o.size_ = 0;
+      o.cap_ = N;
     } else {
       for (size_t i = 0; i < o.size_; ++i) new (data_ + i) T(std::move(o.data_[i]));
       size_ = o.size_;
@@ -128,7 +154,8 @@ class IntArrayRef {
   IntArrayRef(const int64_t& one) : data_(&one), size_(1) {}
   IntArrayRef(const int64_t* d, size_t n) : data_(d), size_(n) {}
   IntArrayRef(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}
-  template <size_t N> IntArrayRef(const SmallVector<int64_t, N>& v) : data_(v.data()), size_(v.size()) {}
+  template <size_t N>
+  IntArrayRef(const SmallVector<int64_t, N>& v) : data_(v.data()), size_(v.size()) {}
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
   // Lives as long as the braced list: use IntArrayRef only as a function parameter.
@@ -168,8 +195,7 @@ class IntArrayRef {
 
 // A read-only view of T values, libtorch's c10::ArrayRef<T>: accepts one value, a braced list,
 // a std::vector, a std::array, a C array or a pointer and a count. Use it only as a parameter.
-template <class T>
-class ArrayRef {
+template <class T> class ArrayRef {
  public:
   using value_type = T;
   using iterator = const T*;
@@ -205,7 +231,9 @@ class ArrayRef {
     return ArrayRef(data_ + start, n);
   }
   ArrayRef slice(size_t start) const { return slice(start, start <= size_ ? size_ - start : 0); }
-  bool equals(ArrayRef o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
+  bool equals(ArrayRef o) const {
+    return size_ == o.size_ && std::equal(begin(), end(), o.begin());
+  }
 
  private:
   const T* data_ = nullptr;

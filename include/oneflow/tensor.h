@@ -32,7 +32,7 @@ struct StorageImpl {
   size_t nbytes = 0;
   Device device;
   std::atomic<uint32_t> version{0};
-  bool pinned = false;  // page-locked host memory (Tensor::pin_memory)
+  bool pinned = false;                 // page-locked host memory (Tensor::pin_memory)
   std::function<void(void*)> release;  // user deleters (from_blob) and device allocators
   // Allocator fast path: release_fn(data, release_arg), no std::function call.
   void (*release_fn)(void* data, size_t arg) = nullptr;
@@ -65,9 +65,9 @@ struct TensorImpl {
   bool requires_grad = false;  // set on leaves by the user, on outputs by dispatch
   bool retains_grad = false;
   uint32_t output_nr = 0;
-  std::shared_ptr<autograd::Node> grad_fn;         // null for leaves
+  std::shared_ptr<autograd::Node> grad_fn;           // null for leaves
   std::shared_ptr<autograd::Node> grad_accumulator;  // leaves that require grad
-  std::shared_ptr<struct GradHolder> grad_holder;  // .grad lives here (see GradHolder)
+  std::shared_ptr<struct GradHolder> grad_holder;    // .grad lives here (see GradHolder)
   std::shared_ptr<TensorImpl> view_base;  // set on views of tensors (for in-place checks)
   std::shared_ptr<GlobalMeta> global;     // global tensors only
 
@@ -115,9 +115,21 @@ class TensorOptions {
   TensorOptions(Device d) : device_(d) {}
   TensorOptions(DeviceType d) : device_(Device(d)) {}
   TensorOptions(const char* d) : device_(Device(d)) {}
-  TensorOptions dtype(ScalarType t) const { auto o = *this; o.dtype_ = t; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions dtype(ScalarType t) const {
+    auto o = *this;
+    o.dtype_ = t;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
   ScalarType dtype() const { return dtype_.value_or(kFloat32); }
   std::optional<ScalarType> dtype_opt() const { return dtype_; }
   bool has_dtype() const { return dtype_.has_value(); }
@@ -211,8 +223,8 @@ class Tensor {
   // type depends on a template parameter, C++ wants `t.template item<double>()` (as with
   // libtorch), or write t.item().toDouble().
   template <class T>
-    requires is_item_type<T>
-  T item() const;
+  requires is_item_type<T> T item()
+  const;
   Scalar item() const;
   // Copy of the elements in row-major order, converted to T.
   template <class T> std::vector<T> to_vector() const;
@@ -317,16 +329,20 @@ class Tensor {
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
 
   // --- elementwise (methods mirror the free functions in ops.h) ---
-#define OF_UNARY_METHOD(name) Tensor name() const; Tensor& name##_();
-  OF_UNARY_METHOD(neg) OF_UNARY_METHOD(abs) OF_UNARY_METHOD(sign) OF_UNARY_METHOD(exp)
-  OF_UNARY_METHOD(exp2) OF_UNARY_METHOD(log) OF_UNARY_METHOD(log2) OF_UNARY_METHOD(log1p)
-  OF_UNARY_METHOD(expm1) OF_UNARY_METHOD(sqrt) OF_UNARY_METHOD(rsqrt)
-  OF_UNARY_METHOD(reciprocal) OF_UNARY_METHOD(square) OF_UNARY_METHOD(sin) OF_UNARY_METHOD(cos)
-  OF_UNARY_METHOD(tan) OF_UNARY_METHOD(tanh) OF_UNARY_METHOD(sigmoid) OF_UNARY_METHOD(relu)
-  OF_UNARY_METHOD(silu) OF_UNARY_METHOD(erf) OF_UNARY_METHOD(floor) OF_UNARY_METHOD(ceil)
-  OF_UNARY_METHOD(round) OF_UNARY_METHOD(trunc)
+#define OF_UNARY_METHOD(name) \
+  Tensor name() const;        \
+  Tensor& name##_();
+  OF_UNARY_METHOD(neg)
+  OF_UNARY_METHOD(abs)
+  OF_UNARY_METHOD(sign) OF_UNARY_METHOD(exp) OF_UNARY_METHOD(exp2) OF_UNARY_METHOD(log)
+      OF_UNARY_METHOD(log2) OF_UNARY_METHOD(log1p) OF_UNARY_METHOD(expm1) OF_UNARY_METHOD(sqrt)
+          OF_UNARY_METHOD(rsqrt) OF_UNARY_METHOD(reciprocal) OF_UNARY_METHOD(square)
+              OF_UNARY_METHOD(sin) OF_UNARY_METHOD(cos) OF_UNARY_METHOD(tan) OF_UNARY_METHOD(tanh)
+                  OF_UNARY_METHOD(sigmoid) OF_UNARY_METHOD(relu) OF_UNARY_METHOD(silu)
+                      OF_UNARY_METHOD(erf) OF_UNARY_METHOD(floor) OF_UNARY_METHOD(ceil)
+                          OF_UNARY_METHOD(round) OF_UNARY_METHOD(trunc)
 #undef OF_UNARY_METHOD
-  Tensor logical_not() const;
+                              Tensor logical_not() const;
   Tensor isnan() const;
   Tensor isinf() const;
   Tensor gelu(std::string_view approximate = "none") const;
@@ -344,18 +360,20 @@ class Tensor {
   Tensor lerp(const Tensor& end, const Tensor& weight) const;
   Tensor where(const Tensor& condition, const Tensor& other) const;
 
-#define OF_BINARY_METHOD(name)                                  \
-  Tensor name(const Tensor& o) const;                           \
-  Tensor name(const Scalar& o) const;                           \
-  Tensor& name##_(const Tensor& o);                             \
+#define OF_BINARY_METHOD(name)        \
+  Tensor name(const Tensor& o) const; \
+  Tensor name(const Scalar& o) const; \
+  Tensor& name##_(const Tensor& o);   \
   Tensor& name##_(const Scalar& o);
-  OF_BINARY_METHOD(mul) OF_BINARY_METHOD(maximum) OF_BINARY_METHOD(minimum)
-  OF_BINARY_METHOD(fmod) OF_BINARY_METHOD(remainder) OF_BINARY_METHOD(atan2)
-  OF_BINARY_METHOD(eq) OF_BINARY_METHOD(ne) OF_BINARY_METHOD(lt) OF_BINARY_METHOD(le)
-  OF_BINARY_METHOD(gt) OF_BINARY_METHOD(ge) OF_BINARY_METHOD(logical_and)
-  OF_BINARY_METHOD(logical_or) OF_BINARY_METHOD(logical_xor)
+  OF_BINARY_METHOD(mul)
+  OF_BINARY_METHOD(maximum)
+  OF_BINARY_METHOD(minimum) OF_BINARY_METHOD(fmod) OF_BINARY_METHOD(remainder)
+      OF_BINARY_METHOD(atan2) OF_BINARY_METHOD(eq) OF_BINARY_METHOD(ne) OF_BINARY_METHOD(lt)
+          OF_BINARY_METHOD(le) OF_BINARY_METHOD(gt) OF_BINARY_METHOD(ge)
+              OF_BINARY_METHOD(logical_and) OF_BINARY_METHOD(logical_or)
+                  OF_BINARY_METHOD(logical_xor)
 #undef OF_BINARY_METHOD
-  Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
+                      Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
   Tensor add(const Scalar& o, const Scalar& alpha = 1) const;
   Tensor& add_(const Tensor& o, const Scalar& alpha = 1);
   Tensor& add_(const Scalar& o, const Scalar& alpha = 1);
@@ -381,7 +399,8 @@ class Tensor {
   Tensor mean(IntArrayRef dims, bool keepdim = false,
               std::optional<ScalarType> dtype = std::nullopt) const;
   Tensor prod(std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor prod(int64_t dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor prod(int64_t dim, bool keepdim = false,
+              std::optional<ScalarType> dtype = std::nullopt) const;
   Tensor max() const;
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   Tensor min() const;

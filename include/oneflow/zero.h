@@ -27,9 +27,9 @@ class ZeroRedundancyAdam : public optim::Optimizer {
   ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup> groups,
                      optim::AdamOptions defaults = {});
   ZeroRedundancyAdam(std::vector<Tensor> params, optim::AdamOptions defaults = {})
-      : ZeroRedundancyAdam(std::vector<optim::OptimizerParamGroup>{
-                               optim::OptimizerParamGroup(std::move(params))},
-                           defaults) {}
+      : ZeroRedundancyAdam(
+            std::vector<optim::OptimizerParamGroup>{optim::OptimizerParamGroup(std::move(params))},
+            defaults) {}
   Tensor step(optim::LossClosure closure = nullptr) override;
   std::vector<Tensor> update_targets() const override;
   bool has_state(const Tensor& p) const override;

@@ -93,18 +93,20 @@ void record(const OpDef& op, const TensorList& inputs, const Attrs& attrs, Tenso
 
 Tensor OpNode::unpack(const SavedTensor& s, bool output, size_t index) const {
   if (released)
-    fail("[autograd] Trying to backward through the graph a second time (or directly access "
-         "saved tensors after they have already been freed). Saved intermediate values of the "
-         "graph are freed when you call backward(); specify retain_graph=true if you need to "
-         "backward through the graph a second time");
+    fail(
+        "[autograd] Trying to backward through the graph a second time (or directly access "
+        "saved tensors after they have already been freed). Saved intermediate values of the "
+        "graph are freed when you call backward(); specify retain_graph=true if you need to "
+        "backward through the graph a second time");
   if (!s.defined)
     fail("[autograd] internal error: {} reads {} {} which the op did not save", name(),
          output ? "output" : "input", index);
   uint32_t now = s.impl->storage->version.load();
   if (now != s.version)
-    fail("[autograd] one of the variables needed for gradient computation has been modified by "
-         "an inplace operation: {} {} of {} with shape {} is at version {}; expected version {}",
-         output ? "output" : "input", index, name(), shape_str(s.impl->sizes), now, s.version);
+    fail(
+        "[autograd] one of the variables needed for gradient computation has been modified by "
+        "an inplace operation: {} {} of {} with shape {} is at version {}; expected version {}",
+        output ? "output" : "input", index, name(), shape_str(s.impl->sizes), now, s.version);
   if (!output) return Tensor(s.impl);
   auto a = alias_impl(*s.impl);
   if (is_floating_point(a->dtype)) {
@@ -156,8 +158,10 @@ TensorList OpNode::apply(TensorList&& grads) {
     if (!r[i].defined()) continue;
     const auto& m = input_metas[i];
     if (!(r[i].sizes() == IntArrayRef(m.sizes)))
-      fail("[autograd] internal error: VJP of {} produced a gradient of shape {} for input {} of "
-           "shape {}", op->name, shape_str(r[i].sizes()), i, shape_str(m.sizes));
+      fail(
+          "[autograd] internal error: VJP of {} produced a gradient of shape {} for input {} of "
+          "shape {}",
+          op->name, shape_str(r[i].sizes()), i, shape_str(m.sizes));
     if (r[i].dtype() != m.dtype) r[i] = r[i].to(m.dtype);
   }
   return r;
@@ -237,9 +241,9 @@ void add_grad(Tensor& slot, Tensor g) {
   }
   TensorImpl* s = slot.impl();
   if (!grad_mode_enabled() && !g_tracer && owners_synchronized(slot.impl_ptr()) == 1 &&
-      owners_synchronized(s->storage) == 1 &&
-      !s->global && !g.impl()->global && s->is_contiguous && s->view_base == nullptr &&
-      g.sizes() == slot.sizes() && g.dtype() == slot.dtype() && g.device() == slot.device()) {
+      owners_synchronized(s->storage) == 1 && !s->global && !g.impl()->global && s->is_contiguous &&
+      s->view_base == nullptr && g.sizes() == slot.sizes() && g.dtype() == slot.dtype() &&
+      g.device() == slot.device()) {
     slot.add_(g);
     return;
   }
@@ -248,10 +252,9 @@ void add_grad(Tensor& slot, Tensor g) {
 
 }  // namespace
 
-std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
-                                 const std::vector<Tensor>& grads, bool keep_graph,
-                                 bool create_graph, const std::vector<Tensor>& capture,
-                                 bool allow_unused) {
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                                 bool keep_graph, bool create_graph,
+                                 const std::vector<Tensor>& capture, bool allow_unused) {
   autocast_detail::Suspend no_autocast;  // NOTE [Autocast]: backward runs in the forward's dtypes
   OF_CHECK(grads.empty() || grads.size() == roots.size(),
            "[backward] got {} tensors and {} gradients", roots.size(), grads.size());
@@ -262,13 +265,14 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
     const Tensor& r = roots[i];
     OF_CHECK(r.defined(), "[backward] tensor {} is undefined", i);
     if (!r.requires_grad())
-      fail("[backward] element {} of tensors does not require grad and does not have a grad_fn",
-           i);
+      fail("[backward] element {} of tensors does not require grad and does not have a grad_fn", i);
     Tensor g = grads.empty() ? Tensor() : grads[i];
     if (!g.defined()) {
       if (r.numel() != 1)
-        fail("[backward] grad can be implicitly created only for scalar outputs; got a tensor "
-             "of shape {}", shape_str(r.sizes()));
+        fail(
+            "[backward] grad can be implicitly created only for scalar outputs; got a tensor "
+            "of shape {}",
+            shape_str(r.sizes()));
       g = ones_like(r);
     } else if (!(g.sizes() == r.sizes())) {
       fail("[backward] gradient of shape {} does not match the output shape {}",
@@ -281,8 +285,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
   std::vector<Edge> cap_edges;
   for (size_t i = 0; i < capture.size(); ++i) {
     const Tensor& t = capture[i];
-    OF_CHECK(t.defined() && t.requires_grad(),
-             "[autograd::grad] input {} does not require grad", i);
+    OF_CHECK(t.defined() && t.requires_grad(), "[autograd::grad] input {} does not require grad",
+             i);
     cap_edges.push_back(gradient_edge(t));
   }
   std::vector<Tensor> captured(capture.size());
@@ -381,8 +385,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
   if (capturing) {
     for (size_t c = 0; c < captured.size(); ++c) {
       if (!captured[c].defined() && !allow_unused)
-        fail("[autograd::grad] one of the differentiated tensors (input {}) appears to not have "
-             "been used in the graph; set allow_unused=true if this is the desired behavior", c);
+        fail(
+            "[autograd::grad] one of the differentiated tensors (input {}) appears to not have "
+            "been used in the graph; set allow_unused=true if this is the desired behavior",
+            c);
       if (captured[c].defined() && !create_graph) captured[c] = captured[c].detach();
     }
   }
@@ -395,8 +401,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots,
 
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
                       bool create_graph) const {
-  autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph,
-                         {}, false);
+  autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph, {},
+                         false);
 }
 
 namespace autograd {
@@ -409,8 +415,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 }
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
               std::optional<bool> retain_graph, bool create_graph) {
-  run_backward(tensors, grad_tensors, retain_graph.value_or(create_graph), create_graph, {},
-               false);
+  run_backward(tensors, grad_tensors, retain_graph.value_or(create_graph), create_graph, {}, false);
 }
 }  // namespace autograd
 
@@ -475,8 +480,10 @@ void AutogradContext::save_for_backward(variable_list to_save) {
 
 variable_list AutogradContext::get_saved_variables() const {
   if (released_)
-    fail("[{}] Trying to backward through the graph a second time (or directly access saved "
-         "tensors after they have already been freed); specify retain_graph=true", name_);
+    fail(
+        "[{}] Trying to backward through the graph a second time (or directly access saved "
+        "tensors after they have already been freed); specify retain_graph=true",
+        name_);
   variable_list out;
   for (const Saved& s : saved_) {
     if (!s.tensor.defined()) {
@@ -484,9 +491,10 @@ variable_list AutogradContext::get_saved_variables() const {
       continue;
     }
     if (s.tensor._version() != s.version)
-      fail("[{}] one of the variables needed for gradient computation has been modified by an "
-           "inplace operation: saved tensor of shape {} is at version {}; expected version {}",
-           name_, shape_str(s.tensor.sizes()), s.tensor._version(), s.version);
+      fail(
+          "[{}] one of the variables needed for gradient computation has been modified by an "
+          "inplace operation: saved tensor of shape {} is at version {}; expected version {}",
+          name_, shape_str(s.tensor.sizes()), s.tensor._version(), s.version);
     if (s.output < 0) {
       out.push_back(s.tensor);
       continue;
@@ -542,9 +550,10 @@ struct FunctionNode final : Node {
     // written for forward's defaulted arguments that apply was not given)
     while (r.size() > num_args && !r.back().defined()) r.pop_back();
     if (r.size() != num_args)
-      fail("[{}] backward returned {} gradients, expected {} (one per argument of forward, a "
-           "tensor list's tensors one by one, undefined for arguments that are not tensors)",
-           name(), r.size(), num_args);
+      fail(
+          "[{}] backward returned {} gradients, expected {} (one per argument of forward, a "
+          "tensor list's tensors one by one, undefined for arguments that are not tensors)",
+          name(), r.size(), num_args);
     TensorList out;
     for (size_t k = 0; k < arg_index.size(); ++k) {
       Tensor gk = r[arg_index[k]];
@@ -594,7 +603,8 @@ void attach_function(const std::shared_ptr<AutogradContext>& ctx, const variable
         any = true;
       }
   for (const Tensor& d : ctx->dirty_) {
-    if (!contains(inputs, d)) fail("[{}] mark_dirty was given a tensor that is not an input", ctx->name_);
+    if (!contains(inputs, d))
+      fail("[{}] mark_dirty was given a tensor that is not an input", ctx->name_);
     if (any && d.is_leaf() && d.requires_grad())
       fail("[{}] a leaf Variable that requires grad has been used in an in-place operation",
            ctx->name_);

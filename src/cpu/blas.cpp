@@ -79,19 +79,19 @@ void sync_blas_threads() {
 inline void blas_gemm(bool ta, bool tb, blasint m, blasint n, blasint k, float alpha,
                       const float* a, blasint lda, const float* b, blasint ldb, float beta,
                       float* c, blasint ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void blas_gemm(bool ta, bool tb, blasint m, blasint n, blasint k, double alpha,
                       const double* a, blasint lda, const double* b, blasint ldb, double beta,
                       double* c, blasint ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>
-void gemm_raw_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_raw_t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   constexpr int64_t kMaxInt = int64_t(std::numeric_limits<blasint>::max());
   OF_CHECK(m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && lda <= kMaxInt && ldb <= kMaxInt &&
                ldc <= kMaxInt,
@@ -128,8 +128,8 @@ void gemm_float(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch
   for_batches(batch, m, n, k, [&](int64_t i) {
     const T* ap = reinterpret_cast<const T*>(oa.data) + i * oa.bstride;
     const T* bp = reinterpret_cast<const T*>(ob.data) + i * ob.bstride;
-    blas_gemm(oa.trans, ob.trans, blasint(m), blasint(n), blasint(k), alpha, ap, blasint(oa.ld),
-              bp, blasint(ob.ld), beta, cp + i * sc, blasint(std::max<int64_t>(n, 1)));
+    blas_gemm(oa.trans, ob.trans, blasint(m), blasint(n), blasint(k), alpha, ap, blasint(oa.ld), bp,
+              blasint(ob.ld), beta, cp + i * sc, blasint(std::max<int64_t>(n, 1)));
   });
 }
 

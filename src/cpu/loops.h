@@ -35,7 +35,7 @@ inline constexpr int kMaxOperands = 5;
 
 struct ElementwiseIter {
   int ntensors = 0;
-  DimVector shape;  // coalesced iteration shape (outermost first)
+  DimVector shape;                              // coalesced iteration shape (outermost first)
   std::array<DimVector, kMaxOperands> strides;  // in bytes, per operand
   std::array<char*, kMaxOperands> base{};
   std::array<int64_t, kMaxOperands> elem{};  // element size in bytes, per operand
@@ -216,10 +216,18 @@ struct ElementwiseIter {
               std::memcpy(d + r * kTile + c, src + r * sr + c * sc, sizeof(E));
         };
         switch (es) {
-          case 1: copy_tile(uint8_t()); break;
-          case 2: copy_tile(uint16_t()); break;
-          case 4: copy_tile(uint32_t()); break;
-          default: copy_tile(uint64_t()); break;
+          case 1:
+            copy_tile(uint8_t());
+            break;
+          case 2:
+            copy_tile(uint16_t());
+            break;
+          case 4:
+            copy_tile(uint32_t());
+            break;
+          default:
+            copy_tile(uint64_t());
+            break;
         }
       }
       for (int64_t r = r0; r < r1; ++r) {
@@ -271,7 +279,8 @@ void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins,
           std::tuple<const In* __restrict...> p{std::get<I>(in)...};
           for (int64_t i = b; i < e; ++i) o[i] = Out(f(compute_t<In>(std::get<I>(p)[i])...));
         });
-      }(std::make_index_sequence<N>{});
+      }
+      (std::make_index_sequence<N>{});
       return;
     }
     if constexpr (N == 2) {
@@ -305,8 +314,7 @@ void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins,
       Out* __restrict o = reinterpret_cast<Out*>(p[0]);
       if (contig) {
         std::tuple<const In* __restrict...> in{reinterpret_cast<const In*>(p[I + 1])...};
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = Out(f(compute_t<In>(std::get<I>(in)[i])...));
+        for (int64_t i = 0; i < n; ++i) o[i] = Out(f(compute_t<In>(std::get<I>(in)[i])...));
         return;
       }
       if constexpr (N == 2) {
@@ -332,7 +340,8 @@ void cpu_kernel(const Tensor& out, std::array<const Tensor*, sizeof...(In)> ins,
       for (int64_t i = 0; i < n; ++i) {
         *reinterpret_cast<Out*>(po + i * so) = Out(f(load<In>(pi[I] + i * s[I + 1])...));
       }
-    }(std::make_index_sequence<N>{});
+    }
+    (std::make_index_sequence<N>{});
   };
   it.for_each(inner, grain);
 }

@@ -38,8 +38,13 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
   DimVector ksz, kst, rsz, rst;
   for (int64_t d = 0; d < nd; ++d) {
     if (x.sizes()[d] == 1) continue;
-    if (is_red[d]) { rsz.push_back(x.sizes()[d]); rst.push_back(x.strides()[d]); }
-    else { ksz.push_back(x.sizes()[d]); kst.push_back(x.strides()[d]); }
+    if (is_red[d]) {
+      rsz.push_back(x.sizes()[d]);
+      rst.push_back(x.strides()[d]);
+    } else {
+      ksz.push_back(x.sizes()[d]);
+      kst.push_back(x.strides()[d]);
+    }
   }
   // order reduced dims by decreasing stride, then merge linear neighbours
   {
@@ -48,18 +53,30 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
     std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return rst[a] > rst[b]; });
     DimVector s2, t2;
     for (size_t i : idx) {
-      if (!s2.empty() && t2.back() == rst[i] * rsz[i]) { s2.back() *= rsz[i]; t2.back() = rst[i]; }
-      else { s2.push_back(rsz[i]); t2.push_back(rst[i]); }
+      if (!s2.empty() && t2.back() == rst[i] * rsz[i]) {
+        s2.back() *= rsz[i];
+        t2.back() = rst[i];
+      } else {
+        s2.push_back(rsz[i]);
+        t2.push_back(rst[i]);
+      }
     }
-    rsz = s2; rst = t2;
+    rsz = s2;
+    rst = t2;
   }
   {
     DimVector s2, t2;
     for (size_t i = 0; i < ksz.size(); ++i) {
-      if (!s2.empty() && t2.back() == kst[i] * ksz[i]) { s2.back() *= ksz[i]; t2.back() = kst[i]; }
-      else { s2.push_back(ksz[i]); t2.push_back(kst[i]); }
+      if (!s2.empty() && t2.back() == kst[i] * ksz[i]) {
+        s2.back() *= ksz[i];
+        t2.back() = kst[i];
+      } else {
+        s2.push_back(ksz[i]);
+        t2.push_back(kst[i]);
+      }
     }
-    ksz = s2; kst = t2;
+    ksz = s2;
+    kst = t2;
   }
   int64_t n_out = 1, n_red = 1;
   for (auto s : ksz) n_out *= s;
@@ -130,7 +147,10 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
     }
     DimVector idx(rn, 0);
     int64_t rem = rb;
-    for (int64_t d = rn - 1; d >= 0; --d) { idx[d] = rem % rsz[d]; rem /= rsz[d]; }
+    for (int64_t d = rn - 1; d >= 0; --d) {
+      idx[d] = rem % rsz[d];
+      rem /= rsz[d];
+    }
     int64_t off = 0;
     for (int64_t d = 0; d < rn; ++d) off += idx[d] * rst[d];
     for (int64_t k = rb; k < re; ++k) {
@@ -164,35 +184,37 @@ void reduce_kernel(const Tensor& x, IntArrayRef reduce_dims, const Tensor& out) 
     const int64_t n_outer = n_out / inner;
     constexpr int64_t kW = 64;
     const int64_t nblk = (inner + kW - 1) / kW;
-    parallel_for(0, n_outer * nblk, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n_red * kW)),
+    parallel_for(0, n_outer * nblk,
+                 std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n_red * kW)),
                  [&](int64_t b0, int64_t b1) {
-      Acc acc[kW];
-      for (int64_t b = b0; b < b1; ++b) {
-        int64_t ob = b / nblk, j0 = (b % nblk) * kW, w = std::min(kW, inner - j0);
-        const T* p = base + out_offset(ob * inner + j0);
-        for (int64_t j = 0; j < w; ++j) acc[j] = Op::init();
-        const int64_t rn = int64_t(rsz.size());
-        DimVector idx(rn, 0);
-        int64_t off = 0;
-        for (int64_t k = 0; k < n_red; ++k) {
-          const T* q = p + off;
-          for (int64_t j = 0; j < w; ++j) acc[j] = Op::step(acc[j], C(q[j]));
-          for (int64_t d = rn - 1; d >= 0; --d) {
-            off += rst[d];
-            if (++idx[d] < rsz[d]) break;
-            off -= rst[d] * rsz[d];
-            idx[d] = 0;
-          }
-        }
-        for (int64_t j = 0; j < w; ++j) o[ob * inner + j0 + j] = Op::finish(acc[j], n_red);
-      }
-    });
+                   Acc acc[kW];
+                   for (int64_t b = b0; b < b1; ++b) {
+                     int64_t ob = b / nblk, j0 = (b % nblk) * kW, w = std::min(kW, inner - j0);
+                     const T* p = base + out_offset(ob * inner + j0);
+                     for (int64_t j = 0; j < w; ++j) acc[j] = Op::init();
+                     const int64_t rn = int64_t(rsz.size());
+                     DimVector idx(rn, 0);
+                     int64_t off = 0;
+                     for (int64_t k = 0; k < n_red; ++k) {
+                       const T* q = p + off;
+                       for (int64_t j = 0; j < w; ++j) acc[j] = Op::step(acc[j], C(q[j]));
+                       for (int64_t d = rn - 1; d >= 0; --d) {
+                         off += rst[d];
+                         if (++idx[d] < rsz[d]) break;
+                         off -= rst[d] * rsz[d];
+                         idx[d] = 0;
+                       }
+                     }
+                     for (int64_t j = 0; j < w; ++j)
+                       o[ob * inner + j0 + j] = Op::finish(acc[j], n_red);
+                   }
+                 });
   } else {
     parallel_for(0, n_out, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n_red)),
                  [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i)
-        o[i] = Op::finish(reduce_range(base + out_offset(i), 0, n_red), n_red);
-    });
+                   for (int64_t i = b0; i < b1; ++i)
+                     o[i] = Op::finish(reduce_range(base + out_offset(i), 0, n_red), n_red);
+                 });
   }
 }
 
@@ -205,8 +227,7 @@ void reduce_as(const Tensor& x, IntArrayRef dims, const Tensor& out) {
     static O finish(typename Base::Acc a, int64_t n) {
       if constexpr (std::is_integral_v<O> && !std::is_same_v<O, bool>)
         return saturate_cast<O>(Base::finish(a, n));
-      else
-        return O(compute_t<O>(Base::finish(a, n)));
+      else return O(compute_t<O>(Base::finish(a, n)));
     }
   };
   reduce_kernel<T, O, Wrapped>(x, dims, out);

@@ -145,8 +145,9 @@ void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev
   DeviceGuard guard(d);
   cudaStream_t s = current_stream_of(d);
   OF_CUDA_CHECK(cudaMemcpyAsync(dst, src, n,
-                                h2d ? cudaMemcpyHostToDevice
-                                    : d2h ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+                                h2d   ? cudaMemcpyHostToDevice
+                                : d2h ? cudaMemcpyDeviceToHost
+                                      : cudaMemcpyDeviceToDevice,
                                 s));
   if (host) host_pool().record_use(host, CudaHost::Stream{s, d});
 }

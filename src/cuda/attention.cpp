@@ -16,8 +16,8 @@ namespace {
 // inputs q [B, L, E], k [B, S, E], v [B, S, Ev], mask; attrs scale, is_causal, dropout_p,
 // seed, offset, mask_kind (0 none, 1 bool: true attends, 2 additive)
 struct Scores {
-  Tensor s;        // scaled scores, -inf where not attended
-  Tensor z;        // dropout multiplier (undefined without dropout)
+  Tensor s;  // scaled scores, -inf where not attended
+  Tensor z;  // dropout multiplier (undefined without dropout)
 };
 
 Scores scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs& a) {
@@ -43,8 +43,8 @@ Scores scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs&
            "[scaled_dot_product_attention] cuda: dropout with a draw map (attention split by "
            "heads over ranks) is not built on CUDA");
   if (p > 0)
-    r.z = dropout_multiplier(s.sizes(), q.dtype(), q.device(), p, uint64_t(a.i(3)),
-                             uint64_t(a.i(4)));
+    r.z =
+        dropout_multiplier(s.sizes(), q.dtype(), q.device(), p, uint64_t(a.i(3)), uint64_t(a.i(4)));
   return r;
 }
 

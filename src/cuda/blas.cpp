@@ -19,8 +19,7 @@ namespace {
 
 // One handle of type H per device, made by create(&h) on first use; never destroyed (see the
 // allocator). `device` was validated by resolve_device.
-template <class H, class Create>
-H per_device_handle(int device, Create&& create) {
+template <class H, class Create> H per_device_handle(int device, Create&& create) {
   static std::mutex mu;
   static auto* handles = new std::vector<H>();
   std::lock_guard<std::mutex> lock(mu);
@@ -36,9 +35,8 @@ H per_device_handle(int device, Create&& create) {
 }
 
 cublasHandle_t handle_for(int device) {
-  cublasHandle_t h = per_device_handle<cublasHandle_t>(device, [](cublasHandle_t* c) {
-    OF_CUBLAS_CHECK(cublasCreate(c));
-  });
+  cublasHandle_t h = per_device_handle<cublasHandle_t>(
+      device, [](cublasHandle_t* c) { OF_CUBLAS_CHECK(cublasCreate(c)); });
   // Full-precision fp32 unless of::globalContext().setAllowTF32CuBLAS(true) (then TF32 tensor
   // cores, as libtorch's switch); read at every call.
   const bool tf32 = g_core && g_core->allow_tf32_cublas && g_core->allow_tf32_cublas();
@@ -119,8 +117,8 @@ void check_operands(const KernelArgs& args, int64_t nd, const char* op) {
   if (nd == 3) {
     const int64_t batch = cs[0];
     OF_CHECK((as[0] == batch || as[0] == 1) && (bs[0] == batch || bs[0] == 1),
-             "[{}] cuda: batch sizes {} and {} do not match the output batch {}", op, as[0],
-             bs[0], batch);
+             "[{}] cuda: batch sizes {} and {} do not match the output batch {}", op, as[0], bs[0],
+             batch);
     OF_CHECK(batch <= INT_MAX, "[{}] cuda: batch {} is too large for cuBLAS", op, batch);
   }
   OF_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX,
@@ -129,10 +127,14 @@ void check_operands(const KernelArgs& args, int64_t nd, const char* op) {
 
 cudaDataType_t cuda_type(ScalarType t) {
   switch (t) {
-    case kFloat64: return CUDA_R_64F;
-    case kFloat16: return CUDA_R_16F;
-    case kBFloat16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case kFloat64:
+      return CUDA_R_64F;
+    case kFloat16:
+      return CUDA_R_16F;
+    case kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -162,8 +164,8 @@ void gemm(const KernelArgs& args, int64_t batch, const char* op) {
     auto* ap = static_cast<const float*>(oa.data);
     auto* bp = static_cast<const float*>(ob.data);
     if (batch < 0) {
-      OF_CUBLAS_CHECK(cublasSgemm(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb, ap, lda, &beta,
-                                  cp, in));
+      OF_CUBLAS_CHECK(
+          cublasSgemm(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb, ap, lda, &beta, cp, in));
     } else {
       OF_CUBLAS_CHECK(cublasSgemmStridedBatched(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb,
                                                 ob.batch_stride, ap, lda, oa.batch_stride, &beta,
@@ -175,8 +177,8 @@ void gemm(const KernelArgs& args, int64_t batch, const char* op) {
     auto* ap = static_cast<const double*>(oa.data);
     auto* bp = static_cast<const double*>(ob.data);
     if (batch < 0) {
-      OF_CUBLAS_CHECK(cublasDgemm(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb, ap, lda, &beta,
-                                  cp, in));
+      OF_CUBLAS_CHECK(
+          cublasDgemm(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb, ap, lda, &beta, cp, in));
     } else {
       OF_CUBLAS_CHECK(cublasDgemmStridedBatched(h, ob.op, oa.op, in, im, ik, &alpha, bp, ldb,
                                                 ob.batch_stride, ap, lda, oa.batch_stride, &beta,
@@ -191,8 +193,8 @@ void gemm(const KernelArgs& args, int64_t batch, const char* op) {
                                    CUBLAS_GEMM_DEFAULT));
     } else {
       OF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          h, ob.op, oa.op, in, im, ik, &alpha, ob.data, dt, ldb, ob.batch_stride, oa.data, dt,
-          lda, oa.batch_stride, &beta, c_data, dt, in, stride_c, int(batch), CUBLAS_COMPUTE_32F,
+          h, ob.op, oa.op, in, im, ik, &alpha, ob.data, dt, ldb, ob.batch_stride, oa.data, dt, lda,
+          oa.batch_stride, &beta, c_data, dt, in, stride_c, int(batch), CUBLAS_COMPUTE_32F,
           CUBLAS_GEMM_DEFAULT));
     }
   }
@@ -217,9 +219,8 @@ void bmm_kernel(const KernelArgs& args) {
 namespace {
 
 cublasLtHandle_t lt_handle_for(int device) {
-  return per_device_handle<cublasLtHandle_t>(device, [](cublasLtHandle_t* h) {
-    OF_CUBLAS_CHECK(cublasLtCreate(h));
-  });
+  return per_device_handle<cublasLtHandle_t>(
+      device, [](cublasLtHandle_t* h) { OF_CUBLAS_CHECK(cublasLtCreate(h)); });
 }
 
 // Destroys the cuBLASLt descriptors of one call however it leaves.
@@ -254,12 +255,12 @@ bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tenso
   const int64_t R = x.size(0), I = x.size(1), O = w.size(0);
   if (R == 0 || O == 0 || I == 0 || R > INT_MAX || I > INT_MAX || O > INT_MAX) return false;
   if (!x.is_contiguous() || !w.is_contiguous() || !out.is_contiguous()) return false;
-  if (bias.defined() && (!bias.is_contiguous() ||
-                         reinterpret_cast<uintptr_t>(bias.impl()->raw_data()) % 16 != 0))
+  if (bias.defined() &&
+      (!bias.is_contiguous() || reinterpret_cast<uintptr_t>(bias.impl()->raw_data()) % 16 != 0))
     return false;
   const cudaDataType_t t = dt == kFloat32 ? CUDA_R_32F : dt == kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
-  const bool tf32 = dt == kFloat32 && g_core && g_core->allow_tf32_cublas &&
-                    g_core->allow_tf32_cublas();
+  const bool tf32 =
+      dt == kFloat32 && g_core && g_core->allow_tf32_cublas && g_core->allow_tf32_cublas();
   const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream_of(device);
@@ -267,13 +268,17 @@ bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tenso
   LtDescs ds;
   OF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, ct, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  OF_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  OF_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (bias.defined()) {
     const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     const void* bp = bias.impl()->raw_data();
-    OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
-    OF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+    OF_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    OF_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
   OF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, t, uint64_t(I), uint64_t(O), int64_t(I)));
   OF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, uint64_t(I), uint64_t(R), int64_t(I)));
@@ -284,8 +289,8 @@ bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tenso
       ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(lt, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &heur, &found) !=
-          CUBLAS_STATUS_SUCCESS ||
+  if (cublasLtMatmulAlgoGetHeuristic(lt, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &heur,
+                                     &found) != CUBLAS_STATUS_SUCCESS ||
       found == 0)
     return false;
   Storage ws = allocate_storage(heur.workspaceSize ? heur.workspaceSize : 1, device);

@@ -35,13 +35,15 @@
 namespace oneflow::cuda_pool {
 
 inline constexpr size_t kRound = 512;
-inline constexpr size_t kSmallSize = size_t(1) << 20;       // small pool: requests <= 1 MiB
-inline constexpr size_t kSmallSegment = size_t(2) << 20;    // carved from 2 MiB segments
-inline constexpr size_t kLargeSegment = size_t(20) << 20;   // requests up to 10 MiB: 20 MiB
+inline constexpr size_t kSmallSize = size_t(1) << 20;      // small pool: requests <= 1 MiB
+inline constexpr size_t kSmallSegment = size_t(2) << 20;   // carved from 2 MiB segments
+inline constexpr size_t kLargeSegment = size_t(20) << 20;  // requests up to 10 MiB: 20 MiB
 inline constexpr size_t kLargeCutoff = size_t(10) << 20;
 inline constexpr size_t kLargeRound = size_t(2) << 20;
 
-inline size_t round_request(size_t n) { return (std::max<size_t>(n, 1) + kRound - 1) / kRound * kRound; }
+inline size_t round_request(size_t n) {
+  return (std::max<size_t>(n, 1) + kRound - 1) / kRound * kRound;
+}
 inline size_t segment_size(size_t rounded) {
   if (rounded <= kSmallSize) return kSmallSegment;
   if (rounded <= kLargeCutoff) return kLargeSegment;
@@ -59,8 +61,7 @@ struct PoolStats {
 //   Event record(Stream) (an event recorded on the stream now); bool done(const Event&);
 //   void wait(const Event&) (blocks the host until it completed); void destroy(const Event&);
 //   void synchronize() (the whole device); size_t free_bytes() (what the device reports free)
-template <class D>
-class CachingPool {
+template <class D> class CachingPool {
  public:
   using Stream = typename D::Stream;
   using Event = typename D::Event;
@@ -104,9 +105,10 @@ class CachingPool {
         p = dev_.malloc(seg);
       }
       if (!p)
-        fail("[cuda] out of memory allocating {} bytes (a {}-byte segment): {} bytes allocated, "
-             "{} reserved by the caching allocator, {} free on the device", nbytes, seg,
-             stats_.allocated, stats_.reserved, dev_.free_bytes());
+        fail(
+            "[cuda] out of memory allocating {} bytes (a {}-byte segment): {} bytes allocated, "
+            "{} reserved by the caching allocator, {} free on the device",
+            nbytes, seg, stats_.allocated, stats_.reserved, dev_.free_bytes());
       b = new Block{p, seg, stream, pool, small};
       b->segment_start = true;
       stats_.reserved += seg;
@@ -152,7 +154,8 @@ class CachingPool {
   void record_stream(void* ptr, Stream stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(ptr);
-    if (it == live_.end()) fail("[record_stream] {} is not a block of the CUDA caching allocator", ptr);
+    if (it == live_.end())
+      fail("[record_stream] {} is not a block of the CUDA caching allocator", ptr);
     Block* b = it->second;
     if (stream == b->stream) return;
     if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end())
@@ -214,7 +217,7 @@ class CachingPool {
     bool allocated = false;
     bool segment_start = false;
     size_t requested = 0;
-    size_t pending = 0;  // events still to complete before reuse
+    size_t pending = 0;     // events still to complete before reuse
     Block* prev = nullptr;  // neighbours in the same segment
     Block* next = nullptr;
     std::vector<Stream> used_on;

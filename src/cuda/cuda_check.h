@@ -31,16 +31,16 @@ class DeviceGuard {
 
 }  // namespace oneflow::cuda_module
 
-#define OF_CUDA_CHECK(expr)                                                          \
-  do {                                                                               \
-    cudaError_t of_cuda_err_ = (expr);                                               \
-    if (of_cuda_err_ != cudaSuccess)                                                 \
+#define OF_CUDA_CHECK(expr)                                                              \
+  do {                                                                                   \
+    cudaError_t of_cuda_err_ = (expr);                                                   \
+    if (of_cuda_err_ != cudaSuccess)                                                     \
       ::oneflow::cuda_module::throw_cuda_error(of_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define OF_CUBLAS_CHECK(expr)                                                          \
-  do {                                                                                 \
-    cublasStatus_t of_cublas_st_ = (expr);                                             \
-    if (of_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                        \
+#define OF_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                      \
+    cublasStatus_t of_cublas_st_ = (expr);                                                  \
+    if (of_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                             \
       ::oneflow::cuda_module::throw_cublas_error(of_cublas_st_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -63,8 +63,8 @@ void check_conv_dtype(const Tensor& t, const char* op) {
 }
 
 void check_dense_output(const Tensor& t, const char* op) {
-  OF_CHECK(t.is_contiguous(), "[{}] cuda: expected a dense output, got strides {} for shape {}",
-           op, shape_str(t.impl()->strides), shape_str(t.sizes()));
+  OF_CHECK(t.is_contiguous(), "[{}] cuda: expected a dense output, got strides {} for shape {}", op,
+           shape_str(t.impl()->strides), shape_str(t.sizes()));
 }
 
 const void* cptr(const Tensor& t) { return t.impl()->raw_data(); }
@@ -102,8 +102,10 @@ void set_windows(PoolParams& p, size_t sp, const DimVector& k, const DimVector& 
 
 const char* pool_name(PoolKind kind, int sp, bool backward) {
   switch (kind) {
-    case PoolKind::kMax: return sp == 3 ? "max_pool3d_with_indices" : "max_pool2d_with_indices";
-    case PoolKind::kAdaptiveMax: return sp == 3 ? "adaptive_max_pool3d" : "adaptive_max_pool2d";
+    case PoolKind::kMax:
+      return sp == 3 ? "max_pool3d_with_indices" : "max_pool2d_with_indices";
+    case PoolKind::kAdaptiveMax:
+      return sp == 3 ? "adaptive_max_pool3d" : "adaptive_max_pool2d";
     case PoolKind::kAvg:
       return sp == 3 ? (backward ? "avg_pool3d_backward" : "avg_pool3d")
                      : (backward ? "avg_pool2d_backward" : "avg_pool2d");
@@ -122,7 +124,8 @@ PoolParams pool_setup(PoolKind kind, int sp, IntArrayRef in, IntArrayRef out, co
                       const Attrs& a, const char* op) {
   check_dtype(x, op);
   PoolParams p = pool_params(kind, in, out, x.dtype());
-  if (kind == PoolKind::kMax) set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), &a.ints(3));
+  if (kind == PoolKind::kMax)
+    set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), &a.ints(3));
   if (kind == PoolKind::kAvg) {
     set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), nullptr);
     p.count_include_pad = a.b(4);
@@ -133,8 +136,7 @@ PoolParams pool_setup(PoolKind kind, int sp, IntArrayRef in, IntArrayRef out, co
 
 // max_pool{2,3}d_with_indices and adaptive_max_pool{2,3}d (x) -> (values, int64 indices flat
 // in the plane).
-template <PoolKind K, int Sp>
-void max_pool_kernel(const KernelArgs& k) {
+template <PoolKind K, int Sp> void max_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
   const Tensor x = k.inputs[0].contiguous();
   const Tensor &y = k.outputs[0], &idx = k.outputs[1];
@@ -151,8 +153,7 @@ void max_pool_kernel(const KernelArgs& k) {
 }
 
 // avg_pool{2,3}d and adaptive_avg_pool{2,3}d (x).
-template <PoolKind K, int Sp>
-void avg_pool_kernel(const KernelArgs& k) {
+template <PoolKind K, int Sp> void avg_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
   const Tensor x = k.inputs[0].contiguous();
   const Tensor& y = k.outputs[0];
@@ -167,8 +168,7 @@ void avg_pool_kernel(const KernelArgs& k) {
 }
 
 // The *_backward ops: (grad_output; the forward's attrs, input_size) -> grad_input.
-template <PoolKind K, int Sp>
-void avg_pool_backward_kernel(const KernelArgs& k) {
+template <PoolKind K, int Sp> void avg_pool_backward_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, true);
   const Tensor g = k.inputs[0].contiguous();
   const Tensor& gx = k.outputs[0];
@@ -212,11 +212,11 @@ struct Where {
   fail("[{}] cudnn: {} failed: {}: {}", w.op, call, cudnnGetErrorString(st), w.str());
 }
 
-#define OF_CUDNN(call, where)                                                         \
-  do {                                                                                \
-    const cudnnStatus_t of_cudnn_st_ = (call);                                        \
-    if (of_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                         \
-      ::oneflow::cuda_module::cudnn_fail(of_cudnn_st_, #call, where);                 \
+#define OF_CUDNN(call, where)                                         \
+  do {                                                                \
+    const cudnnStatus_t of_cudnn_st_ = (call);                        \
+    if (of_cudnn_st_ != CUDNN_STATUS_SUCCESS)                         \
+      ::oneflow::cuda_module::cudnn_fail(of_cudnn_st_, #call, where); \
   } while (0)
 
 // NOTE [cuDNN on the module's streams]
@@ -265,8 +265,7 @@ cudnnHandle_t handle_for(int device, const Where& w) {
   return h;
 }
 
-template <class D, cudnnStatus_t (*Create)(D*), cudnnStatus_t (*Destroy)(D)>
-struct Desc {
+template <class D, cudnnStatus_t (*Create)(D*), cudnnStatus_t (*Destroy)(D)> struct Desc {
   D d = nullptr;
   explicit Desc(const Where& w) { OF_CUDNN(Create(&d), w); }
   ~Desc() {
@@ -284,17 +283,23 @@ using ConvDesc = Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescri
 
 cudnnDataType_t cudnn_type(ScalarType t) {
   switch (t) {
-    case kFloat64: return CUDNN_DATA_DOUBLE;
-    case kFloat16: return CUDNN_DATA_HALF;
-    case kBFloat16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
+    case kFloat64:
+      return CUDNN_DATA_DOUBLE;
+    case kFloat16:
+      return CUDNN_DATA_HALF;
+    case kBFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
   }
 }
 // NOTE [Reduced-precision convolutions]: float16/bfloat16 tensors with float arithmetic (the
 // convolution descriptor's compute type; scaling factors are floats), any math type cuDNN
 // ranks (tensor cores), deterministic algorithms first as for float32. The ops are marked
 // OpDef::cuda_16bit, so autocast's half-precision convolutions stay half on the GPU.
-cudnnDataType_t compute_type(ScalarType t) { return t == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+cudnnDataType_t compute_type(ScalarType t) {
+  return t == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
 
 // Host scaling factors: double for double tensors, float otherwise.
 struct Scale {
@@ -389,8 +394,8 @@ struct ConvDescs {
     set_tensor(x, g.dtype, g.x_dims(n), wh);
     set_tensor(y, g.dtype, g.y_dims(n), wh);
     const std::vector<int> wd = g.w_dims();
-    OF_CUDNN(cudnnSetFilterNdDescriptor(w.d, cudnn_type(g.dtype), CUDNN_TENSOR_NCHW,
-                                        int(wd.size()), wd.data()),
+    OF_CUDNN(cudnnSetFilterNdDescriptor(w.d, cudnn_type(g.dtype), CUDNN_TENSOR_NCHW, int(wd.size()),
+                                        wd.data()),
              wh);
     OF_CUDNN(cudnnSetConvolutionNdDescriptor(conv.d, g.sp, g.pad, g.stride, g.dil,
                                              CUDNN_CROSS_CORRELATION, compute_type(g.dtype)),
@@ -473,20 +478,20 @@ std::vector<Candidate> find_candidates(Dir dir, cudnnHandle_t h, const ConvDescs
       return rank<cudnnConvolutionFwdAlgoPerf_t>(
           d.conv.d, fp32, tf32, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
           [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* p) {
-            return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.d, d.w.d, d.conv.d, d.y.d, n,
-                                                          got, p);
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.d, d.w.d, d.conv.d, d.y.d, n, got,
+                                                          p);
           },
           [&](int algo, size_t* ws) {
-            return cudnnGetConvolutionForwardWorkspaceSize(
-                h, d.x.d, d.w.d, d.conv.d, d.y.d, cudnnConvolutionFwdAlgo_t(algo), ws);
+            return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.d, d.w.d, d.conv.d, d.y.d,
+                                                           cudnnConvolutionFwdAlgo_t(algo), ws);
           },
           w);
     case Dir::kBackwardData:
       return rank<cudnnConvolutionBwdDataAlgoPerf_t>(
           d.conv.d, fp32, tf32, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
           [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* p) {
-            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.d, d.y.d, d.conv.d, d.x.d,
-                                                               n, got, p);
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.d, d.y.d, d.conv.d, d.x.d, n,
+                                                               got, p);
           },
           [&](int algo, size_t* ws) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -497,8 +502,8 @@ std::vector<Candidate> find_candidates(Dir dir, cudnnHandle_t h, const ConvDescs
       return rank<cudnnConvolutionBwdFilterAlgoPerf_t>(
           d.conv.d, fp32, tf32, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
           [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
-            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.d, d.y.d, d.conv.d,
-                                                                 d.w.d, n, got, p);
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.d, d.y.d, d.conv.d, d.w.d,
+                                                                 n, got, p);
           },
           [&](int algo, size_t* ws) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -527,8 +532,7 @@ void run_conv(Dir dir, int device, const ConvGeom& g, int64_t n, const void* x, 
   }
   if (cands.empty()) {
     cands = find_candidates(dir, h, d, g, tf32, wh);
-    OF_CHECK(!cands.empty(), "[{}] cudnn: no convolution algorithm supports {}", wh.op,
-             wh.str());
+    OF_CHECK(!cands.empty(), "[{}] cudnn: no convolution algorithm supports {}", wh.op, wh.str());
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.map.emplace(key, cands);
   }
@@ -555,14 +559,14 @@ void run_conv(Dir dir, int device, const ConvGeom& g, int64_t n, const void* x, 
       case Dir::kForward:
         call = "cudnnConvolutionForward";
         st = cudnnConvolutionForward(h, alpha, d.x.d, x, d.w.d, w, d.conv.d,
-                                     cudnnConvolutionFwdAlgo_t(c.algo), wsp, c.workspace, bp,
-                                     d.y.d, result);
+                                     cudnnConvolutionFwdAlgo_t(c.algo), wsp, c.workspace, bp, d.y.d,
+                                     result);
         break;
       case Dir::kBackwardData:
         call = "cudnnConvolutionBackwardData";
         st = cudnnConvolutionBackwardData(h, alpha, d.w.d, w, d.y.d, y, d.conv.d,
-                                          cudnnConvolutionBwdDataAlgo_t(c.algo), wsp,
-                                          c.workspace, bp, d.x.d, result);
+                                          cudnnConvolutionBwdDataAlgo_t(c.algo), wsp, c.workspace,
+                                          bp, d.x.d, result);
         break;
       case Dir::kBackwardFilter:
         call = "cudnnConvolutionBackwardFilter";
@@ -608,8 +612,7 @@ void add_bias(const Tensor& out, const Tensor& bias) {
 }
 
 // conv2d / conv3d (x, w, bias?; stride, padding, dilation, groups)
-template <int Sp>
-void conv_kernel(const KernelArgs& k) {
+template <int Sp> void conv_kernel(const KernelArgs& k) {
   const char* op = conv_name<Sp>();
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
   const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
@@ -655,8 +658,7 @@ void backward_data(int device, const ConvGeom& g, const Tensor& dy, const Tensor
 
 // conv_transpose2d / 3d (x, w, bias?; stride, padding, output_padding, groups, dilation):
 // cuDNN's backward data with x as the convolution's output gradient.
-template <int Sp>
-void conv_transpose_kernel(const KernelArgs& k) {
+template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
   const char* op = conv_t_name<Sp>();
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
   const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
@@ -713,8 +715,7 @@ void conv_transpose_kernel(const KernelArgs& k) {
 
 // conv2d/3d_backward_weight (grad_output, input; weight_size, stride, padding, dilation,
 // groups) -> grad_weight.
-template <int Sp>
-void conv_backward_weight_kernel(const KernelArgs& k) {
+template <int Sp> void conv_backward_weight_kernel(const KernelArgs& k) {
   const char* op = conv_bw_name<Sp>();
   const Tensor dy = k.inputs[0].contiguous(), x = k.inputs[1].contiguous();
   const Tensor& dw = k.outputs[0];
@@ -782,8 +783,7 @@ DimVector channel_shape(const Tensor& x) {
 void bn_kernel(const KernelArgs& k) {
   const char* op = "batch_norm";
   const Tensor x = k.inputs[0].contiguous();
-  const Tensor &y = k.outputs[0], &mean = k.outputs[1], &invstd = k.outputs[2],
-               &var = k.outputs[3];
+  const Tensor &y = k.outputs[0], &mean = k.outputs[1], &invstd = k.outputs[2], &var = k.outputs[3];
   const Where wh{op, {"input", "output", nullptr}, {&x, &y, nullptr}};
   const int device = device_of(x, op);
   check_dtype(x, op);
@@ -809,16 +809,16 @@ void bn_kernel(const KernelArgs& k) {
     // variance (0 * previous + 1 * new, the previous zeroed so that no NaN survives)
     Tensor(var).zero_();
     const Tensor scratch = zeros({C}, x.options());
-    OF_CUDNN(cudnnBatchNormalizationForwardTraining(
-                 h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t), d.x.d, cptr(x), d.x.d,
-                 mptr(y), d.p.d, cptr(w), cptr(b), 1.0, mptr(scratch), mptr(var), eps,
-                 mptr(mean), mptr(invstd)),
+    OF_CUDNN(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one.of(t),
+                                                    zero.of(t), d.x.d, cptr(x), d.x.d, mptr(y),
+                                                    d.p.d, cptr(w), cptr(b), 1.0, mptr(scratch),
+                                                    mptr(var), eps, mptr(mean), mptr(invstd)),
              wh);
   } else {
     const Tensor rm = k.inputs[3].contiguous(), rv = k.inputs[4].contiguous();
     OF_CUDNN(cudnnBatchNormalizationForwardInference(
-                 h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t), d.x.d, cptr(x), d.x.d,
-                 mptr(y), d.p.d, cptr(w), cptr(b), cptr(rm), cptr(rv), eps),
+                 h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t), d.x.d, cptr(x), d.x.d, mptr(y),
+                 d.p.d, cptr(w), cptr(b), cptr(rm), cptr(rv), eps),
              wh);
   }
   after_launch(op);

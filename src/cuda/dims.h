@@ -21,8 +21,7 @@ inline int64_t size_at(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t
 inline int64_t stride_at(const Tensor& t, int64_t d) { return t.dim() == 0 ? 0 : t.strides()[d]; }
 
 // An iteration over `sizes` with K operands' strides (in elements).
-template <size_t K>
-struct Geometry {
+template <size_t K> struct Geometry {
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, K>> strides;
   int64_t numel = 1;
@@ -32,8 +31,7 @@ struct Geometry {
 // [op] error (the kernels' parameter structs hold that many).
 template <size_t K>
 Geometry<K> coalesce(const std::vector<int64_t>& sizes,
-                     const std::vector<std::array<int64_t, K>>& st, const char* op,
-                     int max_dims) {
+                     const std::vector<std::array<int64_t, K>>& st, const char* op, int max_dims) {
   Geometry<K> g;
   for (size_t d = 0; d < sizes.size(); ++d) {
     g.numel *= sizes[d];

@@ -21,27 +21,34 @@ struct OpInfo {
 constexpr OpInfo info_of(ElemOp op) {
   switch (op) {
 #define OF_INFO(n, functor, kind) \
-  case ElemOp::n: return {#n, std::string_view(#kind) == "IntUnsafe"};
+  case ElemOp::n:                 \
+    return {#n, std::string_view(#kind) == "IntUnsafe"};
     OF_CUDA_UNARY_OPS(OF_INFO)
     OF_CUDA_BINARY_OPS(OF_INFO)
 #undef OF_INFO
     case ElemOp::gelu_erf:
-    case ElemOp::gelu_tanh: return {"gelu", false};
-    case ElemOp::where: return {"where", false};
-    case ElemOp::fill: return {"fill_", false};
-    case ElemOp::identity: return {"copy_", false};
-    case ElemOp::pow_scalar: return {"pow_scalar", false};
-    case ElemOp::clamp: return {"clamp", false};
+    case ElemOp::gelu_tanh:
+      return {"gelu", false};
+    case ElemOp::where:
+      return {"where", false};
+    case ElemOp::fill:
+      return {"fill_", false};
+    case ElemOp::identity:
+      return {"copy_", false};
+    case ElemOp::pow_scalar:
+      return {"pow_scalar", false};
+    case ElemOp::clamp:
+      return {"clamp", false};
   }
   return {"elementwise", false};
 }
 
 // The params of out = f(ins...) with each input broadcast to out's shape.
-ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtype,
-                       const char* op) {
+ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtype, const char* op) {
   const size_t nd = size_t(out.dim());
   const size_t nops = ins.size() + 1;
-  OF_CHECK(ins.size() <= size_t(kMaxElemInputs), "[{}] cuda: at most {} inputs", op, kMaxElemInputs);
+  OF_CHECK(ins.size() <= size_t(kMaxElemInputs), "[{}] cuda: at most {} inputs", op,
+           kMaxElemInputs);
   // strides[k][d] against out's dims, in elements; 0 where input k broadcasts
   std::vector<std::array<int64_t, kMaxElemInputs + 1>> st(nd);
   std::vector<int64_t> sz(nd);
@@ -52,7 +59,8 @@ ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtyp
   for (size_t k = 0; k < ins.size(); ++k) {
     const TensorImpl& t = *ins[k].impl();
     const size_t tn = t.sizes.size();
-    OF_CHECK(tn <= nd, "[{}] cuda: input {} has more dims ({}) than the output ({})", op, k, tn, nd);
+    OF_CHECK(tn <= nd, "[{}] cuda: input {} has more dims ({}) than the output ({})", op, k, tn,
+             nd);
     for (size_t d = 0; d < nd; ++d) {
       if (d < nd - tn) {
         st[d][k + 1] = 0;
@@ -105,9 +113,10 @@ void run(ElemOp op, const Tensor& out, const TensorList& ins, ScalarType dtype,
   const OpInfo info = info_of(op);
   OF_CHECK(out.is_cuda(), "[{}] cuda: the output is on {}", info.name, out.device().str());
   if (info.int_unsafe && !is_floating_point(dtype))
-    fail("[{}] cuda: {} operands are not supported on CUDA (integer division by zero has no "
-         "error path on the device); compute in a floating dtype or on the CPU",
-         info.name, dtype_name(dtype));
+    fail(
+        "[{}] cuda: {} operands are not supported on CUDA (integer division by zero has no "
+        "error path on the device); compute in a floating dtype or on the CPU",
+        info.name, dtype_name(dtype));
   if (out.numel() == 0) return;
   const int device = resolve_device(out.device().index());
   DeviceGuard guard(device);
@@ -130,8 +139,7 @@ void add_into(const Tensor& out, const Tensor& b) { run(ElemOp::add, out, {out, 
 
 namespace {
 
-template <ElemOp Op>
-void elementwise_kernel(const KernelArgs& k) {
+template <ElemOp Op> void elementwise_kernel(const KernelArgs& k) {
   run(Op, k, k.inputs[0].dtype());
 }
 

@@ -17,10 +17,7 @@
 namespace oneflow::cuda_module {
 namespace {
 
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
+template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
 
 template <int N>
 __device__ __forceinline__ void offsets(const ElemParams& p, int64_t i, int64_t (&off)[N + 1]) {
@@ -43,16 +40,15 @@ __device__ __forceinline__ Out apply(const F& f, const ElemParams& p, const int6
   } else if constexpr (N == 1) {
     return Out(f(C(static_cast<const T*>(p.in[0])[off[1]])));
   } else if constexpr (N == 2) {
-    return Out(f(C(static_cast<const T*>(p.in[0])[off[1]]),
-                 C(static_cast<const T*>(p.in[1])[off[2]])));
+    return Out(
+        f(C(static_cast<const T*>(p.in[0])[off[1]]), C(static_cast<const T*>(p.in[1])[off[2]])));
   } else {
     const bool c = static_cast<const bool*>(p.in[0])[off[1]];
     return c ? static_cast<const T*>(p.in[1])[off[2]] : static_cast<const T*>(p.in[2])[off[3]];
   }
 }
 
-template <class T, class Out, int N, class F>
-__global__ void strided_kernel(ElemParams p, F f) {
+template <class T, class Out, int N, class F> __global__ void strided_kernel(ElemParams p, F f) {
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel; i += step) {
     int64_t off[N + 1];
@@ -61,8 +57,7 @@ __global__ void strided_kernel(ElemParams p, F f) {
   }
 }
 
-template <class T, class Out, int N, class F>
-__global__ void dense_kernel(ElemParams p, F f) {
+template <class T, class Out, int N, class F> __global__ void dense_kernel(ElemParams p, F f) {
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel; i += step) {
     int64_t off[N + 1];
@@ -132,8 +127,8 @@ struct IdentityFn {
   template <class C> __device__ C operator()(C x) const { return x; }
 };
 // the scalar-attr ops, shared with the generated fused kernels
-using fused::PowScalarFn;
 using fused::ClampFn;
+using fused::PowScalarFn;
 
 template <class T, class Out, int N, class F>
 cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
@@ -173,7 +168,8 @@ cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
 // Every dtype, result in the input dtype, with a functor carrying the op's scalars.
 template <int N, class F>
 cudaError_t launch_with(const ElemParams& p, const F& f, cudaStream_t stream) {
-  return visit(p.dtype, [&](auto tag) { return launch<decltype(tag), decltype(tag), N>(p, f, stream); });
+  return visit(p.dtype,
+               [&](auto tag) { return launch<decltype(tag), decltype(tag), N>(p, f, stream); });
 }
 
 cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
@@ -187,19 +183,27 @@ cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
 cudaError_t launch_elementwise(ElemOp op, const ElemParams& p, cudaStream_t stream) {
   switch (op) {
 #define OF_UNARY_CASE(name, functor, kind) \
-  case ElemOp::name: return launch_kind<Kind::kind, 1, fn::functor>(p, stream);
+  case ElemOp::name:                       \
+    return launch_kind<Kind::kind, 1, fn::functor>(p, stream);
 #define OF_BINARY_CASE(name, functor, kind) \
-  case ElemOp::name: return launch_kind<Kind::kind, 2, fn::functor>(p, stream);
+  case ElemOp::name:                        \
+    return launch_kind<Kind::kind, 2, fn::functor>(p, stream);
     OF_CUDA_UNARY_OPS(OF_UNARY_CASE)
     OF_CUDA_BINARY_OPS(OF_BINARY_CASE)
 #undef OF_UNARY_CASE
 #undef OF_BINARY_CASE
-    case ElemOp::gelu_erf: return launch_kind<Kind::Float, 1, fn::GeluErf>(p, stream);
-    case ElemOp::gelu_tanh: return launch_kind<Kind::Float, 1, fn::GeluTanh>(p, stream);
-    case ElemOp::where: return launch_where(p, stream);
-    case ElemOp::fill: return launch_with<0>(p, FillFn{p.scalars[0], p.iscalar, p.bscalar}, stream);
-    case ElemOp::identity: return launch_with<1>(p, IdentityFn{}, stream);
-    case ElemOp::pow_scalar: return launch_with<1>(p, PowScalarFn{p.scalars[0]}, stream);
+    case ElemOp::gelu_erf:
+      return launch_kind<Kind::Float, 1, fn::GeluErf>(p, stream);
+    case ElemOp::gelu_tanh:
+      return launch_kind<Kind::Float, 1, fn::GeluTanh>(p, stream);
+    case ElemOp::where:
+      return launch_where(p, stream);
+    case ElemOp::fill:
+      return launch_with<0>(p, FillFn{p.scalars[0], p.iscalar, p.bscalar}, stream);
+    case ElemOp::identity:
+      return launch_with<1>(p, IdentityFn{}, stream);
+    case ElemOp::pow_scalar:
+      return launch_with<1>(p, PowScalarFn{p.scalars[0]}, stream);
     case ElemOp::clamp:
       return launch_with<1>(
           p, ClampFn{p.scalars[0] != 0, p.scalars[2] != 0, p.scalars[1], p.scalars[3]}, stream);

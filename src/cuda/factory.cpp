@@ -11,8 +11,7 @@ namespace oneflow::cuda_module {
 namespace {
 
 // Runs fill(dense) into t, through a dense temporary when t is not contiguous.
-template <class F>
-void into_dense(const Tensor& t, const char* op, F&& fill) {
+template <class F> void into_dense(const Tensor& t, const char* op, F&& fill) {
   OF_CHECK(t.is_cuda(), "[{}] cuda: the output is on {}", op, t.device().str());
   if (t.numel() == 0) return;
   const int device = resolve_device(t.device().index());

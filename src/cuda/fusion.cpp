@@ -51,9 +51,10 @@ std::string nvrtc_mismatch() {
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "nvrtcVersion failed";
   const int built = CUDART_VERSION;  // 1000 * major + 10 * minor
   if (major * 1000 + minor * 10 != built)
-    return fmt::format("NVRTC {}.{} is not the toolkit the module was built with ({}.{}): its "
-                       "kernels could round differently from the unfused ones",
-                       major, minor, built / 1000, built % 1000 / 10);
+    return fmt::format(
+        "NVRTC {}.{} is not the toolkit the module was built with ({}.{}): its "
+        "kernels could round differently from the unfused ones",
+        major, minor, built / 1000, built % 1000 / 10);
   return "";
 }
 
@@ -78,14 +79,14 @@ std::string log_of(nvrtcProgram prog) {
 bool compile(const std::string& source, const std::string& name, int arch, bool sass,
              std::vector<char>* code, std::string* log) {
   Program p;
-  nvrtcResult r = nvrtcCreateProgram(&p.prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr,
-                                     nullptr);
+  nvrtcResult r =
+      nvrtcCreateProgram(&p.prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) {
     *log = fmt::format("nvrtcCreateProgram: {}", nvrtcGetErrorString(r));
     return false;
   }
   const std::string gpu = fmt::format("--gpu-architecture={}_{}", sass ? "sm" : "compute", arch);
-  const char* opts[] = {gpu.c_str(), "-default-device", "--std=c++20", "--fmad=true",
+  const char* opts[] = {gpu.c_str(),       "-default-device",  "--std=c++20", "--fmad=true",
                         "--prec-div=true", "--prec-sqrt=true", "--ftz=false"};
   r = nvrtcCompileProgram(p.prog, int(std::size(opts)), opts);
   *log = log_of(p.prog);
@@ -147,8 +148,8 @@ const FusedKernel* compile_fused(const std::string& source, const std::string& n
   auto k = std::make_unique<FusedKernel>();
   k->source = source;
   k->name = name;
-  OF_CUDA_CHECK(cudaLibraryLoadData(&k->library, code.data(), nullptr, nullptr, 0, nullptr,
-                                    nullptr, 0));
+  OF_CUDA_CHECK(
+      cudaLibraryLoadData(&k->library, code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   const cudaError_t got = cudaLibraryGetKernel(&k->kernel, k->library, name.c_str());
   if (got != cudaSuccess) {
     cudaLibraryUnload(k->library);
@@ -166,7 +167,8 @@ void launch_fused(const FusedKernel* kernel, const void* params, size_t param_by
            "[jit.fuse] internal error: a fused launch without a kernel or parameters");
   if (numel <= 0) return;
   const int64_t t = trace::kFusedThreads;
-  const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>((numel + t - 1) / t, 1 << 16)));
+  const unsigned blocks =
+      unsigned(std::max<int64_t>(1, std::min<int64_t>((numel + t - 1) / t, 1 << 16)));
   void* args[] = {const_cast<void*>(params)};
   note_launch(kernel->name.c_str());
   const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(kernel->kernel),

@@ -95,8 +95,7 @@ void graph_capture_abort(int device) noexcept {
   cudaGetLastError();
   try {
     end_pool(d, s);
-  } catch (...) {
-  }
+  } catch (...) {}
   t_graph_rng = nullptr;
   t_graph_flag = nullptr;
 }

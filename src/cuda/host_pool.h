@@ -71,9 +71,10 @@ template <class H> class HostPool {
       p = h_.malloc(size);
     }
     if (!p)
-      fail("[cuda] out of pinned host memory: asked for {} bytes (a block of {}); the pinned pool "
-           "holds {} bytes in use and {} bytes in all",
-           n, size, stats_.allocated, stats_.reserved);
+      fail(
+          "[cuda] out of pinned host memory: asked for {} bytes (a block of {}); the pinned pool "
+          "holds {} bytes in use and {} bytes in all",
+          n, size, stats_.allocated, stats_.reserved);
     Block& b = blocks_[p];
     b.size = size;
     b.live = true;

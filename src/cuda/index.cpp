@@ -41,13 +41,15 @@ std::optional<int64_t> first_bad_index(const Tensor& index, int64_t size, const 
            "[{}] cuda: expected int64 or int32 indices, got {}", op, dtype_name(index.dtype()));
   if (capturing()) {  // NOTE [CUDA Graph capture]: no host read; the executor reads the flag
     int* flag = graph_flag();
-    OF_CHECK(flag != nullptr, "[{}] cuda: checking the indices synchronizes the host, which a "
-             "CUDA Graph capture cannot contain", op);
+    OF_CHECK(flag != nullptr,
+             "[{}] cuda: checking the indices synchronizes the host, which a "
+             "CUDA Graph capture cannot contain",
+             op);
     const Tensor idx = index.contiguous();
     const int dev = resolve_device(idx.device().index());
-    const cudaError_t err = launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64,
-                                              idx.numel(), size, false, 0, flag,
-                                              current_stream_of(dev));
+    const cudaError_t err =
+        launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64, idx.numel(), size, false,
+                          0, flag, current_stream_of(dev));
     if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
     return std::nullopt;
   }
@@ -100,7 +102,8 @@ void run_remap(const std::vector<RemapDim>& dims, const void* src, void* dst, Sc
     const bool id = d.kind == MapKind::kIdentity;
     if (id && d.size == 1) continue;
     if (id && !m.empty() && m.back().kind == MapKind::kIdentity &&
-        m.back().dst_stride == d.dst_stride * d.size && m.back().src_stride == d.src_stride * d.size) {
+        m.back().dst_stride == d.dst_stride * d.size &&
+        m.back().src_stride == d.src_stride * d.size) {
       m.back().size *= d.size;
       m.back().src_size = m.back().size;
       m.back().dst_stride = d.dst_stride;
@@ -109,8 +112,9 @@ void run_remap(const std::vector<RemapDim>& dims, const void* src, void* dst, Sc
     }
     m.push_back(d);
   }
-  OF_CHECK(m.size() <= size_t(kMaxIndexDims), "[{}] cuda: at most {} non-mergeable dims, got shape {}",
-           op, kMaxIndexDims, shape_str(out.sizes()));
+  OF_CHECK(m.size() <= size_t(kMaxIndexDims),
+           "[{}] cuda: at most {} non-mergeable dims, got shape {}", op, kMaxIndexDims,
+           shape_str(out.sizes()));
   RemapParams p;
   p.ndim = int(m.size());
   p.numel = numel;
@@ -145,8 +149,8 @@ std::vector<RemapDim> identity_dims(const Tensor& dst, const Tensor& src) {
 std::vector<RemapDim> dense_dims(const Tensor& out, const Tensor& x) {
   std::vector<RemapDim> dims;
   for (int64_t d = 0; d < out.dim(); ++d)
-    dims.push_back({out.sizes()[d], out.strides()[d], x.strides()[d], x.sizes()[d], 0,
-                    MapKind::kIdentity});
+    dims.push_back(
+        {out.sizes()[d], out.strides()[d], x.strides()[d], x.sizes()[d], 0, MapKind::kIdentity});
   return dims;
 }
 
@@ -167,9 +171,10 @@ void cat_kernel(const KernelArgs& k) {
     if (t.numel() > 0) {
       OF_CHECK(t.is_cuda() && t.device() == out.device() && t.dtype() == out.dtype(),
                "[cat] cuda: every input must be a {} tensor on {}, got {} on {}",
-               dtype_name(out.dtype()), out.device().str(), dtype_name(t.dtype()), t.device().str());
-      const Tensor v = make_view(out, t.sizes(), out.strides(),
-                                 out.storage_offset() + off * out.strides()[d]);
+               dtype_name(out.dtype()), out.device().str(), dtype_name(t.dtype()),
+               t.device().str());
+      const Tensor v =
+          make_view(out, t.sizes(), out.strides(), out.storage_offset() + off * out.strides()[d]);
       copy_into(v, t, "cat");
     }
     off += t.sizes()[d];
@@ -221,8 +226,7 @@ void gather_kernel(const KernelArgs& k) {
 
 // inputs self, index (int64), src (self's dtype, all of one rank); attr dim: out = self, then
 // out[... index[i] at dim ...] = src[i] (or += for scatter_add) over the index's shape
-template <bool Add>
-void scatter_kernel(const KernelArgs& k) {
+template <bool Add> void scatter_kernel(const KernelArgs& k) {
   const char* op = Add ? "scatter_add" : "scatter";
   const Tensor &self = k.inputs[0], &index = k.inputs[1], &src = k.inputs[2];
   const Tensor& out = k.outputs[0];
@@ -270,8 +274,7 @@ void scatter_kernel(const KernelArgs& k) {
 // ---------------------------------------------------------------- tril / triu
 
 // input x (rank >= 2, any strides); attr diagonal
-template <bool Lower>
-void tri_kernel(const KernelArgs& k) {
+template <bool Lower> void tri_kernel(const KernelArgs& k) {
   const char* op = Lower ? "tril" : "triu";
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
@@ -335,8 +338,10 @@ void roll_kernel(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   device_of(x, "roll");
   const DimVector &shifts = k.attrs.ints(0), &rdims = k.attrs.ints(1);
-  OF_CHECK(shifts.size() == rdims.size(), "[roll] shifts and dimensions must align: got {} shifts "
-           "and {} dims", shifts.size(), rdims.size());
+  OF_CHECK(shifts.size() == rdims.size(),
+           "[roll] shifts and dimensions must align: got {} shifts "
+           "and {} dims",
+           shifts.size(), rdims.size());
   std::vector<int64_t> total(size_t(std::max<int64_t>(x.dim(), 1)), 0);
   for (size_t i = 0; i < rdims.size(); ++i) {
     const int64_t d = wrap_dim(rdims[i], x.dim(), "roll"), n = x.dim() ? x.sizes()[d] : 1;
@@ -364,8 +369,8 @@ void repeat_kernel(const KernelArgs& k) {
     const int64_t xsz = d < lead ? 1 : x.sizes()[d - lead];
     const int64_t xst = d < lead ? 0 : x.strides()[d - lead];
     const int64_t osz = out.sizes()[d];
-    dims.push_back({osz, out.strides()[d], xst, xsz, 0,
-                    osz == xsz ? MapKind::kIdentity : MapKind::kRepeat});
+    dims.push_back(
+        {osz, out.strides()[d], xst, xsz, 0, osz == xsz ? MapKind::kIdentity : MapKind::kRepeat});
   }
   run_remap(dims, x.impl()->raw_data(), out.impl()->raw_data(), x.dtype(), 0, out, "repeat");
 }
@@ -383,8 +388,10 @@ void pad_kernel(const KernelArgs& k) {
   else if (mode == "replicate") kind = MapKind::kReplicate;
   else if (mode == "circular") kind = MapKind::kCircular;
   else
-    fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or "
-         "'circular'", mode);
+    fail(
+        "[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or "
+        "'circular'",
+        mode);
   OF_CHECK(pads.size() % 2 == 0 && int64_t(pads.size()) / 2 <= x.dim(),
            "[pad] cuda: {} pads for an input of shape {}", pads.size(), shape_str(x.sizes()));
   if (out.numel() == 0) return;
@@ -392,8 +399,10 @@ void pad_kernel(const KernelArgs& k) {
   const int64_t nd = x.dim(), np = int64_t(pads.size()) / 2;
   for (int64_t q = 0; q < np; ++q) {
     const int64_t d = nd - 1 - q, l = pads[size_t(2 * q)], r = pads[size_t(2 * q + 1)];
-    OF_CHECK(out.sizes()[d] == x.sizes()[d] + l + r, "[pad] cuda: output size {} of dimension {} "
-             "is not {} + {} + {}", out.sizes()[d], d, x.sizes()[d], l, r);
+    OF_CHECK(out.sizes()[d] == x.sizes()[d] + l + r,
+             "[pad] cuda: output size {} of dimension {} "
+             "is not {} + {} + {}",
+             out.sizes()[d], d, x.sizes()[d], l, r);
     if (l == 0 && r == 0) continue;
     dims[size_t(d)].kind = kind;
     dims[size_t(d)].arg = l;
@@ -419,8 +428,10 @@ void one_hot_kernel(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const int device = device_of(x, "one_hot");
   DeviceGuard guard(device);
-  OF_CHECK(x.dtype() == kInt64, "[one_hot] is only applicable to index tensors of dtype int64, "
-           "got {}", dtype_name(x.dtype()));
+  OF_CHECK(x.dtype() == kInt64,
+           "[one_hot] is only applicable to index tensors of dtype int64, "
+           "got {}",
+           dtype_name(x.dtype()));
   const int64_t c = k.attrs.i(0);
   OF_CHECK(c >= 0, "[one_hot] num_classes must be positive or -1, got {}", c);
   if (const auto v = first_bad_index(x, c, "one_hot")) {

@@ -12,14 +12,18 @@ namespace oneflow::cuda_module {
 namespace {
 
 // The unsigned word of a dtype's size: copies through it are exact for every dtype.
-template <class G>
-cudaError_t visit_bits(ScalarType t, G&& go) {
+template <class G> cudaError_t visit_bits(ScalarType t, G&& go) {
   switch (itemsize(t)) {
-    case 1: return go(uint8_t{});
-    case 2: return go(uint16_t{});
-    case 4: return go(uint32_t{});
-    case 8: return go(uint64_t{});
-    default: return cudaErrorInvalidValue;
+    case 1:
+      return go(uint8_t{});
+    case 2:
+      return go(uint16_t{});
+    case 4:
+      return go(uint32_t{});
+    case 8:
+      return go(uint64_t{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -42,8 +46,7 @@ __device__ __forceinline__ int64_t offset_of(int64_t e, int ndim, const int64_t*
 
 // ---------------------------------------------------------------- remap (cat flip roll repeat pad)
 
-template <class W>
-__global__ void remap_kernel(RemapParams p) {
+template <class W> __global__ void remap_kernel(RemapParams p) {
   const W* src = static_cast<const W*>(p.src);
   W* dst = static_cast<W*>(p.dst);
   W fill;
@@ -59,10 +62,18 @@ __global__ void remap_kernel(RemapParams p) {
       const int64_t n = p.src_sizes[d], a = p.arg[d];
       int64_t j = i;
       switch (p.kind[d]) {
-        case MapKind::kIdentity: break;
-        case MapKind::kFlip: j = n - 1 - i; break;
-        case MapKind::kRoll: j = i - a; if (j < 0) j += n; break;
-        case MapKind::kRepeat: j = i % n; break;
+        case MapKind::kIdentity:
+          break;
+        case MapKind::kFlip:
+          j = n - 1 - i;
+          break;
+        case MapKind::kRoll:
+          j = i - a;
+          if (j < 0) j += n;
+          break;
+        case MapKind::kRepeat:
+          j = i % n;
+          break;
         case MapKind::kConstant:
           j = i - a;
           if (j < 0 || j >= n) {
@@ -79,7 +90,9 @@ __global__ void remap_kernel(RemapParams p) {
           j = i - a;
           j = j < 0 ? 0 : (j > n - 1 ? n - 1 : j);
           break;
-        case MapKind::kCircular: j = ((i - a) % n + n) % n; break;
+        case MapKind::kCircular:
+          j = ((i - a) % n + n) % n;
+          break;
       }
       so += j * p.src_strides[d];
     }
@@ -89,8 +102,7 @@ __global__ void remap_kernel(RemapParams p) {
 
 // ---------------------------------------------------------------- tril / triu
 
-template <class W>
-__global__ void tri_kernel(TriParams p) {
+template <class W> __global__ void tri_kernel(TriParams p) {
   const W* src = static_cast<const W*>(p.src);
   W* dst = static_cast<W*>(p.dst);
   for (int64_t e = grid_start(); e < p.numel; e += grid_step()) {
@@ -103,8 +115,7 @@ __global__ void tri_kernel(TriParams p) {
 
 // ---------------------------------------------------------------- gather
 
-template <class W>
-__global__ void gather_kernel(GatherParams p) {
+template <class W> __global__ void gather_kernel(GatherParams p) {
   const W* x = static_cast<const W*>(p.x);
   W* out = static_cast<W*>(p.out);
   for (int64_t e = grid_start(); e < p.numel; e += grid_step()) {
@@ -136,8 +147,7 @@ __device__ __forceinline__ void line_offsets(const ScatterParams& p, int64_t l, 
 }
 
 // A thread per line, walking it in index order (the CPU's order: see index.h).
-template <class T, bool Add>
-__global__ void scatter_lines_kernel(ScatterParams p) {
+template <class T, bool Add> __global__ void scatter_lines_kernel(ScatterParams p) {
   const T* src = static_cast<const T*>(p.src);
   T* out = static_cast<T*>(p.out);
   for (int64_t l = grid_start(); l < p.lines; l += grid_step()) {
@@ -158,8 +168,7 @@ __global__ void scatter_lines_kernel(ScatterParams p) {
 }
 
 // Integer sums: exact in any order, so a thread per element with atomics.
-template <class T>
-__global__ void scatter_add_atomic_kernel(ScatterParams p) {
+template <class T> __global__ void scatter_add_atomic_kernel(ScatterParams p) {
   const T* src = static_cast<const T*>(p.src);
   T* out = static_cast<T*>(p.out);
   const int64_t total = p.lines * p.n;
@@ -191,8 +200,7 @@ __global__ void one_hot_kernel(OneHotParams p) {
 
 // ---------------------------------------------------------------- index checks
 
-template <class I>
-__global__ void first_bad_kernel(IndexCheckParams p) {
+template <class I> __global__ void first_bad_kernel(IndexCheckParams p) {
   const I* idx = static_cast<const I*>(p.index);
   auto* pos = reinterpret_cast<unsigned long long*>(p.result);
   for (int64_t e = grid_start(); e < p.numel; e += grid_step()) {
@@ -201,8 +209,7 @@ __global__ void first_bad_kernel(IndexCheckParams p) {
   }
 }
 
-template <class I>
-__global__ void bad_value_kernel(IndexCheckParams p) {
+template <class I> __global__ void bad_value_kernel(IndexCheckParams p) {
   const I* idx = static_cast<const I*>(p.index);
   const unsigned long long e = *reinterpret_cast<const unsigned long long*>(p.result);
   if (e == ~0ull) return;

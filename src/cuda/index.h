@@ -64,7 +64,7 @@ struct TriParams {
   int64_t numel = 0;
   int64_t rows = 0, cols = 0, diag = 0;
   bool lower = true;
-  int64_t sizes[kMaxIndexDims] = {};        // the batch dims, then rows and cols
+  int64_t sizes[kMaxIndexDims] = {};  // the batch dims, then rows and cols
   int64_t src_strides[kMaxIndexDims] = {};
   const void* src = nullptr;
   void* dst = nullptr;
@@ -97,9 +97,9 @@ struct ScatterParams {
   int64_t lines = 0;
   int64_t sizes[kMaxIndexDims] = {};
   int64_t strides[3][kMaxIndexDims] = {};
-  int64_t n = 1;                          // the index's size along the dim
-  int64_t index_step = 0, src_step = 0;   // their strides along the dim
-  int64_t dim_size = 1, dim_stride = 0;   // out along the dim
+  int64_t n = 1;                         // the index's size along the dim
+  int64_t index_step = 0, src_step = 0;  // their strides along the dim
+  int64_t dim_size = 1, dim_stride = 0;  // out along the dim
   bool add = false;
   const int64_t* index = nullptr;
   const void* src = nullptr;

@@ -10,46 +10,18 @@
 
 namespace oneflow::cuda_module {
 
-std::string unavailable_reason();
+// The entries of the module's table (NOTE [Module entries]), implemented across src/cuda/.
+#define OF_CUDA_ENTRY(ret, name, params, args, guard, what, ex) ret name params ex;
+#include "cuda/module_entries.inc"
+#undef OF_CUDA_ENTRY
+
 bool is_available();
-int device_count();
-int current_device();
-void synchronize(int device);
 
-Storage allocate_storage(size_t nbytes, int device);
-memory::Stats stats(int device);
-void reset_peak_stats(int device);
-void empty_cache(int device);
-
-void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
-Storage allocate_pinned(size_t nbytes);
-bool is_pinned(const void* p);
-void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
-
-// Streams and events (stream.cpp, NOTE [CUDA streams]); handles are cudaStream_t/cudaEvent_t.
+// Streams (stream.cpp, NOTE [CUDA streams]): the device's current stream as cudaStream_t.
 cudaStream_t current_stream_of(int device);
-void* current_stream(int device);
-void* default_stream(int device);
-void* pool_stream(int device, bool high_priority);
-void set_current_stream(int device, void* stream);
-bool stream_query(int device, void* stream);
-void stream_synchronize(int device, void* stream);
-void* event_create(int device, bool timing);
-void event_destroy(void* event) noexcept;
-void event_record(void* event, int device, void* stream);
-bool event_query(void* event);
-void event_synchronize(void* event);
-void event_block(void* event, int device, void* stream);
-float event_elapsed_ms(void* start, void* end);
-// The allocator (allocator.cpp): another stream uses the block at ptr; CUDA Graph pools.
-void record_stream(void* ptr, int device, void* stream);
-void begin_pool(int device, void* stream, int id);
-void end_pool(int device, void* stream);
-void release_pool(int device, int id);
-// NOTE [Asynchronous CUDA errors]: the op whose kernel runs next; a launch's own status (and,
-// with OF_CUDA_LAUNCH_BLOCKING=1, its completion); a synchronization's status, re-raised with
-// the ops launched since the last clean one.
-void note_launch(const char* op);
+// NOTE [Asynchronous CUDA errors]: a launch's own status (and, with OF_CUDA_LAUNCH_BLOCKING=1,
+// its completion); a synchronization's status, re-raised with the ops launched since the last
+// clean one (note_launch names the op whose kernel runs next).
 void after_launch(const char* op);
 // A kernel launcher's status: cudaErrorInvalidValue (a dtype the launcher does not
 // instantiate) raises "[op] cuda: unsupported dtype T", any other error the CUDA error; then
@@ -61,22 +33,9 @@ void check_async(cudaError_t err, const char* where);
 bool completed(cudaError_t err, const char* where);
 
 // CUDA Graphs (graph.cpp, NOTE [CUDA Graph capture]).
-bool capturing();                         // a capture is active on this thread's current stream
 void refuse_if_capturing(const char* what);  // raises while capturing: `what` syncs the host
 const uint64_t* graph_rng();  // random kernels: the (seed, offset) device slot, once; or null
 int* graph_flag();            // index checks while capturing: the device error flag, or null
-void graph_slots(const void* rng, void* flag);
-void graph_capture_begin(int device, int pool_id);
-void* graph_capture_end(int device);
-void graph_capture_abort(int device) noexcept;
-void graph_launch(void* exec, int device);
-void graph_destroy(void* exec) noexcept;
-void memset_async(void* ptr, int value, size_t n, int device);
-
-// NCCL (nccl.cpp, NOTE [NCCL communicator]).
-global::Communicator* nccl_comm_create(const std::shared_ptr<global::Communicator>* host,
-                                       int device);
-std::string nccl_version();
 
 // What the core handed the module at load (the switches of of::globalContext()).
 extern const cuda_backend::CoreV1* g_core;
@@ -98,6 +57,6 @@ void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/fl
 bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int device);
 // out += b broadcast (b over out's trailing dims), by the elementwise add kernel.
 void add_into(const Tensor& out, const Tensor& b);
-void bmm_kernel(const KernelArgs& args);           // cuBLAS strided-batched GEMM
+void bmm_kernel(const KernelArgs& args);  // cuBLAS strided-batched GEMM
 
 }  // namespace oneflow::cuda_module

@@ -63,14 +63,22 @@ namespace {
 
 ncclDataType_t nccl_type(ScalarType t, const char* call) {
   switch (t) {
-    case kFloat32: return ncclFloat32;
-    case kFloat64: return ncclFloat64;
-    case kFloat16: return ncclFloat16;
-    case kBFloat16: return ncclBfloat16;
-    case kInt32: return ncclInt32;
-    case kInt64: return ncclInt64;
-    case kUInt8: return ncclUint8;
-    default: fail("[nccl] {}: no NCCL reduction for dtype {}", call, dtype_name(t));
+    case kFloat32:
+      return ncclFloat32;
+    case kFloat64:
+      return ncclFloat64;
+    case kFloat16:
+      return ncclFloat16;
+    case kBFloat16:
+      return ncclBfloat16;
+    case kInt32:
+      return ncclInt32;
+    case kInt64:
+      return ncclInt64;
+    case kUInt8:
+      return ncclUint8;
+    default:
+      fail("[nccl] {}: no NCCL reduction for dtype {}", call, dtype_name(t));
   }
 }
 
@@ -215,8 +223,8 @@ class NcclComm final : public global::Communicator {
     for (int r = 0; r < size_; ++r) {
       const int64_t n = counts[size_t(r)];
       if (n > 0)
-        OF_NCCL_CHECK(ncclReduce(in + off * int64_t(item), r == rank_ ? recv : nullptr, size_t(n), t,
-                                 ncclSum, r, comm_, stream()),
+        OF_NCCL_CHECK(ncclReduce(in + off * int64_t(item), r == rank_ ? recv : nullptr, size_t(n),
+                                 t, ncclSum, r, comm_, stream()),
                       comm_);
       off += n;
     }
@@ -253,10 +261,9 @@ class NcclComm final : public global::Communicator {
     int64_t off = 0;
     for (const StridedBlock& b : send) {
       if (b.bytes() > 0)
-        OF_CUDA_CHECK(cudaMemcpy2DAsync(sp + off, size_t(b.row_bytes),
-                                        static_cast<const char*>(sendbuf) + b.offset,
-                                        size_t(b.stride), size_t(b.row_bytes), size_t(b.rows),
-                                        cudaMemcpyDeviceToDevice, s));
+        OF_CUDA_CHECK(cudaMemcpy2DAsync(
+            sp + off, size_t(b.row_bytes), static_cast<const char*>(sendbuf) + b.offset,
+            size_t(b.stride), size_t(b.row_bytes), size_t(b.rows), cudaMemcpyDeviceToDevice, s));
       off += b.bytes();
     }
     exchange(sp, sb, rp, rb);
@@ -340,8 +347,8 @@ class NcclComm final : public global::Communicator {
     for (size_t q = 0; q < sb.size(); ++q) so[q + 1] = so[q] + sb[q];
     for (size_t q = 0; q < rb.size(); ++q) ro[q + 1] = ro[q] + rb[q];
     if (sb[size_t(rank_)] != rb[size_t(rank_)])
-      fail("[nccl] alltoall: rank {} sends itself {} bytes but expects {}", rank_, sb[size_t(rank_)],
-           rb[size_t(rank_)]);
+      fail("[nccl] alltoall: rank {} sends itself {} bytes but expects {}", rank_,
+           sb[size_t(rank_)], rb[size_t(rank_)]);
     if (sb[size_t(rank_)] > 0)
       OF_CUDA_CHECK(cudaMemcpyAsync(recv + ro[size_t(rank_)], send + so[size_t(rank_)],
                                     size_t(sb[size_t(rank_)]), cudaMemcpyDeviceToDevice, s));
@@ -385,8 +392,9 @@ std::string nccl_version() {
 #else  // no NCCL in this build
 
 global::Communicator* nccl_comm_create(const std::shared_ptr<global::Communicator>*, int) {
-  fail("[nccl] global CUDA tensors need NCCL, and this build has none (meson found no libnccl "
-       "and nccl.h when it was configured)");
+  fail(
+      "[nccl] global CUDA tensors need NCCL, and this build has none (meson found no libnccl "
+      "and nccl.h when it was configured)");
 }
 
 std::string nccl_version() { return ""; }

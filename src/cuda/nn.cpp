@@ -25,13 +25,15 @@ void check_index_values(const Tensor& index, int64_t size, const char* op, const
   if (index.numel() == 0) return;
   if (capturing()) {  // NOTE [CUDA Graph capture]: no host read; the executor reads the flag
     int* flag = graph_flag();
-    OF_CHECK(flag != nullptr, "[{}] cuda: checking the indices synchronizes the host, which a "
-             "CUDA Graph capture cannot contain", op);
+    OF_CHECK(flag != nullptr,
+             "[{}] cuda: checking the indices synchronizes the host, which a "
+             "CUDA Graph capture cannot contain",
+             op);
     const Tensor idx = index.contiguous();
     const int device = resolve_device(idx.device().index());
-    const cudaError_t err =
-        launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64, idx.numel(), size,
-                          allowed.has_value(), allowed.value_or(0), flag, current_stream_of(device));
+    const cudaError_t err = launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64,
+                                              idx.numel(), size, allowed.has_value(),
+                                              allowed.value_or(0), flag, current_stream_of(device));
     if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
     return;
   }
@@ -139,8 +141,7 @@ NormParams norm_params(int mode, const Tensor& x, const Attrs& a) {
   return p;
 }
 
-template <int M>
-void norm_kernel(const KernelArgs& k) {
+template <int M> void norm_kernel(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous();
   const Tensor w = dense_or_empty(k.inputs[1]);
   const Tensor b = M == kRms ? Tensor() : dense_or_empty(k.inputs[2]);
@@ -156,8 +157,7 @@ void norm_kernel(const KernelArgs& k) {
   check_launch(launch_norm(p, current_stream_of(device)), norm_name(M), p.dtype);
 }
 
-template <int M>
-void norm_backward_kernel(const KernelArgs& k) {
+template <int M> void norm_backward_kernel(const KernelArgs& k) {
   const Tensor dy = k.inputs[0].contiguous();
   const Tensor x = k.inputs[1].contiguous();
   const Tensor w = dense_or_empty(k.inputs[2]);
@@ -194,7 +194,8 @@ void linear_kernel(const KernelArgs& k) {
   if (k.inputs[2].defined() && out.numel() > 0) add_into(out, k.inputs[2]);
 }
 
-// ---------------------------------------------------------------- index_select / embedding / index_add
+// ---------------------------------------------------------------- index_select / embedding /
+// index_add
 
 IndexParams index_params(const Tensor& x, int64_t d, const Tensor& index) {
   IndexParams p;
@@ -258,7 +259,8 @@ void index_add_kernel(const KernelArgs& k) {
   OF_CHECK(out.is_contiguous(), "[index_add] cuda: expected a dense output");
   const ScalarType t = self.dtype();
   OF_CHECK(t == kFloat32 || t == kFloat64 || t == kInt32 || t == kInt64,
-           "[index_add] cuda: unsupported dtype {} (float32, float64, int32, int64)", dtype_name(t));
+           "[index_add] cuda: unsupported dtype {} (float32, float64, int32, int64)",
+           dtype_name(t));
   IndexParams p = index_params(out, d, index);
   check_index_values(index, p.size, "index_add", "index", d, self);
   Tensor(out).copy_(self);

@@ -30,7 +30,9 @@ template <class T> __device__ T block_max(T v, T* sh) {
   sh[threadIdx.x] = v;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) sh[threadIdx.x] = sh[threadIdx.x + w] > sh[threadIdx.x] ? sh[threadIdx.x + w] : sh[threadIdx.x];
+    if (int(threadIdx.x) < w)
+      sh[threadIdx.x] =
+          sh[threadIdx.x + w] > sh[threadIdx.x] ? sh[threadIdx.x + w] : sh[threadIdx.x];
     __syncthreads();
   }
   const T r = sh[0];
@@ -41,8 +43,7 @@ template <class T> __device__ T block_max(T v, T* sh) {
 // ---------------------------------------------------------------- cross entropy
 
 // Sum of the weights of every class (the smoothing term's), into work[3 * rows].
-template <class T>
-__global__ void ce_weight_sum(CeParams p) {
+template <class T> __global__ void ce_weight_sum(CeParams p) {
   __shared__ double sh[kThreads];
   const T* w = static_cast<const T*>(p.weight);
   double s = 0;
@@ -52,8 +53,7 @@ __global__ void ce_weight_sum(CeParams p) {
 }
 
 // A block per row: lse, and per row nll, smoothing term and target weight into work.
-template <class T>
-__global__ void ce_rows(CeParams p) {
+template <class T> __global__ void ce_rows(CeParams p) {
   __shared__ double sh[kThreads];
   __shared__ T shm[kThreads];
   const T* x = static_cast<const T*>(p.x);
@@ -64,7 +64,8 @@ __global__ void ce_rows(CeParams p) {
     const int64_t n = r / p.inner, d = r % p.inner;
     const T* row = x + n * p.C * p.inner + d;
     T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = threadIdx.x; c < p.C; c += kThreads) mx = row[c * p.inner] > mx ? row[c * p.inner] : mx;
+    for (int64_t c = threadIdx.x; c < p.C; c += kThreads)
+      mx = row[c * p.inner] > mx ? row[c * p.inner] : mx;
     mx = block_max(mx, shm);
     double s = 0, sx = 0;
     for (int64_t c = threadIdx.x; c < p.C; c += kThreads) {
@@ -96,8 +97,7 @@ __global__ void ce_rows(CeParams p) {
 }
 
 // One block: the sums over rows (in a fixed order) and the reduced loss.
-template <class T>
-__global__ void ce_finish(CeParams p) {
+template <class T> __global__ void ce_finish(CeParams p) {
   __shared__ double sh[kThreads];
   double sn = 0, ss = 0, sw = 0;
   for (int64_t r = threadIdx.x; r < p.rows; r += kThreads) {
@@ -127,14 +127,14 @@ __global__ void ce_finish(CeParams p) {
 }
 
 // A thread per element of grad_x: the CPU kernel's expression for its row.
-template <class T>
-__global__ void ce_backward(CeParams p) {
+template <class T> __global__ void ce_backward(CeParams p) {
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
   const T* g = static_cast<const T*>(p.grad);
   const T* lse = static_cast<const T*>(p.lse_in);
   T* gx = static_cast<T*>(p.grad_x);
-  const double eps = p.label_smoothing, sc = eps / double(p.C), tw = double(static_cast<const T*>(p.total_in)[0]);
+  const double eps = p.label_smoothing, sc = eps / double(p.C),
+               tw = double(static_cast<const T*>(p.total_in)[0]);
   const double wsum_all = p.work[3 * p.rows];
   const int64_t total = p.rows * p.C, step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
@@ -167,8 +167,7 @@ __global__ void ce_backward(CeParams p) {
 
 // ---------------------------------------------------------------- norms
 
-template <class T>
-__global__ void norm_forward(NormParams p) {
+template <class T> __global__ void norm_forward(NormParams p) {
   __shared__ double sh[kThreads];
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
@@ -214,8 +213,7 @@ __global__ void norm_forward(NormParams p) {
 }
 
 // gx, a block per row: rstd * (dy*w - mean(dy*w) - xhat * mean(dy*w*xhat)).
-template <class T>
-__global__ void norm_backward_rows(NormParams p) {
+template <class T> __global__ void norm_backward_rows(NormParams p) {
   __shared__ double sh[kThreads];
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
@@ -260,8 +258,7 @@ __global__ void norm_backward_rows(NormParams p) {
 
 // gweight/gbias: a thread per channel, summing over the rows sharing it in row order
 // (layer/rms norm: consecutive threads read consecutive columns).
-template <class T>
-__global__ void norm_param_grads(NormParams p) {
+template <class T> __global__ void norm_param_grads(NormParams p) {
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
   const T* mean = static_cast<const T*>(p.mean_in);
@@ -290,8 +287,7 @@ __global__ void norm_param_grads(NormParams p) {
 
 // ---------------------------------------------------------------- index_select / index_add
 
-template <class T, class I>
-__global__ void index_select_kernel(IndexParams p) {
+template <class T, class I> __global__ void index_select_kernel(IndexParams p) {
   const T* x = static_cast<const T*>(p.src);
   const I* idx = static_cast<const I*>(p.index);
   T* out = static_cast<T*>(p.out);
@@ -321,8 +317,7 @@ template <class T> __device__ void atomic_add(T* a, T v) {
   }
 }
 
-template <class T, class I>
-__global__ void index_add_kernel(IndexParams p) {
+template <class T, class I> __global__ void index_add_kernel(IndexParams p) {
   const T* src = static_cast<const T*>(p.src);
   const I* idx = static_cast<const I*>(p.index);
   T* out = static_cast<T*>(p.out);
@@ -335,12 +330,14 @@ __global__ void index_add_kernel(IndexParams p) {
   }
 }
 
-template <class G>
-cudaError_t visit_f(ScalarType t, G&& go) {
+template <class G> cudaError_t visit_f(ScalarType t, G&& go) {
   switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    default: return cudaErrorInvalidValue;
+    case ScalarType::Float32:
+      return go(float{});
+    case ScalarType::Float64:
+      return go(double{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -350,7 +347,8 @@ cudaError_t launch_cross_entropy(const CeParams& p, cudaStream_t stream) {
   return visit_f(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     ce_weight_sum<T><<<1, kThreads, 0, stream>>>(p);
-    if (p.rows > 0) ce_rows<T><<<unsigned(std::min<int64_t>(p.rows, 1 << 16)), kThreads, 0, stream>>>(p);
+    if (p.rows > 0)
+      ce_rows<T><<<unsigned(std::min<int64_t>(p.rows, 1 << 16)), kThreads, 0, stream>>>(p);
     ce_finish<T><<<1, kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
@@ -368,7 +366,8 @@ cudaError_t launch_cross_entropy_backward(const CeParams& p, cudaStream_t stream
 cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
   if (p.M == 0) return cudaSuccess;
   return visit_f(p.dtype, [&](auto tag) {
-    norm_forward<decltype(tag)><<<unsigned(std::min<int64_t>(p.M, 1 << 16)), kThreads, 0, stream>>>(p);
+    norm_forward<decltype(tag)>
+        <<<unsigned(std::min<int64_t>(p.M, 1 << 16)), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
 }
@@ -376,7 +375,8 @@ cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
 cudaError_t launch_norm_backward(const NormParams& p, cudaStream_t stream) {
   return visit_f(p.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (p.M > 0) norm_backward_rows<T><<<unsigned(std::min<int64_t>(p.M, 1 << 16)), kThreads, 0, stream>>>(p);
+    if (p.M > 0)
+      norm_backward_rows<T><<<unsigned(std::min<int64_t>(p.M, 1 << 16)), kThreads, 0, stream>>>(p);
     if (p.G * p.cg > 0) norm_param_grads<T><<<blocks_for(p.G * p.cg), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
@@ -398,10 +398,10 @@ cudaError_t launch_index_flag(const void* index, bool index64, int64_t n, int64_
   if (n == 0) return cudaSuccess;
   if (index64)
     index_flag_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const int64_t*>(index), n,
-                                                               size, has_allowed, allowed, flag);
+                                                              size, has_allowed, allowed, flag);
   else
     index_flag_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const int32_t*>(index), n,
-                                                               size, has_allowed, allowed, flag);
+                                                              size, has_allowed, allowed, flag);
   return cudaGetLastError();
 }
 

@@ -29,10 +29,10 @@ struct CeParams {
   void* total_weight = nullptr;  // []
   double* work = nullptr;        // 3 * rows + 4 doubles of scratch
   // backward
-  const void* grad = nullptr;     // [rows] (none) or []
-  const void* lse_in = nullptr;   // [rows]
-  const void* total_in = nullptr; // []
-  void* grad_x = nullptr;         // like x
+  const void* grad = nullptr;      // [rows] (none) or []
+  const void* lse_in = nullptr;    // [rows]
+  const void* total_in = nullptr;  // []
+  void* grad_x = nullptr;          // like x
 };
 cudaError_t launch_cross_entropy(const CeParams& p, cudaStream_t stream);
 cudaError_t launch_cross_entropy_backward(const CeParams& p, cudaStream_t stream);

@@ -55,8 +55,7 @@ __device__ Win window(const PoolAxis& a, PoolKind kind, bool include_pad, int64_
 }
 
 // The outputs whose windows may contain input i along axis a (checked by the caller).
-__device__ void candidates(const PoolAxis& a, PoolKind kind, int64_t i, int64_t& o0,
-                           int64_t& o1) {
+__device__ void candidates(const PoolAxis& a, PoolKind kind, int64_t i, int64_t& o0, int64_t& o1) {
   if (kind == PoolKind::kAvg) {
     const int64_t t = i + a.p - a.k;
     o0 = t < 0 ? 0 : t / a.s + 1;
@@ -69,15 +68,15 @@ __device__ void candidates(const PoolAxis& a, PoolKind kind, int64_t i, int64_t&
   o1 = std::min<int64_t>(o1 + 1, a.out - 1);
 }
 
-template <class T>
-__global__ void max_pool_kernel(PoolParams p) {
+template <class T> __global__ void max_pool_kernel(PoolParams p) {
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   const PoolAxis &ad = p.ax[0], &ah = p.ax[1], &aw = p.ax[2];
   const int64_t out_sz = ad.out * ah.out * aw.out, in_sz = ad.in * ah.in * aw.in;
   const int64_t total = p.planes * out_sz;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
-    const int64_t ow = e % aw.out, oh = (e / aw.out) % ah.out, od = (e / (aw.out * ah.out)) % ad.out;
+    const int64_t ow = e % aw.out, oh = (e / aw.out) % ah.out,
+                  od = (e / (aw.out * ah.out)) % ad.out;
     const int64_t pl = e / out_sz;
     const Win wd = window(ad, p.kind, false, 0, false, od);
     const Win wh = window(ah, p.kind, false, 0, false, oh);
@@ -103,8 +102,7 @@ __global__ void max_pool_kernel(PoolParams p) {
 
 // y = sum over depth and height taps of (fd * fh) * (sum over width taps of fw * x): the CPU's
 // separable order (NOTE [Separable resampling] in src/ops/nn_conv.cpp).
-template <class T>
-__global__ void avg_pool_kernel(PoolParams p) {
+template <class T> __global__ void avg_pool_kernel(PoolParams p) {
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   const PoolAxis &ad = p.ax[0], &ah = p.ax[1], &aw = p.ax[2];
@@ -112,7 +110,8 @@ __global__ void avg_pool_kernel(PoolParams p) {
   const int64_t total = p.planes * out_sz;
   const bool inc = p.count_include_pad;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
-    const int64_t ow = e % aw.out, oh = (e / aw.out) % ah.out, od = (e / (aw.out * ah.out)) % ad.out;
+    const int64_t ow = e % aw.out, oh = (e / aw.out) % ah.out,
+                  od = (e / (aw.out * ah.out)) % ad.out;
     const int64_t pl = e / out_sz;
     const Win wd = window(ad, p.kind, inc, p.divisor, false, od);
     const Win wh = window(ah, p.kind, inc, p.divisor, false, oh);
@@ -134,8 +133,7 @@ __global__ void avg_pool_kernel(PoolParams p) {
 
 // grad_in[i] = sum over the outputs o whose windows contain i, in row-major order of o, of
 // fw(o) * ((fd(o) * fh(o)) * grad_out[o]): the CPU adjoint's terms in the CPU's order.
-template <class T>
-__global__ void avg_pool_backward_kernel(PoolParams p) {
+template <class T> __global__ void avg_pool_backward_kernel(PoolParams p) {
   const T* g = static_cast<const T*>(p.grad_out);
   T* gx = static_cast<T*>(p.grad_in);
   const PoolAxis &ad = p.ax[0], &ah = p.ax[1], &aw = p.ax[2];
@@ -170,12 +168,14 @@ __global__ void avg_pool_backward_kernel(PoolParams p) {
   }
 }
 
-template <class G>
-cudaError_t visit_f(ScalarType t, G&& go) {
+template <class G> cudaError_t visit_f(ScalarType t, G&& go) {
   switch (t) {
-    case ScalarType::Float32: return go(float{});
-    case ScalarType::Float64: return go(double{});
-    default: return cudaErrorInvalidValue;
+    case ScalarType::Float32:
+      return go(float{});
+    case ScalarType::Float64:
+      return go(double{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -193,8 +193,7 @@ cudaError_t launch_pool(const PoolParams& p, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     if (p.kind == PoolKind::kMax || p.kind == PoolKind::kAdaptiveMax)
       max_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p);
-    else
-      avg_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p);
+    else avg_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
 }

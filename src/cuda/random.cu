@@ -10,8 +10,7 @@
 namespace oneflow::cuda_module {
 namespace {
 
-template <class T>
-__global__ void random_kernel(RandParams p) {
+template <class T> __global__ void random_kernel(RandParams p) {
   using C = compute_t<T>;
   T* out = static_cast<T*>(p.out);
   const int64_t nctr = (p.numel + 3) / 4, step = int64_t(blockDim.x) * gridDim.x;
@@ -41,8 +40,7 @@ __global__ void random_kernel(RandParams p) {
   }
 }
 
-template <class T>
-__global__ void dropout_kernel(DropoutParams p) {
+template <class T> __global__ void dropout_kernel(DropoutParams p) {
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   const T s = T(p.scale);
@@ -60,8 +58,7 @@ __global__ void dropout_kernel(DropoutParams p) {
   }
 }
 
-template <class T>
-__global__ void factory_kernel(FactoryParams p) {
+template <class T> __global__ void factory_kernel(FactoryParams p) {
   using C = compute_t<T>;
   T* out = static_cast<T*>(p.out);
   const int64_t n = p.numel, step = int64_t(blockDim.x) * gridDim.x;

@@ -22,8 +22,8 @@ struct RandParams {
   void* out = nullptr;  // dense
   ScalarType dtype;
   uint64_t seed = 0, offset = 0;
-  double a = 0, b = 0;     // uniform [a, b); normal mean a, std b
-  int64_t lo = 0;          // randint: lo + (64 random bits) % range
+  double a = 0, b = 0;  // uniform [a, b); normal mean a, std b
+  int64_t lo = 0;       // randint: lo + (64 random bits) % range
   uint64_t range = 1;
   const uint64_t* philox = nullptr;  // set: read {seed, offset} here (CUDA Graph replays)
 };

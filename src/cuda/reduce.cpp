@@ -16,24 +16,36 @@ namespace {
 
 const char* op_name(RedOp op) {
   switch (op) {
-    case RedOp::sum: return "sum";
-    case RedOp::prod: return "prod";
-    case RedOp::mean: return "mean";
-    case RedOp::amax: return "amax";
-    case RedOp::amin: return "amin";
-    case RedOp::all: return "all";
-    case RedOp::any: return "any";
+    case RedOp::sum:
+      return "sum";
+    case RedOp::prod:
+      return "prod";
+    case RedOp::mean:
+      return "mean";
+    case RedOp::amax:
+      return "amax";
+    case RedOp::amin:
+      return "amin";
+    case RedOp::all:
+      return "all";
+    case RedOp::any:
+      return "any";
     case RedOp::norm0:
     case RedOp::norm1:
     case RedOp::norm2:
     case RedOp::norm_inf:
-    case RedOp::norm_neginf: return "norm";
+    case RedOp::norm_neginf:
+      return "norm";
     case RedOp::mean_d:
-    case RedOp::sqdev: return "var";
+    case RedOp::sqdev:
+      return "var";
     case RedOp::max_shift:
-    case RedOp::logsumexp: return "logsumexp";
-    case RedOp::argmax: return "argmax";
-    case RedOp::argmin: return "argmin";
+    case RedOp::logsumexp:
+      return "logsumexp";
+    case RedOp::argmax:
+      return "argmax";
+    case RedOp::argmin:
+      return "argmin";
   }
   return "reduction";
 }
@@ -68,8 +80,8 @@ void launch(RedOp op, const Canon& c, void* out, const ReduceParams& extra, cons
 
 // The op's result into `out`: directly when out has the op's natural dtype, else through a
 // temporary of that dtype.
-void reduce_into(RedOp op, const Canon& c, const Tensor& out, ScalarType natural,
-                 const char* name, ReduceParams extra = {}) {
+void reduce_into(RedOp op, const Canon& c, const Tensor& out, ScalarType natural, const char* name,
+                 ReduceParams extra = {}) {
   if (out.numel() == 0) return;
   OF_CHECK(out.is_contiguous() && out.numel() == c.outer * c.inner,
            "[{}] cuda: expected a dense output of {} elements, got shape {}", name,
@@ -90,8 +102,7 @@ void need_float(const Tensor& x, const char* op) {
     fail("[{}] cuda: expected a floating-point input, got {}", op, dtype_name(x.dtype()));
 }
 
-template <RedOp Op>
-void reduce_kernel(const KernelArgs& k) {
+template <RedOp Op> void reduce_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   const char* name = op_name(Op);
@@ -126,8 +137,7 @@ void norm_kernel(const KernelArgs& k) {
 }
 
 // var/std: the mean of each output in float64, then the squared deviations from it.
-template <bool Sqrt>
-void var_kernel(const KernelArgs& k) {
+template <bool Sqrt> void var_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   const char* name = Sqrt ? "std" : "var";
@@ -161,8 +171,7 @@ void logsumexp_kernel(const KernelArgs& k) {
 }
 
 // max_dim/min_dim {dim, keepdim}: values and int64 indices; argmax/argmin {dim or none, keepdim}.
-template <bool IsMax>
-void max_dim_kernel(const KernelArgs& k) {
+template <bool IsMax> void max_dim_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const char* name = IsMax ? "max_dim" : "min_dim";
   check_cuda(x, k.outputs[0], name);
@@ -172,8 +181,7 @@ void max_dim_kernel(const KernelArgs& k) {
   extra.idx = static_cast<int64_t*>(k.outputs[1].impl()->raw_data());
   launch(IsMax ? RedOp::argmax : RedOp::argmin, c, k.outputs[0].impl()->raw_data(), extra, name);
 }
-template <bool IsMax>
-void argmax_kernel(const KernelArgs& k) {
+template <bool IsMax> void argmax_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const char* name = IsMax ? "argmax" : "argmin";
   check_cuda(x, k.outputs[0], name);
@@ -191,13 +199,12 @@ void argmax_kernel(const KernelArgs& k) {
 }
 
 // softmax/log_softmax/cumsum/cumprod: x along attr dim 0 into the dense output, same dtype.
-template <class Launch>
-void along_dim(const KernelArgs& k, const char* name, const Launch& go) {
+template <class Launch> void along_dim(const KernelArgs& k, const char* name, const Launch& go) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   check_cuda(x, out, name);
-  OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(),
-           "[{}] cuda: expected a dense {} output", name, dtype_name(x.dtype()));
+  OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(), "[{}] cuda: expected a dense {} output",
+           name, dtype_name(x.dtype()));
   const Canon c = canon_dim(x, k.attrs.i(0));
   ReduceParams p = params_of(c);
   p.out = out.impl()->raw_data();
@@ -206,15 +213,14 @@ void along_dim(const KernelArgs& k, const char* name, const Launch& go) {
   check_launch(go(p, current_stream_of(device)), name, p.dtype);
 }
 
-template <bool Log>
-void softmax_kernel(const KernelArgs& k) {
+template <bool Log> void softmax_kernel(const KernelArgs& k) {
   const char* name = Log ? "log_softmax" : "softmax";
   need_float(k.inputs[0], name);
-  along_dim(k, name, [](const ReduceParams& p, cudaStream_t s) { return launch_softmax(Log, p, s); });
+  along_dim(k, name,
+            [](const ReduceParams& p, cudaStream_t s) { return launch_softmax(Log, p, s); });
 }
 
-template <bool Prod>
-void scan_kernel(const KernelArgs& k) {
+template <bool Prod> void scan_kernel(const KernelArgs& k) {
   const char* name = Prod ? "cumprod" : "cumsum";
   const ScalarType t = k.inputs[0].dtype();
   OF_CHECK(t == kInt64 || is_floating_point(t),

@@ -304,10 +304,10 @@ cudaError_t run(const ReduceParams& p, R r, void* workspace, cudaStream_t stream
   } else {
     cols_kernel<T><<<blocks_for(outputs * splits), kThreads, 0, stream>>>(p, r, splits, ws);
   }
-  if (splits > 1) merge_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(outputs, r, splits, ws);
+  if (splits > 1)
+    merge_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(outputs, r, splits, ws);
   return cudaGetLastError();
 }
-
 
 template <class T> T* out_as(const ReduceParams& p) { return static_cast<T*>(p.out); }
 
@@ -319,15 +319,25 @@ size_t acc_size(RedOp op, ScalarType t) {
     using C = compute_t<T>;
     switch (op) {
       case RedOp::sum:
-      case RedOp::prod: sz = sizeof(typename SumR<T>::Acc); break;
+      case RedOp::prod:
+        sz = sizeof(typename SumR<T>::Acc);
+        break;
       case RedOp::amax:
       case RedOp::amin:
-      case RedOp::max_shift: sz = sizeof(C); break;
+      case RedOp::max_shift:
+        sz = sizeof(C);
+        break;
       case RedOp::all:
-      case RedOp::any: sz = sizeof(bool); break;
+      case RedOp::any:
+        sz = sizeof(bool);
+        break;
       case RedOp::argmax:
-      case RedOp::argmin: sz = sizeof(ArgAcc<C>); break;
-      default: sz = sizeof(double); break;
+      case RedOp::argmin:
+        sz = sizeof(ArgAcc<C>);
+        break;
+      default:
+        sz = sizeof(double);
+        break;
     }
     return cudaSuccess;
   });
@@ -336,8 +346,7 @@ size_t acc_size(RedOp op, ScalarType t) {
 
 // ---------------------------------------------------------------- softmax
 
-template <class T, bool Log, int TPR>
-__global__ void softmax_rows(ReduceParams p) {
+template <class T, bool Log, int TPR> __global__ void softmax_rows(ReduceParams p) {
   using C = compute_t<T>;
   constexpr int kRows = kThreads / TPR;
   __shared__ C sh[kThreads];
@@ -385,15 +394,13 @@ __global__ void softmax_rows(ReduceParams p) {
         for (int64_t k = lane; k < n; k += TPR) py[k] = T((C(px[k]) - m) - ls);
       } else {
         const C inv = C(1) / s;  // as the CPU: exp rounded to T, then scaled
-        for (int64_t k = lane; k < n; k += TPR)
-          py[k] = T(C(T(fn::exp_<C>(C(px[k]) - m))) * inv);
+        for (int64_t k = lane; k < n; k += TPR) py[k] = T(C(T(fn::exp_<C>(C(px[k]) - m))) * inv);
       }
     }
   }
 }
 
-template <class T, bool Log>
-__global__ void softmax_cols(ReduceParams p) {
+template <class T, bool Log> __global__ void softmax_cols(ReduceParams p) {
   using C = compute_t<T>;
   const T* x = static_cast<const T*>(p.in);
   T* y = static_cast<T*>(p.out);
@@ -422,8 +429,7 @@ __global__ void softmax_cols(ReduceParams p) {
 
 // ---------------------------------------------------------------- scans
 
-template <class T>
-__global__ void scan_kernel(ReduceParams p, bool prod, bool reverse) {
+template <class T> __global__ void scan_kernel(ReduceParams p, bool prod, bool reverse) {
   using C = compute_t<T>;
   using Acc = std::conditional_t<is_floating_v<T>, double, int64_t>;
   const T* x = static_cast<const T*>(p.in);
@@ -502,11 +508,16 @@ cudaError_t launch_reduce(RedOp op, const ReduceParams& p, void* ws, cudaStream_
         using T = decltype(tag);
         T* o = out_as<T>(p);
         switch (op) {
-          case RedOp::norm0: return run<T>(p, NormR<T, 0>{o}, ws, stream);
-          case RedOp::norm1: return run<T>(p, NormR<T, 1>{o}, ws, stream);
-          case RedOp::norm2: return run<T>(p, NormR<T, 2>{o}, ws, stream);
-          case RedOp::norm_inf: return run<T>(p, NormR<T, 3>{o}, ws, stream);
-          default: return run<T>(p, NormR<T, -1>{o}, ws, stream);
+          case RedOp::norm0:
+            return run<T>(p, NormR<T, 0>{o}, ws, stream);
+          case RedOp::norm1:
+            return run<T>(p, NormR<T, 1>{o}, ws, stream);
+          case RedOp::norm2:
+            return run<T>(p, NormR<T, 2>{o}, ws, stream);
+          case RedOp::norm_inf:
+            return run<T>(p, NormR<T, 3>{o}, ws, stream);
+          default:
+            return run<T>(p, NormR<T, -1>{o}, ws, stream);
         }
       });
     case RedOp::sqdev:

@@ -23,14 +23,30 @@ namespace cuda_module {
 //   argmax, argmin: int64 indices into idx (the first extreme; the first NaN), and the values
 //   into out when out is not null (max_dim, min_dim).
 enum class RedOp : int {
-  sum, prod, mean, amax, amin, all, any, norm0, norm1, norm2, norm_inf, norm_neginf,
-  mean_d, max_shift, sqdev, logsumexp, argmax, argmin,
+  sum,
+  prod,
+  mean,
+  amax,
+  amin,
+  all,
+  any,
+  norm0,
+  norm1,
+  norm2,
+  norm_inf,
+  norm_neginf,
+  mean_d,
+  max_shift,
+  sqdev,
+  logsumexp,
+  argmax,
+  argmin,
 };
 
 struct ReduceParams {
   int64_t outer = 1, n = 1, inner = 1;  // input element (o, k, j) at (o * n + k) * inner + j
   const void* in = nullptr;
-  void* out = nullptr;   // outer * inner outputs, row-major (o, j)
+  void* out = nullptr;  // outer * inner outputs, row-major (o, j)
   int64_t* idx = nullptr;
   const void* shift = nullptr;
   double denom = 1;

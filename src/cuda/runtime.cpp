@@ -78,8 +78,8 @@ std::string unavailable_reason() {
   const Probe& p = probe();
   if (p.count > 0) return {};
   if (p.err != cudaSuccess)
-    return fmt::format("no CUDA device (cudaGetDeviceCount failed: {}: {})", cudaGetErrorName(p.err),
-                       cudaGetErrorString(p.err));
+    return fmt::format("no CUDA device (cudaGetDeviceCount failed: {}: {})",
+                       cudaGetErrorName(p.err), cudaGetErrorString(p.err));
   return "no CUDA device (cudaGetDeviceCount found 0 devices)";
 }
 int device_count() { return probe().count; }
@@ -106,8 +106,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     const int d = resolve_device(src_dev.is_cpu() ? dst_dev.index() : src_dev.index());
     DeviceGuard guard(d);
     cudaStream_t s = current_stream_of(d);
-    OF_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, src_dev.is_cpu() ? cudaMemcpyHostToDevice
-                                                                : cudaMemcpyDeviceToHost, s));
+    OF_CUDA_CHECK(cudaMemcpyAsync(
+        dst, src, n, src_dev.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
     check_async(cudaStreamSynchronize(s), "cudaStreamSynchronize (a copy)");
     return;
   }

@@ -54,11 +54,11 @@ Selected select_flat(const SelectShape& shape, const std::vector<int64_t>& strid
   uint8_t* flags = base;
   auto* count = reinterpret_cast<int64_t*>(base + flags_bytes);
   void* cub_temp = base + flags_bytes + 16;
-  check_launch(launch_select_flags(shape, strides.data(), src.impl()->raw_data(), src.dtype(), flags,
-                                   stream),
+  check_launch(launch_select_flags(shape, strides.data(), src.impl()->raw_data(), src.dtype(),
+                                   flags, stream),
                op, src.dtype());
-  OF_CUDA_CHECK(compact_flags(cub_temp, temp, flags, n, static_cast<int64_t*>(r.idx->data), count,
-                              stream));
+  OF_CUDA_CHECK(
+      compact_flags(cub_temp, temp, flags, n, static_cast<int64_t*>(r.idx->data), count, stream));
   return r;
 }
 
@@ -71,8 +71,8 @@ void nonzero_kernel(const KernelArgs& k) {
   const SelectShape shape = shape_of(x.sizes(), "nonzero");
   const std::vector<int64_t> xs(x.strides().begin(), x.strides().end());
   const Selected sel = select_flat(shape, xs, x, device, stream, "nonzero");
-  check_launch(launch_unravel(shape, sel.ptr(), out.size(0), static_cast<int64_t*>(out.impl()->raw_data()),
-                              stream),
+  check_launch(launch_unravel(shape, sel.ptr(), out.size(0),
+                              static_cast<int64_t*>(out.impl()->raw_data()), stream),
                "nonzero", kInt64);
 }
 
@@ -113,8 +113,10 @@ void masked_select_backward_kernel(const KernelArgs& k) {
                static_cast<unsigned char*>(sel.scratch->data) + flags_bytes, g.device(),
                sizeof(selected));
   }
-  OF_CHECK(selected <= g.size(0), "[masked_select_backward] gradient has {} elements, fewer than "
-           "the {} the mask selects", g.size(0), selected);
+  OF_CHECK(selected <= g.size(0),
+           "[masked_select_backward] gradient has {} elements, fewer than "
+           "the {} the mask selects",
+           g.size(0), selected);
   OF_CUDA_CHECK(cudaMemsetAsync(out.impl()->raw_data(), 0, out.nbytes(), stream));
   const std::vector<int64_t> os(out.strides().begin(), out.strides().end());
   check_launch(launch_scatter_flat(shape, os.data(), out.impl()->raw_data(), out.dtype(), sel.ptr(),

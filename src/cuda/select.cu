@@ -31,12 +31,11 @@ __device__ int64_t offset_of(const Walk& w, int64_t i) {
   return off;
 }
 
-#define OF_GRID_LOOP(i, n)                                                       \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);      \
+#define OF_GRID_LOOP(i, n)                                                  \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
-template <class T>
-__global__ void flags_kernel(Walk w, const T* src, uint8_t* flags) {
+template <class T> __global__ void flags_kernel(Walk w, const T* src, uint8_t* flags) {
   OF_GRID_LOOP(i, w.shape.numel) {
     flags[i] = uint8_t(compute_t<T>(src[offset_of(w, i)]) != compute_t<T>(0));
   }
@@ -72,15 +71,16 @@ cudaError_t launch_select_flags(const SelectShape& shape, const int64_t* strides
   const Walk w = walk_of(shape, strides);
   return visit(dtype, [&](auto tag) {
     using T = decltype(tag);
-    flags_kernel<T><<<blocks_for(shape.numel), kThreads, 0, stream>>>(w, static_cast<const T*>(src), flags);
+    flags_kernel<T>
+        <<<blocks_for(shape.numel), kThreads, 0, stream>>>(w, static_cast<const T*>(src), flags);
     return cudaGetLastError();
   });
 }
 
 cudaError_t compact_flags(void* temp, size_t& temp_bytes, const uint8_t* flags, int64_t n,
                           int64_t* out, int64_t* count, cudaStream_t stream) {
-  return cub::DeviceSelect::Flagged(temp, temp_bytes, thrust::counting_iterator<int64_t>(0),
-                                    flags, out, count, n, stream);
+  return cub::DeviceSelect::Flagged(temp, temp_bytes, thrust::counting_iterator<int64_t>(0), flags,
+                                    out, count, n, stream);
 }
 
 cudaError_t launch_unravel(const SelectShape& shape, const int64_t* idx, int64_t rows,
@@ -104,8 +104,8 @@ cudaError_t launch_gather_flat(const SelectShape& shape, const int64_t* strides,
 }
 
 cudaError_t launch_scatter_flat(const SelectShape& shape, const int64_t* strides, void* dst,
-                                ScalarType dtype, const int64_t* idx, int64_t rows,
-                                const void* g, int64_t gs, cudaStream_t stream) {
+                                ScalarType dtype, const int64_t* idx, int64_t rows, const void* g,
+                                int64_t gs, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const Walk w = walk_of(shape, strides);
   return visit(dtype, [&](auto tag) {

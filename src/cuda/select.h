@@ -48,8 +48,8 @@ cudaError_t launch_gather_flat(const SelectShape& shape, const int64_t* strides,
                                cudaStream_t stream);
 // masked_select_backward: dst at flat index idx[k] (dst at `strides` over `shape`) = g[k * gs].
 cudaError_t launch_scatter_flat(const SelectShape& shape, const int64_t* strides, void* dst,
-                                ScalarType dtype, const int64_t* idx, int64_t rows,
-                                const void* g, int64_t gs, cudaStream_t stream);
+                                ScalarType dtype, const int64_t* idx, int64_t rows, const void* g,
+                                int64_t gs, cudaStream_t stream);
 
 }  // namespace cuda_module
 }  // namespace oneflow

@@ -26,8 +26,7 @@ namespace {
 
 // sort: attrs dim, descending; topk: attrs k, dim, largest, sorted (always sorted, as on the
 // CPU). Outputs values (x's dtype) and int64 indices. NOTE [CUDA sort] in sort.h.
-template <bool TopK>
-void sort_kernel(const KernelArgs& k) {
+template <bool TopK> void sort_kernel(const KernelArgs& k) {
   const char* op = TopK ? "topk" : "sort";
   const Tensor& x = k.inputs[0];
   const Tensor &values = k.outputs[0], &indices = k.outputs[1];
@@ -37,8 +36,10 @@ void sort_kernel(const KernelArgs& k) {
   const int64_t n = size_at(x, d);
   const int64_t kk = TopK ? k.attrs.i(0) : n;
   if constexpr (TopK)
-    OF_CHECK(kk >= 0 && kk <= n, "[topk] k ({}) is out of range for dimension {} with size {} "
-             "(input {})", kk, d, n, shape_str(x.sizes()));
+    OF_CHECK(kk >= 0 && kk <= n,
+             "[topk] k ({}) is out of range for dimension {} with size {} "
+             "(input {})",
+             kk, d, n, shape_str(x.sizes()));
   if (values.numel() == 0 || x.numel() == 0) return;
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, 3>> st;
@@ -98,8 +99,10 @@ void pad_backward_kernel(const KernelArgs& k) {
   else if (mode == "replicate") kind = PadBwdKind::kReplicate;
   else if (mode == "circular") kind = PadBwdKind::kCircular;
   else
-    fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or "
-         "'circular'", mode);
+    fail(
+        "[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or "
+        "'circular'",
+        mode);
   const int64_t nd = out.dim(), np = int64_t(pads.size()) / 2;
   OF_CHECK(pads.size() % 2 == 0 && np <= nd && g.dim() == nd,
            "[pad_backward] cuda: {} pads for a gradient of shape {} and an input of shape {}",
@@ -118,8 +121,10 @@ void pad_backward_kernel(const KernelArgs& k) {
     dims.push_back({out.sizes()[d], out.strides()[d], g.strides()[d], 0, 0, PadBwdKind::kIdentity});
   for (int64_t q = 0; q < np; ++q) {
     const int64_t d = nd - 1 - q, l = pads[size_t(2 * q)], r = pads[size_t(2 * q + 1)];
-    OF_CHECK(g.sizes()[d] == out.sizes()[d] + l + r, "[pad_backward] cuda: gradient size {} of "
-             "dimension {} is not {} + {} + {}", g.sizes()[d], d, out.sizes()[d], l, r);
+    OF_CHECK(g.sizes()[d] == out.sizes()[d] + l + r,
+             "[pad_backward] cuda: gradient size {} of "
+             "dimension {} is not {} + {} + {}",
+             g.sizes()[d], d, out.sizes()[d], l, r);
     if (l == 0 && r == 0) continue;
     dims[size_t(d)].kind = kind;
     dims[size_t(d)].l = l;
@@ -138,8 +143,10 @@ void pad_backward_kernel(const KernelArgs& k) {
     }
     m.push_back(e);
   }
-  OF_CHECK(m.size() <= size_t(kMaxSortDims), "[pad_backward] cuda: at most {} non-mergeable "
-           "dims, got shape {}", kMaxSortDims, shape_str(out.sizes()));
+  OF_CHECK(m.size() <= size_t(kMaxSortDims),
+           "[pad_backward] cuda: at most {} non-mergeable "
+           "dims, got shape {}",
+           kMaxSortDims, shape_str(out.sizes()));
   PadBackwardParams p;
   p.ndim = int(m.size());
   p.numel = out.numel();

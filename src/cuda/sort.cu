@@ -18,14 +18,12 @@ __device__ __forceinline__ int64_t grid_step() { return int64_t(blockDim.x) * gr
 
 // ---------------------------------------------------------------- sort / topk
 
-template <class C>
-__device__ __forceinline__ bool is_nan(C v) {
+template <class C> __device__ __forceinline__ bool is_nan(C v) {
   if constexpr (std::is_floating_point_v<C>) return v != v;
   else return false;
 }
 // The CPU's less_nan: a strict order with NaN the largest value.
-template <class C>
-__device__ __forceinline__ bool less_nan(C a, C b) {
+template <class C> __device__ __forceinline__ bool less_nan(C a, C b) {
   return is_nan(b) ? !is_nan(a) : a < b;
 }
 // (a, ia) comes before (b, ib) in the output (NOTE [CUDA sort]).
@@ -138,8 +136,7 @@ __device__ __forceinline__ int64_t rank_in(const C* rk, const int64_t* ri, int64
 
 // Runs of w sorted elements in every line of src merge pairwise into runs of 2w in dst, or, on
 // the last pass, into the first k of the outputs.
-template <class T>
-__global__ void merge_kernel(SortParams p, int64_t w, int src, bool last) {
+template <class T> __global__ void merge_kernel(SortParams p, int64_t w, int src, bool last) {
   using C = compute_t<T>;
   const C* sk = static_cast<const C*>(p.work_keys[src]);
   const int64_t* si = p.work_idx[src];
@@ -189,7 +186,9 @@ __device__ Runs preimages(PadBwdKind kind, int64_t j, int64_t n, int64_t l, int6
   Runs u;
   const int64_t m = n + l + r;
   switch (kind) {
-    case PadBwdKind::kIdentity: u.add(j, j); break;
+    case PadBwdKind::kIdentity:
+      u.add(j, j);
+      break;
     case PadBwdKind::kConstant:
       if (j + l >= 0 && j + l < m) u.add(j + l, j + l);
       break;
@@ -212,8 +211,7 @@ __device__ Runs preimages(PadBwdKind kind, int64_t j, int64_t n, int64_t l, int6
   return u;
 }
 
-template <class T>
-__global__ void pad_backward_kernel(PadBackwardParams p) {
+template <class T> __global__ void pad_backward_kernel(PadBackwardParams p) {
   using C = compute_t<T>;
   const T* g = static_cast<const T*>(p.g);
   T* gin = static_cast<T*>(p.gin);
@@ -266,8 +264,7 @@ __global__ void pad_backward_kernel(PadBackwardParams p) {
 
 // ---------------------------------------------------------------- LSTM cell
 
-template <class T>
-__global__ void lstm_cell_kernel(LstmCellParams p) {
+template <class T> __global__ void lstm_cell_kernel(LstmCellParams p) {
   const int64_t H = p.H, G = 4 * H, total = p.rows * H;
   const T* gates = static_cast<const T*>(p.gates);
   const T* add = static_cast<const T*>(p.add);
@@ -294,8 +291,7 @@ __global__ void lstm_cell_kernel(LstmCellParams p) {
   }
 }
 
-template <class T>
-__global__ void lstm_cell_backward_kernel(LstmCellBackwardParams p) {
+template <class T> __global__ void lstm_cell_backward_kernel(LstmCellBackwardParams p) {
   const int64_t H = p.H, G = 4 * H, total = p.rows * H;
   auto in = [](const void* q) { return static_cast<const T*>(q); };
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
@@ -309,8 +305,8 @@ __global__ void lstm_cell_backward_kernel(LstmCellBackwardParams p) {
             o = fn::sigmoid_(gr[3 * H + j]);
     const T tc = fn::tanh_(in(p.c_new)[e]);
     const T dcn = dc + dh * o * (T(1) - tc * tc);
-    T v[4] = {dcn * g * i * (T(1) - i), dcn * in(p.c)[e] * f * (T(1) - f),
-              dcn * i * (T(1) - g * g), dh * tc * o * (T(1) - o)};
+    T v[4] = {dcn * g * i * (T(1) - i), dcn * in(p.c)[e] * f * (T(1) - f), dcn * i * (T(1) - g * g),
+              dh * tc * o * (T(1) - o)};
     T* dg = static_cast<T*>(p.dgates) + r * G;
     for (int q = 0; q < 4; ++q) {
       if (p.dgates_add) v[q] = v[q] + in(p.dgates_add)[r * G + q * H + j];
@@ -320,8 +316,7 @@ __global__ void lstm_cell_backward_kernel(LstmCellBackwardParams p) {
   }
 }
 
-template <class G>
-cudaError_t visit_f32_f64(ScalarType t, G&& go) {
+template <class G> cudaError_t visit_f32_f64(ScalarType t, G&& go) {
   if (t == ScalarType::Float32) return go(float{});
   if (t == ScalarType::Float64) return go(double{});
   return cudaErrorInvalidValue;
@@ -386,8 +381,7 @@ cudaError_t launch_lstm_cell(const LstmCellParams& p, cudaStream_t stream) {
 cudaError_t launch_lstm_cell_backward(const LstmCellBackwardParams& p, cudaStream_t stream) {
   if (p.rows <= 0 || p.H <= 0) return cudaSuccess;
   return visit_f32_f64(p.dtype, [&](auto tag) {
-    lstm_cell_backward_kernel<decltype(tag)>
-        <<<blocks_for(p.rows * p.H), kThreads, 0, stream>>>(p);
+    lstm_cell_backward_kernel<decltype(tag)><<<blocks_for(p.rows * p.H), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   });
 }

@@ -62,8 +62,8 @@ cudaError_t launch_sort(const SortParams& p, cudaStream_t stream);
 enum class PadBwdKind : int8_t { kIdentity, kConstant, kReflect, kReplicate, kCircular };
 struct PadBackwardParams {
   int ndim = 0;
-  int64_t numel = 0;  // of gin
-  int64_t sizes[kMaxSortDims] = {};        // gin's
+  int64_t numel = 0;                 // of gin
+  int64_t sizes[kMaxSortDims] = {};  // gin's
   int64_t gin_strides[kMaxSortDims] = {};
   int64_t g_strides[kMaxSortDims] = {};
   int64_t left[kMaxSortDims] = {}, right[kMaxSortDims] = {};
@@ -80,8 +80,8 @@ cudaError_t launch_pad_backward(const PadBackwardParams& p, cudaStream_t stream)
 struct LstmCellParams {
   int64_t rows = 0, H = 0;
   const void* gates = nullptr;
-  const void* add = nullptr;   // may be null
-  void* gates_out = nullptr;   // with add
+  const void* add = nullptr;  // may be null
+  void* gates_out = nullptr;  // with add
   const void* c = nullptr;
   void* h_out = nullptr;
   void* c_out = nullptr;

@@ -98,7 +98,8 @@ void event_destroy(void* event) noexcept {
 
 void event_record(void* event, int device, void* stream) {
   DeviceGuard guard(resolve_device(device));
-  OF_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  OF_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
 }
 
 bool event_query(void* event) {
@@ -112,14 +113,14 @@ void event_synchronize(void* event) {
 
 void event_block(void* event, int device, void* stream) {
   DeviceGuard guard(resolve_device(device));
-  OF_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                    static_cast<cudaEvent_t>(event), 0));
+  OF_CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
 }
 
 float event_elapsed_ms(void* start, void* end) {
   float ms = 0;
-  OF_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
-                                     static_cast<cudaEvent_t>(end)));
+  OF_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
   return ms;
 }
 
@@ -193,10 +194,11 @@ void check_async(cudaError_t err, const char* where) {
   std::string ops;
   for (const char* o : l.ops) ops += ops.empty() ? o : fmt::format(", {}", o);
   l.ops.clear();
-  fail("[cuda] {} reported an error from earlier asynchronous work: {}: {}; the ops launched "
-       "since the last synchronization: [{}] (run with OF_CUDA_LAUNCH_BLOCKING=1 to find the "
-       "one that failed)",
-       where, cudaGetErrorName(err), cudaGetErrorString(err), ops);
+  fail(
+      "[cuda] {} reported an error from earlier asynchronous work: {}: {}; the ops launched "
+      "since the last synchronization: [{}] (run with OF_CUDA_LAUNCH_BLOCKING=1 to find the "
+      "one that failed)",
+      where, cudaGetErrorName(err), cudaGetErrorString(err), ops);
 }
 
 }  // namespace oneflow::cuda_module

@@ -14,8 +14,7 @@ namespace {
 // generated fused kernels
 using fused::convert;
 
-template <class In, class Out>
-__global__ void strided_copy_kernel(StridedCopyParams p) {
+template <class In, class Out> __global__ void strided_copy_kernel(StridedCopyParams p) {
   const In* src = static_cast<const In*>(p.src);
   Out* dst = static_cast<Out*>(p.dst);
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
@@ -34,17 +33,32 @@ __global__ void strided_copy_kernel(StridedCopyParams p) {
 }
 
 // Calls f(T{}) for the C++ type of `t`; false for an unknown dtype.
-template <class F>
-bool visit_dtype(ScalarType t, F&& f) {
+template <class F> bool visit_dtype(ScalarType t, F&& f) {
   switch (t) {
-    case kFloat32: f(float{}); return true;
-    case kFloat64: f(double{}); return true;
-    case kFloat16: f(Half{}); return true;
-    case kBFloat16: f(BFloat16{}); return true;
-    case kInt32: f(int32_t{}); return true;
-    case kInt64: f(int64_t{}); return true;
-    case kUInt8: f(uint8_t{}); return true;
-    case kBool: f(bool{}); return true;
+    case kFloat32:
+      f(float{});
+      return true;
+    case kFloat64:
+      f(double{});
+      return true;
+    case kFloat16:
+      f(Half{});
+      return true;
+    case kBFloat16:
+      f(BFloat16{});
+      return true;
+    case kInt32:
+      f(int32_t{});
+      return true;
+    case kInt64:
+      f(int64_t{});
+      return true;
+    case kUInt8:
+      f(uint8_t{});
+      return true;
+    case kBool:
+      f(bool{});
+      return true;
   }
   return false;
 }

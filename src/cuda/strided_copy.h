@@ -9,7 +9,7 @@
 namespace oneflow {
 
 enum class ScalarType : int8_t;  // oneflow/dtype.h
-struct TensorImpl;                // oneflow/tensor.h
+struct TensorImpl;               // oneflow/tensor.h
 
 namespace cuda_module {
 

@@ -28,7 +28,8 @@ Example<> Dataset::get_batch(const std::vector<int64_t>& indices) {
 
 TensorDataset::TensorDataset(Tensor data, Tensor targets)
     : data_(std::move(data)), targets_(std::move(targets)) {
-  OF_CHECK(data_.defined() && targets_.defined(), "[TensorDataset] data and targets must be defined");
+  OF_CHECK(data_.defined() && targets_.defined(),
+           "[TensorDataset] data and targets must be defined");
   OF_CHECK(data_.dim() >= 1 && targets_.dim() >= 1 && data_.size(0) == targets_.size(0),
            "[TensorDataset] data {} and targets {} must have the same first dimension",
            shape_str(data_.sizes()), shape_str(targets_.sizes()));
@@ -49,7 +50,8 @@ Example<> TensorDataset::get_batch(const std::vector<int64_t>& indices) {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Whole file, gunzipped when it ends in ".gz".
@@ -92,18 +94,39 @@ Tensor read_idx(const std::string& path) {
   const std::string bytes = read_bytes(path, "read_idx");
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < 4 || p[0] != 0 || p[1] != 0)
-    fail("[read_idx] '{}' is not an IDX file (expected magic 00 00 <type> <ndim>, file has {} bytes)",
-         path, bytes.size());
+    fail(
+        "[read_idx] '{}' is not an IDX file (expected magic 00 00 <type> <ndim>, file has {} "
+        "bytes)",
+        path, bytes.size());
   ScalarType dtype;
   size_t item = 1;
   switch (p[2]) {
-    case 0x08: dtype = kUInt8; item = 1; break;
-    case 0x09: dtype = kInt32; item = 1; break;  // int8, widened
-    case 0x0B: dtype = kInt32; item = 2; break;  // int16, widened
-    case 0x0C: dtype = kInt32; item = 4; break;
-    case 0x0D: dtype = kFloat32; item = 4; break;
-    case 0x0E: dtype = kFloat64; item = 8; break;
-    default: fail("[read_idx] '{}': unknown IDX data type 0x{:02x}", path, p[2]);
+    case 0x08:
+      dtype = kUInt8;
+      item = 1;
+      break;
+    case 0x09:
+      dtype = kInt32;
+      item = 1;
+      break;  // int8, widened
+    case 0x0B:
+      dtype = kInt32;
+      item = 2;
+      break;  // int16, widened
+    case 0x0C:
+      dtype = kInt32;
+      item = 4;
+      break;
+    case 0x0D:
+      dtype = kFloat32;
+      item = 4;
+      break;
+    case 0x0E:
+      dtype = kFloat64;
+      item = 8;
+      break;
+    default:
+      fail("[read_idx] '{}': unknown IDX data type 0x{:02x}", path, p[2]);
   }
   const size_t nd = p[3];
   if (bytes.size() < 4 + 4 * nd)
@@ -117,8 +140,10 @@ Tensor read_idx(const std::string& path) {
   }
   const size_t offset = 4 + 4 * nd;
   if (bytes.size() - offset != n * item)
-    fail("[read_idx] '{}' is truncated or has trailing data: shape {} needs {} data bytes, file "
-         "has {}", path, shape_str(shape), n * item, bytes.size() - offset);
+    fail(
+        "[read_idx] '{}' is truncated or has trailing data: shape {} needs {} data bytes, file "
+        "has {}",
+        path, shape_str(shape), n * item, bytes.size() - offset);
   Tensor t = empty(shape, dtype);
   const unsigned char* src = p + offset;
   if (p[2] == 0x08) {
@@ -144,8 +169,10 @@ std::string find_idx(const std::string& root, const std::string& stem) {
     std::string path = root + "/" + name;
     if (std::ifstream(path).good()) return path;
   }
-  fail("[MNIST] neither '{0}/{1}' nor '{0}/{1}.gz' exists (install Debian's dataset-fashion-mnist, "
-       "or point root at an MNIST-format directory)", root, stem);
+  fail(
+      "[MNIST] neither '{0}/{1}' nor '{0}/{1}.gz' exists (install Debian's dataset-fashion-mnist, "
+      "or point root at an MNIST-format directory)",
+      root, stem);
 }
 
 // images float32 [N, 1, H, W] / 255 and targets int64 [N] from root (train or t10k files).
@@ -186,14 +213,16 @@ Tensor CharVocab::encode(const std::string& text) const {
   int64_t* o = t.data_ptr<int64_t>();
   for (size_t i = 0; i < text.size(); ++i) {
     const int16_t id = index_[static_cast<unsigned char>(text[i])];
-    if (id < 0) fail("[CharVocab] character {} at position {} is not in the vocabulary", int(text[i]), i);
+    if (id < 0)
+      fail("[CharVocab] character {} at position {} is not in the vocabulary", int(text[i]), i);
     o[i] = id;
   }
   return t;
 }
 
 char CharVocab::char_at(int64_t id) const {
-  OF_CHECK(id >= 0 && id < size(), "[CharVocab] id {} out of range for a vocabulary of {}", id, size());
+  OF_CHECK(id >= 0 && id < size(), "[CharVocab] id {} out of range for a vocabulary of {}", id,
+           size());
   return chars_[size_t(id)];
 }
 
@@ -226,7 +255,8 @@ Example<> CharDataset::get_batch(const std::vector<int64_t>& indices) {
   int64_t *px = x.data_ptr<int64_t>(), *py = y.data_ptr<int64_t>();
   for (int64_t r = 0; r < b; ++r) {
     const int64_t i = indices[size_t(r)];
-    OF_CHECK(i >= 0 && size_t(i) < size(), "[CharDataset] index {} out of range for {} windows", i, size());
+    OF_CHECK(i >= 0 && size_t(i) < size(), "[CharDataset] index {} out of range for {} windows", i,
+             size());
     std::memcpy(px + r * block_, src + i, size_t(block_) * sizeof(int64_t));
     std::memcpy(py + r * block_, src + i + 1, size_t(block_) * sizeof(int64_t));
   }
@@ -278,11 +308,14 @@ TensorExample transforms::Stack<TensorExample>::apply_batch(std::vector<TensorEx
 
 Tensor transforms::detail::normalize_stat(ArrayRef<double> values, ArrayRef<double> mean,
                                           ArrayRef<double> stddev, bool is_stddev) {
-  OF_CHECK(!mean.empty() && !stddev.empty(), "[Normalize] mean ({} values) and stddev ({} values) "
-           "must not be empty", mean.size(), stddev.size());
+  OF_CHECK(!mean.empty() && !stddev.empty(),
+           "[Normalize] mean ({} values) and stddev ({} values) "
+           "must not be empty",
+           mean.size(), stddev.size());
   OF_CHECK(mean.size() == stddev.size() || mean.size() == 1 || stddev.size() == 1,
            "[Normalize] mean has {} values and stddev {}: give one value or one per channel for "
-           "both", mean.size(), stddev.size());
+           "both",
+           mean.size(), stddev.size());
   if (is_stddev)
     for (size_t c = 0; c < stddev.size(); ++c)
       OF_CHECK(stddev[c] != 0, "[Normalize] stddev must not be zero (stddev[{}] = 0)", c);
@@ -403,8 +436,7 @@ std::string worker_message(const std::exception_ptr& original) {
   } catch (const std::exception& e) {
     message += " Original message: ";
     message += e.what();
-  } catch (...) {
-  }
+  } catch (...) {}
   return message;
 }
 }  // namespace
@@ -432,7 +464,8 @@ size_t DataLoader::size() const {
 Example<> DataLoader::make_batch(size_t b) {
   const size_t bs = size_t(options_.batch_size());
   const size_t lo = b * bs, hi = std::min(order_.size(), lo + bs);
-  return dataset_->get_batch(std::vector<int64_t>(order_.begin() + long(lo), order_.begin() + long(hi)));
+  return dataset_->get_batch(
+      std::vector<int64_t>(order_.begin() + long(lo), order_.begin() + long(hi)));
 }
 
 void DataLoader::stop_worker() {
@@ -472,9 +505,8 @@ void DataLoader::start_epoch() {
       for (size_t b = 0; b < total; ++b) {
         {
           std::unique_lock<std::mutex> lk(mu_);
-          cv_.wait(lk, [&] {
-            return stop_ || queue_.size() < size_t(options_.prefetch_batches());
-          });
+          cv_.wait(lk,
+                   [&] { return stop_ || queue_.size() < size_t(options_.prefetch_batches()); });
           if (stop_) return;
         }
         Example<> e;

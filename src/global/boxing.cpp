@@ -69,8 +69,7 @@ Tensor allgather(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
 }
 
 Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
-  if (reduce_via_float(x.dtype()))
-    return reduce_scatter(c, x.to(kFloat32), L, d).to(x.dtype());
+  if (reduce_via_float(x.dtype())) return reduce_scatter(c, x.to(kFloat32), L, d).to(x.dtype());
   const int64_t p = c.size();
   Tensor xt = to_front(x, d);
   DimVector fs = front_shape(L, d);
@@ -189,17 +188,17 @@ void box_axis_cpu(const KernelArgs& k) {
   const Placement pl = placement_from(k.attrs);
   const int64_t axis = k.attrs.i(3);
   Tensor y = box_1d(axis_data_comm(pl, axis, k.inputs[0].device()), k.inputs[0], k.attrs.ints(4),
-                    sbp_of_code(k.attrs.i(5)),
-                    sbp_of_code(k.attrs.i(6)));
+                    sbp_of_code(k.attrs.i(5)), sbp_of_code(k.attrs.i(6)));
   k.outputs[0].copy_(y);
 }
 const OpDef& box_axis_op() {
-  static const OpDef op{.name = "boxing_axis",
-                        .traits = kCollective,
-                        .attr_names = {"ranks", "hierarchy", "device", "axis", "shape", "from", "to"},
-                        .infer_meta = box_axis_meta,
-                        .cpu = box_axis_cpu,
-                        .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
+  static const OpDef op{
+      .name = "boxing_axis",
+      .traits = kCollective,
+      .attr_names = {"ranks", "hierarchy", "device", "axis", "shape", "from", "to"},
+      .infer_meta = box_axis_meta,
+      .cpu = box_axis_cpu,
+      .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
   return op;
 }
 // One mesh axis of a conversion: recorded as boxing_axis while tracing, else run directly.
@@ -241,8 +240,7 @@ Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, 
       if ((from[first].is_split() && from[first].dim() == e) ||
           (to[first].is_split() && to[first].dim() == e))
         direct = false;
-      else
-        box[size_t(e)] = local.size(e);
+      else box[size_t(e)] = local.size(e);
     }
   }
   if (direct) return box_axis(pl, first, local, box, from[first], to[first]);
@@ -327,26 +325,29 @@ TensorList to_local_vjp(const VjpCtx& ctx, const TensorList& g) {
 }
 
 const OpDef& boxing_op() {
-  static const OpDef op{.name = "boxing",
-                        .traits = kCollective,
-                        .attr_names = {"ranks", "hierarchy", "device", "from", "logical"},
-                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
-                        .vjp = boxing_vjp};
+  static const OpDef op{
+      .name = "boxing",
+      .traits = kCollective,
+      .attr_names = {"ranks", "hierarchy", "device", "from", "logical"},
+      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
+      .vjp = boxing_vjp};
   return op;
 }
 const OpDef& to_global_op() {
-  static const OpDef op{.name = "to_global",
-                        .traits = kCollective,
-                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
-                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
-                        .vjp = to_global_vjp};
+  static const OpDef op{
+      .name = "to_global",
+      .traits = kCollective,
+      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+      .vjp = to_global_vjp};
   return op;
 }
 const OpDef& to_local_op() {
-  static const OpDef op{.name = "to_local",
-                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
-                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
-                        .vjp = to_local_vjp};
+  static const OpDef op{
+      .name = "to_local",
+      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
+      .vjp = to_local_vjp};
   return op;
 }
 
@@ -357,7 +358,8 @@ void maybe_record(const OpDef& op, const Tensor& in, const Attrs& a, Tensor& out
   out = outs[0];
 }
 
-Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
+Tensor local_to_global(const Tensor& x, const Placement& pl, const NdSbp& sbp,
+                       IntArrayRef logical) {
   const Box b = piece_box(logical, sbp, pl, my_coord(pl, "to_global"));
   if (!(x.sizes() == IntArrayRef(b.size)))
     fail("[to_global] internal error: a piece of shape {} for logical {} under {}",
@@ -393,13 +395,18 @@ DimVector logical_sizes(const Tensor& x, const Placement& pl, const NdSbp& sbp) 
   std::vector<int> members = pl.ranks();
   std::sort(members.begin(), members.end());
   auto rec = [&](size_t r) { return all.data() + r * mine.size(); };
-  auto shape_of = [&](size_t r) { return DimVector(rec(r) + 2, rec(r) + 2 + std::max<int64_t>(rec(r)[0], 0)); };
+  auto shape_of = [&](size_t r) {
+    return DimVector(rec(r) + 2, rec(r) + 2 + std::max<int64_t>(rec(r)[0], 0));
+  };
   for (size_t r = 0; r < members.size(); ++r) {
-    if (rec(r)[0] < 0) fail("[to_global] rank {} has a piece of more than {} dims", members[r], kMaxDims);
+    if (rec(r)[0] < 0)
+      fail("[to_global] rank {} has a piece of more than {} dims", members[r], kMaxDims);
     if (rec(r)[0] != rec(0)[0] || rec(r)[1] != rec(0)[1])
-      fail("[to_global] local pieces differ across ranks: rank {} has {} of dtype {}, rank {} has "
-           "{} of dtype {}", members[0], shape_str(shape_of(0)), dtype_name(ScalarType(rec(0)[1])),
-           members[r], shape_str(shape_of(r)), dtype_name(ScalarType(rec(r)[1])));
+      fail(
+          "[to_global] local pieces differ across ranks: rank {} has {} of dtype {}, rank {} has "
+          "{} of dtype {}",
+          members[0], shape_str(shape_of(0)), dtype_name(ScalarType(rec(0)[1])), members[r],
+          shape_str(shape_of(r)), dtype_name(ScalarType(rec(r)[1])));
   }
   check_sbp("to_global", pl, sbp, nd);
   // each split dim is the sum of the pieces along the axes splitting it (coordinate 0 elsewhere)
@@ -421,9 +428,10 @@ DimVector logical_sizes(const Tensor& x, const Placement& pl, const NdSbp& sbp) 
   for (size_t r = 0; r < members.size(); ++r) {
     const Box b = piece_box(L, sbp, pl, pl.coord_of(members[r]));
     if (!(IntArrayRef(b.size) == IntArrayRef(shape_of(r))))
-      fail("[to_global] local pieces of inconsistent shapes under {}: rank {} has {}, but a "
-           "logical {} needs {} there (pieces are balanced: the first n % p ranks one larger)",
-           sbp_str(sbp), members[r], shape_str(shape_of(r)), shape_str(L), shape_str(b.size));
+      fail(
+          "[to_global] local pieces of inconsistent shapes under {}: rank {} has {}, but a "
+          "logical {} needs {} there (pieces are balanced: the first n % p ranks one larger)",
+          sbp_str(sbp), members[r], shape_str(shape_of(r)), shape_str(L), shape_str(b.size));
   }
   return L;
 }
@@ -580,11 +588,12 @@ Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, con
 }
 
 const OpDef& move_op() {
-  static const OpDef op{.name = "move_placement",
-                        .traits = kCollective,
-                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
-                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
-                        .vjp = move_vjp};
+  static const OpDef op{
+      .name = "move_placement",
+      .traits = kCollective,
+      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+      .vjp = move_vjp};
   return op;
 }
 }  // namespace
@@ -614,9 +623,10 @@ Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
 Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
   check_impl();
   if (g_tracer && !in_kernel() && !is_global())
-    fail("[to_global] a local tensor becomes global inside a traced function, which takes an "
-         "all-gather of the pieces' shapes that a replay would not repeat: make the inputs "
-         "global before the call (x.to_global(...)) and pass them in");
+    fail(
+        "[to_global] a local tensor becomes global inside a traced function, which takes an "
+        "all-gather of the pieces' shapes that a replay would not repeat: make the inputs "
+        "global before the call (x.to_global(...)) and pass them in");
   if (is_global()) {
     const GlobalMeta& m = global::meta(*this);
     if (m.placement != placement) return global::move_placement(*this, placement, sbp);
@@ -630,10 +640,11 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
     // logical size is the sum of pieces it does not see
     for (const Sbp& s : sbp)
       if (s.is_split())
-        fail("[to_global] rank {} is not in {} and holds no piece of the {} tensor it makes, "
-             "whose logical shape it therefore can't know: make it global where it is held, or "
-             "broadcast, and move it with to_global(placement, sbp)", global::this_rank(),
-             placement.str(), sbp_str(sbp));
+        fail(
+            "[to_global] rank {} is not in {} and holds no piece of the {} tensor it makes, "
+            "whose logical shape it therefore can't know: make it global where it is held, or "
+            "broadcast, and move it with to_global(placement, sbp)",
+            global::this_rank(), placement.str(), sbp_str(sbp));
     return global::make_handle(sizes(), dtype(), device(), placement, sbp);
   }
   DimVector L = global::logical_sizes(*this, placement, sbp);
@@ -641,8 +652,9 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
 }
 
 void Tensor::global_data_ptr_error() {
-  fail("[data_ptr] a global tensor's data lives in its ranks' pieces: call to_local() for this "
-       "rank's piece, or to_vector() / item() for the logical value");
+  fail(
+      "[data_ptr] a global tensor's data lives in its ranks' pieces: call to_local() for this "
+      "rank's piece, or to_vector() / item() for the logical value");
 }
 
 Tensor Tensor::to_local() const {
@@ -679,7 +691,8 @@ Tensor from_full(const Tensor& full, const Placement& pl, const NdSbp& sbp) {
 }
 
 Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, const NdSbp& sbp,
-                      const TensorOptions& o, const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
+                      const TensorOptions& o,
+                      const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
   global::check_sbp(op, pl, sbp, int64_t(size.size()));
   checked_numel(size, op);
   NoGradGuard ng;
@@ -692,18 +705,23 @@ Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, con
 }  // namespace
 
 Tensor randn(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("randn", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return randn(s, lo); });
+  return global_factory("randn", size, pl, sbp, o,
+                        [](IntArrayRef s, TensorOptions lo) { return randn(s, lo); });
 }
 Tensor rand(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("rand", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return rand(s, lo); });
+  return global_factory("rand", size, pl, sbp, o,
+                        [](IntArrayRef s, TensorOptions lo) { return rand(s, lo); });
 }
 Tensor zeros(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("zeros", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return zeros(s, lo); });
+  return global_factory("zeros", size, pl, sbp, o,
+                        [](IntArrayRef s, TensorOptions lo) { return zeros(s, lo); });
 }
 Tensor ones(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("ones", size, pl, sbp, o, [](IntArrayRef s, TensorOptions lo) { return ones(s, lo); });
+  return global_factory("ones", size, pl, sbp, o,
+                        [](IntArrayRef s, TensorOptions lo) { return ones(s, lo); });
 }
-Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
+Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp& sbp,
+            TensorOptions o) {
   return global_factory("full", size, pl, sbp, o,
                         [&](IntArrayRef s, TensorOptions lo) { return full(s, v, lo); });
 }
@@ -719,10 +737,13 @@ Tensor logical_value(const Tensor& t) {
   NoGradGuard ng;
   const GlobalMeta& m = meta(t);
   if (!holds_piece(m.placement, "global"))
-    fail("[global] rank {} holds no piece of this {} tensor on {}: read its value on a rank of "
-         "the placement, or move it here first (to_global)", this_rank(), shape_str(t.sizes()),
-         m.placement.str());
-  return t.detach().to_global(m.placement, NdSbp(size_t(m.placement.ndim()), Sbp::broadcast())).to_local();
+    fail(
+        "[global] rank {} holds no piece of this {} tensor on {}: read its value on a rank of "
+        "the placement, or move it here first (to_global)",
+        this_rank(), shape_str(t.sizes()), m.placement.str());
+  return t.detach()
+      .to_global(m.placement, NdSbp(size_t(m.placement.ndim()), Sbp::broadcast()))
+      .to_local();
 }
 
 Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
@@ -740,10 +761,11 @@ TensorList piece_of_vjp(const VjpCtx& ctx, const TensorList& g) {
   return {local_to_global(g[0], placement_from(a), sbp_from_codes(a.ints(3)), a.ints(4))};
 }
 const OpDef& piece_of_op() {
-  static const OpDef op{.name = "piece_of",
-                        .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
-                        .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
-                        .vjp = piece_of_vjp};
+  static const OpDef op{
+      .name = "piece_of",
+      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
+      .vjp = piece_of_vjp};
   return op;
 }
 }  // namespace

@@ -30,31 +30,49 @@ struct ProcessGroupMPI::Impl {
 };
 
 std::string reduce_op_name(ReduceOp op) {
-  static const char* const names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
-                                      "BAND", "BOR", "BXOR", "PREMUL_SUM", "UNUSED"};
+  static const char* const names[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
+                                      "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
   return size_t(op.op_) < std::size(names) ? names[op.op_] : "UNKNOWN";
 }
 
 std::string opTypeToString(OpType op) {
   switch (op) {
-    case OpType::BROADCAST: return "broadcast";
-    case OpType::ALLREDUCE: return "allreduce";
-    case OpType::ALLREDUCE_COALESCED: return "allreduce_coalesced";
-    case OpType::REDUCE: return "reduce";
-    case OpType::ALLGATHER: return "allgather";
-    case OpType::_ALLGATHER_BASE: return "_allgather_base";
-    case OpType::ALLGATHER_COALESCED: return "allgather_coalesced";
-    case OpType::GATHER: return "gather";
-    case OpType::SCATTER: return "scatter";
-    case OpType::REDUCE_SCATTER: return "reduce_scatter";
-    case OpType::ALLTOALL_BASE: return "alltoall_base";
-    case OpType::ALLTOALL: return "alltoall";
-    case OpType::SEND: return "send";
-    case OpType::RECV: return "recv";
-    case OpType::RECVANYSOURCE: return "recvAnysource";
-    case OpType::BARRIER: return "barrier";
-    case OpType::_REDUCE_SCATTER_BASE: return "_reduce_scatter_base";
-    case OpType::UNKNOWN: break;
+    case OpType::BROADCAST:
+      return "broadcast";
+    case OpType::ALLREDUCE:
+      return "allreduce";
+    case OpType::ALLREDUCE_COALESCED:
+      return "allreduce_coalesced";
+    case OpType::REDUCE:
+      return "reduce";
+    case OpType::ALLGATHER:
+      return "allgather";
+    case OpType::_ALLGATHER_BASE:
+      return "_allgather_base";
+    case OpType::ALLGATHER_COALESCED:
+      return "allgather_coalesced";
+    case OpType::GATHER:
+      return "gather";
+    case OpType::SCATTER:
+      return "scatter";
+    case OpType::REDUCE_SCATTER:
+      return "reduce_scatter";
+    case OpType::ALLTOALL_BASE:
+      return "alltoall_base";
+    case OpType::ALLTOALL:
+      return "alltoall";
+    case OpType::SEND:
+      return "send";
+    case OpType::RECV:
+      return "recv";
+    case OpType::RECVANYSOURCE:
+      return "recvAnysource";
+    case OpType::BARRIER:
+      return "barrier";
+    case OpType::_REDUCE_SCATTER_BASE:
+      return "_reduce_scatter_base";
+    case OpType::UNKNOWN:
+      break;
   }
   return "unknown";
 }
@@ -114,8 +132,8 @@ intrusive_ptr<Work> ProcessGroup::allreduce_coalesced(std::vector<Tensor>&,
 intrusive_ptr<Work> ProcessGroup::reduce(std::vector<Tensor>&, const ReduceOptions&) {
   OF_C10D_UNSUPPORTED("reduce");
 }
-intrusive_ptr<Work> ProcessGroup::allgather(std::vector<std::vector<Tensor>>&,
-                                            std::vector<Tensor>&, const AllgatherOptions&) {
+intrusive_ptr<Work> ProcessGroup::allgather(std::vector<std::vector<Tensor>>&, std::vector<Tensor>&,
+                                            const AllgatherOptions&) {
   OF_C10D_UNSUPPORTED("allgather");
 }
 intrusive_ptr<Work> ProcessGroup::_allgather_base(Tensor&, Tensor&, const AllgatherOptions&) {
@@ -144,9 +162,7 @@ intrusive_ptr<Work> ProcessGroup::send(std::vector<Tensor>&, int, int) {
 intrusive_ptr<Work> ProcessGroup::recv(std::vector<Tensor>&, int, int) {
   OF_C10D_UNSUPPORTED("recv");
 }
-intrusive_ptr<Work> ProcessGroup::barrier(const BarrierOptions&) {
-  OF_C10D_UNSUPPORTED("barrier");
-}
+intrusive_ptr<Work> ProcessGroup::barrier(const BarrierOptions&) { OF_C10D_UNSUPPORTED("barrier"); }
 #undef OF_C10D_UNSUPPORTED
 
 // ---------------------------------------------------------------- checks
@@ -160,12 +176,14 @@ std::string describe(const Tensor& t) {
 // A tensor a collective may read and write: defined, local, on the CPU, contiguous.
 void check_tensor(const char* op, const Tensor& t, const std::string& what) {
   OF_CHECK(t.defined(), "[c10d] {}: {} is an undefined tensor", op, what);
-  OF_CHECK(!t.is_global(), "[c10d] {}: {} is a global tensor; process groups take local tensors "
-           "(this rank's value)", op, what);
-  OF_CHECK(t.is_cpu(), "[c10d] {}: {} must be a CPU tensor (the MPI backend), got a {} tensor",
-           op, what, t.device().str());
-  OF_CHECK(t.is_contiguous(), "[c10d] {}: {} must be contiguous, got a non-contiguous {}", op,
-           what, describe(t));
+  OF_CHECK(!t.is_global(),
+           "[c10d] {}: {} is a global tensor; process groups take local tensors "
+           "(this rank's value)",
+           op, what);
+  OF_CHECK(t.is_cpu(), "[c10d] {}: {} must be a CPU tensor (the MPI backend), got a {} tensor", op,
+           what, t.device().str());
+  OF_CHECK(t.is_contiguous(), "[c10d] {}: {} must be contiguous, got a non-contiguous {}", op, what,
+           describe(t));
 }
 
 // libtorch's MPI backend takes exactly one tensor per list.
@@ -189,9 +207,10 @@ void check_like(const char* op, const Tensor& t, const std::string& what, const 
 // A list of `n` tensors like `ref`.
 void check_list(const char* op, const std::vector<Tensor>& ts, const char* what, size_t n,
                 const Tensor& ref, const char* ref_what) {
-  OF_CHECK(ts.size() == n, "[c10d] {}: {} must hold one tensor per rank ({}), got {}", op, what,
-           n, ts.size());
-  for (size_t i = 0; i < n; ++i) check_like(op, ts[i], fmt::format("{}[{}]", what, i), ref, ref_what);
+  OF_CHECK(ts.size() == n, "[c10d] {}: {} must hold one tensor per rank ({}), got {}", op, what, n,
+           ts.size());
+  for (size_t i = 0; i < n; ++i)
+    check_like(op, ts[i], fmt::format("{}[{}]", what, i), ref, ref_what);
 }
 
 // A list of lists holding one list of one tensor per rank like `ref` (libtorch's MPI backend).
@@ -204,8 +223,8 @@ void single_list(const char* op, const std::vector<std::vector<Tensor>>& lists, 
 }
 
 void check_root(const char* op, int64_t root, int size) {
-  OF_CHECK(root >= 0 && root < size, "[c10d] {}: rank {} is out of range for a group of {}",
-           op, root, size);
+  OF_CHECK(root >= 0 && root < size, "[c10d] {}: rank {} is out of range for a group of {}", op,
+           root, size);
 }
 
 // The dtype a reduction runs in (float16/bfloat16 in float32).
@@ -213,7 +232,8 @@ ScalarType reduce_dtype(const char* op, ReduceOp rop, ScalarType t) {
   OF_CHECK(rop == ReduceOp::SUM || rop == ReduceOp::PRODUCT || rop == ReduceOp::MIN ||
                rop == ReduceOp::MAX,
            "[c10d] {}: ReduceOp {} is not supported by the MPI process group (SUM, PRODUCT, MIN "
-           "and MAX are)", op, reduce_op_name(rop));
+           "and MAX are)",
+           op, reduce_op_name(rop));
   OF_CHECK(t != kBool, "[c10d] {}: cannot reduce bool tensors", op);
   return t == kFloat16 || t == kBFloat16 ? kFloat32 : t;
 }
@@ -267,8 +287,8 @@ void agree(Communicator& c, const char* op, const CallDesc& mine) {
     if (all[size_t(r)] == all[0]) continue;
     if (shown++ < 4) diff += fmt::format("; rank {}: {}", r, all[size_t(r)].str());
   }
-  OF_CHECK(diff.empty(), "[c10d] {}: the ranks' calls disagree: rank 0: {}{}{}", op,
-           all[0].str(), diff, shown > 4 ? fmt::format(" (and {} more ranks)", shown - 4) : "");
+  OF_CHECK(diff.empty(), "[c10d] {}: the ranks' calls disagree: rank 0: {}{}{}", op, all[0].str(),
+           diff, shown > 4 ? fmt::format(" (and {} more ranks)", shown - 4) : "");
 }
 
 // gather's outputs / scatter's inputs: on the root one list of one tensor per rank like `ref`,
@@ -374,8 +394,7 @@ intrusive_ptr<Work> ProcessGroupMPI::broadcast(std::vector<Tensor>& data,
   const char* op = "broadcast";
   const Tensor& t = single(op, data, "tensors");
   check_root(op, opts.rootRank, size_);
-  OF_CHECK(opts.rootTensor == 0, "[c10d] broadcast: rootTensor must be 0, got {}",
-           opts.rootTensor);
+  OF_CHECK(opts.rootTensor == 0, "[c10d] broadcast: rootTensor must be 0, got {}", opts.rootTensor);
   Communicator& c = *impl_->comm;
   agree(c, op, CallDesc(OpType::BROADCAST, ReduceOp::SUM, opts.rootRank, &t));
   c.broadcast(t.data_ptr(), int64_t(t.nbytes()), int(opts.rootRank));
@@ -448,7 +467,8 @@ intrusive_ptr<Work> ProcessGroupMPI::_allgather_base(Tensor& outputbuffer, Tenso
   OF_CHECK(outputbuffer.dtype() == inputbuffer.dtype() &&
                outputbuffer.numel() == int64_t(size_) * inputbuffer.numel(),
            "[c10d] _allgather_base: outputbuffer ({}) must hold {} x inputbuffer ({}) elements "
-           "of its dtype", describe(outputbuffer), size_, describe(inputbuffer));
+           "of its dtype",
+           describe(outputbuffer), size_, describe(inputbuffer));
   Communicator& c = *impl_->comm;
   agree(c, op, CallDesc(OpType::_ALLGATHER_BASE, ReduceOp::SUM, 0, &inputbuffer));
   c.allgatherv(inputbuffer.data_ptr(), outputbuffer.data_ptr(),
@@ -503,10 +523,8 @@ intrusive_ptr<Work> ProcessGroupMPI::reduce_scatter(std::vector<Tensor>& outputT
     Tensor mine = rdtype == out.dtype() ? out : empty(out.sizes(), out.options().dtype(rdtype));
     c.reduce_scatterv_sum(blocks.data_ptr(), mine.data_ptr(),
                           std::vector<int64_t>(size_t(size_), out.numel()), rdtype);
-    if (rdtype == out.dtype())
-      bump_version(out);
-    else
-      Tensor(out).copy_(mine);
+    if (rdtype == out.dtype()) bump_version(out);
+    else Tensor(out).copy_(mine);
   } else {
     Tensor all = reduced(c, blocks, opts.reduceOp, rdtype);
     Tensor(out).copy_(all.narrow(0, rank_ * out.numel(), out.numel()).view(out.sizes()));
@@ -520,7 +538,8 @@ intrusive_ptr<Work> ProcessGroupMPI::alltoall(std::vector<Tensor>& outputTensors
   const char* op = "alltoall";
   OF_CHECK(inputTensors.size() == size_t(size_) && outputTensors.size() == size_t(size_),
            "[c10d] alltoall: inputTensors and outputTensors must hold one tensor per rank ({}), "
-           "got {} and {}", size_, inputTensors.size(), outputTensors.size());
+           "got {} and {}",
+           size_, inputTensors.size(), outputTensors.size());
   std::vector<int64_t> send, recv;
   for (int q = 0; q < size_; ++q) {
     check_tensor(op, inputTensors[size_t(q)], fmt::format("inputTensors[{}]", q));
@@ -528,8 +547,9 @@ intrusive_ptr<Work> ProcessGroupMPI::alltoall(std::vector<Tensor>& outputTensors
     OF_CHECK(inputTensors[size_t(q)].dtype() == inputTensors[0].dtype() &&
                  outputTensors[size_t(q)].dtype() == inputTensors[0].dtype(),
              "[c10d] alltoall: every tensor must have one dtype ({}), got inputTensors[{}] {} and "
-             "outputTensors[{}] {}", dtype_name(inputTensors[0].dtype()), q,
-             describe(inputTensors[size_t(q)]), q, describe(outputTensors[size_t(q)]));
+             "outputTensors[{}] {}",
+             dtype_name(inputTensors[0].dtype()), q, describe(inputTensors[size_t(q)]), q,
+             describe(outputTensors[size_t(q)]));
     send.push_back(int64_t(inputTensors[size_t(q)].nbytes()));
     recv.push_back(int64_t(outputTensors[size_t(q)].nbytes()));
   }

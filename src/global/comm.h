@@ -19,8 +19,8 @@ namespace oneflow::global {
 
 // Counts of the collectives a communicator issued (tests check the number of boxing calls).
 struct CommStats {
-  uint64_t allreduce = 0, allgather = 0, reduce_scatter = 0, alltoall = 0, broadcast = 0,
-           send = 0, recv = 0, barrier = 0;
+  uint64_t allreduce = 0, allgather = 0, reduce_scatter = 0, alltoall = 0, broadcast = 0, send = 0,
+           recv = 0, barrier = 0;
   uint64_t total() const {
     return allreduce + allgather + reduce_scatter + alltoall + broadcast + send + recv + barrier;
   }

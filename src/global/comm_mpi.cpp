@@ -88,12 +88,18 @@ int as_int(int64_t n, const char* call) {
 
 MPI_Datatype mpi_type(ScalarType t, const char* call) {
   switch (t) {
-    case kFloat32: return MPI_FLOAT;
-    case kFloat64: return MPI_DOUBLE;
-    case kInt32: return MPI_INT32_T;
-    case kInt64: return MPI_INT64_T;
-    case kUInt8: return MPI_UINT8_T;
-    default: fail("[mpi] {}: no MPI reduction for dtype {}", call, dtype_name(t));
+    case kFloat32:
+      return MPI_FLOAT;
+    case kFloat64:
+      return MPI_DOUBLE;
+    case kInt32:
+      return MPI_INT32_T;
+    case kInt64:
+      return MPI_INT64_T;
+    case kUInt8:
+      return MPI_UINT8_T;
+    default:
+      fail("[mpi] {}: no MPI reduction for dtype {}", call, dtype_name(t));
   }
 }
 
@@ -233,8 +239,8 @@ class MpiComm final : public Communicator {
     ++stats_.reduce_scatter;
     Counts c(counts, "MPI_Reduce_scatter");
     Timed timed("MPI_Reduce_scatter");
-    check(MPI_Reduce_scatter(send, recv, c.n.data(), mpi_type(dtype, "MPI_Reduce_scatter"),
-                             MPI_SUM, comm_),
+    check(MPI_Reduce_scatter(send, recv, c.n.data(), mpi_type(dtype, "MPI_Reduce_scatter"), MPI_SUM,
+                             comm_),
           "MPI_Reduce_scatter");
   }
   void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
@@ -277,7 +283,8 @@ class MpiComm final : public Communicator {
     }
     Timed timed(call);
     check(MPI_Alltoallw(sendbuf, sc.data(), sd.data(), st.data(), recvbuf, rc.data(), rd.data(),
-                        rt.data(), comm_), call);
+                        rt.data(), comm_),
+          call);
   }
   void broadcast(void* buf, int64_t bytes, int root) override {
     ++stats_.broadcast;
@@ -348,8 +355,10 @@ extern "C" __attribute__((visibility("default"))) oneflow::global::Communicator*
 oneflow_mpi_module_init_v1(const char* build_id) {
   using namespace oneflow;
   if (!build_id || std::strcmp(build_id, ONEFLOW_BUILD_ID) != 0)
-    fail("[mpi] liboneflow_mpi.so is from build {}, the core from {}: they must come from the "
-         "same build", ONEFLOW_BUILD_ID, build_id ? build_id : "(none)");
+    fail(
+        "[mpi] liboneflow_mpi.so is from build {}, the core from {}: they must come from the "
+        "same build",
+        ONEFLOW_BUILD_ID, build_id ? build_id : "(none)");
   int initialized = 0;
   global::check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {

@@ -113,9 +113,11 @@ std::string op_signature_str(const OpDef& op, const TensorList& inputs) {
     if (i) s += ", ";
     const Tensor& t = inputs[i];
     if (!t.defined()) s += "undefined";
-    else if (!t.is_global()) s += fmt::format("local {} {}", dtype_name(t.dtype()), shape_str(t.sizes()));
-    else s += fmt::format("{} {} {}", dtype_name(t.dtype()), shape_str(t.sizes()),
-                          sbp_str(t.impl()->global->sbp));
+    else if (!t.is_global())
+      s += fmt::format("local {} {}", dtype_name(t.dtype()), shape_str(t.sizes()));
+    else
+      s += fmt::format("{} {} {}", dtype_name(t.dtype()), shape_str(t.sizes()),
+                       sbp_str(t.impl()->global->sbp));
   }
   return s + ")";
 }
@@ -130,7 +132,9 @@ void check_divergence(const OpDef& op, const TensorList& inputs, const Attrs& at
   const uint64_t ah = hash_attrs(attrs);
   h = fnv(h, &ah, sizeof ah);
   for (const Tensor& t : inputs) {
-    const int64_t tag = !t.defined() ? -1 : t.is_global() ? int64_t(t.dtype()) : 1000 + int64_t(t.dtype());
+    const int64_t tag = !t.defined()    ? -1
+                        : t.is_global() ? int64_t(t.dtype())
+                                        : 1000 + int64_t(t.dtype());
     h = fnv(h, &tag, sizeof tag);
     if (!t.defined()) continue;
     for (int64_t d : t.sizes()) h = fnv(h, &d, sizeof d);
@@ -155,12 +159,15 @@ void check_divergence(const OpDef& op, const TensorList& inputs, const Attrs& at
   diff.clear();
   for (int r = 0; r < n; ++r) {
     const Fingerprint& f = all[size_t(r)];
-    diff += fmt::format("{}rank {}: op #{} '{}'{}", diff.empty() ? "" : "; ", place.ranks()[size_t(r)],
-                        f.seq, std::string(f.name, strnlen(f.name, sizeof f.name)),
-                        f.hash == mine.hash ? "" : " (differs from this rank)");
+    diff +=
+        fmt::format("{}rank {}: op #{} '{}'{}", diff.empty() ? "" : "; ", place.ranks()[size_t(r)],
+                    f.seq, std::string(f.name, strnlen(f.name, sizeof f.name)),
+                    f.hash == mine.hash ? "" : " (differs from this rank)");
   }
-  fail("[{}] global op #{} diverged across the ranks of {} (OF_GLOBAL_CHECK): this rank runs {}; "
-       "{}", op.name, seq, place.str(), op_signature_str(op, inputs), diff);
+  fail(
+      "[{}] global op #{} diverged across the ranks of {} (OF_GLOBAL_CHECK): this rank runs {}; "
+      "{}",
+      op.name, seq, place.str(), op_signature_str(op, inputs), diff);
 }
 
 // NOTE [Signature cache]: an op's logical metas and the SBPs chosen per mesh axis depend only
@@ -175,8 +182,8 @@ struct InputKey {
   int64_t offset = 0;
   NdSbp sbp;
   bool operator==(const InputKey& o) const {
-    return defined == o.defined && wrapped == o.wrapped && dtype == o.dtype &&
-           sizes == o.sizes && strides == o.strides && offset == o.offset && sbp == o.sbp;
+    return defined == o.defined && wrapped == o.wrapped && dtype == o.dtype && sizes == o.sizes &&
+           strides == o.strides && offset == o.offset && sbp == o.sbp;
   }
 };
 struct SigKey {
@@ -241,8 +248,8 @@ SigKey make_key(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
     InputKey ik;
     if (t.defined()) {
       const TensorImpl* impl = t.impl();
-      ik = {true, impl->is_wrapped_number, impl->dtype, impl->sizes, impl->strides, impl->offset,
-            impl->global->sbp};
+      ik = {true,         impl->is_wrapped_number, impl->dtype, impl->sizes, impl->strides,
+            impl->offset, impl->global->sbp};
     }
     k.in.push_back(std::move(ik));
   }
@@ -314,12 +321,15 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
     out_sbp = cached->out_sbp;
   } else if (op.has(kSyncsHost)) {
     if (!member)
-      fail("[{}] the result's shape depends on the values of tensors on {}, of which rank {} holds "
-           "no piece", op.name, place.str(), this_rank());
+      fail(
+          "[{}] the result's shape depends on the values of tensors on {}, of which rank {} holds "
+          "no piece",
+          op.name, place.str(), this_rank());
     for (Tensor& t : inputs)
       if (t.defined() && !(t.impl()->global->sbp == all_b)) t = boxing(t, all_b);
     TensorList local;
-    for (const Tensor& t : inputs) local.push_back(t.defined() ? t.impl()->global->local : Tensor());
+    for (const Tensor& t : inputs)
+      local.push_back(t.defined() ? t.impl()->global->local : Tensor());
     op.infer_meta(local, attrs, metas);
   } else {
     op.infer_meta(inputs, attrs, metas);
@@ -361,7 +371,8 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
     // handles out: the same metadata and autograd record as on the ranks that compute
     TensorList outputs;
     for (size_t j = 0; j < metas.size(); ++j)
-      outputs.push_back(make_handle(metas[j].sizes, metas[j].dtype, metas[j].device, place, out_sbp[j]));
+      outputs.push_back(
+          make_handle(metas[j].sizes, metas[j].dtype, metas[j].device, place, out_sbp[j]));
     if (out) outputs[0] = *out;
     if (gp.needs_grad)
       autograd::record(op, inputs, attrs, outputs, gp.snapshot.empty() ? nullptr : &gp.snapshot);
@@ -380,7 +391,8 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
   TensorList res;
   {
     NoGradGuard ng;
-    res = dispatch(op, std::move(local), std::move(local_attrs), local_out.defined() ? &local_out : nullptr);
+    res = dispatch(op, std::move(local), std::move(local_attrs),
+                   local_out.defined() ? &local_out : nullptr);
   }
   TensorList outputs;
   for (size_t j = 0; j < res.size(); ++j) {

@@ -19,9 +19,12 @@ namespace oneflow {
 
 std::string Sbp::str() const {
   switch (kind_) {
-    case Kind::Split: return fmt::format("S({})", dim_);
-    case Kind::Broadcast: return "B";
-    case Kind::PartialSum: return "P";
+    case Kind::Split:
+      return fmt::format("S({})", dim_);
+    case Kind::Broadcast:
+      return "B";
+    case Kind::PartialSum:
+      return "P";
   }
   return "?";
 }
@@ -52,8 +55,7 @@ std::shared_ptr<PlacementImpl> make_placement(std::string_view type, std::vector
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     OF_CHECK(sorted[i] >= 0, "[Placement] rank {} is negative", sorted[i]);
-    OF_CHECK(i == 0 || sorted[i] != sorted[i - 1], "[Placement] rank {} appears twice",
-             sorted[i]);
+    OF_CHECK(i == 0 || sorted[i] != sorted[i - 1], "[Placement] rank {} appears twice", sorted[i]);
   }
   p->ranks = std::move(ranks);
   p->hierarchy = std::move(hierarchy);
@@ -74,8 +76,8 @@ Placement::Placement(std::string_view device_type, std::vector<std::vector<int>>
            row.size());
     flat.insert(flat.end(), row.begin(), row.end());
   }
-  impl_ = make_placement(device_type, std::move(flat),
-                         {int64_t(mesh.size()), int64_t(mesh[0].size())});
+  impl_ =
+      make_placement(device_type, std::move(flat), {int64_t(mesh.size()), int64_t(mesh[0].size())});
 }
 
 namespace {
@@ -191,8 +193,7 @@ class SelfComm final : public Communicator {
 };
 
 bool launched_by_mpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-         std::getenv("PMIX_RANK");
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }
 
 std::mutex g_world_mu;
@@ -208,9 +209,11 @@ Communicator* create_world() {
   std::string why;
   void* handle = load_core_module("OF_MPI_MODULE", "liboneflow_mpi.so", &why);
   if (!handle)
-    fail("[distributed] this process was started by an MPI launcher, but the MPI communicator "
-         "is not available: {} (oneflow builds liboneflow_mpi.so when Open MPI's development "
-         "files are installed)", why);
+    fail(
+        "[distributed] this process was started by an MPI launcher, but the MPI communicator "
+        "is not available: {} (oneflow builds liboneflow_mpi.so when Open MPI's development "
+        "files are installed)",
+        why);
   auto init = reinterpret_cast<MpiModuleInitFn>(module_symbol(handle, kMpiModuleInitSymbol, &why));
   if (!init) fail("[distributed] liboneflow_mpi.so: {}", why);
   Communicator* w = init(ONEFLOW_BUILD_ID);
@@ -248,7 +251,8 @@ void Communicator::alltoall_blocks(const void* sendbuf, const std::vector<Stride
   char* p = packed.data();
   for (const StridedBlock& b : send)
     for (int64_t r = 0; r < b.rows; ++r, p += b.row_bytes)
-      std::memcpy(p, static_cast<const char*>(sendbuf) + b.offset + r * b.stride, size_t(b.row_bytes));
+      std::memcpy(p, static_cast<const char*>(sendbuf) + b.offset + r * b.stride,
+                  size_t(b.row_bytes));
   alltoallv(packed.data(), sb, got.data(), rb);
   const char* q = got.data();
   for (const StridedBlock& b : recv)
@@ -395,8 +399,7 @@ Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
 std::vector<int64_t> coord_in(const Placement& pl, const char* op) {
   const int n = world().size();
   for (int r : pl.ranks())
-    if (r >= n)
-      fail("[{}] {} names rank {}, but the world has {} process(es)", op, pl.str(), r, n);
+    if (r >= n) fail("[{}] {} names rank {}, but the world has {} process(es)", op, pl.str(), r, n);
   return pl.coord_of(this_rank());
 }
 

@@ -42,8 +42,8 @@ Send send_tensor(global::Communicator& w, const Tensor& t, int dst, int64_t micr
   q.head[0] = int64_t(q.keep.dtype());
   q.head[1] = q.keep.dim();
   for (int64_t d = 0; d < q.keep.dim(); ++d) q.head[size_t(d) + 2] = q.keep.size(d);
-  q.header = w.isend(q.head.data(), int64_t(q.head.size() * sizeof(int64_t)), dst,
-                     tag_of(micro, kind, 0));
+  q.header =
+      w.isend(q.head.data(), int64_t(q.head.size() * sizeof(int64_t)), dst, tag_of(micro, kind, 0));
   q.data = w.isend(q.keep.data_ptr(), int64_t(q.keep.nbytes()), dst, tag_of(micro, kind, 1));
   return q;
 }
@@ -77,7 +77,9 @@ void wait_all(std::vector<Send>& sends) {
 
 Pipeline::Pipeline(std::vector<Stage> stages, std::vector<Placement> placements, Loss loss,
                    int64_t micro_batches)
-    : stages_(std::move(stages)), placements_(std::move(placements)), loss_(std::move(loss)),
+    : stages_(std::move(stages)),
+      placements_(std::move(placements)),
+      loss_(std::move(loss)),
       micro_batches_(micro_batches) {
   const char* op = "distributed::Pipeline";
   if (stages_.empty()) fail("[{}] needs at least one stage", op);
@@ -92,23 +94,30 @@ Pipeline::Pipeline(std::vector<Stage> stages, std::vector<Placement> placements,
     const Placement& p = placements_[s];
     if (!stages_[s]) fail("[{}] stage {} has no function", op, s);
     if (p.device_type() != kCPU)
-      fail("[{}] stage {} is on {}: stages pass activations with MPI point to point from host "
-           "memory, and CUDA stages (NCCL send/recv between stages) are not built; use CPU "
-           "placements for pipelines", op, s, p.str());
+      fail(
+          "[{}] stage {} is on {}: stages pass activations with MPI point to point from host "
+          "memory, and CUDA stages (NCCL send/recv between stages) are not built; use CPU "
+          "placements for pipelines",
+          op, s, p.str());
     if (p.ndim() != 1)
-      fail("[{}] stage {}'s placement {} must be 1-D (a stage of several ranks is data "
-           "parallel inside)", op, s, p.str());
+      fail(
+          "[{}] stage {}'s placement {} must be 1-D (a stage of several ranks is data "
+          "parallel inside)",
+          op, s, p.str());
     if (p.ranks().size() != placements_[0].ranks().size())
-      fail("[{}] every stage needs the same number of ranks: stage 0 has {} ({}), stage {} has "
-           "{} ({})", op, placements_[0].ranks().size(), placements_[0].str(), s,
-           p.ranks().size(), p.str());
+      fail(
+          "[{}] every stage needs the same number of ranks: stage 0 has {} ({}), stage {} has "
+          "{} ({})",
+          op, placements_[0].ranks().size(), placements_[0].str(), s, p.ranks().size(), p.str());
     for (int r : p.ranks()) {
       if (r < 0 || r >= world)
-        fail("[{}] stage {}'s placement {} names rank {}, outside the world of {}", op, s,
-             p.str(), r, world);
+        fail("[{}] stage {}'s placement {} names rank {}, outside the world of {}", op, s, p.str(),
+             r, world);
       if (owner[size_t(r)] >= 0)
-        fail("[{}] rank {} is in the placements of stages {} and {}: stages need disjoint "
-             "placements", op, r, owner[size_t(r)], s);
+        fail(
+            "[{}] rank {} is in the placements of stages {} and {}: stages need disjoint "
+            "placements",
+            op, r, owner[size_t(r)], s);
       owner[size_t(r)] = int(s);
     }
   }
@@ -195,8 +204,8 @@ Tensor Pipeline::step(const Tensor& x, const Tensor& target) {
     if (!first) {
       Tensor gi = f.input.grad();
       if (!gi.defined())
-        fail("[{}] stage {}'s output does not depend on its input: no gradient for stage {}",
-             op, s, s - 1);
+        fail("[{}] stage {}'s output does not depend on its input: no gradient for stage {}", op, s,
+             s - 1);
       sends.push_back(send_tensor(w, gi.to_global(pl, S0).to_local(), prev, m, kGradient, op));
     }
     poll_sends();

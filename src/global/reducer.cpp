@@ -69,8 +69,7 @@ namespace global {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 thread_local GradReducer* t_current = nullptr;
@@ -138,8 +137,7 @@ bool GradReducer::offer(const std::shared_ptr<TensorImpl>& var, const Tensor& g)
     b->comm = &c;
     b->dtype = dt;
   }
-  b->pending.push_back({var, gm.local,
-                        DimVector(gm.local.sizes().begin(), gm.local.sizes().end()),
+  b->pending.push_back({var, gm.local, DimVector(gm.local.sizes().begin(), gm.local.sizes().end()),
                         DimVector(g.sizes().begin(), g.sizes().end()), gm.placement, to});
   b->bytes += gm.local.numel() * int64_t(itemsize(dt));
   ++gradients_;

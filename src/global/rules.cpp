@@ -108,8 +108,8 @@ void mul(const SbpRuleCtx& c, Sigs& out) {  // P * B, B * P
   out.push_back(sig({B, P}, {P}));
 }
 void mm(const SbpRuleCtx&, Sigs& out) {
-  out = {sig({B, B}, {B}),    sig({S(0), B}, {S(0)}), sig({B, S(1)}, {S(1)}),
-         sig({S(1), S(0)}, {P}), sig({P, B}, {P}),     sig({B, P}, {P})};
+  out = {sig({B, B}, {B}),       sig({S(0), B}, {S(0)}), sig({B, S(1)}, {S(1)}),
+         sig({S(1), S(0)}, {P}), sig({P, B}, {P}),       sig({B, P}, {P})};
 }
 void bmm(const SbpRuleCtx&, Sigs& out) {
   out = {sig({B, B}, {B}),       sig({S(0), S(0)}, {S(0)}), sig({S(1), B}, {S(1)}),
@@ -119,8 +119,7 @@ void bmm(const SbpRuleCtx&, Sigs& out) {
 // addmm / baddbmm (self, a, b -> beta * self + alpha * a @ b): the product's signatures, with
 // self (broadcast to the output's shape) split like the output where it has that dim at full
 // size, broadcast where it broadcasts over it, and partial where the product is.
-template <bool Batched>
-void addmm(const SbpRuleCtx& c, Sigs& out) {
+template <bool Batched> void addmm(const SbpRuleCtx& c, Sigs& out) {
   Sigs prod;
   if (Batched) bmm(c, prod);
   else mm(c, prod);
@@ -209,8 +208,7 @@ void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs
 }
 // slice (dim, start, end, step) and select (dim, index) of a dim the split does not cut: the
 // split stays (renumbered past a selected dim); both are linear, so partial sums stay partial.
-template <bool Drops>
-void slice_select(const SbpRuleCtx& c, Sigs& out) {
+template <bool Drops> void slice_select(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
   const int64_t nd = c.inputs[0].dim();
@@ -443,23 +441,20 @@ std::vector<bool> dims_marked(int64_t nd, std::initializer_list<int64_t> dims) {
   return m;
 }
 // cumsum / cumprod (attr 0 = dim): scans along dim; cumsum is linear.
-template <bool Linear>
-void scan(const SbpRuleCtx& c, Sigs& out) {
+template <bool Linear> void scan(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
   split_others(c, out, dims_marked(nd, {c.attrs.i(0)}), Linear);
 }
 // sort (attr 0 = dim) and topk (attr 1 = dim): values and indices along dim.
-template <int DimAttr>
-void sort_like(const SbpRuleCtx& c, Sigs& out) {
+template <int DimAttr> void sort_like(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
   split_others(c, out, dims_marked(nd, {c.attrs.i(DimAttr)}), false);
 }
 // flip (attr 0 = dims) and roll (attrs shifts, dims; no dims: the flattened tensor): linear,
 // along their dims.
-template <bool Roll>
-void flip_roll(const SbpRuleCtx& c, Sigs& out) {
+template <bool Roll> void flip_roll(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   const DimVector& dims = c.attrs.ints(Roll ? 1 : 0);
   std::vector<bool> along(size_t(nd), dims.empty() && Roll);
@@ -499,8 +494,7 @@ void repeat(const SbpRuleCtx& c, Sigs& out) {
   split_others(c, out, along, true, std::max<int64_t>(shift, 0));
 }
 // im2col (a batched [N, C, H, W] input) and col2im (a batched [N, C * k, L] input): per sample.
-template <int BatchedDims>
-void per_image(const SbpRuleCtx& c, Sigs& out) {
+template <int BatchedDims> void per_image(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   if (c.inputs[0].dim() == BatchedDims) out.push_back(uniform(c, S(0)));
 }
@@ -511,7 +505,8 @@ void diagonal(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[0].dim();
   if (nd < 2) return;
-  const int64_t d1 = wrap_dim(c.attrs.i(1), nd, "diagonal"), d2 = wrap_dim(c.attrs.i(2), nd, "diagonal");
+  const int64_t d1 = wrap_dim(c.attrs.i(1), nd, "diagonal"),
+                d2 = wrap_dim(c.attrs.i(2), nd, "diagonal");
   int64_t k = 0;
   for (int64_t d = 0; d < nd; ++d) {
     if (d == d1 || d == d2) continue;

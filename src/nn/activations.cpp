@@ -47,7 +47,9 @@ Tensor& elu_(Tensor& x, const Scalar& alpha, const Scalar& scale, const Scalar& 
 }
 
 Tensor selu(const Tensor& x) { return F::selu(x); }
-Tensor& selu_(Tensor& x) { return in_place(x, "selu_", [](const Tensor& t) { return selu(t); }); }
+Tensor& selu_(Tensor& x) {
+  return in_place(x, "selu_", [](const Tensor& t) { return selu(t); });
+}
 
 Tensor celu(const Tensor& x, const Scalar& alpha) {
   check_float(x, "celu");
@@ -60,8 +62,8 @@ Tensor& celu_(Tensor& x, const Scalar& alpha) {
 }
 
 Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
-  return F::softplus(x, F::SoftplusFuncOptions().beta(beta.to_double())
-                            .threshold(threshold.to_double()));
+  return F::softplus(
+      x, F::SoftplusFuncOptions().beta(beta.to_double()).threshold(threshold.to_double()));
 }
 
 Tensor hardtanh(const Tensor& x, const Scalar& lo, const Scalar& hi) {
@@ -88,7 +90,9 @@ Tensor& hardswish_(Tensor& x) {
 }
 
 Tensor mish(const Tensor& x) { return F::mish(x); }
-Tensor& mish_(Tensor& x) { return in_place(x, "mish_", [](const Tensor& t) { return mish(t); }); }
+Tensor& mish_(Tensor& x) {
+  return in_place(x, "mish_", [](const Tensor& t) { return mish(t); });
+}
 
 Tensor log_sigmoid(const Tensor& x) { return F::logsigmoid(x); }
 
@@ -99,8 +103,10 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   Tensor w = weight;
   if (n != 1) {
     if (x.dim() < 2 || x.size(1) != n || weight.dim() != 1)
-      fail("[prelu] weight of shape {} needs 1 element or one per channel (dim 1) of the input "
-           "of shape {}", shape_str(weight.sizes()), shape_str(x.sizes()));
+      fail(
+          "[prelu] weight of shape {} needs 1 element or one per channel (dim 1) of the input "
+          "of shape {}",
+          shape_str(weight.sizes()), shape_str(x.sizes()));
     DimVector shape(size_t(x.dim()), 1);
     shape[1] = n;
     w = weight.reshape(shape);

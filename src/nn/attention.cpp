@@ -12,8 +12,8 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
   OF_CHECK(o.embed_dim() > 0 && o.num_heads() > 0 && o.embed_dim() % o.num_heads() == 0,
            "[MultiheadAttention] embed_dim {} must be a positive multiple of num_heads {}",
            o.embed_dim(), o.num_heads());
-  OF_CHECK(o.dropout() >= 0 && o.dropout() < 1, "[MultiheadAttention] dropout must be in [0, 1), got {}",
-           o.dropout());
+  OF_CHECK(o.dropout() >= 0 && o.dropout() < 1,
+           "[MultiheadAttention] dropout must be in [0, 1), got {}", o.dropout());
   const int64_t e = o.embed_dim();
   in_proj_weight = register_parameter("in_proj_weight", oneflow::empty({3 * e, e}));
   if (o.bias()) in_proj_bias = register_parameter("in_proj_bias", oneflow::empty({3 * e}));
@@ -40,12 +40,14 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
   OF_CHECK(query.size(2) == E && key.size(2) == E && value.size(2) == E && key.size(1) == N &&
                value.size(1) == N && value.size(0) == S,
            "[MultiheadAttention] shapes {}, {}, {} do not match embed_dim {} (query [L, N, E], "
-           "key and value [S, N, E])", shape_str(query.sizes()), shape_str(key.sizes()),
-           shape_str(value.sizes()), E);
+           "key and value [S, N, E])",
+           shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()), E);
   // projections: one GEMM for self-attention, three otherwise
   Tensor q, k, v;
   auto w = [&](int64_t i) { return in_proj_weight.narrow(0, i * E, E); };
-  auto b = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, E) : Tensor(); };
+  auto b = [&](int64_t i) {
+    return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * E, E) : Tensor();
+  };
   if (query.is_same(key) && key.is_same(value)) {
     std::vector<Tensor> qkv = linear(query, in_proj_weight, in_proj_bias).chunk(3, -1);
     q = qkv[0];
@@ -81,7 +83,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
              "[MultiheadAttention] key_padding_mask must be [N, S] = ({}, {}), got {}", N, S,
              shape_str(key_padding_mask.sizes()));
     Tensor kp = key_padding_mask.dtype() == kBool
-                    ? zeros({N, S}, ft).masked_fill(key_padding_mask, -std::numeric_limits<double>::infinity())
+                    ? zeros({N, S}, ft)
+                          .masked_fill(key_padding_mask, -std::numeric_limits<double>::infinity())
                     : key_padding_mask.to(ft);
     kp = kp.view({N, 1, 1, S});
     mask = mask.defined() ? mask + kp : kp;
@@ -113,12 +116,15 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncode
   if (const auto* f = std::get_if<std::function<Tensor(const Tensor&)>>(&o.activation()))
     OF_CHECK(bool(*f), "[TransformerEncoderLayer] the activation function is empty");
   self_attn = register_module(
-      "self_attn", MultiheadAttention(MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout())));
+      "self_attn",
+      MultiheadAttention(MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout())));
   linear1 = register_module("linear1", Linear(o.d_model(), o.dim_feedforward()));
   dropout = register_module("dropout", Dropout(o.dropout()));
   linear2 = register_module("linear2", Linear(o.dim_feedforward(), o.d_model()));
-  norm1 = register_module("norm1", LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
-  norm2 = register_module("norm2", LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
+  norm1 =
+      register_module("norm1", LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
+  norm2 =
+      register_module("norm2", LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
   dropout1 = register_module("dropout1", Dropout(o.dropout()));
   dropout2 = register_module("dropout2", Dropout(o.dropout()));
 }

@@ -33,13 +33,15 @@ Tensor pixel_shuffle(const Tensor& input, int64_t r) {
   const char* op = "pixel_shuffle";
   need(op, input, "input");
   if (input.dim() < 3)
-    fail("[{}] expected an input of at least 3 dims [*, C, H, W], got {}", op, shape_str(input.sizes()));
+    fail("[{}] expected an input of at least 3 dims [*, C, H, W], got {}", op,
+         shape_str(input.sizes()));
   if (r <= 0) fail("[{}] upscale_factor must be positive, got {}", op, r);
   const int64_t c = input.size(-3), h = input.size(-2), w = input.size(-1);
   if (c % (r * r) != 0)
-    fail("[{}] expects its input's channel dimension to be divisible by the square of "
-         "upscale_factor, but input.size(-3)={} is not divisible by {} (input {})", op, c, r * r,
-         shape_str(input.sizes()));
+    fail(
+        "[{}] expects its input's channel dimension to be divisible by the square of "
+        "upscale_factor, but input.size(-3)={} is not divisible by {} (input {})",
+        op, c, r * r, shape_str(input.sizes()));
   std::vector<int64_t> batch(input.sizes().begin(), input.sizes().end() - 3);
   const int64_t b = int64_t(batch.size());
   std::vector<int64_t> s = batch;
@@ -56,12 +58,15 @@ Tensor pixel_unshuffle(const Tensor& input, int64_t r) {
   const char* op = "pixel_unshuffle";
   need(op, input, "input");
   if (input.dim() < 3)
-    fail("[{}] expected an input of at least 3 dims [*, C, H, W], got {}", op, shape_str(input.sizes()));
+    fail("[{}] expected an input of at least 3 dims [*, C, H, W], got {}", op,
+         shape_str(input.sizes()));
   if (r <= 0) fail("[{}] downscale_factor must be positive, got {}", op, r);
   const int64_t c = input.size(-3), h = input.size(-2), w = input.size(-1);
   if (h % r != 0 || w % r != 0)
-    fail("[{}] expects height and width of its input to be divisible by downscale_factor {}, "
-         "got {}", op, r, shape_str(input.sizes()));
+    fail(
+        "[{}] expects height and width of its input to be divisible by downscale_factor {}, "
+        "got {}",
+        op, r, shape_str(input.sizes()));
   std::vector<int64_t> batch(input.sizes().begin(), input.sizes().end() - 3);
   const int64_t b = int64_t(batch.size());
   std::vector<int64_t> s = batch;
@@ -86,9 +91,10 @@ Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight
   if (input1.dim() < 1 || input1.dim() != input2.dim() || input1.size(-1) != I ||
       input2.size(-1) != J ||
       !(input1.sizes().slice(0, input1.dim() - 1) == input2.sizes().slice(0, input2.dim() - 1)))
-    fail("[{}] input1 {} and input2 {} must share their leading dims and end in in1 = {} and "
-         "in2 = {} (weight {})", op, shape_str(input1.sizes()), shape_str(input2.sizes()), I, J,
-         shape_str(weight.sizes()));
+    fail(
+        "[{}] input1 {} and input2 {} must share their leading dims and end in in1 = {} and "
+        "in2 = {} (weight {})",
+        op, shape_str(input1.sizes()), shape_str(input2.sizes()), I, J, shape_str(weight.sizes()));
   if (bias.defined() && !(bias.dim() == 1 && bias.size(0) == O))
     fail("[{}] expected bias of shape ({}), got {}", op, O, shape_str(bias.sizes()));
   Tensor t = matmul(input1, weight.permute({1, 0, 2}).reshape({I, O * J})).unflatten(-1, {O, J});
@@ -105,8 +111,10 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight, const Tensor& bi
     fail("[{}] expected an input [N, C, *] with at least one spatial dim, got {}", op,
          shape_str(input.sizes()));
   const int64_t C = input.size(1);
-  for (auto [t, what] : {std::pair{&weight, "weight"}, {&bias, "bias"},
-                         {&running_mean, "running_mean"}, {&running_var, "running_var"}})
+  for (auto [t, what] : {std::pair{&weight, "weight"},
+                         {&bias, "bias"},
+                         {&running_mean, "running_mean"},
+                         {&running_var, "running_var"}})
     if (t->defined() && !(t->dim() == 1 && t->size(0) == C))
       fail("[{}] expected {} of shape ({}) for input {}, got {}", op, what, C,
            shape_str(input.sizes()), shape_str(t->sizes()));
@@ -125,11 +133,14 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight, const Tensor& bi
       Tensor rm = running_mean, rv = running_var;
       if (rm.defined())
         rm.copy_(running_mean * (1 - momentum) +
-                           mean.mean({0}).reshape({C}).to(running_mean.dtype()) * momentum);
+                 mean.mean({0}).reshape({C}).to(running_mean.dtype()) * momentum);
       if (rv.defined())
         rv.copy_(running_var * (1 - momentum) +
-                          (var * (double(n) / double(std::max<int64_t>(1, n - 1))))
-                                  .mean({0}).reshape({C}).to(running_var.dtype()) * momentum);
+                 (var * (double(n) / double(std::max<int64_t>(1, n - 1))))
+                         .mean({0})
+                         .reshape({C})
+                         .to(running_var.dtype()) *
+                     momentum);
     }
   } else {
     if (!running_mean.defined() || !running_var.defined())
@@ -170,13 +181,16 @@ namespace nn {
 // ---------------------------------------------------------------- functional
 
 namespace functional {
-Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight, const Tensor& bias) {
+Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight,
+                const Tensor& bias) {
   return oneflow::bilinear(input1, input2, weight, bias);
 }
 Tensor fold(const Tensor& input, const FoldFuncOptions& o) {
   if (input.defined() && input.dim() != 2 && input.dim() != 3)
-    fail("[fold] Input Error: only unbatched (2D) or batched (3D) input tensors are supported "
-         "(got {}D, shape {})", input.dim(), shape_str(input.sizes()));
+    fail(
+        "[fold] Input Error: only unbatched (2D) or batched (3D) input tensors are supported "
+        "(got {}D, shape {})",
+        input.dim(), shape_str(input.sizes()));
   return col2im(input, o.output_size(), o.kernel_size(), o.dilation(), o.padding(), o.stride());
 }
 Tensor unfold(const Tensor& input, const UnfoldFuncOptions& o) {
@@ -212,8 +226,7 @@ Tensor activate(const activation_t& act, const Tensor& h) {
 }
 
 // A copy of a layer with the same weights (libtorch clones the prototype layer).
-template <class Holder>
-Holder copy_layer(const Holder& proto) {
+template <class Holder> Holder copy_layer(const Holder& proto) {
   Holder fresh(proto->options);
   fresh->load_state_dict(proto->state_dict());
   fresh->train(proto->is_training());
@@ -261,14 +274,15 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt, const Tensor& mem
                tgt.size(1) == memory.size(1) && tgt.size(2) == options.d_model() &&
                memory.size(2) == options.d_model(),
            "[TransformerDecoderLayer] expected tgt [T, N, {}] and memory [S, N, {}], got {} and {}",
-           options.d_model(), options.d_model(), tgt.defined() ? shape_str(tgt.sizes()) : "undefined",
+           options.d_model(), options.d_model(),
+           tgt.defined() ? shape_str(tgt.sizes()) : "undefined",
            memory.defined() ? shape_str(memory.sizes()) : "undefined");
   auto sa = [&](const Tensor& x) {
     return dropout1(std::get<0>(self_attn(x, x, x, tgt_key_padding_mask, false, tgt_mask)));
   };
   auto ca = [&](const Tensor& x) {
-    return dropout2(
-        std::get<0>(multihead_attn(x, memory, memory, memory_key_padding_mask, false, memory_mask)));
+    return dropout2(std::get<0>(
+        multihead_attn(x, memory, memory, memory_key_padding_mask, false, memory_mask)));
   };
   auto ff = [&](const Tensor& x) {
     return dropout3(linear2(dropout(activate(options.activation(), linear1(x)))));
@@ -358,7 +372,8 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory,
 
 // ---------------------------------------------------------------- Transformer
 
-TransformerImpl::TransformerImpl(TransformerOptions o) : Module("Transformer"), options(std::move(o)) {
+TransformerImpl::TransformerImpl(TransformerOptions o)
+    : Module("Transformer"), options(std::move(o)) {
   if (!options.custom_encoder().is_empty()) {
     encoder = options.custom_encoder();
   } else {
@@ -400,7 +415,8 @@ Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const Tens
            "[Transformer] expected 3-D src [S, N, E] and tgt [T, N, E], got {} and {}",
            src.defined() ? shape_str(src.sizes()) : "undefined",
            tgt.defined() ? shape_str(tgt.sizes()) : "undefined");
-  OF_CHECK(src.size(1) == tgt.size(1), "[Transformer] the batch number of src {} and tgt {} must be equal",
+  OF_CHECK(src.size(1) == tgt.size(1),
+           "[Transformer] the batch number of src {} and tgt {} must be equal",
            shape_str(src.sizes()), shape_str(tgt.sizes()));
   OF_CHECK(src.size(2) == options.d_model() && tgt.size(2) == options.d_model(),
            "[Transformer] the feature number of src {} and tgt {} must be equal to d_model {}",
@@ -411,19 +427,22 @@ Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const Tens
 }
 
 Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz) {
-  OF_CHECK(sz >= 0, "[Transformer] input size must be non-negative to generate a valid square "
-           "subsequent mask, but got {}", sz);
+  OF_CHECK(sz >= 0,
+           "[Transformer] input size must be non-negative to generate a valid square "
+           "subsequent mask, but got {}",
+           sz);
   return triu(full({sz, sz}, -std::numeric_limits<double>::infinity()), 1);
 }
 
 // ---------------------------------------------------------------- Bilinear
 
 BilinearImpl::BilinearImpl(const BilinearOptions& o) : Module("Bilinear"), options(o) {
-  OF_CHECK(o.in1_features() > 0 && o.in2_features() > 0 && o.out_features() > 0,
-           "[Bilinear] in1_features, in2_features and out_features must be positive, got {}, {}, {}",
-           o.in1_features(), o.in2_features(), o.out_features());
-  weight = register_parameter("weight",
-                              oneflow::empty({o.out_features(), o.in1_features(), o.in2_features()}));
+  OF_CHECK(
+      o.in1_features() > 0 && o.in2_features() > 0 && o.out_features() > 0,
+      "[Bilinear] in1_features, in2_features and out_features must be positive, got {}, {}, {}",
+      o.in1_features(), o.in2_features(), o.out_features());
+  weight = register_parameter(
+      "weight", oneflow::empty({o.out_features(), o.in1_features(), o.in2_features()}));
   if (o.bias()) bias = register_parameter("bias", oneflow::empty({o.out_features()}));
   reset_parameters();
 }
@@ -439,8 +458,8 @@ Tensor BilinearImpl::forward(const Tensor& input1, const Tensor& input2) {
 }
 
 void BilinearImpl::pretty_print(std::ostream& s) const {
-  s << "Bilinear(in1_features=" << options.in1_features() << ", in2_features="
-    << options.in2_features() << ", out_features=" << options.out_features()
+  s << "Bilinear(in1_features=" << options.in1_features()
+    << ", in2_features=" << options.in2_features() << ", out_features=" << options.out_features()
     << ", bias=" << (options.bias() ? "true" : "false") << ")";
 }
 
@@ -453,13 +472,13 @@ std::string arr(const ExpandingArray<2>& a) {
 }  // namespace
 
 void FoldImpl::pretty_print(std::ostream& s) const {
-  s << "Fold(output_size=" << arr(options.output_size()) << ", kernel_size="
-    << arr(options.kernel_size()) << ", dilation=" << arr(options.dilation())
+  s << "Fold(output_size=" << arr(options.output_size())
+    << ", kernel_size=" << arr(options.kernel_size()) << ", dilation=" << arr(options.dilation())
     << ", padding=" << arr(options.padding()) << ", stride=" << arr(options.stride()) << ")";
 }
 void UnfoldImpl::pretty_print(std::ostream& s) const {
-  s << "Unfold(kernel_size=" << arr(options.kernel_size()) << ", dilation="
-    << arr(options.dilation()) << ", padding=" << arr(options.padding())
+  s << "Unfold(kernel_size=" << arr(options.kernel_size())
+    << ", dilation=" << arr(options.dilation()) << ", padding=" << arr(options.padding())
     << ", stride=" << arr(options.stride()) << ")";
 }
 void PixelShuffleImpl::pretty_print(std::ostream& s) const {

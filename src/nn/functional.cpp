@@ -8,8 +8,7 @@ namespace oneflow::nn::functional {
 
 namespace {
 
-template <class... Ts, class V>
-bool holds(const V& v) {
+template <class... Ts, class V> bool holds(const V& v) {
   return (std::holds_alternative<Ts>(v) || ...);
 }
 
@@ -27,8 +26,7 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const ConvFuncOptions<
       return oneflow::conv1d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
     else if constexpr (D == 2)
       return oneflow::conv2d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
-    else
-      return oneflow::conv3d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
+    else return oneflow::conv3d(input, weight, o.bias(), o.stride(), *p, o.dilation(), o.groups());
   }
   const std::string_view mode = holds<enumtype::kSame>(o.padding()) ? "same" : "valid";
   if constexpr (D == 1)
@@ -153,23 +151,23 @@ Tensor adaptive_avg_pool1d(const Tensor& input, const AdaptiveAvgPool1dFuncOptio
 }
 
 Tensor adaptive_avg_pool3d(const Tensor& input, const AdaptiveAvgPool3dFuncOptions& o) {
-  return oneflow::adaptive_avg_pool3d(
-      input, adaptive_size("adaptive_avg_pool3d", input, o.output_size()));
+  return oneflow::adaptive_avg_pool3d(input,
+                                      adaptive_size("adaptive_avg_pool3d", input, o.output_size()));
 }
 
-std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(
-    const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
+std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& input,
+                                                            const AdaptiveMaxPool1dFuncOptions& o) {
   return oneflow::adaptive_max_pool1d(input, o.output_size());
 }
-std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(
-    const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o) {
-  return oneflow::adaptive_max_pool2d(
-      input, adaptive_size("adaptive_max_pool2d", input, o.output_size()));
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& input,
+                                                            const AdaptiveMaxPool2dFuncOptions& o) {
+  return oneflow::adaptive_max_pool2d(input,
+                                      adaptive_size("adaptive_max_pool2d", input, o.output_size()));
 }
-std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(
-    const Tensor& input, const AdaptiveMaxPool3dFuncOptions& o) {
-  return oneflow::adaptive_max_pool3d(
-      input, adaptive_size("adaptive_max_pool3d", input, o.output_size()));
+std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& input,
+                                                            const AdaptiveMaxPool3dFuncOptions& o) {
+  return oneflow::adaptive_max_pool3d(input,
+                                      adaptive_size("adaptive_max_pool3d", input, o.output_size()));
 }
 Tensor adaptive_max_pool1d(const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
   return std::get<0>(adaptive_max_pool1d_with_indices(input, o));
@@ -198,8 +196,8 @@ Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, const AdaptiveAvgPool2dFuncOptions& o) {
-  return oneflow::adaptive_avg_pool2d(
-      input, adaptive_size("adaptive_avg_pool2d", input, o.output_size()));
+  return oneflow::adaptive_avg_pool2d(input,
+                                      adaptive_size("adaptive_avg_pool2d", input, o.output_size()));
 }
 
 // ---------------------------------------------------------------- normalization
@@ -418,12 +416,14 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o) {
            "[interpolate] mode {} is not implemented (kNearest, kBilinear and kArea are)", mode);
   OF_CHECK(bilinear || !o.align_corners(),
            "[interpolate] align_corners option can only be set with the interpolating modes: "
-           "linear | bilinear | bicubic | trilinear (mode is {})", mode);
+           "linear | bilinear | bicubic | trilinear (mode is {})",
+           mode);
   OF_CHECK(!o.antialias(), "[interpolate] antialias is not implemented");
   OF_CHECK(input.defined(), "[interpolate] input is undefined");
   OF_CHECK(input.dim() == 4, "[interpolate] mode {} expects a 4-D [N, C, H, W] input, got shape {}",
            mode, shape_str(input.sizes()));
-  OF_CHECK(o.size() || o.scale_factor(), "[interpolate] either size or scale_factor should be defined");
+  OF_CHECK(o.size() || o.scale_factor(),
+           "[interpolate] either size or scale_factor should be defined");
   OF_CHECK(!(o.size() && o.scale_factor()),
            "[interpolate] only one of size or scale_factor should be defined");
   std::vector<int64_t> out(2);
@@ -436,7 +436,8 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o) {
     const std::vector<double>& s = *o.scale_factor();
     OF_CHECK(s.size() == 2,
              "[interpolate] scale_factor shape must match input shape: input is 2-D spatial, "
-             "scale_factor has {} entries", s.size());
+             "scale_factor has {} entries",
+             s.size());
     for (size_t i = 0; i < 2; ++i) {
       OF_CHECK(s[i] > 0 && std::isfinite(s[i]),
                "[interpolate] scale_factor must be positive and finite, got {}", s[i]);

@@ -15,7 +15,8 @@ double calculate_gain(NonlinearityType n, double param) {
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
   OF_CHECK(t.dim() >= 2,
            "[init] fan in and fan out can not be computed for a tensor with fewer than 2 "
-           "dimensions (shape {})", shape_str(t.sizes()));
+           "dimensions (shape {})",
+           shape_str(t.sizes()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};

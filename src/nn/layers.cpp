@@ -10,8 +10,7 @@ namespace {
 
 const char* bool_str(bool b) { return b ? "true" : "false"; }
 
-template <size_t D>
-std::string list_str(const ExpandingArray<D>& a) {
+template <size_t D> std::string list_str(const ExpandingArray<D>& a) {
   std::string s = "[";
   for (size_t i = 0; i < D; ++i) s += (i ? ", " : "") + std::to_string(a[i]);
   return s + "]";
@@ -95,7 +94,10 @@ void EmbeddingImpl::pretty_print(std::ostream& s) const {
 
 template <size_t D>
 ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o)
-    : Module(D == 1 ? "Conv1d" : D == 2 ? "Conv2d" : "Conv3d"), options(o) {
+    : Module(D == 1   ? "Conv1d"
+             : D == 2 ? "Conv2d"
+                      : "Conv3d"),
+      options(o) {
   OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
            "[{}] in_channels, out_channels and groups must be positive, got {}, {}, {}",
            this->name(), o.in_channels(), o.out_channels(), o.groups());
@@ -104,8 +106,10 @@ ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o)
            o.in_channels(), o.out_channels(), o.groups());
   if (std::holds_alternative<enumtype::kSame>(o.padding())) {
     for (size_t i = 0; i < D; ++i)
-      OF_CHECK(o.stride()[i] == 1, "[{}] padding='same' is not supported for strided convolutions "
-               "(stride {})", this->name(), list_str(o.stride()));
+      OF_CHECK(o.stride()[i] == 1,
+               "[{}] padding='same' is not supported for strided convolutions "
+               "(stride {})",
+               this->name(), list_str(o.stride()));
   }
   DimVector wshape{o.out_channels(), o.in_channels() / o.groups()};
   for (size_t i = 0; i < D; ++i) wshape.push_back(o.kernel_size()[i]);
@@ -114,21 +118,19 @@ ConvNdImpl<D>::ConvNdImpl(const ConvOptions<D>& o)
   reset_parameters();
 }
 
-template <size_t D>
-void ConvNdImpl<D>::reset_parameters() {
-  reset_linear_like(weight, bias);
-}
+template <size_t D> void ConvNdImpl<D>::reset_parameters() { reset_linear_like(weight, bias); }
 
-template <size_t D>
-void ConvNdImpl<D>::pretty_print(std::ostream& s) const {
+template <size_t D> void ConvNdImpl<D>::pretty_print(std::ostream& s) const {
   s << this->name() << "(" << options.in_channels() << ", " << options.out_channels()
-    << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride());
+    << ", kernel_size=" << list_str(options.kernel_size())
+    << ", stride=" << list_str(options.stride());
   if (const auto* p = std::get_if<ExpandingArray<D>>(&options.padding())) {
     bool any_pad = false;
     for (size_t i = 0; i < D; ++i) any_pad |= (*p)[i] != 0;
     if (any_pad) s << ", padding=" << list_str(*p);
   } else {
-    s << ", padding=" << (std::holds_alternative<enumtype::kSame>(options.padding()) ? "same" : "valid");
+    s << ", padding="
+      << (std::holds_alternative<enumtype::kSame>(options.padding()) ? "same" : "valid");
   }
   bool any_dil = false;
   for (size_t i = 0; i < D; ++i) any_dil |= options.dilation()[i] != 1;
@@ -140,8 +142,7 @@ void ConvNdImpl<D>::pretty_print(std::ostream& s) const {
   s << ")";
 }
 
-template <size_t D>
-Tensor ConvNdImpl<D>::conv_forward(const Tensor& input) {
+template <size_t D> Tensor ConvNdImpl<D>::conv_forward(const Tensor& input) {
   namespace F = functional;
   auto conv_nd = [&](const Tensor& x, const F::ConvFuncOptions<D>& o) {
     if constexpr (D == 1) return F::conv1d(x, weight, o);
@@ -190,7 +191,9 @@ Tensor Conv3dImpl::forward(const Tensor& input) { return conv_forward(input); }
 
 template <size_t D>
 ConvTransposeNdImpl<D>::ConvTransposeNdImpl(const ConvTransposeOptions<D>& o)
-    : Module(D == 1 ? "ConvTranspose1d" : D == 2 ? "ConvTranspose2d" : "ConvTranspose3d"),
+    : Module(D == 1   ? "ConvTranspose1d"
+             : D == 2 ? "ConvTranspose2d"
+                      : "ConvTranspose3d"),
       options(o) {
   OF_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0,
            "[{}] in_channels, out_channels and groups must be positive, got {}, {}, {}",
@@ -205,8 +208,9 @@ ConvTransposeNdImpl<D>::ConvTransposeNdImpl(const ConvTransposeOptions<D>& o)
   reset_parameters();
 }
 
-template <size_t D>
-void ConvTransposeNdImpl<D>::reset_parameters() { reset_linear_like(weight, bias); }
+template <size_t D> void ConvTransposeNdImpl<D>::reset_parameters() {
+  reset_linear_like(weight, bias);
+}
 
 template <size_t D>
 Tensor ConvTransposeNdImpl<D>::forward(const Tensor& input,
@@ -240,11 +244,11 @@ Tensor ConvTransposeNdImpl<D>::forward(const Tensor& input,
                 IntArrayRef(output_padding), options.groups(), options.dilation().ref());
 }
 
-template <size_t D>
-void ConvTransposeNdImpl<D>::pretty_print(std::ostream& s) const {
+template <size_t D> void ConvTransposeNdImpl<D>::pretty_print(std::ostream& s) const {
   s << this->name() << "(" << options.in_channels() << ", " << options.out_channels()
-    << ", kernel_size=" << list_str(options.kernel_size()) << ", stride=" << list_str(options.stride())
-    << ", padding=" << list_str(options.padding()) << ")";
+    << ", kernel_size=" << list_str(options.kernel_size())
+    << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
+    << ")";
 }
 
 template class ConvTransposeNdImpl<1>;
@@ -305,8 +309,7 @@ Tensor BatchNormImplBase::forward(const Tensor& input) {
 }
 
 void BatchNormImplBase::pretty_print(std::ostream& s) const {
-  s << name() << "(" << options.num_features() << ", eps=" << options.eps()
-    << ", momentum=";
+  s << name() << "(" << options.num_features() << ", eps=" << options.eps() << ", momentum=";
   if (options.momentum()) s << *options.momentum();
   else s << "None";
   s << ", affine=" << bool_str(options.affine())
@@ -365,7 +368,8 @@ void GroupNormImpl::pretty_print(std::ostream& s) const {
 }
 
 RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : Module("RMSNorm"), options(o) {
-  if (o.elementwise_affine()) weight = register_parameter("weight", oneflow::empty(o.normalized_shape()));
+  if (o.elementwise_affine())
+    weight = register_parameter("weight", oneflow::empty(o.normalized_shape()));
   reset_parameters();
 }
 
@@ -445,8 +449,12 @@ void SoftplusImpl::pretty_print(std::ostream& s) const {
   s << "Softplus(beta=" << options.beta() << ", threshold=" << options.threshold() << ")";
 }
 void GLUImpl::pretty_print(std::ostream& s) const { s << "GLU(dim=" << options.dim() << ")"; }
-void SoftmaxImpl::pretty_print(std::ostream& s) const { s << "Softmax(dim=" << options.dim() << ")"; }
-void SoftminImpl::pretty_print(std::ostream& s) const { s << "Softmin(dim=" << options.dim() << ")"; }
+void SoftmaxImpl::pretty_print(std::ostream& s) const {
+  s << "Softmax(dim=" << options.dim() << ")";
+}
+void SoftminImpl::pretty_print(std::ostream& s) const {
+  s << "Softmin(dim=" << options.dim() << ")";
+}
 void LogSoftmaxImpl::pretty_print(std::ostream& s) const {
   s << "LogSoftmax(dim=" << options.dim() << ")";
 }
@@ -472,8 +480,7 @@ template <size_t D> std::string size_str(const ExpandingArrayWithOptionalElem<D>
 template <size_t D>
 MaxPoolNdImpl<D>::MaxPoolNdImpl(const MaxPoolOptions<D>& o)
     : Module(pool_name<D>("MaxPool")), options(o) {}
-template <size_t D>
-Tensor MaxPoolNdImpl<D>::forward(const Tensor& x) {
+template <size_t D> Tensor MaxPoolNdImpl<D>::forward(const Tensor& x) {
   return std::get<0>(forward_with_indices(x));
 }
 template <size_t D>
@@ -489,8 +496,7 @@ std::tuple<Tensor, Tensor> MaxPoolNdImpl<D>::forward_with_indices(const Tensor& 
     return max_pool3d_with_indices(x, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
                                    o.ceil_mode());
 }
-template <size_t D>
-void MaxPoolNdImpl<D>::pretty_print(std::ostream& s) const {
+template <size_t D> void MaxPoolNdImpl<D>::pretty_print(std::ostream& s) const {
   s << this->name() << "(kernel_size=" << list_str(options.kernel_size())
     << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
     << ", dilation=" << list_str(options.dilation())
@@ -503,8 +509,7 @@ template class MaxPoolNdImpl<3>;
 template <size_t D>
 AvgPoolNdImpl<D>::AvgPoolNdImpl(const AvgPoolOptions<D>& o)
     : Module(pool_name<D>("AvgPool")), options(o) {}
-template <size_t D>
-Tensor AvgPoolNdImpl<D>::forward(const Tensor& x) {
+template <size_t D> Tensor AvgPoolNdImpl<D>::forward(const Tensor& x) {
   const auto& o = options;
   if constexpr (D == 1)
     return avg_pool1d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
@@ -516,8 +521,7 @@ Tensor AvgPoolNdImpl<D>::forward(const Tensor& x) {
     return avg_pool3d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
                       o.count_include_pad(), o.divisor_override());
 }
-template <size_t D>
-void AvgPoolNdImpl<D>::pretty_print(std::ostream& s) const {
+template <size_t D> void AvgPoolNdImpl<D>::pretty_print(std::ostream& s) const {
   s << this->name() << "(kernel_size=" << list_str(options.kernel_size())
     << ", stride=" << list_str(options.stride()) << ", padding=" << list_str(options.padding())
     << ")";
@@ -529,8 +533,7 @@ template class AvgPoolNdImpl<3>;
 template <size_t D, typename S>
 AdaptiveAvgPoolNdImpl<D, S>::AdaptiveAvgPoolNdImpl(const AdaptiveAvgPoolOptions<S>& o)
     : Module(pool_name<D>("AdaptiveAvgPool")), options(o) {}
-template <size_t D, typename S>
-Tensor AdaptiveAvgPoolNdImpl<D, S>::forward(const Tensor& x) {
+template <size_t D, typename S> Tensor AdaptiveAvgPoolNdImpl<D, S>::forward(const Tensor& x) {
   namespace F = functional;
   if constexpr (D == 1) return F::adaptive_avg_pool1d(x, options);
   else if constexpr (D == 2) return F::adaptive_avg_pool2d(x, options);
@@ -547,8 +550,7 @@ template class AdaptiveAvgPoolNdImpl<3, ExpandingArrayWithOptionalElem<3>>;
 template <size_t D, typename S>
 AdaptiveMaxPoolNdImpl<D, S>::AdaptiveMaxPoolNdImpl(const AdaptiveMaxPoolOptions<S>& o)
     : Module(pool_name<D>("AdaptiveMaxPool")), options(o) {}
-template <size_t D, typename S>
-Tensor AdaptiveMaxPoolNdImpl<D, S>::forward(const Tensor& x) {
+template <size_t D, typename S> Tensor AdaptiveMaxPoolNdImpl<D, S>::forward(const Tensor& x) {
   return std::get<0>(forward_with_indices(x));
 }
 template <size_t D, typename S>
@@ -579,7 +581,9 @@ Tensor SequentialImpl::forward(const Tensor& input) {
 
 Tensor UpsampleImpl::forward(const Tensor& input) {
   functional::InterpolateFuncOptions o;
-  o.size(options.size()).scale_factor(options.scale_factor()).align_corners(options.align_corners());
+  o.size(options.size())
+      .scale_factor(options.scale_factor())
+      .align_corners(options.align_corners());
   std::visit([&](auto m) { o.mode(m); }, options.mode());
   return functional::interpolate(input, o);
 }

@@ -1,5 +1,6 @@
-// The losses of nn/losses.h as compositions of public ops (ctc_loss is an op: src/ops/nn_extra.cpp),
-// following ATen 1.13's formulas so values, gradients and reductions match libtorch.
+// The losses of nn/losses.h as compositions of public ops (ctc_loss is an op:
+// src/ops/nn_extra.cpp), following ATen 1.13's formulas so values, gradients and reductions match
+// libtorch.
 #include "oneflow/nn/losses.h"
 
 #include <cmath>
@@ -19,7 +20,8 @@ Tensor reduce(const Tensor& loss, int64_t reduction, const char* op) {
   fail("[{}] unknown reduction {}", op, reduction);
 }
 
-void check_defined(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
+void check_defined(const char* op,
+                   std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
   for (auto [t, what] : ts)
     if (!t->defined()) fail("[{}] {} is undefined", op, what);
 }
@@ -78,10 +80,10 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, int64_t
   const int64_t C = x.size(1);
   const ScalarType ft = x.dtype();
   // labels count up to the first negative entry
-  const Tensor valid = ((y < 0).to(ft).cumsum(1) == 0).to(ft);           // [N, C]
+  const Tensor valid = ((y < 0).to(ft).cumsum(1) == 0).to(ft);  // [N, C]
   const Tensor yc = y.clamp_min(0);
   const Tensor is_target = (one_hot(yc, C).to(ft) * valid.unsqueeze(-1)).sum({1}).clamp_max(1);
-  const Tensor xy = x.gather(1, yc);                                        // [N, C]
+  const Tensor xy = x.gather(1, yc);                                       // [N, C]
   const Tensor m = (1 - (xy.unsqueeze(2) - x.unsqueeze(1))).clamp_min(0);  // [N, K, C]
   const Tensor mask = valid.unsqueeze(2) * (1 - is_target).unsqueeze(1);
   Tensor loss = (m * mask).sum({1, 2}) / double(C);
@@ -122,20 +124,23 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
   const char* op = "cosine_embedding_loss";
   check_defined(op, {{&input1, "input1"}, {&input2, "input2"}, {&target, "target"}});
   const int64_t td = target.dim();
-  if (td > 1) fail("[{}] 0D or 1D target tensor expected, multi-target not supported (got {})", op,
-                   shape_str(target.sizes()));
+  if (td > 1)
+    fail("[{}] 0D or 1D target tensor expected, multi-target not supported (got {})", op,
+         shape_str(target.sizes()));
   if (input1.dim() != td + 1 || !(input1.sizes() == input2.sizes()) ||
       (td == 1 && input1.size(0) != target.size(0)))
-    fail("[{}] a {}D target expects two {}D inputs of the same shape with {} rows, got {} and {} "
-         "(target {})", op, td, td + 1, td == 1 ? target.size(0) : 1, shape_str(input1.sizes()),
-         shape_str(input2.sizes()), shape_str(target.sizes()));
+    fail(
+        "[{}] a {}D target expects two {}D inputs of the same shape with {} rows, got {} and {} "
+        "(target {})",
+        op, td, td + 1, td == 1 ? target.size(0) : 1, shape_str(input1.sizes()),
+        shape_str(input2.sizes()), shape_str(target.sizes()));
   constexpr double kEps = 1e-12;
   const Tensor prod = (input1 * input2).sum({td});
   const Tensor m1 = (input1 * input1).sum({td}) + kEps, m2 = (input2 * input2).sum({td}) + kEps;
   const Tensor cos = prod / (m1 * m2).sqrt();
   const Tensor zeros = zeros_like(cos);
-  const Tensor out = where(target == 1, 1 - cos, zeros) +
-                     where(target == -1, (cos - margin).clamp_min(0), zeros);
+  const Tensor out =
+      where(target == 1, 1 - cos, zeros) + where(target == -1, (cos - margin).clamp_min(0), zeros);
   return reduce(out, reduction, op);
 }
 
@@ -145,9 +150,10 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
   const char* op = "margin_ranking_loss";
   check_defined(op, {{&input1, "input1"}, {&input2, "input2"}, {&target, "target"}});
   if (input1.dim() != input2.dim() || input1.dim() != target.dim())
-    fail("[{}] all input tensors should have the same dimension but got sizes input1: {}, "
-         "input2: {}, target: {}", op, shape_str(input1.sizes()), shape_str(input2.sizes()),
-         shape_str(target.sizes()));
+    fail(
+        "[{}] all input tensors should have the same dimension but got sizes input1: {}, "
+        "input2: {}, target: {}",
+        op, shape_str(input1.sizes()), shape_str(input2.sizes()), shape_str(target.sizes()));
   check_broadcast(op, input1, "input1", input2, "input2");
   check_broadcast(op, input1, "input1", target, "target");
   return reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction, op);
@@ -159,9 +165,11 @@ Tensor triplet_core(const char* op, const Tensor& a, const Tensor& p, const Tens
                     bool swap, int64_t reduction) {
   check_defined(op, {{&a, "anchor"}, {&p, "positive"}, {&n, "negative"}});
   if (a.dim() != p.dim() || p.dim() != n.dim())
-    fail("[{}] all inputs should have the same dimension but got {}D, {}D and {}D inputs "
-         "(anchor {}, positive {}, negative {})", op, a.dim(), p.dim(), n.dim(),
-         shape_str(a.sizes()), shape_str(p.sizes()), shape_str(n.sizes()));
+    fail(
+        "[{}] all inputs should have the same dimension but got {}D, {}D and {}D inputs "
+        "(anchor {}, positive {}, negative {})",
+        op, a.dim(), p.dim(), n.dim(), shape_str(a.sizes()), shape_str(p.sizes()),
+        shape_str(n.sizes()));
   check_broadcast(op, a, "anchor", p, "positive");
   check_broadcast(op, a, "anchor", n, "negative");
   const Tensor dpos = dist(a, p);
@@ -188,8 +196,7 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
   check_broadcast(op, input, "input", target, "target");
   Tensor loss = log_input ? exp(input) - target * input : input - target * log(input + eps);
   if (full) {
-    const Tensor st =
-        target * log(target) - target + 0.5 * log(2 * std::numbers::pi * target);
+    const Tensor st = target * log(target) - target + 0.5 * log(2 * std::numbers::pi * target);
     loss = loss + st.masked_fill(target <= 1, 0);
   }
   return reduce(loss, reduction, op);
@@ -288,8 +295,10 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
                           vs.slice(0, vs.size() - 1) == is.slice(0, is.size() - 1);
     if (drop_last) v = var.unsqueeze(-1);
     else if (!last_one)
-      fail("[{}] var {} is of incorrect size for input {} (expected the input's shape, or it "
-           "without or with 1 in the last dim)", op, shape_str(vs), shape_str(is));
+      fail(
+          "[{}] var {} is of incorrect size for input {} (expected the input's shape, or it "
+          "without or with 1 in the last dim)",
+          op, shape_str(vs), shape_str(is));
   }
   if (o.eps() < 0) fail("[{}] eps must be non-negative, got {}", op, o.eps());
   if ((v < 0).any().item<bool>()) fail("[{}] var has negative entries", op);

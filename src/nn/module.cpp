@@ -27,7 +27,6 @@ void check_name(const std::string& name, const char* what) {
     fail("[Module] {} name '{}' must not contain a dot", what, name);
 }
 
-
 }  // namespace
 
 const std::string& Module::name() const {
@@ -61,7 +60,8 @@ OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse) const {
     if (p.value().defined()) out.insert(p.key(), p.value());
   if (recurse)
     for (const auto& c : children_)
-      for (const auto& p : c.value()->named_parameters(true)) out.insert(c.key() + "." + p.key(), p.value());
+      for (const auto& p : c.value()->named_parameters(true))
+        out.insert(c.key() + "." + p.key(), p.value());
   return out;
 }
 
@@ -75,7 +75,8 @@ OrderedDict<std::string, Tensor> Module::named_buffers(bool recurse) const {
     if (b.value().defined()) out.insert(b.key(), b.value());
   if (recurse)
     for (const auto& c : children_)
-      for (const auto& b : c.value()->named_buffers(true)) out.insert(c.key() + "." + b.key(), b.value());
+      for (const auto& b : c.value()->named_buffers(true))
+        out.insert(c.key() + "." + b.key(), b.value());
   return out;
 }
 
@@ -103,13 +104,15 @@ OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules(const st
     // a module on the stack: walk from its children (it cannot be handed out as a pointer)
     if (include_self)
       fail("[Module] named_modules(include_self) needs a module owned by a shared_ptr");
-    for (const auto& c : children_) walk(prefix.empty() ? c.key() : prefix + "." + c.key(), c.value());
+    for (const auto& c : children_)
+      walk(prefix.empty() ? c.key() : prefix + "." + c.key(), c.value());
     return out;
   }
   if (include_self) {
     walk(prefix, self);
   } else {
-    for (const auto& c : children_) walk(prefix.empty() ? c.key() : prefix + "." + c.key(), c.value());
+    for (const auto& c : children_)
+      walk(prefix.empty() ? c.key() : prefix + "." + c.key(), c.value());
   }
   return out;
 }
@@ -148,9 +151,8 @@ void Module::to(Device device, bool non_blocking) {
 
 void Module::to(ScalarType dtype, bool non_blocking) {
   // only floating-point tensors change dtype (integer buffers such as counters stay)
-  apply_to_tensors([&](const Tensor& t) {
-    return t.is_floating_point() ? t.to(dtype, non_blocking) : t;
-  });
+  apply_to_tensors(
+      [&](const Tensor& t) { return t.is_floating_point() ? t.to(dtype, non_blocking) : t; });
 }
 
 void Module::to_global(const Placement& placement, const NdSbp& sbp) {
@@ -213,8 +215,10 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
     if (!src) continue;
     if (!src->defined()) fail("[load_state_dict] '{}' is an undefined tensor", kv.key());
     if (!(src->sizes() == kv.value().sizes()))
-      fail("[load_state_dict] size mismatch for '{}': copying a tensor of shape {} into a "
-           "parameter of shape {}", kv.key(), shape_str(src->sizes()), shape_str(kv.value().sizes()));
+      fail(
+          "[load_state_dict] size mismatch for '{}': copying a tensor of shape {} into a "
+          "parameter of shape {}",
+          kv.key(), shape_str(src->sizes()), shape_str(kv.value().sizes()));
     if (src->is_floating_point() != kv.value().is_floating_point())
       fail("[load_state_dict] dtype mismatch for '{}': {} cannot be loaded into {}", kv.key(),
            dtype_name(src->dtype()), dtype_name(kv.value().dtype()));

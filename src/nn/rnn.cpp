@@ -173,9 +173,7 @@ PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_
 
 namespace {
 
-const char* bool_str(bool b) {
-  return b ? "true" : "false";
-}
+const char* bool_str(bool b) { return b ? "true" : "false"; }
 
 int64_t gate_count(RNNMode mode) {
   switch (mode) {
@@ -254,8 +252,8 @@ Tensor run_direction(RNNMode mode, const Tensor& x, const DirWeights& w,
   const Tensor xp = project_input(mode, x, w);
   // Equal-length steps without a projection: the whole time loop is one fused op (NOTE [Fused
   // LSTM layer]); packed batches that shrink and proj_size take the step loop below.
-  if (lstm && T > 0 && !w.w_hr.defined() && std::all_of(bs.begin(), bs.end(),
-                                                [&](int64_t b) { return b == bs[0]; })) {
+  if (lstm && T > 0 && !w.w_hr.defined() &&
+      std::all_of(bs.begin(), bs.end(), [&](int64_t b) { return b == bs[0]; })) {
     const int64_t B = bs[0];
     auto [out, cs, gates] = lstm_layer(xp, h0, c0, w.w_hh, T, reverse);
     const int64_t last = reverse ? 0 : (T - 1) * B;
@@ -447,15 +445,11 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input,
   };
   check_state(hx, P, lstm ? "h_0" : "hx");
   if (lstm) check_state(cx, H, "c_0");
-  if (!hx.defined())
-    hx = zeros({L * D, B, P}, x.options());
-  else if (unbatched)
-    hx = hx.unsqueeze(1);
+  if (!hx.defined()) hx = zeros({L * D, B, P}, x.options());
+  else if (unbatched) hx = hx.unsqueeze(1);
   if (lstm) {
-    if (!cx.defined())
-      cx = zeros({L * D, B, H}, x.options());
-    else if (unbatched)
-      cx = cx.unsqueeze(1);
+    if (!cx.defined()) cx = zeros({L * D, B, H}, x.options());
+    else if (unbatched) cx = cx.unsqueeze(1);
   }
   // ---- layers
   std::vector<Tensor> h_n(size_t(L * D)), c_n(size_t(L * D));

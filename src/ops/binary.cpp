@@ -81,7 +81,8 @@ TensorList remainder_vjp(const VjpCtx& c, const TensorList& g) {
 TensorList atan2_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor a = c.input(0), b = c.input(1);
   Tensor r = a * a + b * b;
-  return {sum_to_size(g[0] * b / r, c.input_sizes(0)), sum_to_size(-g[0] * a / r, c.input_sizes(1))};
+  return {sum_to_size(g[0] * b / r, c.input_sizes(0)),
+          sum_to_size(-g[0] * a / r, c.input_sizes(1))};
 }
 TensorList pow_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor a = c.input(0), b = c.input(1);
@@ -153,7 +154,9 @@ void clamp_cpu(const KernelArgs& k) {
     // bounds are doubles (a loaded graph's: any value); into an integer type they saturate
     const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
     cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [=](C x) {
-      if constexpr (std::is_floating_point_v<C>) { if (x != x) return x; }
+      if constexpr (std::is_floating_point_v<C>) {
+        if (x != x) return x;
+      }
       C r = x;
       if (has_lo && r < l) r = l;
       if (has_hi && r > h) r = h;
@@ -230,6 +233,8 @@ struct BinaryRow {
 };
 
 constexpr auto kOther = FoldIdentity::kOtherInputIs;
+// One row per op, one line per row (kept as written by clang-format).
+// clang-format off
 const BinaryRow kRows[] = {
     {"add", "fn::Add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0,
      &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}, {kOther, 1, 0}}},
@@ -257,17 +262,40 @@ const BinaryRow kRows[] = {
     {"logical_or", "fn::LogicalOr", Kind::kLogical, binary_kernel_bool<fn::LogicalOr>, nullptr, 0, 0},
     {"logical_xor", "fn::LogicalXor", Kind::kLogical, binary_kernel_bool<fn::LogicalXor>, nullptr, 0, 0},
 };
+// clang-format on
 enum RowId {
-  kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum, kFmod, kRemainder, kAtan2,
-  kPow, kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kDivTrunc,
+  kDivFloor,
+  kMaximum,
+  kMinimum,
+  kFmod,
+  kRemainder,
+  kAtan2,
+  kPow,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLogicalAnd,
+  kLogicalOr,
+  kLogicalXor
 };
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
   switch (r.kind) {
-    case Kind::kFloat: return is_floating_point(common) ? common : kFloat32;
-    case Kind::kLogical: return kBool;
-    default: return common;
+    case Kind::kFloat:
+      return is_floating_point(common) ? common : kFloat32;
+    case Kind::kLogical:
+      return kBool;
+    default:
+      return common;
   }
 }
 
@@ -288,8 +316,10 @@ Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
     return dispatch1(row_op(size_t(id)), {a, b});  // the common case: nothing to convert or move
   ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
   if (id == kSub && common == kBool)
-    fail("[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
-         "logical_xor() instead (shapes {} and {})", shape_str(a.sizes()), shape_str(b.sizes()));
+    fail(
+        "[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
+        "logical_xor() instead (shapes {} and {})",
+        shape_str(a.sizes()), shape_str(b.sizes()));
   ScalarType ct = compute_dtype(r, common);
   Device dev = operand_device(a, b);
   Tensor x = prepare_operand(a, ct, dev), y = prepare_operand(b, ct, dev);
@@ -305,8 +335,8 @@ Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
   ScalarType ct = compute_dtype(r, common);
   if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ct = common;
   if (!can_cast(ct, self.dtype()))
-    fail("[{}_] result type {} can't be cast to the desired output type {}", r.name,
-         dtype_name(ct), dtype_name(self.dtype()));
+    fail("[{}_] result type {} can't be cast to the desired output type {}", r.name, dtype_name(ct),
+         dtype_name(self.dtype()));
   if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) {
     // The result is bool: compute out of place, then write back with conversion.
     Tensor res = run_binary(id, self, b);
@@ -325,7 +355,6 @@ int div_id(std::optional<std::string_view> mode) {
   fail("[div] expected rounding_mode to be one of None, 'trunc' or 'floor' but found '{}'", *mode);
 }
 
-
 }  // namespace
 
 void register_binary_ops() {
@@ -336,7 +365,7 @@ void register_binary_ops() {
     d.functor = r.functor;
     d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
     d.infer_meta = (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ? elementwise_bool_meta
-                                                                           : elementwise_meta;
+                                                                          : elementwise_meta;
     d.cpu = r.cpu;
     d.vjp = r.vjp;
     d.save_inputs = r.save_in;
@@ -346,38 +375,43 @@ void register_binary_ops() {
     d.fold_identities = r.identities;
     register_op(std::move(d));
   }
-  register_op({.name = "pow_scalar", .traits = kElementwise | kInplaceOk,
-                              .attr_names = {"exponent"}, .infer_meta = pow_scalar_meta,
-                              .cpu = pow_scalar_cpu, .vjp = pow_scalar_vjp, .save_inputs = in(0),
-                              .autocast = AutocastPolicy::kFloat32,
-                              .fold_identities = {{FoldIdentity::kScalarAttrIs, 0, 1.0}},
-                              .fused_form = FusedForm::kPowScalar});
-  register_op({.name = "where", .traits = kElementwise, .infer_meta = where_meta,
-                         .cpu = where_cpu, .vjp = where_vjp, .save_inputs = in(0),
-                         .nondiff_inputs = in(0),
-                         .fused_form = FusedForm::kWhere});
-  register_op({.name = "clamp", .traits = kElementwise | kInplaceOk,
-                         .attr_names = {"has_min", "min", "has_max", "max"},
-                         .infer_meta = elementwise_meta, .cpu = clamp_cpu, .vjp = clamp_vjp,
-                         .save_inputs = in(0),
-                         .fused_form = FusedForm::kClamp});
+  register_op({.name = "pow_scalar",
+               .traits = kElementwise | kInplaceOk,
+               .attr_names = {"exponent"},
+               .infer_meta = pow_scalar_meta,
+               .cpu = pow_scalar_cpu,
+               .vjp = pow_scalar_vjp,
+               .save_inputs = in(0),
+               .autocast = AutocastPolicy::kFloat32,
+               .fold_identities = {{FoldIdentity::kScalarAttrIs, 0, 1.0}},
+               .fused_form = FusedForm::kPowScalar});
+  register_op({.name = "where",
+               .traits = kElementwise,
+               .infer_meta = where_meta,
+               .cpu = where_cpu,
+               .vjp = where_vjp,
+               .save_inputs = in(0),
+               .nondiff_inputs = in(0),
+               .fused_form = FusedForm::kWhere});
+  register_op({.name = "clamp",
+               .traits = kElementwise | kInplaceOk,
+               .attr_names = {"has_min", "min", "has_max", "max"},
+               .infer_meta = elementwise_meta,
+               .cpu = clamp_cpu,
+               .vjp = clamp_vjp,
+               .save_inputs = in(0),
+               .fused_form = FusedForm::kClamp});
 }
 
 // ---------------------------------------------------------------- public functions
 
-#define OF_BINARY_DEF(name, id)                                                        \
-  Tensor name(const Tensor& a, const Tensor& b) { return run_binary(id, a, b); }      \
-  Tensor name(const Tensor& a, const Scalar& b) {                                      \
-    return run_binary(id, a, scalar_operand(b));                                       \
-  }                                                                                    \
-  Tensor Tensor::name(const Tensor& o) const { return run_binary(id, *this, o); }     \
-  Tensor Tensor::name(const Scalar& o) const {                                         \
-    return run_binary(id, *this, scalar_operand(o));                                   \
-  }                                                                                    \
-  Tensor& Tensor::name##_(const Tensor& o) { return run_binary_(id, *this, o); }      \
-  Tensor& Tensor::name##_(const Scalar& o) {                                           \
-    return run_binary_(id, *this, scalar_operand(o));                                  \
-  }
+#define OF_BINARY_DEF(name, id)                                                                   \
+  Tensor name(const Tensor& a, const Tensor& b) { return run_binary(id, a, b); }                  \
+  Tensor name(const Tensor& a, const Scalar& b) { return run_binary(id, a, scalar_operand(b)); }  \
+  Tensor Tensor::name(const Tensor& o) const { return run_binary(id, *this, o); }                 \
+  Tensor Tensor::name(const Scalar& o) const { return run_binary(id, *this, scalar_operand(o)); } \
+  Tensor& Tensor::name##_(const Tensor& o) { return run_binary_(id, *this, o); }                  \
+  Tensor& Tensor::name##_(const Scalar& o) { return run_binary_(id, *this, scalar_operand(o)); }
 OF_BINARY_DEF(mul, kMul)
 OF_BINARY_DEF(maximum, kMaximum)
 OF_BINARY_DEF(minimum, kMinimum)
@@ -404,13 +438,15 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return run_binary(kAdd, a, scaled(b, alpha));
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return run_binary(kAdd, a, scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
+  return run_binary(kAdd, a,
+                    scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return run_binary(kSub, a, scaled(b, alpha));
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return run_binary(kSub, a, scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
+  return run_binary(kSub, a,
+                    scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
 }
 Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return sub(b, a, alpha); }
 Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
@@ -436,21 +472,41 @@ Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return oneflow::add(*this, o, alpha); }
-Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return oneflow::add(*this, o, alpha); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) { return run_binary_(kAdd, *this, scaled(o, alpha)); }
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const {
+  return oneflow::add(*this, o, alpha);
+}
+Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const {
+  return oneflow::add(*this, o, alpha);
+}
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
+  return run_binary_(kAdd, *this, scaled(o, alpha));
+}
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
-  return run_binary_(kAdd, *this, scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
+  return run_binary_(kAdd, *this,
+                     scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
 }
-Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return oneflow::sub(*this, o, alpha); }
-Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return oneflow::sub(*this, o, alpha); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return run_binary_(kSub, *this, scaled(o, alpha)); }
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const {
+  return oneflow::sub(*this, o, alpha);
+}
+Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const {
+  return oneflow::sub(*this, o, alpha);
+}
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
+  return run_binary_(kSub, *this, scaled(o, alpha));
+}
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
-  return run_binary_(kSub, *this, scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
+  return run_binary_(kSub, *this,
+                     scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
 }
-Tensor Tensor::div(const Tensor& o, std::optional<std::string_view> m) const { return oneflow::div(*this, o, m); }
-Tensor Tensor::div(const Scalar& o, std::optional<std::string_view> m) const { return oneflow::div(*this, o, m); }
-Tensor& Tensor::div_(const Tensor& o, std::optional<std::string_view> m) { return run_binary_(div_id(m), *this, o); }
+Tensor Tensor::div(const Tensor& o, std::optional<std::string_view> m) const {
+  return oneflow::div(*this, o, m);
+}
+Tensor Tensor::div(const Scalar& o, std::optional<std::string_view> m) const {
+  return oneflow::div(*this, o, m);
+}
+Tensor& Tensor::div_(const Tensor& o, std::optional<std::string_view> m) {
+  return run_binary_(div_id(m), *this, o);
+}
 Tensor& Tensor::div_(const Scalar& o, std::optional<std::string_view> m) {
   return run_binary_(div_id(m), *this, scalar_operand(o));
 }
@@ -505,8 +561,8 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
-  OF_CHECK(mask.defined() && mask.dtype() == kBool,
-           "[masked_fill] expected a bool mask, got {}", mask.defined() ? dtype_name(mask.dtype()) : "undefined");
+  OF_CHECK(mask.defined() && mask.dtype() == kBool, "[masked_fill] expected a bool mask, got {}",
+           mask.defined() ? dtype_name(mask.dtype()) : "undefined");
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
   if (!(IntArrayRef(b) == x.sizes()))
     fail("[masked_fill] mask of shape {} cannot be broadcast to the input shape {}",
@@ -515,7 +571,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   return dispatch1(OF_OP("where"), {mask, v, x});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
-  OF_CHECK(value.dim() == 0, "[masked_fill] only supports a 0-dimensional value tensor, got shape {}",
+  OF_CHECK(value.dim() == 0,
+           "[masked_fill] only supports a 0-dimensional value tensor, got shape {}",
            shape_str(value.sizes()));
   OF_CHECK(mask.defined() && mask.dtype() == kBool, "[masked_fill] expected a bool mask");
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
@@ -545,18 +602,24 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   return start + weight * (end - start);
 }
-Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const { return oneflow::lerp(*this, end, w); }
-Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return oneflow::lerp(*this, end, w); }
+Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const {
+  return oneflow::lerp(*this, end, w);
+}
+Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const {
+  return oneflow::lerp(*this, end, w);
+}
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   OF_CHECK(x.defined(), "[clamp] got an undefined tensor");
   OF_CHECK(min || max, "[clamp] at least one of 'min' or 'max' must not be None");
   OF_CHECK(x.dtype() != kBool, "[clamp] is not supported for bool tensors");
   ScalarType dt = x.dtype();
-  if (!x.is_floating_point() && ((min && min->is_floating_point()) || (max && max->is_floating_point())))
+  if (!x.is_floating_point() &&
+      ((min && min->is_floating_point()) || (max && max->is_floating_point())))
     dt = kFloat32;
-  return dispatch1(OF_OP("clamp"), {cast_if_needed(x, dt)},
-                   {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0});
+  return dispatch1(
+      OF_OP("clamp"), {cast_if_needed(x, dt)},
+      {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0});
 }
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
   OF_CHECK((min && min->defined()) || (max && max->defined()),
@@ -568,7 +631,8 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   OF_CHECK(min || max, "[clamp_] at least one of 'min' or 'max' must not be None");
-  dispatch(OF_OP("clamp"), {x}, {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
+  dispatch(OF_OP("clamp"), {x},
+           {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
   return x;
 }
 Tensor clamp_min(const Tensor& x, const Scalar& m) { return clamp(x, m, std::nullopt); }
@@ -604,17 +668,33 @@ bool equal(const Tensor& a, const Tensor& b) {
 // ---------------------------------------------------------------- operators
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return run_binary(kAdd, a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return run_binary(kAdd, a, scalar_operand(b)); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return run_binary(kAdd, b, scalar_operand(a)); }
+Tensor operator+(const Tensor& a, const Scalar& b) {
+  return run_binary(kAdd, a, scalar_operand(b));
+}
+Tensor operator+(const Scalar& a, const Tensor& b) {
+  return run_binary(kAdd, b, scalar_operand(a));
+}
 Tensor operator-(const Tensor& a, const Tensor& b) { return run_binary(kSub, a, b); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return run_binary(kSub, a, scalar_operand(b)); }
-Tensor operator-(const Scalar& a, const Tensor& b) { return run_binary(kSub, scalar_operand(a), b); }
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return run_binary(kSub, a, scalar_operand(b));
+}
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return run_binary(kSub, scalar_operand(a), b);
+}
 Tensor operator*(const Tensor& a, const Tensor& b) { return run_binary(kMul, a, b); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return run_binary(kMul, a, scalar_operand(b)); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return run_binary(kMul, b, scalar_operand(a)); }
+Tensor operator*(const Tensor& a, const Scalar& b) {
+  return run_binary(kMul, a, scalar_operand(b));
+}
+Tensor operator*(const Scalar& a, const Tensor& b) {
+  return run_binary(kMul, b, scalar_operand(a));
+}
 Tensor operator/(const Tensor& a, const Tensor& b) { return run_binary(kDiv, a, b); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return run_binary(kDiv, a, scalar_operand(b)); }
-Tensor operator/(const Scalar& a, const Tensor& b) { return run_binary(kDiv, scalar_operand(a), b); }
+Tensor operator/(const Tensor& a, const Scalar& b) {
+  return run_binary(kDiv, a, scalar_operand(b));
+}
+Tensor operator/(const Scalar& a, const Tensor& b) {
+  return run_binary(kDiv, scalar_operand(a), b);
+}
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }

@@ -12,7 +12,6 @@
 namespace oneflow {
 namespace {
 
-
 // ---- copy (cast / contiguous / clone)
 void copy_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({in[0].sizes().dims(), {}, 0, a.dtype(0), in[0].device()});
@@ -84,9 +83,8 @@ void fill_cpu(const Tensor& t, const Scalar& v) {
     const T val = T(v.to<compute_t<T>>());
     if (t.is_contiguous()) {
       T* p = static_cast<T*>(t.data_ptr());
-      parallel_for(0, t.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-        std::fill(p + b, p + e, val);
-      });
+      parallel_for(0, t.numel(), kParallelGrain,
+                   [&](int64_t b, int64_t e) { std::fill(p + b, p + e, val); });
     } else {
       cpu::cpu_kernel<T>(t, {}, [&]() { return compute_t<T>(val); });
     }
@@ -107,14 +105,17 @@ void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(1)); 
 
 int64_t arange_count(double start, double end, double step) {
   OF_CHECK(step != 0, "[arange] step must be nonzero");
-  OF_CHECK(std::isfinite(start) && std::isfinite(end),
-           "[arange] unsupported range: {} -> {}", start, end);
+  OF_CHECK(std::isfinite(start) && std::isfinite(end), "[arange] unsupported range: {} -> {}",
+           start, end);
   OF_CHECK((step > 0 && end >= start) || (step < 0 && end <= start),
            "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
-           "step {})", start, end, step);
+           "step {})",
+           start, end, step);
   const double n = std::ceil((end - start) / step);  // may be inf: 1e300 - -1e300
-  OF_CHECK(n <= double(int64_t(1) << 62), "[arange] the range {} -> {} by step {} has too many "
-           "elements", start, end, step);
+  OF_CHECK(n <= double(int64_t(1) << 62),
+           "[arange] the range {} -> {} by step {} has too many "
+           "elements",
+           start, end, step);
   return int64_t(n);
 }
 void arange_meta(const TensorList&, const Attrs& a, MetaList& out) {
@@ -151,8 +152,8 @@ void linspace_cpu(const KernelArgs& k) {
   });
 }
 void eye_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  OF_CHECK(a.i(0) >= 0 && a.i(1) >= 0, "[eye] n and m must be non-negative, got {} and {}",
-           a.i(0), a.i(1));
+  OF_CHECK(a.i(0) >= 0 && a.i(1) >= 0, "[eye] n and m must be non-negative, got {} and {}", a.i(0),
+           a.i(1));
   out.push_back({{a.i(0), a.i(1)}, {}, 0, a.dtype(2), factory_device(a, 3, "eye")});
 }
 void eye_cpu(const KernelArgs& k) {
@@ -177,35 +178,54 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 void register_core_ops() {
-  register_op({.name = "copy", .traits = kElementwise, .attr_names = {"dtype"},
-                        .infer_meta = copy_meta, .cpu = copy_cpu, .vjp = copy_vjp,
-                        .fold_identities = {{FoldIdentity::kSameLayout, 0}},
-                        .fused_form = FusedForm::kCast});
-  register_op({.name = "to_device", .attr_names = {"device_type", "device_index", "non_blocking"},
-                             .infer_meta = to_device_meta, .cpu = to_device_kernel,
-                             .cuda = to_device_kernel, .vjp = to_device_vjp,
-                             .contiguous_inputs = in(0)});  // the kernel copies bytes
-  register_op({.name = "copy_", .traits = kElementwise | kInplaceOk,
-                         .infer_meta = copy__meta, .cpu = copy__cpu, .vjp = copy__vjp,
-                         .fused_form = FusedForm::kCopyInto});
-  register_op({.name = "fill_", .traits = kElementwise | kInplaceOk,
-                         .attr_names = {"value"}, .infer_meta = fill__meta, .cpu = fill__kernel,
-                         .vjp = fill__vjp,
-                         .fused_form = FusedForm::kFill});
-  register_op({.name = "full", .traits = kFactory,
-                        .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
-                        .infer_meta = full_meta, .cpu = full_cpu});
-  register_op({.name = "arange", .traits = kFactory,
-                          .attr_names = {"start", "end", "step", "dtype", "device_type",
-                                         "device_index"},
-                          .infer_meta = arange_meta, .cpu = arange_cpu});
-  register_op({.name = "linspace", .traits = kFactory,
-                            .attr_names = {"start", "end", "steps", "dtype", "device_type",
-                                           "device_index"},
-                            .infer_meta = linspace_meta, .cpu = linspace_cpu});
-  register_op({.name = "eye", .traits = kFactory,
-                       .attr_names = {"n", "m", "dtype", "device_type", "device_index"},
-                       .infer_meta = eye_meta, .cpu = eye_cpu});
+  register_op({.name = "copy",
+               .traits = kElementwise,
+               .attr_names = {"dtype"},
+               .infer_meta = copy_meta,
+               .cpu = copy_cpu,
+               .vjp = copy_vjp,
+               .fold_identities = {{FoldIdentity::kSameLayout, 0}},
+               .fused_form = FusedForm::kCast});
+  register_op({.name = "to_device",
+               .attr_names = {"device_type", "device_index", "non_blocking"},
+               .infer_meta = to_device_meta,
+               .cpu = to_device_kernel,
+               .cuda = to_device_kernel,
+               .vjp = to_device_vjp,
+               .contiguous_inputs = in(0)});  // the kernel copies bytes
+  register_op({.name = "copy_",
+               .traits = kElementwise | kInplaceOk,
+               .infer_meta = copy__meta,
+               .cpu = copy__cpu,
+               .vjp = copy__vjp,
+               .fused_form = FusedForm::kCopyInto});
+  register_op({.name = "fill_",
+               .traits = kElementwise | kInplaceOk,
+               .attr_names = {"value"},
+               .infer_meta = fill__meta,
+               .cpu = fill__kernel,
+               .vjp = fill__vjp,
+               .fused_form = FusedForm::kFill});
+  register_op({.name = "full",
+               .traits = kFactory,
+               .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
+               .infer_meta = full_meta,
+               .cpu = full_cpu});
+  register_op({.name = "arange",
+               .traits = kFactory,
+               .attr_names = {"start", "end", "step", "dtype", "device_type", "device_index"},
+               .infer_meta = arange_meta,
+               .cpu = arange_cpu});
+  register_op({.name = "linspace",
+               .traits = kFactory,
+               .attr_names = {"start", "end", "steps", "dtype", "device_type", "device_index"},
+               .infer_meta = linspace_meta,
+               .cpu = linspace_cpu});
+  register_op({.name = "eye",
+               .traits = kFactory,
+               .attr_names = {"n", "m", "dtype", "device_type", "device_index"},
+               .infer_meta = eye_meta,
+               .cpu = eye_cpu});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -257,19 +277,22 @@ int64_t format_dim(MemoryFormat mf) { return mf == MemoryFormat::ChannelsLast ? 
 
 const char* format_name(MemoryFormat mf) {
   switch (mf) {
-    case MemoryFormat::Contiguous: return "Contiguous";
-    case MemoryFormat::Preserve: return "Preserve";
-    case MemoryFormat::ChannelsLast: return "ChannelsLast";
-    case MemoryFormat::ChannelsLast3d: return "ChannelsLast3d";
+    case MemoryFormat::Contiguous:
+      return "Contiguous";
+    case MemoryFormat::Preserve:
+      return "Preserve";
+    case MemoryFormat::ChannelsLast:
+      return "ChannelsLast";
+    case MemoryFormat::ChannelsLast3d:
+      return "ChannelsLast3d";
   }
   return "?";
 }
 
 void check_format_rank(const Tensor& x, MemoryFormat mf, const char* op) {
   if (mf == MemoryFormat::ChannelsLast || mf == MemoryFormat::ChannelsLast3d)
-    OF_CHECK(x.dim() == format_dim(mf),
-             "[{}] memory format {} needs a {}-D tensor, got shape {}", op,
-             format_name(mf), format_dim(mf), shape_str(x.sizes()));
+    OF_CHECK(x.dim() == format_dim(mf), "[{}] memory format {} needs a {}-D tensor, got shape {}",
+             op, format_name(mf), format_dim(mf), shape_str(x.sizes()));
 }
 
 // `convert(y)` applied in the layout `mf` asks for (Preserve resolved against x's layout).
@@ -307,9 +330,8 @@ Tensor Tensor::to(ScalarType t, bool non_blocking, bool copy,
 Tensor Tensor::to(Device d, bool non_blocking, bool copy, std::optional<MemoryFormat> mf) const {
   check_impl();
   if (!mf && d == device() && !copy) return *this;
-  return convert_in_format(*this, mf, "to", [&](const Tensor& y) {
-    return to_device(y, d, copy, non_blocking);
-  });
+  return convert_in_format(*this, mf, "to",
+                           [&](const Tensor& y) { return to_device(y, d, copy, non_blocking); });
 }
 
 Tensor Tensor::pin_memory() const {
@@ -359,10 +381,12 @@ Tensor Tensor::clone(std::optional<MemoryFormat> mf) const {
 bool Tensor::is_contiguous(MemoryFormat mf) const {
   check_impl();
   switch (mf) {
-    case MemoryFormat::Contiguous: return is_contiguous();
+    case MemoryFormat::Contiguous:
+      return is_contiguous();
     case MemoryFormat::Preserve:
-      fail("[is_contiguous] memory format Preserve is not a layout (ask Contiguous or "
-           "ChannelsLast)");
+      fail(
+          "[is_contiguous] memory format Preserve is not a layout (ask Contiguous or "
+          "ChannelsLast)");
     case MemoryFormat::ChannelsLast:
     case MemoryFormat::ChannelsLast3d: {
       if (dim() != format_dim(mf)) return false;
@@ -468,7 +492,10 @@ Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
 }
 
 Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
-  ScalarType dt = o.has_dtype() ? o.dtype() : (v.is_boolean() ? kBool : v.is_integral() ? kInt64 : kFloat32);
+  ScalarType dt = o.has_dtype() ? o.dtype()
+                                : (v.is_boolean()    ? kBool
+                                   : v.is_integral() ? kInt64
+                                                     : kFloat32);
   Attrs a{size.dims(), v, dt, dev_type(o.device()), dev_index(o.device())};
   return finish_factory(on_device(OF_OP("full"), std::move(a), o.device(), 3), o);
 }
@@ -493,13 +520,13 @@ Tensor arange(const Scalar& start, const Scalar& end, TensorOptions o) {
 }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o) {
   ScalarType dt = range_dtype(o, {start, end, step});
-  Attrs a{start.to_double(), end.to_double(), step.to_double(), dt, dev_type(o.device()),
-          dev_index(o.device())};
+  Attrs a{start.to_double(),    end.to_double(),      step.to_double(), dt,
+          dev_type(o.device()), dev_index(o.device())};
   return finish_factory(on_device(OF_OP("arange"), std::move(a), o.device(), 4), o);
 }
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions o) {
-  Attrs a{start.to_double(), end.to_double(), steps, o.dtype(), dev_type(o.device()),
-          dev_index(o.device())};
+  Attrs a{start.to_double(), end.to_double(),      steps,
+          o.dtype(),         dev_type(o.device()), dev_index(o.device())};
   return finish_factory(on_device(OF_OP("linspace"), std::move(a), o.device(), 4), o);
 }
 Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
@@ -521,9 +548,10 @@ TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o) {
 }  // namespace
 
 // *_like of a global tensor is global (global::like_global); of a local one, local.
-#define OF_LIKE(expr)                                                                          \
-  if (t.is_global())                                                                           \
-    return global::like_global(t, like(t, o), [&](IntArrayRef s, TensorOptions lo) { return expr; }); \
+#define OF_LIKE(expr)                                                                  \
+  if (t.is_global())                                                                   \
+    return global::like_global(t, like(t, o),                                          \
+                               [&](IntArrayRef s, TensorOptions lo) { return expr; }); \
   return [&](IntArrayRef s, TensorOptions lo) { return expr; }(t.sizes(), like(t, o))
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(empty(s, lo)); }
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(zeros(s, lo)); }
@@ -538,11 +566,14 @@ Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(ran
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptions o) {
   OF_CHECK(data != nullptr || checked_numel(sizes, "from_blob") == 0,
            "[from_blob] data pointer is null");
-  OF_CHECK(sizes.size() == strides.size(), "[from_blob] got {} sizes and {} strides",
-           sizes.size(), strides.size());
+  OF_CHECK(sizes.size() == strides.size(), "[from_blob] got {} sizes and {} strides", sizes.size(),
+           strides.size());
   int64_t extent = 1;
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) { extent = 0; break; }
+    if (sizes[d] == 0) {
+      extent = 0;
+      break;
+    }
     extent += (sizes[d] - 1) * strides[d];
   }
   checked_numel(sizes, "from_blob");

@@ -20,7 +20,11 @@
 
 namespace oneflow::fn {
 
-OF_HD OF_FI inline float bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+OF_HD OF_FI inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // NOTE [exp underflow]: below lo, where exp(x) leaves the normal floats, the result is 0 and
 // the lanes compute exp(lo) instead: no lane ever makes a subnormal, whose microcode assist
@@ -86,8 +90,9 @@ template <class T> OF_HD OF_FI inline T tanh_(T x) {
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0 ? -big : big;
     float x2 = x * x;
-    float small = x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * (-0.0539682540f +
-                  x2 * 0.0218694885f))));
+    float small =
+        x * (1.0f + x2 * (-0.333333333f +
+                          x2 * (0.133333333f + x2 * (-0.0539682540f + x2 * 0.0218694885f))));
     float r = ax < 0.25f ? small : big;
     return x != x ? x : r;
   } else {
@@ -98,8 +103,7 @@ template <class T> OF_HD OF_FI inline T tanh_(T x) {
 // NOTE [Integer wrap]: integer +, -, * (and neg, abs, square, pow, INT_MIN / -1) wrap in
 // two's complement, computed in the unsigned type, as libtorch's do in practice and as sums
 // do (reduce.cpp): signed overflow is undefined behaviour (fuzz_ops: int64 edge values).
-template <class T>
-inline constexpr bool kWraps = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <class T> inline constexpr bool kWraps = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 template <class T> OF_HD OF_FI T wrap_add(T a, T b) {
   if constexpr (kWraps<T>) return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
   else return a + b;
@@ -118,10 +122,14 @@ template <class T> OF_HD OF_FI bool is_minus_one(T x) {
   else return false;
 }
 
-#define OF_FN1(Name, expr) \
-  struct Name { template <class T> OF_HD OF_FI T operator()(T x) const { return expr; } };
-#define OF_FN2(Name, expr) \
-  struct Name { template <class T> OF_HD OF_FI T operator()(T a, T b) const { return expr; } };
+#define OF_FN1(Name, expr)                                                  \
+  struct Name {                                                             \
+    template <class T> OF_HD OF_FI T operator()(T x) const { return expr; } \
+  };
+#define OF_FN2(Name, expr)                                                       \
+  struct Name {                                                                  \
+    template <class T> OF_HD OF_FI T operator()(T a, T b) const { return expr; } \
+  };
 
 // ---- unary
 OF_FN1(Neg, T(wrap_neg(x)))
@@ -153,7 +161,7 @@ OF_FN1(Tan, std::tan(x))
 OF_FN1(Tanh, tanh_(x))
 OF_FN1(Sigmoid, sigmoid_(x))
 OF_FN1(Relu, x > T(0) ? x : T(0))
-OF_FN1(Silu, x * sigmoid_(x))
+OF_FN1(Silu, x* sigmoid_(x))
 OF_FN1(Erf, erf_(x))
 // integers are their own floor/ceil/round/trunc (through double, int64 extremes would not
 // convert back: fuzz_ops)
@@ -162,15 +170,20 @@ OF_FN1(Ceil, std::is_integral_v<T> ? x : T(std::ceil(x)))
 OF_FN1(Round, std::is_integral_v<T> ? x : T(std::nearbyint(x)))
 OF_FN1(Trunc, std::is_integral_v<T> ? x : T(std::trunc(x)))
 OF_FN1(GeluErf, T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440))))
-OF_FN1(GeluTanh, T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
-struct IsNan { template <class T> OF_HD bool operator()(T x) const { return x != x; } };
+OF_FN1(GeluTanh,
+       T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+struct IsNan {
+  template <class T> OF_HD bool operator()(T x) const { return x != x; }
+};
 struct IsInf {
   template <class T> OF_HD bool operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
     else return false;
   }
 };
-struct LogicalNot { template <class T> OF_HD bool operator()(T x) const { return !bool(x); } };
+struct LogicalNot {
+  template <class T> OF_HD bool operator()(T x) const { return !bool(x); }
+};
 
 // ---- binary
 OF_FN2(Add, wrap_add(a, b))
@@ -198,13 +211,17 @@ struct DivFloor {
 };
 struct Maximum {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return a + b;
+    }
     return a > b ? a : b;
   }
 };
 struct Minimum {
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) { if (a != a || b != b) return a + b; }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return a + b;
+    }
     return a < b ? a : b;
   }
 };
@@ -245,15 +262,33 @@ struct Pow {
     }
   }
 };
-struct Eq { template <class T> OF_HD bool operator()(T a, T b) const { return a == b; } };
-struct Ne { template <class T> OF_HD bool operator()(T a, T b) const { return a != b; } };
-struct Lt { template <class T> OF_HD bool operator()(T a, T b) const { return a < b; } };
-struct Le { template <class T> OF_HD bool operator()(T a, T b) const { return a <= b; } };
-struct Gt { template <class T> OF_HD bool operator()(T a, T b) const { return a > b; } };
-struct Ge { template <class T> OF_HD bool operator()(T a, T b) const { return a >= b; } };
-struct LogicalAnd { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) && bool(b); } };
-struct LogicalOr { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) || bool(b); } };
-struct LogicalXor { template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) != bool(b); } };
+struct Eq {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a == b; }
+};
+struct Ne {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a != b; }
+};
+struct Lt {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a < b; }
+};
+struct Le {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a <= b; }
+};
+struct Gt {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a > b; }
+};
+struct Ge {
+  template <class T> OF_HD bool operator()(T a, T b) const { return a >= b; }
+};
+struct LogicalAnd {
+  template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) && bool(b); }
+};
+struct LogicalOr {
+  template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) || bool(b); }
+};
+struct LogicalXor {
+  template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) != bool(b); }
+};
 
 #undef OF_FN1
 #undef OF_FN2

@@ -112,7 +112,8 @@ template <class F> void for_each_index(const Tensor& idx, F&& f) {
   });
 }
 
-void check_index_dtype(const Tensor& idx, const char* op, bool allow_int32, const char* what = "index") {
+void check_index_dtype(const Tensor& idx, const char* op, bool allow_int32,
+                       const char* what = "index") {
   if (idx.dtype() == kInt64 || (allow_int32 && idx.dtype() == kInt32)) return;
   fail("[{}] expected {} to have dtype int64{}, got {}", op, what, allow_int32 ? " or int32" : "",
        dtype_name(idx.dtype()));
@@ -164,7 +165,8 @@ void gather_core(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& 
                     T* o = op + off[0];
                     const I* ii = ip + off[1];
                     const T* xx = xp + off[2];
-                    for (int64_t j = 0; j < n; ++j) o[j * s[0]] = xx[j * s[2] + int64_t(ii[j * s[1]]) * xsd];
+                    for (int64_t j = 0; j < n; ++j)
+                      o[j * s[0]] = xx[j * s[2] + int64_t(ii[j * s[1]]) * xsd];
                   });
 }
 
@@ -235,7 +237,8 @@ template <class T> void mapped_copy(const Tensor& out, const Tensor& x, const Ma
     }
     for (int64_t row = b; row < e; ++row) {
       int64_t xoff = 0;
-      for (int64_t d = 0; d < nd - 1; ++d) xoff += (maps[d].empty() ? idx[d] : maps[d][idx[d]]) * xs[d];
+      for (int64_t d = 0; d < nd - 1; ++d)
+        xoff += (maps[d].empty() ? idx[d] : maps[d][idx[d]]) * xs[d];
       T* o = op + row * last;
       const T* xr = xp + xoff;
       if (!ml.empty()) {
@@ -300,7 +303,6 @@ template <class T> void mapped_add(const Tensor& gin, const Tensor& g, const Map
                });
 }
 
-
 // The op behind a handle; builds the op table first when nothing has touched it yet.
 
 // ---------------------------------------------------------------- cat
@@ -312,17 +314,21 @@ void check_cat(const TensorList& ts, int64_t d) {
   for (size_t i = 0; i < ts.size(); ++i) {
     const Tensor& t = ts[i];
     OF_CHECK(t.defined(), "[cat] tensor number {} in the list is undefined", i);
-    OF_CHECK(t.dim() > 0, "[cat] zero-dimensional tensor (at position {}) cannot be concatenated", i);
+    OF_CHECK(t.dim() > 0, "[cat] zero-dimensional tensor (at position {}) cannot be concatenated",
+             i);
     OF_CHECK(t.dim() == f.dim(),
              "[cat] tensors must have the same number of dimensions: got {} ({}) and {} ({}) for "
-             "tensor number {}", f.dim(), shape_str(f.sizes()), t.dim(), shape_str(t.sizes()), i);
-    OF_CHECK(t.device() == f.device(), "[cat] expected all tensors on the same device, got {} and {}",
-             f.device().str(), t.device().str());
+             "tensor number {}",
+             f.dim(), shape_str(f.sizes()), t.dim(), shape_str(t.sizes()), i);
+    OF_CHECK(t.device() == f.device(),
+             "[cat] expected all tensors on the same device, got {} and {}", f.device().str(),
+             t.device().str());
     for (int64_t k = 0; k < t.dim(); ++k)
       if (k != d && t.sizes()[k] != f.sizes()[k])
-        fail("[cat] sizes of tensors must match except in dimension {}: expected size {} but got "
-             "size {} for tensor number {} in the list (shapes {} and {})", d, f.sizes()[k],
-             t.sizes()[k], i, shape_str(f.sizes()), shape_str(t.sizes()));
+        fail(
+            "[cat] sizes of tensors must match except in dimension {}: expected size {} but got "
+            "size {} for tensor number {} in the list (shapes {} and {})",
+            d, f.sizes()[k], t.sizes()[k], i, shape_str(f.sizes()), shape_str(t.sizes()));
   }
 }
 void cat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -343,7 +349,8 @@ void cat_cpu(const KernelArgs& k) {
   int64_t off = 0;
   for (const Tensor& t : k.inputs) {
     if (t.numel() > 0) {
-      Tensor v = make_view(out, t.sizes(), out.strides(), out.storage_offset() + off * out.strides()[d]);
+      Tensor v =
+          make_view(out, t.sizes(), out.strides(), out.storage_offset() + off * out.strides()[d]);
       copy_any(v, t);
     }
     off += t.sizes()[d];
@@ -369,11 +376,14 @@ void gather_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const int64_t d = wrap_dim(a.i(0), x.dim(), "gather");
   OF_CHECK(index.dim() == x.dim() || (index.dim() <= 1 && x.dim() <= 1),
            "[gather] index tensor must have the same number of dimensions as input tensor: "
-           "input {} vs index {}", shape_str(x.sizes()), shape_str(index.sizes()));
+           "input {} vs index {}",
+           shape_str(x.sizes()), shape_str(index.sizes()));
   for (int64_t k = 0; k < index.dim() && x.dim() > 0; ++k)
     if (k != d && index.sizes()[k] > x.sizes()[k])
-      fail("[gather] size of index {} must not exceed the input size {} in dimension {} (only "
-           "dimension {} may differ)", shape_str(index.sizes()), shape_str(x.sizes()), k, d);
+      fail(
+          "[gather] size of index {} must not exceed the input size {} in dimension {} (only "
+          "dimension {} may differ)",
+          shape_str(index.sizes()), shape_str(x.sizes()), k, d);
   check_bounds(index, size_at(x, d), "gather", d);
   out.push_back({index.sizes().dims(), {}, 0, x.dtype(), x.device()});
 }
@@ -388,7 +398,8 @@ void gather_cpu(const KernelArgs& k) {
     dispatch_dtype(x.dtype(), [&](auto z) { gather_core<decltype(z), int64_t>(ov, xv, 0, iv); });
     return;
   }
-  dispatch_dtype(x.dtype(), [&](auto z) { gather_core<decltype(z), int64_t>(k.outputs[0], x, d, index); });
+  dispatch_dtype(x.dtype(),
+                 [&](auto z) { gather_core<decltype(z), int64_t>(k.outputs[0], x, d, index); });
 }
 
 // Zero-pads `t` at the end of every dim up to `sizes` (same rank).
@@ -412,8 +423,9 @@ void scatter_meta_common(const TensorList& in, const Attrs& a, MetaList& out, co
   const Tensor &x = in[0], &index = in[1], &src = in[2];
   check_index_dtype(index, op, false);
   const int64_t d = wrap_dim(a.i(0), x.dim(), op);
-  OF_CHECK(src.dtype() == x.dtype(), "[{}] expected self.dtype to be equal to src.dtype: got {} and {}",
-           op, dtype_name(x.dtype()), dtype_name(src.dtype()));
+  OF_CHECK(src.dtype() == x.dtype(),
+           "[{}] expected self.dtype to be equal to src.dtype: got {} and {}", op,
+           dtype_name(x.dtype()), dtype_name(src.dtype()));
   OF_CHECK(index.dim() == x.dim() && src.dim() == x.dim(),
            "[{}] index {} and src {} must have the same number of dimensions as self {}", op,
            shape_str(index.sizes()), shape_str(src.sizes()), shape_str(x.sizes()));
@@ -422,8 +434,10 @@ void scatter_meta_common(const TensorList& in, const Attrs& a, MetaList& out, co
       fail("[{}] expected index {} to be no larger than src {} in dimension {}", op,
            shape_str(index.sizes()), shape_str(src.sizes()), k);
     if (k != d && index.sizes()[k] > x.sizes()[k])
-      fail("[{}] expected index {} to be no larger than self {} apart from dimension {} (dimension {})",
-           op, shape_str(index.sizes()), shape_str(x.sizes()), d, k);
+      fail(
+          "[{}] expected index {} to be no larger than self {} apart from dimension {} (dimension "
+          "{})",
+          op, shape_str(index.sizes()), shape_str(x.sizes()), d, k);
   }
   check_bounds(index, size_at(x, d), op, d);
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
@@ -484,7 +498,8 @@ void index_select_cpu(const KernelArgs& k) {
   Tensor iv = expand_index(k.inputs[1], out.sizes(), d);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
-    dispatch_index(iv.dtype(), [&](auto zi) { gather_core<T, decltype(zi)>(out, k.inputs[0], d, iv); });
+    dispatch_index(iv.dtype(),
+                   [&](auto zi) { gather_core<T, decltype(zi)>(out, k.inputs[0], d, iv); });
   });
 }
 TensorList index_select_vjp(const VjpCtx& c, const TensorList& g) {
@@ -497,13 +512,16 @@ void index_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_index_1d(index, "index_add");
   OF_CHECK(x.dim() > 0, "[index_add] input must have at least one dimension");
   const int64_t d = wrap_dim(a.i(0), x.dim(), "index_add");
-  OF_CHECK(src.dtype() == x.dtype(), "[index_add] self ({}) and source ({}) must have the same dtype",
-           dtype_name(x.dtype()), dtype_name(src.dtype()));
+  OF_CHECK(src.dtype() == x.dtype(),
+           "[index_add] self ({}) and source ({}) must have the same dtype", dtype_name(x.dtype()),
+           dtype_name(src.dtype()));
   bool ok = src.dim() == x.dim() && src.sizes()[d] == index.numel();
   for (int64_t k = 0; ok && k < x.dim(); ++k)
     if (k != d && src.sizes()[k] != x.sizes()[k]) ok = false;
-  OF_CHECK(ok, "[index_add] source {} must have the shape of self {} with dimension {} of size {} "
-           "(the number of indices)", shape_str(src.sizes()), shape_str(x.sizes()), d, index.numel());
+  OF_CHECK(ok,
+           "[index_add] source {} must have the shape of self {} with dimension {} of size {} "
+           "(the number of indices)",
+           shape_str(src.sizes()), shape_str(x.sizes()), d, index.numel());
   check_bounds(index, x.sizes()[d], "index_add", d);
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
 }
@@ -516,7 +534,8 @@ void index_add_cpu(const KernelArgs& k) {
     using T = decltype(z);
     copy_into<T>(out, k.inputs[0]);
     const auto alpha = k.attrs.scalar(1).to<compute_t<T>>();
-    dispatch_index(iv.dtype(), [&](auto zi) { scatter_core<T, decltype(zi), true>(out, d, iv, src, alpha); });
+    dispatch_index(iv.dtype(),
+                   [&](auto zi) { scatter_core<T, decltype(zi), true>(out, d, iv, src, alpha); });
   });
 }
 TensorList index_add_vjp(const VjpCtx& c, const TensorList& g) {
@@ -540,9 +559,12 @@ int64_t device_count_nonzero(const Tensor& t) {
 
 void masked_select_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor &x = in[0], &mask = in[1];
-  OF_CHECK(mask.dtype() == kBool, "[masked_select] expected a bool mask, got {}", dtype_name(mask.dtype()));
-  OF_CHECK(mask.device() == x.device(), "[masked_select] expected the mask on the input's device {}, "
-           "got {}", x.device().str(), mask.device().str());
+  OF_CHECK(mask.dtype() == kBool, "[masked_select] expected a bool mask, got {}",
+           dtype_name(mask.dtype()));
+  OF_CHECK(mask.device() == x.device(),
+           "[masked_select] expected the mask on the input's device {}, "
+           "got {}",
+           x.device().str(), mask.device().str());
   DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
   int64_t count = 0;
   if (mask.numel() > 0 && !mask.is_cpu()) {
@@ -585,8 +607,10 @@ TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
 void msb_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &g = in[0], &mask = in[1];
   const DimVector& size = a.ints(0);
-  OF_CHECK(mask.device() == g.device(), "[masked_select_backward] expected the mask on the "
-           "gradient's device {}, got {}", g.device().str(), mask.device().str());
+  OF_CHECK(mask.device() == g.device(),
+           "[masked_select_backward] expected the mask on the "
+           "gradient's device {}, got {}",
+           g.device().str(), mask.device().str());
   OF_CHECK(mask.dtype() == kBool, "[masked_select_backward] expected a bool mask, got {}",
            dtype_name(mask.dtype()));
   OF_CHECK(g.dim() == 1, "[masked_select_backward] expected a 1-D gradient, got shape {}",
@@ -611,8 +635,10 @@ void msb_cpu(const KernelArgs& k) {
   for_each_run<2>(out.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
     for (int64_t j = 0; j < n; ++j) selected += mp[off[1] + j * s[1]];
   });
-  OF_CHECK(selected <= g.sizes()[0], "[masked_select_backward] gradient has {} elements, fewer "
-           "than the {} the mask selects", g.sizes()[0], selected);
+  OF_CHECK(selected <= g.sizes()[0],
+           "[masked_select_backward] gradient has {} elements, fewer "
+           "than the {} the mask selects",
+           g.sizes()[0], selected);
   fill_any(out, 0.0);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -642,7 +668,8 @@ void nonzero_meta(const TensorList& in, const Attrs&, MetaList& out) {
     using T = decltype(z);
     const T* p = static_cast<const T*>(x.data_ptr());
     for_each_run<1>(x.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
-      for (int64_t j = 0; j < n; ++j) count += compute_t<T>(p[off[0] + j * s[0]]) != compute_t<T>(0);
+      for (int64_t j = 0; j < n; ++j)
+        count += compute_t<T>(p[off[0] + j * s[0]]) != compute_t<T>(0);
     });
   });
   out.push_back({{count, x.dim()}, {}, 0, kInt64, x.device()});
@@ -677,7 +704,8 @@ void nonzero_cpu(const KernelArgs& k) {
 
 void one_hot_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  OF_CHECK(x.dtype() == kInt64, "[one_hot] is only applicable to index tensors of dtype int64, got {}",
+  OF_CHECK(x.dtype() == kInt64,
+           "[one_hot] is only applicable to index tensors of dtype int64, got {}",
            dtype_name(x.dtype()));
   const int64_t c = a.i(0);
   OF_CHECK(c >= 0, "[one_hot] num_classes must be positive or -1, got {}", c);
@@ -707,13 +735,15 @@ PadMode pad_mode(std::string_view m) {
   if (m == "reflect") return PadMode::kReflect;
   if (m == "replicate") return PadMode::kReplicate;
   if (m == "circular") return PadMode::kCircular;
-  fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or 'circular'", m);
+  fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or 'circular'",
+       m);
 }
 
 // Output sizes of pad; validates the pads against the mode.
 DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
   const int64_t nd = int64_t(in.size());
-  OF_CHECK(pads.size() % 2 == 0, "[pad] padding length must be divisible by 2, got {}", pads.size());
+  OF_CHECK(pads.size() % 2 == 0, "[pad] padding length must be divisible by 2, got {}",
+           pads.size());
   const int64_t np = int64_t(pads.size()) / 2;
   OF_CHECK(np <= nd, "[pad] padding length {} is too large for an input with {} dimensions {}",
            pads.size(), nd, shape_str(in));
@@ -721,23 +751,31 @@ DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
   for (int64_t p = 0; p < np; ++p) {
     const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1], n = in[d];
     if (mode != PadMode::kConstant) {
-      OF_CHECK(l >= 0 && r >= 0, "[pad] negative padding ({}, {}) at dimension {} is only supported "
-               "in constant mode", l, r, d);
+      OF_CHECK(l >= 0 && r >= 0,
+               "[pad] negative padding ({}, {}) at dimension {} is only supported "
+               "in constant mode",
+               l, r, d);
       if (mode == PadMode::kReflect)
-        OF_CHECK(l < n && r < n, "[pad] reflect padding ({}, {}) at dimension {} must be smaller than "
-                 "the dimension's size {} (input {})", l, r, d, n, shape_str(in));
+        OF_CHECK(l < n && r < n,
+                 "[pad] reflect padding ({}, {}) at dimension {} must be smaller than "
+                 "the dimension's size {} (input {})",
+                 l, r, d, n, shape_str(in));
       if (mode == PadMode::kReplicate)
-        OF_CHECK(n > 0 || (l == 0 && r == 0), "[pad] replicate padding needs a non-empty dimension {} "
-                 "(input {})", d, shape_str(in));
+        OF_CHECK(n > 0 || (l == 0 && r == 0),
+                 "[pad] replicate padding needs a non-empty dimension {} "
+                 "(input {})",
+                 d, shape_str(in));
       if (mode == PadMode::kCircular)
-        OF_CHECK(l <= n && r <= n, "[pad] circular padding ({}, {}) at dimension {} must not exceed "
-                 "the dimension's size {} (input {})", l, r, d, n, shape_str(in));
+        OF_CHECK(l <= n && r <= n,
+                 "[pad] circular padding ({}, {}) at dimension {} must not exceed "
+                 "the dimension's size {} (input {})",
+                 l, r, d, n, shape_str(in));
     }
     OF_CHECK(!__builtin_add_overflow(n, l, &out[d]) && !__builtin_add_overflow(out[d], r, &out[d]),
              "[pad] padding ({}, {}) of dimension {} of input {} overflows its size", l, r, d,
              shape_str(in));
-    OF_CHECK(out[d] >= 0, "[pad] padding ({}, {}) makes dimension {} of input {} negative ({})", l, r,
-             d, shape_str(in), out[d]);
+    OF_CHECK(out[d] >= 0, "[pad] padding ({}, {}) makes dimension {} of input {} negative ({})", l,
+             r, d, shape_str(in), out[d]);
   }
   return out;
 }
@@ -757,9 +795,14 @@ Maps pad_maps(IntArrayRef in, const DimVector& pads, PadMode mode) {
           if (j < 0) j = -j;
           if (j >= n) j = 2 * (n - 1) - j;
           break;
-        case PadMode::kReplicate: j = std::clamp<int64_t>(j, 0, n - 1); break;
-        case PadMode::kCircular: j = ((j % n) + n) % n; break;
-        case PadMode::kConstant: break;
+        case PadMode::kReplicate:
+          j = std::clamp<int64_t>(j, 0, n - 1);
+          break;
+        case PadMode::kCircular:
+          j = ((j % n) + n) % n;
+          break;
+        case PadMode::kConstant:
+          break;
       }
       m[i] = j;
     }
@@ -813,8 +856,10 @@ TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
 void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const DimVector& isz = a.ints(0);
   DimVector osz = pad_sizes(isz, a.ints(1), pad_mode(a.str(2)));
-  OF_CHECK(in[0].sizes() == IntArrayRef(osz), "[pad_backward] gradient shape {} does not match the "
-           "padded shape {}", shape_str(in[0].sizes()), shape_str(osz));
+  OF_CHECK(in[0].sizes() == IntArrayRef(osz),
+           "[pad_backward] gradient shape {} does not match the "
+           "padded shape {}",
+           shape_str(in[0].sizes()), shape_str(osz));
   out.push_back({isz, {}, 0, in[0].dtype(), in[0].device()});
 }
 void pad_backward_cpu(const KernelArgs& k) {
@@ -879,7 +924,8 @@ DimVector flip_dims(const Tensor& x, const DimVector& dims) {
   std::vector<bool> seen(size_t(std::max<int64_t>(x.dim(), 1)), false);
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, x.dim(), "flip");
-    OF_CHECK(!seen[w], "[flip] dim {} appears multiple times in the list of dims {}", w, shape_str(dims));
+    OF_CHECK(!seen[w], "[flip] dim {} appears multiple times in the list of dims {}", w,
+             shape_str(dims));
     seen[w] = true;
     r.push_back(w);
   }
@@ -900,13 +946,17 @@ void flip_cpu(const KernelArgs& k) {
     }
   dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
 }
-TensorList flip_vjp(const VjpCtx& c, const TensorList& g) { return {flip(g[0], c.attrs().ints(0))}; }
+TensorList flip_vjp(const VjpCtx& c, const TensorList& g) {
+  return {flip(g[0], c.attrs().ints(0))};
+}
 
 void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   const DimVector &shifts = a.ints(0), &dims = a.ints(1);
-  OF_CHECK(shifts.size() == dims.size(), "[roll] shifts and dimensions must align: got {} shifts and "
-           "{} dims", shifts.size(), dims.size());
+  OF_CHECK(shifts.size() == dims.size(),
+           "[roll] shifts and dimensions must align: got {} shifts and "
+           "{} dims",
+           shifts.size(), dims.size());
   for (int64_t d : dims) wrap_dim(d, x.dim(), "roll");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
 }
@@ -943,8 +993,10 @@ TensorList roll_vjp(const VjpCtx& c, const TensorList& g) {
 void repeat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   const DimVector& r = a.ints(0);
-  OF_CHECK(int64_t(r.size()) >= x.dim(), "[repeat] number of dimensions of repeat dims {} can not be "
-           "smaller than number of dimensions of tensor {}", shape_str(r), shape_str(x.sizes()));
+  OF_CHECK(int64_t(r.size()) >= x.dim(),
+           "[repeat] number of dimensions of repeat dims {} can not be "
+           "smaller than number of dimensions of tensor {}",
+           shape_str(r), shape_str(x.sizes()));
   DimVector sz(r.size());
   const int64_t lead = int64_t(r.size()) - x.dim();
   for (int64_t d = 0; d < int64_t(r.size()); ++d) {
@@ -1033,9 +1085,11 @@ void sort_cpu(const KernelArgs& k) {
       std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) buf[j] = {C(xp[xo + j * st]), j};
       if (desc)
-        std::stable_sort(buf.begin(), buf.end(), [](const auto& a, const auto& b) { return less_nan(b.first, a.first); });
+        std::stable_sort(buf.begin(), buf.end(),
+                         [](const auto& a, const auto& b) { return less_nan(b.first, a.first); });
       else
-        std::stable_sort(buf.begin(), buf.end(), [](const auto& a, const auto& b) { return less_nan(a.first, b.first); });
+        std::stable_sort(buf.begin(), buf.end(),
+                         [](const auto& a, const auto& b) { return less_nan(a.first, b.first); });
       for (int64_t j = 0; j < n; ++j) {
         vp[oo + j * st] = T(buf[j].first);
         ip[oo + j * st] = buf[j].second;
@@ -1052,8 +1106,9 @@ void topk_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   const int64_t d = wrap_dim(a.i(1), x.dim(), "topk");
   const int64_t k = a.i(0), n = size_at(x, d);
-  OF_CHECK(k >= 0 && k <= n, "[topk] k ({}) is out of range for dimension {} with size {} (input {})",
-           k, d, n, shape_str(x.sizes()));
+  OF_CHECK(k >= 0 && k <= n,
+           "[topk] k ({}) is out of range for dimension {} with size {} (input {})", k, d, n,
+           shape_str(x.sizes()));
   DimVector sz = x.sizes().dims();
   if (x.dim() > 0) sz[d] = k;
   out.push_back({sz, {}, 0, x.dtype(), x.device()});
@@ -1099,7 +1154,8 @@ TensorList topk_vjp(const VjpCtx& c, const TensorList& g) {
 
 void embedding_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor &w = in[0], &idx = in[1];
-  OF_CHECK(w.dim() == 2, "[embedding] weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
+  OF_CHECK(w.dim() == 2,
+           "[embedding] weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
            shape_str(w.sizes()));
   check_index_dtype(idx, "embedding", true, "indices");
   const int64_t num = w.sizes()[0];
@@ -1131,7 +1187,8 @@ void embedding_cpu(const KernelArgs& k) {
           const T* row = wp + int64_t(ip[i]) * ws0;
           T* o = op + i * D;
           if (ws1 == 1) std::copy(row, row + D, o);
-          else for (int64_t j = 0; j < D; ++j) o[j] = row[j * ws1];
+          else
+            for (int64_t j = 0; j < D; ++j) o[j] = row[j * ws1];
         }
       });
     });
@@ -1145,8 +1202,8 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gf = g[0].reshape({-1, wsz[1]});
   if (pad_idx >= 0) gf = masked_fill(gf, (idx == pad_idx).unsqueeze(1), 0.0);
   if (by_freq) {
-    Tensor counts = global::broadcast_zeros_like({wsz[0]}, gf)
-                        .index_add(0, idx, ones_like(idx, gf.options()));
+    Tensor counts =
+        global::broadcast_zeros_like({wsz[0]}, gf).index_add(0, idx, ones_like(idx, gf.options()));
     gf = gf / counts.index_select(0, idx).unsqueeze(1);
   }
   return {global::broadcast_zeros_like(wsz, g[0]).index_add(0, idx, gf), Tensor()};
@@ -1155,65 +1212,153 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_index_ops() {
-  register_op({.name = "cat", .attr_names = {"dim"}, .infer_meta = cat_meta, .cpu = cat_cpu,
-                       .vjp = cat_vjp, .sbp_rule = &sbp_rules::kCat,
-                       .autocast = AutocastPolicy::kPromote});
-  register_op({.name = "gather", .traits = kChecksIndices, .attr_names = {"dim"}, .infer_meta = gather_meta,
-                          .cpu = gather_cpu, .vjp = gather_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
-                          .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "scatter", .traits = kChecksIndices, .attr_names = {"dim"}, .infer_meta = scatter_meta,
-                           .cpu = scatter_cpu<false>, .vjp = scatter_vjp, .save_inputs = in(1),
-                           .nondiff_inputs = in(1), .sbp_rule = &sbp_rules::kAlongDim});
-  register_op({.name = "scatter_add", .traits = kInplaceOk | kChecksIndices, .attr_names = {"dim"},
-                               .infer_meta = scatter_add_meta, .cpu = scatter_cpu<true>,
-                               .vjp = scatter_add_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
-                               .sbp_rule = &sbp_rules::kAlongDim,
-                               .autocast = AutocastPolicy::kPromote});
-  register_op({.name = "index_select", .traits = kChecksIndices, .attr_names = {"dim"},
-                                .infer_meta = index_select_meta, .cpu = index_select_cpu,
-                                .vjp = index_select_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
-                                .sbp_rule = &sbp_rules::kIndexSelect});
-  register_op({.name = "index_add", .traits = kChecksIndices, .attr_names = {"dim", "alpha"},
-                             .infer_meta = index_add_meta, .cpu = index_add_cpu,
-                             .vjp = index_add_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
-                             .sbp_rule = &sbp_rules::kIndexAdd,
-                             .autocast = AutocastPolicy::kPromote});
-  register_op({.name = "masked_select", .traits = kSyncsHost, .attr_names = {},
-                                 .infer_meta = masked_select_meta, .cpu = masked_select_cpu,
-                                 .vjp = masked_select_vjp, .save_inputs = in(1), .nondiff_inputs = in(1)});
-  register_op({.name = "masked_select_backward", .attr_names = {"size"},
-                                          .infer_meta = msb_meta, .cpu = msb_cpu, .vjp = msb_vjp,
-                                          .save_inputs = in(1), .nondiff_inputs = in(1)});
-  register_op({.name = "nonzero", .traits = kSyncsHost | kNonDifferentiable, .attr_names = {},
-                           .infer_meta = nonzero_meta, .cpu = nonzero_cpu});
-  register_op({.name = "one_hot", .traits = kNonDifferentiable | kChecksIndices,
-                           .attr_names = {"num_classes"}, .infer_meta = one_hot_meta,
-                           .cpu = one_hot_cpu, .sbp_rule = &sbp_rules::kOneHot});
-  register_op({.name = "pad", .attr_names = {"pad", "mode", "value"}, .infer_meta = pad_meta,
-                       .cpu = pad_cpu, .vjp = pad_vjp, .sbp_rule = &sbp_rules::kPad});
-  register_op({.name = "pad_backward", .attr_names = {"input_size", "pad", "mode"},
-                                .infer_meta = pad_backward_meta, .cpu = pad_backward_cpu,
-                                .vjp = pad_backward_vjp});
-  register_op({.name = "tril", .attr_names = {"diagonal"}, .infer_meta = tri_meta<true>,
-                        .cpu = tri_cpu<true>, .vjp = tril_vjp, .sbp_rule = &sbp_rules::kTriangle});
-  register_op({.name = "triu", .attr_names = {"diagonal"}, .infer_meta = tri_meta<false>,
-                        .cpu = tri_cpu<false>, .vjp = triu_vjp, .sbp_rule = &sbp_rules::kTriangle});
-  register_op({.name = "flip", .attr_names = {"dims"}, .infer_meta = flip_meta,
-                        .cpu = flip_cpu, .vjp = flip_vjp, .sbp_rule = &sbp_rules::kFlip});
-  register_op({.name = "roll", .attr_names = {"shifts", "dims"}, .infer_meta = roll_meta,
-                        .cpu = roll_cpu, .vjp = roll_vjp, .sbp_rule = &sbp_rules::kRoll});
-  register_op({.name = "repeat", .attr_names = {"repeats"}, .infer_meta = repeat_meta,
-                          .cpu = repeat_cpu, .vjp = repeat_vjp, .sbp_rule = &sbp_rules::kRepeat});
-  register_op({.name = "sort", .attr_names = {"dim", "descending"}, .infer_meta = sort_meta,
-                        .cpu = sort_cpu, .vjp = sort_vjp, .save_outputs = out(1),
-                 .sbp_rule = &sbp_rules::kSort, .contiguous_inputs = kEveryInput});
-  register_op({.name = "topk", .attr_names = {"k", "dim", "largest", "sorted"},
-                        .infer_meta = topk_meta, .cpu = topk_cpu, .vjp = topk_vjp, .save_outputs = out(1),
-                 .sbp_rule = &sbp_rules::kTopk, .contiguous_inputs = kEveryInput});
-  register_op({.name = "embedding", .traits = kChecksIndices, .attr_names = {"padding_idx", "scale_grad_by_freq"},
-                             .infer_meta = embedding_meta, .cpu = embedding_cpu,
-                             .vjp = embedding_vjp, .save_inputs = in(1), .nondiff_inputs = in(1),
-                 .sbp_rule = &sbp_rules::kEmbedding, .contiguous_inputs = kEveryInput});
+  register_op({.name = "cat",
+               .attr_names = {"dim"},
+               .infer_meta = cat_meta,
+               .cpu = cat_cpu,
+               .vjp = cat_vjp,
+               .sbp_rule = &sbp_rules::kCat,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "gather",
+               .traits = kChecksIndices,
+               .attr_names = {"dim"},
+               .infer_meta = gather_meta,
+               .cpu = gather_cpu,
+               .vjp = gather_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kAlongDim});
+  register_op({.name = "scatter",
+               .traits = kChecksIndices,
+               .attr_names = {"dim"},
+               .infer_meta = scatter_meta,
+               .cpu = scatter_cpu<false>,
+               .vjp = scatter_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kAlongDim});
+  register_op({.name = "scatter_add",
+               .traits = kInplaceOk | kChecksIndices,
+               .attr_names = {"dim"},
+               .infer_meta = scatter_add_meta,
+               .cpu = scatter_cpu<true>,
+               .vjp = scatter_add_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kAlongDim,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "index_select",
+               .traits = kChecksIndices,
+               .attr_names = {"dim"},
+               .infer_meta = index_select_meta,
+               .cpu = index_select_cpu,
+               .vjp = index_select_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kIndexSelect});
+  register_op({.name = "index_add",
+               .traits = kChecksIndices,
+               .attr_names = {"dim", "alpha"},
+               .infer_meta = index_add_meta,
+               .cpu = index_add_cpu,
+               .vjp = index_add_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kIndexAdd,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "masked_select",
+               .traits = kSyncsHost,
+               .attr_names = {},
+               .infer_meta = masked_select_meta,
+               .cpu = masked_select_cpu,
+               .vjp = masked_select_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1)});
+  register_op({.name = "masked_select_backward",
+               .attr_names = {"size"},
+               .infer_meta = msb_meta,
+               .cpu = msb_cpu,
+               .vjp = msb_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1)});
+  register_op({.name = "nonzero",
+               .traits = kSyncsHost | kNonDifferentiable,
+               .attr_names = {},
+               .infer_meta = nonzero_meta,
+               .cpu = nonzero_cpu});
+  register_op({.name = "one_hot",
+               .traits = kNonDifferentiable | kChecksIndices,
+               .attr_names = {"num_classes"},
+               .infer_meta = one_hot_meta,
+               .cpu = one_hot_cpu,
+               .sbp_rule = &sbp_rules::kOneHot});
+  register_op({.name = "pad",
+               .attr_names = {"pad", "mode", "value"},
+               .infer_meta = pad_meta,
+               .cpu = pad_cpu,
+               .vjp = pad_vjp,
+               .sbp_rule = &sbp_rules::kPad});
+  register_op({.name = "pad_backward",
+               .attr_names = {"input_size", "pad", "mode"},
+               .infer_meta = pad_backward_meta,
+               .cpu = pad_backward_cpu,
+               .vjp = pad_backward_vjp});
+  register_op({.name = "tril",
+               .attr_names = {"diagonal"},
+               .infer_meta = tri_meta<true>,
+               .cpu = tri_cpu<true>,
+               .vjp = tril_vjp,
+               .sbp_rule = &sbp_rules::kTriangle});
+  register_op({.name = "triu",
+               .attr_names = {"diagonal"},
+               .infer_meta = tri_meta<false>,
+               .cpu = tri_cpu<false>,
+               .vjp = triu_vjp,
+               .sbp_rule = &sbp_rules::kTriangle});
+  register_op({.name = "flip",
+               .attr_names = {"dims"},
+               .infer_meta = flip_meta,
+               .cpu = flip_cpu,
+               .vjp = flip_vjp,
+               .sbp_rule = &sbp_rules::kFlip});
+  register_op({.name = "roll",
+               .attr_names = {"shifts", "dims"},
+               .infer_meta = roll_meta,
+               .cpu = roll_cpu,
+               .vjp = roll_vjp,
+               .sbp_rule = &sbp_rules::kRoll});
+  register_op({.name = "repeat",
+               .attr_names = {"repeats"},
+               .infer_meta = repeat_meta,
+               .cpu = repeat_cpu,
+               .vjp = repeat_vjp,
+               .sbp_rule = &sbp_rules::kRepeat});
+  register_op({.name = "sort",
+               .attr_names = {"dim", "descending"},
+               .infer_meta = sort_meta,
+               .cpu = sort_cpu,
+               .vjp = sort_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kSort,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "topk",
+               .attr_names = {"k", "dim", "largest", "sorted"},
+               .infer_meta = topk_meta,
+               .cpu = topk_cpu,
+               .vjp = topk_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kTopk,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "embedding",
+               .traits = kChecksIndices,
+               .attr_names = {"padding_idx", "scale_grad_by_freq"},
+               .infer_meta = embedding_meta,
+               .cpu = embedding_cpu,
+               .vjp = embedding_vjp,
+               .save_inputs = in(1),
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kEmbedding,
+               .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -1295,10 +1440,12 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.sizes()[d];
   OF_CHECK(split_size > 0 || (split_size == 0 && n == 0),
-           "[split] split_size must be positive, got {} (dimension {} has size {})", split_size, d, n);
+           "[split] split_size must be positive, got {} (dimension {} has size {})", split_size, d,
+           n);
   if (n == 0) return {x.narrow(d, 0, 0)};
   std::vector<Tensor> r;
-  for (int64_t off = 0; off < n; off += split_size) r.push_back(x.narrow(d, off, std::min(split_size, n - off)));
+  for (int64_t off = 0; off < n; off += split_size)
+    r.push_back(x.narrow(d, off, std::min(split_size, n - off)));
   return r;
 }
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
@@ -1355,8 +1502,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (x.dim() == 0) {
     wrap_dim(dim, 0, "index_select");
     check_index_1d(index, "index_select");
-    OF_CHECK(index.numel() == 1, "[index_select] index of a 0-d input must have one element, got {}",
-             index.numel());
+    OF_CHECK(index.numel() == 1,
+             "[index_select] index of a 0-d input must have one element, got {}", index.numel());
     return index_select(x.reshape({1}), 0, index).reshape({});
   }
   return dispatch1(OF_OP("index_select"), {x, index}, {dim});
@@ -1386,8 +1533,10 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   check_defined(indices, "take_along_dim", "indices");
   check_index_dtype(indices, "take_along_dim", false, "indices");
   if (!dim) return gather(x.reshape({-1}), 0, indices.reshape({-1}));
-  OF_CHECK(x.dim() == indices.dim(), "[take_along_dim] input {} and indices {} should have the same "
-           "number of dimensions", shape_str(x.sizes()), shape_str(indices.sizes()));
+  OF_CHECK(x.dim() == indices.dim(),
+           "[take_along_dim] input {} and indices {} should have the same "
+           "number of dimensions",
+           shape_str(x.sizes()), shape_str(indices.sizes()));
   const int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
   if (x.dim() == 0) return gather(x, 0, indices);
   DimVector xs = x.sizes().dims(), is = indices.sizes().dims();
@@ -1403,12 +1552,15 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
 }
 Tensor one_hot(const Tensor& x, int64_t num_classes) {
   check_defined(x, "one_hot");
-  OF_CHECK(x.dtype() == kInt64, "[one_hot] is only applicable to index tensors of dtype int64, got {}",
+  OF_CHECK(x.dtype() == kInt64,
+           "[one_hot] is only applicable to index tensors of dtype int64, got {}",
            dtype_name(x.dtype()));
   if (num_classes == -1) {
-    OF_CHECK(x.numel() > 0, "[one_hot] can not infer the total number of classes from an empty tensor");
+    OF_CHECK(x.numel() > 0,
+             "[one_hot] can not infer the total number of classes from an empty tensor");
     int64_t mx = INT64_MIN;
-    for (int64_t v : x.to_vector<int64_t>()) mx = std::max(mx, v);  // host read: the shape depends on data
+    for (int64_t v : x.to_vector<int64_t>())
+      mx = std::max(mx, v);  // host read: the shape depends on data
     OF_CHECK(mx >= 0, "[one_hot] class values must be non-negative, got {}", mx);
     num_classes = mx + 1;
   }
@@ -1438,7 +1590,8 @@ Tensor flip(const Tensor& x, IntArrayRef dims) {
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   check_defined(x, "roll");
   if (dims.empty()) {
-    OF_CHECK(shifts.size() == 1, "[roll] without dims, shifts must have exactly one element, got {}",
+    OF_CHECK(shifts.size() == 1,
+             "[roll] without dims, shifts must have exactly one element, got {}",
              shape_str(shifts));
     DimVector shape = x.sizes().dims();
     return dispatch1(OF_OP("roll"), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
@@ -1475,8 +1628,10 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   const int64_t n = src.sizes()[d];
   std::vector<int64_t> reps = repeats.to_vector<int64_t>();  // host read: the shape depends on data
   if (reps.size() == 1 && n != 1) reps.assign(size_t(n), reps[0]);
-  OF_CHECK(int64_t(reps.size()) == n, "[repeat_interleave] repeats must have the same size as input "
-           "along dim {}: got {} repeats for size {}", d, reps.size(), n);
+  OF_CHECK(int64_t(reps.size()) == n,
+           "[repeat_interleave] repeats must have the same size as input "
+           "along dim {}: got {} repeats for size {}",
+           d, reps.size(), n);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < n; ++i) {
     OF_CHECK(reps[i] >= 0, "[repeat_interleave] repeats can not be negative, got {}", reps[i]);
@@ -1493,7 +1648,8 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
   return std::get<1>(sort(x, dim, descending));
 }
-std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest,
+                                bool sorted) {
   check_defined(x, "topk");
   auto r = dispatch(OF_OP("topk"), {x}, {k, dim, largest, sorted});
   return {r[0], r[1]};
@@ -1508,11 +1664,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 
 // ---------------------------------------------------------------- Tensor methods
 
-std::vector<Tensor> Tensor::split(int64_t s, int64_t dim) const { return oneflow::split(*this, s, dim); }
-std::vector<Tensor> Tensor::split(IntArrayRef s, int64_t dim) const { return oneflow::split(*this, s, dim); }
-std::vector<Tensor> Tensor::chunk(int64_t c, int64_t dim) const { return oneflow::chunk(*this, c, dim); }
+std::vector<Tensor> Tensor::split(int64_t s, int64_t dim) const {
+  return oneflow::split(*this, s, dim);
+}
+std::vector<Tensor> Tensor::split(IntArrayRef s, int64_t dim) const {
+  return oneflow::split(*this, s, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t c, int64_t dim) const {
+  return oneflow::chunk(*this, c, dim);
+}
 std::vector<Tensor> Tensor::unbind(int64_t dim) const { return oneflow::unbind(*this, dim); }
-Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return oneflow::gather(*this, dim, index); }
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
+  return oneflow::gather(*this, dim, index);
+}
 Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
   return oneflow::scatter(*this, dim, index, src);
 }
@@ -1522,15 +1686,20 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   return oneflow::index_select(*this, dim, index);
 }
-Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
+                         const Scalar& alpha) const {
   return oneflow::index_add(*this, dim, index, source, alpha);
 }
-Tensor Tensor::masked_select(const Tensor& mask) const { return oneflow::masked_select(*this, mask); }
+Tensor Tensor::masked_select(const Tensor& mask) const {
+  return oneflow::masked_select(*this, mask);
+}
 Tensor Tensor::nonzero() const { return oneflow::nonzero(*this); }
 Tensor Tensor::tril(int64_t diagonal) const { return oneflow::tril(*this, diagonal); }
 Tensor Tensor::triu(int64_t diagonal) const { return oneflow::triu(*this, diagonal); }
 Tensor Tensor::flip(IntArrayRef dims) const { return oneflow::flip(*this, dims); }
-Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const { return oneflow::roll(*this, shifts, dims); }
+Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const {
+  return oneflow::roll(*this, shifts, dims);
+}
 Tensor Tensor::repeat(IntArrayRef repeats) const { return oneflow::repeat(*this, repeats); }
 Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
   return oneflow::repeat_interleave(*this, repeats, dim);

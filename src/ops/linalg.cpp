@@ -19,7 +19,6 @@
 namespace oneflow {
 namespace {
 
-
 // ---------------------------------------------------------------- checks
 
 void check_defined(const char* op, std::initializer_list<const Tensor*> ts) {
@@ -55,8 +54,10 @@ void check_dim(const char* op, const Tensor& t, int64_t nd, const char* what) {
 // Integer GEMMs take integer alpha/beta only (as in PyTorch).
 void check_scalars(const char* op, ScalarType t, const Scalar& beta, const Scalar& alpha) {
   if (!is_floating_point(t) && (beta.is_floating_point() || alpha.is_floating_point()))
-    fail("[{}] for integral input tensors ({}), beta and alpha must not be floating point "
-         "numbers", op, dtype_name(t));
+    fail(
+        "[{}] for integral input tensors ({}), beta and alpha must not be floating point "
+        "numbers",
+        op, dtype_name(t));
 }
 
 // `self` must broadcast to `target` (addmm / baddbmm).
@@ -169,9 +170,7 @@ template <bool Batched> void addmm_composite(const KernelArgs& k) {
 
 // ---------------------------------------------------------------- VJPs
 
-Tensor scaled(const Tensor& t, const Scalar& s) {
-  return s.to_double() == 1.0 ? t : t * s;
-}
+Tensor scaled(const Tensor& t, const Scalar& s) { return s.to_double() == 1.0 ? t : t * s; }
 
 TensorList mm_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor ga, gb;
@@ -239,8 +238,10 @@ Term parse_term(std::string_view s, std::string_view eq) {
     }
     const int l = label_of(ch);
     if (l < 0)
-      fail("[einsum] invalid subscript '{}' in equation '{}': only letters, '...', ',' and '->' "
-           "are allowed", ch, eq);
+      fail(
+          "[einsum] invalid subscript '{}' in equation '{}': only letters, '...', ',' and '->' "
+          "are allowed",
+          ch, eq);
     t.letters.push_back(l);
   }
   return t;
@@ -261,8 +262,10 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
     if (!t.defined()) fail("[einsum] got an undefined tensor");
   for (size_t i = 1; i < operands.size(); ++i)
     if (operands[i].dtype() != operands[0].dtype())
-      fail("[einsum] expected all operands to have the same dtype, got {} (operand 0) and {} "
-           "(operand {})", dtype_name(operands[0].dtype()), dtype_name(operands[i].dtype()), i);
+      fail(
+          "[einsum] expected all operands to have the same dtype, got {} (operand 0) and {} "
+          "(operand {})",
+          dtype_name(operands[0].dtype()), dtype_name(operands[i].dtype()), i);
 
   // --- parse
   const size_t arrow = eq.find("->");
@@ -278,9 +281,9 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
   std::vector<Term> terms;
   for (size_t start = 0;;) {
     const size_t comma = lhs.find(',', start);
-    terms.push_back(parse_term(lhs.substr(start, comma == std::string_view::npos
-                                                     ? std::string_view::npos
-                                                     : comma - start), equation));
+    terms.push_back(parse_term(
+        lhs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start),
+        equation));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -323,8 +326,10 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
         // Repeated within one operand (a diagonal): sizes must match exactly.
         for (size_t e = 0; e < d; ++e)
           if (labels[i][e] == l && operands[i].size(int64_t(e)) != s)
-            fail("[einsum] subscript '{}' is repeated for operand {} but the sizes don't match, "
-                 "{} != {}", char_of(l), i, operands[i].size(int64_t(e)), s);
+            fail(
+                "[einsum] subscript '{}' is repeated for operand {} but the sizes don't match, "
+                "{} != {}",
+                char_of(l), i, operands[i].size(int64_t(e)), s);
         continue;
       }
       seen[size_t(l)] = true;
@@ -334,12 +339,14 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
         ls = s;
       } else if (s != 1 && s != ls) {
         if (l >= kLetters)
-          fail("[einsum] the '...' dimensions of operand {} (shape {}) do not broadcast with "
-               "those of the other operands: size {} vs {}", i, shape_str(operands[i].sizes()), s,
-               ls);
-        fail("[einsum] subscript '{}' has size {} for operand {} (shape {}), which does not "
-             "broadcast with the previously seen size {}", char_of(l), s, i,
-             shape_str(operands[i].sizes()), ls);
+          fail(
+              "[einsum] the '...' dimensions of operand {} (shape {}) do not broadcast with "
+              "those of the other operands: size {} vs {}",
+              i, shape_str(operands[i].sizes()), s, ls);
+        fail(
+            "[einsum] subscript '{}' has size {} for operand {} (shape {}), which does not "
+            "broadcast with the previously seen size {}",
+            char_of(l), s, i, shape_str(operands[i].sizes()), ls);
       }
     }
   }
@@ -355,8 +362,10 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
         continue;
       }
       if (count[size_t(l)] == 0)
-        fail("[einsum] output subscript '{}' does not appear in the equation for any input "
-             "operand ('{}')", char_of(l), equation);
+        fail(
+            "[einsum] output subscript '{}' does not appear in the equation for any input "
+            "operand ('{}')",
+            char_of(l), equation);
       if (in_out[size_t(l)])
         fail("[einsum] output subscript '{}' appears more than once in the output ('{}')",
              char_of(l), equation);
@@ -525,26 +534,46 @@ Tensor einsum_impl(std::string_view equation, const std::vector<Tensor>& operand
 }  // namespace
 
 void register_linalg_ops() {
-  register_op({.name = "mm", .traits = 0, .attr_names = {}, .infer_meta = mm_meta,
-                      .cpu = mm_cpu, .vjp = mm_vjp,
-                      .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kMm,
-                      .autocast = AutocastPolicy::kLower});
-  register_op({.name = "bmm", .traits = 0, .attr_names = {}, .infer_meta = bmm_meta,
-                       .cpu = bmm_cpu, .vjp = bmm_vjp,
-                       .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kBmm,
-                 .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kLower});
-  register_op({.name = "addmm", .traits = 0, .attr_names = {"beta", "alpha"},
-                         .infer_meta = addmm_meta<false>, .cpu = addmm_cpu<false>,
-                         .cuda = addmm_composite<false>, .vjp = addmm_vjp<false>,
-                         .save_inputs = in(1) | in(2), .sbp_rule = &sbp_rules::kAddmm,
-                         .autocast = AutocastPolicy::kLower});
-  register_op({.name = "baddbmm", .traits = 0, .attr_names = {"beta", "alpha"},
-                           .infer_meta = addmm_meta<true>, .cpu = addmm_cpu<true>,
-                           .cuda = addmm_composite<true>, .vjp = addmm_vjp<true>,
-                           .save_inputs = in(1) | in(2), .sbp_rule = &sbp_rules::kBaddbmm,
-                 .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kLower});
+  register_op({.name = "mm",
+               .traits = 0,
+               .attr_names = {},
+               .infer_meta = mm_meta,
+               .cpu = mm_cpu,
+               .vjp = mm_vjp,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kMm,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "bmm",
+               .traits = 0,
+               .attr_names = {},
+               .infer_meta = bmm_meta,
+               .cpu = bmm_cpu,
+               .vjp = bmm_vjp,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kBmm,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "addmm",
+               .traits = 0,
+               .attr_names = {"beta", "alpha"},
+               .infer_meta = addmm_meta<false>,
+               .cpu = addmm_cpu<false>,
+               .cuda = addmm_composite<false>,
+               .vjp = addmm_vjp<false>,
+               .save_inputs = in(1) | in(2),
+               .sbp_rule = &sbp_rules::kAddmm,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "baddbmm",
+               .traits = 0,
+               .attr_names = {"beta", "alpha"},
+               .infer_meta = addmm_meta<true>,
+               .cpu = addmm_cpu<true>,
+               .cuda = addmm_composite<true>,
+               .vjp = addmm_vjp<true>,
+               .save_inputs = in(1) | in(2),
+               .sbp_rule = &sbp_rules::kBaddbmm,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -580,8 +609,10 @@ Tensor dot(const Tensor& a, const Tensor& b) {
          b.dim(), shape_str(a.sizes()), shape_str(b.sizes()));
   check_same_dtype("dot", a, b);
   if (a.size(0) != b.size(0))
-    fail("[dot] inconsistent tensor size: shapes {} and {} must have the same number of "
-         "elements", shape_str(a.sizes()), shape_str(b.sizes()));
+    fail(
+        "[dot] inconsistent tensor size: shapes {} and {} must have the same number of "
+        "elements",
+        shape_str(a.sizes()), shape_str(b.sizes()));
   check_gemm_dtype("dot", a.dtype(), a.device());
   return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
 }
@@ -589,8 +620,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 Tensor outer(const Tensor& a, const Tensor& b) {
   check_defined("outer", {&a, &b});
   if (a.dim() != 1 || b.dim() != 1)
-    fail("[outer] 1-D tensors expected, but got {}-D and {}-D tensors (shapes {} and {})",
-         a.dim(), b.dim(), shape_str(a.sizes()), shape_str(b.sizes()));
+    fail("[outer] 1-D tensors expected, but got {}-D and {}-D tensors (shapes {} and {})", a.dim(),
+         b.dim(), shape_str(a.sizes()), shape_str(b.sizes()));
   return a.unsqueeze(1) * b.unsqueeze(0);
 }
 

@@ -30,7 +30,6 @@
 namespace oneflow {
 namespace {
 
-
 // The op table is built lazily: build it before dereferencing a registration-time pointer.
 
 constexpr int kL = 8;  // lane accumulators
@@ -43,9 +42,12 @@ int64_t grain_for(int64_t work_per_item) {
 
 template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat64: return f(double{});
-    default: break;
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    default:
+      break;
   }
   fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
 }
@@ -267,10 +269,14 @@ template <int Mode> void norm_cpu(const KernelArgs& k) {
         if (g.hw == 1) {
           const T* __restrict wr = pw ? pw + c0 : nullptr;
           const T* __restrict br = pb ? pb + c0 : nullptr;
-          if (wr && br) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i] + br[i];
-          else if (wr) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i];
-          else if (br) for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s + br[i];
-          else for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s;
+          if (wr && br)
+            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i] + br[i];
+          else if (wr)
+            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i];
+          else if (br)
+            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s + br[i];
+          else
+            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s;
         } else {
           for (int64_t j = 0; j < g.cg; ++j) {
             const T a = s * (pw ? pw[c0 + j] : T(1));
@@ -440,8 +446,9 @@ template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor w = has_w ? c.input(1) : Tensor();
   Tensor mean = Mode == kRms ? Tensor() : c.output(1);
   Tensor rstd = c.output(Mode == kRms ? 1 : 2);
-  const OpDef& bop = Mode == kLayer ? OF_OP("layer_norm_backward")
-                     : Mode == kGroup ? OF_OP("group_norm_backward") : OF_OP("rms_norm_backward");
+  const OpDef& bop = Mode == kLayer   ? OF_OP("layer_norm_backward")
+                     : Mode == kGroup ? OF_OP("group_norm_backward")
+                                      : OF_OP("rms_norm_backward");
   TensorList r = dispatch(bop, {g[0], c.input(0), w, mean, rstd}, c.attrs());
   TensorList res;
   res.push_back(c.needs_input_grad(0) ? r[0] : Tensor());
@@ -473,12 +480,15 @@ void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_param(in[4], x, cs, "batch_norm", "running_var");
   const bool training = a.b(0);
   if (!training && (!in[3].defined() || !in[4].defined()))
-    fail("[batch_norm] running_mean and running_var must be defined in evaluation mode "
-         "(training = false)");
+    fail(
+        "[batch_norm] running_mean and running_var must be defined in evaluation mode "
+        "(training = false)");
   // values per channel: N times the spatial size (a piece with no channels has them too)
   if (training && x.size(0) * prod_range(x.sizes(), 2, size_t(x.dim())) <= 1)
-    fail("[batch_norm] expected more than 1 value per channel when training, got input of "
-         "shape {}", shape_str(x.sizes()));
+    fail(
+        "[batch_norm] expected more than 1 value per channel when training, got input of "
+        "shape {}",
+        shape_str(x.sizes()));
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   for (int i = 0; i < 3; ++i) out.push_back({cs, {}, 0, x.dtype(), x.device()});
 }
@@ -618,8 +628,8 @@ void bn_bwd_cpu(const KernelArgs& k) {
 TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
   const bool has_w = c.attrs().b(2);
   Tensor w = has_w ? c.input(1) : Tensor();
-  TensorList r =
-      dispatch(OF_OP("batch_norm_backward"), {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
+  TensorList r = dispatch(OF_OP("batch_norm_backward"),
+                          {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
   return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor(), Tensor()};
 }
@@ -696,8 +706,7 @@ CeGeom ce_geom(IntArrayRef s) {
 
 // The checks of cross_entropy() for a direct dispatch (the op takes x of at least 2 dims);
 // the class indices' values are checked by the kernels, before they write.
-CeGeom ce_check(const Tensor& x, const Tensor& t, const Tensor& w, const Attrs& a,
-                const char* op) {
+CeGeom ce_check(const Tensor& x, const Tensor& t, const Tensor& w, const Attrs& a, const char* op) {
   check_float_input(x, op, "input");
   if (x.dim() < 2)
     fail("[{}] expected an input of shape (N, C, d1, ...), got {}", op, shape_str(x.sizes()));
@@ -739,8 +748,7 @@ void ce_cpu(const KernelArgs& k) {
     double wsum_all = 0;
     if (pw)
       for (int64_t c = 0; c < C; ++c) wsum_all += double(pw[c]);
-    else
-      wsum_all = double(C);
+    else wsum_all = double(C);
     // per row: nll (weighted), smoothing term (weighted), weight of the target
     std::vector<double> nll(size_t(g.rows)), smooth(size_t(g.rows)), wt(size_t(g.rows));
     parallel_for(0, g.rows, grain_for(3 * C), [&](int64_t r0, int64_t r1) {
@@ -854,8 +862,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
     double wsum_all = 0;
     if (pw)
       for (int64_t c = 0; c < C; ++c) wsum_all += double(pw[c]);
-    else
-      wsum_all = double(C);
+    else wsum_all = double(C);
     const double sc = eps / double(C);
     parallel_for(0, g.rows, grain_for(2 * C), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -878,7 +885,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
         }
         const double wr = pw ? double(pw[tr]) : 1.0;
         const double a = (1 - eps) * gn * wr;  // * (p_c - [c == t])
-        const double b = sc * gs;               // * (wsum * p_c - w_c)
+        const double b = sc * gs;              // * (wsum * p_c - w_c)
         const T coef = T(a + b * wsum_all), l = pl[r];
         if (inner == 1) {
           for (int64_t c = 0; c < C; ++c) q[c] = fn::exp_<T>(p[c] - l) * coef;
@@ -908,7 +915,6 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
 // inputs: x [R, in], weight [out, in], bias [out] (optional); output [R, out]. One GEMM with
 // the bias preloaded into the output (beta = 1), as addmm. The VJP computes the weight
 // gradient as g^T x, already in weight's [out, in] layout (no transposed copy).
-
 
 void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
@@ -963,7 +969,6 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
 // the local sizes, shifted by the starts, ravelled over the logical sizes. Each rank's piece
 // so keeps exactly the elements one process keeps.
 
-
 struct AttnGeom {
   int64_t B, L, S, E, Ev;
 };
@@ -980,15 +985,14 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
   check_saved(v, q, v.sizes(), op, "value");
   if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) ||
       v.size(0) != q.size(0) || k.size(2) != q.size(2) || v.size(1) != k.size(1))
-    fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}",
-         op, shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
+    fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}", op,
+         shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
   const AttnGeom g = attn_geom(in);
   const int64_t kind = a.i(5);
   if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
   if (kind != 0) {
     const ScalarType mt = kind == 1 ? kBool : q.dtype();
-    if (!mask.defined())
-      fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
+    if (!mask.defined()) fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
     if (mask.dtype() != mt || !(mask.sizes() == IntArrayRef(DimVector{g.B, g.L, g.S})))
       fail("[{}] mask_kind {} expects an attn_mask of dtype {} and shape ({}, {}, {}), got {} {}",
            op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
@@ -1005,8 +1009,10 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
       n *= m[d + 2];
     }
     if (!ok || (!m.empty() && n != g.B))
-      fail("[{}] draw_map {} is not (logical size, start, local size) triples whose local sizes "
-           "multiply to the {} batches", op, shape_str(m), g.B);
+      fail(
+          "[{}] draw_map {} is not (logical size, start, local size) triples whose local sizes "
+          "multiply to the {} batches",
+          op, shape_str(m), g.B);
   }
   return g;
 }
@@ -1061,8 +1067,8 @@ struct AttnBlocks {
   int64_t rows, count;  // rows per block, blocks per batch
 };
 AttnBlocks attn_blocks(const AttnGeom& g) {
-  const int64_t r = std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(g.S, 1), 1,
-                                        std::max<int64_t>(g.L, 1));
+  const int64_t r =
+      std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(g.S, 1), 1, std::max<int64_t>(g.L, 1));
   return {r, (g.L + r - 1) / r};
 }
 
@@ -1081,10 +1087,17 @@ struct AttnRows {
 
   AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
            const Tensor& m)
-      : g(geom), scale(a.f(0)), keep_scale(a.f(2) >= 1.0 ? 0.0 : 1.0 / (1.0 - a.f(2))),
-        causal(a.b(1)), mask_kind(a.i(5)), thr(uint32_t(std::ceil(a.f(2) * 16777216.0))),
-        seed(uint64_t(a.i(3))), offset(uint64_t(a.i(4))), dropout(a.f(2) > 0),
-        batch_of(batches.empty() ? nullptr : batches.data()), mask(m),
+      : g(geom),
+        scale(a.f(0)),
+        keep_scale(a.f(2) >= 1.0 ? 0.0 : 1.0 / (1.0 - a.f(2))),
+        causal(a.b(1)),
+        mask_kind(a.i(5)),
+        thr(uint32_t(std::ceil(a.f(2) * 16777216.0))),
+        seed(uint64_t(a.i(3))),
+        offset(uint64_t(a.i(4))),
+        dropout(a.f(2) > 0),
+        batch_of(batches.empty() ? nullptr : batches.data()),
+        mask(m),
         words(size_t(dropout ? g.S : 0)) {}
 
   // Adds the mask to the scores of row (b, i) and sets what it may not attend to -inf.
@@ -1175,8 +1188,8 @@ void sdpa_cpu(const KernelArgs& k) {
         T* o = po + (b * g.L + i0) * g.Ev;
         if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
         else
-          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev,
-                        g.Ev, T(0), o, g.Ev);
+          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
+                        T(0), o, g.Ev);
         for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
           if (plse[b * g.L + i0 + r] == T(-INFINITY))
             std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
@@ -1235,12 +1248,12 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
           const T* dob = pdo + (b * g.L + i0) * g.Ev;
           if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
           else
-            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E,
-                          g.E, T(0), ps.data(), g.S);
+            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
+                          T(0), ps.data(), g.S);
           if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
           else
-            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev,
-                          g.Ev, T(0), ds.data(), g.S);
+            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
+                          T(0), ds.data(), g.S);
           for (int64_t r = 0; r < R; ++r) {
             const int64_t i = i0 + r;
             T* p = ps.data() + r * g.S;
@@ -1271,10 +1284,9 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
             cpu::gemm_raw(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
                           g.Ev);
           if (g.E > 0) {
-            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E,
-                          g.E, T(0), pdq + (b * g.L + i0) * g.E, g.E);
-            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk,
-                          g.E);
+            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
+                          T(0), pdq + (b * g.L + i0) * g.E, g.E);
+            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
           }
         }
       }
@@ -1285,8 +1297,9 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
 TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
   const bool has_mask = c.attrs().i(5) != 0;
   Tensor mask = has_mask ? c.input(3) : Tensor();
-  TensorList r = dispatch(OF_OP("scaled_dot_product_attention_backward"), {g[0], c.input(0), c.input(1), c.input(2), mask,
-                                            c.output(0), c.output(1)}, c.attrs());
+  TensorList r = dispatch(
+      OF_OP("scaled_dot_product_attention_backward"),
+      {g[0], c.input(0), c.input(1), c.input(2), mask, c.output(0), c.output(1)}, c.attrs());
   return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
 }
@@ -1305,85 +1318,155 @@ Tensor reduce_loss(const Tensor& l, int64_t reduction) {
 TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
   std::string fwd = c.op().name;
   fwd.resize(fwd.size() - std::string("_backward").size());
-  fail("[{}] double backward through the fused {} op is not implemented (a gradient taken "
-       "with create_graph=true was differentiated again)", c.op().name, fwd);
+  fail(
+      "[{}] double backward through the fused {} op is not implemented (a gradient taken "
+      "with create_graph=true was differentiated again)",
+      c.op().name, fwd);
 }
 
 }  // namespace
 
 void register_nn_ops() {
   const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
-  register_op({.name = "layer_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = nattrs,
-                              .infer_meta = norm_meta<kLayer>, .cpu = norm_cpu<kLayer>,
-                              .vjp = norm_vjp<kLayer>, .save_inputs = in(0) | in(1), .save_outputs = out(1) | out(2),
-                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "layer_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
-                                  .attr_names = nattrs, .infer_meta = norm_bwd_meta<kLayer>,
-                                  .cpu = norm_bwd_cpu<kLayer>,
-                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
+  register_op({.name = "layer_norm",
+               .traits = kCheapRecompute | kWidens16Bit,
+               .attr_names = nattrs,
+               .infer_meta = norm_meta<kLayer>,
+               .cpu = norm_cpu<kLayer>,
+               .vjp = norm_vjp<kLayer>,
+               .save_inputs = in(0) | in(1),
+               .save_outputs = out(1) | out(2),
+               .sbp_rule = &sbp_rules::kNorm,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "layer_norm_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .attr_names = nattrs,
+               .infer_meta = norm_bwd_meta<kLayer>,
+               .cpu = norm_bwd_cpu<kLayer>,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
-  register_op({.name = "group_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = gattrs,
-                              .infer_meta = norm_meta<kGroup>, .cpu = norm_cpu<kGroup>,
-                              .vjp = norm_vjp<kGroup>, .save_inputs = in(0) | in(1), .save_outputs = out(1) | out(2),
-                 .sbp_rule = &sbp_rules::kGroupNorm, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "group_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
-                                  .attr_names = gattrs, .infer_meta = norm_bwd_meta<kGroup>,
-                                  .cpu = norm_bwd_cpu<kGroup>,
-                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kGroupNormBackward});
-  register_op({.name = "rms_norm", .traits = kCheapRecompute | kWidens16Bit, .attr_names = nattrs,
-                            .infer_meta = norm_meta<kRms>, .cpu = norm_cpu<kRms>,
-                            .vjp = norm_vjp<kRms>, .save_inputs = in(0) | in(1), .save_outputs = out(1),
-                 .sbp_rule = &sbp_rules::kNorm, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "rms_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
-                                .attr_names = nattrs, .infer_meta = norm_bwd_meta<kRms>,
-                                .cpu = norm_bwd_cpu<kRms>,
-                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kNormBackward});
+  register_op({.name = "group_norm",
+               .traits = kCheapRecompute | kWidens16Bit,
+               .attr_names = gattrs,
+               .infer_meta = norm_meta<kGroup>,
+               .cpu = norm_cpu<kGroup>,
+               .vjp = norm_vjp<kGroup>,
+               .save_inputs = in(0) | in(1),
+               .save_outputs = out(1) | out(2),
+               .sbp_rule = &sbp_rules::kGroupNorm,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "group_norm_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .attr_names = gattrs,
+               .infer_meta = norm_bwd_meta<kGroup>,
+               .cpu = norm_bwd_cpu<kGroup>,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kGroupNormBackward});
+  register_op({.name = "rms_norm",
+               .traits = kCheapRecompute | kWidens16Bit,
+               .attr_names = nattrs,
+               .infer_meta = norm_meta<kRms>,
+               .cpu = norm_cpu<kRms>,
+               .vjp = norm_vjp<kRms>,
+               .save_inputs = in(0) | in(1),
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kNorm,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "rms_norm_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .attr_names = nattrs,
+               .infer_meta = norm_bwd_meta<kRms>,
+               .cpu = norm_bwd_cpu<kRms>,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kNormBackward});
   const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
-  register_op({.name = "batch_norm", .traits = kWidens16Bit, .attr_names = battrs, .infer_meta = bn_meta,
-                              .cpu = bn_cpu, .vjp = bn_vjp, .save_inputs = in(0) | in(1),
-                              .save_outputs = out(1) | out(2), .nondiff_inputs = in(3) | in(4),
-                 .sbp_rule = &sbp_rules::kBatchNorm, .contiguous_inputs = in(0) | in(1) | in(2),
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "batch_norm_backward", .traits = kNonDifferentiable | kWidens16Bit,
-                                  .attr_names = battrs, .infer_meta = bn_bwd_meta,
-                                  .cpu = bn_bwd_cpu,
-                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kBatchNormBackward});
-  register_op({.name = "dropout", .traits = kRandom | kWidens16Bit,
-                           .attr_names = {"p", "seed", "offset"}, .infer_meta = dropout_meta,
-                           .cpu = dropout_cpu, .vjp = dropout_vjp, .save_outputs = out(1),
-                           .rng_seed_attr = 1,
-                 .contiguous_inputs = kEveryInput});
+  register_op({.name = "batch_norm",
+               .traits = kWidens16Bit,
+               .attr_names = battrs,
+               .infer_meta = bn_meta,
+               .cpu = bn_cpu,
+               .vjp = bn_vjp,
+               .save_inputs = in(0) | in(1),
+               .save_outputs = out(1) | out(2),
+               .nondiff_inputs = in(3) | in(4),
+               .sbp_rule = &sbp_rules::kBatchNorm,
+               .contiguous_inputs = in(0) | in(1) | in(2),
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "batch_norm_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .attr_names = battrs,
+               .infer_meta = bn_bwd_meta,
+               .cpu = bn_bwd_cpu,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kBatchNormBackward});
+  register_op({.name = "dropout",
+               .traits = kRandom | kWidens16Bit,
+               .attr_names = {"p", "seed", "offset"},
+               .infer_meta = dropout_meta,
+               .cpu = dropout_cpu,
+               .vjp = dropout_vjp,
+               .save_outputs = out(1),
+               .rng_seed_attr = 1,
+               .contiguous_inputs = kEveryInput});
   const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
                                            "has_weight"};
-  register_op({.name = "cross_entropy", .traits = kWidens16Bit | kChecksIndices, .attr_names = cattrs,
-                                 .infer_meta = ce_meta, .cpu = ce_cpu, .vjp = ce_vjp,
-                                 .save_inputs = in(0) | in(1) | in(2), .save_outputs = out(1) | out(2), .nondiff_inputs = in(1) | in(2),
-                 .sbp_rule = &sbp_rules::kCrossEntropy, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "cross_entropy_backward", .traits = kWidens16Bit | kChecksIndices,
-                                     .attr_names = cattrs,
-                                     .infer_meta = ce_bwd_meta, .cpu = ce_bwd_cpu,
-                 .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kCrossEntropyBackward});
-  register_op({.name = "linear", .traits = kWidens16Bit, .attr_names = {}, .infer_meta = linear_meta,
-                          .cpu = linear_cpu, .vjp = linear_vjp, .save_inputs = in(0) | in(1),
-                 .sbp_rule = &sbp_rules::kLinear, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kLower});
-  const std::vector<std::string> aattrs = {"scale", "is_causal", "dropout_p", "seed", "offset",
-                                           "mask_kind", "draw_map"};
-  register_op({.name = "scaled_dot_product_attention", .traits = kRandom | kWidens16Bit,
-                        .attr_names = aattrs, .infer_meta = sdpa_meta, .cpu = sdpa_cpu,
-                        .vjp = sdpa_vjp, .save_inputs = in(0) | in(1) | in(2) | in(3), .save_outputs = out(0) | out(1),
-                        .nondiff_inputs = in(3), .sbp_rule = &sbp_rules::kAttention,
-                        .rng_seed_attr = 3, .contiguous_inputs = in(0) | in(1) | in(2),
-                        .autocast = AutocastPolicy::kLower});  // the mask: any strides
-  register_op({.name = "scaled_dot_product_attention_backward", .traits = kWidens16Bit,
-                            .attr_names = aattrs,
-                            .infer_meta = sdpa_bwd_meta, .cpu = sdpa_bwd_cpu,
-                            .vjp = fused_backward_vjp, .sbp_rule = &sbp_rules::kAttention,
-                            .rng_seed_attr = 3, .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
+  register_op({.name = "cross_entropy",
+               .traits = kWidens16Bit | kChecksIndices,
+               .attr_names = cattrs,
+               .infer_meta = ce_meta,
+               .cpu = ce_cpu,
+               .vjp = ce_vjp,
+               .save_inputs = in(0) | in(1) | in(2),
+               .save_outputs = out(1) | out(2),
+               .nondiff_inputs = in(1) | in(2),
+               .sbp_rule = &sbp_rules::kCrossEntropy,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "cross_entropy_backward",
+               .traits = kWidens16Bit | kChecksIndices,
+               .attr_names = cattrs,
+               .infer_meta = ce_bwd_meta,
+               .cpu = ce_bwd_cpu,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kCrossEntropyBackward});
+  register_op({.name = "linear",
+               .traits = kWidens16Bit,
+               .attr_names = {},
+               .infer_meta = linear_meta,
+               .cpu = linear_cpu,
+               .vjp = linear_vjp,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kLinear,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
+  const std::vector<std::string> aattrs = {"scale",  "is_causal", "dropout_p", "seed",
+                                           "offset", "mask_kind", "draw_map"};
+  register_op({.name = "scaled_dot_product_attention",
+               .traits = kRandom | kWidens16Bit,
+               .attr_names = aattrs,
+               .infer_meta = sdpa_meta,
+               .cpu = sdpa_cpu,
+               .vjp = sdpa_vjp,
+               .save_inputs = in(0) | in(1) | in(2) | in(3),
+               .save_outputs = out(0) | out(1),
+               .nondiff_inputs = in(3),
+               .sbp_rule = &sbp_rules::kAttention,
+               .rng_seed_attr = 3,
+               .contiguous_inputs = in(0) | in(1) | in(2),
+               .autocast = AutocastPolicy::kLower});  // the mask: any strides
+  register_op({.name = "scaled_dot_product_attention_backward",
+               .traits = kWidens16Bit,
+               .attr_names = aattrs,
+               .infer_meta = sdpa_bwd_meta,
+               .cpu = sdpa_bwd_cpu,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kAttention,
+               .rng_seed_attr = 3,
+               .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
 }
 
 // ================================================================ public functions
@@ -1413,13 +1496,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   out_shape.push_back(outf);
   const int64_t rows = prod_range(input.sizes(), 0, size_t(input.dim() - 1));
   const Tensor x2 = input.dim() == 2 ? input : input.reshape({rows, in});
-  Tensor r;
-  if (input.is_cuda()) {
-    // no CUDA kernel of its own: addmm / mm there
-    r = bias.defined() ? addmm(bias, x2, weight.t()) : mm(x2, weight.t());
-  } else {
-    r = dispatch1(OF_OP("linear"), {x2, weight, bias});
-  }
+  // one op on every device: the CUDA module's kernel is cuBLASLt with the bias epilogue
+  const Tensor r = dispatch1(OF_OP("linear"), {x2, weight, bias});
   return input.dim() == 2 ? r : r.reshape(out_shape);
 }
 
@@ -1516,8 +1594,8 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
                    {input.dim() - nd, eps, weight.defined(), bias.defined()});
 }
 
-Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   if (Tensor x = input, w = weight, b = bias;
       autocast_detail::autocast_args(OF_OP("group_norm"), {&x, &w, &b}))
     return group_norm(x, num_groups, w, b, eps);
@@ -1527,8 +1605,10 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
          shape_str(input.sizes()));
   const int64_t C = input.size(1);
   if (num_groups <= 0 || C % num_groups != 0)
-    fail("[group_norm] num_groups {} must be positive and divide the number of channels {} "
-         "(input shape {})", num_groups, C, shape_str(input.sizes()));
+    fail(
+        "[group_norm] num_groups {} must be positive and divide the number of channels {} "
+        "(input shape {})",
+        num_groups, C, shape_str(input.sizes()));
   return dispatch1(OF_OP("group_norm"), {input, weight, bias},
                    {num_groups, eps, weight.defined(), bias.defined()});
 }
@@ -1551,8 +1631,8 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
                                 : dt == kBFloat16 ? 0.0078125     // 2^-7
                                 : dt == kFloat16  ? 0.0009765625  // 2^-10
                                                   : std::numeric_limits<double>::epsilon());
-  return dispatch1(OF_OP("rms_norm"), {input, weight}, {input.dim() - nd, e, weight.defined(),
-                                                      false});
+  return dispatch1(OF_OP("rms_norm"), {input, weight},
+                   {input.dim() - nd, e, weight.defined(), false});
 }
 
 Tensor dropout(const Tensor& input, double p, bool train) {
@@ -1581,9 +1661,7 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
   const char* op = "scaled_dot_product_attention";
   const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
   // batch dims: broadcast of the three operands (and the mask's)
-  auto batch_of = [](const Tensor& t) {
-    return DimVector(t.sizes().begin(), t.sizes().end() - 2);
-  };
+  auto batch_of = [](const Tensor& t) { return DimVector(t.sizes().begin(), t.sizes().end() - 2); };
   DimVector bs;
   auto merge = [&](const DimVector& d, const char* what, IntArrayRef full) {
     const size_t n = std::max(bs.size(), d.size());
@@ -1592,8 +1670,8 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
       const int64_t a = i + bs.size() >= n ? bs[i + bs.size() - n] : 1;
       const int64_t b = i + d.size() >= n ? d[i + d.size() - n] : 1;
       if (a != b && a != 1 && b != 1)
-        fail("[{}] batch dims of {} (shape {}) do not broadcast with {}", op, what,
-             shape_str(full), shape_str(bs));
+        fail("[{}] batch dims of {} (shape {}) do not broadcast with {}", op, what, shape_str(full),
+             shape_str(bs));
       r[i] = a == 1 ? b : a;
     }
     bs = r;
@@ -1612,8 +1690,8 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
       fail("[{}] attn_mask must be bool or of the query's dtype {}, got {}", op,
            dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
     if (!broadcasts_to(attn_mask.sizes(), mshape))
-      fail("[{}] attn_mask of shape {} does not broadcast to {}", op,
-           shape_str(attn_mask.sizes()), shape_str(mshape));
+      fail("[{}] attn_mask of shape {} does not broadcast to {}", op, shape_str(attn_mask.sizes()),
+           shape_str(mshape));
   }
   const int64_t B = prod_range(bs, 0, bs.size());
   auto flat = [&](const Tensor& t, int64_t r, int64_t c) {
@@ -1633,9 +1711,9 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
   Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
   Attrs a{sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind};
   if (!draw_map.empty()) a.values.push_back(draw_map);
-  TensorList r = dispatch(OF_OP("scaled_dot_product_attention"),
-                          {flat(query, L, E), flat(key, S, E), flat(value, S, Ev), mask},
-                          std::move(a));
+  TensorList r =
+      dispatch(OF_OP("scaled_dot_product_attention"),
+               {flat(query, L, E), flat(key, S, E), flat(value, S, Ev), mask}, std::move(a));
   DimVector oshape = bs;
   oshape.push_back(L);
   oshape.push_back(Ev);
@@ -1657,13 +1735,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
          dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
   if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
-    fail("[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
-         "and {}", op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
+    fail(
+        "[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
+        "and {}",
+        op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
   const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
   if (key.size(-1) != E || value.size(-2) != S)
-    fail("[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
-         "[..., {}, Ev]", op, shape_str(query.sizes()), shape_str(key.sizes()),
-         shape_str(value.sizes()), E, S);
+    fail(
+        "[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
+        "[..., {}, Ev]",
+        op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()), E, S);
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
     fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
   if (is_causal && attn_mask.defined())
@@ -1680,8 +1761,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       query.dim() == value.dim()) {
     const NdSbp sbp = query.sbp();
     // (a rank outside the placement takes the op below, which gives it handles)
-    bool pieces = key.sbp() == sbp && value.sbp() == sbp &&
-                  key.placement() == query.placement() && value.placement() == query.placement() &&
+    bool pieces = key.sbp() == sbp && value.sbp() == sbp && key.placement() == query.placement() &&
+                  value.placement() == query.placement() &&
                   global::holds_piece(query.placement(), op);
     bool any_split = false;
     for (const Sbp& s : sbp) {
@@ -1743,7 +1824,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                      int64_t reduction, int64_t ignore_index, double label_smoothing) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
-  if (Tensor x = input, w = weight; autocast_detail::autocast_args(OF_OP("cross_entropy"), {&x, &w}))
+  if (Tensor x = input, w = weight;
+      autocast_detail::autocast_args(OF_OP("cross_entropy"), {&x, &w}))
     return cross_entropy(x, target, w, reduction, ignore_index, label_smoothing);
   const char* op = "cross_entropy";
   check_float_input(input, op, "input");
@@ -1793,9 +1875,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   // label smoothing divides its term by the row count instead: that case runs on whole values.
   if (input.is_global() && reduction == Reduction::Mean && input.dim() == 2 &&
       (label_smoothing == 0.0 || weight.defined())) {
-    TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
-                            {int64_t(Reduction::Sum), ignore_index, label_smoothing,
-                             weight.defined()});
+    TensorList r =
+        dispatch(OF_OP("cross_entropy"), {input, target, weight},
+                 {int64_t(Reduction::Sum), ignore_index, label_smoothing, weight.defined()});
     return r[0] / r[2].detach();
   }
   TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
@@ -1803,8 +1885,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   return r[0];
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
-                int64_t reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t reduction,
+                int64_t ignore_index) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "nll_loss";
   check_float_input(input, op, "input");
@@ -1871,8 +1953,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   }
   if (input.is_cpu() && input.numel() > 0) {
     const Tensor bad = (input < 0) | (input > 1);
-    if (bad.any().item<bool>())
-      fail("[{}] all elements of input should be between 0 and 1", op);
+    if (bad.any().item<bool>()) fail("[{}] all elements of input should be between 0 and 1", op);
   }
   Tensor l = -(target * input.log().clamp_min(-100.0) +
                (1.0 - target) * (1.0 - input).log().clamp_min(-100.0));

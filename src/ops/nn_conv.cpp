@@ -37,8 +37,6 @@
 namespace oneflow {
 namespace {
 
-
-
 // ---------------------------------------------------------------- argument helpers
 
 // One value per spatial dim: a single value is broadcast to all `n` dims.
@@ -62,13 +60,12 @@ void check_float(const char* op, const Tensor& t, const char* what) {
          shape_str(t.sizes()));
 }
 
-
 // A [N, C, H, W] view of an unbatched [C, H, W] input (the op wrappers' rank handling).
 Tensor batched(const char* op, const Tensor& x, int64_t spatial) {
   if (x.dim() == spatial + 2) return x;
   if (x.dim() == spatial + 1) return x.unsqueeze(0);
-  fail("[{}] expected a {}-D (unbatched) or {}-D (batched) input, got a {}-D input of shape {}",
-       op, spatial + 1, spatial + 2, x.dim(), shape_str(x.sizes()));
+  fail("[{}] expected a {}-D (unbatched) or {}-D (batched) input, got a {}-D input of shape {}", op,
+       spatial + 1, spatial + 2, x.dim(), shape_str(x.sizes()));
 }
 
 // PyTorch's pooling_output_shape (floor division, ceil_mode drops a window starting in padding).
@@ -94,8 +91,8 @@ struct Geom {
   int64_t L() const { return OD * OH * OW; }
   int64_t img() const { return C * D * H * W; }
   bool direct() const {  // 1x1, stride 1, no padding: the image is its own column matrix
-    return kd == 1 && kh == 1 && kw == 1 && sd == 1 && sh == 1 && sw == 1 && pd == 0 &&
-           ph == 0 && pw == 0;
+    return kd == 1 && kh == 1 && kw == 1 && sd == 1 && sh == 1 && sw == 1 && pd == 0 && ph == 0 &&
+           pw == 0;
   }
 };
 
@@ -113,9 +110,10 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
   // a direct dispatch may pass lists of any lengths: one value per spatial dim, 1 to 3 dims
   if (sp < 1 || sp > 3 || p.padding.size() != p.stride.size() ||
       p.dilation.size() != p.stride.size() || p.output_padding.size() != p.stride.size())
-    fail("[{}] expected stride, padding, dilation (and output_padding) of one value per "
-         "spatial dim (1 to 3), got {}, {}, {} and {}", op, vals(p.stride), vals(p.padding),
-         vals(p.dilation), vals(p.output_padding));
+    fail(
+        "[{}] expected stride, padding, dilation (and output_padding) of one value per "
+        "spatial dim (1 to 3), got {}, {}, {} and {}",
+        op, vals(p.stride), vals(p.padding), vals(p.dilation), vals(p.output_padding));
   auto shp = [&](IntArrayRef s) {
     if (!one_d || s.size() < 3) return shape_str(s);
     DimVector d = s.dims();
@@ -186,11 +184,13 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     g.M = wsz[0];
     for (size_t i = 0; i < size_t(sp); ++i) in[o3 + i] = x.size(2 + int64_t(i));
     if (mul(wsz[1], G) != g.C || g.C == 0)
-      fail("[{}] given groups={} and weight of shape {}, expected input {} to have {} channels, "
-           "but got {} channels", op, G, shp(wsz), shp(x.sizes()), wsz[1] * G, g.C);
+      fail(
+          "[{}] given groups={} and weight of shape {}, expected input {} to have {} channels, "
+          "but got {} channels",
+          op, G, shp(wsz), shp(x.sizes()), wsz[1] * G, g.C);
     if (g.M % G != 0)
-      fail("[{}] out_channels of weight {} ({}) must be divisible by groups={}", op,
-           shp(wsz), g.M, G);
+      fail("[{}] out_channels of weight {} ({}) must be divisible by groups={}", op, shp(wsz), g.M,
+           G);
     int64_t eff[3];
     bool too_big = false;
     for (size_t i = 0; i < 3; ++i) {
@@ -198,9 +198,11 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
       too_big = too_big || eff[i] > add(in[i], mul(2, pad[i]));
     }
     if (too_big)
-      fail("[{}] kernel size {} (with dilation {}) is larger than the padded input size {} of "
-           "input {} with padding {}", op, pv(spatial(eff, 0)), pv(p.dilation),
-           pv(spatial(in, 2)), shp(x.sizes()), pv(p.padding));
+      fail(
+          "[{}] kernel size {} (with dilation {}) is larger than the padded input size {} of "
+          "input {} with padding {}",
+          op, pv(spatial(eff, 0)), pv(p.dilation), pv(spatial(in, 2)), shp(x.sizes()),
+          pv(p.padding));
     for (size_t i = 0; i < 3; ++i) out[i] = (add(in[i], mul(2, pad[i])) - eff[i]) / s[i] + 1;
     out_ch = g.M;
   } else {
@@ -208,16 +210,18 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
     // the conv input (C = Cout) and x the conv output (M = Cin).
     const int64_t cin = x.size(1);
     if (wsz[0] != cin || cin == 0)
-      fail("[{}] weight {} expects {} input channels, but input {} has {} channels", op,
-           shp(wsz), wsz[0], shp(x.sizes()), cin);
+      fail("[{}] weight {} expects {} input channels, but input {} has {} channels", op, shp(wsz),
+           wsz[0], shp(x.sizes()), cin);
     if (cin % G != 0)
       fail("[{}] input channels of input {} ({}) must be divisible by groups={}", op,
            shp(x.sizes()), cin, G);
     for (size_t i = 0; i < size_t(sp); ++i) {
       const int64_t op_ = p.output_padding[i];
       if (op_ < 0 || (op_ >= p.stride[i] && op_ >= p.dilation[i]))
-        fail("[{}] output_padding {} must be non-negative and smaller than either stride {} or "
-             "dilation {}", op, pv(p.output_padding), pv(p.stride), pv(p.dilation));
+        fail(
+            "[{}] output_padding {} must be non-negative and smaller than either stride {} or "
+            "dilation {}",
+            op, pv(p.output_padding), pv(p.stride), pv(p.dilation));
     }
     g.M = cin;
     g.C = mul(wsz[1], G);
@@ -229,9 +233,11 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
       empty = empty || in[i] <= 0;
     }
     if (empty)
-      fail("[{}] input {} with stride {}, padding {}, dilation {} and kernel {} gives a "
-           "non-positive output size {}", op, shp(x.sizes()), pv(p.stride), pv(p.padding),
-           pv(p.dilation), shp(wsz), pv(spatial(in, 0)));
+      fail(
+          "[{}] input {} with stride {}, padding {}, dilation {} and kernel {} gives a "
+          "non-positive output size {}",
+          op, shp(x.sizes()), pv(p.stride), pv(p.padding), pv(p.dilation), shp(wsz),
+          pv(spatial(in, 0)));
     out_ch = g.C;
   }
   g.D = in[0], g.H = in[1], g.W = in[2];
@@ -247,8 +253,8 @@ Geom conv_geom_sz(const char* op, const Tensor& x, IntArrayRef wsz, ScalarType w
       fail("[{}] bias ({}) must have the input's dtype ({})", op, dtype_name(bias->dtype()),
            dtype_name(x.dtype()));
     if (bias->dim() != 1 || bias->size(0) != out_ch)
-      fail("[{}] expected bias of shape ({},) for {} output channels, got {}", op, out_ch,
-           out_ch, shape_str(bias->sizes()));
+      fail("[{}] expected bias of shape ({},) for {} output channels, got {}", op, out_ch, out_ch,
+           shape_str(bias->sizes()));
   }
   return g;
 }
@@ -280,19 +286,18 @@ ConvParams conv_params(const Attrs& a, bool transposed) {
 
 // ---------------------------------------------------------------- BLAS and im2col
 
-inline void gemm_rm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                    float* c, int64_t ldc) {
+inline void gemm_rm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta,
-              c, blasint(ldc));
+              blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c,
+              blasint(ldc));
 }
 inline void gemm_rm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                     const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
                     double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta,
-              c, blasint(ldc));
+              blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c,
+              blasint(ldc));
 }
 
 // Sets OpenBLAS's thread count for a scope and restores the pool's count afterwards.
@@ -302,8 +307,7 @@ struct BlasThreads {
 };
 
 // Valid output range [o0, o1) for a kernel tap at offset `off` (input index = o * s + off).
-inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& o0,
-                        int64_t& o1) {
+inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& o0, int64_t& o1) {
   o0 = off >= 0 ? 0 : (-off + s - 1) / s;
   o1 = in - off > 0 ? (in - off + s - 1) / s : 0;
   o0 = std::min(o0, out);
@@ -424,8 +428,7 @@ template <class T> void gather_images(const T* src, T* dst, int64_t nb, int64_t 
 }
 
 // y [N, M, OH, OW] = conv(x [N, C, H, W], w [M, C/G, kh, kw]) (+ bias [M]).
-template <class T>
-void conv_forward(const T* x, const T* w, const T* bias, T* y, const Geom& g) {
+template <class T> void conv_forward(const T* x, const T* w, const T* bias, T* y, const Geom& g) {
   const int64_t K = g.K(), L = g.L(), Mg = g.M / g.G, img = g.img();
   for_image_parts(g.N, [&](int64_t, int64_t n0, int64_t n1) {
     const int64_t cb = chunk_images(L, n1 - n0);
@@ -564,8 +567,7 @@ template <int Sp> DimVector spatial_dims() {
 template <int Sp> void conv_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Geom g =
       conv_geom(conv_name<Sp>(), in[0], in[1], &in[2], conv_params(a, false), false, false);
-  out.push_back({conv_shape<Sp>(g.N, g.M, g.OD, g.OH, g.OW), {}, 0, in[0].dtype(),
-                 in[0].device()});
+  out.push_back({conv_shape<Sp>(g.N, g.M, g.OD, g.OH, g.OW), {}, 0, in[0].dtype(), in[0].device()});
 }
 template <int Sp> void conv_cpu(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
@@ -590,12 +592,12 @@ template <int Sp> Tensor conv_public(const Tensor& x, const Tensor& w, const Con
   if constexpr (Sp == 2) return conv2d(x, w, {}, p.stride, p.padding, p.dilation, p.groups);
   else return conv3d(x, w, {}, p.stride, p.padding, p.dilation, p.groups);
 }
-template <int Sp> Tensor conv_t_public(const Tensor& x, const Tensor& w, const ConvParams& p,
-                                       const DimVector& output_padding) {
+template <int Sp>
+Tensor conv_t_public(const Tensor& x, const Tensor& w, const ConvParams& p,
+                     const DimVector& output_padding) {
   if constexpr (Sp == 2)
     return conv_transpose2d(x, w, {}, p.stride, p.padding, output_padding, p.groups, p.dilation);
-  else
-    return conv_transpose3d(x, w, {}, p.stride, p.padding, output_padding, p.groups, p.dilation);
+  else return conv_transpose3d(x, w, {}, p.stride, p.padding, output_padding, p.groups, p.dilation);
 }
 template <int Sp> TensorList conv_vjp(const VjpCtx& c, const TensorList& gr) {
   const ConvParams p = conv_params(c.attrs(), false);
@@ -618,8 +620,7 @@ template <int Sp> TensorList conv_vjp(const VjpCtx& c, const TensorList& gr) {
 template <int Sp> void conv_transpose_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Geom g =
       conv_geom(conv_t_name<Sp>(), in[0], in[1], &in[2], conv_params(a, true), true, false);
-  out.push_back({conv_shape<Sp>(g.N, g.C, g.D, g.H, g.W), {}, 0, in[0].dtype(),
-                 in[0].device()});
+  out.push_back({conv_shape<Sp>(g.N, g.C, g.D, g.H, g.W), {}, 0, in[0].dtype(), in[0].device()});
 }
 template <int Sp> void conv_transpose_cpu(const KernelArgs& k) {
   const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
@@ -695,8 +696,8 @@ template <int Sp> Geom bw_geom(const Tensor& dy, const Tensor& x, const Attrs& a
          shape_str(dy.sizes()), dtype_name(dy.dtype()), vals(expect), dtype_name(x.dtype()));
   return g;
 }
-template <int Sp> void conv_backward_weight_meta(const TensorList& in, const Attrs& a,
-                                                 MetaList& out) {
+template <int Sp>
+void conv_backward_weight_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   bw_geom<Sp>(in[0], in[1], a);
   out.push_back({a.ints(0), {}, 0, in[1].dtype(), in[1].device()});
 }
@@ -738,8 +739,10 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
   // a direct dispatch may pass lists of any lengths (fuzz_ops: a 1-entry kernel_size indexed
   // the lists at -1); the op takes 2 or 3 of each
   if (sp < 2 || sp > 3 || s.size() != k.size() || p.size() != k.size() || d.size() != k.size())
-    fail("[{}] expected kernel_size, stride, padding and dilation of 2 (or 3) values each, got "
-         "{}, {}, {} and {}", op, vals(k), vals(s), vals(p), vals(d));
+    fail(
+        "[{}] expected kernel_size, stride, padding and dilation of 2 (or 3) values each, got "
+        "{}, {}, {} and {}",
+        op, vals(k), vals(s), vals(p), vals(d));
   if (x.dim() != sp + 2)
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, sp + 1, sp + 2,
          shape_str(x.sizes()));
@@ -748,12 +751,12 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
     if (s[i] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
     if (d[i] <= 0) fail("[{}] dilation must be positive, got {}", op, vals(d));
     if (p[i] < 0 || p[i] > k[i] / 2)
-      fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op,
-           vals(p), vals(k));
+      fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op, vals(p),
+           vals(k));
   }
   const size_t o = size_t(sp - 2);  // index of H in the parameter lists
-  PoolGeom g{x.size(0), x.size(1), x.size(-2), x.size(-1), k[o], k[o + 1], s[o], s[o + 1],
-             p[o], p[o + 1], d[o], d[o + 1], 0, 0};
+  PoolGeom g{x.size(0), x.size(1), x.size(-2), x.size(-1), k[o],     k[o + 1], s[o],
+             s[o + 1],  p[o],      p[o + 1],   d[o],       d[o + 1], 0,        0};
   g.OH = pool_out(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
   g.OW = pool_out(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
   DimVector outs{g.OH, g.OW};
@@ -763,9 +766,10 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
     outs.insert(outs.begin(), g.OD);
   }
   if (g.OD <= 0 || g.OH <= 0 || g.OW <= 0)
-    fail("[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
-         "{}, which is too small", op, shape_str(x.sizes()), vals(k), vals(s), vals(p), vals(d),
-         vals(outs));
+    fail(
+        "[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
+        "{}, which is too small",
+        op, shape_str(x.sizes()), vals(k), vals(s), vals(p), vals(d), vals(outs));
   return g;
 }
 
@@ -791,8 +795,8 @@ void max_pool2d_cpu(const KernelArgs& k) {
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(out_sz * g.kh * g.kw, 1));
     // 2x2 windows, stride 2, no padding or dilation (the common case): the same scan order
     // and NaN rule as the general loop below, without its per-window bounds and branches
-    const bool k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 &&
-                      g.pw == 0 && g.dh == 1 && g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+    const bool k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 &&
+                      g.dh == 1 && g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
     parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
       for (int64_t pl = b; pl < e; ++pl) {
         const T* src = xp + pl * in_sz;
@@ -891,11 +895,12 @@ MaxAxis adaptive_axis(int64_t in, int64_t out) {
 
 // y, idx [P, OD, OH, OW] = the maximum of each window of x [P, D, H, W] and its flat index in
 // the plane; the first maximum wins and NaN propagates (PyTorch's rule).
-template <class T> void window_max(const T* x, T* y, int64_t* idx, int64_t planes,
-                                   const MaxAxis& ad, const MaxAxis& ah, const MaxAxis& aw) {
+template <class T>
+void window_max(const T* x, T* y, int64_t* idx, int64_t planes, const MaxAxis& ad,
+                const MaxAxis& ah, const MaxAxis& aw) {
   const int64_t in_sz = ad.in * ah.in * aw.in, out_sz = ad.out * ah.out * aw.out;
-  const int64_t taps = std::max<int64_t>(
-      1, (ad.hi[0] - ad.lo[0]) * (ah.hi[0] - ah.lo[0]) * (aw.hi[0] - aw.lo[0]));
+  const int64_t taps =
+      std::max<int64_t>(1, (ad.hi[0] - ad.lo[0]) * (ah.hi[0] - ah.lo[0]) * (aw.hi[0] - aw.lo[0]));
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(out_sz * taps, 1));
   parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
@@ -992,8 +997,7 @@ template <int Sp> void adaptive_max_cpu(const KernelArgs& k) {
   adaptive_max_check<Sp>(x, k.attrs);
   const DimVector& os = k.attrs.ints(0);
   MaxAxis ax[3];
-  for (int64_t i = 0; i < Sp; ++i)
-    ax[3 - Sp + i] = adaptive_axis(x.size(2 + i), os[size_t(i)]);
+  for (int64_t i = 0; i < Sp; ++i) ax[3 - Sp + i] = adaptive_axis(x.size(2 + i), os[size_t(i)]);
   float_or_double(x.dtype(), adaptive_max_name<Sp>(), [&](auto z) {
     using T = decltype(z);
     window_max<T>(x.data_ptr<T>(), k.outputs[0].data_ptr<T>(), k.outputs[1].data_ptr<int64_t>(),
@@ -1010,13 +1014,16 @@ constexpr int mode_rank(Mode m) { return m == Mode::kAvg3d || m == Mode::kAdapti
 
 const char* mode_name(Mode m, bool backward) {
   switch (m) {
-    case Mode::kAvg: return backward ? "avg_pool2d_backward" : "avg_pool2d";
+    case Mode::kAvg:
+      return backward ? "avg_pool2d_backward" : "avg_pool2d";
     case Mode::kAdaptive:
       return backward ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool2d";
-    case Mode::kNearest: return backward ? "upsample_nearest2d_backward" : "upsample_nearest2d";
+    case Mode::kNearest:
+      return backward ? "upsample_nearest2d_backward" : "upsample_nearest2d";
     case Mode::kBilinear:
       return backward ? "upsample_bilinear2d_backward" : "upsample_bilinear2d";
-    case Mode::kAvg3d: return backward ? "avg_pool3d_backward" : "avg_pool3d";
+    case Mode::kAvg3d:
+      return backward ? "avg_pool3d_backward" : "avg_pool3d";
     case Mode::kAdaptive3d:
       return backward ? "adaptive_avg_pool3d_backward" : "adaptive_avg_pool3d";
   }
@@ -1057,8 +1064,7 @@ void check_output_size(const char* op, const DimVector& os, IntArrayRef in) {
 // cost O(output extent x window) and are built only for a kernel (with_maps), after its output
 // was allocated: an infer_meta asked for a huge output_size (fuzz_ops) raises or allocates
 // instead of looping over the requested extent first.
-Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op,
-                       bool with_maps) {
+Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op, bool with_maps) {
   const size_t nax = size_t(mode_rank(mode));
   if (in.size() != nax + 2)
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, nax + 1, nax + 2, shape_str(in));
@@ -1073,16 +1079,16 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   if (mode == Mode::kAvg || mode == Mode::kAvg3d) {
     const DimVector &k = a.ints(0), &s = a.ints(1), &p = a.ints(2);
     if (k.size() != nax || s.size() != nax || p.size() != nax)
-      fail("[{}] expected kernel_size, stride and padding of {} values each, got {}, {} and {}",
-           op, nax, vals(k), vals(s), vals(p));
+      fail("[{}] expected kernel_size, stride and padding of {} values each, got {}, {} and {}", op,
+           nax, vals(k), vals(s), vals(p));
     const bool ceil_mode = a.b(3), include_pad = a.b(4);
     const int64_t divisor = a.i(5);
     for (size_t i = 0; i < nax; ++i) {
       if (k[i] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
       if (s[i] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
       if (p[i] < 0 || p[i] > k[i] / 2)
-        fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op,
-             vals(p), vals(k));
+        fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op, vals(p),
+             vals(k));
     }
     if (divisor < 0) fail("[{}] divisor_override must be positive, got {}", op, divisor);
     DimVector outsz;
@@ -1092,8 +1098,10 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
       small = small || outsz.back() <= 0;
     }
     if (small)
-      fail("[{}] input {} with kernel_size {}, stride {}, padding {} gives output size {}, "
-           "which is too small", op, shape_str(in), vals(k), vals(s), vals(p), vals(outsz));
+      fail(
+          "[{}] input {} with kernel_size {}, stride {}, padding {} gives output size {}, "
+          "which is too small",
+          op, shape_str(in), vals(k), vals(s), vals(p), vals(outsz));
     for (size_t i = 0; i < nax; ++i) {
       AxisMap& m = *axes[i];
       m.in = insz[i];
@@ -1125,8 +1133,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     AxisMap& m = *axes[i];
     m.in = insz[i];
     m.out = os[i];
-    if (m.in <= 0)
-      fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
+    if (m.in <= 0) fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
     const double given = adaptive ? 0.0 : a.f(scale_attr + i);
     if (!std::isfinite(given) || (given > 0 && !std::isfinite(1.0 / given)))
       fail("[{}] scale factor {} is not finite (or its inverse is not)", op, given);
@@ -1180,8 +1187,7 @@ template <Mode M> void resample_meta(const TensorList& in, const Attrs& a, MetaL
   if (mode_rank(M) == 3) shape.insert(shape.begin() + 2, r.d.out);
   out.push_back({shape, {}, 0, in[0].dtype(), in[0].device()});
 }
-template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs& a,
-                                              MetaList& out) {
+template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = mode_name(M, true);
   check_float(op, in[0], "grad_output");
   const DimVector isz = in_size_attr(a);
@@ -1196,8 +1202,8 @@ template <Mode M> void resample_backward_meta(const TensorList& in, const Attrs&
 
 // y [P, (OD,) OH, OW] = (Rd ⊗ Rh ⊗ Rw) x per plane (forward) or its transpose (adjoint); the
 // 2-D modes' Rd is the 1x1 identity (weight 1, so their results are unchanged by it).
-template <class T> void resample_planes(const Resample& r, const T* src, T* dst, int64_t planes,
-                                        bool adjoint) {
+template <class T>
+void resample_planes(const Resample& r, const T* src, T* dst, int64_t planes, bool adjoint) {
   const AxisMap &d = r.d, &h = r.h, &w = r.w;
   std::vector<T> wd(d.wt.begin(), d.wt.end()), wh(h.wt.begin(), h.wt.end()),
       ww(w.wt.begin(), w.wt.end());
@@ -1207,9 +1213,8 @@ template <class T> void resample_planes(const Resample& r, const T* src, T* dst,
   const int64_t td = int64_t(d.src.size()) / std::max<int64_t>(d.out, 1);
   const int64_t th = int64_t(h.src.size()) / std::max<int64_t>(h.out, 1);
   const int64_t tw = int64_t(w.src.size()) / std::max<int64_t>(w.out, 1);
-  const int64_t work = std::max<int64_t>(1, out_sz * std::max<int64_t>(td, 1) *
-                                                std::max<int64_t>(th, 1) *
-                                                std::max<int64_t>(tw, 1));
+  const int64_t work = std::max<int64_t>(
+      1, out_sz * std::max<int64_t>(td, 1) * std::max<int64_t>(th, 1) * std::max<int64_t>(tw, 1));
   const int64_t grain = std::max<int64_t>(1, 32768 / work);
   parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
     std::vector<T> acc(size_t(w.out));
@@ -1290,23 +1295,35 @@ template <Mode M> void resample_backward_cpu(const KernelArgs& k) {
 
 const OpDef* backward_op(Mode m) {
   switch (m) {
-    case Mode::kAvg: return &OF_OP("avg_pool2d_backward");
-    case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d_backward");
-    case Mode::kNearest: return &OF_OP("upsample_nearest2d_backward");
-    case Mode::kBilinear: return &OF_OP("upsample_bilinear2d_backward");
-    case Mode::kAvg3d: return &OF_OP("avg_pool3d_backward");
-    case Mode::kAdaptive3d: return &OF_OP("adaptive_avg_pool3d_backward");
+    case Mode::kAvg:
+      return &OF_OP("avg_pool2d_backward");
+    case Mode::kAdaptive:
+      return &OF_OP("adaptive_avg_pool2d_backward");
+    case Mode::kNearest:
+      return &OF_OP("upsample_nearest2d_backward");
+    case Mode::kBilinear:
+      return &OF_OP("upsample_bilinear2d_backward");
+    case Mode::kAvg3d:
+      return &OF_OP("avg_pool3d_backward");
+    case Mode::kAdaptive3d:
+      return &OF_OP("adaptive_avg_pool3d_backward");
   }
   return nullptr;
 }
 const OpDef* forward_op(Mode m) {
   switch (m) {
-    case Mode::kAvg: return &OF_OP("avg_pool2d");
-    case Mode::kAdaptive: return &OF_OP("adaptive_avg_pool2d");
-    case Mode::kNearest: return &OF_OP("upsample_nearest2d");
-    case Mode::kBilinear: return &OF_OP("upsample_bilinear2d");
-    case Mode::kAvg3d: return &OF_OP("avg_pool3d");
-    case Mode::kAdaptive3d: return &OF_OP("adaptive_avg_pool3d");
+    case Mode::kAvg:
+      return &OF_OP("avg_pool2d");
+    case Mode::kAdaptive:
+      return &OF_OP("adaptive_avg_pool2d");
+    case Mode::kNearest:
+      return &OF_OP("upsample_nearest2d");
+    case Mode::kBilinear:
+      return &OF_OP("upsample_bilinear2d");
+    case Mode::kAvg3d:
+      return &OF_OP("avg_pool3d");
+    case Mode::kAdaptive3d:
+      return &OF_OP("adaptive_avg_pool3d");
   }
   return nullptr;
 }
@@ -1330,8 +1347,7 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
 
 // Calls f on the batched input and restores the rank of the result. (float16/bfloat16 inputs
 // run in float32 through dispatch: NOTE [Reduced-precision fallback].)
-template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f,
-                                     int64_t sp = 2) {
+template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f, int64_t sp = 2) {
   check_defined(op, input, "input");
   check_float(op, input, "input");
   const Tensor x = batched(op, input, sp);
@@ -1393,12 +1409,13 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
   if (padding != "same")
     fail("[{}] padding must be 'valid' or 'same' (or integers), got '{}'", op, padding);
   for (int64_t s : p.stride)
-    if (s != 1) fail("[{}] padding='same' is not supported for strided convolutions (stride {})",
-                     op, vals(expand_param(stride, sp, op, "stride")));
+    if (s != 1)
+      fail("[{}] padding='same' is not supported for strided convolutions (stride {})", op,
+           vals(expand_param(stride, sp, op, "stride")));
   if (weight.dim() != sp + 2)
     fail("[{}] expected a {}-D weight, got shape {}", op, sp + 2, shape_str(weight.sizes()));
   const size_t off = p.padding.size() - size_t(sp);  // conv1d's params carry a unit H dim
-  DimVector extra;  // pad() order: last dim first
+  DimVector extra;                                   // pad() order: last dim first
   bool asym = false;
   for (int64_t d = sp - 1; d >= 0; --d) {
     const int64_t dil = p.dilation[off + size_t(d)];
@@ -1420,119 +1437,202 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 }  // namespace
 
 void register_conv_ops() {
-  register_op({.name = "conv2d", .traits = kWidens16Bit, .attr_names = {"stride", "padding", "dilation", "groups"},
-               .infer_meta = conv_meta<2>, .cpu = conv_cpu<2>, .vjp = conv_vjp<2>,
-               .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+  register_op({.name = "conv2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_meta<2>,
+               .cpu = conv_cpu<2>,
+               .vjp = conv_vjp<2>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSample,
+               .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
-  register_op({.name = "conv3d", .traits = kWidens16Bit, .attr_names = {"stride", "padding", "dilation", "groups"},
-               .infer_meta = conv_meta<3>, .cpu = conv_cpu<3>, .vjp = conv_vjp<3>,
-               .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
+  register_op({.name = "conv3d",
+               .traits = kWidens16Bit,
+               .attr_names = {"stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_meta<3>,
+               .cpu = conv_cpu<3>,
+               .vjp = conv_vjp<3>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSample,
+               .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
-  register_op(
-      {.name = "conv_transpose2d", .traits = kWidens16Bit,
-       .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
-       .infer_meta = conv_transpose_meta<2>, .cpu = conv_transpose_cpu<2>,
-       .vjp = conv_transpose_vjp<2>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
-       .autocast = AutocastPolicy::kLower});
-  register_op(
-      {.name = "conv_transpose3d", .traits = kWidens16Bit,
-       .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
-       .infer_meta = conv_transpose_meta<3>, .cpu = conv_transpose_cpu<3>,
-       .vjp = conv_transpose_vjp<3>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSample, .contiguous_inputs = kEveryInput,
-       .autocast = AutocastPolicy::kLower});
-  register_op(
-      {.name = "conv2d_backward_weight", .traits = kWidens16Bit,
-       .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
-       .infer_meta = conv_backward_weight_meta<2>, .cpu = conv_backward_weight_cpu<2>,
-       .vjp = conv_backward_weight_vjp<2>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = kEveryInput});
-  register_op(
-      {.name = "conv3d_backward_weight", .traits = kWidens16Bit,
-       .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
-       .infer_meta = conv_backward_weight_meta<3>, .cpu = conv_backward_weight_cpu<3>,
-       .vjp = conv_backward_weight_vjp<3>, .save_inputs = in(0) | in(1), .sbp_rule = &sbp_rules::kPerSampleWeightGrad, .contiguous_inputs = kEveryInput});
-  register_op(
-      {.name = "max_pool3d_with_indices", .traits = kWidens16Bit,
-       .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-       .infer_meta = max_pool3d_meta, .cpu = max_pool3d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_max_pool2d", .traits = kWidens16Bit, .attr_names = {"output_size"},
-               .infer_meta = adaptive_max_meta<2>, .cpu = adaptive_max_cpu<2>,
-               .vjp = max_indices_vjp, .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_max_pool3d", .traits = kWidens16Bit, .attr_names = {"output_size"},
-               .infer_meta = adaptive_max_meta<3>, .cpu = adaptive_max_cpu<3>,
-               .vjp = max_indices_vjp, .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op(
-      {.name = "max_pool2d_with_indices", .traits = kWidens16Bit,
-       .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-       .infer_meta = max_pool2d_meta, .cpu = max_pool2d_cpu, .vjp = max_indices_vjp,
-       .save_outputs = out(1), .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  const std::vector<std::string> avg_attrs = {"kernel_size", "stride", "padding", "ceil_mode",
-                                              "count_include_pad", "divisor_override"};
+  register_op({.name = "conv_transpose2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
+               .infer_meta = conv_transpose_meta<2>,
+               .cpu = conv_transpose_cpu<2>,
+               .vjp = conv_transpose_vjp<2>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSample,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "conv_transpose3d",
+               .traits = kWidens16Bit,
+               .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
+               .infer_meta = conv_transpose_meta<3>,
+               .cpu = conv_transpose_cpu<3>,
+               .vjp = conv_transpose_vjp<3>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSample,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kLower});
+  register_op({.name = "conv2d_backward_weight",
+               .traits = kWidens16Bit,
+               .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_backward_weight_meta<2>,
+               .cpu = conv_backward_weight_cpu<2>,
+               .vjp = conv_backward_weight_vjp<2>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSampleWeightGrad,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "conv3d_backward_weight",
+               .traits = kWidens16Bit,
+               .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
+               .infer_meta = conv_backward_weight_meta<3>,
+               .cpu = conv_backward_weight_cpu<3>,
+               .vjp = conv_backward_weight_vjp<3>,
+               .save_inputs = in(0) | in(1),
+               .sbp_rule = &sbp_rules::kPerSampleWeightGrad,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "max_pool3d_with_indices",
+               .traits = kWidens16Bit,
+               .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+               .infer_meta = max_pool3d_meta,
+               .cpu = max_pool3d_cpu,
+               .vjp = max_indices_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_max_pool2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size"},
+               .infer_meta = adaptive_max_meta<2>,
+               .cpu = adaptive_max_cpu<2>,
+               .vjp = max_indices_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_max_pool3d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size"},
+               .infer_meta = adaptive_max_meta<3>,
+               .cpu = adaptive_max_cpu<3>,
+               .vjp = max_indices_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "max_pool2d_with_indices",
+               .traits = kWidens16Bit,
+               .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+               .infer_meta = max_pool2d_meta,
+               .cpu = max_pool2d_cpu,
+               .vjp = max_indices_vjp,
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  const std::vector<std::string> avg_attrs = {
+      "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
   auto with_size = [](std::vector<std::string> v) {
     v.push_back("input_size");
     return v;
   };
-  register_op({.name = "avg_pool2d", .traits = kWidens16Bit, .attr_names = avg_attrs,
-                              .infer_meta = resample_meta<Mode::kAvg>,
-                              .cpu = resample_cpu<Mode::kAvg>,
-                              .vjp = resample_vjp<Mode::kAvg>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "avg_pool2d_backward", .traits = kWidens16Bit,
-                                       .attr_names = with_size(avg_attrs),
-                                       .infer_meta = resample_backward_meta<Mode::kAvg>,
-                                       .cpu = resample_backward_cpu<Mode::kAvg>,
-                                       .vjp = resample_backward_vjp<Mode::kAvg>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_avg_pool2d", .traits = kWidens16Bit, .attr_names = {"output_size"},
-                                       .infer_meta = resample_meta<Mode::kAdaptive>,
-                                       .cpu = resample_cpu<Mode::kAdaptive>,
-                                       .vjp = resample_vjp<Mode::kAdaptive>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_avg_pool2d_backward", .traits = kWidens16Bit,
-                   .attr_names = {"output_size", "input_size"},
-                   .infer_meta = resample_backward_meta<Mode::kAdaptive>,
-                   .cpu = resample_backward_cpu<Mode::kAdaptive>,
-                   .vjp = resample_backward_vjp<Mode::kAdaptive>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
-  register_op({.name = "avg_pool3d", .traits = kWidens16Bit, .attr_names = avg_attrs,
-               .infer_meta = resample_meta<Mode::kAvg3d>, .cpu = resample_cpu<Mode::kAvg3d>,
-               .vjp = resample_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "avg_pool3d_backward", .traits = kWidens16Bit, .attr_names = with_size(avg_attrs),
+  register_op({.name = "avg_pool2d",
+               .traits = kWidens16Bit,
+               .attr_names = avg_attrs,
+               .infer_meta = resample_meta<Mode::kAvg>,
+               .cpu = resample_cpu<Mode::kAvg>,
+               .vjp = resample_vjp<Mode::kAvg>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool2d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = with_size(avg_attrs),
+               .infer_meta = resample_backward_meta<Mode::kAvg>,
+               .cpu = resample_backward_cpu<Mode::kAvg>,
+               .vjp = resample_backward_vjp<Mode::kAvg>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size"},
+               .infer_meta = resample_meta<Mode::kAdaptive>,
+               .cpu = resample_cpu<Mode::kAdaptive>,
+               .vjp = resample_vjp<Mode::kAdaptive>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool2d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "input_size"},
+               .infer_meta = resample_backward_meta<Mode::kAdaptive>,
+               .cpu = resample_backward_cpu<Mode::kAdaptive>,
+               .vjp = resample_backward_vjp<Mode::kAdaptive>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool3d",
+               .traits = kWidens16Bit,
+               .attr_names = avg_attrs,
+               .infer_meta = resample_meta<Mode::kAvg3d>,
+               .cpu = resample_cpu<Mode::kAvg3d>,
+               .vjp = resample_vjp<Mode::kAvg3d>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "avg_pool3d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = with_size(avg_attrs),
                .infer_meta = resample_backward_meta<Mode::kAvg3d>,
                .cpu = resample_backward_cpu<Mode::kAvg3d>,
-               .vjp = resample_backward_vjp<Mode::kAvg3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_avg_pool3d", .traits = kWidens16Bit, .attr_names = {"output_size"},
+               .vjp = resample_backward_vjp<Mode::kAvg3d>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool3d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size"},
                .infer_meta = resample_meta<Mode::kAdaptive3d>,
-               .cpu = resample_cpu<Mode::kAdaptive3d>, .vjp = resample_vjp<Mode::kAdaptive3d>,
-               .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "adaptive_avg_pool3d_backward", .traits = kWidens16Bit, .attr_names = {"output_size", "input_size"},
+               .cpu = resample_cpu<Mode::kAdaptive3d>,
+               .vjp = resample_vjp<Mode::kAdaptive3d>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "adaptive_avg_pool3d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "input_size"},
                .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
                .cpu = resample_backward_cpu<Mode::kAdaptive3d>,
-               .vjp = resample_backward_vjp<Mode::kAdaptive3d>, .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
-  register_op({.name = "upsample_nearest2d", .traits = kWidens16Bit,
-                                      .attr_names = {"output_size", "scales_h", "scales_w"},
-                                      .infer_meta = resample_meta<Mode::kNearest>,
-                                      .cpu = resample_cpu<Mode::kNearest>,
-                                      .vjp = resample_vjp<Mode::kNearest>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "upsample_nearest2d_backward", .traits = kWidens16Bit,
-                   .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
-                   .infer_meta = resample_backward_meta<Mode::kNearest>,
-                   .cpu = resample_backward_cpu<Mode::kNearest>,
-                   .vjp = resample_backward_vjp<Mode::kNearest>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
-  register_op({.name = "upsample_bilinear2d", .traits = kWidens16Bit,
-                   .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
-                   .infer_meta = resample_meta<Mode::kBilinear>,
-                   .cpu = resample_cpu<Mode::kBilinear>,
-                   .vjp = resample_vjp<Mode::kBilinear>,
-                 .sbp_rule = &sbp_rules::kPool, .contiguous_inputs = kEveryInput});
-  register_op({.name = "upsample_bilinear2d_backward", .traits = kWidens16Bit,
-                   .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
-                   .infer_meta = resample_backward_meta<Mode::kBilinear>,
-                   .cpu = resample_backward_cpu<Mode::kBilinear>,
-                   .vjp = resample_backward_vjp<Mode::kBilinear>,
-                 .sbp_rule = &sbp_rules::kResampleBackward, .contiguous_inputs = kEveryInput});
+               .vjp = resample_backward_vjp<Mode::kAdaptive3d>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_nearest2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "scales_h", "scales_w"},
+               .infer_meta = resample_meta<Mode::kNearest>,
+               .cpu = resample_cpu<Mode::kNearest>,
+               .vjp = resample_vjp<Mode::kNearest>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_nearest2d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
+               .infer_meta = resample_backward_meta<Mode::kNearest>,
+               .cpu = resample_backward_cpu<Mode::kNearest>,
+               .vjp = resample_backward_vjp<Mode::kNearest>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_bilinear2d",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
+               .infer_meta = resample_meta<Mode::kBilinear>,
+               .cpu = resample_cpu<Mode::kBilinear>,
+               .vjp = resample_vjp<Mode::kBilinear>,
+               .sbp_rule = &sbp_rules::kPool,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "upsample_bilinear2d_backward",
+               .traits = kWidens16Bit,
+               .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
+               .infer_meta = resample_backward_meta<Mode::kBilinear>,
+               .cpu = resample_backward_cpu<Mode::kBilinear>,
+               .vjp = resample_backward_vjp<Mode::kBilinear>,
+               .sbp_rule = &sbp_rules::kResampleBackward,
+               .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -1595,8 +1695,8 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor&
 namespace {
 // The 1-D pooling checks in 1-D terms (the ops then run as 2-D over a unit H dim); returns the
 // batched [N, C, L] input.
-Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, int64_t p,
-                    int64_t d, bool ceil_mode) {
+Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, int64_t p, int64_t d,
+                    bool ceil_mode) {
   check_defined(op, input, "input");
   check_float(op, input, "input");
   const Tensor x = batched(op, input, 1);
@@ -1607,8 +1707,10 @@ Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, i
     fail("[{}] padding {} must be non-negative and at most half of kernel_size {}", op, p, k);
   const int64_t out = pool_out(x.size(2), k, p, s, d, ceil_mode);
   if (out <= 0)
-    fail("[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
-         "{}, which is too small", op, shape_str(input.sizes()), k, s, p, d, out);
+    fail(
+        "[{}] input {} with kernel_size {}, stride {}, padding {}, dilation {} gives output size "
+        "{}, which is too small",
+        op, shape_str(input.sizes()), k, s, p, d, out);
   return x;
 }
 
@@ -1640,8 +1742,7 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tenso
   Tensor x;
   if (sp == 1) {
     x = pool1d_input(op, input, k[0], s[0], p[0], d[0], ceil_mode).unsqueeze(2);
-    k.insert(k.begin(), 1), s.insert(s.begin(), 1), p.insert(p.begin(), 0),
-        d.insert(d.begin(), 1);
+    k.insert(k.begin(), 1), s.insert(s.begin(), 1), p.insert(p.begin(), 0), d.insert(d.begin(), 1);
   } else {
     check_defined(op, input, "input");
     check_float(op, input, "input");
@@ -1678,8 +1779,8 @@ std::tuple<Tensor, Tensor> adaptive_max_impl(const char* op, int64_t sp, const T
 std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, IntArrayRef kernel_size,
                                                    IntArrayRef stride, IntArrayRef padding,
                                                    IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool1d_with_indices", 1, input, kernel_size, stride, padding,
-                       dilation, ceil_mode);
+  return max_pool_impl("max_pool1d_with_indices", 1, input, kernel_size, stride, padding, dilation,
+                       ceil_mode);
 }
 Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
@@ -1689,8 +1790,8 @@ Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
                                                    IntArrayRef stride, IntArrayRef padding,
                                                    IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool2d_with_indices", 2, input, kernel_size, stride, padding,
-                       dilation, ceil_mode);
+  return max_pool_impl("max_pool2d_with_indices", 2, input, kernel_size, stride, padding, dilation,
+                       ceil_mode);
 }
 Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
@@ -1700,8 +1801,8 @@ Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
 std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, IntArrayRef kernel_size,
                                                    IntArrayRef stride, IntArrayRef padding,
                                                    IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool3d_with_indices", 3, input, kernel_size, stride, padding,
-                       dilation, ceil_mode);
+  return max_pool_impl("max_pool3d_with_indices", 3, input, kernel_size, stride, padding, dilation,
+                       ceil_mode);
 }
 Tensor max_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
@@ -1716,11 +1817,14 @@ Tensor avg_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   const DimVector s = stride.empty() ? k : expand_param(stride, 1, op, "stride");
   const DimVector p = expand_param(padding, 1, op, "padding");
   pool1d_input(op, input, k[0], s[0], p[0], 1, ceil_mode);
-  return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{DimVector{1, k[0]}, DimVector{1, s[0]}, DimVector{0, p[0]}, ceil_mode,
-            count_include_pad, int64_t(0)};
-    return dispatch1(OF_OP("avg_pool2d"), {x.unsqueeze(2)}, std::move(a)).squeeze(2);
-  }, 1);
+  return on_batched(
+      op, input,
+      [&](const Tensor& x) {
+        Attrs a{DimVector{1, k[0]}, DimVector{1, s[0]}, DimVector{0, p[0]},
+                ceil_mode,          count_include_pad,  int64_t(0)};
+        return dispatch1(OF_OP("avg_pool2d"), {x.unsqueeze(2)}, std::move(a)).squeeze(2);
+      },
+      1);
 }
 
 Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
@@ -1748,25 +1852,31 @@ Tensor avg_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   const DimVector p = expand_param(padding, 3, op, "padding");
   if (divisor_override && *divisor_override <= 0)
     fail("[{}] divisor_override must be positive, got {}", op, *divisor_override);
-  return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
-    make_resample(Mode::kAvg3d, x.sizes(), a, op, false);
-    return dispatch1(OF_OP("avg_pool3d"), {x}, std::move(a));
-  }, 3);
+  return on_batched(
+      op, input,
+      [&](const Tensor& x) {
+        Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
+        make_resample(Mode::kAvg3d, x.sizes(), a, op, false);
+        return dispatch1(OF_OP("avg_pool3d"), {x}, std::move(a));
+      },
+      3);
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size) {
   const char* op = "adaptive_avg_pool1d";
   const DimVector os = expand_param(output_size, 1, op, "output_size");
-  return on_batched(op, input, [&](const Tensor& x) {
-    if (os[0] <= 0)
-      fail("[{}] output_size must be positive, got {} for input {}", op, os[0],
-           shape_str(input.sizes()));
-    if (x.size(2) <= 0)
-      fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
-    return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)}, {DimVector{1, os[0]}})
-        .squeeze(2);
-  }, 1);
+  return on_batched(
+      op, input,
+      [&](const Tensor& x) {
+        if (os[0] <= 0)
+          fail("[{}] output_size must be positive, got {} for input {}", op, os[0],
+               shape_str(input.sizes()));
+        if (x.size(2) <= 0)
+          fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
+        return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)}, {DimVector{1, os[0]}})
+            .squeeze(2);
+      },
+      1);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
@@ -1782,11 +1892,14 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
 Tensor adaptive_avg_pool3d(const Tensor& input, IntArrayRef output_size) {
   const char* op = "adaptive_avg_pool3d";
   const DimVector os = expand_param(output_size, 3, op, "output_size");
-  return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os};
-    make_resample(Mode::kAdaptive3d, x.sizes(), a, op, false);
-    return dispatch1(OF_OP("adaptive_avg_pool3d"), {x}, std::move(a));
-  }, 3);
+  return on_batched(
+      op, input,
+      [&](const Tensor& x) {
+        Attrs a{os};
+        make_resample(Mode::kAdaptive3d, x.sizes(), a, op, false);
+        return dispatch1(OF_OP("adaptive_avg_pool3d"), {x}, std::move(a));
+      },
+      3);
 }
 
 std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, IntArrayRef output_size) {
@@ -1802,7 +1915,8 @@ std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& input, IntArrayRef 
 namespace {
 double scale_value(const char* op, const char* name, std::optional<double> s) {
   if (!s) return 0.0;
-  if (!(*s > 0) || !std::isfinite(*s)) fail("[{}] {} must be positive and finite, got {}", op, name, *s);
+  if (!(*s > 0) || !std::isfinite(*s))
+    fail("[{}] {} must be positive and finite, got {}", op, name, *s);
   return *s;
 }
 }  // namespace
@@ -1811,7 +1925,8 @@ Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
                           std::optional<double> scales_h, std::optional<double> scales_w) {
   const char* op = "upsample_nearest2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
-  const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
+  const double sh = scale_value(op, "scales_h", scales_h),
+               sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, sh, sw};
     make_resample(Mode::kNearest, x.sizes(), a, op, false);
@@ -1823,7 +1938,8 @@ Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool al
                            std::optional<double> scales_h, std::optional<double> scales_w) {
   const char* op = "upsample_bilinear2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
-  const double sh = scale_value(op, "scales_h", scales_h), sw = scale_value(op, "scales_w", scales_w);
+  const double sh = scale_value(op, "scales_h", scales_h),
+               sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
     Attrs a{os, align_corners, sh, sw};
     make_resample(Mode::kBilinear, x.sizes(), a, op, false);

@@ -22,8 +22,7 @@
 namespace oneflow {
 namespace {
 
-template <class F>
-void float_or_double(ScalarType t, const char* op, F&& f) {
+template <class F> void float_or_double(ScalarType t, const char* op, F&& f) {
   if (t == kFloat32) return f(float{});
   if (t == kFloat64) return f(double{});
   fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
@@ -56,8 +55,10 @@ ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, con
   const DimVector& p = a.ints(first + 2);
   const DimVector& s = a.ints(first + 3);
   if (k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2)
-    fail("[{}] expected kernel_size, dilation, padding and stride of 2 values each, got {}, {}, "
-         "{} and {}", op, vals(k), vals(d), vals(p), vals(s));
+    fail(
+        "[{}] expected kernel_size, dilation, padding and stride of 2 values each, got {}, {}, "
+        "{} and {}",
+        op, vals(k), vals(d), vals(p), vals(s));
   if (k[0] <= 0 || k[1] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
   if (d[0] <= 0 || d[1] <= 0) fail("[{}] dilation must be positive, got {}", op, vals(d));
   if (p[0] < 0 || p[1] < 0) fail("[{}] padding must be non-negative, got {}", op, vals(p));
@@ -74,8 +75,10 @@ ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, con
   };
   const int64_t eh = extent(H, g.ph, g.dh, g.kh), ew = extent(W, g.pw, g.dw, g.kw);
   if (eh < 0 || ew < 0)
-    fail("[{}] the dilated kernel {} does not fit the padded input of size ({}, {}) "
-         "(padding {}, dilation {})", op, vals(k), H + 2 * g.ph, W + 2 * g.pw, vals(p), vals(d));
+    fail(
+        "[{}] the dilated kernel {} does not fit the padded input of size ({}, {}) "
+        "(padding {}, dilation {})",
+        op, vals(k), H + 2 * g.ph, W + 2 * g.pw, vals(p), vals(d));
   g.OH = eh / g.sh + 1;
   g.OW = ew / g.sw + 1;
   // the products the metas and the loops form
@@ -96,7 +99,8 @@ void check_floating(const char* op, const Tensor& x, const char* what) {
 ColGeom im2col_geom(const Tensor& x, const Attrs& a) {
   const char* op = "im2col";
   check_floating(op, x, "input");
-  if (x.dim() != 4) fail("[{}] expected a 4-D input [N, C, H, W], got shape {}", op, shape_str(x.sizes()));
+  if (x.dim() != 4)
+    fail("[{}] expected a 4-D input [N, C, H, W], got shape {}", op, shape_str(x.sizes()));
   return col_geom(op, x.size(0), x.size(1), x.size(2), x.size(3), a, 0);
 }
 
@@ -109,53 +113,56 @@ ColGeom col2im_geom(const Tensor& x, const Attrs& a) {
   const DimVector& os = a.ints(0);
   const DimVector& k = a.ints(1);
   if (os.size() != 2 || k.size() != 2)
-    fail("[{}] expected output_size and kernel_size of 2 values each, got {} and {}", op,
-         vals(os), vals(k));
+    fail("[{}] expected output_size and kernel_size of 2 values each, got {} and {}", op, vals(os),
+         vals(k));
   if (os[0] <= 0 || os[1] <= 0) fail("[{}] output_size must be positive, got {}", op, vals(os));
   if (k[0] <= 0 || k[1] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
   const int64_t kk = checked_mul(k[0], k[1], op, "the kernel size");
   if (x.size(1) % kk != 0)
-    fail("[{}] expected size of input's dimension 1 ({}, input shape {}) to be divisible by the "
-         "product of kernel_size {} = {}", op, x.size(1), shape_str(x.sizes()), vals(k), kk);
+    fail(
+        "[{}] expected size of input's dimension 1 ({}, input shape {}) to be divisible by the "
+        "product of kernel_size {} = {}",
+        op, x.size(1), shape_str(x.sizes()), vals(k), kk);
   const ColGeom g = col_geom(op, x.size(0), x.size(1) / kk, os[0], os[1], a, 1);
   if (x.size(2) != g.L())
-    fail("[{}] given output_size={}, kernel_size={}, dilation={}, padding={}, stride={}, "
-         "expected size of input's dimension 2 to match the calculated number of sliding "
-         "blocks {} * {} = {}, but got input.size(2)={} (input shape {})", op, vals(os), vals(k),
-         vals(a.ints(2)), vals(a.ints(3)), vals(a.ints(4)), g.OH, g.OW, g.L(), x.size(2),
-         shape_str(x.sizes()));
+    fail(
+        "[{}] given output_size={}, kernel_size={}, dilation={}, padding={}, stride={}, "
+        "expected size of input's dimension 2 to match the calculated number of sliding "
+        "blocks {} * {} = {}, but got input.size(2)={} (input shape {})",
+        op, vals(os), vals(k), vals(a.ints(2)), vals(a.ints(3)), vals(a.ints(4)), g.OH, g.OW, g.L(),
+        x.size(2), shape_str(x.sizes()));
   return g;
 }
 
 // Calls f(n, c, i, j, col_row, image_plane_offset) for every (image, channel, kernel tap),
 // split over threads by (n, c): each (n, c) plane is touched by one thread only.
-template <class T, bool kToCols>
-void col_loop(const ColGeom& g, const T* src, T* dst) {
+template <class T, bool kToCols> void col_loop(const ColGeom& g, const T* src, T* dst) {
   const int64_t K = g.kh * g.kw, L = g.L(), HW = g.H * g.W;
   parallel_for(0, g.N * g.C, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, K * L)),
                [&](int64_t b, int64_t e) {
-    for (int64_t nc = b; nc < e; ++nc) {
-      const T* img = kToCols ? src + nc * HW : nullptr;
-      T* out_img = kToCols ? nullptr : dst + nc * HW;
-      if (!kToCols) std::fill(out_img, out_img + HW, T(0));
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const int64_t row = nc * K + i * g.kw + j;
-          T* col = kToCols ? dst + row * L : nullptr;
-          const T* ccol = kToCols ? nullptr : src + row * L;
-          for (int64_t oh = 0; oh < g.OH; ++oh) {
-            const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-            const bool hin = ih >= 0 && ih < g.H;
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-              const bool in = hin && iw >= 0 && iw < g.W;
-              if constexpr (kToCols) col[oh * g.OW + ow] = in ? img[ih * g.W + iw] : T(0);
-              else if (in) out_img[ih * g.W + iw] += ccol[oh * g.OW + ow];
-            }
-          }
-        }
-    }
-  });
+                 for (int64_t nc = b; nc < e; ++nc) {
+                   const T* img = kToCols ? src + nc * HW : nullptr;
+                   T* out_img = kToCols ? nullptr : dst + nc * HW;
+                   if (!kToCols) std::fill(out_img, out_img + HW, T(0));
+                   for (int64_t i = 0; i < g.kh; ++i)
+                     for (int64_t j = 0; j < g.kw; ++j) {
+                       const int64_t row = nc * K + i * g.kw + j;
+                       T* col = kToCols ? dst + row * L : nullptr;
+                       const T* ccol = kToCols ? nullptr : src + row * L;
+                       for (int64_t oh = 0; oh < g.OH; ++oh) {
+                         const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+                         const bool hin = ih >= 0 && ih < g.H;
+                         for (int64_t ow = 0; ow < g.OW; ++ow) {
+                           const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+                           const bool in = hin && iw >= 0 && iw < g.W;
+                           if constexpr (kToCols)
+                             col[oh * g.OW + ow] = in ? img[ih * g.W + iw] : T(0);
+                           else if (in) out_img[ih * g.W + iw] += ccol[oh * g.OW + ow];
+                         }
+                       }
+                     }
+                 }
+               });
 }
 
 void im2col_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -206,14 +213,16 @@ CtcGeom ctc_geom(const char* op, const TensorList& in, int64_t blank) {
   if (lp.dim() != 3)
     fail("[{}] expected log_probs of shape [T, N, C], got {}", op, shape_str(lp.sizes()));
   const int64_t T = lp.size(0), N = lp.size(1), C = lp.size(2);
-  for (auto [t, what] : {std::pair{&tg, "targets"}, {&il, "input_lengths"}, {&tl, "target_lengths"}})
+  for (auto [t, what] :
+       {std::pair{&tg, "targets"}, {&il, "input_lengths"}, {&tl, "target_lengths"}})
     if (!t->defined() || t->dtype() != kInt64)
       fail("[{}] expected {} to be an int64 tensor, got {}", op, what,
            t->defined() ? dtype_name(t->dtype()) : "an undefined tensor");
   if (il.dim() != 1 || il.size(0) != N || tl.dim() != 1 || tl.size(0) != N)
-    fail("[{}] expected input_lengths and target_lengths of shape [N] = ({}), got {} and {} "
-         "(log_probs {})", op, N, shape_str(il.sizes()), shape_str(tl.sizes()),
-         shape_str(lp.sizes()));
+    fail(
+        "[{}] expected input_lengths and target_lengths of shape [N] = ({}), got {} and {} "
+        "(log_probs {})",
+        op, N, shape_str(il.sizes()), shape_str(tl.sizes()), shape_str(lp.sizes()));
   if (!(tg.dim() == 1 || (tg.dim() == 2 && tg.size(0) == N)))
     fail("[{}] expected targets of shape [N, S] with N = {} or 1-D concatenated targets, got {}",
          op, N, shape_str(tg.sizes()));
@@ -237,8 +246,8 @@ CtcSamples ctc_samples(const char* op, const TensorList& in, const CtcGeom& g) {
       fail("[{}] expected input_lengths to have values in [0, {}] (T), got {} for sample {}", op,
            g.T, s.in_len[b], b);
     if (s.tg_len[b] < 0 || (!g.concat && s.tg_len[b] > g.S))
-      fail("[{}] expected target_lengths to have values in [0, {}], got {} for sample {}", op,
-           g.S, s.tg_len[b], b);
+      fail("[{}] expected target_lengths to have values in [0, {}], got {} for sample {}", op, g.S,
+           s.tg_len[b], b);
     s.offset.push_back(g.concat ? off : b * g.S);
     off += s.tg_len[b];
   }
@@ -308,7 +317,8 @@ void ctc_cpu(const KernelArgs& k) {
             for (int64_t s = 0; s < Lp; ++s) {
               double v = prev[size_t(s)];
               if (s > 0) v = lse2(v, prev[size_t(s - 1)]);
-              if (s > 1 && lab(s) != blank && lab(s) != lab(s - 2)) v = lse2(v, prev[size_t(s - 2)]);
+              if (s > 1 && lab(s) != blank && lab(s) != lab(s - 2))
+                v = lse2(v, prev[size_t(s - 2)]);
               cur[size_t(s)] = v == kNegInf ? kNegInf : v + lpv(t, lab(s));
               lab_b[t * SA + s] = T(cur[size_t(s)]);
             }
@@ -326,9 +336,9 @@ void ctc_cpu(const KernelArgs& k) {
 }
 
 TensorList ctc_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor gx = dispatch1(OF_OP("ctc_loss_backward"),
-                        {g[0], c.input(0), c.input(1), c.input(2), c.input(3), c.output(1)},
-                        c.attrs());
+  Tensor gx =
+      dispatch1(OF_OP("ctc_loss_backward"),
+                {g[0], c.input(0), c.input(1), c.input(2), c.input(3), c.output(1)}, c.attrs());
   return {gx, Tensor(), Tensor(), Tensor()};
 }
 
@@ -404,28 +414,51 @@ void ctc_bwd_cpu(const KernelArgs& k) {
 }
 
 TensorList ctc_bwd_vjp(const VjpCtx& c, const TensorList&) {
-  fail("[{}] double backward through ctc_loss is not implemented (a gradient taken with "
-       "create_graph=true was differentiated again)", c.op().name);
+  fail(
+      "[{}] double backward through ctc_loss is not implemented (a gradient taken with "
+      "create_graph=true was differentiated again)",
+      c.op().name);
 }
 
 }  // namespace
 
 void register_nn_extra_ops() {
-  register_op({.name = "im2col", .traits = kWidens16Bit, .attr_names = {"kernel_size", "dilation", "padding", "stride"},
-               .infer_meta = im2col_meta, .cpu = im2col_cpu, .vjp = im2col_vjp,
-               .sbp_rule = &sbp_rules::kIm2col, .contiguous_inputs = kEveryInput});
-  register_op({.name = "col2im", .traits = kWidens16Bit,
+  register_op({.name = "im2col",
+               .traits = kWidens16Bit,
+               .attr_names = {"kernel_size", "dilation", "padding", "stride"},
+               .infer_meta = im2col_meta,
+               .cpu = im2col_cpu,
+               .vjp = im2col_vjp,
+               .sbp_rule = &sbp_rules::kIm2col,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "col2im",
+               .traits = kWidens16Bit,
                .attr_names = {"output_size", "kernel_size", "dilation", "padding", "stride"},
-               .infer_meta = col2im_meta, .cpu = col2im_cpu, .vjp = col2im_vjp,
-               .sbp_rule = &sbp_rules::kCol2im, .contiguous_inputs = kEveryInput});
-  register_op({.name = "ctc_loss", .traits = kWidens16Bit, .attr_names = {"blank", "zero_infinity"},
-               .infer_meta = ctc_meta, .cpu = ctc_cpu, .vjp = ctc_vjp, .save_inputs = in(0) | in(1) | in(2) | in(3),
-               .save_outputs = out(1), .nondiff_inputs = in(1) | in(2) | in(3), .sbp_rule = &sbp_rules::kCtc,
+               .infer_meta = col2im_meta,
+               .cpu = col2im_cpu,
+               .vjp = col2im_vjp,
+               .sbp_rule = &sbp_rules::kCol2im,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "ctc_loss",
+               .traits = kWidens16Bit,
+               .attr_names = {"blank", "zero_infinity"},
+               .infer_meta = ctc_meta,
+               .cpu = ctc_cpu,
+               .vjp = ctc_vjp,
+               .save_inputs = in(0) | in(1) | in(2) | in(3),
+               .save_outputs = out(1),
+               .nondiff_inputs = in(1) | in(2) | in(3),
+               .sbp_rule = &sbp_rules::kCtc,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "ctc_loss_backward", .traits = kWidens16Bit, .attr_names = {"blank", "zero_infinity"},
-               .infer_meta = ctc_bwd_meta, .cpu = ctc_bwd_cpu, .vjp = ctc_bwd_vjp,
-               .sbp_rule = &sbp_rules::kCtc, .contiguous_inputs = kEveryInput});
+  register_op({.name = "ctc_loss_backward",
+               .traits = kWidens16Bit,
+               .attr_names = {"blank", "zero_infinity"},
+               .infer_meta = ctc_bwd_meta,
+               .cpu = ctc_bwd_cpu,
+               .vjp = ctc_bwd_vjp,
+               .sbp_rule = &sbp_rules::kCtc,
+               .contiguous_inputs = kEveryInput});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -435,7 +468,8 @@ Tensor im2col(const Tensor& input, IntArrayRef kernel_size, IntArrayRef dilation
   const char* op = "im2col";
   check_floating(op, input, "input");
   if (input.dim() != 3 && input.dim() != 4)
-    fail("[{}] expected a 3-D (unbatched) or 4-D input, got shape {}", op, shape_str(input.sizes()));
+    fail("[{}] expected a 3-D (unbatched) or 4-D input, got shape {}", op,
+         shape_str(input.sizes()));
   const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
   Tensor y = dispatch1(OF_OP("im2col"), {x},
                        {two(kernel_size, op, "kernel_size"), two(dilation, op, "dilation"),
@@ -448,12 +482,13 @@ Tensor col2im(const Tensor& input, IntArrayRef output_size, IntArrayRef kernel_s
   const char* op = "col2im";
   check_floating(op, input, "input");
   if (input.dim() != 2 && input.dim() != 3)
-    fail("[{}] expected a 2-D (unbatched) or 3-D input, got shape {}", op, shape_str(input.sizes()));
+    fail("[{}] expected a 2-D (unbatched) or 3-D input, got shape {}", op,
+         shape_str(input.sizes()));
   const Tensor x = input.dim() == 2 ? input.unsqueeze(0) : input;
-  Tensor y = dispatch1(OF_OP("col2im"), {x},
-                       {two(output_size, op, "output_size"), two(kernel_size, op, "kernel_size"),
-                        two(dilation, op, "dilation"), two(padding, op, "padding"),
-                        two(stride, op, "stride")});
+  Tensor y = dispatch1(
+      OF_OP("col2im"), {x},
+      {two(output_size, op, "output_size"), two(kernel_size, op, "kernel_size"),
+       two(dilation, op, "dilation"), two(padding, op, "padding"), two(stride, op, "stride")});
   return input.dim() == 2 ? y.squeeze(0) : y;
 }
 
@@ -464,17 +499,17 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
   auto as_long = [&](const Tensor& t, const char* what) {
     if (!t.defined()) fail("[{}] {} is undefined", op, what);
     if (t.dtype() != kInt64 && t.dtype() != kInt32)
-      fail("[{}] expected {} to be an integer (int32 or int64) tensor, got {} (shape {})", op,
-           what, dtype_name(t.dtype()), shape_str(t.sizes()));
+      fail("[{}] expected {} to be an integer (int32 or int64) tensor, got {} (shape {})", op, what,
+           dtype_name(t.dtype()), shape_str(t.sizes()));
     return t.to(kInt64);
   };
   if (reduction < Reduction::None || reduction > Reduction::Sum)
     fail("[{}] unknown reduction {}", op, reduction);
   const Tensor tl = as_long(target_lengths, "target_lengths");
-  TensorList r = dispatch(OF_OP("ctc_loss"),
-                          {log_probs, as_long(targets, "targets"),
-                           as_long(input_lengths, "input_lengths"), tl},
-                          {blank, zero_infinity});
+  TensorList r = dispatch(
+      OF_OP("ctc_loss"),
+      {log_probs, as_long(targets, "targets"), as_long(input_lengths, "input_lengths"), tl},
+      {blank, zero_infinity});
   const Tensor& nll = r[0];
   if (reduction == Reduction::Sum) return nll.sum();
   if (reduction == Reduction::Mean) return (nll / tl.clamp_min(1).to(nll.dtype())).mean();
@@ -482,11 +517,11 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
 }
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef input_lengths,
-                IntArrayRef target_lengths, int64_t blank, int64_t reduction,
-                bool zero_infinity) {
-  return ctc_loss(log_probs, targets, tensor(std::vector<int64_t>(input_lengths.begin(), input_lengths.end())),
-                  tensor(std::vector<int64_t>(target_lengths.begin(), target_lengths.end())),
-                  blank, reduction, zero_infinity);
+                IntArrayRef target_lengths, int64_t blank, int64_t reduction, bool zero_infinity) {
+  return ctc_loss(log_probs, targets,
+                  tensor(std::vector<int64_t>(input_lengths.begin(), input_lengths.end())),
+                  tensor(std::vector<int64_t>(target_lengths.begin(), target_lengths.end())), blank,
+                  reduction, zero_infinity);
 }
 
 }  // namespace oneflow

@@ -48,11 +48,10 @@ void check_like(const Tensor& t, const Tensor& ref, int64_t rows, int64_t cols, 
 int64_t check_cell(const Tensor& gates, const Tensor& c, const char* op) {
   if (!gates.defined()) fail("[{}] gates are undefined", op);
   if (gates.dtype() != kFloat32 && gates.dtype() != kFloat64)
-    fail("[{}] expected float32 or float64 gates, got {} (shape {})", op,
-         dtype_name(gates.dtype()), shape_str(gates.sizes()));
-  if (gates.dim() != 2 || gates.size(1) % 4 != 0)
-    fail("[{}] expected gates of shape (batch, 4 * hidden), got {}", op,
+    fail("[{}] expected float32 or float64 gates, got {} (shape {})", op, dtype_name(gates.dtype()),
          shape_str(gates.sizes()));
+  if (gates.dim() != 2 || gates.size(1) % 4 != 0)
+    fail("[{}] expected gates of shape (batch, 4 * hidden), got {}", op, shape_str(gates.sizes()));
   const int64_t H = gates.size(1) / 4;
   check_like(c, gates, gates.size(0), H, op, "cell state");
   return H;
@@ -72,8 +71,8 @@ void cell_meta(const TensorList& in, const Attrs&, MetaList& out) {
 
 // One row of the update (separate functions with restrict pointers: the loops vectorise).
 template <class T>
-void cell_row(const T* __restrict gi, const T* __restrict cr, T* __restrict hr,
-              T* __restrict cnr, int64_t H) {
+void cell_row(const T* __restrict gi, const T* __restrict cr, T* __restrict hr, T* __restrict cnr,
+              int64_t H) {
   const T* __restrict gf = gi + H;
   const T* __restrict gg = gi + 2 * H;
   const T* __restrict go = gi + 3 * H;
@@ -118,8 +117,8 @@ void cell_cpu(const KernelArgs& k) {
     T* ph = k.outputs[0].data_ptr<T>();
     T* pcn = k.outputs[1].data_ptr<T>();
     parallel_for(0, b, row_grain(40 * H_), [&](int64_t r0, int64_t r1) {
-                   for (int64_t r = r0; r < r1; ++r)
-                     cell_row(pg + r * 4 * H_, pc + r * H_, ph + r * H_, pcn + r * H_, H_);
+      for (int64_t r = r0; r < r1; ++r)
+        cell_row(pg + r * 4 * H_, pc + r * H_, ph + r * H_, pcn + r * H_, H_);
     });
   });
 }
@@ -150,23 +149,22 @@ void cell_bwd_cpu(const KernelArgs& k) {
     T* pdg = k.outputs[0].data_ptr<T>();
     T* pdcp = k.outputs[1].data_ptr<T>();
     parallel_for(0, b, row_grain(50 * H_), [&](int64_t r0, int64_t r1) {
-                   for (int64_t r = r0; r < r1; ++r)
-                     cell_bwd_row(pdh + r * H_, pdc + r * H_, pg + r * 4 * H_, pc + r * H_,
-                                  pcn + r * H_, pdg + r * 4 * H_, pdcp + r * H_, H_);
+      for (int64_t r = r0; r < r1; ++r)
+        cell_bwd_row(pdh + r * H_, pdc + r * H_, pg + r * 4 * H_, pc + r * H_, pcn + r * H_,
+                     pdg + r * 4 * H_, pdcp + r * H_, H_);
     });
   });
 }
 
 // The same gradients with public ops (differentiable: used under create_graph).
-TensorList composite_vjp(const Tensor& dh, const Tensor& dc, const Tensor& gates,
-                         const Tensor& c) {
+TensorList composite_vjp(const Tensor& dh, const Tensor& dc, const Tensor& gates, const Tensor& c) {
   std::vector<Tensor> g = gates.chunk(4, 1);
   const Tensor i = g[0].sigmoid(), f = g[1].sigmoid(), gg = g[2].tanh(), o = g[3].sigmoid();
   const Tensor cn = f * c + i * gg;
   const Tensor tc = cn.tanh();
   const Tensor dcn = dc + dh * o * (1.0 - tc * tc);
-  Tensor dgates = cat({dcn * gg * i * (1.0 - i), dcn * c * f * (1.0 - f),
-                       dcn * i * (1.0 - gg * gg), dh * tc * o * (1.0 - o)},
+  Tensor dgates = cat({dcn * gg * i * (1.0 - i), dcn * c * f * (1.0 - f), dcn * i * (1.0 - gg * gg),
+                       dh * tc * o * (1.0 - o)},
                       1);
   return {dgates, dcn * f};
 }
@@ -179,10 +177,10 @@ TensorList cell_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 TensorList cell_bwd_vjp(const VjpCtx& c, const TensorList&) {
-  fail("[lstm_cell_backward] double backward through the fused lstm_cell_backward op is not "
-       "implemented (lstm_cell's own VJP differentiates with public ops under create_graph)");
+  fail(
+      "[lstm_cell_backward] double backward through the fused lstm_cell_backward op is not "
+      "implemented (lstm_cell's own VJP differentiates with public ops under create_graph)");
 }
-
 
 // ---------------------------------------------------------------- the whole layer
 // NOTE [Fused LSTM layer]: one layer and direction of an LSTM over T steps of B rows each
@@ -216,8 +214,8 @@ LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
          shape_str(xp.sizes()));
   const int64_t T = a.i(0);
   if (T < 1 || xp.size(0) % T != 0)
-    fail("[{}] {} steps do not divide the {} rows of the input projection {}", op, T,
-         xp.size(0), shape_str(xp.sizes()));
+    fail("[{}] {} steps do not divide the {} rows of the input projection {}", op, T, xp.size(0),
+         shape_str(xp.sizes()));
   const LayerGeom g = layer_geom(xp.sizes(), a);
   check_like(in[1], xp, g.B, g.H, op, "h0");
   check_like(in[2], xp, g.B, g.H, op, "c0");
@@ -315,10 +313,12 @@ void layer_bwd_cpu(const KernelArgs& k) {
         for (int64_t r = r0; r < r1; ++r) {
           T* dhr = dh.data() + r * H;
           T* dcr = dc.data() + r * H;
-          if (d_out) for (int64_t j = 0; j < H; ++j) dhr[j] += d_out[o + r * H + j];
-          if (d_cs) for (int64_t j = 0; j < H; ++j) dcr[j] += d_cs[o + r * H + j];
-          cell_bwd_row(dhr, dcr, gates + t * B * G + r * G, cp + r * H, cs + o + r * H,
-                       dgt + r * G, dc_prev.data() + r * H, H);
+          if (d_out)
+            for (int64_t j = 0; j < H; ++j) dhr[j] += d_out[o + r * H + j];
+          if (d_cs)
+            for (int64_t j = 0; j < H; ++j) dcr[j] += d_cs[o + r * H + j];
+          cell_bwd_row(dhr, dcr, gates + t * B * G + r * G, cp + r * H, cs + o + r * H, dgt + r * G,
+                       dc_prev.data() + r * H, H);
           if (d_gates) {
             const T* dgr = d_gates + t * B * G + r * G;
             T* dst = dgt + r * G;
@@ -377,8 +377,8 @@ TensorList layer_vjp(const VjpCtx& c, const TensorList& g) {
     r = composite_layer_vjp(c, g, geo, reverse);
   } else {
     r = dispatch(OF_OP("lstm_layer_backward"),
-                 {g[0], g[1], g[2], c.input(1), c.input(2), c.input(3), c.output(0),
-                  c.output(1), c.output(2)},
+                 {g[0], g[1], g[2], c.input(1), c.input(2), c.input(3), c.output(0), c.output(1),
+                  c.output(2)},
                  c.attrs());
   }
   for (size_t i = 0; i < r.size(); ++i)
@@ -387,8 +387,9 @@ TensorList layer_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 TensorList layer_bwd_vjp(const VjpCtx&, const TensorList&) {
-  fail("[lstm_layer_backward] double backward through the fused lstm_layer_backward op is not "
-       "implemented (lstm_layer's own VJP differentiates with public ops under create_graph)");
+  fail(
+      "[lstm_layer_backward] double backward through the fused lstm_layer_backward op is not "
+      "implemented (lstm_layer's own VJP differentiates with public ops under create_graph)");
 }
 
 }  // namespace
@@ -399,28 +400,47 @@ std::pair<Tensor, Tensor> lstm_cell_update(const Tensor& gates, const Tensor& c)
   return {r[0], r[1]};
 }
 
-std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0,
-                                              const Tensor& c0, const Tensor& w_hh,
-                                              int64_t steps, bool reverse) {
+std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0, const Tensor& c0,
+                                              const Tensor& w_hh, int64_t steps, bool reverse) {
   TensorList r = dispatch(OF_OP("lstm_layer"), {xp, h0, c0, w_hh}, {steps, reverse});
   return {r[0], r[1], r[2]};
 }
 
 void register_rnn_ops() {
-  register_op({.name = "lstm_cell", .traits = kWidens16Bit, .infer_meta = cell_meta, .cpu = cell_cpu, .vjp = cell_vjp,
-               .save_inputs = in(0) | in(1), .save_outputs = out(1), .sbp_rule = &sbp_rules::kRowwise,
+  register_op({.name = "lstm_cell",
+               .traits = kWidens16Bit,
+               .infer_meta = cell_meta,
+               .cpu = cell_cpu,
+               .vjp = cell_vjp,
+               .save_inputs = in(0) | in(1),
+               .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kRowwise,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kPromote});
-  register_op({.name = "lstm_cell_backward", .traits = kNonDifferentiable | kWidens16Bit,
-               .infer_meta = cell_bwd_meta, .cpu = cell_bwd_cpu, .vjp = cell_bwd_vjp,
-               .sbp_rule = &sbp_rules::kRowwise, .contiguous_inputs = kEveryInput});
-  register_op({.name = "lstm_layer", .traits = kWidens16Bit, .attr_names = {"steps", "reverse"}, .infer_meta = layer_meta,
-               .cpu = layer_cpu, .vjp = layer_vjp, .save_inputs = in(1) | in(2) | in(3), .save_outputs = out(0) | out(1) | out(2),
+  register_op({.name = "lstm_cell_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .infer_meta = cell_bwd_meta,
+               .cpu = cell_bwd_cpu,
+               .vjp = cell_bwd_vjp,
+               .sbp_rule = &sbp_rules::kRowwise,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "lstm_layer",
+               .traits = kWidens16Bit,
+               .attr_names = {"steps", "reverse"},
+               .infer_meta = layer_meta,
+               .cpu = layer_cpu,
+               .vjp = layer_vjp,
+               .save_inputs = in(1) | in(2) | in(3),
+               .save_outputs = out(0) | out(1) | out(2),
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kPromote});
-  register_op({.name = "lstm_layer_backward", .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = {"steps", "reverse"}, .infer_meta = layer_bwd_meta,
-               .cpu = layer_bwd_cpu, .vjp = layer_bwd_vjp, .contiguous_inputs = kEveryInput});
+  register_op({.name = "lstm_layer_backward",
+               .traits = kNonDifferentiable | kWidens16Bit,
+               .attr_names = {"steps", "reverse"},
+               .infer_meta = layer_bwd_meta,
+               .cpu = layer_bwd_cpu,
+               .vjp = layer_bwd_vjp,
+               .contiguous_inputs = kEveryInput});
 }
 
 }  // namespace oneflow

@@ -89,16 +89,18 @@ int64_t multinomial_draws(int64_t k, int64_t num_samples, bool replacement) {
 
 void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& w = in[0];
-  OF_CHECK(w.dim() == 1 || w.dim() == 2,
-           "[multinomial] prob_dist must be 1 or 2 dim, got shape {}", shape_str(w.sizes()));
+  OF_CHECK(w.dim() == 1 || w.dim() == 2, "[multinomial] prob_dist must be 1 or 2 dim, got shape {}",
+           shape_str(w.sizes()));
   OF_CHECK(is_floating_point(w.dtype()),
-           "[multinomial] prob_dist must be a floating point tensor, got {}", dtype_name(w.dtype()));
+           "[multinomial] prob_dist must be a floating point tensor, got {}",
+           dtype_name(w.dtype()));
   const int64_t k = w.sizes().back(), n = a.i(0);
   OF_CHECK(k > 0, "[multinomial] prob_dist has no categories (shape {})", shape_str(w.sizes()));
   OF_CHECK(n > 0, "[multinomial] cannot sample n_sample <= 0 samples (got {})", n);
   OF_CHECK(a.b(1) || n <= k,
            "[multinomial] cannot sample n_sample > prob_dist.size(-1) samples without "
-           "replacement (n_sample {}, {} categories)", n, k);
+           "replacement (n_sample {}, {} categories)",
+           n, k);
   DimVector shape;
   if (w.dim() == 2) shape.push_back(w.sizes()[0]);
   shape.push_back(n);
@@ -121,16 +123,20 @@ void multinomial_kernel(const KernelArgs& args) {
       const double x = wv[size_t(r * k + j)];
       OF_CHECK(std::isfinite(x) && x >= 0,
                "[multinomial] probability tensor contains either `inf`, `nan` or element < 0 "
-               "(row {}, category {}: {})", r, j, x);
+               "(row {}, category {}: {})",
+               r, j, x);
       sum += x;
       positive += x > 0;
     }
-    OF_CHECK(sum > 0, "[multinomial] invalid multinomial distribution (sum of probabilities <= 0) "
-             "in row {}", r);
+    OF_CHECK(sum > 0,
+             "[multinomial] invalid multinomial distribution (sum of probabilities <= 0) "
+             "in row {}",
+             r);
     OF_CHECK(replacement || positive >= n,
              "[multinomial] invalid multinomial distribution (with replacement=False, not enough "
              "non-negative category to sample): row {} has {} categories of positive weight, {} "
-             "samples asked", r, positive, n);
+             "samples asked",
+             r, positive, n);
   }
   int64_t* out = static_cast<int64_t*>(args.outputs[0].data_ptr());
   parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
@@ -172,19 +178,19 @@ void multinomial_kernel(const KernelArgs& args) {
   });
 }
 
-
 Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
   GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
   Device d = o.device();
-  return Attrs{size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed),
-               int64_t(s.offset), a, b};
+  return Attrs{
+      size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed), int64_t(s.offset), a, b};
   (void)d;
 }
 
 // The op table is built on first use: look the ops up through it, never through the
 // registration-time pointers, so rand() works as a program's very first call.
 
-Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o, double a, double b) {
+Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o, double a,
+                      double b) {
   int64_t n = checked_numel(size, op.name.c_str());
   Tensor t = dispatch1(op, {}, random_attrs(size, o, n, a, b));
   if (o.device().is_cuda()) t = t.to(o.device());  // generated on the host (no CUDA RNG yet)
@@ -195,21 +201,33 @@ Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o,
 }  // namespace
 
 void register_random_ops() {
-  std::vector<std::string> names = {"size", "dtype", "device_type", "device_index", "seed",
-                                    "offset", "a", "b"};
-  register_op({.name = "uniform", .traits = kRandom | kFactory, .attr_names = names,
-                           .infer_meta = random_meta, .cpu = uniform_kernel,
-                           .rng_seed_attr = 4});
-  register_op({.name = "normal", .traits = kRandom | kFactory, .attr_names = names,
-                          .infer_meta = random_meta, .cpu = normal_kernel,
-                           .rng_seed_attr = 4});
-  register_op({.name = "randint", .traits = kRandom | kFactory, .attr_names = names,
-                           .infer_meta = random_meta, .cpu = randint_kernel,
-                           .rng_seed_attr = 4});
-  register_op({.name = "multinomial", .traits = kRandom,
+  std::vector<std::string> names = {"size", "dtype",  "device_type", "device_index",
+                                    "seed", "offset", "a",           "b"};
+  register_op({.name = "uniform",
+               .traits = kRandom | kFactory,
+               .attr_names = names,
+               .infer_meta = random_meta,
+               .cpu = uniform_kernel,
+               .rng_seed_attr = 4});
+  register_op({.name = "normal",
+               .traits = kRandom | kFactory,
+               .attr_names = names,
+               .infer_meta = random_meta,
+               .cpu = normal_kernel,
+               .rng_seed_attr = 4});
+  register_op({.name = "randint",
+               .traits = kRandom | kFactory,
+               .attr_names = names,
+               .infer_meta = random_meta,
+               .cpu = randint_kernel,
+               .rng_seed_attr = 4});
+  register_op({.name = "multinomial",
+               .traits = kRandom,
                .attr_names = {"num_samples", "replacement", "seed", "offset"},
-               .infer_meta = multinomial_meta, .cpu = multinomial_kernel,
-               .nondiff_inputs = in(0), .rng_seed_attr = 2});
+               .infer_meta = multinomial_meta,
+               .cpu = multinomial_kernel,
+               .nondiff_inputs = in(0),
+               .rng_seed_attr = 2});
 }
 
 Tensor rand(IntArrayRef size, TensorOptions o) {
@@ -222,10 +240,13 @@ Tensor randn(IntArrayRef size, TensorOptions o) {
            dtype_name(o.dtype()));
   return random_factory(OF_OP("normal"), size, o, 0.0, 1.0);
 }
-Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) { return randint(0, high, size, o); }
+Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) {
+  return randint(0, high, size, o);
+}
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
-  OF_CHECK(low < high, "[randint] random_ expects 'from' to be less than 'to', but got from={} >= to={}",
-           low, high);
+  OF_CHECK(low < high,
+           "[randint] random_ expects 'from' to be less than 'to', but got from={} >= to={}", low,
+           high);
   OF_CHECK(o.dtype() != kBool, "[randint] bool dtype is not supported");
   return random_factory(OF_OP("randint"), size, o, double(low), double(high));
 }
@@ -235,7 +256,8 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement) {
            "[multinomial] prob_dist must be 1 or 2 dim, got shape {}", shape_str(self.sizes()));
   const int64_t k = self.sizes().back();
   const int64_t rows = self.dim() == 1 ? 1 : self.sizes()[0];
-  const int64_t per_row = (multinomial_draws(k, std::max<int64_t>(num_samples, 0), replacement) + 1) / 2;
+  const int64_t per_row =
+      (multinomial_draws(k, std::max<int64_t>(num_samples, 0), replacement) + 1) / 2;
   Tensor w = self.is_cuda() ? self.cpu() : self;  // sampled on the host (no CUDA RNG yet)
   // The meta check runs before the generator advances (no state change on bad input).
   MetaList probe;
@@ -262,16 +284,16 @@ Tensor randperm(int64_t n, TensorOptions o) {
 }
 
 Tensor& Tensor::uniform_(double from, double to) {
-  OF_CHECK(oneflow::is_floating_point(dtype()), "[uniform_] expected a floating-point tensor, got {}",
-           dtype_name(dtype()));
+  OF_CHECK(oneflow::is_floating_point(dtype()),
+           "[uniform_] expected a floating-point tensor, got {}", dtype_name(dtype()));
   OF_CHECK(from <= to, "[uniform_] expects from <= to, got from={} to={}", from, to);
   Tensor r = random_factory(OF_OP("uniform"), sizes(), TensorOptions(dtype()), from, to);
   NoGradGuard ng;
   return copy_(r);
 }
 Tensor& Tensor::normal_(double mean, double std) {
-  OF_CHECK(oneflow::is_floating_point(dtype()), "[normal_] expected a floating-point tensor, got {}",
-           dtype_name(dtype()));
+  OF_CHECK(oneflow::is_floating_point(dtype()),
+           "[normal_] expected a floating-point tensor, got {}", dtype_name(dtype()));
   OF_CHECK(std >= 0, "[normal_] expects std >= 0.0, got {}", std);
   Tensor r = random_factory(OF_OP("normal"), sizes(), TensorOptions(dtype()), mean, std);
   NoGradGuard ng;

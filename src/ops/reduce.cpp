@@ -109,8 +109,8 @@ Canon canon_reduce(const Tensor& x, const DimVector& dims) {
 
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
   check_reduce_dims(in[0], a.ints(0), op);
-  out.push_back({reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2),
-                 in[0].device()});
+  out.push_back(
+      {reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2), in[0].device()});
 }
 
 namespace {
@@ -178,9 +178,9 @@ void reduce_cpu(const KernelArgs& k) {
       o.copy_(tmp);
       return true;
     };
-    const bool via_kind =
-        ((is_floating_point(scalar_type_of<Outs>) == is_floating_point(od) &&
-          via.template operator()<Outs>()) || ...);
+    const bool via_kind = ((is_floating_point(scalar_type_of<Outs>) == is_floating_point(od) &&
+                            via.template operator()<Outs>()) ||
+                           ...);
     if (!via_kind) via.template operator()<std::tuple_element_t<0, std::tuple<Outs...>>>();
   });
 }
@@ -211,23 +211,33 @@ template <class C> struct AnyOp {
   static Acc finish(Acc a, int64_t) { return a; }
 };
 
-
 }  // namespace
 
 void register_reduce_ops() {
-  register_op({.name = "sum", .traits = kReduction, .attr_names = {"dims", "keepdim", "dtype"},
-                       .infer_meta = sum_meta, .cpu = reduce_cpu<SumOp, true, double, int64_t>, .vjp = sum_vjp,
+  register_op({.name = "sum",
+               .traits = kReduction,
+               .attr_names = {"dims", "keepdim", "dtype"},
+               .infer_meta = sum_meta,
+               .cpu = reduce_cpu<SumOp, true, double, int64_t>,
+               .vjp = sum_vjp,
                .sbp_rule = &sbp_rules::kSum,
                .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "mean", .traits = kReduction,
-                        .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = mean_meta,
-                        .cpu = reduce_cpu<MeanOp, true, double>, .vjp = mean_vjp});
-  register_op({.name = "all", .traits = kReduction | kNonDifferentiable,
-                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = all_meta,
-                       .cpu = reduce_cpu<AllOp, false, bool>});
-  register_op({.name = "any", .traits = kReduction | kNonDifferentiable,
-                       .attr_names = {"dims", "keepdim", "dtype"}, .infer_meta = any_meta,
-                       .cpu = reduce_cpu<AnyOp, false, bool>});
+  register_op({.name = "mean",
+               .traits = kReduction,
+               .attr_names = {"dims", "keepdim", "dtype"},
+               .infer_meta = mean_meta,
+               .cpu = reduce_cpu<MeanOp, true, double>,
+               .vjp = mean_vjp});
+  register_op({.name = "all",
+               .traits = kReduction | kNonDifferentiable,
+               .attr_names = {"dims", "keepdim", "dtype"},
+               .infer_meta = all_meta,
+               .cpu = reduce_cpu<AllOp, false, bool>});
+  register_op({.name = "any",
+               .traits = kReduction | kNonDifferentiable,
+               .attr_names = {"dims", "keepdim", "dtype"},
+               .infer_meta = any_meta,
+               .cpu = reduce_cpu<AnyOp, false, bool>});
   extern void register_reduce_ops_extra();
   register_reduce_ops_extra();
 }
@@ -251,8 +261,10 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<Scala
   OF_CHECK(x.defined(), "[mean] got an undefined tensor");
   ScalarType out = dtype.value_or(x.dtype());
   if (!is_floating_point(out))
-    fail("[mean] could not infer output dtype: input dtype must be floating point, got {}; "
-         "pass dtype= or convert the input", dtype_name(x.dtype()));
+    fail(
+        "[mean] could not infer output dtype: input dtype must be floating point, got {}; "
+        "pass dtype= or convert the input",
+        dtype_name(x.dtype()));
   DimVector d = normalize_reduce_dims(x, dims, "mean");
   return dispatch1(OF_OP("mean"), {cast_if_needed(x, out)}, {d, keepdim, out});
 }
@@ -270,9 +282,13 @@ Tensor all_any(const OpDef& op, const Tensor& x, IntArrayRef dims, bool keepdim)
 }
 }  // namespace
 Tensor all(const Tensor& x) { return all_any(OF_OP("all"), x, {}, false); }
-Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return all_any(OF_OP("all"), x, {dim}, keepdim); }
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
+  return all_any(OF_OP("all"), x, {dim}, keepdim);
+}
 Tensor any(const Tensor& x) { return all_any(OF_OP("any"), x, {}, false); }
-Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return all_any(OF_OP("any"), x, {dim}, keepdim); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
+  return all_any(OF_OP("any"), x, {dim}, keepdim);
+}
 Tensor Tensor::all() const { return oneflow::all(*this); }
 Tensor Tensor::all(int64_t dim, bool keepdim) const { return oneflow::all(*this, dim, keepdim); }
 Tensor Tensor::any() const { return oneflow::any(*this); }
@@ -286,7 +302,10 @@ Tensor sum_to_size(const Tensor& x, IntArrayRef size) {
   DimVector dims;
   for (int64_t d = 0; d < nd; ++d) {
     int64_t j = d - (nd - ns);
-    if (j < 0) { dims.push_back(d); continue; }
+    if (j < 0) {
+      dims.push_back(d);
+      continue;
+    }
     if (size[j] == 1 && x.sizes()[d] != 1) dims.push_back(d);
     else if (size[j] != x.sizes()[d])
       fail("[sum_to_size] size {} is not expandable to the tensor's size {}", shape_str(size),

@@ -10,7 +10,8 @@ DimVector normalize_reduce_dims(const Tensor& x, IntArrayRef dims, const char* o
 DimVector reduced_shape(IntArrayRef sizes, const DimVector& dims, bool keepdim);
 // The gradient of a reduction output, viewed with the reduced dims kept as size 1 and expanded
 // to the input shape.
-Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims, bool keepdim);
+Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVector& dims,
+                           bool keepdim);
 // [op] error unless dims are in range for x, sorted and unique.
 void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op);
 // Output meta for reductions with attrs {dims, keepdim, dtype}; checks the dims.

@@ -27,12 +27,11 @@ namespace oneflow {
 
 namespace {
 
-
 // The op table is built lazily (on first find_op/dispatch through it): make sure it exists
 // before dereferencing the OpDef pointers registered below.
 
-constexpr int kL = 16;        // lane accumulators in row loops
-constexpr int64_t kW = 64;    // lanes per block in column loops
+constexpr int kL = 16;               // lane accumulators in row loops
+constexpr int64_t kW = 64;           // lanes per block in column loops
 constexpr int64_t kBlock = 1 << 16;  // fixed block of a single long row
 
 int64_t grain_for(int64_t work_per_item) {
@@ -53,8 +52,10 @@ void check_nonempty(const Tensor& x, const DimVector& dims, const char* op) {
   if (x.dim() == 0) return;
   for (int64_t d : dims)
     if (x.sizes()[d] == 0)
-      fail("[{}] cannot reduce over dimension {} of size 0 (input shape {}): the operation has "
-           "no identity", op, d, shape_str(x.sizes()));
+      fail(
+          "[{}] cannot reduce over dimension {} of size 0 (input shape {}): the operation has "
+          "no identity",
+          op, d, shape_str(x.sizes()));
 }
 DimVector all_dims(const Tensor& x) {
   DimVector r;
@@ -97,7 +98,8 @@ template <class Acc, class F, class M> Acc blocked(int64_t n, const F& f, const 
   if (nb <= 1) return f(0, n);
   std::vector<Acc> part(static_cast<size_t>(nb));
   parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) part[size_t(b)] = f(b * kBlock, std::min(n, (b + 1) * kBlock));
+    for (int64_t b = b0; b < b1; ++b)
+      part[size_t(b)] = f(b * kBlock, std::min(n, (b + 1) * kBlock));
   });
   Acc acc = part[0];
   for (int64_t b = 1; b < nb; ++b) acc = merge(acc, part[size_t(b)]);
@@ -262,8 +264,9 @@ void prod_cpu(const KernelArgs& k) {
     using T = decltype(zi);
     if (out.dtype() == x.dtype()) cpu::reduce_as<ProdOp, T, T>(x, k.attrs.ints(0), out);
     else if (out.dtype() == kInt64) cpu::reduce_as<ProdOp, T, int64_t>(x, k.attrs.ints(0), out);
-    else fail("[prod] unsupported output dtype {} for input {}", dtype_name(out.dtype()),
-              dtype_name(x.dtype()));
+    else
+      fail("[prod] unsupported output dtype {} for input {}", dtype_name(out.dtype()),
+           dtype_name(x.dtype()));
   });
 }
 template <bool IsMax> void extreme_cpu(const KernelArgs& k) {
@@ -297,8 +300,7 @@ void norm_cpu(const KernelArgs& k) {
 // ---------------------------------------------------------------- max/min over a dim, argmax
 
 // For each lane of [outer, n, inner]: the extreme value (NaN-propagating) and its first index.
-template <bool IsMax, class T>
-void arg_extreme(const Canon& c, T* vals, int64_t* idx) {
+template <bool IsMax, class T> void arg_extreme(const Canon& c, T* vals, int64_t* idx) {
   using C = compute_t<T>;
   const T* x = static_cast<const T*>(c.x.data_ptr());
   const int64_t n = c.n, inner = c.inner;
@@ -321,7 +323,10 @@ void arg_extreme(const Canon& c, T* vals, int64_t* idx) {
     const T* p = x + o * n * inner + j0;
     C best[kW];
     int64_t bi[kW];
-    for (int64_t j = 0; j < w; ++j) { best[j] = C(p[j]); bi[j] = 0; }
+    for (int64_t j = 0; j < w; ++j) {
+      best[j] = C(p[j]);
+      bi[j] = 0;
+    }
     for (int64_t k = 1; k < n; ++k) {
       const T* q = p + k * inner;
       for (int64_t j = 0; j < w; ++j) {
@@ -337,7 +342,10 @@ void arg_extreme(const Canon& c, T* vals, int64_t* idx) {
     }
   };
   if (c.outer == 1 && inner == 1 && n > 2 * kBlock) {
-    struct Best { C v; int64_t i; };
+    struct Best {
+      C v;
+      int64_t i;
+    };
     Best r = blocked<Best>(
         n,
         [&](int64_t b, int64_t e) {
@@ -361,7 +369,9 @@ template <bool IsMax> void max_dim_cpu(const KernelArgs& k) {
                           static_cast<int64_t*>(k.outputs[1].data_ptr()));
   });
 }
-bool has_dim(const Attrs& a) { return a.size() > 0 && std::holds_alternative<int64_t>(a.values[0]); }
+bool has_dim(const Attrs& a) {
+  return a.size() > 0 && std::holds_alternative<int64_t>(a.values[0]);
+}
 template <bool IsMax> void argmax_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   Canon c;
@@ -379,8 +389,7 @@ template <bool IsMax> void argmax_cpu(const KernelArgs& k) {
 
 // ---------------------------------------------------------------- var/std, logsumexp
 
-template <class T>
-void var_kernel(const Canon& c, T* out, double correction, bool take_sqrt) {
+template <class T> void var_kernel(const Canon& c, T* out, double correction, bool take_sqrt) {
   using C = compute_t<T>;
   const T* x = static_cast<const T*>(c.x.data_ptr());
   const int64_t n = c.n, inner = c.inner;
@@ -391,7 +400,8 @@ void var_kernel(const Canon& c, T* out, double correction, bool take_sqrt) {
   };
   if (c.outer == 1 && inner == 1 && n > 2 * kBlock) {
     auto add = [](double a, double b) { return a + b; };
-    double s = blocked<double>(n, [&](int64_t b, int64_t e) { return row_sum_d(x + b, e - b); }, add);
+    double s = blocked<double>(
+        n, [&](int64_t b, int64_t e) { return row_sum_d(x + b, e - b); }, add);
     const double mean = s / double(n);
     double ss = blocked<double>(
         n, [&](int64_t b, int64_t e) { return row_sqdev_d(x + b, e - b, mean); }, add);
@@ -523,7 +533,10 @@ template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
     const T* p = x + o * n * inner + j0;
     T* q = y + o * n * inner + j0;
     C m[kW], s[kW];
-    for (int64_t j = 0; j < w; ++j) { m[j] = -std::numeric_limits<C>::infinity(); s[j] = 0; }
+    for (int64_t j = 0; j < w; ++j) {
+      m[j] = -std::numeric_limits<C>::infinity();
+      s[j] = 0;
+    }
     for (int64_t k = 0; k < n; ++k) {
       const T* pk = p + k * inner;
       for (int64_t j = 0; j < w; ++j) {
@@ -758,8 +771,7 @@ template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {
   const DimVector& dims = c.attrs().ints(0);
   IntArrayRef in = c.input_sizes(0);
   const bool keep = c.attrs().b(1);
-  const double denom =
-      std::max(0.0, double(reduced_count(in, dims)) - double(c.attrs().i(3)));
+  const double denom = std::max(0.0, double(reduced_count(in, dims)) - double(c.attrs().i(3)));
   Tensor gk = keepdim_view(g[0], in, dims, keep);
   Tensor centered = x - mean(x, dims, true);
   if constexpr (Sqrt) {
@@ -832,70 +844,133 @@ TensorList cumprod_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_reduce_ops_extra() {
   const std::vector<std::string> rattrs = {"dims", "keepdim", "dtype"};
-  register_op({.name = "prod", .traits = kReduction, .attr_names = rattrs,
-                        .infer_meta = prod_meta, .cpu = prod_cpu, .vjp = prod_vjp,
-                        .save_inputs = in(0),
-                        .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "amax", .traits = kReduction, .attr_names = rattrs,
-                        .infer_meta = extreme_meta<true>, .cpu = extreme_cpu<true>,
-                        .vjp = extreme_vjp, .save_inputs = in(0), .save_outputs = out(0)});
-  register_op({.name = "amin", .traits = kReduction, .attr_names = rattrs,
-                        .infer_meta = extreme_meta<false>, .cpu = extreme_cpu<false>,
-                        .vjp = extreme_vjp, .save_inputs = in(0), .save_outputs = out(0)});
-  register_op({.name = "max_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
-                           .infer_meta = max_dim_meta<true>, .cpu = max_dim_cpu<true>,
-                           .vjp = max_dim_vjp, .save_outputs = out(1),
-                 .contiguous_inputs = kEveryInput});
-  register_op({.name = "min_dim", .traits = kReduction, .attr_names = {"dim", "keepdim"},
-                           .infer_meta = max_dim_meta<false>, .cpu = max_dim_cpu<false>,
-                           .vjp = max_dim_vjp, .save_outputs = out(1),
-                 .contiguous_inputs = kEveryInput});
-  register_op({.name = "argmax", .traits = kReduction | kNonDifferentiable,
-                          .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<true>,
-                          .cpu = argmax_cpu<true>,
-                 .contiguous_inputs = kEveryInput});
-  register_op({.name = "argmin", .traits = kReduction | kNonDifferentiable,
-                          .attr_names = {"dim", "keepdim"}, .infer_meta = argmax_meta<false>,
-                          .cpu = argmax_cpu<false>,
-                 .contiguous_inputs = kEveryInput});
+  register_op({.name = "prod",
+               .traits = kReduction,
+               .attr_names = rattrs,
+               .infer_meta = prod_meta,
+               .cpu = prod_cpu,
+               .vjp = prod_vjp,
+               .save_inputs = in(0),
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "amax",
+               .traits = kReduction,
+               .attr_names = rattrs,
+               .infer_meta = extreme_meta<true>,
+               .cpu = extreme_cpu<true>,
+               .vjp = extreme_vjp,
+               .save_inputs = in(0),
+               .save_outputs = out(0)});
+  register_op({.name = "amin",
+               .traits = kReduction,
+               .attr_names = rattrs,
+               .infer_meta = extreme_meta<false>,
+               .cpu = extreme_cpu<false>,
+               .vjp = extreme_vjp,
+               .save_inputs = in(0),
+               .save_outputs = out(0)});
+  register_op({.name = "max_dim",
+               .traits = kReduction,
+               .attr_names = {"dim", "keepdim"},
+               .infer_meta = max_dim_meta<true>,
+               .cpu = max_dim_cpu<true>,
+               .vjp = max_dim_vjp,
+               .save_outputs = out(1),
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "min_dim",
+               .traits = kReduction,
+               .attr_names = {"dim", "keepdim"},
+               .infer_meta = max_dim_meta<false>,
+               .cpu = max_dim_cpu<false>,
+               .vjp = max_dim_vjp,
+               .save_outputs = out(1),
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "argmax",
+               .traits = kReduction | kNonDifferentiable,
+               .attr_names = {"dim", "keepdim"},
+               .infer_meta = argmax_meta<true>,
+               .cpu = argmax_cpu<true>,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "argmin",
+               .traits = kReduction | kNonDifferentiable,
+               .attr_names = {"dim", "keepdim"},
+               .infer_meta = argmax_meta<false>,
+               .cpu = argmax_cpu<false>,
+               .contiguous_inputs = kEveryInput});
   const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
-  register_op({.name = "var", .traits = kReduction, .attr_names = vattrs,
-                       .infer_meta = var_meta<false>, .cpu = var_cpu<false>,
-                       .vjp = var_vjp<false>, .save_inputs = in(0),
-                 .contiguous_inputs = kEveryInput});
-  register_op({.name = "std", .traits = kReduction, .attr_names = vattrs,
-                       .infer_meta = var_meta<true>, .cpu = var_cpu<true>, .vjp = var_vjp<true>,
-                       .save_inputs = in(0), .save_outputs = out(0),
-                 .contiguous_inputs = kEveryInput});
-  register_op({.name = "logsumexp", .traits = kReduction, .attr_names = rattrs,
-                             .infer_meta = logsumexp_meta, .cpu = logsumexp_cpu,
-                             .vjp = logsumexp_vjp, .save_inputs = in(0), .save_outputs = out(0),
-                 .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "norm", .traits = kReduction,
-                        .attr_names = {"dims", "keepdim", "dtype", "p"}, .infer_meta = norm_meta,
-                        .cpu = norm_cpu, .vjp = norm_vjp, .save_inputs = in(0), .save_outputs = out(0),
-                        .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "cumsum", .attr_names = {"dim", "reverse"},
-                          .infer_meta = scan_meta<false>, .cpu = scan_cpu<false>,
-                          .vjp = cumsum_vjp, .sbp_rule = &sbp_rules::kCumsum,
-                 .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "cumprod", .attr_names = {"dim", "reverse"},
-                           .infer_meta = scan_meta<true>, .cpu = scan_cpu<true>,
-                           .vjp = cumprod_vjp, .save_inputs = in(0), .save_outputs = out(0),
-                 .sbp_rule = &sbp_rules::kCumprod, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
-                           .infer_meta = softmax_meta<false>, .cpu = softmax_cpu<false>,
-                           .vjp = softmax_vjp, .save_outputs = out(0),
-                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
-  register_op({.name = "log_softmax", .traits = kCheapRecompute, .attr_names = {"dim"},
-                               .infer_meta = softmax_meta<true>, .cpu = softmax_cpu<true>,
-                               .vjp = log_softmax_vjp, .save_outputs = out(0),
-                 .sbp_rule = &sbp_rules::kSoftmax, .contiguous_inputs = kEveryInput,
-                 .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "var",
+               .traits = kReduction,
+               .attr_names = vattrs,
+               .infer_meta = var_meta<false>,
+               .cpu = var_cpu<false>,
+               .vjp = var_vjp<false>,
+               .save_inputs = in(0),
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "std",
+               .traits = kReduction,
+               .attr_names = vattrs,
+               .infer_meta = var_meta<true>,
+               .cpu = var_cpu<true>,
+               .vjp = var_vjp<true>,
+               .save_inputs = in(0),
+               .save_outputs = out(0),
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "logsumexp",
+               .traits = kReduction,
+               .attr_names = rattrs,
+               .infer_meta = logsumexp_meta,
+               .cpu = logsumexp_cpu,
+               .vjp = logsumexp_vjp,
+               .save_inputs = in(0),
+               .save_outputs = out(0),
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "norm",
+               .traits = kReduction,
+               .attr_names = {"dims", "keepdim", "dtype", "p"},
+               .infer_meta = norm_meta,
+               .cpu = norm_cpu,
+               .vjp = norm_vjp,
+               .save_inputs = in(0),
+               .save_outputs = out(0),
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "cumsum",
+               .attr_names = {"dim", "reverse"},
+               .infer_meta = scan_meta<false>,
+               .cpu = scan_cpu<false>,
+               .vjp = cumsum_vjp,
+               .sbp_rule = &sbp_rules::kCumsum,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "cumprod",
+               .attr_names = {"dim", "reverse"},
+               .infer_meta = scan_meta<true>,
+               .cpu = scan_cpu<true>,
+               .vjp = cumprod_vjp,
+               .save_inputs = in(0),
+               .save_outputs = out(0),
+               .sbp_rule = &sbp_rules::kCumprod,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "softmax",
+               .traits = kCheapRecompute,
+               .attr_names = {"dim"},
+               .infer_meta = softmax_meta<false>,
+               .cpu = softmax_cpu<false>,
+               .vjp = softmax_vjp,
+               .save_outputs = out(0),
+               .sbp_rule = &sbp_rules::kSoftmax,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "log_softmax",
+               .traits = kCheapRecompute,
+               .attr_names = {"dim"},
+               .infer_meta = softmax_meta<true>,
+               .cpu = softmax_cpu<true>,
+               .vjp = log_softmax_vjp,
+               .save_outputs = out(0),
+               .sbp_rule = &sbp_rules::kSoftmax,
+               .contiguous_inputs = kEveryInput,
+               .autocast = AutocastPolicy::kFloat32});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -982,7 +1057,9 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return argext(false, x, dim, keepdim);
 }
 
-Tensor var(const Tensor& x, bool unbiased) { return var_std(false, x, {}, unbiased ? 1 : 0, false); }
+Tensor var(const Tensor& x, bool unbiased) {
+  return var_std(false, x, {}, unbiased ? 1 : 0, false);
+}
 Tensor var(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
   return var_std(false, x, dims, unbiased ? 1 : 0, keepdim);
 }
@@ -1042,8 +1119,12 @@ Tensor Tensor::min() const { return oneflow::min(*this); }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
   return oneflow::min(*this, dim, keepdim);
 }
-Tensor Tensor::amax(IntArrayRef dims, bool keepdim) const { return oneflow::amax(*this, dims, keepdim); }
-Tensor Tensor::amin(IntArrayRef dims, bool keepdim) const { return oneflow::amin(*this, dims, keepdim); }
+Tensor Tensor::amax(IntArrayRef dims, bool keepdim) const {
+  return oneflow::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(IntArrayRef dims, bool keepdim) const {
+  return oneflow::amin(*this, dims, keepdim);
+}
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
   return oneflow::argmax(*this, dim, keepdim);
 }

@@ -25,9 +25,10 @@ void view_scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const int64_t avail = checked_numel(base, op);
   const int64_t need = view_extent(sizes, strides, a.i(3), op);
   if (need > avail)
-    fail("[{}] the view of size {} with stride {} and offset {} needs {} elements, but the base "
-         "of size {} holds {}", op, shape_str(sizes), shape_str(strides), a.i(3), need,
-         shape_str(base), avail);
+    fail(
+        "[{}] the view of size {} with stride {} and offset {} needs {} elements, but the base "
+        "of size {} holds {}",
+        op, shape_str(sizes), shape_str(strides), a.i(3), need, shape_str(base), avail);
   if (!(in[0].sizes() == IntArrayRef(sizes)))
     fail("[{}] gradient of shape {} does not match the view's size {}", op,
          shape_str(in[0].sizes()), shape_str(sizes));
@@ -41,8 +42,9 @@ void view_scatter_cpu(const KernelArgs& k) {
   const bool overlap = k.attrs.b(4);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::cpu_kernel<T, T, T>(v, {&v, &g}, [](compute_t<T> a, compute_t<T> b) { return a + b; },
-                             overlap ? INT64_MAX : kParallelGrain);
+    cpu::cpu_kernel<T, T, T>(
+        v, {&v, &g}, [](compute_t<T> a, compute_t<T> b) { return a + b; },
+        overlap ? INT64_MAX : kParallelGrain);
   });
 }
 TensorList view_scatter_vjp(const VjpCtx& c, const TensorList& g) {
@@ -54,7 +56,8 @@ TensorList view_scatter_vjp(const VjpCtx& c, const TensorList& g) {
 Tensor scatter_back(const Tensor& grad, IntArrayRef base_sizes, DimVector sizes, DimVector strides,
                     int64_t offset, bool overlap = false) {
   const OpDef& op = OF_OP("view_scatter");
-  return dispatch1(op, {grad}, {base_sizes.dims(), std::move(sizes), std::move(strides), offset, overlap});
+  return dispatch1(op, {grad},
+                   {base_sizes.dims(), std::move(sizes), std::move(strides), offset, overlap});
 }
 
 // ---- as_strided
@@ -64,14 +67,16 @@ void as_strided_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const DimVector& st = a.ints(1);
   // attr 3 records the input's storage offset for the VJP (a direct dispatch may give any)
   if (a.i(3) != t.storage_offset())
-    fail("[as_strided] the recorded input offset {} is not the input's storage offset {}",
-         a.i(3), t.storage_offset());
+    fail("[as_strided] the recorded input offset {} is not the input's storage offset {}", a.i(3),
+         t.storage_offset());
   int64_t off = a.i(2) < 0 ? t.storage_offset() : a.i(2);
   const int64_t need = view_extent(sz, st, off, "as_strided");
   int64_t avail = int64_t(t.impl()->storage->nbytes / itemsize(t.dtype()));
   if (need > avail)
-    fail("[as_strided] size {} with stride {} and offset {} needs {} elements but the storage "
-         "holds {}", shape_str(sz), shape_str(st), off, need, avail);
+    fail(
+        "[as_strided] size {} with stride {} and offset {} needs {} elements but the storage "
+        "holds {}",
+        shape_str(sz), shape_str(st), off, need, avail);
   push_view(out, t, sz, st, off);
 }
 TensorList as_strided_vjp(const VjpCtx& c, const TensorList& g) {
@@ -103,8 +108,8 @@ bool compute_view_strides(IntArrayRef old_sizes, IntArrayRef old_strides, IntArr
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = int64_t(old_sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= old_sizes[tensor_d];
-    if (tensor_d == 0 ||
-        (old_sizes[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 &&
+                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
         new_strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= new_sizes[view_d];
@@ -127,7 +132,8 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
   int infer = -1;
   for (size_t i = 0; i < r.size(); ++i) {
     if (r[i] == -1) {
-      OF_CHECK(infer < 0, "[{}] only one dimension can be inferred in shape {}", op, shape_str(shape));
+      OF_CHECK(infer < 0, "[{}] only one dimension can be inferred in shape {}", op,
+               shape_str(shape));
       infer = int(i);
     } else {
       OF_CHECK(r[i] >= 0, "[{}] invalid shape dimension {} in {}", op, r[i], shape_str(shape));
@@ -137,8 +143,8 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
     }
   }
   if (infer >= 0) {
-    OF_CHECK(known != 0 && numel % known == 0,
-             "[{}] shape {} is invalid for input of size {}", op, shape_str(shape), numel);
+    OF_CHECK(known != 0 && numel % known == 0, "[{}] shape {} is invalid for input of size {}", op,
+             shape_str(shape), numel);
     r[infer] = numel / known;
   } else {
     OF_CHECK(known == numel, "[{}] shape {} is invalid for input of size {}", op, shape_str(shape),
@@ -152,9 +158,10 @@ void view_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   DimVector sz = infer_size(a.ints(0), t.numel(), "view");
   DimVector st;
   if (!compute_view_strides(t.sizes(), t.strides(), sz, st))
-    fail("[view] view size {} is not compatible with input tensor's size {} and stride {} (at "
-         "least one dimension spans across two contiguous subspaces); use reshape instead",
-         shape_str(a.ints(0)), shape_str(t.sizes()), shape_str(t.strides()));
+    fail(
+        "[view] view size {} is not compatible with input tensor's size {} and stride {} (at "
+        "least one dimension spans across two contiguous subspaces); use reshape instead",
+        shape_str(a.ints(0)), shape_str(t.sizes()), shape_str(t.strides()));
   push_view(out, t, sz, st, t.storage_offset());
 }
 TensorList reshape_vjp(const VjpCtx& c, const TensorList& g) {
@@ -166,8 +173,8 @@ void permute_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
   const DimVector& p = a.ints(0);
   const int64_t nd = t.dim();
-  OF_CHECK(int64_t(p.size()) == nd, "[permute] number of dims {} doesn't match the tensor's {} dims",
-           p.size(), nd);
+  OF_CHECK(int64_t(p.size()) == nd,
+           "[permute] number of dims {} doesn't match the tensor's {} dims", p.size(), nd);
   DimVector sz(nd), st(nd);
   std::vector<bool> seen(nd, false);
   for (int64_t i = 0; i < nd; ++i) {
@@ -194,7 +201,8 @@ void expand_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const int64_t nd = int64_t(target.size()), td = t.dim();
   OF_CHECK(nd >= td,
            "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
-           "dimensions in the tensor ({})", nd, td);
+           "dimensions in the tensor ({})",
+           nd, td);
   DimVector sz(nd), st(nd);
   for (int64_t i = nd - 1; i >= 0; --i) {
     int64_t j = i - (nd - td);
@@ -210,13 +218,16 @@ void expand_meta(const TensorList& in, const Attrs& a, MetaList& out) {
         sz[i] = want;
         st[i] = 0;
       } else {
-        fail("[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
-             "non-singleton dimension {}; target sizes {}, tensor sizes {}", want, have, i,
-             shape_str(target), shape_str(t.sizes()));
+        fail(
+            "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
+            "non-singleton dimension {}; target sizes {}, tensor sizes {}",
+            want, have, i, shape_str(target), shape_str(t.sizes()));
       }
     } else {
-      OF_CHECK(want >= 0, "[expand] the expanded size {} is not allowed in a leading, "
-               "non-existing dimension {}", want, i);
+      OF_CHECK(want >= 0,
+               "[expand] the expanded size {} is not allowed in a leading, "
+               "non-existing dimension {}",
+               want, i);
       sz[i] = want;
       st[i] = 0;
     }
@@ -235,9 +246,10 @@ void slice_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   int64_t start = a.i(1), end = a.i(2), step = a.i(3);
   OF_CHECK(step > 0, "[slice] step must be positive, got {}", step);
   // slice() normalizes start and end; a direct dispatch (or a loaded graph) must match that
-  OF_CHECK(start >= 0 && start <= end && end <= t.sizes()[d], "[slice] expected 0 <= start <= "
-           "end <= {} (dimension {} of shape {}), got start {} and end {}", t.sizes()[d], d,
-           shape_str(t.sizes()), start, end);
+  OF_CHECK(start >= 0 && start <= end && end <= t.sizes()[d],
+           "[slice] expected 0 <= start <= "
+           "end <= {} (dimension {} of shape {}), got start {} and end {}",
+           t.sizes()[d], d, shape_str(t.sizes()), start, end);
   DimVector sz = t.sizes().dims(), st = t.strides().dims();
   sz[d] = end > start ? (end - start - 1) / step + 1 : 0;
   if (sz[d] > 1) st[d] *= step;  // then step < size: no overflow
@@ -258,8 +270,9 @@ void select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   OF_CHECK(t.dim() > 0, "[select] cannot select on a 0-d tensor");
   int64_t d = wrap_dim(a.i(0), t.dim(), "select");
   int64_t n = t.sizes()[d], idx = a.i(1);
-  OF_CHECK(idx >= -n && idx < n, "[select] index {} out of range for tensor of size {} at dimension {}",
-           idx, shape_str(t.sizes()), d);
+  OF_CHECK(idx >= -n && idx < n,
+           "[select] index {} out of range for tensor of size {} at dimension {}", idx,
+           shape_str(t.sizes()), d);
   if (idx < 0) idx += n;
   DimVector sz = t.sizes().dims(), st = t.strides().dims();
   sz.erase(sz.begin() + d);
@@ -290,7 +303,10 @@ void diagonal_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   if (len > 0) start += off >= 0 ? off * t.strides()[d2] : -off * t.strides()[d1];
   DimVector sz, st;
   for (int64_t d = 0; d < t.dim(); ++d)
-    if (d != d1 && d != d2) { sz.push_back(t.sizes()[d]); st.push_back(t.strides()[d]); }
+    if (d != d1 && d != d2) {
+      sz.push_back(t.sizes()[d]);
+      st.push_back(t.strides()[d]);
+    }
   sz.push_back(len);
   st.push_back(t.strides()[d1] + t.strides()[d2]);
   push_view(out, t, sz, st, start);
@@ -299,10 +315,14 @@ TensorList diagonal_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef base = c.input_sizes(0);
   int64_t nd = int64_t(base.size());
   int64_t off = c.attrs().i(0);
-  int64_t d1 = wrap_dim(c.attrs().i(1), nd, "diagonal"), d2 = wrap_dim(c.attrs().i(2), nd, "diagonal");
+  int64_t d1 = wrap_dim(c.attrs().i(1), nd, "diagonal"),
+          d2 = wrap_dim(c.attrs().i(2), nd, "diagonal");
   DimVector cst = contiguous_strides(base), sz, st;
   for (int64_t d = 0; d < nd; ++d)
-    if (d != d1 && d != d2) { sz.push_back(base[d]); st.push_back(cst[d]); }
+    if (d != d1 && d != d2) {
+      sz.push_back(base[d]);
+      st.push_back(cst[d]);
+    }
   int64_t len = g[0].size(-1);
   sz.push_back(len);
   st.push_back(cst[d1] + cst[d2]);
@@ -310,29 +330,55 @@ TensorList diagonal_vjp(const VjpCtx& c, const TensorList& g) {
   return {scatter_back(g[0], base, sz, st, start)};
 }
 
-
 }  // namespace
 
 void register_shape_ops() {
   register_op({.name = "view_scatter",
                .attr_names = {"base_size", "size", "stride", "offset", "may_overlap"},
-               .infer_meta = view_scatter_meta, .cpu = view_scatter_cpu, .vjp = view_scatter_vjp});
-  register_op({.name = "as_strided", .traits = kView, .attr_names = {"size", "stride", "offset", "base_offset"},
-               .infer_meta = as_strided_meta, .vjp = as_strided_vjp});
-  register_op({.name = "view", .traits = kView, .attr_names = {"size"}, .infer_meta = view_meta,
-               .vjp = reshape_vjp, .sbp_rule = &sbp_rules::kView});
-  register_op({.name = "permute", .traits = kView, .attr_names = {"dims"},
-               .infer_meta = permute_meta, .vjp = permute_vjp,
+               .infer_meta = view_scatter_meta,
+               .cpu = view_scatter_cpu,
+               .vjp = view_scatter_vjp});
+  register_op({.name = "as_strided",
+               .traits = kView,
+               .attr_names = {"size", "stride", "offset", "base_offset"},
+               .infer_meta = as_strided_meta,
+               .vjp = as_strided_vjp});
+  register_op({.name = "view",
+               .traits = kView,
+               .attr_names = {"size"},
+               .infer_meta = view_meta,
+               .vjp = reshape_vjp,
+               .sbp_rule = &sbp_rules::kView});
+  register_op({.name = "permute",
+               .traits = kView,
+               .attr_names = {"dims"},
+               .infer_meta = permute_meta,
+               .vjp = permute_vjp,
                .sbp_rule = &sbp_rules::kPermute});
-  register_op({.name = "expand", .traits = kView, .attr_names = {"size"},
-               .infer_meta = expand_meta, .vjp = expand_vjp, .sbp_rule = &sbp_rules::kExpand});
-  register_op({.name = "slice", .traits = kView, .attr_names = {"dim", "start", "end", "step"},
-               .infer_meta = slice_meta, .vjp = slice_vjp, .sbp_rule = &sbp_rules::kSlice});
-  register_op({.name = "select", .traits = kView, .attr_names = {"dim", "index"},
-               .infer_meta = select_meta, .vjp = select_vjp,
+  register_op({.name = "expand",
+               .traits = kView,
+               .attr_names = {"size"},
+               .infer_meta = expand_meta,
+               .vjp = expand_vjp,
+               .sbp_rule = &sbp_rules::kExpand});
+  register_op({.name = "slice",
+               .traits = kView,
+               .attr_names = {"dim", "start", "end", "step"},
+               .infer_meta = slice_meta,
+               .vjp = slice_vjp,
+               .sbp_rule = &sbp_rules::kSlice});
+  register_op({.name = "select",
+               .traits = kView,
+               .attr_names = {"dim", "index"},
+               .infer_meta = select_meta,
+               .vjp = select_vjp,
                .sbp_rule = &sbp_rules::kSelect});
-  register_op({.name = "diagonal", .traits = kView, .attr_names = {"offset", "dim1", "dim2"},
-               .infer_meta = diagonal_meta, .vjp = diagonal_vjp, .sbp_rule = &sbp_rules::kDiagonal});
+  register_op({.name = "diagonal",
+               .traits = kView,
+               .attr_names = {"offset", "dim1", "dim2"},
+               .infer_meta = diagonal_meta,
+               .vjp = diagonal_vjp,
+               .sbp_rule = &sbp_rules::kDiagonal});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -401,8 +447,8 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   OF_CHECK(t.dim() > 0, "[narrow] cannot narrow a 0-d tensor");
   int64_t d = wrap_dim(dim, t.dim(), "narrow");
   int64_t n = t.sizes()[d];
-  OF_CHECK(start >= -n && start <= n, "[narrow] start ({}) out of range for dimension {} of size {}",
-           start, d, n);
+  OF_CHECK(start >= -n && start <= n,
+           "[narrow] start ({}) out of range for dimension {} of size {}", start, d, n);
   if (start < 0) start += n;
   OF_CHECK(length >= 0 && start + length <= n,
            "[narrow] start ({}) + length ({}) exceeds dimension size ({})", start, length, n);
@@ -417,7 +463,9 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   const OpDef& o = OF_OP("select");
   return dispatch1(o, {t}, {dim, index});
 }
-Tensor Tensor::select(int64_t dim, int64_t index) const { return oneflow::select(*this, dim, index); }
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  return oneflow::select(*this, dim, index);
+}
 
 Tensor expand(const Tensor& t, IntArrayRef size) {
   const OpDef& o = OF_OP("expand");
@@ -486,7 +534,10 @@ Tensor as_strided(const Tensor& t, IntArrayRef size, IntArrayRef stride,
              "supported; call contiguous() first");
   int64_t off = storage_offset.value_or(-1);
   // a global tensor's storage is its whole logical value, which its broadcast pieces hold
-  const Tensor src = t.is_global() ? t.to_global(t.placement(), NdSbp(size_t(t.placement().ndim()), Sbp::broadcast())) : t;
+  const Tensor src =
+      t.is_global()
+          ? t.to_global(t.placement(), NdSbp(size_t(t.placement().ndim()), Sbp::broadcast()))
+          : t;
   return dispatch1(o, {src}, {size.dims(), stride.dims(), off, src.storage_offset()});
 }
 Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,

@@ -25,17 +25,19 @@ namespace {
 int64_t consumed(const TensorIndex& i) {
   switch (i.kind()) {
     case TensorIndex::Kind::kInteger:
-    case TensorIndex::Kind::kSlice: return 1;
+    case TensorIndex::Kind::kSlice:
+      return 1;
     case TensorIndex::Kind::kTensor:
       return i.tensor().dtype() == kBool || i.tensor().dtype() == kUInt8 ? i.tensor().dim() : 1;
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
 struct Indexed {
-  Tensor view;                      // after the basic indices
-  std::vector<int64_t> adv_dims;    // dims of `view` taken by tensor indices, in order
-  std::vector<Tensor> adv;          // their int64 index tensors (one per dim)
+  Tensor view;                    // after the basic indices
+  std::vector<int64_t> adv_dims;  // dims of `view` taken by tensor indices, in order
+  std::vector<Tensor> adv;        // their int64 index tensors (one per dim)
 };
 
 Indexed apply_basic(const Tensor& self, const TensorIndex* idx, size_t n, const char* op) {
@@ -95,9 +97,10 @@ Indexed apply_basic(const Tensor& self, const TensorIndex* idx, size_t n, const 
         if (t.dtype() == kBool || t.dtype() == kUInt8) {
           for (int64_t j = 0; j < t.dim(); ++j)
             if (t.size(j) != r.view.size(d + j))
-              fail("[{}] the shape of the mask {} at index {} does not match the shape of the "
-                   "indexed tensor {} at index {}", op, shape_str(t.sizes()), j,
-                   shape_str(r.view.sizes()), d + j);
+              fail(
+                  "[{}] the shape of the mask {} at index {} does not match the shape of the "
+                  "indexed tensor {} at index {}",
+                  op, shape_str(t.sizes()), j, shape_str(r.view.sizes()), d + j);
           // positions of the true elements, one index tensor per mask dim (a host read)
           Tensor nz = nonzero(t.dtype() == kBool ? t : t.to(kBool));
           for (int64_t j = 0; j < t.dim(); ++j) {
@@ -121,12 +124,12 @@ Indexed apply_basic(const Tensor& self, const TensorIndex* idx, size_t n, const 
 }
 
 struct Advanced {
-  Tensor flat;           // the view with the indexed dims first, flattened into one
-  Tensor linear;         // [N] positions in that flattened dim
-  DimVector bshape;      // the broadcast shape of the index tensors
-  DimVector rest;        // sizes of the other dims, in order
-  DimVector perm;        // permutation that put the indexed dims first
-  int64_t place = 0;     // where the result dims go (PyTorch's rule)
+  Tensor flat;        // the view with the indexed dims first, flattened into one
+  Tensor linear;      // [N] positions in that flattened dim
+  DimVector bshape;   // the broadcast shape of the index tensors
+  DimVector rest;     // sizes of the other dims, in order
+  DimVector perm;     // permutation that put the indexed dims first
+  int64_t place = 0;  // where the result dims go (PyTorch's rule)
 };
 
 Advanced advanced(const Indexed& r, const char* op) {

@@ -114,6 +114,8 @@ struct UnaryRow {
   const SbpRule* sbp = nullptr;
 };
 
+// One row per op, one line per row (kept as written by clang-format).
+// clang-format off
 const UnaryRow kRows[] = {
     {"neg", "fn::Neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false, AutocastPolicy::kNone, true, &sbp_rules::kLinearAll},
     {"abs", "fn::Abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false, AutocastPolicy::kNone, true},
@@ -144,6 +146,7 @@ const UnaryRow kRows[] = {
     {"isinf", "fn::IsInf", Kind::kBoolOut, unary_kernel_bool<fn::IsInf>, nullptr, false, false},
     {"logical_not", "fn::LogicalNot", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
 };
+// clang-format on
 
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
@@ -197,31 +200,38 @@ void register_unary_ops() {
     d.autocast = r.autocast;
     register_op(std::move(d));
   }
-  register_op({.name = "gelu", .traits = kElementwise | kInplaceOk, .attr_names = {"approximate"},
-               .infer_meta = elementwise_meta, .cpu = gelu_cpu, .vjp = gelu_vjp, .save_inputs = in(0),
+  register_op({.name = "gelu",
+               .traits = kElementwise | kInplaceOk,
+               .attr_names = {"approximate"},
+               .infer_meta = elementwise_meta,
+               .cpu = gelu_cpu,
+               .vjp = gelu_vjp,
+               .save_inputs = in(0),
                .fused_form = FusedForm::kGelu});
 }
 
-#define OF_UNARY_DEF(name)                                             \
-  Tensor name(const Tensor& x) {                                       \
-    static const int idx = row_index(#name);                           \
-    return run_unary(idx, x);                                          \
-  }                                                                    \
-  Tensor& name##_(Tensor& x) {                                         \
-    static const int idx = row_index(#name);                           \
-    return run_unary_(idx, x);                                         \
-  }                                                                    \
-  Tensor Tensor::name() const { return oneflow::name(*this); }         \
+#define OF_UNARY_DEF(name)                                     \
+  Tensor name(const Tensor& x) {                               \
+    static const int idx = row_index(#name);                   \
+    return run_unary(idx, x);                                  \
+  }                                                            \
+  Tensor& name##_(Tensor& x) {                                 \
+    static const int idx = row_index(#name);                   \
+    return run_unary_(idx, x);                                 \
+  }                                                            \
+  Tensor Tensor::name() const { return oneflow::name(*this); } \
   Tensor& Tensor::name##_() { return oneflow::name##_(*this); }
-OF_UNARY_DEF(neg) OF_UNARY_DEF(abs) OF_UNARY_DEF(sign) OF_UNARY_DEF(exp) OF_UNARY_DEF(exp2)
-OF_UNARY_DEF(log) OF_UNARY_DEF(log2) OF_UNARY_DEF(log1p) OF_UNARY_DEF(expm1) OF_UNARY_DEF(sqrt)
-OF_UNARY_DEF(rsqrt) OF_UNARY_DEF(reciprocal) OF_UNARY_DEF(square) OF_UNARY_DEF(sin)
-OF_UNARY_DEF(cos) OF_UNARY_DEF(tan) OF_UNARY_DEF(tanh) OF_UNARY_DEF(sigmoid) OF_UNARY_DEF(relu)
-OF_UNARY_DEF(silu) OF_UNARY_DEF(erf) OF_UNARY_DEF(floor) OF_UNARY_DEF(ceil) OF_UNARY_DEF(round)
-OF_UNARY_DEF(trunc)
+OF_UNARY_DEF(neg)
+OF_UNARY_DEF(abs)
+OF_UNARY_DEF(sign) OF_UNARY_DEF(exp) OF_UNARY_DEF(exp2) OF_UNARY_DEF(log) OF_UNARY_DEF(log2)
+    OF_UNARY_DEF(log1p) OF_UNARY_DEF(expm1) OF_UNARY_DEF(sqrt) OF_UNARY_DEF(rsqrt)
+        OF_UNARY_DEF(reciprocal) OF_UNARY_DEF(square) OF_UNARY_DEF(sin) OF_UNARY_DEF(cos)
+            OF_UNARY_DEF(tan) OF_UNARY_DEF(tanh) OF_UNARY_DEF(sigmoid) OF_UNARY_DEF(relu)
+                OF_UNARY_DEF(silu) OF_UNARY_DEF(erf) OF_UNARY_DEF(floor) OF_UNARY_DEF(ceil)
+                    OF_UNARY_DEF(round) OF_UNARY_DEF(trunc)
 #undef OF_UNARY_DEF
 
-Tensor isnan(const Tensor& x) {
+                        Tensor isnan(const Tensor& x) {
   static const int idx = row_index("isnan");
   return run_unary(idx, x);
 }
@@ -244,6 +254,8 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   Tensor in = x.is_floating_point() ? x : x.to(kFloat32);
   return dispatch1(op, {in}, {std::string(approximate)});
 }
-Tensor Tensor::gelu(std::string_view approximate) const { return oneflow::gelu(*this, approximate); }
+Tensor Tensor::gelu(std::string_view approximate) const {
+  return oneflow::gelu(*this, approximate);
+}
 
 }  // namespace oneflow

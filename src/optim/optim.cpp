@@ -37,7 +37,8 @@ double lr_checked(double lr, const char* op) {
 
 // ---------------------------------------------------------------- options fields
 
-#define OF_FIELD(name) {#name, double(name())}
+#define OF_FIELD(name) \
+  { #name, double(name()) }
 #define OF_SET_FIELD(name)      \
   if (key == #name) {           \
     name(decltype(name##_)(v)); \
@@ -49,34 +50,37 @@ std::vector<std::pair<std::string, double>> SGDOptions::fields() const {
           OF_FIELD(nesterov)};
 }
 void SGDOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr) OF_SET_FIELD(momentum) OF_SET_FIELD(dampening) OF_SET_FIELD(weight_decay)
-  OF_SET_FIELD(nesterov)
-  fail("[SGD] unknown option '{}'", key);
+  OF_SET_FIELD(lr)
+  OF_SET_FIELD(momentum)
+  OF_SET_FIELD(dampening) OF_SET_FIELD(weight_decay) OF_SET_FIELD(nesterov)
+      fail("[SGD] unknown option '{}'", key);
 }
 
-#define OF_ADAM_FIELDS(Options, Name)                                                        \
-  std::vector<std::pair<std::string, double>> Options::fields() const {                      \
-    return {OF_FIELD(lr), {"beta1", std::get<0>(betas())}, {"beta2", std::get<1>(betas())}, \
-            OF_FIELD(eps), OF_FIELD(weight_decay), OF_FIELD(amsgrad)};                       \
-  }                                                                                          \
-  void Options::set_field(const std::string& key, double v) {                                \
-    if (key == "beta1") return void(std::get<0>(betas_) = v);                                \
-    if (key == "beta2") return void(std::get<1>(betas_) = v);                                \
-    OF_SET_FIELD(lr) OF_SET_FIELD(eps) OF_SET_FIELD(weight_decay) OF_SET_FIELD(amsgrad)      \
-    fail("[" Name "] unknown option '{}'", key);                                             \
+#define OF_ADAM_FIELDS(Options, Name)                                                             \
+  std::vector<std::pair<std::string, double>> Options::fields() const {                           \
+    return {OF_FIELD(lr),  {"beta1", std::get<0>(betas())}, {"beta2", std::get<1>(betas())},      \
+            OF_FIELD(eps), OF_FIELD(weight_decay),          OF_FIELD(amsgrad)};                   \
+  }                                                                                               \
+  void Options::set_field(const std::string& key, double v) {                                     \
+    if (key == "beta1") return void(std::get<0>(betas_) = v);                                     \
+    if (key == "beta2") return void(std::get<1>(betas_) = v);                                     \
+    OF_SET_FIELD(lr)                                                                              \
+    OF_SET_FIELD(eps)                                                                             \
+    OF_SET_FIELD(weight_decay) OF_SET_FIELD(amsgrad) fail("[" Name "] unknown option '{}'", key); \
   }
 OF_ADAM_FIELDS(AdamOptions, "Adam")
 OF_ADAM_FIELDS(AdamWOptions, "AdamW")
 #undef OF_ADAM_FIELDS
 
 std::vector<std::pair<std::string, double>> RMSpropOptions::fields() const {
-  return {OF_FIELD(lr), OF_FIELD(alpha), OF_FIELD(eps), OF_FIELD(weight_decay),
-          OF_FIELD(momentum), OF_FIELD(centered)};
+  return {OF_FIELD(lr),           OF_FIELD(alpha),    OF_FIELD(eps),
+          OF_FIELD(weight_decay), OF_FIELD(momentum), OF_FIELD(centered)};
 }
 void RMSpropOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr) OF_SET_FIELD(alpha) OF_SET_FIELD(eps) OF_SET_FIELD(weight_decay)
-  OF_SET_FIELD(momentum) OF_SET_FIELD(centered)
-  fail("[RMSprop] unknown option '{}'", key);
+  OF_SET_FIELD(lr)
+  OF_SET_FIELD(alpha)
+  OF_SET_FIELD(eps) OF_SET_FIELD(weight_decay) OF_SET_FIELD(momentum) OF_SET_FIELD(centered)
+      fail("[RMSprop] unknown option '{}'", key);
 }
 
 std::vector<std::pair<std::string, double>> AdagradOptions::fields() const {
@@ -84,9 +88,10 @@ std::vector<std::pair<std::string, double>> AdagradOptions::fields() const {
           OF_FIELD(initial_accumulator_value), OF_FIELD(eps)};
 }
 void AdagradOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr) OF_SET_FIELD(lr_decay) OF_SET_FIELD(weight_decay)
-  OF_SET_FIELD(initial_accumulator_value) OF_SET_FIELD(eps)
-  fail("[Adagrad] unknown option '{}'", key);
+  OF_SET_FIELD(lr)
+  OF_SET_FIELD(lr_decay)
+  OF_SET_FIELD(weight_decay) OF_SET_FIELD(initial_accumulator_value) OF_SET_FIELD(eps)
+      fail("[Adagrad] unknown option '{}'", key);
 }
 #undef OF_FIELD
 #undef OF_SET_FIELD
@@ -105,8 +110,8 @@ Optimizer::Optimizer(std::vector<OptimizerParamGroup> groups,
 }
 
 void Optimizer::add_param_group(const OptimizerParamGroup& group) {
-  OptimizerParamGroup g(group.params(), group.has_options() ? group.options().clone()
-                                                            : defaults_->clone());
+  OptimizerParamGroup g(group.params(),
+                        group.has_options() ? group.options().clone() : defaults_->clone());
   std::set<const TensorImpl*> seen;
   for (const auto& existing : groups_)
     for (const Tensor& p : existing.params()) seen.insert(p.impl());
@@ -130,8 +135,8 @@ std::vector<Tensor> Optimizer::parameters() const {
 }
 
 Tensor Optimizer::lr_tensor(size_t g) {
-  return trace::host_scalar(groups_[g].options().get_lr(),
-                            [this, g] { return groups_[g].options().get_lr(); }, alive_);
+  return trace::host_scalar(
+      groups_[g].options().get_lr(), [this, g] { return groups_[g].options().get_lr(); }, alive_);
 }
 
 Tensor& Optimizer::advance_step(ParamState& st) {
@@ -202,7 +207,8 @@ void Optimizer::load_state_dict(const OrderedDict<std::string, Tensor>& sd) {
       if (end == std::string::npos) fail("[load_state_dict] malformed optimizer key '{}'", key);
       size_t idx = 0;
       for (size_t k = start; k < end; ++k) {
-        if (key[k] < '0' || key[k] > '9') fail("[load_state_dict] malformed optimizer key '{}'", key);
+        if (key[k] < '0' || key[k] > '9')
+          fail("[load_state_dict] malformed optimizer key '{}'", key);
         idx = idx * 10 + size_t(key[k] - '0');
       }
       return idx;
@@ -296,7 +302,8 @@ namespace {
 
 // The shared Adam update (decoupled: AdamW's weight decay applied to p beforehand).
 void adam_update(Tensor& p, Tensor grad, Tensor& step, OrderedDict<std::string, Tensor>& bufs,
-                 const Tensor& lr, double beta1, double beta2, double eps, double l2, bool amsgrad) {
+                 const Tensor& lr, double beta1, double beta2, double eps, double l2,
+                 bool amsgrad) {
   if (!bufs.contains("exp_avg")) {
     bufs.insert("exp_avg", zeros_like(p));
     bufs.insert("exp_avg_sq", zeros_like(p));
@@ -373,8 +380,8 @@ Tensor AdamW::step(LossClosure closure) {
       ParamState& st = state(p);
       Tensor& step = advance_step(st);
       if (o.weight_decay() != 0) p.mul_((1 - lr * o.weight_decay()).to(p.dtype()));
-      adam_update(p, p.grad(), step, st.buffers, lr, std::get<0>(o.betas()),
-                  std::get<1>(o.betas()), o.eps(), 0.0, o.amsgrad());
+      adam_update(p, p.grad(), step, st.buffers, lr, std::get<0>(o.betas()), std::get<1>(o.betas()),
+                  o.eps(), 0.0, o.amsgrad());
     }
   }
   return loss;
@@ -542,8 +549,12 @@ double LambdaLR::lr_at(int64_t e, size_t, double base) const { return base * lam
 
 OneCycleLR::OneCycleLR(Optimizer& o, double max_lr, int64_t total_steps, double pct_start,
                        double div_factor, double final_div_factor)
-    : LRScheduler(o), max_lr_(max_lr), pct_(pct_start), div_(div_factor),
-      final_div_(final_div_factor), total_(total_steps) {
+    : LRScheduler(o),
+      max_lr_(max_lr),
+      pct_(pct_start),
+      div_(div_factor),
+      final_div_(final_div_factor),
+      total_(total_steps) {
   OF_CHECK(total_steps > 0, "[OneCycleLR] total_steps must be positive, got {}", total_steps);
   OF_CHECK(pct_start > 0 && pct_start < 1, "[OneCycleLR] pct_start must be in (0, 1), got {}",
            pct_start);
@@ -565,19 +576,21 @@ SequentialLR::SequentialLR(Optimizer& o, std::vector<std::shared_ptr<LRScheduler
     : LRScheduler(o), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
   OF_CHECK(!schedulers_.empty() && milestones_.size() == schedulers_.size() - 1,
            "[SequentialLR] expected {} milestones for {} schedulers, got {}",
-           schedulers_.empty() ? 0 : schedulers_.size() - 1, schedulers_.size(), milestones_.size());
+           schedulers_.empty() ? 0 : schedulers_.size() - 1, schedulers_.size(),
+           milestones_.size());
   for (auto& s : schedulers_) OF_CHECK(s != nullptr, "[SequentialLR] a scheduler is null");
   // the sub-schedulers' constructors may have changed the lrs: start from the first one's epoch 0
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     base_lrs_[g] = schedulers_[0]->base_lrs_[g];
-    o.param_groups()[g].options().set_lr(
-        dynamic_cast<LinearLR*>(schedulers_[0].get()) || dynamic_cast<LambdaLR*>(schedulers_[0].get())
-            ? schedulers_[0]->lr_at(0, g, base_lrs_[g])
-            : base_lrs_[g]);
+    o.param_groups()[g].options().set_lr(dynamic_cast<LinearLR*>(schedulers_[0].get()) ||
+                                                 dynamic_cast<LambdaLR*>(schedulers_[0].get())
+                                             ? schedulers_[0]->lr_at(0, g, base_lrs_[g])
+                                             : base_lrs_[g]);
   }
 }
 double SequentialLR::lr_at(int64_t e, size_t g, double) const {
-  size_t k = size_t(std::upper_bound(milestones_.begin(), milestones_.end(), e) - milestones_.begin());
+  size_t k =
+      size_t(std::upper_bound(milestones_.begin(), milestones_.end(), e) - milestones_.begin());
   const int64_t start = k == 0 ? 0 : milestones_[k - 1];
   // every sub-scheduler starts from the optimizer's initial lr (PyTorch's group["initial_lr"]),
   // not from whatever the previous scheduler's constructor left in the group
@@ -666,12 +679,16 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
       const Tensor& p = group.params()[i];
       if (!p.grad().defined()) continue;
       if (!p.is_global())
-        fail("[{}] parameter {} of group {} is a local tensor: make the model global first "
-             "(model->to_global(placement, of::sbp::broadcast()))", op, i, gi);
+        fail(
+            "[{}] parameter {} of group {} is a local tensor: make the model global first "
+            "(model->to_global(placement, of::sbp::broadcast()))",
+            op, i, gi);
       for (const Sbp& s : p.sbp())
         if (!s.is_broadcast())
-          fail("[{}] parameter {} of group {} has SBP {}; ZeRO shards broadcast (data-parallel) "
-               "parameters only", op, i, gi, sbp_str(p.sbp()));
+          fail(
+              "[{}] parameter {} of group {} has SBP {}; ZeRO shards broadcast (data-parallel) "
+              "parameters only",
+              op, i, gi, sbp_str(p.sbp()));
       if (!ps.empty() && !(p.placement() == ps[0].placement()))
         fail("[{}] parameters of group {} are on different placements: {} and {}", op, gi,
              ps[0].placement().str(), p.placement().str());
@@ -685,9 +702,10 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
     GroupState& z = zero_[gi];
     if (z.layout.empty()) z.layout = layout;
     else if (z.layout != layout)
-      fail("[{}] the parameters of group {} that have gradients changed between steps ({} then "
-           "{}): the split optimizer state is laid out over the first step's parameters", op, gi,
-           z.layout.size(), layout.size());
+      fail(
+          "[{}] the parameters of group {} that have gradients changed between steps ({} then "
+          "{}): the split optimizer state is laid out over the first step's parameters",
+          op, gi, z.layout.size(), layout.size());
     const Placement pl = ps[0].placement();
     const NdSbp split(size_t(pl.ndim()), Sbp::split(0));
     const NdSbp whole(size_t(pl.ndim()), Sbp::broadcast());
@@ -701,8 +719,8 @@ Tensor ZeroRedundancyAdam::step(optim::LossClosure closure) {
     Tensor piece = cat(flat_p, 0).to_global(pl, split);
     const Tensor grad = cat(flat_g, 0).to_global(pl, split);
     optim::adam_update(piece, grad, advance_step(z.state), z.state.buffers, lr_tensor(gi),
-                       std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(),
-                       o.weight_decay(), o.amsgrad());
+                       std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
+                       o.amsgrad());
     // one all-gather of the new parameters, copied back into each parameter's storage
     const Tensor all = piece.to_global(pl, whole);
     int64_t off = 0;

@@ -116,8 +116,8 @@ struct Step {
 
 struct EscapeSlot {
   int buffer;
-  std::vector<int> values;           // values on it
-  long internal_refs = 0;            // references the plan itself holds to its storage
+  std::vector<int> values;                   // values on it
+  long internal_refs = 0;                    // references the plan itself holds to its storage
   std::shared_ptr<TensorImpl> grad_handout;  // the impl bound as a .grad last call
 };
 
@@ -136,7 +136,7 @@ class Plan {
   std::vector<int> effect_escape;  // per .grad effect: its escape slot (-1: none)
   std::vector<GeneratorState> draws;
   // NOTE [CUDA Graph replay]
-  int cuda_device = -1;      // a plan of CUDA tensors (on this device); -1: a CPU plan
+  int cuda_device = -1;       // a plan of CUDA tensors (on this device); -1: a CPU plan
   std::string graph_refused;  // why it replays without a CUDA graph (empty: it captures)
   bool index_checks = false;  // a captured step checks indices (the flag is read after a launch)
   void* graph_exec = nullptr;
@@ -196,10 +196,11 @@ bool in_group_scratch(const Graph& g, int v) {
 void build_cuda_group(Plan& p, int gid) {
   GroupPlan gp;
   gp.cuda_source = generate_fused_kernel(p.g, gid);
-  if (!gp.cuda_source.ok) fail("[jit.fuse] group {} cannot be generated: {}", gid, gp.cuda_source.why_not);
+  if (!gp.cuda_source.ok)
+    fail("[jit.fuse] group {} cannot be generated: {}", gid, gp.cuda_source.why_not);
   gp.numel = gp.cuda_source.numel;
-  gp.cuda_kernel = cuda_backend::fused_compile(gp.cuda_source.source, gp.cuda_source.name,
-                                               p.cuda_device);
+  gp.cuda_kernel =
+      cuda_backend::fused_compile(gp.cuda_source.source, gp.cuda_source.name, p.cuda_device);
   gp.label = fmt::format("(fused kernel {} x{})", gp.cuda_source.name, gp.numel);
   p.groups.push_back(std::move(gp));
 }
@@ -264,7 +265,8 @@ void build_group(Plan& p, int gid) {
   gp.label = "(fused:";
   for (int ni : members) gp.label += " " + g.nodes[size_t(ni)].op->name;
   gp.label += fmt::format(" x{})", gp.numel);
-  const int nworkers = 2 * std::max<int>(pool_threads(), int(std::thread::hardware_concurrency())) + 2;
+  const int nworkers =
+      2 * std::max<int>(pool_threads(), int(std::thread::hardware_concurrency())) + 2;
   for (int w = 0; w < nworkers; ++w) {
     auto wk = std::make_unique<GroupPlan::Worker>();
     for (const GroupSlot& s : gp.slots) {
@@ -342,11 +344,16 @@ void gather_block(const TensorImpl& src, const DimVector& shape, const DimVector
   const size_t es = itemsize(src.dtype);
   const char* base = static_cast<const char*>(src.storage->data) + src.offset * int64_t(es);
   switch (es) {
-    case 1: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint8_t*>(dst));
-    case 2: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint16_t*>(dst));
-    case 4: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint32_t*>(dst));
-    case 8: return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint64_t*>(dst));
-    default: break;
+    case 1:
+      return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint8_t*>(dst));
+    case 2:
+      return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint16_t*>(dst));
+    case 4:
+      return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint32_t*>(dst));
+    case 8:
+      return gather_runs(base, shape, bst, begin, n, reinterpret_cast<uint64_t*>(dst));
+    default:
+      break;
   }
   fail("[jit.replay] internal error: a fused group gathers {}-byte elements", es);
 }
@@ -425,15 +432,15 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     if (!v.device.is_cuda()) continue;
     const int d = std::max(v.device.index(), 0);
     if (p.cuda_device >= 0 && p.cuda_device != d)
-      fail("[jit.trace] the recorded graph has tensors on cuda:{} and cuda:{}; a traced step runs "
-           "on one device (the call runs eagerly)", p.cuda_device, d);
+      fail(
+          "[jit.trace] the recorded graph has tensors on cuda:{} and cuda:{}; a traced step runs "
+          "on one device (the call runs eagerly)",
+          p.cuda_device, d);
     p.cuda_device = d;
   }
   const bool cuda = p.cuda_device >= 0;
   const Device arena_dev = cuda ? Device(kCUDA, p.cuda_device) : Device(kCPU);
-  auto on_arena_dev = [&](const Device& d) {
-    return cuda ? d.is_cuda() : d.is_cpu();
-  };
+  auto on_arena_dev = [&](const Device& d) { return cuda ? d.is_cuda() : d.is_cpu(); };
   // NOTE [CUDA Graph replay]: which steps run on the host before the launch (CPU kernels:
   // host scalars, their copies to the device) and which are captured. A pre-step's CUDA output
   // gets its own memory (it is written before the graph runs, so no arena sharing).
@@ -494,9 +501,9 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
           p.escapes.push_back(EscapeSlot{int(b), p.values_of_buffer[b], 0, nullptr});
         } else if (buf.arena_offset >= 0) {
           Storage arena = p.arena;
-          p.buf_storage[b] = std::make_shared<StorageImpl>(
-              static_cast<char*>(arena->data) + buf.arena_offset, buf.nbytes, arena_dev,
-              [arena](void*) {});
+          p.buf_storage[b] =
+              std::make_shared<StorageImpl>(static_cast<char*>(arena->data) + buf.arena_offset,
+                                            buf.nbytes, arena_dev, [arena](void*) {});
         } else if (buf.nbytes == 0) {  // an empty tensor (a rank's empty piece): no bytes
           p.buf_storage[b] = allocate_storage(0, buf.device);
         } else if (iv[b].first >= 0) {  // off the arena's device, or a pre-step's output
@@ -570,7 +577,8 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     }
     if (n.writes_existing) {
       const Buffer& b = g.buffers[size_t(g.values[size_t(n.outputs[0])].buffer)];
-      if (b.kind != BufKind::Intermediate && p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)])
+      if (b.kind != BufKind::Intermediate &&
+          p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)])
         s.bump = p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)].get();
     }
     p.steps.push_back(std::move(s));
@@ -591,14 +599,17 @@ std::string check_externals(const Plan& p) {
     if (b.kind == BufKind::External) {
       for (const auto& impl : b.impls)
         if (impl->storage.get() != b.recorded_storage)
-          return fmt::format("an external tensor of shape {} ({}) was re-bound to new memory "
-                             "since it was recorded (set_data, load_state_dict, to())",
-                             shape_str(impl->sizes), dtype_name(impl->dtype));
+          return fmt::format(
+              "an external tensor of shape {} ({}) was re-bound to new memory "
+              "since it was recorded (set_data, load_state_dict, to())",
+              shape_str(impl->sizes), dtype_name(impl->dtype));
     } else if (b.kind == BufKind::GradOf) {
       const Tensor& gr = grad_slot(b.impls[0].get());
       if (!gr.defined())
-        return fmt::format("the .grad of a tensor of shape {} was read by the recorded call but "
-                           "is undefined now", shape_str(b.impls[0]->sizes));
+        return fmt::format(
+            "the .grad of a tensor of shape {} was read by the recorded call but "
+            "is undefined now",
+            shape_str(b.impls[0]->sizes));
     } else if (b.kind == BufKind::HostScalar) {
       if (b.owner.expired())
         return "an optimizer whose learning rate the recorded graph reads was destroyed";
@@ -610,8 +621,10 @@ std::string check_externals(const Plan& p) {
     const Value& v = g.values[size_t(b.root_value)];
     if (gr.dtype() != v.dtype || !(gr.sizes() == IntArrayRef(v.sizes)) ||
         !(gr.strides() == IntArrayRef(v.strides)))
-      return fmt::format("the .grad of a tensor of shape {} changed dtype, shape or layout since "
-                         "it was recorded", shape_str(b.impls[0]->sizes));
+      return fmt::format(
+          "the .grad of a tensor of shape {} changed dtype, shape or layout since "
+          "it was recorded",
+          shape_str(b.impls[0]->sizes));
   }
   return {};
 }
@@ -636,7 +649,8 @@ struct Profiler {
       total += x.first;
     }
     std::sort(v.rbegin(), v.rend());
-    std::fprintf(stderr, "[jit.replay] profile: %.3f ms in kernels over all replays\n", total * 1e3);
+    std::fprintf(stderr, "[jit.replay] profile: %.3f ms in kernels over all replays\n",
+                 total * 1e3);
     for (auto& [t, k] : v)
       std::fprintf(stderr, "  %-44s %10.3f ms %6.1f%%  %llu calls\n", k.c_str(), t * 1e3,
                    100 * t / total, (unsigned long long)per_op[k].second);
@@ -650,7 +664,8 @@ struct Profiler {
     }
     ~Scope() {
       if (!on) return;
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       Profiler& p = get();
       std::lock_guard<std::mutex> lk(p.mu);
       auto& x = p.per_op[name];
@@ -704,8 +719,8 @@ Storage swap_out(const Storage& s) {
 }
 
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
-  Profiler::Scope ps(profile, s.group >= 0 ? p.groups[size_t(s.group)].label.c_str()
-                                           : s.op->name.c_str());
+  Profiler::Scope ps(profile,
+                     s.group >= 0 ? p.groups[size_t(s.group)].label.c_str() : s.op->name.c_str());
   if (s.group >= 0) {
     run_group(p, p.groups[size_t(s.group)]);
     return;
@@ -749,8 +764,8 @@ bool capture(Plan& p) {
         run_group(p, p.groups[size_t(s.group)]);
         continue;
       }
-      const void* rng = s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng)
-                                   : nullptr;
+      const void* rng =
+          s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng) : nullptr;
       cuda_backend::graph_slots(rng, flag);
       p.index_checks = p.index_checks || s.op->has(kChecksIndices);
       cuda_backend::note_launch(s.op->name.c_str());
@@ -763,7 +778,9 @@ bool capture(Plan& p) {
     return false;
   }
   p.captured_grads.clear();
-  for (int b : p.grad_buffers) p.captured_grads.push_back(grad_slot(p.g.buffers[size_t(b)].impls[0].get()).impl()->storage.get());
+  for (int b : p.grad_buffers)
+    p.captured_grads.push_back(
+        grad_slot(p.g.buffers[size_t(b)].impls[0].get()).impl()->storage.get());
   return true;
 }
 
@@ -820,7 +837,8 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     const int b = p.grad_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
     const Tensor& gr = grad_slot(buf.impls[0].get());
-    if (p.graph_exec && (k >= p.captured_grads.size() || p.captured_grads[k] != gr.impl()->storage.get())) {
+    if (p.graph_exec &&
+        (k >= p.captured_grads.size() || p.captured_grads[k] != gr.impl()->storage.get())) {
       cuda_backend::graph_destroy(p.graph_exec);  // a .grad re-bound to new memory: capture again
       p.graph_exec = nullptr;
     }
@@ -862,8 +880,9 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       if (e.grad_handout && e.grad_handout.use_count() == 2) ++expected;  // bound as .grad only
       if (owners_synchronized(s) <= expected) continue;  // NOTE [Counting owners before a write]
       // a CUDA graph writes fixed addresses: the holder's object takes a copy instead
-      s = graph && s->device.is_cuda() ? swap_out(s)
-                                       : allocate_storage(g.buffers[size_t(e.buffer)].nbytes, s->device);
+      s = graph && s->device.is_cuda()
+              ? swap_out(s)
+              : allocate_storage(g.buffers[size_t(e.buffer)].nbytes, s->device);
       e.grad_handout.reset();
       for (int v : e.values)
         if (p.vt[size_t(v)].defined()) p.vt[size_t(v)].impl()->storage = s;
@@ -883,9 +902,10 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
         int flag = 0;
         copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
         if (flag)
-          fail("[jit.replay] an index or class target was out of range in this replay of the "
-               "traced step's CUDA Graph (embedding, cross_entropy, index_select or index_add: "
-               "indices must lie in [0, size)); its results are invalid");
+          fail(
+              "[jit.replay] an index or class target was out of range in this replay of the "
+              "traced step's CUDA Graph (embedding, cross_entropy, index_select or index_add: "
+              "indices must lie in [0, size)); its results are invalid");
       }
     } else {
       KernelScope scope;

@@ -44,6 +44,8 @@ struct FunctorRow {
   const char* functor;  // OpDef::functor
   Kind kind;
 };
+// One row per op, one line per row (kept as written by clang-format).
+// clang-format off
 constexpr FunctorRow kFunctors[] = {
     {"fn::Neg", Kind::All},          {"fn::Abs", Kind::All},         {"fn::Sign", Kind::All},
     {"fn::Exp", Kind::Float},        {"fn::Exp2", Kind::Float},      {"fn::Log", Kind::Float},
@@ -63,6 +65,7 @@ constexpr FunctorRow kFunctors[] = {
     {"fn::Ge", Kind::Bool},          {"fn::LogicalAnd", Kind::Bool}, {"fn::LogicalOr", Kind::Bool},
     {"fn::LogicalXor", Kind::Bool},
 };
+// clang-format on
 
 const FunctorRow* functor_row(const char* functor) {
   if (!functor) return nullptr;
@@ -81,14 +84,22 @@ bool reads_input(Special s, size_t k) {
 
 const char* cpp_type(ScalarType t) {
   switch (t) {
-    case kFloat32: return "float";
-    case kFloat64: return "double";
-    case kFloat16: return "oneflow::Half";
-    case kBFloat16: return "oneflow::BFloat16";
-    case kInt32: return "int32_t";
-    case kInt64: return "int64_t";
-    case kUInt8: return "uint8_t";
-    case kBool: return "bool";
+    case kFloat32:
+      return "float";
+    case kFloat64:
+      return "double";
+    case kFloat16:
+      return "oneflow::Half";
+    case kBFloat16:
+      return "oneflow::BFloat16";
+    case kInt32:
+      return "int32_t";
+    case kInt64:
+      return "int64_t";
+    case kUInt8:
+      return "uint8_t";
+    case kBool:
+      return "bool";
   }
   return "void";
 }
@@ -98,8 +109,7 @@ const char* compute_type(ScalarType t) {
 }
 
 // Attrs read as the unfused kernels read them (std::get), without throwing.
-template <class T>
-const T* attr(const Node& n, size_t k) {
+template <class T> const T* attr(const Node& n, size_t k) {
   return k < n.attrs.size() ? std::get_if<T>(&n.attrs.values[k]) : nullptr;
 }
 
@@ -107,8 +117,8 @@ std::string f64_literal(double d) {
   uint64_t bits;
   std::memcpy(&bits, &d, 8);
   return fmt::format("oneflow::fused::f64({}LL)", int64_t(bits) == INT64_MIN
-                                                       ? std::string("-9223372036854775807LL - 1")
-                                                       : std::to_string(int64_t(bits)));
+                                                      ? std::string("-9223372036854775807LL - 1")
+                                                      : std::to_string(int64_t(bits)));
 }
 std::string i64_literal(int64_t v) {
   return v == INT64_MIN ? std::string("(-9223372036854775807L - 1)") : fmt::format("{}L", v);
@@ -143,21 +153,25 @@ std::string check_node(const Graph& g, const Node& n) {
   auto same_dtypes = [&](size_t from, ScalarType t) -> std::string {
     for (size_t k = from; k < n.inputs.size(); ++k)
       if (dtype_of(g, n.inputs[k]) != t)
-        return fmt::format("[{}] mixes dtypes ({}; output {}): its CUDA kernel reads every input "
-                           "as one dtype",
-                           op, dtypes_str(g, n), dtype_name(out));
+        return fmt::format(
+            "[{}] mixes dtypes ({}; output {}): its CUDA kernel reads every input "
+            "as one dtype",
+            op, dtypes_str(g, n), dtype_name(out));
     return "";
   };
   switch (sp) {
     case Special::kGelu: {
       if (auto e = arity(1); !e.empty()) return e;
-      if (!attr<std::string>(n, 0)) return fmt::format("[{}] expected a string attr `approximate`", op);
-      if (!is_floating_point(out)) return fmt::format("[{}] {} operands have no CUDA kernel", op, dtype_name(out));
+      if (!attr<std::string>(n, 0))
+        return fmt::format("[{}] expected a string attr `approximate`", op);
+      if (!is_floating_point(out))
+        return fmt::format("[{}] {} operands have no CUDA kernel", op, dtype_name(out));
       return same_dtypes(0, out);
     }
     case Special::kWhere: {
       if (auto e = arity(3); !e.empty()) return e;
-      if (dtype_of(g, n.inputs[0]) != kBool) return fmt::format("[{}] expected a bool condition", op);
+      if (dtype_of(g, n.inputs[0]) != kBool)
+        return fmt::format("[{}] expected a bool condition", op);
       return same_dtypes(1, out);
     }
     case Special::kFill:
@@ -177,7 +191,8 @@ std::string check_node(const Graph& g, const Node& n) {
       if (!attr<bool>(n, 0) || !attr<double>(n, 1) || !attr<bool>(n, 2) || !attr<double>(n, 3))
         return fmt::format("[{}] expected attrs (bool, double, bool, double)", op);
       return same_dtypes(0, out);
-    case Special::kFunctor: break;
+    case Special::kFunctor:
+      break;
   }
   const FunctorRow* row = functor_row(n.op->functor);
   if (!row)
@@ -225,8 +240,8 @@ std::string member_expr(const Graph& g, const Node& n, const std::vector<std::st
     case Special::kCopyInto: {
       // the identity kernel in the destination dtype, after copy_to_contiguous's conversion
       const ScalarType src = dtype_of(g, n.inputs[1]);
-      const std::string s = src == out ? in[1]
-                                       : fmt::format("oneflow::fused::convert<{}>({})", O, in[1]);
+      const std::string s =
+          src == out ? in[1] : fmt::format("oneflow::fused::convert<{}>({})", O, in[1]);
       return fmt::format("{}({}({}))", O, compute_type(out), s);
     }
     case Special::kCast:
@@ -239,7 +254,8 @@ std::string member_expr(const Graph& g, const Node& n, const std::vector<std::st
                          *attr<bool>(n, 0) ? "true" : "false", *attr<bool>(n, 2) ? "true" : "false",
                          f64_literal(*attr<double>(n, 1)), f64_literal(*attr<double>(n, 3)),
                          widen(0));
-    case Special::kFunctor: break;
+    case Special::kFunctor:
+      break;
   }
   // a row op: Out(f(C(a)[, C(b)])), as elementwise.cu's apply()
   const std::string f = fmt::format("oneflow::{}{{}}", n.op->functor);
@@ -284,7 +300,8 @@ std::string fused_unsupported(const Graph& g, const Node& n) { return check_node
 FusedKernelSource generate_fused_kernel(const Graph& g, int group) {
   FusedKernelSource k;
   if (group < 0 || size_t(group) >= g.groups.size() || g.groups[size_t(group)].empty()) {
-    k.why_not = fmt::format("[jit.fuse] no fused group {} (the graph has {})", group, g.groups.size());
+    k.why_not =
+        fmt::format("[jit.fuse] no fused group {} (the graph has {})", group, g.groups.size());
     return k;
   }
   const std::vector<int>& members = g.groups[size_t(group)];
@@ -391,9 +408,10 @@ FusedKernelSource generate_fused_kernel(const Graph& g, int group) {
   const size_t nd = sizes.size();
   const size_t words = 2 + nd + strided.size() * nd + inputs.size() + outputs.size();
   if (words * 8 > kMaxParamBytes) {
-    k.why_not = fmt::format("[jit.fuse] the group's {} inputs and {} outputs need {} bytes of "
-                            "kernel parameters (at most {})",
-                            inputs.size(), outputs.size(), words * 8, kMaxParamBytes);
+    k.why_not = fmt::format(
+        "[jit.fuse] the group's {} inputs and {} outputs need {} bytes of "
+        "kernel parameters (at most {})",
+        inputs.size(), outputs.size(), words * 8, kMaxParamBytes);
     return k;
   }
   k.static_params = {k.numel, 0};
@@ -435,7 +453,8 @@ FusedKernelSource generate_fused_kernel(const Graph& g, int group) {
     src += "    {\n      long r = i;\n";
     for (size_t d = nd; d-- > 0;) {
       if (d > 0) {
-        src += fmt::format("      const long x{} = r % a.size[{}];\n      r /= a.size[{}];\n", d, d, d);
+        src += fmt::format("      const long x{} = r % a.size[{}];\n      r /= a.size[{}];\n", d, d,
+                           d);
       } else {
         src += "      const long x0 = r;\n";
       }

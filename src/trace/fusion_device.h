@@ -17,8 +17,7 @@ template <class T>
 inline constexpr bool is_half_like_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // Same rules as the CPU casts: bool is "!= 0"; the 16-bit floats go through float.
-template <class To, class From>
-__device__ __forceinline__ To convert(From v) {
+template <class To, class From> __device__ __forceinline__ To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {

@@ -30,42 +30,42 @@ typedef unsigned long size_t;
 #define INFINITY (__int_as_float(0x7f800000))  // math.h: __builtin_inff(), which NVRTC lacks
 
 namespace std {
-using ::int8_t;
 using ::int16_t;
 using ::int32_t;
 using ::int64_t;
-using ::uint8_t;
+using ::int8_t;
+using ::size_t;
 using ::uint16_t;
 using ::uint32_t;
 using ::uint64_t;
-using ::size_t;
+using ::uint8_t;
 
 // ---- <cstring>
 using ::memcpy;
 
 // ---- <cmath>: CUDA's float and double overloads of the global math functions
-using ::floor;
+using ::atan2;
 using ::ceil;
-using ::trunc;
-using ::nearbyint;
-using ::fabs;
+using ::cos;
+using ::erf;
 using ::exp;
 using ::exp2;
 using ::expm1;
-using ::log;
-using ::log2;
-using ::log1p;
-using ::sqrt;
-using ::sin;
-using ::cos;
-using ::tan;
-using ::tanh;
-using ::erf;
+using ::fabs;
+using ::floor;
 using ::fmod;
-using ::atan2;
-using ::pow;
 using ::isinf;
 using ::isnan;
+using ::log;
+using ::log1p;
+using ::log2;
+using ::nearbyint;
+using ::pow;
+using ::sin;
+using ::sqrt;
+using ::tan;
+using ::tanh;
+using ::trunc;
 
 // ---- <type_traits>
 template <class T, T v> struct integral_constant {
@@ -125,23 +125,24 @@ template <class T> struct is_integral : rtc_detail::integral<remove_cv_t<T>> {};
 template <class T> inline constexpr bool is_integral_v = is_integral<T>::value;
 template <class T> struct is_floating_point : rtc_detail::floating<remove_cv_t<T>> {};
 template <class T> inline constexpr bool is_floating_point_v = is_floating_point<T>::value;
-template <class T> struct is_arithmetic
-    : integral_constant<bool, is_integral_v<T> || is_floating_point_v<T>> {};
+template <class T>
+struct is_arithmetic : integral_constant<bool, is_integral_v<T> || is_floating_point_v<T>> {};
 template <class T> inline constexpr bool is_arithmetic_v = is_arithmetic<T>::value;
-template <class T> struct is_signed
-    : integral_constant<bool, is_arithmetic_v<T> && (T(-1) < T(0))> {};
+template <class T>
+struct is_signed : integral_constant<bool, is_arithmetic_v<T> && (T(-1) < T(0))> {};
 template <class T> inline constexpr bool is_signed_v = is_signed<T>::value;
-template <class T> struct is_unsigned
-    : integral_constant<bool, is_arithmetic_v<T> && !(T(-1) < T(0))> {};
+template <class T>
+struct is_unsigned : integral_constant<bool, is_arithmetic_v<T> && !(T(-1) < T(0))> {};
 template <class T> inline constexpr bool is_unsigned_v = is_unsigned<T>::value;
 template <class T> struct make_unsigned { using type = typename rtc_detail::unsigned_of<T>::type; };
 template <class T> using make_unsigned_t = typename make_unsigned<T>::type;
 
 // <cmath>'s overloads for integer arguments (computed as double): Floor/Ceil/Round/Trunc name
 // std::floor(x) for every T, and select x itself for integers
-#define OF_RTC_INTEGRAL_MATH(f)                                               \
-  template <class T, enable_if_t<is_integral_v<T>, int> = 0>                  \
-  __host__ __device__ double f(T x) { return ::f(double(x)); }
+#define OF_RTC_INTEGRAL_MATH(f)                                                                  \
+  template <class T, enable_if_t<is_integral_v<T>, int> = 0> __host__ __device__ double f(T x) { \
+    return ::f(double(x));                                                                       \
+  }
 OF_RTC_INTEGRAL_MATH(floor)
 OF_RTC_INTEGRAL_MATH(ceil)
 OF_RTC_INTEGRAL_MATH(trunc)
@@ -163,10 +164,10 @@ OF_RTC_INTEGRAL_MATH(erf)
 
 // ---- <limits>: min() and max() of the integer types (saturate_cast)
 template <class T> struct numeric_limits;
-#define OF_RTC_LIMITS(T, lo, hi)                                   \
-  template <> struct numeric_limits<T> {                           \
-    __host__ __device__ static constexpr T min() { return lo; }    \
-    __host__ __device__ static constexpr T max() { return hi; }    \
+#define OF_RTC_LIMITS(T, lo, hi)                                \
+  template <> struct numeric_limits<T> {                        \
+    __host__ __device__ static constexpr T min() { return lo; } \
+    __host__ __device__ static constexpr T max() { return hi; } \
   };
 OF_RTC_LIMITS(bool, false, true)
 OF_RTC_LIMITS(signed char, -128, 127)

@@ -23,19 +23,19 @@ const char* buf_kind_name(BufKind k);
 
 struct Buffer {
   BufKind kind = BufKind::Intermediate;
-  size_t nbytes = 0;      // bytes of the storage (intermediates: what the planner places)
+  size_t nbytes = 0;  // bytes of the storage (intermediates: what the planner places)
   Device device;
-  int input = -1;         // Input: the flattened input index
+  int input = -1;           // Input: the flattened input index
   int64_t base_offset = 0;  // Input: the input tensor's storage offset (elements) when recorded
   // External: every impl seen on this storage (checked each call: a re-bound parameter
   // retraces); GradOf: [the leaf]; Constant/HostScalar: the tensor holding the value.
   std::vector<std::shared_ptr<TensorImpl>> impls;
   const StorageImpl* recorded_storage = nullptr;  // External: the storage they pointed to
-  std::function<double()> getter;  // HostScalar: read at every replay
-  std::weak_ptr<void> owner;       // HostScalar: the getter is valid while this lives
-  int root_value = -1;             // roots: the value first seen on it (its recorded geometry)
-  bool escapes = false;            // returned or bound as a .grad: lives outside the arena
-  int64_t arena_offset = -1;       // planned byte offset in the arena (memplan)
+  std::function<double()> getter;                 // HostScalar: read at every replay
+  std::weak_ptr<void> owner;  // HostScalar: the getter is valid while this lives
+  int root_value = -1;        // roots: the value first seen on it (its recorded geometry)
+  bool escapes = false;       // returned or bound as a .grad: lives outside the arena
+  int64_t arena_offset = -1;  // planned byte offset in the arena (memplan)
 };
 
 struct Value {
@@ -44,7 +44,7 @@ struct Value {
   int64_t offset = 0;  // elements from the start of the buffer's storage
   ScalarType dtype = kFloat32;
   Device device;
-  int producer = -1;   // the node whose kernel created it (-1: a root or an alias)
+  int producer = -1;     // the node whose kernel created it (-1: a root or an alias)
   bool is_view = false;  // output of a view op (no kernel)
   int64_t numel() const {
     int64_t n = 1;
@@ -57,11 +57,11 @@ struct Value {
 struct Node {
   const OpDef* op = nullptr;
   Attrs attrs;
-  SmallVector<int, 4> inputs;   // value ids (-1: an undefined optional input)
-  SmallVector<int, 2> outputs;  // value ids
+  SmallVector<int, 4> inputs;    // value ids (-1: an undefined optional input)
+  SmallVector<int, 2> outputs;   // value ids
   bool writes_existing = false;  // outputs[0] is a value that existed before (in-place, out=)
-  int rng = -1;     // index of the generator draw whose (seed, offset) its attrs carry
-  int group = -1;   // fused group (fuse pass)
+  int rng = -1;                  // index of the generator draw whose (seed, offset) its attrs carry
+  int group = -1;                // fused group (fuse pass)
 };
 
 // NOTE [Traced boxing]: a traced step of global tensors is a graph of the local pieces (the
@@ -84,8 +84,8 @@ struct Graph {
   std::vector<Buffer> buffers;
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;   // per flattened input: its value
-  std::vector<int> outputs;  // returned values, in order
+  std::vector<int> inputs;               // per flattened input: its value
+  std::vector<int> outputs;              // returned values, in order
   std::vector<GlobalWrap> output_wraps;  // per output (NOTE [Traced boxing])
   std::vector<GradEffect> grad_effects;
   std::vector<uint64_t> rng_counters;  // generator draws in eager order (counters each)

@@ -27,8 +27,9 @@ std::string attr_str(const AttrValue& v) {
         else if constexpr (std::is_same_v<T, DimVector>) return shape_str(x);
         else if constexpr (std::is_same_v<T, ScalarType>) return std::string(dtype_name(x));
         else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
-        else return x.is_floating_point() ? fmt::format("{}", x.to_double())
-                                          : std::to_string(x.to_long());
+        else
+          return x.is_floating_point() ? fmt::format("{}", x.to_double())
+                                       : std::to_string(x.to_long());
       },
       v);
 }
@@ -60,10 +61,11 @@ std::string to_string(const Graph& g) {
   std::ostringstream os;
   size_t fused = 0;
   for (auto& gr : g.groups) fused += gr.size();
-  os << fmt::format("graph: {} inputs, {} outputs, {} nodes, {} fused groups ({} nodes), arena {} "
-                    "bytes (intermediates {} bytes)\n",
-                    g.inputs.size(), g.outputs.size(), g.nodes.size(), g.groups.size(), fused,
-                    arena_bytes(g), intermediate_bytes(g));
+  os << fmt::format(
+      "graph: {} inputs, {} outputs, {} nodes, {} fused groups ({} nodes), arena {} "
+      "bytes (intermediates {} bytes)\n",
+      g.inputs.size(), g.outputs.size(), g.nodes.size(), g.groups.size(), fused, arena_bytes(g),
+      intermediate_bytes(g));
   for (size_t i = 0; i < g.inputs.size(); ++i)
     os << fmt::format("  %{} = input[{}] : {}\n", g.inputs[i], i, meta_str(g, g.inputs[i]));
   int group = -1;
@@ -73,7 +75,8 @@ std::string to_string(const Graph& g) {
       if (group >= 0) os << "  }\n";
       group = n.group;
       if (group >= 0)
-        os << fmt::format("  fused group {} ({} nodes) {{\n", group, g.groups[size_t(group)].size());
+        os << fmt::format("  fused group {} ({} nodes) {{\n", group,
+                          g.groups[size_t(group)].size());
     }
     std::string ins;
     for (int v : n.inputs) {
@@ -94,8 +97,8 @@ std::string to_string(const Graph& g) {
     if (!attrs.empty()) attrs += "}";
     std::string outs;
     for (int v : n.outputs) outs += (outs.empty() ? "" : ", ") + value_str(g, v);
-    os << fmt::format("  {}{} = {}{}({}){} : {}\n", group >= 0 ? "  " : "", outs, n.op->name,
-                      attrs, ins, n.writes_existing ? " [in-place]" : "",
+    os << fmt::format("  {}{} = {}{}({}){} : {}\n", group >= 0 ? "  " : "", outs, n.op->name, attrs,
+                      ins, n.writes_existing ? " [in-place]" : "",
                       meta_str(g, n.outputs.empty() ? -1 : n.outputs[0]));
   }
   if (group >= 0) os << "  }\n";
@@ -184,8 +187,8 @@ struct InputSig {
   ScalarType dtype;
   Device device;
   bool requires_grad;
-  int alias_of;     // earlier input with the same storage (-1: none)
-  int64_t delta;    // offset difference to it
+  int alias_of;        // earlier input with the same storage (-1: none)
+  int64_t delta;       // offset difference to it
   std::string global;  // a global input's placement and SBP (empty: local)
   bool operator==(const InputSig& o) const {
     return IntArrayRef(sizes) == IntArrayRef(o.sizes) &&
@@ -214,7 +217,13 @@ Signature signature_of(const std::vector<Tensor>& in, const std::vector<int>& st
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
     if (!t.defined()) fail("[jit.trace] input {} is undefined", i);
-    InputSig x{t.sizes().dims(), t.impl()->strides, t.dtype(), t.device(), t.requires_grad(), -1, 0,
+    InputSig x{t.sizes().dims(),
+               t.impl()->strides,
+               t.dtype(),
+               t.device(),
+               t.requires_grad(),
+               -1,
+               0,
                t.is_global() ? t.placement().str() + " " + sbp_str(t.sbp()) : std::string()};
     for (size_t j = 0; j < i; ++j)
       if (in[j].impl()->storage == t.impl()->storage) {
@@ -244,18 +253,23 @@ std::string explain(const Signature& before, const Signature& now) {
   for (size_t i = 0; i < now.inputs.size(); ++i) {
     const InputSig &a = before.inputs[i], &b = now.inputs[i];
     if (!(IntArrayRef(a.sizes) == IntArrayRef(b.sizes)))
-      return fmt::format("input {} shape changed {} -> {}", i, shape_str(a.sizes), shape_str(b.sizes));
+      return fmt::format("input {} shape changed {} -> {}", i, shape_str(a.sizes),
+                         shape_str(b.sizes));
     if (a.dtype != b.dtype)
-      return fmt::format("input {} dtype changed {} -> {}", i, dtype_name(a.dtype), dtype_name(b.dtype));
+      return fmt::format("input {} dtype changed {} -> {}", i, dtype_name(a.dtype),
+                         dtype_name(b.dtype));
     if (a.device != b.device)
       return fmt::format("input {} device changed {} -> {}", i, a.device.str(), b.device.str());
     if (a.requires_grad != b.requires_grad)
-      return fmt::format("input {} requires_grad changed {} -> {}", i, a.requires_grad, b.requires_grad);
+      return fmt::format("input {} requires_grad changed {} -> {}", i, a.requires_grad,
+                         b.requires_grad);
     if (a.global != b.global)
       return fmt::format("input {} placement/SBP changed {} -> {}", i,
-                         a.global.empty() ? "local" : a.global, b.global.empty() ? "local" : b.global);
+                         a.global.empty() ? "local" : a.global,
+                         b.global.empty() ? "local" : b.global);
     if (!(IntArrayRef(a.strides) == IntArrayRef(b.strides)))
-      return fmt::format("input {} strides changed {} -> {}", i, shape_str(a.strides), shape_str(b.strides));
+      return fmt::format("input {} strides changed {} -> {}", i, shape_str(a.strides),
+                         shape_str(b.strides));
     if (a.alias_of != b.alias_of || a.delta != b.delta)
       return fmt::format("input {} aliasing changed (shares memory with input {} -> {})", i,
                          a.alias_of, b.alias_of);
@@ -268,25 +282,32 @@ struct PassSwitches {
 };
 
 PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{o.dce_,      o.cse_,  o.fold_,    o.remat_,
-                 o.schedule_, o.fuse_, o.inplace_, o.memplan_};
+  PassSwitches s{o.dce_, o.cse_, o.fold_, o.remat_, o.schedule_, o.fuse_, o.inplace_, o.memplan_};
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
     while (pos <= all.size()) {
       size_t comma = all.find(',', pos);
-      std::string item = all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      std::string item =
+          all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? all.size() + 1 : comma + 1;
       if (item.empty()) continue;
       const bool on = item[0] != '-';
       if (item[0] == '-' || item[0] == '+') item = item.substr(1);
-      bool* slot = item == "dce" ? &s.dce : item == "cse" ? &s.cse : item == "fold" ? &s.fold
-                 : item == "remat" ? &s.remat : item == "schedule" ? &s.schedule
-                 : item == "fuse" ? &s.fuse : item == "inplace" ? &s.inplace
-                 : item == "memplan" ? &s.memplan : nullptr;
+      bool* slot = item == "dce"        ? &s.dce
+                   : item == "cse"      ? &s.cse
+                   : item == "fold"     ? &s.fold
+                   : item == "remat"    ? &s.remat
+                   : item == "schedule" ? &s.schedule
+                   : item == "fuse"     ? &s.fuse
+                   : item == "inplace"  ? &s.inplace
+                   : item == "memplan"  ? &s.memplan
+                                        : nullptr;
       if (!slot)
-        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
-             "schedule, fuse, inplace, memplan)", item);
+        fail(
+            "[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
+            "schedule, fuse, inplace, memplan)",
+            item);
       *slot = on;
     }
   }
@@ -304,7 +325,7 @@ struct Entry {
   Signature key;
   std::shared_ptr<trace::Plan> plan;
   std::shared_ptr<trace::PlanPool> pool;  // NOTE [Concurrent replay]: serves plan's graph
-  trace::Graph graph;  // the optimized graph (printing, saving)
+  trace::Graph graph;                     // the optimized graph (printing, saving)
   TraceStats stats;
   int uncommitted = 0;
   bool eager_only = false;
@@ -323,7 +344,7 @@ struct Engine {
   mutable std::mutex mu;
   TraceOptions options;
   bool disabled = false;  // OF_TRACE=0 when the traced function was made
-  std::list<Entry> lru;  // most recently used first
+  std::list<Entry> lru;   // most recently used first
   size_t recordings = 0, replays = 0, probes = 0, instantiations = 0;
   std::vector<trace::SymDim> symbols;  // TraceOptions::dynamic's symbols, by first mention
   std::list<DynamicEntry> dynamic;
@@ -380,7 +401,8 @@ void debug_memplan(const trace::Graph& g) {
   }
   std::sort(at.rbegin(), at.rend());
   for (size_t k = 0; k < at.size() && k < 25; ++k)
-    std::fprintf(stderr, "  %8.3f MiB  %s\n", double(at[k].first) / 1048576.0, at[k].second.c_str());
+    std::fprintf(stderr, "  %8.3f MiB  %s\n", double(at[k].first) / 1048576.0,
+                 at[k].second.c_str());
 }
 
 void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
@@ -393,9 +415,9 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
     auto p0 = std::chrono::steady_clock::now();
     const size_t before = g.nodes.size();
     g = f(g);
-    st.passes.push_back({name, before, g.nodes.size(),
-                         std::chrono::duration<double, std::milli>(
-                             std::chrono::steady_clock::now() - p0).count()});
+    st.passes.push_back(
+        {name, before, g.nodes.size(),
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count()});
   };
   // the recipe
   pass("dce", sw.dce, trace::dce);
@@ -453,8 +475,8 @@ std::vector<std::vector<int>> input_dims_of(const Engine& e, const std::vector<T
   std::vector<std::vector<int>> dims(inputs.size());
   for (const auto& [input, decl] : e.options.dynamic_) {
     if (size_t(input) >= inputs.size())
-      fail("[jit.trace] dynamic(): input {} is declared symbolic but the call has {} inputs",
-           input, inputs.size());
+      fail("[jit.trace] dynamic(): input {} is declared symbolic but the call has {} inputs", input,
+           inputs.size());
     const Tensor& t = inputs[size_t(input)];
     if (!t.defined()) fail("[jit.trace] input {} is undefined", input);
     dims[size_t(input)].assign(size_t(t.dim()), -1);
@@ -529,8 +551,9 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
                         const std::vector<int>& structure, const EagerFn& fn) {
   if (e.disabled) return fn(inputs);
   if (g_tracer)
-    fail("[jit.trace] a traced function was called while another one is being recorded on this "
-         "thread (a trace inside a trace); call the inner function's code directly");
+    fail(
+        "[jit.trace] a traced function was called while another one is being recorded on this "
+        "thread (a trace inside a trace); call the inner function's code directly");
   Signature sig = signature_of(inputs, structure);
   std::unique_lock<std::mutex> lock(e.mu);
   // NOTE [Symbolic shapes]: the call's symbol values (a call the symbols do not admit raises,
@@ -601,7 +624,7 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
       fail("[jit.trace] strict mode: the call does not match the recorded signature: {}", why);
   }
   if (!why.empty()) say(e, "recording again: " + why);
-  const PassSwitches sw = switches(e.options);  // a bad OF_TRACE_PASSES raises before recording
+  const PassSwitches sw = switches(e.options);     // a bad OF_TRACE_PASSES raises before recording
   trace::Recording r = trace::record(fn, inputs);  // throws: nothing is cached
   ++e.recordings;
   if (it == e.lru.end()) {

@@ -199,11 +199,13 @@ Graph cse(const Graph& g0) {
         bool same_meta = true;
         for (size_t k = 0; k < n.outputs.size(); ++k) {
           const Value &a = g.values[size_t(n.outputs[k])], &b = g.values[size_t(prev.outputs[k])];
-          same_meta = same_meta && a.dtype == b.dtype && IntArrayRef(a.sizes) == IntArrayRef(b.sizes) &&
+          same_meta = same_meta && a.dtype == b.dtype &&
+                      IntArrayRef(a.sizes) == IntArrayRef(b.sizes) &&
                       IntArrayRef(a.strides) == IntArrayRef(b.strides);
         }
         if (same_meta) {
-          for (size_t k = 0; k < n.outputs.size(); ++k) remap[size_t(n.outputs[k])] = prev.outputs[k];
+          for (size_t k = 0; k < n.outputs.size(); ++k)
+            remap[size_t(n.outputs[k])] = prev.outputs[k];
           dead[i] = true;
           continue;
         }
@@ -225,7 +227,9 @@ Graph fold(const Graph& g0) {
   const std::vector<int> writer = last_writer(g);
   std::vector<int> remap(g.values.size(), -1);
   std::vector<bool> dead(g.nodes.size(), false);
-  auto later_writes = [&](int v, size_t i) { return writer[size_t(g.values[size_t(v)].buffer)] > int(i); };
+  auto later_writes = [&](int v, size_t i) {
+    return writer[size_t(g.values[size_t(v)].buffer)] > int(i);
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
     for (int& v : n.inputs)
@@ -395,8 +399,8 @@ Graph fuse_groups(const Graph& g0, bool cuda) {
       continue;
     }
     const Value& o = g.values[size_t(n.outputs[0])];
-    bool join = !cur.empty() && IntArrayRef(o.sizes) == IntArrayRef(shape) &&
-                cur.size() < kMaxGroupNodes;
+    bool join =
+        !cur.empty() && IntArrayRef(o.sizes) == IntArrayRef(shape) && cur.size() < kMaxGroupNodes;
     // Consecutive same-shape nodes share one pass over memory, connected or side by side
     // (Adam's moment updates read the gradient next to each other).
     if (join) {
@@ -482,7 +486,6 @@ bool needs_memory(const Graph& g, int v) {
   return true;
 }
 
-
 }  // namespace
 
 // First and last step at which each buffer is used (-1, -1: never).
@@ -559,9 +562,9 @@ bool available_at(const Graph& g, const Uses& u, int v, int at, int freeing) {
   const int made = val.producer;
   for (int w : u.writers[size_t(val.buffer)])
     if (w > made && w < at) return false;  // rewritten in between
-  if (b.kind != BufKind::Intermediate) return b.kind == BufKind::Constant ||
-                                              b.kind == BufKind::External ||
-                                              b.kind == BufKind::Input || b.kind == BufKind::HostScalar;
+  if (b.kind != BufKind::Intermediate)
+    return b.kind == BufKind::Constant || b.kind == BufKind::External || b.kind == BufKind::Input ||
+           b.kind == BufKind::HostScalar;
   return u.last_of_buffer[size_t(val.buffer)] >= at;
 }
 
@@ -590,7 +593,7 @@ bool chain_for(const Graph& g, const Uses& u, int v, int at, int freeing, int de
 // generator draw for dropout).
 Graph remat(const Graph& g0) {
   Graph g = g0;
-  constexpr int kGap = 24;  // nodes between two reads before it pays
+  constexpr int kGap = 24;                  // nodes between two reads before it pays
   constexpr size_t kMinBytes = 256 * 1024;  // small tensors are not worth an extra pass
   static const bool debug = std::getenv("OF_TRACE_DEBUG_REMAT") != nullptr;
   for (int round = 0; round < 64; ++round) {
@@ -598,7 +601,8 @@ Graph remat(const Graph& g0) {
     // the largest candidate first: a buffer written once by a cheap op, read through its value
     // and views of it, with a long gap between two reads
     std::vector<std::vector<int>> on_buffer(g.buffers.size());
-    for (size_t v = 0; v < g.values.size(); ++v) on_buffer[size_t(g.values[v].buffer)].push_back(int(v));
+    for (size_t v = 0; v < g.values.size(); ++v)
+      on_buffer[size_t(g.values[v].buffer)].push_back(int(v));
     int best = -1, at = -1;
     size_t best_bytes = 0;
     std::vector<int> late;
@@ -611,7 +615,8 @@ Graph remat(const Graph& g0) {
       std::vector<std::pair<int, int>> reads;  // (node, value)
       for (int v : on_buffer[b]) {
         const Value& val = g.values[size_t(v)];
-        if (is_graph_output(g, v) || (val.producer < 0 && !u.of_value[size_t(v)].empty())) ok = false;
+        if (is_graph_output(g, v) || (val.producer < 0 && !u.of_value[size_t(v)].empty()))
+          ok = false;
         for (int r : u.of_value[size_t(v)])
           if (!g.nodes[size_t(r)].op->has(kView)) reads.push_back({r, v});
       }
@@ -625,8 +630,11 @@ Graph remat(const Graph& g0) {
           buildable = chain_for(g, u, reads[j].second, reads[k].first, int(b), 0, chain);
         }
         if (!buildable && debug)
-          std::fprintf(stderr, "[jit.trace] remat: buffer %zu (%zu bytes, made by %s) cannot be rebuilt at node %d\n",
-                       b, buf.nbytes, g.nodes[size_t(u.writers[b][0])].op->name.c_str(), reads[k].first);
+          std::fprintf(stderr,
+                       "[jit.trace] remat: buffer %zu (%zu bytes, made by %s) cannot be rebuilt at "
+                       "node %d\n",
+                       b, buf.nbytes, g.nodes[size_t(u.writers[b][0])].op->name.c_str(),
+                       reads[k].first);
         if (buildable) {
           best = int(b);
           best_bytes = buf.nbytes;
@@ -648,7 +656,8 @@ Graph remat(const Graph& g0) {
     if (debug) {
       std::string ops;
       for (int c : chain) ops += g.nodes[size_t(c)].op->name + " ";
-      std::fprintf(stderr, "[jit.trace] remat: buffer %d (%zu bytes) before node %d (%zu late reads): %s\n",
+      std::fprintf(stderr,
+                   "[jit.trace] remat: buffer %d (%zu bytes) before node %d (%zu late reads): %s\n",
                    best, best_bytes, at, late.size(), ops.c_str());
     }
     // clone the chain right before `at`; late readers read the clones
@@ -692,10 +701,10 @@ Graph remat(const Graph& g0) {
     for (Value& v : g.values) v.producer = -1;
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (size_t k = 0; k < g.nodes[i].outputs.size(); ++k) {
-          Value& v = g.values[size_t(g.nodes[i].outputs[k])];
-          if (g.nodes[i].writes_existing && k == 0) continue;
-          if (v.producer < 0) v.producer = int(i);
-        }
+        Value& v = g.values[size_t(g.nodes[i].outputs[k])];
+        if (g.nodes[i].writes_existing && k == 0) continue;
+        if (v.producer < 0) v.producer = int(i);
+      }
   }
   return g;
 }
@@ -786,13 +795,14 @@ Graph schedule(const Graph& g0) {
   auto uses = [&](int i, int b) {
     const std::vector<int>& r = reads[size_t(i)];
     const std::vector<int>& w = writes[size_t(i)];
-    return std::find(r.begin(), r.end(), b) != r.end() || std::find(w.begin(), w.end(), b) != w.end();
+    return std::find(r.begin(), r.end(), b) != r.end() ||
+           std::find(w.begin(), w.end(), b) != w.end();
   };
   auto barrier = [&](int i) {
     const OpDef* op = g.nodes[size_t(i)].op;
     return op->has(kCollective) || op->has(kEffect) || op->has(kSyncsHost);
   };
-  auto independent = [&](int a, int b) {  // a runs before b today
+  auto independent = [&](int a, int b) {            // a runs before b today
     const auto& made = g.nodes[size_t(a)].outputs;  // in place or not, b may read what a makes
     for (int v : g.nodes[size_t(b)].inputs)
       if (v >= 0 && std::find(made.begin(), made.end(), v) != made.end()) return false;
@@ -876,8 +886,8 @@ bool can_take(const Graph& g, const std::vector<Interval>& iv, int xo, int oo, i
   if (X.kind != BufKind::Intermediate || O.kind != BufKind::Intermediate || X.escapes ||
       O.escapes || X.nbytes < O.nbytes)
     return false;
-  if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) ||
-      !x.contiguous() || !o.contiguous() || x.offset != 0 || o.offset != 0)
+  if (x.dtype != o.dtype || !(IntArrayRef(x.sizes) == IntArrayRef(o.sizes)) || !x.contiguous() ||
+      !o.contiguous() || x.offset != 0 || o.offset != 0)
     return false;
   return iv[size_t(bx)].last == at;  // x is read no later
 }
@@ -899,8 +909,8 @@ Graph inplace(const Graph& g0) {
   std::vector<Interval> iv = buffer_intervals(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) ||
-        n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
+    if (n.group >= 0 || n.writes_existing || !n.op->has(kInplaceOk) || n.inputs.empty() ||
+        n.inputs[0] < 0 || n.outputs.size() != 1)
       continue;
     const int xo = n.inputs[0], oo = n.outputs[0];
     const int bx = g.values[size_t(xo)].buffer;
@@ -977,7 +987,8 @@ std::pair<std::vector<int64_t>, size_t> plan_sweep(const Graph& g, const std::ve
   std::vector<int64_t> at(g.buffers.size(), -1);
   int nsteps = 0;
   for (int b : candidates) nsteps = std::max(nsteps, iv[size_t(b)].last + 1);
-  std::vector<std::vector<int>> starts(static_cast<size_t>(nsteps)), ends(static_cast<size_t>(nsteps));
+  std::vector<std::vector<int>> starts(static_cast<size_t>(nsteps)),
+      ends(static_cast<size_t>(nsteps));
   for (int b : candidates) {
     starts[size_t(iv[size_t(b)].first)].push_back(b);
     ends[size_t(iv[size_t(b)].last)].push_back(b);
@@ -1002,8 +1013,9 @@ std::pair<std::vector<int64_t>, size_t> plan_sweep(const Graph& g, const std::ve
         const size_t rest = best->second - need;
         free_blocks.erase(best);
         if (rest) free_blocks[off + need] = rest;
-      } else if (!free_blocks.empty() && std::prev(free_blocks.end())->first +
-                                                 std::prev(free_blocks.end())->second == end) {
+      } else if (!free_blocks.empty() &&
+                 std::prev(free_blocks.end())->first + std::prev(free_blocks.end())->second ==
+                     end) {
         // the last free block touches the end: grow it
         auto last = std::prev(free_blocks.end());
         off = last->first;
@@ -1037,7 +1049,8 @@ std::pair<std::vector<int64_t>, size_t> plan_sweep(const Graph& g, const std::ve
   return {std::move(at), end};
 }
 
-std::pair<std::vector<int64_t>, size_t> plan_by_size(const Graph& g, const std::vector<Interval>& iv,
+std::pair<std::vector<int64_t>, size_t> plan_by_size(const Graph& g,
+                                                     const std::vector<Interval>& iv,
                                                      std::vector<int> order) {
   std::vector<int64_t> at(g.buffers.size(), -1);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -1056,7 +1069,8 @@ std::pair<std::vector<int64_t>, size_t> plan_by_size(const Graph& g, const std::
     for (int p : placed) {
       const Interval& u = iv[size_t(p)];
       if (u.first <= t.last && t.first <= u.last)
-        busy.push_back({size_t(at[size_t(p)]), size_t(at[size_t(p)]) + arena_round(g.buffers[size_t(p)].nbytes)});
+        busy.push_back({size_t(at[size_t(p)]),
+                        size_t(at[size_t(p)]) + arena_round(g.buffers[size_t(p)].nbytes)});
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;

@@ -19,12 +19,18 @@ namespace oneflow::trace {
 
 const char* buf_kind_name(BufKind k) {
   switch (k) {
-    case BufKind::Intermediate: return "intermediate";
-    case BufKind::Input: return "input";
-    case BufKind::External: return "external";
-    case BufKind::GradOf: return "grad";
-    case BufKind::HostScalar: return "host_scalar";
-    case BufKind::Constant: return "constant";
+    case BufKind::Intermediate:
+      return "intermediate";
+    case BufKind::Input:
+      return "input";
+    case BufKind::External:
+      return "external";
+    case BufKind::GradOf:
+      return "grad";
+    case BufKind::HostScalar:
+      return "host_scalar";
+    case BufKind::Constant:
+      return "constant";
   }
   return "?";
 }
@@ -188,8 +194,10 @@ class Recorder final : public TraceObserver {
   // ---- TraceObserver
   void before_op(const OpDef& op) override {
     if (op.has(kSyncsHost))
-      fail("[jit.trace] {} reads tensor data on the host to know the shape of its result, which "
-           "a recorded graph cannot replay; call it outside the traced function", op.name);
+      fail(
+          "[jit.trace] {} reads tensor data on the host to know the shape of its result, which "
+          "a recorded graph cannot replay; call it outside the traced function",
+          op.name);
   }
 
   void on_op(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
@@ -238,9 +246,11 @@ class Recorder final : public TraceObserver {
 
   void on_host_read(const char* what) override {
     if (!given_up_.empty()) return;  // this call runs eagerly only: reading is fine
-    fail("[jit.trace] {} reads tensor data on the host while the function is being recorded; a "
-         "replay would not run it again. Move it out of the traced function (return the tensor "
-         "and read it after the call)", what);
+    fail(
+        "[jit.trace] {} reads tensor data on the host while the function is being recorded; a "
+        "replay would not run it again. Move it out of the traced function (return the tensor "
+        "and read it after the call)",
+        what);
   }
 
   void on_random(uint64_t seed, uint64_t offset, uint64_t counters) override {
@@ -275,8 +285,8 @@ class Recorder final : public TraceObserver {
       const int v = value_for(local_of(outs[k]));
       g.outputs.push_back(v);
       g.output_wraps.push_back(wrap_of(outs[k]));
-      g.buffers[g.values[v].buffer].escapes = g.buffers[g.values[v].buffer].kind ==
-                                               BufKind::Intermediate;
+      g.buffers[g.values[v].buffer].escapes =
+          g.buffers[g.values[v].buffer].kind == BufKind::Intermediate;
       r.outputs.push_back(outs[k].detach());
     }
     outs.clear();  // drops the autograd graph hanging off the eager outputs
@@ -303,7 +313,8 @@ class Recorder final : public TraceObserver {
         r.not_committable = fmt::format(
             "a tensor the call created ({} bytes) outlives it outside its outputs and .grad "
             "(optimizer state made on a first step, a tensor kept in a container): this call "
-            "ran eagerly and the next one records again", buf.nbytes);
+            "ran eagerly and the next one records again",
+            buf.nbytes);
         break;
       }
     }
@@ -335,14 +346,16 @@ void give_up_recording(std::string why) {
 Tensor host_scalar(double value, std::function<double()> getter, std::weak_ptr<void> owner) {
   Tensor t = make_empty({}, kFloat64, Device(kCPU));
   *static_cast<double*>(t.data_ptr()) = value;
-  if (t_recorder && !in_kernel()) t_recorder->register_host_scalar(t, std::move(getter), std::move(owner));
+  if (t_recorder && !in_kernel())
+    t_recorder->register_host_scalar(t, std::move(getter), std::move(owner));
   return t;
 }
 
 Recording record(const EagerFn& fn, const std::vector<Tensor>& inputs) {
   if (g_tracer)
-    fail("[jit.trace] a traced function was called while another one is being recorded on this "
-         "thread (a trace inside a trace); call the inner function's code directly");
+    fail(
+        "[jit.trace] a traced function was called while another one is being recorded on this "
+        "thread (a trace inside a trace); call the inner function's code directly");
   Recording r;
   auto t0 = std::chrono::steady_clock::now();
   Recorder rec;

@@ -128,17 +128,23 @@ void write_attr(Writer& w, const AttrValue& v) {
 AttrValue read_attr(Reader& r) {
   const uint8_t tag = r.pod<uint8_t>();
   switch (tag) {
-    case 0: return std::monostate{};
-    case 1: return r.pod<int64_t>();
-    case 2: return r.pod<double>();
-    case 3: return bool(r.pod<uint8_t>());
-    case 4: return r.dims();
+    case 0:
+      return std::monostate{};
+    case 1:
+      return r.pod<int64_t>();
+    case 2:
+      return r.pod<double>();
+    case 3:
+      return bool(r.pod<uint8_t>());
+    case 4:
+      return r.dims();
     case 5: {
       const uint8_t d = r.pod<uint8_t>();
       if (d > uint8_t(kBool)) r.bad("an unknown dtype");
       return ScalarType(d);
     }
-    case 6: return r.str();
+    case 6:
+      return r.str();
     case 7: {
       const uint8_t k = r.pod<uint8_t>();
       if (k == uint8_t(Scalar::Kind::Float)) return Scalar(r.pod<double>());
@@ -147,10 +153,10 @@ AttrValue read_attr(Reader& r) {
       if (k == uint8_t(Scalar::Kind::Int)) return Scalar(v);
       r.bad("an unknown scalar kind");
     }
-    default: r.bad("an unknown attribute type");
+    default:
+      r.bad("an unknown attribute type");
   }
 }
-
 
 // NOTE [Loaded op signatures]: a graph file names ops and gives their inputs and attrs; the
 // loader accepts a node only where an eager call could have made it. The arities, the inputs
@@ -276,8 +282,8 @@ void check_semantics(const Graph& g, const Reader& r) {
       node_bad("an op without a known call signature");
     const LoadSig& sig = sit->second;
     const int arity = int(n.inputs.size());
-    const bool arity_ok = sig.arities.size() == 1 ? arity == sig.arities[0]
-                                                  : arity >= sig.arities.front();
+    const bool arity_ok =
+        sig.arities.size() == 1 ? arity == sig.arities[0] : arity >= sig.arities.front();
     if (!arity_ok) node_bad(fmt::format("{} inputs", arity));
     for (int k = 0; k < arity; ++k)
       if (n.inputs[size_t(k)] < 0 && (k >= 64 || !((sig.undefined_ok >> k) & 1)))
@@ -308,9 +314,7 @@ void check_semantics(const Graph& g, const Reader& r) {
     MetaList metas;
     try {
       op.infer_meta(ins, n.attrs, metas);
-    } catch (const Error& e) {
-      node_bad(e.what());
-    } catch (const std::exception& e) {
+    } catch (const Error& e) { node_bad(e.what()); } catch (const std::exception& e) {
       node_bad(std::string("its inputs or attributes are invalid: ") + e.what());
     }
     if (metas.size() != n.outputs.size())
@@ -409,19 +413,25 @@ namespace {
 void check_savable(const Graph& g) {
   for (const Node& n : g.nodes)
     if (n.op->has(kCollective))
-      fail("[jit.save] the graph communicates ({}: a traced step of global tensors); a saved "
-           "graph runs in one process: save a function of local tensors", n.op->name);
+      fail(
+          "[jit.save] the graph communicates ({}: a traced step of global tensors); a saved "
+          "graph runs in one process: save a function of local tensors",
+          n.op->name);
   for (const GlobalWrap& w : g.output_wraps)
     if (w.meta)
-      fail("[jit.save] the graph returns a global tensor; a saved graph runs in one process: "
-           "save a function of local tensors");
+      fail(
+          "[jit.save] the graph returns a global tensor; a saved graph runs in one process: "
+          "save a function of local tensors");
   for (const Buffer& b : g.buffers)
     if (b.kind == BufKind::GradOf)
-      fail("[jit.save] the graph reads the .grad of parameters (a training step); save a "
-           "function that runs inference");
+      fail(
+          "[jit.save] the graph reads the .grad of parameters (a training step); save a "
+          "function that runs inference");
   if (!g.grad_effects.empty())
-    fail("[jit.save] the graph sets the .grad of {} parameters (a training step); save a "
-         "function that runs inference", g.grad_effects.size());
+    fail(
+        "[jit.save] the graph sets the .grad of {} parameters (a training step); save a "
+        "function that runs inference",
+        g.grad_effects.size());
 }
 
 // NOTE [Graph file blobs]: since format version 2 the bytes of captured tensors (weights,
@@ -497,10 +507,10 @@ void write_graph(Writer& w, const Graph& g, BlobTable& blobs) {
     w.pod(x.offset);
     w.pod(uint8_t(x.set));
   }
-
 }
 
-constexpr size_t kHeaderBytes = sizeof kMagic + sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t);
+constexpr size_t kHeaderBytes =
+    sizeof kMagic + sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t);
 
 // The container: header, then blobs, then `body` (written into `rest`).
 void write_file(const std::string& path, uint8_t kind, const BlobTable& blobs,
@@ -514,17 +524,20 @@ void write_file(const std::string& path, uint8_t kind, const BlobTable& blobs,
     w.buf.append(static_cast<const char*>(st->data), st->nbytes);
   }
   w.buf += rest;
-  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()),
-                                      uInt(w.buf.size())));
+  const uint32_t crc =
+      uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()), uInt(w.buf.size())));
   // NOTE [Atomic file replacement]: a save killed mid-write leaves no temporary behind
-  write_file_atomically(path, [&](int fd) {
-    const uint64_t n = w.buf.size();
-    write_fully(fd, kMagic, sizeof kMagic, path, "jit.save");
-    write_fully(fd, &kVersion, sizeof kVersion, path, "jit.save");
-    write_fully(fd, &n, sizeof n, path, "jit.save");
-    write_fully(fd, &crc, sizeof crc, path, "jit.save");
-    write_fully(fd, w.buf.data(), w.buf.size(), path, "jit.save");
-  }, "jit.save");
+  write_file_atomically(
+      path,
+      [&](int fd) {
+        const uint64_t n = w.buf.size();
+        write_fully(fd, kMagic, sizeof kMagic, path, "jit.save");
+        write_fully(fd, &kVersion, sizeof kVersion, path, "jit.save");
+        write_fully(fd, &n, sizeof n, path, "jit.save");
+        write_fully(fd, &crc, sizeof crc, path, "jit.save");
+        write_fully(fd, w.buf.data(), w.buf.size(), path, "jit.save");
+      },
+      "jit.save");
 }
 
 void write_symbolic_parts(Writer& w, const std::vector<SymbolicGraph>& structures,
@@ -657,7 +670,8 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table) {
         (lo < 0 || hi >= int64_t(b.nbytes / itemsize(v.dtype))))
       r.bad("a tensor reaches outside its buffer");
     if (!empty && b.kind != BufKind::Input)
-      reach[size_t(v.buffer)] = std::max(reach[size_t(v.buffer)], size_t(hi + 1) * itemsize(v.dtype));
+      reach[size_t(v.buffer)] =
+          std::max(reach[size_t(v.buffer)], size_t(hi + 1) * itemsize(v.dtype));
     g.values.push_back(std::move(v));
   }
   // NOTE [Loaded buffer sizes]: the plan allocates what the buffers say, so a forged size must
@@ -680,9 +694,7 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table) {
     const std::string name = r.str();
     try {
       n.op = &find_op(name);
-    } catch (const Error&) {
-      r.bad("an op this library does not have: " + name);
-    }
+    } catch (const Error&) { r.bad("an op this library does not have: " + name); }
     const uint32_t na = r.pod<uint32_t>();
     if (na > 64) r.bad("too many attributes");
     for (uint32_t k = 0; k < na; ++k) n.attrs.values.push_back(read_attr(r));
@@ -723,7 +735,8 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table) {
   // Cross-references the passes and the executor follow without checking (fuzz_jit_load).
   for (size_t vi = 0; vi < g.values.size(); ++vi) {
     const int p = g.values[vi].producer;
-    if (p < -1 || (p >= 0 && size_t(p) >= g.nodes.size())) r.bad("a value names a missing producer");
+    if (p < -1 || (p >= 0 && size_t(p) >= g.nodes.size()))
+      r.bad("a value names a missing producer");
     if (p >= 0) {
       const auto& outs = g.nodes[size_t(p)].outputs;
       if (std::find(outs.begin(), outs.end(), int(vi)) == outs.end())
@@ -823,14 +836,16 @@ SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
   }
   sg.tmpl = read_graph(r, &table);
   for (const AttrExpr& e : sg.exprs) {
-    if (e.node < 0 || size_t(e.node) >= sg.tmpl.nodes.size()) r.bad("an expression names a missing node");
+    if (e.node < 0 || size_t(e.node) >= sg.tmpl.nodes.size())
+      r.bad("an expression names a missing node");
     const Attrs& a = sg.tmpl.nodes[size_t(e.node)].attrs;
     if (e.attr < 0 || size_t(e.attr) >= a.size()) r.bad("an expression names a missing attribute");
     const AttrValue& v = a.values[size_t(e.attr)];
-    const bool ok = e.elem < 0 ? (std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v) ||
-                                  std::holds_alternative<Scalar>(v))
-                               : (std::holds_alternative<DimVector>(v) &&
-                                  size_t(e.elem) < std::get<DimVector>(v).size());
+    const bool ok = e.elem < 0
+                        ? (std::holds_alternative<int64_t>(v) ||
+                           std::holds_alternative<double>(v) || std::holds_alternative<Scalar>(v))
+                        : (std::holds_alternative<DimVector>(v) &&
+                           size_t(e.elem) < std::get<DimVector>(v).size());
     if (!ok) r.bad("an expression names an attribute that is not an integer");
   }
   if (sg.tmpl.inputs.size() != input_dims.size()) r.bad("symbolic dims for another input count");
@@ -889,14 +904,16 @@ GraphFile read_file(const std::string& path) {
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) hdr.bad("wrong magic bytes");
   const uint32_t version = hdr.pod<uint32_t>();
   if (version != 1 && version != kVersion)
-    fail("[jit.load] {} has format version {}; this library reads versions 1 to {}", path,
-         version, kVersion);
+    fail("[jit.load] {} has format version {}; this library reads versions 1 to {}", path, version,
+         kVersion);
   const uint64_t n = hdr.pod<uint64_t>();
   const uint32_t crc = hdr.pod<uint32_t>();
   const size_t head = sizeof kMagic + sizeof version + sizeof n + sizeof crc;
   if (data.size() - head != n)
-    fail("[jit.load] {} is not a valid traced graph: the payload is {} bytes, the header says {} "
-         "(truncated or padded)", path, data.size() - head, n);
+    fail(
+        "[jit.load] {} is not a valid traced graph: the payload is {} bytes, the header says {} "
+        "(truncated or padded)",
+        path, data.size() - head, n);
   const char* payload = data.data() + head;
   if (uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload), uInt(n))) != crc)
     hdr.bad("the checksum does not match (the file is corrupted)");
@@ -1027,15 +1044,15 @@ std::vector<Tensor> LoadedGraph::run(const std::vector<Tensor>& inputs) const {
     fail("[jit.load] the graph takes {} inputs, got {}", g.inputs.size(), inputs.size());
   std::vector<int64_t> vals;
   if (symbolic)
-    vals = trace::bind_symbols(impl_->structures[0].symbols, impl_->structures[0].input_dims, inputs,
-                               "jit.load");
+    vals = trace::bind_symbols(impl_->structures[0].symbols, impl_->structures[0].input_dims,
+                               inputs, "jit.load");
   for (size_t i = 0; i < inputs.size(); ++i) {
     const trace::Value& v = g.values[size_t(g.inputs[i])];
     const Tensor& t = inputs[i];
     if (!t.defined()) fail("[jit.load] input {} is undefined", i);
-    const std::vector<int>* dims =
-        symbolic && !impl_->structures[0].input_dims[i].empty() ? &impl_->structures[0].input_dims[i]
-                                                                 : nullptr;
+    const std::vector<int>* dims = symbolic && !impl_->structures[0].input_dims[i].empty()
+                                       ? &impl_->structures[0].input_dims[i]
+                                       : nullptr;
     bool sizes_ok = t.dim() == int64_t(v.sizes.size());
     for (size_t d = 0; sizes_ok && d < v.sizes.size(); ++d)
       sizes_ok = (dims && (*dims)[d] >= 0) || t.size(int64_t(d)) == v.sizes[d];
@@ -1044,10 +1061,13 @@ std::vector<Tensor> LoadedGraph::run(const std::vector<Tensor>& inputs) const {
            dtype_name(t.dtype()), t.device().str(), input_specs()[i].str() + " on cpu");
     if (dims) {
       if (!t.is_contiguous())
-        fail("[jit.load] input {} has symbolic dims and must be contiguous (pass .contiguous())", i);
+        fail("[jit.load] input {} has symbolic dims and must be contiguous (pass .contiguous())",
+             i);
     } else if (!(t.strides() == IntArrayRef(v.strides))) {
-      fail("[jit.load] input {} has strides {}; the graph was saved for strides {} (pass "
-           ".contiguous())", i, shape_str(t.strides()), shape_str(v.strides));
+      fail(
+          "[jit.load] input {} has strides {}; the graph was saved for strides {} (pass "
+          ".contiguous())",
+          i, shape_str(t.strides()), shape_str(v.strides));
     }
   }
   NoGradGuard ng;

@@ -43,7 +43,9 @@ struct Rational {
     r.d /= g;
     return r;
   }
-  Rational operator-(const Rational& o) const { return Rational{n * o.d - o.n * d, d * o.d}.norm(); }
+  Rational operator-(const Rational& o) const {
+    return Rational{n * o.d - o.n * d, d * o.d}.norm();
+  }
   Rational operator*(const Rational& o) const { return Rational{n * o.n, d * o.d}.norm(); }
   Rational operator/(const Rational& o) const { return Rational{n * o.d, d * o.n}.norm(); }
 };
@@ -110,7 +112,8 @@ std::string structure_diff(const Graph& a, const Graph& b) {
       a.nodes.size() != b.nodes.size())
     return fmt::format("{} ops and {} tensors at one shape, {} ops and {} tensors at another",
                        a.nodes.size(), a.values.size(), b.nodes.size(), b.values.size());
-  if (a.inputs != b.inputs || a.outputs != b.outputs) return "the inputs or results are other tensors";
+  if (a.inputs != b.inputs || a.outputs != b.outputs)
+    return "the inputs or results are other tensors";
   for (size_t i = 0; i < a.buffers.size(); ++i) {
     const Buffer &x = a.buffers[i], &y = b.buffers[i];
     if (x.kind != y.kind || x.input != y.input || x.device != y.device || x.escapes != y.escapes)
@@ -142,7 +145,8 @@ std::string structure_diff(const Graph& a, const Graph& b) {
     for (size_t k = 0; k < x.attrs.size(); ++k) {
       const AttrValue &p = x.attrs.values[k], &q = y.attrs.values[k];
       int64_t i0, i1;
-      if (p.index() != q.index()) return node_name(a, n) + fmt::format(": attribute {} changes type", k);
+      if (p.index() != q.index())
+        return node_name(a, n) + fmt::format(": attribute {} changes type", k);
       if (int_slot(p, i0) && int_slot(q, i1)) continue;
       if (std::holds_alternative<DimVector>(p)) {
         if (std::get<DimVector>(p).size() != std::get<DimVector>(q).size())
@@ -155,9 +159,10 @@ std::string structure_diff(const Graph& a, const Graph& b) {
       const bool same = pa == qa;
       if (!same)
         return node_name(a, n) +
-               fmt::format(": attribute '{}' depends on the shape in a way the graph cannot "
-                           "express (only integers follow the symbols)",
-                           k < x.op->attr_names.size() ? x.op->attr_names[k] : std::to_string(k));
+               fmt::format(
+                   ": attribute '{}' depends on the shape in a way the graph cannot "
+                   "express (only integers follow the symbols)",
+                   k < x.op->attr_names.size() ? x.op->attr_names[k] : std::to_string(k));
     }
   }
   return {};
@@ -244,10 +249,12 @@ void check_derived(const Graph& got, const Graph& want, const std::string& at) {
     if (same_geometry(got.values[v], want.values[v])) continue;
     const Value& w = want.values[v];
     const std::string who = w.producer >= 0 ? node_name(want, size_t(w.producer)) : "an input";
-    fail("[jit.trace] symbolic shapes: {} makes tensor %{} {} strides {} at {}, but deriving "
-         "it from its inputs gives {} strides {}; this function cannot be traced with symbolic "
-         "dims", who, v, shape_str(w.sizes), shape_str(w.strides), at,
-         shape_str(got.values[v].sizes), shape_str(got.values[v].strides));
+    fail(
+        "[jit.trace] symbolic shapes: {} makes tensor %{} {} strides {} at {}, but deriving "
+        "it from its inputs gives {} strides {}; this function cannot be traced with symbolic "
+        "dims",
+        who, v, shape_str(w.sizes), shape_str(w.strides), at, shape_str(got.values[v].sizes),
+        shape_str(got.values[v].strides));
   }
 }
 
@@ -290,16 +297,18 @@ std::vector<int64_t> bind_symbols(const std::vector<SymDim>& symbols,
       const SymDim& s = symbols[size_t(dims[d])];
       const int64_t n = t.size(int64_t(d));
       if (n < s.min || n > s.max)
-        fail("[{}] input {} dim {} is {}, outside the range of symbol '{}' [{}, {}]", who, i, d,
-             n, s.name, s.min, s.max);
+        fail("[{}] input {} dim {} is {}, outside the range of symbol '{}' [{}, {}]", who, i, d, n,
+             s.name, s.min, s.max);
       int64_t& v = vals[size_t(dims[d])];
       if (v < 0) {
         v = n;
         from[size_t(dims[d])] = {i, d};
       } else if (v != n) {
-        fail("[{}] input {} dim {} is {}, but symbol '{}' (range [{}, {}]) is {} from input {} "
-             "dim {}", who, i, d, n, s.name, s.min, s.max, v, from[size_t(dims[d])].first,
-             from[size_t(dims[d])].second);
+        fail(
+            "[{}] input {} dim {} is {}, but symbol '{}' (range [{}, {}]) is {} from input {} "
+            "dim {}",
+            who, i, d, n, s.name, s.min, s.max, v, from[size_t(dims[d])].first,
+            from[size_t(dims[d])].second);
       }
     }
   }
@@ -377,7 +386,8 @@ std::vector<Tensor> probe_inputs(const std::vector<Tensor>& inputs,
     for (size_t d = 0; d < input_dims[i].size(); ++d) {
       const int s = input_dims[i][d];
       if (s < 0 || t.size(int64_t(d)) == vals[size_t(s)]) continue;
-      const Tensor idx = arange(vals[size_t(s)], TensorOptions(kInt64)).remainder(Scalar(t.size(int64_t(d))));
+      const Tensor idx =
+          arange(vals[size_t(s)], TensorOptions(kInt64)).remainder(Scalar(t.size(int64_t(d))));
       t = t.index_select(int64_t(d), idx);
     }
     out[i] = t.contiguous();
@@ -414,8 +424,9 @@ Graph instantiate(const SymbolicGraph& s, const std::vector<int64_t>& vals) {
     Node& n = g.nodes[ni];
     TensorList ins;
     for (int v : n.inputs)
-      ins.push_back(v >= 0 ? meta_tensor(g.values[size_t(v)], storage_of(g.values[size_t(v)].buffer))
-                           : Tensor());
+      ins.push_back(v >= 0
+                        ? meta_tensor(g.values[size_t(v)], storage_of(g.values[size_t(v)].buffer))
+                        : Tensor());
     MetaList metas;
     n.op->infer_meta(ins, n.attrs, metas);
     if (metas.size() != n.outputs.size())
@@ -449,11 +460,13 @@ Graph instantiate(const SymbolicGraph& s, const std::vector<int64_t>& vals) {
       if (v.sizes[d] == 0) empty = true;
       else if (v.strides[d] > 0 && (__builtin_mul_overflow(v.sizes[d] - 1, v.strides[d], &step) ||
                                     __builtin_add_overflow(hi, step, &hi)))
-        fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}", vals_str(s.symbols, vals));
+        fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}",
+             vals_str(s.symbols, vals));
     }
     if (!empty && (__builtin_add_overflow(hi, 1, &hi) ||
                    __builtin_mul_overflow(hi, int64_t(itemsize(v.dtype)), &bytes)))
-      fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}", vals_str(s.symbols, vals));
+      fail("[jit.trace] symbolic shapes: a tensor's extent overflows at {}",
+           vals_str(s.symbols, vals));
     if (!empty) reach[size_t(v.buffer)] = std::max(reach[size_t(v.buffer)], size_t(bytes));
   }
   for (size_t b = 0; b < g.buffers.size(); ++b) {
@@ -476,26 +489,32 @@ SymbolicGraph fit_symbolic(const std::vector<SymDim>& symbols,
   const Graph& g0 = graphs[0];
   const std::string at0 = vals_str(symbols, plan.grid[0]);
   if (!g0.grad_effects.empty() || !g0.rng_counters.empty())
-    fail("[jit.trace] symbolic dims need a function that neither sets .grad nor draws random "
-         "numbers (an inference function)");
+    fail(
+        "[jit.trace] symbolic dims need a function that neither sets .grad nor draws random "
+        "numbers (an inference function)");
   for (const Buffer& b : g0.buffers)
     if (b.kind == BufKind::GradOf || b.kind == BufKind::HostScalar)
-      fail("[jit.trace] symbolic dims need an inference function; this one reads .grad or a "
-           "learning rate");
+      fail(
+          "[jit.trace] symbolic dims need an inference function; this one reads .grad or a "
+          "learning rate");
   for (size_t v = 0; v < g0.values.size(); ++v) {
     const Value& val = g0.values[v];
     const BufKind k = g0.buffers[size_t(val.buffer)].kind;
     const bool is_input = std::find(g0.inputs.begin(), g0.inputs.end(), int(v)) != g0.inputs.end();
     if (val.producer < 0 && !is_input && (k == BufKind::Intermediate || k == BufKind::Input))
-      fail("[jit.trace] symbolic shapes: tensor %{} {} was made without an op (a view built "
-           "outside dispatch), so its shape cannot follow the symbols", v, shape_str(val.sizes));
+      fail(
+          "[jit.trace] symbolic shapes: tensor %{} {} was made without an op (a view built "
+          "outside dispatch), so its shape cannot follow the symbols",
+          v, shape_str(val.sizes));
   }
   for (size_t p = 1; p < graphs.size(); ++p) {
     const std::string d = structure_diff(g0, graphs[p]);
     if (!d.empty()) {
       const std::string at = vals_str(symbols, point(p));
-      fail("[jit.trace] symbolic shapes: the function records another graph at {} than at {}: "
-           "{} (a branch on a symbolic size?)", at, at0, d);
+      fail(
+          "[jit.trace] symbolic shapes: the function records another graph at {} than at {}: "
+          "{} (a branch on a symbolic size?)",
+          at, at0, d);
     }
   }
   SymbolicGraph s;
@@ -535,7 +554,8 @@ SymbolicGraph fit_symbolic(const std::vector<SymDim>& symbols,
         for (size_t m = 0; m < ex.num.size(); ++m)
           if (ex.num[m] != 0) used |= uint32_t(m);
         bool fits = true;
-        for (size_t p = ngrid; p < graphs.size(); ++p) fits = fits && ex.eval(point(p)) == at(graphs[p]);
+        for (size_t p = ngrid; p < graphs.size(); ++p)
+          fits = fits && ex.eval(point(p)) == at(graphs[p]);
         if (!fits) {  // not a multilinear polynomial: a floor division of one symbol?
           std::vector<std::vector<int64_t>> pts;
           std::vector<int64_t> all;
@@ -555,10 +575,11 @@ SymbolicGraph fit_symbolic(const std::vector<SymDim>& symbols,
         }
         for (size_t p = ngrid; p < graphs.size(); ++p)
           if (ex.eval(point(p)) != at(graphs[p]))
-            fail("[jit.trace] symbolic shapes: {} attribute '{}'{} is {} at {} but {} at {}: no "
-                 "sum, product or floor division of the symbols ({}) gives that",
-                 node_name(g0, ni), name, dims ? fmt::format(" element {}", e) : "", ys[0], at0,
-                 at(graphs[p]), vals_str(symbols, point(p)), symbols_in(symbols, used));
+            fail(
+                "[jit.trace] symbolic shapes: {} attribute '{}'{} is {} at {} but {} at {}: no "
+                "sum, product or floor division of the symbols ({}) gives that",
+                node_name(g0, ni), name, dims ? fmt::format(" element {}", e) : "", ys[0], at0,
+                at(graphs[p]), vals_str(symbols, point(p)), symbols_in(symbols, used));
         s.exprs.push_back(std::move(ex));
       }
     }

@@ -30,23 +30,29 @@ void print_call(const oneflow::OpDef& op, const oneflow::TensorList& inputs,
   namespace of = oneflow;
   std::string s = "fuzz_ops: " + op.name + " mode " + std::to_string(mode);
   for (const of::Tensor& t : inputs) {
-    if (!t.defined()) { s += "\n  input: undefined"; continue; }
+    if (!t.defined()) {
+      s += "\n  input: undefined";
+      continue;
+    }
     s += "\n  input: sizes " + of::shape_str(t.sizes()) + " strides " + of::shape_str(t.strides()) +
-         " offset " + std::to_string(t.storage_offset()) + " " + std::string(of::dtype_name(t.scalar_type())) +
-         (t.requires_grad() ? " requires_grad" : "");
+         " offset " + std::to_string(t.storage_offset()) + " " +
+         std::string(of::dtype_name(t.scalar_type())) + (t.requires_grad() ? " requires_grad" : "");
   }
   for (size_t a = 0; a < attrs.values.size(); ++a) {
     s += "\n  attr " + std::to_string(a) + ": ";
-    std::visit([&](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::monostate>) s += "none";
-      else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) s += std::to_string(x);
-      else if constexpr (std::is_same_v<T, bool>) s += x ? "true" : "false";
-      else if constexpr (std::is_same_v<T, of::DimVector>) s += of::shape_str(x);
-      else if constexpr (std::is_same_v<T, of::ScalarType>) s += of::dtype_name(x);
-      else if constexpr (std::is_same_v<T, std::string>) s += "\"" + x + "\"";
-      else s += std::to_string(x.to_double());
-    }, attrs.values[a]);
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::monostate>) s += "none";
+          else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>)
+            s += std::to_string(x);
+          else if constexpr (std::is_same_v<T, bool>) s += x ? "true" : "false";
+          else if constexpr (std::is_same_v<T, of::DimVector>) s += of::shape_str(x);
+          else if constexpr (std::is_same_v<T, of::ScalarType>) s += of::dtype_name(x);
+          else if constexpr (std::is_same_v<T, std::string>) s += "\"" + x + "\"";
+          else s += std::to_string(x.to_double());
+        },
+        attrs.values[a]);
   }
   std::fprintf(stderr, "%s\n", s.c_str());
 }
@@ -106,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         size_t n = 1;
         for (int64_t d : m.sizes) {
           if (d < 0) {
-            std::fprintf(stderr, "fuzz_ops: [%s] infer_meta gave a negative size\n", op.name.c_str());
+            std::fprintf(stderr, "fuzz_ops: [%s] infer_meta gave a negative size\n",
+                         op.name.c_str());
             std::abort();
           }
           n = (d != 0 && n > kMaxOutputBytes / size_t(d)) ? kMaxOutputBytes + 1 : n * size_t(d);
@@ -116,8 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (bytes > kMaxOutputBytes) return 0;
     }
     of::TensorList r = of::dispatch(op, inputs, attrs, out.defined() ? &out : nullptr);
-    if ((mode & 4) && !r.empty() && r[0].defined() && r[0].requires_grad())
-      r[0].sum().backward();
+    if ((mode & 4) && !r.empty() && r[0].defined() && r[0].requires_grad()) r[0].sum().backward();
   } catch (const of::Error&) {
     // refused with a message: fine
   } catch (const std::exception& e) {

@@ -25,9 +25,9 @@ namespace of = oneflow;
 
 struct OpSignature {
   std::string name;
-  std::vector<int> arities;                  // sorted, distinct
-  uint64_t undefined_ok = 0;                 // bit i: input i was seen undefined
-  std::vector<std::vector<int>> attr_tags;   // per attribute: AttrValue indices seen
+  std::vector<int> arities;                       // sorted, distinct
+  uint64_t undefined_ok = 0;                      // bit i: input i was seen undefined
+  std::vector<std::vector<int>> attr_tags;        // per attribute: AttrValue indices seen
   std::vector<std::vector<std::string>> strings;  // per attribute: strings seen
 };
 
@@ -38,7 +38,8 @@ inline std::string join_ints(const std::vector<int>& v, char sep) {
 }
 
 inline std::string format_signature(const OpSignature& s) {
-  std::string line = s.name + "\t" + join_ints(s.arities, ',') + "\t" + std::to_string(s.undefined_ok) + "\t";
+  std::string line =
+      s.name + "\t" + join_ints(s.arities, ',') + "\t" + std::to_string(s.undefined_ok) + "\t";
   for (size_t a = 0; a < s.attr_tags.size(); ++a) {
     if (a) line += ' ';
     line += s.attr_tags[a].empty() ? "-" : join_ints(s.attr_tags[a], '/');
@@ -121,8 +122,13 @@ struct Out {
   std::string buf;
   void u8(uint8_t v) { buf.push_back(char(v)); }
   void i8(int8_t v) { u8(uint8_t(v)); }
-  void u16(uint16_t v) { u8(uint8_t(v)); u8(uint8_t(v >> 8)); }
-  void u64(uint64_t v) { for (int k = 0; k < 8; ++k) u8(uint8_t(v >> (8 * k))); }
+  void u16(uint16_t v) {
+    u8(uint8_t(v));
+    u8(uint8_t(v >> 8));
+  }
+  void u64(uint64_t v) {
+    for (int k = 0; k < 8; ++k) u8(uint8_t(v >> (8 * k)));
+  }
   void f64(double d) {
     uint64_t b;
     std::memcpy(&b, &d, sizeof d);
@@ -137,13 +143,21 @@ inline int64_t read_int(Bytes& b) {
   const uint8_t mode = b.u8() % 4;
   const int8_t small = b.i8();
   switch (mode) {
-    case 0: return small % 6;
-    case 1: return small;
-    case 2: return int64_t(b.u64());
+    case 0:
+      return small % 6;
+    case 1:
+      return small;
+    case 2:
+      return int64_t(b.u64());
     default: {
       static const int64_t edge[] = {std::numeric_limits<int64_t>::min(),
-                                     std::numeric_limits<int64_t>::max(), -1, 0, int64_t(1) << 31,
-                                     int64_t(1) << 62, -(int64_t(1) << 40), 65536};
+                                     std::numeric_limits<int64_t>::max(),
+                                     -1,
+                                     0,
+                                     int64_t(1) << 31,
+                                     int64_t(1) << 62,
+                                     -(int64_t(1) << 40),
+                                     65536};
       return edge[uint8_t(small) % 8];
     }
   }
@@ -177,16 +191,20 @@ inline of::AttrValue read_attr(Bytes& b, const OpSignature& s, size_t a) {
   const std::vector<int>& tags = s.attr_tags[a];
   const int tag = tags.empty() ? 0 : tags[b.u8() % tags.size()];
   switch (tag) {
-    case 1: return read_int(b);
-    case 2: return read_double(b);
-    case 3: return bool(b.u8() & 1);
+    case 1:
+      return read_int(b);
+    case 2:
+      return read_double(b);
+    case 3:
+      return bool(b.u8() & 1);
     case 4: {
       of::DimVector d;
       const int n = b.u8() % (kMaxDims + 2);
       for (int k = 0; k < n; ++k) d.push_back(read_int(b));
       return d;
     }
-    case 5: return of::ScalarType(b.u8() % of::kNumScalarTypes);
+    case 5:
+      return of::ScalarType(b.u8() % of::kNumScalarTypes);
     case 6: {
       const uint8_t k = b.u8();
       const auto& known = s.strings[a];
@@ -202,7 +220,8 @@ inline of::AttrValue read_attr(Bytes& b, const OpSignature& s, size_t a) {
       if (kind == 1) return of::Scalar(read_int(b));
       return of::Scalar(read_double(b));
     }
-    default: return std::monostate{};
+    default:
+      return std::monostate{};
   }
 }
 inline void write_attr(Out& o, const OpSignature& s, size_t a, const of::AttrValue& v) {
@@ -212,16 +231,24 @@ inline void write_attr(Out& o, const OpSignature& s, size_t a, const of::AttrVal
     if (tags[k] == int(v.index())) choice = uint8_t(k);
   o.u8(choice);
   switch (v.index()) {
-    case 1: write_int(o, std::get<int64_t>(v)); break;
-    case 2: write_double(o, std::get<double>(v)); break;
-    case 3: o.u8(std::get<bool>(v)); break;
+    case 1:
+      write_int(o, std::get<int64_t>(v));
+      break;
+    case 2:
+      write_double(o, std::get<double>(v));
+      break;
+    case 3:
+      o.u8(std::get<bool>(v));
+      break;
     case 4: {
       const auto& d = std::get<of::DimVector>(v);
       o.u8(uint8_t(d.size()));
       for (int64_t x : d) write_int(o, x);
       break;
     }
-    case 5: o.u8(uint8_t(std::get<of::ScalarType>(v))); break;
+    case 5:
+      o.u8(uint8_t(std::get<of::ScalarType>(v)));
+      break;
     case 6: {
       const auto& known = s.strings[a];
       uint8_t k = 0;
@@ -232,12 +259,20 @@ inline void write_attr(Out& o, const OpSignature& s, size_t a, const of::AttrVal
     }
     case 7: {
       const of::Scalar& x = std::get<of::Scalar>(v);
-      if (x.kind() == of::Scalar::Kind::Bool) { o.u8(0); o.u8(x.to_long() != 0); }
-      else if (x.kind() == of::Scalar::Kind::Int) { o.u8(1); write_int(o, x.to_long()); }
-      else { o.u8(2); write_double(o, x.to_double()); }
+      if (x.kind() == of::Scalar::Kind::Bool) {
+        o.u8(0);
+        o.u8(x.to_long() != 0);
+      } else if (x.kind() == of::Scalar::Kind::Int) {
+        o.u8(1);
+        write_int(o, x.to_long());
+      } else {
+        o.u8(2);
+        write_double(o, x.to_double());
+      }
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -294,8 +329,8 @@ inline void write_spec(Out& o, const of::Tensor& t) {
 inline std::vector<double> make_values(const TensorSpec& s, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
   uint32_t x = 2463534242u ^ s.seed;
-  static const double edge[] = {0.0, -0.0, 1.0, -1.0, std::nan(""), INFINITY, -INFINITY, 1e30,
-                                -1e30, 1e-40, 255.0, 3e9};
+  static const double edge[] = {0.0,       -0.0, 1.0,   -1.0,  std::nan(""), INFINITY,
+                                -INFINITY, 1e30, -1e30, 1e-40, 255.0,        3e9};
   for (int64_t i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 17;

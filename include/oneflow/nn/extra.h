@@ -52,15 +52,24 @@ class AnyModule {
     M* raw = module.get();
     call_ = [raw](const std::vector<Tensor>& a) -> Tensor {
       switch (a.size()) {
-        case 1: return call_n(raw, a, std::make_index_sequence<1>{});
-        case 2: return call_n(raw, a, std::make_index_sequence<2>{});
-        case 3: return call_n(raw, a, std::make_index_sequence<3>{});
-        case 4: return call_n(raw, a, std::make_index_sequence<4>{});
-        case 5: return call_n(raw, a, std::make_index_sequence<5>{});
-        case 6: return call_n(raw, a, std::make_index_sequence<6>{});
-        case 7: return call_n(raw, a, std::make_index_sequence<7>{});
-        case 8: return call_n(raw, a, std::make_index_sequence<8>{});
-        default: throw_error("[AnyModule] forward takes 1 to 8 tensors, got {}", a.size());
+        case 1:
+          return call_n(raw, a, std::make_index_sequence<1>{});
+        case 2:
+          return call_n(raw, a, std::make_index_sequence<2>{});
+        case 3:
+          return call_n(raw, a, std::make_index_sequence<3>{});
+        case 4:
+          return call_n(raw, a, std::make_index_sequence<4>{});
+        case 5:
+          return call_n(raw, a, std::make_index_sequence<5>{});
+        case 6:
+          return call_n(raw, a, std::make_index_sequence<6>{});
+        case 7:
+          return call_n(raw, a, std::make_index_sequence<7>{});
+        case 8:
+          return call_n(raw, a, std::make_index_sequence<8>{});
+        default:
+          throw_error("[AnyModule] forward takes 1 to 8 tensors, got {}", a.size());
       }
     };
   }
@@ -68,16 +77,14 @@ class AnyModule {
   explicit AnyModule(const Holder& holder) : AnyModule(holder.ptr()) {}
 
   // Calls the module's forward with these tensors.
-  template <class... Args>
-  Tensor forward(const Args&... args) const {
+  template <class... Args> Tensor forward(const Args&... args) const {
     if (!call_) throw_error("[AnyModule] forward called on an empty AnyModule");
     return call_(std::vector<Tensor>{Tensor(args)...});
   }
   bool is_empty() const { return module_ == nullptr; }
   const std::shared_ptr<Module>& ptr() const { return module_; }
   // The held module as M (error when it is another type or empty).
-  template <class M>
-  M& get() const {
+  template <class M> M& get() const {
     auto* p = dynamic_cast<M*>(module_.get());
     if (!p) throw_error("[AnyModule] the held module is not of the requested type");
     return *p;
@@ -86,10 +93,11 @@ class AnyModule {
  private:
   template <class M, size_t... I>
   static Tensor call_n(M* m, const std::vector<Tensor>& a, std::index_sequence<I...>) {
-    if constexpr (requires { { m->forward(a[I]...) } -> std::convertible_to<Tensor>; })
+    if constexpr (requires {
+                    { m->forward(a[I]...) } -> std::convertible_to<Tensor>;
+                  })
       return m->forward(a[I]...);
-    else
-      throw_error("[AnyModule] {}::forward does not take {} tensors", m->name(), sizeof...(I));
+    else throw_error("[AnyModule] {}::forward does not take {} tensors", m->name(), sizeof...(I));
   }
   std::shared_ptr<Module> module_;
   std::function<Tensor(const std::vector<Tensor>&)> call_;
@@ -101,7 +109,8 @@ using activation_t = TransformerEncoderLayerOptions::activation_t;
 
 // libtorch 1.13's fields, plus norm_first and layer_norm_eps as TransformerEncoderLayerOptions.
 struct TransformerDecoderLayerOptions {
-  TransformerDecoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  TransformerDecoderLayerOptions(int64_t d_model, int64_t nhead)
+      : d_model_(d_model), nhead_(nhead) {}
   OF_ARG(int64_t, d_model);
   OF_ARG(int64_t, nhead);
   OF_ARG(int64_t, dim_feedforward) = 2048;
@@ -158,7 +167,9 @@ struct TransformerOptions {
   TransformerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
   TransformerOptions(int64_t d_model, int64_t nhead, int64_t num_encoder_layers,
                      int64_t num_decoder_layers)
-      : d_model_(d_model), nhead_(nhead), num_encoder_layers_(num_encoder_layers),
+      : d_model_(d_model),
+        nhead_(nhead),
+        num_encoder_layers_(num_encoder_layers),
         num_decoder_layers_(num_decoder_layers) {}
   OF_ARG(int64_t, d_model) = 512;
   OF_ARG(int64_t, nhead) = 8;
@@ -387,12 +398,12 @@ class InstanceNormImplBase : public Module {
   int64_t dim_;  // the batched rank (3, 4 or 5)
 };
 
-#define OF_INSTANCE_NORM(Name, D)                                                        \
-  class Name##Impl : public InstanceNormImplBase {                                       \
-   public:                                                                               \
-    Name##Impl(int64_t num_features) : Name##Impl(InstanceNormOptions(num_features)) {}  \
+#define OF_INSTANCE_NORM(Name, D)                                                            \
+  class Name##Impl : public InstanceNormImplBase {                                           \
+   public:                                                                                   \
+    Name##Impl(int64_t num_features) : Name##Impl(InstanceNormOptions(num_features)) {}      \
     explicit Name##Impl(const InstanceNormOptions& o) : InstanceNormImplBase(o, #Name, D) {} \
-  };                                                                                     \
+  };                                                                                         \
   OF_MODULE(Name)
 OF_INSTANCE_NORM(InstanceNorm1d, 3);
 OF_INSTANCE_NORM(InstanceNorm2d, 4);

@@ -20,7 +20,8 @@ namespace oneflow::nn::functional {
 using oneflow::linear;
 using oneflow::one_hot;
 // Rows of weight at input's indices (note the order: indices first, unlike of::embedding).
-Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingFuncOptions& options = {});
+Tensor embedding(const Tensor& input, const Tensor& weight,
+                 const EmbeddingFuncOptions& options = {});
 
 // ---------------------------------------------------------------- convolution and pooling
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& options = {});
@@ -111,13 +112,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOpti
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
                       const SmoothL1LossFuncOptions& options = {}, double beta = 1.0);
 // delta * smooth_l1_loss with beta = delta.
-Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFuncOptions& options = {});
+Tensor huber_loss(const Tensor& input, const Tensor& target,
+                  const HuberLossFuncOptions& options = {});
 // kBatchMean divides the summed loss by input.size(0).
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivFuncOptions& options = {});
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const BinaryCrossEntropyFuncOptions& options = {});
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
-                                        const BinaryCrossEntropyWithLogitsFuncOptions& options = {});
+Tensor binary_cross_entropy_with_logits(
+    const Tensor& input, const Tensor& target,
+    const BinaryCrossEntropyWithLogitsFuncOptions& options = {});
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options = {});
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options = {});
@@ -129,8 +132,8 @@ Tensor pad(const Tensor& input, const PadFuncOptions& options);
 Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& options = {});
 
 // ---------------------------------------------------------------- attention
-using oneflow::scaled_dot_product_attention;
 using oneflow::rms_norm;
+using oneflow::scaled_dot_product_attention;
 
 // The at::Reduction value (Reduction::Mean, ...) of a reduction tag.
 int64_t reduction_enum(const ReductionType& reduction);

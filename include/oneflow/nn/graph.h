@@ -25,16 +25,46 @@ namespace oneflow::nn {
 // Per-graph switches (OneFlow's graph.config): passes and caching of the underlying trace.
 struct GraphConfig {
   jit::TraceOptions options;
-  GraphConfig& enable_fuse(bool v) { options.fuse(v); return *this; }
-  GraphConfig& enable_memplan(bool v) { options.memplan(v); return *this; }
-  GraphConfig& enable_cse(bool v) { options.cse(v); return *this; }
-  GraphConfig& enable_dce(bool v) { options.dce(v); return *this; }
-  GraphConfig& enable_fold(bool v) { options.fold(v); return *this; }
-  GraphConfig& enable_inplace(bool v) { options.inplace(v); return *this; }
-  GraphConfig& enable_remat(bool v) { options.remat(v); return *this; }
-  GraphConfig& enable_schedule(bool v) { options.schedule(v); return *this; }
-  GraphConfig& strict(bool v) { options.strict(v); return *this; }
-  GraphConfig& verbose(bool v) { options.verbose(v); return *this; }
+  GraphConfig& enable_fuse(bool v) {
+    options.fuse(v);
+    return *this;
+  }
+  GraphConfig& enable_memplan(bool v) {
+    options.memplan(v);
+    return *this;
+  }
+  GraphConfig& enable_cse(bool v) {
+    options.cse(v);
+    return *this;
+  }
+  GraphConfig& enable_dce(bool v) {
+    options.dce(v);
+    return *this;
+  }
+  GraphConfig& enable_fold(bool v) {
+    options.fold(v);
+    return *this;
+  }
+  GraphConfig& enable_inplace(bool v) {
+    options.inplace(v);
+    return *this;
+  }
+  GraphConfig& enable_remat(bool v) {
+    options.remat(v);
+    return *this;
+  }
+  GraphConfig& enable_schedule(bool v) {
+    options.schedule(v);
+    return *this;
+  }
+  GraphConfig& strict(bool v) {
+    options.strict(v);
+    return *this;
+  }
+  GraphConfig& verbose(bool v) {
+    options.verbose(v);
+    return *this;
+  }
 };
 
 template <class Derived> class Graph {

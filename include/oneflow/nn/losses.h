@@ -12,8 +12,8 @@ namespace oneflow {
 // CTC negative log likelihood of log_probs [T, N, C] for targets [N, S] (padded) or 1-D
 // concatenated, with per-sample lengths; kMean divides each loss by its target length first.
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, IntArrayRef input_lengths,
-                IntArrayRef target_lengths, int64_t blank = 0,
-                int64_t reduction = Reduction::Mean, bool zero_infinity = false);
+                IntArrayRef target_lengths, int64_t blank = 0, int64_t reduction = Reduction::Mean,
+                bool zero_infinity = false);
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, int64_t blank = 0,
                 int64_t reduction = Reduction::Mean, bool zero_infinity = false);
@@ -23,7 +23,8 @@ Tensor hinge_embedding_loss(const Tensor& self, const Tensor& target, double mar
 // log(1 + exp(-y x)).
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
                         int64_t reduction = Reduction::Mean);
-// sum over target classes j (up to the first -1) and other classes i of max(0, 1 - (x_j - x_i)) / C.
+// sum over target classes j (up to the first -1) and other classes i of max(0, 1 - (x_j - x_i)) /
+// C.
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
                               int64_t reduction = Reduction::Mean);
 // sum over i != y of max(0, margin - x_y + x_i)^p (* weight[y]) / C.
@@ -184,23 +185,22 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
 }  // namespace functional
 
 // A loss module calling functional::fn with its options; a class weight is a buffer.
-#define OF_EXTRA_LOSS_MODULE(Name, OptionsT, fn, ...)                                   \
-  class Name##Impl : public Module {                                                   \
-   public:                                                                             \
+#define OF_EXTRA_LOSS_MODULE(Name, OptionsT, fn, ...)                                     \
+  class Name##Impl : public Module {                                                      \
+   public:                                                                                \
     explicit Name##Impl(const OptionsT& options = {}) : Module(#Name), options(options) { \
-      register_weight(this->options);                                                  \
-    }                                                                                  \
-    Tensor forward(__VA_ARGS__);                                                       \
-    OptionsT options;                                                                  \
-                                                                                       \
-   private:                                                                            \
-    template <class O>                                                                 \
-    void register_weight(O& o) {                                                       \
-      if constexpr (requires { o.weight(); }) {                                        \
-        if (o.weight().defined()) o.weight(register_buffer("weight", o.weight()));      \
-      }                                                                                \
-    }                                                                                  \
-  };                                                                                   \
+      register_weight(this->options);                                                     \
+    }                                                                                     \
+    Tensor forward(__VA_ARGS__);                                                          \
+    OptionsT options;                                                                     \
+                                                                                          \
+   private:                                                                               \
+    template <class O> void register_weight(O& o) {                                       \
+      if constexpr (requires { o.weight(); }) {                                           \
+        if (o.weight().defined()) o.weight(register_buffer("weight", o.weight()));        \
+      }                                                                                   \
+    }                                                                                     \
+  };                                                                                      \
   OF_MODULE(Name)
 
 #define OF_T const Tensor&
@@ -216,17 +216,16 @@ OF_EXTRA_LOSS_MODULE(SoftMarginLoss, SoftMarginLossOptions, soft_margin_loss, OF
                      OF_T target);
 OF_EXTRA_LOSS_MODULE(MultiLabelSoftMarginLoss, MultiLabelSoftMarginLossOptions,
                      multilabel_soft_margin_loss, OF_T input, OF_T target);
-OF_EXTRA_LOSS_MODULE(TripletMarginLoss, TripletMarginLossOptions, triplet_margin_loss,
-                     OF_T anchor, OF_T positive, OF_T negative);
+OF_EXTRA_LOSS_MODULE(TripletMarginLoss, TripletMarginLossOptions, triplet_margin_loss, OF_T anchor,
+                     OF_T positive, OF_T negative);
 OF_EXTRA_LOSS_MODULE(TripletMarginWithDistanceLoss, TripletMarginWithDistanceLossOptions,
-                     triplet_margin_with_distance_loss, OF_T anchor, OF_T positive,
-                     OF_T negative);
+                     triplet_margin_with_distance_loss, OF_T anchor, OF_T positive, OF_T negative);
 OF_EXTRA_LOSS_MODULE(CTCLoss, CTCLossOptions, ctc_loss, OF_T log_probs, OF_T targets,
                      OF_T input_lengths, OF_T target_lengths);
 OF_EXTRA_LOSS_MODULE(PoissonNLLLoss, PoissonNLLLossOptions, poisson_nll_loss, OF_T log_input,
                      OF_T target);
-OF_EXTRA_LOSS_MODULE(MarginRankingLoss, MarginRankingLossOptions, margin_ranking_loss,
-                     OF_T input1, OF_T input2, OF_T targets);
+OF_EXTRA_LOSS_MODULE(MarginRankingLoss, MarginRankingLossOptions, margin_ranking_loss, OF_T input1,
+                     OF_T input2, OF_T targets);
 OF_EXTRA_LOSS_MODULE(GaussianNLLLoss, GaussianNLLLossOptions, gaussian_nll_loss, OF_T input,
                      OF_T target, OF_T var);
 #undef OF_T

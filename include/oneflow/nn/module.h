@@ -13,16 +13,16 @@
 
 // OF_ARG(T, name): a chainable option, as libtorch's TORCH_ARG: opts.name(v) sets and returns
 // *this, opts.name() reads.
-#define OF_ARG(T, name)                                          \
- public:                                                         \
-  inline auto name(const T& new_##name)->decltype(*this) {       \
-    this->name##_ = new_##name;                                  \
-    return *this;                                                \
-  }                                                              \
+#define OF_ARG(T, name)                                           \
+ public:                                                          \
+  inline auto name(const T& new_##name)->decltype(*this) {        \
+    this->name##_ = new_##name;                                   \
+    return *this;                                                 \
+  }                                                               \
   inline const T& name() const noexcept { return this->name##_; } \
-  inline T& name() noexcept { return this->name##_; }            \
-                                                                 \
- private:                                                        \
+  inline T& name() noexcept { return this->name##_; }             \
+                                                                  \
+ private:                                                         \
   T name##_
 
 #ifndef TORCH_ARG
@@ -135,13 +135,11 @@ class Module : public std::enable_shared_from_this<Module> {
 std::ostream& operator<<(std::ostream& stream, const Module& module);
 
 // Shared-pointer wrapper giving value semantics: Linear fc(3, 4); fc->weight; fc(x).
-template <class Impl>
-class ModuleHolder {
+template <class Impl> class ModuleHolder {
  public:
   using ContainedType = Impl;
   // Default-constructs the module when it has a default constructor.
-  ModuleHolder() requires std::is_default_constructible_v<Impl>
-      : impl_(std::make_shared<Impl>()) {}
+  ModuleHolder() requires std::is_default_constructible_v<Impl> : impl_(std::make_shared<Impl>()) {}
   // An empty holder (assign later, as `Linear fc{nullptr};`).
   ModuleHolder(std::nullptr_t) {}
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -160,8 +158,7 @@ class ModuleHolder {
   bool is_empty() const { return impl_ == nullptr; }
   explicit operator bool() const { return impl_ != nullptr; }
   // Calls forward: fc(x).
-  template <class... Args>
-  decltype(auto) operator()(Args&&... args) const {
+  template <class... Args> decltype(auto) operator()(Args&&... args) const {
     return checked()->forward(std::forward<Args>(args)...);
   }
 
@@ -173,18 +170,17 @@ class ModuleHolder {
   std::shared_ptr<Impl> impl_;
 };
 
-template <class Impl>
-std::ostream& operator<<(std::ostream& stream, const ModuleHolder<Impl>& m) {
+template <class Impl> std::ostream& operator<<(std::ostream& stream, const ModuleHolder<Impl>& m) {
   return stream << *m;
 }
 
 }  // namespace oneflow::nn
 
 // OF_MODULE(Linear): declares `Linear` as the holder of `LinearImpl` (libtorch's TORCH_MODULE).
-#define OF_MODULE(Name)                                                  \
-  class Name : public ::oneflow::nn::ModuleHolder<Name##Impl> {          \
-   public:                                                               \
-    using ::oneflow::nn::ModuleHolder<Name##Impl>::ModuleHolder;         \
+#define OF_MODULE(Name)                                          \
+  class Name : public ::oneflow::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                       \
+    using ::oneflow::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }
 
 #ifndef TORCH_MODULE

@@ -18,8 +18,7 @@
 namespace oneflow {
 
 // D sizes given as one value for all (3) or one per dim ({3, 1}), as torch::ExpandingArray.
-template <size_t D>
-class ExpandingArray {
+template <size_t D> class ExpandingArray {
  public:
   ExpandingArray(int64_t v) { values_.fill(v); }
   ExpandingArray(std::initializer_list<int64_t> list) {
@@ -42,8 +41,7 @@ class ExpandingArray {
 
 // D sizes of which any may be absent (std::nullopt: "keep the input's size"), as
 // torch::ExpandingArrayWithOptionalElem: AdaptiveAvgPool2dOptions({3, std::nullopt}).
-template <size_t D>
-class ExpandingArrayWithOptionalElem {
+template <size_t D> class ExpandingArrayWithOptionalElem {
  public:
   ExpandingArrayWithOptionalElem(int64_t v) { values_.fill(v); }
   ExpandingArrayWithOptionalElem(std::initializer_list<std::optional<int64_t>> list) {
@@ -69,12 +67,12 @@ namespace nn {
 
 // OF_ARG plus a braced-list setter for a variant option whose first alternative is an
 // ExpandingArray: Conv2dOptions(...).padding({1, 2}) as well as .padding(1) or .padding(of::kSame).
-#define OF_ARG_EXPANDING_VARIANT(T, D, name)                                       \
- public:                                                                           \
-  inline auto name(std::initializer_list<int64_t> list)->decltype(*this) {        \
-    this->name##_ = ExpandingArray<D>(list);                                       \
-    return *this;                                                                  \
-  }                                                                                \
+#define OF_ARG_EXPANDING_VARIANT(T, D, name)                               \
+ public:                                                                   \
+  inline auto name(std::initializer_list<int64_t> list)->decltype(*this) { \
+    this->name##_ = ExpandingArray<D>(list);                               \
+    return *this;                                                          \
+  }                                                                        \
   OF_ARG(T, name)
 
 // The reduction a loss applies to its per-element values.
@@ -116,8 +114,7 @@ using conv_padding_mode_t =
     std::variant<enumtype::kZeros, enumtype::kReflect, enumtype::kReplicate, enumtype::kCircular>;
 }  // namespace detail
 
-template <size_t D>
-struct ConvOptions {
+template <size_t D> struct ConvOptions {
   using padding_t = detail::conv_padding_t<D>;
   using padding_mode_t = detail::conv_padding_mode_t;
   ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
@@ -137,8 +134,7 @@ using Conv1dOptions = ConvOptions<1>;
 using Conv2dOptions = ConvOptions<2>;
 using Conv3dOptions = ConvOptions<3>;
 
-template <size_t D>
-struct ConvTransposeOptions {
+template <size_t D> struct ConvTransposeOptions {
   ConvTransposeOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
   OF_ARG(int64_t, in_channels);
@@ -156,8 +152,7 @@ using ConvTranspose2dOptions = ConvTransposeOptions<2>;
 using ConvTranspose3dOptions = ConvTransposeOptions<3>;
 
 namespace functional {
-template <size_t D>
-struct ConvFuncOptions {
+template <size_t D> struct ConvFuncOptions {
   using padding_t = detail::conv_padding_t<D>;
   OF_ARG(Tensor, bias) = Tensor();
   OF_ARG(ExpandingArray<D>, stride) = 1;
@@ -169,8 +164,7 @@ using Conv1dFuncOptions = ConvFuncOptions<1>;
 using Conv2dFuncOptions = ConvFuncOptions<2>;
 using Conv3dFuncOptions = ConvFuncOptions<3>;
 
-template <size_t D>
-struct ConvTransposeFuncOptions {
+template <size_t D> struct ConvTransposeFuncOptions {
   OF_ARG(Tensor, bias) = Tensor();
   OF_ARG(ExpandingArray<D>, stride) = 1;
   OF_ARG(ExpandingArray<D>, padding) = 0;
@@ -185,8 +179,7 @@ using ConvTranspose3dFuncOptions = ConvTransposeFuncOptions<3>;
 
 // ---------------------------------------------------------------- pooling
 
-template <size_t D>
-struct MaxPoolOptions {
+template <size_t D> struct MaxPoolOptions {
   MaxPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
   OF_ARG(ExpandingArray<D>, kernel_size);
   OF_ARG(ExpandingArray<D>, stride);
@@ -198,8 +191,7 @@ using MaxPool1dOptions = MaxPoolOptions<1>;
 using MaxPool2dOptions = MaxPoolOptions<2>;
 using MaxPool3dOptions = MaxPoolOptions<3>;
 
-template <size_t D>
-struct AvgPoolOptions {
+template <size_t D> struct AvgPoolOptions {
   AvgPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size), stride_(kernel_size) {}
   OF_ARG(ExpandingArray<D>, kernel_size);
   OF_ARG(ExpandingArray<D>, stride);
@@ -215,8 +207,7 @@ using AvgPool3dOptions = AvgPoolOptions<3>;
 
 // output_size_t: ExpandingArray<1> for 1-D, ExpandingArrayWithOptionalElem<D> for 2-D / 3-D
 // (an absent size keeps the input's).
-template <typename output_size_t>
-struct AdaptiveMaxPoolOptions {
+template <typename output_size_t> struct AdaptiveMaxPoolOptions {
   AdaptiveMaxPoolOptions(output_size_t output_size) : output_size_(output_size) {}
   OF_ARG(output_size_t, output_size);
 };
@@ -224,8 +215,7 @@ using AdaptiveMaxPool1dOptions = AdaptiveMaxPoolOptions<ExpandingArray<1>>;
 using AdaptiveMaxPool2dOptions = AdaptiveMaxPoolOptions<ExpandingArrayWithOptionalElem<2>>;
 using AdaptiveMaxPool3dOptions = AdaptiveMaxPoolOptions<ExpandingArrayWithOptionalElem<3>>;
 
-template <typename output_size_t>
-struct AdaptiveAvgPoolOptions {
+template <typename output_size_t> struct AdaptiveAvgPoolOptions {
   AdaptiveAvgPoolOptions(output_size_t output_size) : output_size_(output_size) {}
   OF_ARG(output_size_t, output_size);
 };
@@ -429,7 +419,8 @@ struct MultiheadAttentionOptions {
 struct TransformerEncoderLayerOptions {
   using activation_t =
       std::variant<enumtype::kReLU, enumtype::kGELU, std::function<Tensor(const Tensor&)>>;
-  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead)
+      : d_model_(d_model), nhead_(nhead) {}
   OF_ARG(int64_t, d_model);
   OF_ARG(int64_t, nhead);
   OF_ARG(int64_t, dim_feedforward) = 2048;
@@ -442,10 +433,10 @@ struct TransformerEncoderLayerOptions {
 // ---------------------------------------------------------------- losses
 
 // Constructible from a bare reduction, as libtorch: MSELossOptions(of::kSum).
-#define OF_REDUCTION_CTORS(Name)                                   \
-  Name() {}                                                        \
-  Name(enumtype::kNone r) : reduction_(r) {}                       \
-  Name(enumtype::kMean r) : reduction_(r) {}                       \
+#define OF_REDUCTION_CTORS(Name)             \
+  Name() {}                                  \
+  Name(enumtype::kNone r) : reduction_(r) {} \
+  Name(enumtype::kMean r) : reduction_(r) {} \
   Name(enumtype::kSum r) : reduction_(r) {}
 
 struct L1LossOptions {
@@ -549,9 +540,9 @@ struct PadFuncOptions {
 // and kArea are implemented (4-D input); the other tags are accepted by the type, as libtorch's,
 // and rejected with an error naming the mode.
 struct InterpolateFuncOptions {
-  using mode_t = std::variant<enumtype::kNearest, enumtype::kLinear, enumtype::kBilinear,
-                              enumtype::kBicubic, enumtype::kTrilinear, enumtype::kArea,
-                              enumtype::kNearestExact>;
+  using mode_t =
+      std::variant<enumtype::kNearest, enumtype::kLinear, enumtype::kBilinear, enumtype::kBicubic,
+                   enumtype::kTrilinear, enumtype::kArea, enumtype::kNearestExact>;
   OF_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;
   OF_ARG(std::optional<std::vector<double>>, scale_factor) = std::nullopt;
   OF_ARG(mode_t, mode) = kNearest;
