@@ -9,14 +9,14 @@
 namespace oneflow {
 
 namespace enumtype {
-#define OF_ENUM_TAGS(X)                                                                           \
-  X(Linear)                                                                                       \
-  X(Conv1D)                                                                                       \
-  X(Conv2D) X(Conv3D) X(ConvTranspose1D) X(ConvTranspose2D) X(ConvTranspose3D) X(Sigmoid) X(Tanh) \
-      X(ReLU) X(GELU) X(SiLU) X(Mish) X(LeakyReLU) X(FanIn) X(FanOut) X(Constant) X(Reflect)      \
-          X(Replicate) X(Circular) X(Nearest) X(Bilinear) X(Bicubic) X(Trilinear) X(Area)         \
-              X(NearestExact) X(Sum) X(Mean) X(Max) X(None) X(BatchMean) X(Zeros) X(Border)       \
-                  X(Reflection) X(Valid) X(Same)
+// clang-format off
+#define OF_ENUM_TAGS(X)                                                                          \
+  X(Linear) X(Conv1D) X(Conv2D) X(Conv3D) X(ConvTranspose1D) X(ConvTranspose2D)                 \
+  X(ConvTranspose3D) X(Sigmoid) X(Tanh) X(ReLU) X(GELU) X(SiLU) X(Mish) X(LeakyReLU) X(FanIn)    \
+  X(FanOut) X(Constant) X(Reflect) X(Replicate) X(Circular) X(Nearest) X(Bilinear) X(Bicubic)    \
+  X(Trilinear) X(Area) X(NearestExact) X(Sum) X(Mean) X(Max) X(None) X(BatchMean) X(Zeros)       \
+  X(Border) X(Reflection) X(Valid) X(Same)
+// clang-format on
 
 #define OF_ENUM_TYPE(name)                                     \
   struct k##name {                                             \

@@ -39,26 +39,26 @@ struct ElemParams {
 //   All: every dtype, result in the input dtype; Float: floating dtypes only (the public ops
 //   promote integers first); Bool: every dtype, bool result; IntUnsafe: like Float on CUDA
 //   (integer division by zero has no error path on the device; integers are refused).
+// clang-format off
 #define OF_CUDA_UNARY_OPS(X)                                                                  \
-  X(neg, Neg, All)                                                                            \
-  X(abs, Abs, All)                                                                            \
-  X(sign, Sign, All) X(exp, Exp, Float) X(exp2, Exp2, Float) X(log, Log, Float)               \
-      X(log2, Log2, Float) X(log1p, Log1p, Float) X(expm1, Expm1, Float) X(sqrt, Sqrt, Float) \
-          X(rsqrt, Rsqrt, Float) X(reciprocal, Reciprocal, Float) X(square, Square, All)      \
-              X(sin, Sin, Float) X(cos, Cos, Float) X(tan, Tan, Float) X(tanh, Tanh, Float)   \
-                  X(sigmoid, Sigmoid, Float) X(relu, Relu, All) X(silu, Silu, Float)          \
-                      X(erf, Erf, Float) X(floor, Floor, All) X(ceil, Ceil, All)              \
-                          X(round, Round, All) X(trunc, Trunc, All) X(isnan, IsNan, Bool)     \
-                              X(isinf, IsInf, Bool) X(logical_not, LogicalNot, Bool)
-#define OF_CUDA_BINARY_OPS(X)                                                                  \
-  X(add, Add, All)                                                                             \
-  X(sub, Sub, All)                                                                             \
-  X(mul, Mul, All) X(div, Div, Float) X(div_trunc, DivTrunc, IntUnsafe)                        \
-      X(div_floor, DivFloor, IntUnsafe) X(maximum, Maximum, All) X(minimum, Minimum, All)      \
-          X(fmod, Fmod, IntUnsafe) X(remainder, Remainder, IntUnsafe) X(atan2, Atan2, Float)   \
-              X(pow, Pow, All) X(eq, Eq, Bool) X(ne, Ne, Bool) X(lt, Lt, Bool) X(le, Le, Bool) \
-                  X(gt, Gt, Bool) X(ge, Ge, Bool) X(logical_and, LogicalAnd, Bool)             \
-                      X(logical_or, LogicalOr, Bool) X(logical_xor, LogicalXor, Bool)
+  X(neg, Neg, All) X(abs, Abs, All) X(sign, Sign, All) X(exp, Exp, Float) X(exp2, Exp2, Float) \
+  X(log, Log, Float) X(log2, Log2, Float) X(log1p, Log1p, Float) X(expm1, Expm1, Float)       \
+  X(sqrt, Sqrt, Float) X(rsqrt, Rsqrt, Float) X(reciprocal, Reciprocal, Float)                 \
+  X(square, Square, All) X(sin, Sin, Float) X(cos, Cos, Float) X(tan, Tan, Float)             \
+  X(tanh, Tanh, Float) X(sigmoid, Sigmoid, Float) X(relu, Relu, All) X(silu, Silu, Float)      \
+  X(erf, Erf, Float) X(floor, Floor, All) X(ceil, Ceil, All) X(round, Round, All)              \
+  X(trunc, Trunc, All) X(isnan, IsNan, Bool) X(isinf, IsInf, Bool)                             \
+  X(logical_not, LogicalNot, Bool)
+// clang-format on
+// clang-format off
+#define OF_CUDA_BINARY_OPS(X)                                                                 \
+  X(add, Add, All) X(sub, Sub, All) X(mul, Mul, All) X(div, Div, Float)                        \
+  X(div_trunc, DivTrunc, IntUnsafe) X(div_floor, DivFloor, IntUnsafe)                          \
+  X(maximum, Maximum, All) X(minimum, Minimum, All) X(fmod, Fmod, IntUnsafe)                   \
+  X(remainder, Remainder, IntUnsafe) X(atan2, Atan2, Float) X(pow, Pow, All) X(eq, Eq, Bool)   \
+  X(ne, Ne, Bool) X(lt, Lt, Bool) X(le, Le, Bool) X(gt, Gt, Bool) X(ge, Ge, Bool)              \
+  X(logical_and, LogicalAnd, Bool) X(logical_or, LogicalOr, Bool) X(logical_xor, LogicalXor, Bool)
+// clang-format on
 
 enum class ElemOp : int {
 #define OF_ENUM(name, functor, kind) name,
