@@ -5,10 +5,6 @@
 #include <zlib.h>
 
 #include <cstring>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <list>
@@ -20,6 +16,7 @@
 
 #include "allocator.h"
 #include "atomic_file.h"
+#include "mapped_file.h"
 #include "op_signatures.h"
 #include "trace/graph.h"
 #include "trace/symbolic.h"
@@ -864,40 +861,11 @@ SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
 // write to a weight copies its page and never reaches the file) and format 2's blobs, which
 // start at multiples of 64 bytes of the file, become the captured tensors' storage without a
 // copy; the mapping lives as long as any of them. Saving writes a new file and renames it over
-// the old one, so a running process keeps the pages it mapped.
-struct Mapping {
-  char* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data) ::munmap(data, size);
-  }
-};
-
-std::shared_ptr<Mapping> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("[jit.load] cannot open {}", path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("[jit.load] {} is not a regular file", path);
-  }
-  auto m = std::make_shared<Mapping>();
-  m->size = size_t(st.st_size);
-  if (m->size > 0) {
-    void* p = ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      fail("[jit.load] cannot map {} ({} bytes)", path, m->size);
-    }
-    m->data = static_cast<char*>(p);
-  }
-  ::close(fd);
-  return m;
-}
-
+// the old one, so a running process keeps the pages it mapped. The mapping is MappedFile's
+// (NOTE [Mapped checkpoints]), which checkpoint loads use too.
 GraphFile read_file(const std::string& path) {
-  const std::shared_ptr<Mapping> map = map_file(path);
-  const std::string_view data(map->data ? map->data : "", map->size);
+  const std::shared_ptr<MappedFile> map = MappedFile::open(path, "jit.load");
+  const std::string_view data(map->data() ? map->data() : "", map->size());
   Reader hdr(data.data(), data.size(), path);
   char magic[8];
   for (char& c : magic) c = hdr.pod<char>();
@@ -934,8 +902,7 @@ GraphFile read_file(const std::string& path) {
     while ((kHeaderBytes + r.position()) % 64 != 0) r.pod<uint8_t>();
     r.need(len);
     // over the mapped bytes (64-byte aligned in the file; pages are page-aligned)
-    Storage st = std::make_shared<StorageImpl>(const_cast<char*>(r.here()), size_t(len),
-                                               Device(kCPU), [map](void*) {});
+    Storage st = map->storage(size_t(r.here() - map->data()), size_t(len));
     r.skip(len);
     table.push_back(std::move(st));
   }
