@@ -405,42 +405,64 @@ void debug_memplan(const trace::Graph& g) {
                  at[k].second.c_str());
 }
 
+// NOTE [The pass recipe]: the passes in order, each behind its switch, written once: compile()
+// runs them timed (stats().passes) with the CUDA fallback around `fuse`, trace::optimize() runs
+// them plainly (a loaded symbolic graph instantiated at a new shape).
+struct PassStep {
+  const char* name;
+  bool (*on)(const PassSwitches&);
+  trace::Graph (*run)(const trace::Graph&);
+  trace::Graph (*run_cuda)(const trace::Graph&);  // a graph of CUDA tensors
+};
+constexpr PassStep kRecipe[] = {
+    {"dce", [](const PassSwitches& s) { return s.dce; }, trace::dce, trace::dce},
+    {"cse", [](const PassSwitches& s) { return s.cse; }, trace::cse, trace::cse},
+    {"fold", [](const PassSwitches& s) { return s.fold; }, trace::fold, trace::fold},
+    {"dce", [](const PassSwitches& s) { return s.dce && (s.cse || s.fold); }, trace::dce,
+     trace::dce},
+    {"remat", [](const PassSwitches& s) { return s.remat; }, trace::remat, trace::remat},
+    {"schedule", [](const PassSwitches& s) { return s.schedule; }, trace::schedule,
+     trace::schedule},
+    {"fuse", [](const PassSwitches& s) { return s.fuse; }, trace::fuse, trace::fuse_cuda},
+    {"inplace", [](const PassSwitches& s) { return s.inplace; }, trace::inplace, trace::inplace},
+    {"memplan", [](const PassSwitches& s) { return s.memplan; }, trace::memplan, trace::memplan},
+};
+constexpr size_t kFuseStep = 6;
+static_assert(std::string_view(kRecipe[kFuseStep].name) == "fuse");
+
 void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
   auto t0 = std::chrono::steady_clock::now();
   trace::Graph g = std::move(r.graph);
   TraceStats& st = entry.stats;
   st.nodes_recorded = g.nodes.size();
-  auto pass = [&](const char* name, bool on, trace::Graph (*f)(const trace::Graph&)) {
-    if (!on) return;
-    auto p0 = std::chrono::steady_clock::now();
-    const size_t before = g.nodes.size();
-    g = f(g);
-    st.passes.push_back(
-        {name, before, g.nodes.size(),
-         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count()});
+  bool on_cuda = false;
+  for (const trace::Value& v : g.values) on_cuda = on_cuda || v.device.is_cuda();
+  auto run = [&](size_t from, size_t to) {  // kRecipe[from, to), timed
+    for (size_t k = from; k < to; ++k) {
+      const PassStep& p = kRecipe[k];
+      if (!p.on(sw)) continue;
+      auto p0 = std::chrono::steady_clock::now();
+      const size_t before = g.nodes.size();
+      g = (on_cuda ? p.run_cuda : p.run)(g);
+      st.passes.push_back(
+          {p.name, before, g.nodes.size(),
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0)
+               .count()});
+    }
   };
-  // the recipe
-  pass("dce", sw.dce, trace::dce);
-  pass("cse", sw.cse, trace::cse);
-  pass("fold", sw.fold, trace::fold);
-  pass("dce", sw.dce && (sw.cse || sw.fold), trace::dce);
-  pass("remat", sw.remat, trace::remat);
-  pass("schedule", sw.schedule, trace::schedule);
+  run(0, kFuseStep);
   // NOTE [CUDA Graph replay]: a graph of CUDA tensors fuses into generated kernels (NOTE
   // [Generated fused kernels]), compiled with NVRTC when the plan is lowered. When one cannot be
   // (no NVRTC, another toolkit's NVRTC, a compile error) the graph is compiled again without
   // fusion, its elementwise ops separate kernels, and stats().fuse_refused says why.
-  bool on_cuda = false;
-  for (const trace::Value& v : g.values) on_cuda = on_cuda || v.device.is_cuda();
   const trace::Graph unfused = g;
   const size_t passes_before_fuse = st.passes.size();
   auto finish = [&] {
-    pass("inplace", sw.inplace, trace::inplace);
-    pass("memplan", sw.memplan, trace::memplan);
+    run(kFuseStep + 1, std::size(kRecipe));
     if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
     entry.plan = trace::lower(g, e.options.arena_outputs_);
   };
-  pass("fuse", sw.fuse, on_cuda ? trace::fuse_cuda : trace::fuse);
+  run(kFuseStep, kFuseStep + 1);
   try {
     finish();
   } catch (const Error& err) {
@@ -712,18 +734,11 @@ void save(const Engine& e, const std::string& path) {
 
 namespace oneflow::trace {
 
-Graph optimize(const Graph& g0) {
+Graph optimize(const Graph& g0) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
   const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions());
   Graph g = g0;
-  if (sw.dce) g = dce(g);
-  if (sw.cse) g = cse(g);
-  if (sw.fold) g = fold(g);
-  if (sw.dce && (sw.cse || sw.fold)) g = dce(g);
-  if (sw.remat) g = remat(g);
-  if (sw.schedule) g = schedule(g);
-  if (sw.fuse) g = fuse(g);
-  if (sw.inplace) g = inplace(g);
-  if (sw.memplan) g = memplan(g);
+  for (const jit::detail::PassStep& p : jit::detail::kRecipe)
+    if (p.on(sw)) g = p.run(g);
   return g;
 }
 
