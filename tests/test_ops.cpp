@@ -331,3 +331,13 @@ TEST_CASE("op table: no op-name list or op-name comparison outside the op table"
   for (const auto& f : found) list_str += "\n  " + f;
   CHECK_MESSAGE(found.empty(), "op names listed or compared outside the op table:", list_str);
 }
+
+TEST_CASE("op wrappers: an undefined argument is named, in one wording (ops/checks.h)") {
+  const of::Tensor a = of::ones({2, 2}), none;
+  CHECK(th::throws_with([&] { of::mm(a, none); }, {"[mm]", "mat2 is undefined"}));
+  CHECK(th::throws_with([&] { of::addmm(a, none, a); }, {"[addmm]", "mat1 is undefined"}));
+  CHECK(th::throws_with([&] { of::gather(none, 0, a); }, {"[gather]", "input is undefined"}));
+  CHECK(th::throws_with([&] { of::index_select(a, 0, none); },
+                        {"[index_select]", "index is undefined"}));
+  CHECK(th::throws_with([&] { of::logsumexp(none, {0}); }, {"[logsumexp]", "input is undefined"}));
+}

@@ -8,6 +8,7 @@
 
 #include "oneflow/nn/extra.h"
 #include "autocast.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 
@@ -18,12 +19,6 @@ Tensor reduce(const Tensor& loss, int64_t reduction, const char* op) {
   if (reduction == Reduction::Sum) return loss.sum();
   if (reduction == Reduction::None) return loss;
   fail("[{}] unknown reduction {}", op, reduction);
-}
-
-void check_defined(const char* op,
-                   std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
-  for (auto [t, what] : ts)
-    if (!t->defined()) fail("[{}] {} is undefined", op, what);
 }
 
 // Raises unless a and b broadcast together.

@@ -17,6 +17,7 @@
 #include "global/rules.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 namespace {
@@ -1364,9 +1365,6 @@ void register_index_ops() {
 // ---------------------------------------------------------------- public functions
 
 namespace {
-void check_defined(const Tensor& t, const char* op, const char* what = "input") {
-  OF_CHECK(t.defined(), "[{}] {} is an undefined tensor", op, what);
-}
 // PyTorch's legacy rule: 1-D empty tensors of shape (0,) are skipped by cat.
 bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
 }  // namespace
@@ -1415,7 +1413,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, IntArrayRef split_sizes, int64_t dim) {
-  check_defined(x, "split");
+  check_defined("split", x);
   OF_CHECK(x.dim() > 0, "[split] expects at least a 1-dimensional tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.sizes()[d];
@@ -1435,7 +1433,7 @@ std::vector<Tensor> split(const Tensor& x, IntArrayRef split_sizes, int64_t dim)
   return r;
 }
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  check_defined(x, "split");
+  check_defined("split", x);
   OF_CHECK(x.dim() > 0, "[split] expects at least a 1-dimensional tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.sizes()[d];
@@ -1449,7 +1447,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   return r;
 }
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  check_defined(x, "chunk");
+  check_defined("chunk", x);
   OF_CHECK(chunks > 0, "[chunk] number of chunks must be greater than 0, got {}", chunks);
   OF_CHECK(x.dim() > 0, "[chunk] expects at least a 1-dimensional tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "chunk");
@@ -1458,7 +1456,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return split(x, (n + chunks - 1) / chunks, d);
 }
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
-  check_defined(x, "unbind");
+  check_defined("unbind", x);
   OF_CHECK(x.dim() > 0, "[unbind] dimension specified as {} but tensor has no dimensions", dim);
   const int64_t d = wrap_dim(dim, x.dim(), "unbind");
   std::vector<Tensor> r;
@@ -1467,19 +1465,19 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined(x, "gather");
-  check_defined(index, "gather", "index");
+  check_defined("gather", x);
+  check_defined("gather", index, "index");
   return dispatch1(OF_OP("gather"), {x, index}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_defined(x, "scatter");
-  check_defined(index, "scatter", "index");
-  check_defined(src, "scatter", "src");
+  check_defined("scatter", x);
+  check_defined("scatter", index, "index");
+  check_defined("scatter", src, "src");
   return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
-  check_defined(x, "scatter");
-  check_defined(index, "scatter", "index");
+  check_defined("scatter", x);
+  check_defined("scatter", index, "index");
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
   if (x.is_global()) {
     // the value as a broadcast global scalar, expanded to the index's shape
@@ -1491,14 +1489,14 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_defined(x, "scatter_add");
-  check_defined(index, "scatter_add", "index");
-  check_defined(src, "scatter_add", "src");
+  check_defined("scatter_add", x);
+  check_defined("scatter_add", index, "index");
+  check_defined("scatter_add", src, "src");
   return dispatch1(OF_OP("scatter_add"), {x, index, src}, {dim});
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined(x, "index_select");
-  check_defined(index, "index_select", "index");
+  check_defined("index_select", x);
+  check_defined("index_select", index, "index");
   if (x.dim() == 0) {
     wrap_dim(dim, 0, "index_select");
     check_index_1d(index, "index_select");
@@ -1510,9 +1508,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  const Scalar& alpha) {
-  check_defined(x, "index_add");
-  check_defined(index, "index_add", "index");
-  check_defined(source, "index_add", "source");
+  check_defined("index_add", x);
+  check_defined("index_add", index, "index");
+  check_defined("index_add", source, "source");
   if (x.dim() == 0) {
     wrap_dim(dim, 0, "index_add");
     return index_add(x.reshape({1}), 0, index, source.reshape({-1}), alpha).reshape({});
@@ -1520,17 +1518,17 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   return dispatch1(OF_OP("index_add"), {x, index, source}, {dim, alpha});
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  check_defined(x, "masked_select");
-  check_defined(mask, "masked_select", "mask");
+  check_defined("masked_select", x);
+  check_defined("masked_select", mask, "mask");
   return dispatch1(OF_OP("masked_select"), {x, mask});
 }
 Tensor nonzero(const Tensor& x) {
-  check_defined(x, "nonzero");
+  check_defined("nonzero", x);
   return dispatch1(OF_OP("nonzero"), {x});
 }
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
-  check_defined(x, "take_along_dim");
-  check_defined(indices, "take_along_dim", "indices");
+  check_defined("take_along_dim", x);
+  check_defined("take_along_dim", indices, "indices");
   check_index_dtype(indices, "take_along_dim", false, "indices");
   if (!dim) return gather(x.reshape({-1}), 0, indices.reshape({-1}));
   OF_CHECK(x.dim() == indices.dim(),
@@ -1551,7 +1549,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   return gather(xe, d, ie);
 }
 Tensor one_hot(const Tensor& x, int64_t num_classes) {
-  check_defined(x, "one_hot");
+  check_defined("one_hot", x);
   OF_CHECK(x.dtype() == kInt64,
            "[one_hot] is only applicable to index tensors of dtype int64, got {}",
            dtype_name(x.dtype()));
@@ -1568,7 +1566,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
   return dispatch1(OF_OP("one_hot"), {x}, {num_classes});
 }
 Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double value) {
-  check_defined(x, "pad");
+  check_defined("pad", x);
   PadMode m = pad_mode(mode);
   OF_CHECK(m == PadMode::kConstant || value == 0,
            "[pad] padding mode '{}' doesn't take in value argument (got {})", mode, value);
@@ -1576,19 +1574,19 @@ Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double valu
   return dispatch1(OF_OP("pad"), {x}, {pads.dims(), std::string(mode), value});
 }
 Tensor tril(const Tensor& x, int64_t diagonal) {
-  check_defined(x, "tril");
+  check_defined("tril", x);
   return dispatch1(OF_OP("tril"), {x}, {diagonal});
 }
 Tensor triu(const Tensor& x, int64_t diagonal) {
-  check_defined(x, "triu");
+  check_defined("triu", x);
   return dispatch1(OF_OP("triu"), {x}, {diagonal});
 }
 Tensor flip(const Tensor& x, IntArrayRef dims) {
-  check_defined(x, "flip");
+  check_defined("flip", x);
   return dispatch1(OF_OP("flip"), {x}, {dims.dims()});
 }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
-  check_defined(x, "roll");
+  check_defined("roll", x);
   if (dims.empty()) {
     OF_CHECK(shifts.size() == 1,
              "[roll] without dims, shifts must have exactly one element, got {}",
@@ -1599,11 +1597,11 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   return dispatch1(OF_OP("roll"), {x}, {shifts.dims(), dims.dims()});
 }
 Tensor repeat(const Tensor& x, IntArrayRef repeats) {
-  check_defined(x, "repeat");
+  check_defined("repeat", x);
   return dispatch1(OF_OP("repeat"), {x}, {repeats.dims()});
 }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
-  check_defined(x, "repeat_interleave");
+  check_defined("repeat_interleave", x);
   OF_CHECK(repeats >= 0, "[repeat_interleave] repeats must be non-negative, got {}", repeats);
   Tensor src = dim ? x : x.reshape({-1});
   if (src.dim() == 0) src = src.reshape({1});
@@ -1617,8 +1615,8 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   return index_select(src, d, global::constant_like(it, x));
 }
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
-  check_defined(x, "repeat_interleave");
-  check_defined(repeats, "repeat_interleave", "repeats");
+  check_defined("repeat_interleave", x);
+  check_defined("repeat_interleave", repeats, "repeats");
   check_index_dtype(repeats, "repeat_interleave", true, "repeats");
   OF_CHECK(repeats.dim() <= 1, "[repeat_interleave] repeats must be 0-d or 1-D, got shape {}",
            shape_str(repeats.sizes()));
@@ -1641,7 +1639,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   return index_select(src, d, global::constant_like(it, x));
 }
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
-  check_defined(x, "sort");
+  check_defined("sort", x);
   auto r = dispatch(OF_OP("sort"), {x}, {dim, descending});
   return {r[0], r[1]};
 }
@@ -1650,15 +1648,15 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 }
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
-  check_defined(x, "topk");
+  check_defined("topk", x);
   auto r = dispatch(OF_OP("topk"), {x}, {k, dim, largest, sorted});
   return {r[0], r[1]};
 }
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx,
                  bool scale_grad_by_freq, bool sparse) {
   (void)sparse;  // gradients are always dense
-  check_defined(weight, "embedding", "weight");
-  check_defined(indices, "embedding", "indices");
+  check_defined("embedding", weight, "weight");
+  check_defined("embedding", indices, "indices");
   return dispatch1(OF_OP("embedding"), {weight, indices}, {padding_idx, scale_grad_by_freq});
 }
 

@@ -15,16 +15,12 @@
 #include "cpu/blas.h"
 #include "cpu/loops.h"
 #include "cuda_backend.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 namespace {
 
 // ---------------------------------------------------------------- checks
-
-void check_defined(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (!t->defined()) fail("[{}] got an undefined tensor", op);
-}
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
@@ -579,31 +575,31 @@ void register_linalg_ops() {
 // ---------------------------------------------------------------- public functions
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  check_defined("mm", {&a, &b});
+  check_defined("mm", {{&a, "input"}, {&b, "mat2"}});
   return dispatch1(OF_OP("mm"), {a, b});
 }
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
-  check_defined("mm", {&out, &a, &b});
+  check_defined("mm", {{&out, "out"}, {&a, "input"}, {&b, "mat2"}});
   dispatch(OF_OP("mm"), {a, b}, {}, &out);
   return out;
 }
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  check_defined("bmm", {&a, &b});
+  check_defined("bmm", {{&a, "input"}, {&b, "mat2"}});
   return dispatch1(OF_OP("bmm"), {a, b});
 }
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
-  check_defined("addmm", {&self, &mat1, &mat2});
+  check_defined("addmm", {{&self, "input"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
   return dispatch1(OF_OP("addmm"), {self, mat1, mat2}, {beta, alpha});
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                const Scalar& alpha) {
-  check_defined("baddbmm", {&self, &b1, &b2});
+  check_defined("baddbmm", {{&self, "input"}, {&b1, "batch1"}, {&b2, "batch2"}});
   return dispatch1(OF_OP("baddbmm"), {self, b1, b2}, {beta, alpha});
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
-  check_defined("dot", {&a, &b});
+  check_defined("dot", {{&a, "input"}, {&b, "tensor"}});
   if (a.dim() != 1 || b.dim() != 1)
     fail("[dot] 1-D tensors expected, but got {}-D and {}-D tensors (shapes {} and {})", a.dim(),
          b.dim(), shape_str(a.sizes()), shape_str(b.sizes()));
@@ -618,7 +614,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  check_defined("outer", {&a, &b});
+  check_defined("outer", {{&a, "input"}, {&b, "vec2"}});
   if (a.dim() != 1 || b.dim() != 1)
     fail("[outer] 1-D tensors expected, but got {}-D and {}-D tensors (shapes {} and {})", a.dim(),
          b.dim(), shape_str(a.sizes()), shape_str(b.sizes()));
@@ -626,7 +622,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_defined("matmul", {&a, &b});
+  check_defined("matmul", {{&a, "input"}, {&b, "other"}});
   const int64_t da = a.dim(), db = b.dim();
   if (da == 0 || db == 0)
     fail("[matmul] both arguments to matmul need to be at least 1-D, but they are {}-D and {}-D",

@@ -33,6 +33,7 @@
 #include "dispatch.h"
 #include "oneflow/ops_conv.h"
 #include "thread_pool.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 namespace {
@@ -1340,10 +1341,6 @@ template <Mode M> TensorList resample_backward_vjp(const VjpCtx& c, const Tensor
 }
 
 // ---------------------------------------------------------------- wrapper helpers
-
-void check_defined(const char* op, const Tensor& t, const char* what) {
-  if (!t.defined()) fail("[{}] {} is undefined", op, what);
-}
 
 // Calls f on the batched input and restores the rank of the result. (float16/bfloat16 inputs
 // run in float32 through dispatch: NOTE [Reduced-precision fallback].)

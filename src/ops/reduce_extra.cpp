@@ -22,6 +22,7 @@
 #include "ops/functors.h"
 #include "ops/reduce_common.h"
 #include "thread_pool.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 
@@ -40,9 +41,6 @@ int64_t grain_for(int64_t work_per_item) {
 
 // ---------------------------------------------------------------- validation
 
-void check_defined(const Tensor& x, const char* op) {
-  OF_CHECK(x.defined(), "[{}] got an undefined tensor", op);
-}
 void check_float(const Tensor& x, const char* op) {
   if (!is_floating_point(x.dtype()))
     fail("[{}] expected a floating-point tensor, got {}", op, dtype_name(x.dtype()));
@@ -715,7 +713,7 @@ Tensor prod_impl(const Tensor& x, const DimVector& dims, bool keepdim, ScalarTyp
   return dispatch1(OF_OP("prod"), {x}, {dims, keepdim, out});
 }
 Tensor extreme_impl(bool is_max, const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
-  check_defined(x, op);
+  check_defined(op, x);
   DimVector d = normalize_reduce_dims(x, dims, op);
   check_nonempty(x, d, op);
   return dispatch1(is_max ? OF_OP("amax") : OF_OP("amin"), {x}, {d, keepdim, x.dtype()});
@@ -977,25 +975,25 @@ void register_reduce_ops_extra() {
 
 // prod: integers (and bool) accumulate into int64 like sum; dtype= casts the input first.
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
-  check_defined(x, "prod");
+  check_defined("prod", x);
   DimVector d = normalize_reduce_dims(x, {dim}, "prod");
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
   ScalarType out = is_floating_point(in.dtype()) || dtype ? in.dtype() : kInt64;
   return prod_impl(in, d, keepdim, out);
 }
 Tensor prod(const Tensor& x, std::optional<ScalarType> dtype) {
-  check_defined(x, "prod");
+  check_defined("prod", x);
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
   ScalarType out = is_floating_point(in.dtype()) || dtype ? in.dtype() : kInt64;
   return prod_impl(in, all_dims(x), false, out);
 }
 
 Tensor max(const Tensor& x) {
-  check_defined(x, "max");
+  check_defined("max", x);
   return extreme_impl(true, x, {}, false, "max");
 }
 Tensor min(const Tensor& x) {
-  check_defined(x, "min");
+  check_defined("min", x);
   return extreme_impl(false, x, {}, false, "min");
 }
 Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) {
@@ -1005,13 +1003,13 @@ Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
   return extreme_impl(false, x, dims, keepdim, "amin");
 }
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  check_defined(x, "max");
+  check_defined("max", x);
   int64_t d = wrap_dim(dim, x.dim(), "max");
   TensorList r = dispatch(OF_OP("max_dim"), {x}, {d, keepdim});
   return {r[0], r[1]};
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  check_defined(x, "min");
+  check_defined("min", x);
   int64_t d = wrap_dim(dim, x.dim(), "min");
   TensorList r = dispatch(OF_OP("min_dim"), {x}, {d, keepdim});
   return {r[0], r[1]};
@@ -1019,21 +1017,21 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
 namespace {
 Tensor argext(bool is_max, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   const char* op = is_max ? "argmax" : "argmin";
-  check_defined(x, op);
+  check_defined(op, x);
   AttrValue d;
   if (dim) d = wrap_dim(*dim, x.dim(), op);
   return dispatch1(is_max ? OF_OP("argmax") : OF_OP("argmin"), {x}, {d, keepdim});
 }
 Tensor var_std(bool is_std, const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
   const char* op = is_std ? "std" : "var";
-  check_defined(x, op);
+  check_defined(op, x);
   check_float(x, op);
   DimVector d = normalize_reduce_dims(x, dims, op);
   return dispatch1(is_std ? OF_OP("std") : OF_OP("var"), {x}, {d, keepdim, x.dtype(), correction});
 }
 Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = log ? "log_softmax" : "softmax";
-  check_defined(x, op);
+  check_defined(op, x);
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
   check_float(in, op);
   int64_t d = wrap_dim(dim, x.dim(), op);
@@ -1041,7 +1039,7 @@ Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<Scalar
 }
 Tensor scan_public(bool prod, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = prod ? "cumprod" : "cumsum";
-  check_defined(x, op);
+  check_defined(op, x);
   int64_t d = wrap_dim(dim, x.dim(), op);
   ScalarType t = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
   if (!is_floating_point(t) && t != kInt64)
@@ -1077,14 +1075,14 @@ Tensor std(const Tensor& x, std::optional<IntArrayRef> dims, std::optional<int64
 }
 
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
-  check_defined(x, "logsumexp");
+  check_defined("logsumexp", x);
   check_float(x, "logsumexp");
   DimVector d = normalize_reduce_dims(x, dims, "logsumexp");
   return dispatch1(OF_OP("logsumexp"), {x}, {d, keepdim, x.dtype()});
 }
 
 Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
-  check_defined(x, "norm");
+  check_defined("norm", x);
   check_float(x, "norm");
   DimVector d = normalize_reduce_dims(x, dims, "norm");
   AttrValue pv = p.to_double();
