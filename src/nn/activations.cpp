@@ -4,6 +4,7 @@
 
 #include "oneflow/nn/functional.h"
 #include "oneflow/ops.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 
@@ -21,12 +22,6 @@ template <class Fn> Tensor& in_place(Tensor& x, const char* op, Fn f) {
   x.copy_(y);
   return x;
 }
-void check_float(const Tensor& x, const char* op) {
-  if (!x.defined()) fail("[{}] input is undefined", op);
-  if (!x.is_floating_point())
-    fail("[{}] expected a floating-point input, got {} of shape {}", op, dtype_name(x.dtype()),
-         shape_str(x.sizes()));
-}
 }  // namespace
 
 Tensor leaky_relu(const Tensor& x, const Scalar& s) {
@@ -37,7 +32,7 @@ Tensor& leaky_relu_(Tensor& x, const Scalar& s) {
 }
 
 Tensor elu(const Tensor& x, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale) {
-  check_float(x, "elu");
+  check_float("elu", x);
   const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
   Tensor neg = ((x * is).exp() - 1) * a;
   return where(x > 0, x, neg) * sc;
@@ -52,7 +47,7 @@ Tensor& selu_(Tensor& x) {
 }
 
 Tensor celu(const Tensor& x, const Scalar& alpha) {
-  check_float(x, "celu");
+  check_float("celu", x);
   const double a = alpha.to_double();
   if (a == 0) fail("[celu] alpha must be nonzero (0 divides x), got 0");
   return x.relu() + minimum(zeros_like(x), ((x / a).exp() - 1) * a);
@@ -74,7 +69,7 @@ Tensor& hardtanh_(Tensor& x, const Scalar& lo, const Scalar& hi) {
 }
 
 Tensor hardsigmoid(const Tensor& x) {
-  check_float(x, "hardsigmoid");
+  check_float("hardsigmoid", x);
   return (x + 3).clamp(Scalar(0), Scalar(6)) / 6;
 }
 Tensor& hardsigmoid_(Tensor& x) {
@@ -82,7 +77,7 @@ Tensor& hardsigmoid_(Tensor& x) {
 }
 
 Tensor hardswish(const Tensor& x) {
-  check_float(x, "hardswish");
+  check_float("hardswish", x);
   return x * (x + 3).clamp(Scalar(0), Scalar(6)) / 6;
 }
 Tensor& hardswish_(Tensor& x) {
@@ -97,7 +92,7 @@ Tensor& mish_(Tensor& x) {
 Tensor log_sigmoid(const Tensor& x) { return F::logsigmoid(x); }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
-  check_float(x, "prelu");
+  check_float("prelu", x);
   if (!weight.defined()) fail("[prelu] weight is undefined");
   const int64_t n = weight.numel();
   Tensor w = weight;

@@ -19,4 +19,13 @@ inline void check_defined(const char* op,
   for (const auto& [t, what] : ts) check_defined(op, *t, what);
 }
 
+// check_defined, then "[op] expected a floating-point <what>, got <dtype> (shape <shape>)"
+// (float16/bfloat16 count: NOTE [Reduced-precision fallback]).
+inline void check_float(const char* op, const Tensor& t, const char* what = "input") {
+  check_defined(op, t, what);
+  if (!t.is_floating_point())
+    fail("[{}] expected a floating-point {}, got {} (shape {})", op, what, dtype_name(t.dtype()),
+         shape_str(t.sizes()));
+}
+
 }  // namespace oneflow

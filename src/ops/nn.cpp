@@ -26,6 +26,7 @@
 #include "ops/functors.h"
 #include "thread_pool.h"
 #include "autocast.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 namespace {
@@ -52,12 +53,6 @@ template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f
   fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
 }
 
-void check_float_input(const Tensor& x, const char* op, const char* what) {
-  if (!x.defined()) fail("[{}] {} is undefined", op, what);
-  if (!is_floating_point(x.dtype()))  // float16/bfloat16: NOTE [Reduced-precision fallback]
-    fail("[{}] expected {} to be a floating-point tensor, got {} (shape {})", op, what,
-         dtype_name(x.dtype()), shape_str(x.sizes()));
-}
 // An optional parameter: undefined, or of x's dtype and exactly `shape`.
 void check_param(const Tensor& p, const Tensor& x, IntArrayRef shape, const char* op,
                  const char* what) {
@@ -231,7 +226,7 @@ Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
 template <int Mode> void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = norm_name(Mode);
   const Tensor& x = in[0];
-  check_float_input(x, op, "input");
+  check_float(op, x, "input");
   Geom g = norm_geom(Mode, x.sizes(), a);
   check_param(in[1], x, g.param_shape, op, "weight");
   if (Mode != kRms) check_param(in[2], x, g.param_shape, op, "bias");
@@ -299,7 +294,7 @@ template <int Mode> void norm_bwd_meta(const TensorList& in, const Attrs& a, Met
   const std::string name = std::string(norm_name(Mode)) + "_backward";
   const char* op = name.c_str();
   const Tensor& x = in[1];
-  check_float_input(x, op, "input");
+  check_float(op, x, "input");
   Geom g = norm_geom(Mode, x.sizes(), a);
   check_saved(in[0], x, x.sizes(), op, "grad_output");
   check_param(in[2], x, g.param_shape, op, "weight");
@@ -468,7 +463,7 @@ BnGeom bn_geom(IntArrayRef s) { return {s[0], s[1], prod_range(s, 2, s.size())};
 
 void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  check_float_input(x, "batch_norm", "input");
+  check_float("batch_norm", x, "input");
   if (x.dim() < 2)
     fail("[batch_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
          shape_str(x.sizes()));
@@ -550,7 +545,7 @@ void bn_cpu(const KernelArgs& k) {
 void bn_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const char* op = "batch_norm_backward";
   const Tensor& x = in[1];
-  check_float_input(x, op, "input");
+  check_float(op, x, "input");
   if (x.dim() < 2)
     fail("[{}] expected an input of at least 2 dims (N, C[, *]), got shape {}", op,
          shape_str(x.sizes()));
@@ -640,7 +635,7 @@ TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
 
 void dropout_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  check_float_input(x, "dropout", "input");
+  check_float("dropout", x, "input");
   if (!(a.f(0) >= 0.0 && a.f(0) <= 1.0))
     fail("[dropout] dropout probability has to be between 0 and 1, but got {}", a.f(0));
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
@@ -707,7 +702,7 @@ CeGeom ce_geom(IntArrayRef s) {
 // The checks of cross_entropy() for a direct dispatch (the op takes x of at least 2 dims);
 // the class indices' values are checked by the kernels, before they write.
 CeGeom ce_check(const Tensor& x, const Tensor& t, const Tensor& w, const Attrs& a, const char* op) {
-  check_float_input(x, op, "input");
+  check_float(op, x, "input");
   if (x.dim() < 2)
     fail("[{}] expected an input of shape (N, C, d1, ...), got {}", op, shape_str(x.sizes()));
   check_reduction(a.i(0), op);
@@ -918,8 +913,8 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
 
 void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
-  check_float_input(x, "linear", "input");
-  check_float_input(in[1], "linear", "weight");
+  check_float("linear", x, "input");
+  check_float("linear", in[1], "weight");
   if (x.dim() != 2 || in[1].dim() != 2 || x.size(1) != in[1].size(1))
     fail("[linear] expected input [rows, in] and weight [out, in], got shapes {} and {}",
          shape_str(x.sizes()), shape_str(in[1].sizes()));
@@ -980,7 +975,7 @@ AttnGeom attn_geom(const TensorList& in) {
 // dtype, the mask [B, L, S] of the kind mask_kind names, dropout_p in [0, 1).
 AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
   const Tensor &q = in[0], &k = in[1], &v = in[2], &mask = in[3];
-  check_float_input(q, op, "query");
+  check_float(op, q, "query");
   check_saved(k, q, k.sizes(), op, "key");
   check_saved(v, q, v.sizes(), op, "value");
   if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) ||
@@ -1475,8 +1470,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   if (Tensor x = input, w = weight, b = bias;
       autocast_detail::autocast_args(OF_OP("linear"), {&x, &w, &b}))
     return linear(x, w, b);
-  check_float_input(input, "linear", "input");
-  check_float_input(weight, "linear", "weight");
+  check_float("linear", input, "input");
+  check_float("linear", weight, "weight");
   if (weight.dim() != 2)
     fail("[linear] expected a 2-D weight [out_features, in_features], got shape {}",
          shape_str(weight.sizes()));
@@ -1582,7 +1577,7 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
   if (Tensor x = input, w = weight, b = bias;
       autocast_detail::autocast_args(OF_OP("layer_norm"), {&x, &w, &b}))
     return layer_norm(x, normalized_shape, w, b, eps);
-  check_float_input(input, "layer_norm", "input");
+  check_float("layer_norm", input, "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
   for (int64_t i = 0; ok && i < nd; ++i)
@@ -1599,7 +1594,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   if (Tensor x = input, w = weight, b = bias;
       autocast_detail::autocast_args(OF_OP("group_norm"), {&x, &w, &b}))
     return group_norm(x, num_groups, w, b, eps);
-  check_float_input(input, "group_norm", "input");
+  check_float("group_norm", input, "input");
   if (input.dim() < 2)
     fail("[group_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
          shape_str(input.sizes()));
@@ -1617,7 +1612,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
                 std::optional<double> eps) {
   if (Tensor x = input, w = weight; autocast_detail::autocast_args(OF_OP("rms_norm"), {&x, &w}))
     return rms_norm(x, normalized_shape, w, eps);
-  check_float_input(input, "rms_norm", "input");
+  check_float("rms_norm", input, "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
   for (int64_t i = 0; ok && i < nd; ++i)
@@ -1639,7 +1634,7 @@ Tensor dropout(const Tensor& input, double p, bool train) {
   if (!input.defined()) fail("[dropout] input is undefined");
   if (!(p >= 0.0 && p <= 1.0))
     fail("[dropout] dropout probability has to be between 0 and 1, but got {}", p);
-  check_float_input(input, "dropout", "input");
+  check_float("dropout", input, "input");
   if (!train || p == 0.0 || input.numel() == 0) return input;
   GeneratorState s = reserve_random(uint64_t((input.numel() + 3) / 4));
   return dispatch1(OF_OP("dropout"), {input}, {p, int64_t(s.seed), int64_t(s.offset)});
@@ -1728,9 +1723,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (Tensor q = query, k = key, v = value, m = attn_mask;
       autocast_detail::autocast_args(OF_OP("scaled_dot_product_attention"), {&q, &k, &v, &m}))
     return scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale);
-  check_float_input(query, op, "query");
-  check_float_input(key, op, "key");
-  check_float_input(value, op, "value");
+  check_float(op, query, "query");
+  check_float(op, key, "key");
+  check_float(op, value, "value");
   if (key.dtype() != query.dtype() || value.dtype() != query.dtype())
     fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
          dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
@@ -1828,7 +1823,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
       autocast_detail::autocast_args(OF_OP("cross_entropy"), {&x, &w}))
     return cross_entropy(x, target, w, reduction, ignore_index, label_smoothing);
   const char* op = "cross_entropy";
-  check_float_input(input, op, "input");
+  check_float(op, input, "input");
   check_reduction(reduction, op);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     fail("[cross_entropy] label_smoothing must be between 0.0 and 1.0, got {}", label_smoothing);
@@ -1889,7 +1884,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 int64_t ignore_index) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "nll_loss";
-  check_float_input(input, op, "input");
+  check_float(op, input, "input");
   check_reduction(reduction, op);
   check_class_targets(input, target, weight, ignore_index, op);
   if (input.dim() == 1) {
@@ -1908,27 +1903,27 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
-  check_float_input(input, "mse_loss", "input");
+  check_float("mse_loss", input, "input");
   check_same_shape(input, target, "mse_loss");
-  check_float_input(target, "mse_loss", "target");
+  check_float("mse_loss", target, "target");
   check_reduction(reduction, "mse_loss");
   return reduce_loss((input - target).square(), reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, int64_t reduction) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
-  check_float_input(input, "l1_loss", "input");
+  check_float("l1_loss", input, "input");
   check_same_shape(input, target, "l1_loss");
-  check_float_input(target, "l1_loss", "target");
+  check_float("l1_loss", target, "target");
   check_reduction(reduction, "l1_loss");
   return reduce_loss((input - target).abs(), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, int64_t reduction, double beta) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
-  check_float_input(input, "smooth_l1_loss", "input");
+  check_float("smooth_l1_loss", input, "input");
   check_same_shape(input, target, "smooth_l1_loss");
-  check_float_input(target, "smooth_l1_loss", "target");
+  check_float("smooth_l1_loss", target, "target");
   check_reduction(reduction, "smooth_l1_loss");
   if (!(beta >= 0)) fail("[smooth_l1_loss] beta must be non-negative, got {}", beta);
   const Tensor ad = (input - target).abs();
@@ -1941,12 +1936,12 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
                             int64_t reduction) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "binary_cross_entropy";
-  check_float_input(input, op, "input");
+  check_float(op, input, "input");
   check_same_shape(input, target, op);
-  check_float_input(target, op, "target");
+  check_float(op, target, "target");
   check_reduction(reduction, op);
   if (weight.defined()) {
-    check_float_input(weight, op, "weight");
+    check_float(op, weight, "weight");
     if (!broadcasts_to(weight.sizes(), input.sizes()))
       fail("[{}] weight of shape {} does not broadcast to the input shape {}", op,
            shape_str(weight.sizes()), shape_str(input.sizes()));
@@ -1966,14 +1961,14 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         int64_t reduction) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "binary_cross_entropy_with_logits";
-  check_float_input(input, op, "input");
+  check_float(op, input, "input");
   check_same_shape(input, target, op);
-  check_float_input(target, op, "target");
+  check_float(op, target, "target");
   check_reduction(reduction, op);
   for (const Tensor* t : {&weight, &pos_weight}) {
     if (!t->defined()) continue;
     const char* what = t == &weight ? "weight" : "pos_weight";
-    check_float_input(*t, op, what);
+    check_float(op, *t, what);
     if (!broadcasts_to(t->sizes(), input.sizes()))
       fail("[{}] {} of shape {} does not broadcast to the input shape {}", op, what,
            shape_str(t->sizes()), shape_str(input.sizes()));
@@ -1990,9 +1985,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 Tensor kl_div(const Tensor& input, const Tensor& target, int64_t reduction, bool log_target) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
   const char* op = "kl_div";
-  check_float_input(input, op, "input");
+  check_float(op, input, "input");
   check_same_shape(input, target, op);
-  check_float_input(target, op, "target");
+  check_float(op, target, "target");
   check_reduction(reduction, op);
   Tensor l;
   if (log_target) {

@@ -54,13 +54,6 @@ std::string vals(const DimVector& v) {
   return s + ")";
 }
 
-void check_float(const char* op, const Tensor& t, const char* what) {
-  if (!t.defined()) fail("[{}] {} is undefined", op, what);
-  if (!is_floating_point(t.dtype()))
-    fail("[{}] expected a floating-point {}, got {} (shape {})", op, what, dtype_name(t.dtype()),
-         shape_str(t.sizes()));
-}
-
 // A [N, C, H, W] view of an unbatched [C, H, W] input (the op wrappers' rank handling).
 Tensor batched(const char* op, const Tensor& x, int64_t spatial) {
   if (x.dim() == spatial + 2) return x;

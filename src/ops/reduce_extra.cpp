@@ -41,10 +41,6 @@ int64_t grain_for(int64_t work_per_item) {
 
 // ---------------------------------------------------------------- validation
 
-void check_float(const Tensor& x, const char* op) {
-  if (!is_floating_point(x.dtype()))
-    fail("[{}] expected a floating-point tensor, got {}", op, dtype_name(x.dtype()));
-}
 // Reductions without an identity (max, argmax, ...) refuse zero-size reduced dims.
 void check_nonempty(const Tensor& x, const DimVector& dims, const char* op) {
   if (x.dim() == 0) return;
@@ -675,17 +671,17 @@ template <bool IsMax> void argmax_meta(const TensorList& in, const Attrs& a, Met
 }
 template <bool Sqrt> void var_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = Sqrt ? "std" : "var";
-  check_float(in[0], op);
+  check_float(op, in[0], "tensor");
   reduce_meta(in, a, out, op);
   out[0].dtype = in[0].dtype();
 }
 void logsumexp_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  check_float(in[0], "logsumexp");
+  check_float("logsumexp", in[0], "tensor");
   reduce_meta(in, a, out, "logsumexp");
   out[0].dtype = in[0].dtype();
 }
 void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  check_float(in[0], "norm");
+  check_float("norm", in[0], "tensor");
   reduce_meta(in, a, out, "norm");
   const double p = a.f(3);
   if (std::isnan(p)) fail("[norm] p must not be NaN");
@@ -694,7 +690,7 @@ void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 template <bool Log> void softmax_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = Log ? "log_softmax" : "softmax";
-  check_float(in[0], op);
+  check_float(op, in[0], "tensor");
   wrap_dim(a.i(0), in[0].dim(), op);
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
 }
@@ -1025,7 +1021,7 @@ Tensor argext(bool is_max, const Tensor& x, std::optional<int64_t> dim, bool kee
 Tensor var_std(bool is_std, const Tensor& x, IntArrayRef dims, int64_t correction, bool keepdim) {
   const char* op = is_std ? "std" : "var";
   check_defined(op, x);
-  check_float(x, op);
+  check_float(op, x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, op);
   return dispatch1(is_std ? OF_OP("std") : OF_OP("var"), {x}, {d, keepdim, x.dtype(), correction});
 }
@@ -1033,7 +1029,7 @@ Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<Scalar
   const char* op = log ? "log_softmax" : "softmax";
   check_defined(op, x);
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
-  check_float(in, op);
+  check_float(op, in, "tensor");
   int64_t d = wrap_dim(dim, x.dim(), op);
   return dispatch1(log ? OF_OP("log_softmax") : OF_OP("softmax"), {in}, {d});
 }
@@ -1076,14 +1072,14 @@ Tensor std(const Tensor& x, std::optional<IntArrayRef> dims, std::optional<int64
 
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
   check_defined("logsumexp", x);
-  check_float(x, "logsumexp");
+  check_float("logsumexp", x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, "logsumexp");
   return dispatch1(OF_OP("logsumexp"), {x}, {d, keepdim, x.dtype()});
 }
 
 Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
   check_defined("norm", x);
-  check_float(x, "norm");
+  check_float("norm", x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, "norm");
   AttrValue pv = p.to_double();
   return dispatch1(OF_OP("norm"), {x}, {d, keepdim, x.dtype(), pv});
