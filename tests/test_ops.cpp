@@ -340,4 +340,13 @@ TEST_CASE("op wrappers: an undefined argument is named, in one wording (ops/chec
   CHECK(th::throws_with([&] { of::index_select(a, 0, none); },
                         {"[index_select]", "index is undefined"}));
   CHECK(th::throws_with([&] { of::logsumexp(none, {0}); }, {"[logsumexp]", "input is undefined"}));
+  // linear refuses mixed dtypes (dispatch would widen them), after autocast's casts
+  CHECK(th::throws_with([&] { of::linear(a.to(of::kBFloat16), a); },
+                        {"[linear]", "same dtype", "bfloat16", "float32"}));
+  {
+    of::autocast::Guard ac(of::kCPU, of::kBFloat16);
+    const of::Tensor y = of::linear(of::ones({3, 2}), a.to(of::kBFloat16), of::ones({2}));
+    CHECK(y.dtype() == of::kBFloat16);
+    CHECK(of::layer_norm(of::ones({2, 4}).to(of::kBFloat16), {4}).dtype() == of::kFloat32);
+  }
 }

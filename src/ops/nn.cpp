@@ -1467,6 +1467,8 @@ void register_nn_ops() {
 // ================================================================ public functions
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  // Its dtype check must see autocast's casts (a 16-bit input beside a float32 weight is
+  // otherwise widened by dispatch, never refused): the wrapper runs again on the cast arguments.
   if (Tensor x = input, w = weight, b = bias;
       autocast_detail::autocast_args(OF_OP("linear"), {&x, &w, &b}))
     return linear(x, w, b);
@@ -1574,9 +1576,6 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  if (Tensor x = input, w = weight, b = bias;
-      autocast_detail::autocast_args(OF_OP("layer_norm"), {&x, &w, &b}))
-    return layer_norm(x, normalized_shape, w, b, eps);
   check_float("layer_norm", input, "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
@@ -1591,9 +1590,6 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (Tensor x = input, w = weight, b = bias;
-      autocast_detail::autocast_args(OF_OP("group_norm"), {&x, &w, &b}))
-    return group_norm(x, num_groups, w, b, eps);
   check_float("group_norm", input, "input");
   if (input.dim() < 2)
     fail("[group_norm] expected an input of at least 2 dims (N, C[, *]), got shape {}",
