@@ -228,7 +228,8 @@ Graph fold(const Graph& g0) {
   std::vector<int> remap(g.values.size(), -1);
   std::vector<bool> dead(g.nodes.size(), false);
   auto later_writes = [&](int v, size_t i) {
-    return writer[size_t(g.values[size_t(v)].buffer)] > int(i);
+    const size_t b = size_t(g.values[size_t(v)].buffer);
+    return b < writer.size() && writer[b] > int(i);  // (a constant folded here has no writer)
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
@@ -306,7 +307,7 @@ Graph fold(const Graph& g0) {
     };
     for (const FoldIdentity& id : n.op->fold_identities) {
       const size_t k = size_t(id.keep);
-      if (k >= n.inputs.size() || !same_as_out(n.inputs[k])) continue;
+      if (k >= n.inputs.size()) continue;
       double c = 0;
       bool holds = false;
       switch (id.kind) {
@@ -321,7 +322,7 @@ Graph fold(const Graph& g0) {
           holds = n.inputs.size() == 1 && g.values[size_t(n.inputs[k])].contiguous();
           break;
       }
-      if (holds) {
+      if (holds && same_as_out(n.inputs[k])) {
         keep = n.inputs[k];
         break;
       }
