@@ -27,7 +27,6 @@
 #include "oneflow/amp.h"
 
 #include <cmath>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "autocast.h"

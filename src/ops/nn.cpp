@@ -130,7 +130,7 @@ void check_class_targets(const Tensor& input, const Tensor& target, const Tensor
 // A required input the kernel reads with x's geometry: defined, x's dtype and device, `shape`.
 void check_saved(const Tensor& t, const Tensor& x, IntArrayRef shape, const char* op,
                  const char* what) {
-  if (!t.defined()) fail("[{}] {} is undefined", op, what);
+  check_defined(op, t, what);
   check_param(t, x, shape, op, what);
 }
 // Overflow-checked: an empty tensor may have huge other dims whose partial products overflow

@@ -1338,7 +1338,6 @@ template <Mode M> TensorList resample_backward_vjp(const VjpCtx& c, const Tensor
 // Calls f on the batched input and restores the rank of the result. (float16/bfloat16 inputs
 // run in float32 through dispatch: NOTE [Reduced-precision fallback].)
 template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f, int64_t sp = 2) {
-  check_defined(op, input, "input");
   check_float(op, input, "input");
   const Tensor x = batched(op, input, sp);
   Tensor y = f(x);
@@ -1353,7 +1352,7 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
   if (Tensor x = input, w = weight, b = bias; autocast_detail::autocast_args(def, {&x, &w, &b}))
     return conv_impl(op, x, w, b, p, transposed, sp);
   check_defined(op, input, "input");
-  check_defined(op, weight, "weight");
+  check_defined(op, weight, "weight");  // an undefined weight is named before a bad dtype
   check_float(op, input, "input");
   const bool one_d = sp == 1;
   const bool unbatched = input.dim() == sp + 1;
@@ -1687,7 +1686,6 @@ namespace {
 // batched [N, C, L] input.
 Tensor pool1d_input(const char* op, const Tensor& input, int64_t k, int64_t s, int64_t p, int64_t d,
                     bool ceil_mode) {
-  check_defined(op, input, "input");
   check_float(op, input, "input");
   const Tensor x = batched(op, input, 1);
   if (k <= 0) fail("[{}] kernel_size must be positive, got {}", op, k);
@@ -1734,7 +1732,6 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tenso
     x = pool1d_input(op, input, k[0], s[0], p[0], d[0], ceil_mode).unsqueeze(2);
     k.insert(k.begin(), 1), s.insert(s.begin(), 1), p.insert(p.begin(), 0), d.insert(d.begin(), 1);
   } else {
-    check_defined(op, input, "input");
     check_float(op, input, "input");
     x = batched(op, input, sp);
   }
@@ -1747,7 +1744,6 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tenso
 std::tuple<Tensor, Tensor> adaptive_max_impl(const char* op, int64_t sp, const Tensor& input,
                                              IntArrayRef output_size) {
   DimVector os = expand_param(output_size, sp, op, "output_size");
-  check_defined(op, input, "input");
   check_float(op, input, "input");
   Tensor x = batched(op, input, sp);
   for (int64_t i = 0; i < sp; ++i) {

@@ -18,6 +18,7 @@
 #include "oneflow/nn/extra.h"
 #include "oneflow/nn/losses.h"
 #include "thread_pool.h"
+#include "ops/checks.h"
 
 namespace oneflow {
 namespace {
@@ -90,7 +91,7 @@ ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, con
 }
 
 void check_floating(const char* op, const Tensor& x, const char* what) {
-  if (!x.defined()) fail("[{}] {} is undefined", op, what);
+  check_defined(op, x, what);
   if (x.dtype() != kFloat32 && x.dtype() != kFloat64)
     fail("[{}] expected a float32 or float64 {}, got {} (shape {})", op, what,
          dtype_name(x.dtype()), shape_str(x.sizes()));
@@ -497,7 +498,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
                 bool zero_infinity) {
   const char* op = "ctc_loss";
   auto as_long = [&](const Tensor& t, const char* what) {
-    if (!t.defined()) fail("[{}] {} is undefined", op, what);
+    check_defined(op, t, what);
     if (t.dtype() != kInt64 && t.dtype() != kInt32)
       fail("[{}] expected {} to be an integer (int32 or int64) tensor, got {} (shape {})", op, what,
            dtype_name(t.dtype()), shape_str(t.sizes()));
