@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "allocator.h"
@@ -28,6 +29,23 @@ namespace {
 
 OF_TLS bool t_grad_enabled = true;
 OF_TLS int t_kernel_depth = 0;  // >0 while a kernel runs: nested ops are not traced
+OF_TLS const OpDef* t_running_kernel = nullptr;  // the op whose kernel dispatch is running
+OF_TLS bool t_prefer_decompositions = false;
+
+// NOTE [No kernel dispatches]: a kernel computes; it never dispatches an op of the table (the
+// tracer would not see that work, the planner could not place its buffers). An op made of other
+// ops says so with OpDef::decompose. Any nested dispatch is recorded here, and the suite fails
+// on one (tests/test_ops.cpp).
+std::mutex g_nested_mu;
+std::set<std::pair<std::string, std::string>>& nested_set() {
+  static auto* s = new std::set<std::pair<std::string, std::string>>();
+  return *s;
+}
+void note_nested(const OpDef& inner) {
+  std::lock_guard<std::mutex> lk(g_nested_mu);
+  nested_set().emplace(t_running_kernel ? t_running_kernel->name : std::string("(executor)"),
+                       inner.name);
+}
 
 struct OpTable {
   std::deque<OpDef> ops;
@@ -99,6 +117,14 @@ std::vector<const OpDef*> all_ops() {
 }
 
 bool in_kernel() { return t_kernel_depth > 0; }
+PreferDecompositions::PreferDecompositions() : prev_(t_prefer_decompositions) {
+  t_prefer_decompositions = true;
+}
+PreferDecompositions::~PreferDecompositions() { t_prefer_decompositions = prev_; }
+std::vector<std::pair<std::string, std::string>> nested_dispatches() {
+  std::lock_guard<std::mutex> lk(g_nested_mu);
+  return {nested_set().begin(), nested_set().end()};
+}
 KernelScope::KernelScope() { ++t_kernel_depth; }
 KernelScope::~KernelScope() { --t_kernel_depth; }
 void note_host_read(const Tensor& t, const char* what) {
@@ -441,6 +467,71 @@ void check_out(const OpDef& op, const Tensor& out, const TensorMeta& m) {
 
 }  // namespace
 
+namespace {
+void run_kernel_of(const OpDef& op, const Device& dev, TensorList ins, const Attrs& attrs,
+                   TensorList outs) {
+  const KernelFn k = dev.is_cuda() ? op.cuda : op.cpu;
+  if (!k) fail("[{}] has no {} implementation", op.name, dev.is_cuda() ? "CUDA" : "CPU");
+  KernelScope scope;
+  k(KernelArgs{ins, attrs, outs});
+}
+}  // namespace
+
+Tensor kernel_contiguous(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  return kernel_cast(t, t.dtype());
+}
+
+Tensor kernel_cast(const Tensor& t, ScalarType dtype) {
+  Tensor dst = make_empty(t.sizes(), dtype, t.device());
+  run_kernel_of(*row_major_copy(), t.device(), {t}, {dtype}, {dst});
+  return dst;
+}
+
+
+void kernel_copy_into(const Tensor& dst, const Tensor& src) {
+  run_kernel_of(OF_OP("copy_"), dst.device(), {dst, src}, {}, {dst});
+}
+
+void kernel_fill(const Tensor& t, const Scalar& v) {
+  run_kernel_of(OF_OP("fill_"), t.device(), {t}, {v}, {t});
+}
+
+Tensor kernel_permute(const Tensor& t, IntArrayRef perm) {
+  const TensorImpl* i = t.impl();
+  DimVector sizes(perm.size(), 0), strides(perm.size(), 0);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    sizes[d] = i->sizes[perm[d]];
+    strides[d] = i->strides[perm[d]];
+  }
+  return make_view(t, sizes, strides, i->offset);
+}
+
+Tensor kernel_view(const Tensor& t, IntArrayRef sizes) {
+  OF_CHECK(t.is_contiguous() && checked_numel(sizes, "view") == t.numel(),
+           "[view] internal: a kernel's view {} of a {} tensor of shape {}", shape_str(sizes),
+           t.is_contiguous() ? "dense" : "strided", shape_str(t.sizes()));
+  return make_view(t, sizes, contiguous_strides(sizes), t.impl()->offset);
+}
+
+Tensor kernel_narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  const TensorImpl* i = t.impl();
+  OF_CHECK(dim >= 0 && dim < t.dim() && start >= 0 && length >= 0 &&
+               start + length <= i->sizes[size_t(dim)],
+           "[narrow] internal: a kernel's narrow({}, {}, {}) of shape {}", dim, start, length,
+           shape_str(t.sizes()));
+  DimVector sizes = i->sizes;
+  sizes[size_t(dim)] = length;
+  return make_view(t, sizes, i->strides, i->offset + start * i->strides[size_t(dim)]);
+}
+
+Tensor kernel_transpose(const Tensor& t) {
+  DimVector perm(t.dim(), 0);
+  for (int64_t d = 0; d < t.dim(); ++d) perm[d] = d;
+  if (t.dim() >= 2) std::swap(perm[t.dim() - 1], perm[t.dim() - 2]);
+  return kernel_permute(t, perm);
+}
+
 GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* out) {
   GradPlan gp;
   const bool grad_on = t_grad_enabled && op.vjp;
@@ -480,6 +571,37 @@ GradPlan plan_autograd(const OpDef& op, const TensorList& inputs, const Tensor* 
   return gp;
 }
 
+namespace {
+
+// Step 4 for an op that decomposes (NOTE [Decompositions]).
+TensorList run_decomposition(const OpDef& op, const TensorList& inputs, const Attrs& attrs,
+                             Tensor* out, const MetaList& metas, const GradPlan& gp) {
+  TensorList outputs;
+  {
+    NoGradGuard ng;
+    outputs = op.decompose(inputs, attrs);
+  }
+  if (outputs.size() != metas.size())
+    fail("[{}] internal: its decomposition returned {} outputs, infer_meta says {}", op.name,
+         outputs.size(), metas.size());
+  for (size_t i = 0; i < metas.size(); ++i)
+    if (!(outputs[i].sizes() == IntArrayRef(metas[i].sizes)) ||
+        outputs[i].dtype() != metas[i].dtype)
+      fail("[{}] internal: its decomposition's output {} is {} {}, infer_meta says {} {}",
+           op.name, i, dtype_name(outputs[i].dtype()), shape_str(outputs[i].sizes()),
+           dtype_name(metas[i].dtype), shape_str(metas[i].sizes));
+  if (out) {
+    NoGradGuard ng;
+    out->copy_(outputs[0]);
+    outputs[0] = *out;
+  }
+  if (gp.needs_grad)
+    autograd::record(op, inputs, attrs, outputs, gp.snapshot.empty() ? nullptr : &gp.snapshot);
+  return outputs;
+}
+
+}  // namespace
+
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
   // 0. autocast's casts (dispatched ops of their own, recorded before this one), and float32
   // kernels given float16/bfloat16 (NOTE [Reduced-precision fallback])
@@ -488,6 +610,7 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     if (autocast_detail::needs_widening(op, inputs))
       return autocast_detail::widened_dispatch(op, std::move(inputs), std::move(attrs));
   }
+  if (t_kernel_depth > 0) note_nested(op);
   TraceObserver* const tracer = t_kernel_depth == 0 ? g_tracer : nullptr;
   if (tracer) tracer->before_op(op);
   // 1. validate devices; global tensors go to the global layer
@@ -521,6 +644,12 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
   if (out) check_out(op, *out, metas[0]);
   // 3. in-place/out= autograd rules, checked before anything is written
   GradPlan gp = plan_autograd(op, inputs, out);
+  // 3b. no kernel for the device: the op's decomposition (NOTE [Decompositions])
+  if (op.decompose && !op.has(kView)) {
+    const Device dev = first ? first->device() : metas[0].device;
+    if (t_prefer_decompositions || !(dev.is_cuda() ? op.cuda : op.cpu))
+      return run_decomposition(op, inputs, attrs, out, metas, gp);
+  }
   const bool needs_grad = gp.needs_grad;
   TensorList& snapshot = gp.snapshot;
   // 4. allocate outputs
@@ -555,7 +684,13 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
     KernelFn k = dev.is_cuda() ? op.cuda : op.cpu;
     if (!k) fail("[{}] has no {} implementation", op.name, dev.is_cuda() ? "CUDA" : "CPU");
     if (dev.is_cuda()) cuda_backend::note_launch(op.name.c_str());
-    KernelScope scope;  // kernels that call public ops must not record
+    KernelScope scope;
+    const OpDef* const outer = t_running_kernel;
+    t_running_kernel = &op;
+    struct Restore {
+      const OpDef* o;
+      ~Restore() { t_running_kernel = o; }
+    } restore{outer};
     k(KernelArgs{inputs, attrs, outputs});
   }
   if (out) {

@@ -120,6 +120,12 @@ using InferMetaFn = void (*)(const TensorList& inputs, const Attrs& attrs, MetaL
 using KernelFn = void (*)(const KernelArgs& args);
 // Gradients for each input (undefined where none), written with public ops.
 using VjpFn = TensorList (*)(const VjpCtx& ctx, const TensorList& grad_outputs);
+// NOTE [Decompositions]: an op computed by other ops of the table, written with public ops.
+// Dispatch runs it, after infer_meta has validated the call, for a device where the op has no
+// kernel: outside any kernel scope (the tracer records the inner ops, so memplan and fusion plan
+// them) and without autograd recording (autograd records this op, with its own VJP: the same
+// gradients on every device). It returns the op's outputs, with infer_meta's sizes and dtypes.
+using DecomposeFn = TensorList (*)(const TensorList& inputs, const Attrs& attrs);
 
 // NOTE [SBP rules] (src/global/dispatch.cpp): how an op runs on global tensors. `signatures`
 // lists 1-D signatures (an Sbp per input and per output) over the logical shapes; the global
@@ -156,7 +162,8 @@ struct OpDef {
   std::vector<std::string> attr_names;
   InferMetaFn infer_meta = nullptr;
   KernelFn cpu = nullptr;
-  KernelFn cuda = nullptr;            // null: "[op] has no CUDA implementation"
+  KernelFn cuda = nullptr;            // null: the decomposition, else "[op] has no CUDA ..."
+  DecomposeFn decompose = nullptr;    // NOTE [Decompositions]
   VjpFn vjp = nullptr;                // null: not differentiable
   uint32_t save_inputs = 0;           // bitmask of inputs the VJP reads
   uint32_t save_outputs = 0;          // bitmask of outputs the VJP reads
@@ -250,6 +257,18 @@ struct KernelScope {
 };
 // True while a kernel runs on this thread (ops it dispatches are internal, never recorded).
 bool in_kernel();
+// While one lives on a thread, ops with a decomposition run it even where they have a kernel
+// (tests check decompositions on the CPU against the kernels; NOTE [Decompositions]).
+struct PreferDecompositions {
+  PreferDecompositions();
+  ~PreferDecompositions();
+  PreferDecompositions(const PreferDecompositions&) = delete;
+
+ private:
+  bool prev_;
+};
+// Every (kernel's op, op it dispatched) pair seen in this process (NOTE [No kernel dispatches]).
+std::vector<std::pair<std::string, std::string>> nested_dispatches();
 // Tells the recorder, if one is active and no kernel runs, about a host read of `t`'s data.
 void note_host_read(const Tensor& t, const char* what);
 using GlobalDispatchHook = TensorList (*)(const OpDef& op, TensorList inputs, Attrs attrs,
@@ -286,6 +305,25 @@ std::string shape_str(IntArrayRef sizes);  // "(2, 3)"
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device);
 // A new impl viewing `base`'s storage.
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
+// For kernels, which dispatch no op (NOTE [No kernel dispatches]): `t` itself when it is
+// row-major, else a row-major scratch copy made by the copy kernel of t's device, nothing
+// dispatched (the scratch lives while the kernel holds it).
+Tensor kernel_contiguous(const Tensor& t);
+// For kernels: a fresh row-major copy of `t` converted to `dtype` (the copy kernel; clone()
+// when dtype is t's own).
+Tensor kernel_cast(const Tensor& t, ScalarType dtype);
+// For kernels: a view of `t` with its dims taken in `perm` order (t.permute(perm)), or the last
+// two swapped (t.t() of a matrix), made directly.
+Tensor kernel_permute(const Tensor& t, IntArrayRef perm);
+Tensor kernel_transpose(const Tensor& t);
+// For kernels: a row-major `t` seen with other sizes of the same count (t.view(sizes)), and
+// t.narrow(dim, start, length); views made directly.
+Tensor kernel_view(const Tensor& t, IntArrayRef sizes);
+Tensor kernel_narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+// For kernels: dst <- src (cast to dst's dtype, broadcast) by the copy_ kernel of dst's device,
+// and t <- v by the fill_ kernel; nothing dispatched.
+void kernel_copy_into(const Tensor& dst, const Tensor& src);
+void kernel_fill(const Tensor& t, const Scalar& v);
 // A 0-d tensor from a Scalar, marked as a wrapped number for promotion.
 Tensor wrap_scalar(const Scalar& s, ScalarType dtype, Device device);
 // PyTorch's result type over tensors (with wrapped numbers ranked lower).

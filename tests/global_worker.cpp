@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "dispatch.h"
+
 namespace of = oneflow;
 using of::NdSbp;
 using of::Sbp;
@@ -1521,6 +1523,11 @@ int main(int argc, char** argv) {
   }
   doctest::Context ctx(argc, argv);
   const int rc = ctx.run();
+  // NOTE [No kernel dispatches] over what this rank ran
+  const auto nested = oneflow::nested_dispatches();
+  for (const auto& n : nested)
+    std::fprintf(stderr, "NOTE [No kernel dispatches]: the kernel of %s dispatched the op %s\n",
+                 n.first.c_str(), n.second.c_str());
   // every rank reports; a failure anywhere fails the run (mpirun returns non-zero)
-  return rc;
+  return nested.empty() ? rc : 1;
 }

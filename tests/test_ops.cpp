@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "dispatch.h"
 #include "harness.h"
+#include "trace/graph.h"
 
 namespace {
 
@@ -350,4 +352,184 @@ TEST_CASE("op wrappers: an undefined argument is named, in one wording (ops/chec
     CHECK(y.dtype() == of::kBFloat16);
     CHECK(of::layer_norm(of::ones({2, 4}).to(of::kBFloat16), {4}).dtype() == of::kFloat32);
   }
+}
+
+// ---------------------------------------------------------------- NOTE [No kernel dispatches]
+
+namespace {
+std::string nested_list() {
+  std::string s;
+  for (const auto& [k, op] : of::nested_dispatches()) s += "\n  kernel of " + k + " -> " + op;
+  return s;
+}
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TEST_CASE("kernels dispatch no op: the kernels that once did, on the inputs that made them") {
+  // (tests/main.cpp checks the same over the whole run)
+  of::manual_seed(3);
+  const of::Tensor a = of::randn({6, 8}, of::kFloat64), b = of::randn({8, 5}, of::kFloat64);
+  // strided in both dims: the GEMM's own scratch copy
+  const of::Tensor as = of::randn({12, 16}, of::kFloat64).slice(0, 0, 12, 2).slice(1, 0, 16, 2);
+  CHECK(of::allclose(of::mm(as, b), of::mm(as.contiguous(), b), 1e-12, 1e-12));
+  CHECK(of::allclose(of::addmm(of::ones({5}, of::kFloat64), as, b, 0.5, 2.0),
+                     of::mm(as.contiguous(), b) * 2.0 + 0.5, 1e-12, 1e-12));
+  CHECK(of::allclose(of::mm(a.to(of::kBFloat16), b.to(of::kBFloat16)).to(of::kFloat64),
+                     of::mm(a.to(of::kBFloat16).to(of::kFloat64),
+                            b.to(of::kBFloat16).to(of::kFloat64)),
+                     1e-2, 1e-1));
+  // linear (the weight read transposed), its bias
+  const of::Tensor w = of::randn({5, 8}, of::kFloat64), bias = of::randn({5}, of::kFloat64);
+  CHECK(of::allclose(of::linear(a, w, bias), of::mm(a, w.t()) + bias, 1e-12, 1e-12));
+  // general-p norm, also over dims that are not consecutive, against a float64 reference
+  const of::Tensor x = of::randn({3, 4, 5}, of::kFloat64).permute({2, 0, 1});
+  const of::Tensor ref = x.abs().pow(3.0).sum({0, 2}).pow(1.0 / 3);
+  CHECK(of::allclose(of::norm(x, 3.0, {0, 2}), ref, 1e-12, 1e-12));
+  CHECK(of::allclose(of::norm(x.to(of::kFloat32), 3.0, {0, 2}).to(of::kFloat64), ref, 1e-5, 1e-6));
+  CHECK(of::allclose(of::norm(x, 0.5), x.abs().pow(0.5).sum().pow(2.0), 1e-12, 1e-12));
+  // var / std / logsumexp over non-consecutive dims (reduced dims moved last)
+  CHECK(of::allclose(x.var({0, 2}), ((x - x.mean({0, 2}, true)).pow(2.0)).sum({0, 2}) / 19.0,
+                     1e-12, 1e-12));
+  CHECK(of::allclose(of::logsumexp(x, {0, 2}), x.exp().sum({0, 2}).log(), 1e-12, 1e-12));
+  // a slice's gradient (view_scatter), a sum into another dtype, multinomial on strided rows
+  const of::Tensor leaf = of::randn({4, 6}).requires_grad_();
+  leaf.slice(1, 1, 5, 2).sum().backward();
+  CHECK(leaf.grad().sum().item<double>() == 8.0);
+  CHECK(of::arange(10, of::kInt32).sum({0}, false, of::kFloat32).item<double>() == 45.0);
+  const of::Tensor probs = of::rand({5, 4}).t();
+  CHECK(of::multinomial(probs, 2).sizes() == of::IntArrayRef({4, 2}));
+  // norms' backward kernels given strided gradients
+  const of::Tensor xn = of::randn({4, 6}).requires_grad_();
+  (of::layer_norm(xn, {6}) * of::randn({6, 4}).t()).sum().backward();
+  CHECK(xn.grad().defined());
+  CHECK_MESSAGE(of::nested_dispatches().empty(), "nested dispatches:", nested_list());
+}
+
+TEST_CASE("kernels dispatch no op: the CUDA module's host code uses no public op (a scan)") {
+  // CPU kernels are checked at run time (above, and over the whole suite by tests/main.cpp); the
+  // CUDA host code cannot run here, so it is scanned: no public-op header, and none of the
+  // Tensor methods that dispatch (kernel_contiguous, kernel_view, ... of dispatch.h instead).
+  const std::regex header(R"re(#include\s+"oneflow/(ops|ops_nn|functional|nn)\.h")re");
+  const std::regex method(
+      R"re(\.(t|view|copy_|zero_|fill_|to|sum|mean|narrow|contiguous|clone|reshape|permute|transpose|select|expand|abs|pow|exp|item|to_vector|sqrt|reciprocal|mm|bmm)\()re");
+  std::vector<std::string> found;
+  size_t files = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT "/src/cuda")) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".cpp" && ext != ".h") continue;
+    ++files;
+    std::istringstream lines(read_text(e.path()));
+    std::string line;
+    for (int n = 1; std::getline(lines, line); ++n) {
+      const size_t c = line.find("//");
+      const std::string code = c == std::string::npos ? line : line.substr(0, c);
+      if (std::regex_search(code, header) || std::regex_search(code, method))
+        found.push_back(e.path().filename().string() + ":" + std::to_string(n) + " " + code);
+    }
+  }
+  CHECK(files > 20);
+  std::string s;
+  for (const auto& f : found) s += "\n  " + f;
+  CHECK_MESSAGE(found.empty(), "public ops in CUDA kernels:", s);
+}
+
+// ---------------------------------------------------------------- NOTE [Decompositions]
+
+TEST_CASE("decompositions: addmm and baddbmm match their kernels (the CUDA path, run here)") {
+  of::manual_seed(4);
+  const of::Tensor self = of::randn({3, 5}, of::kFloat64), m1 = of::randn({3, 4}, of::kFloat64),
+                   m2 = of::randn({4, 5}, of::kFloat64);
+  const of::Tensor bself = of::randn({2, 3, 5}, of::kFloat64),
+                   b1 = of::randn({2, 3, 4}, of::kFloat64), b2 = of::randn({2, 4, 5}, of::kFloat64);
+  const of::Tensor nan_self = of::full({3, 5}, NAN, of::kFloat64);
+  for (const std::pair<double, double>& ba : {std::pair{1.0, 1.0}, {0.5, 2.0}, {0.0, 1.5}}) {
+    const double beta = ba.first, alpha = ba.second;
+    const of::Tensor k1 = of::addmm(self, m1, m2, beta, alpha);
+    const of::Tensor k2 = of::baddbmm(bself, b1, b2, beta, alpha);
+    const of::Tensor k3 = of::addmm(nan_self, m1, m2, beta, alpha);
+    of::PreferDecompositions use;
+    CHECK(of::allclose(of::addmm(self, m1, m2, beta, alpha), k1, 1e-12, 1e-12));
+    CHECK(of::allclose(of::baddbmm(bself, b1, b2, beta, alpha), k2, 1e-12, 1e-12));
+    // beta = 0 ignores self, NaN included
+    CHECK(of::addmm(nan_self, m1, m2, beta, alpha).isnan().any().item<bool>() ==
+          k3.isnan().any().item<bool>());
+  }
+}
+
+TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward and backward") {
+  of::manual_seed(5);
+  const int64_t B = 2, L = 5, S = 6, E = 4;
+  for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
+    for (bool causal : {false, true}) {
+      if (causal && mask_kind != 0) continue;  // the public function takes one or the other
+      for (double p : {0.0, 0.25}) {
+        CAPTURE(mask_kind);
+        CAPTURE(causal);
+        CAPTURE(p);
+        const of::Tensor q = of::randn({B, L, E}, of::kFloat64),
+                         k = of::randn({B, S, E}, of::kFloat64),
+                         v = of::randn({B, S, E}, of::kFloat64), g = of::randn({B, L, E}, of::kFloat64);
+        of::Tensor mask;
+        if (mask_kind == 1) {
+          mask = of::rand({B, L, S}) > 0.3;
+          mask.select(2, 0).fill_(true);  // every row attends to something
+        } else if (mask_kind == 2) {
+          mask = of::randn({B, L, S}, of::kFloat64);
+        }
+        auto run = [&](bool decompose) {
+          std::optional<of::PreferDecompositions> use;
+          if (decompose) use.emplace();
+          of::manual_seed(9);  // the same dropout draw on both sides
+          const of::Tensor qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(),
+                           vv = v.clone().requires_grad_();
+          const of::Tensor o = of::scaled_dot_product_attention(qq, kk, vv, mask, p, causal);
+          (o * g).sum().backward();
+          return std::vector<of::Tensor>{o, qq.grad(), kk.grad(), vv.grad()};
+        };
+        const auto kern = run(false), dec = run(true);
+        for (size_t i = 0; i < kern.size(); ++i) {
+          CAPTURE(i);
+          CHECK(of::allclose(dec[i], kern[i], 1e-10, 1e-10));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("decompositions: traced, the inner ops are recorded and replay bitwise") {
+  of::manual_seed(6);
+  const of::Tensor self = of::randn({3, 5}), w = of::randn({4, 5});
+  auto fn = [&](const std::vector<of::Tensor>& x) {
+    return std::vector<of::Tensor>{of::addmm(self, x[0], w, 0.5, 2.0).relu()};
+  };
+  const of::Tensor x = of::randn({3, 4});
+  of::PreferDecompositions use;
+  const of::trace::Graph g = of::trace::record(fn, {x}).graph;
+  size_t addmm = 0, mm = 0;
+  for (const auto& n : g.nodes) {
+    addmm += n.op->name == "addmm";
+    mm += n.op->name == "mm";
+  }
+  CHECK(addmm == 0);  // the decomposition ran: its ops are what the graph holds
+  CHECK(mm == 1);
+  auto f = of::jit::trace([&](const of::Tensor& a) { return fn({a})[0]; });
+  const of::Tensor eager = fn({x})[0];
+  CHECK(th::same_bits(f(x), eager));
+  CHECK(th::same_bits(f(x), eager));
+  CHECK(f.stats().replays >= 1);
+  CHECK(f.graph().find("addmm") == std::string::npos);
+}
+
+TEST_CASE("decompositions: the ops that have one are the ones the tests above check") {
+  std::vector<std::string> with;
+  for (const of::OpDef* op : of::all_ops())
+    if (op->decompose) with.push_back(op->name);
+  CHECK(with == std::vector<std::string>{"addmm", "baddbmm", "scaled_dot_product_attention",
+                                         "scaled_dot_product_attention_backward"});
 }

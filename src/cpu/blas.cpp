@@ -57,7 +57,9 @@ Operand make_operand(const Tensor& t) {
   }
   // Strided in both inner dims: copy. A broadcast batch (stride 0) is copied once.
   const bool bcast = batched && s[0] > 1 && st[0] == 0;
-  o.keep = bcast ? t.select(0, 0).contiguous() : t.contiguous();
+  // (a kernel's scratch: NOTE [No kernel dispatches])
+  o.keep = kernel_contiguous(
+      bcast ? make_view(t, s.slice(1), st.slice(1), t.impl()->offset) : t);
   o.data = static_cast<const char*>(o.keep.data_ptr());
   o.trans = false;
   o.ld = std::max<int64_t>(cols, 1);
@@ -196,7 +198,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
   const bool beta_zero = beta.to_double() == 0.0;
   if (same_storage(c, a) || same_storage(c, b)) {
     // The output overlaps an operand (out= aliasing): compute into a temporary.
-    Tensor tmp = beta_zero ? make_empty(c.sizes(), t, c.device()) : c.clone();
+    Tensor tmp = beta_zero ? make_empty(c.sizes(), t, c.device()) : kernel_cast(c, t);
     gemm(a, b, tmp, alpha, beta, op);
     std::memcpy(c.data_ptr(), tmp.data_ptr(), c.nbytes());
     return;
@@ -226,8 +228,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
     case kFloat16:
     case kBFloat16: {
       // Widen to float32, run sgemm (float accumulation), narrow into c.
-      Tensor af = a.to(kFloat32), bf = b.to(kFloat32);
-      Tensor cf = beta_zero ? make_empty(c.sizes(), kFloat32, c.device()) : c.to(kFloat32);
+      const Tensor af = kernel_cast(a, kFloat32), bf = kernel_cast(b, kFloat32);
+      const Tensor cf =
+          beta_zero ? make_empty(c.sizes(), kFloat32, c.device()) : kernel_cast(c, kFloat32);
       gemm(af, bf, cf, alpha, beta, op);
       dispatch_float(t, op, [&](auto z) {
         using T = decltype(z);

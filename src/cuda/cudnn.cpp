@@ -37,7 +37,7 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "oneflow/context.h"
-#include "oneflow/ops.h"
+#include "cuda/elementwise.h"
 
 #ifdef ONEFLOW_WITH_CUDNN
 #include <cudnn.h>
@@ -138,7 +138,7 @@ PoolParams pool_setup(PoolKind kind, int sp, IntArrayRef in, IntArrayRef out, co
 // in the plane).
 template <PoolKind K, int Sp> void max_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor &y = k.outputs[0], &idx = k.outputs[1];
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
@@ -155,7 +155,7 @@ template <PoolKind K, int Sp> void max_pool_kernel(const KernelArgs& k) {
 // avg_pool{2,3}d and adaptive_avg_pool{2,3}d (x).
 template <PoolKind K, int Sp> void avg_pool_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, false);
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor& y = k.outputs[0];
   const int device = device_of(x, op);
   if (y.numel() == 0) return;
@@ -170,7 +170,7 @@ template <PoolKind K, int Sp> void avg_pool_kernel(const KernelArgs& k) {
 // The *_backward ops: (grad_output; the forward's attrs, input_size) -> grad_input.
 template <PoolKind K, int Sp> void avg_pool_backward_kernel(const KernelArgs& k) {
   const char* op = pool_name(K, Sp, true);
-  const Tensor g = k.inputs[0].contiguous();
+  const Tensor g = kernel_contiguous(k.inputs[0]);
   const Tensor& gx = k.outputs[0];
   const int device = device_of(g, op);
   if (gx.numel() == 0) return;
@@ -178,7 +178,7 @@ template <PoolKind K, int Sp> void avg_pool_backward_kernel(const KernelArgs& k)
   DeviceGuard guard(device);
   if (g.numel() == 0) {  // no windows: nothing flows back (as the CPU kernel)
     check_dtype(g, op);
-    Tensor(gx).zero_();
+    kernel_fill(gx, 0);
     return;
   }
   PoolParams p = pool_setup(K, Sp, gx.sizes(), g.sizes(), g, k.attrs, op);
@@ -608,14 +608,14 @@ void add_bias(const Tensor& out, const Tensor& bias) {
   if (!bias.defined() || out.numel() == 0) return;
   DimVector shape(size_t(out.dim()) - 1, 1);
   shape[0] = bias.size(0);  // [M, 1, ...]: broadcast over out's trailing dims from dim 1
-  add_into(out, bias.view(shape));
+  add_into(out, kernel_view(bias, shape));
 }
 
 // conv2d / conv3d (x, w, bias?; stride, padding, dilation, groups)
 template <int Sp> void conv_kernel(const KernelArgs& k) {
   const char* op = conv_name<Sp>();
-  const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
-  const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
+  const Tensor x = kernel_contiguous(k.inputs[0]), w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
   const Tensor& y = k.outputs[0];
   const Where wh{op, {"input", "weight", "output"}, {&x, &w, &y}};
   const int device = device_of(x, op);
@@ -660,8 +660,8 @@ void backward_data(int device, const ConvGeom& g, const Tensor& dy, const Tensor
 // cuDNN's backward data with x as the convolution's output gradient.
 template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
   const char* op = conv_t_name<Sp>();
-  const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
-  const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
+  const Tensor x = kernel_contiguous(k.inputs[0]), w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
   const Tensor& y = k.outputs[0];
   const Where wh{op, {"input", "weight", "output"}, {&x, &w, &y}};
   const int device = device_of(x, op);
@@ -696,7 +696,7 @@ template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
     }
     const Tensor tmp = make_empty(full_sizes, g.dtype, x.device());
     backward_data(device, full, x, w, tmp, wh);
-    Tensor(y).zero_();
+    kernel_fill(y, 0);
     Tensor dst = y, src = tmp;
     bool empty = false;
     for (int i = 0; i < Sp; ++i) {
@@ -705,10 +705,10 @@ template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
         empty = true;
         break;
       }
-      dst = dst.narrow(2 + i, 0, len);
-      src = src.narrow(2 + i, g.pad[i], len);
+      dst = kernel_narrow(dst, 2 + i, 0, len);
+      src = kernel_narrow(src, 2 + i, g.pad[i], len);
     }
-    if (!empty) dst.copy_(src);
+    if (!empty) kernel_copy_into(dst, src);
   }
   add_bias(y, b);
 }
@@ -717,7 +717,7 @@ template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
 // groups) -> grad_weight.
 template <int Sp> void conv_backward_weight_kernel(const KernelArgs& k) {
   const char* op = conv_bw_name<Sp>();
-  const Tensor dy = k.inputs[0].contiguous(), x = k.inputs[1].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]), x = kernel_contiguous(k.inputs[1]);
   const Tensor& dw = k.outputs[0];
   const Where wh{op, {"input", "grad_output", "grad_weight"}, {&x, &dy, &dw}};
   const int device = device_of(x, op);
@@ -726,7 +726,7 @@ template <int Sp> void conv_backward_weight_kernel(const KernelArgs& k) {
   check_dense_output(dw, op);
   DeviceGuard guard(device);
   if (x.size(0) == 0) {  // no images: a zero gradient (as the CPU kernel)
-    Tensor(dw).zero_();
+    kernel_fill(dw, 0);
     return;
   }
   const DimVector& ws = k.attrs.ints(0);
@@ -769,8 +769,10 @@ struct BnDescs {
 };
 
 Tensor param_or(const Tensor& t, int64_t C, double v, const Tensor& like) {
-  if (t.defined()) return t.contiguous();
-  return full({C}, Scalar(v), like.options());
+  if (t.defined()) return kernel_contiguous(t);
+  const Tensor r = make_empty({C}, like.dtype(), like.device());
+  kernel_fill(r, v);
+  return r;
 }
 
 // [1, C, 1, ...] for broadcasting a per-channel tensor over x.
@@ -782,7 +784,7 @@ DimVector channel_shape(const Tensor& x) {
 
 void bn_kernel(const KernelArgs& k) {
   const char* op = "batch_norm";
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor &y = k.outputs[0], &mean = k.outputs[1], &invstd = k.outputs[2], &var = k.outputs[3];
   const Where wh{op, {"input", "output", nullptr}, {&x, &y, nullptr}};
   const int device = device_of(x, op);
@@ -794,9 +796,15 @@ void bn_kernel(const KernelArgs& k) {
   const int64_t C = x.size(1);
   if (!training) {  // the statistics are the running ones (as the CPU kernel)
     const Tensor rv = k.inputs[4];
-    Tensor(mean).copy_(k.inputs[3]);
-    Tensor(var).copy_(rv);
-    Tensor(invstd).copy_((rv.to(kFloat64) + eps).sqrt().reciprocal());
+    kernel_copy_into(mean, k.inputs[3]);
+    kernel_copy_into(var, rv);
+    // invstd = 1 / sqrt(rv + eps), in float64
+    const Tensor r = kernel_cast(rv, kFloat64), e = make_empty({}, kFloat64, rv.device());
+    kernel_fill(e, eps);
+    elementwise_into(ElemOp::add, r, {r, e}, kFloat64);
+    elementwise_into(ElemOp::sqrt, r, {r}, kFloat64);
+    elementwise_into(ElemOp::reciprocal, r, {r}, kFloat64);
+    kernel_copy_into(invstd, r);
   }
   if (x.numel() == 0 || C == 0) return;
   const Tensor w = param_or(k.inputs[1], C, 1.0, x), b = param_or(k.inputs[2], C, 0.0, x);
@@ -807,15 +815,16 @@ void bn_kernel(const KernelArgs& k) {
   if (training) {
     // NOTE: cuDNN's "running" outputs with factor 1 are this batch's mean and unbiased
     // variance (0 * previous + 1 * new, the previous zeroed so that no NaN survives)
-    Tensor(var).zero_();
-    const Tensor scratch = zeros({C}, x.options());
+    kernel_fill(var, 0);
+    const Tensor scratch = make_empty({C}, x.dtype(), x.device());
+    kernel_fill(scratch, 0);
     OF_CUDNN(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one.of(t),
                                                     zero.of(t), d.x.d, cptr(x), d.x.d, mptr(y),
                                                     d.p.d, cptr(w), cptr(b), 1.0, mptr(scratch),
                                                     mptr(var), eps, mptr(mean), mptr(invstd)),
              wh);
   } else {
-    const Tensor rm = k.inputs[3].contiguous(), rv = k.inputs[4].contiguous();
+    const Tensor rm = kernel_contiguous(k.inputs[3]), rv = kernel_contiguous(k.inputs[4]);
     OF_CUDNN(cudnnBatchNormalizationForwardInference(
                  h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t), d.x.d, cptr(x), d.x.d, mptr(y),
                  d.p.d, cptr(w), cptr(b), cptr(rm), cptr(rv), eps),
@@ -828,8 +837,8 @@ void bn_kernel(const KernelArgs& k) {
 // gweight, gbias.
 void bn_backward_kernel(const KernelArgs& k) {
   const char* op = "batch_norm_backward";
-  const Tensor dy = k.inputs[0].contiguous(), x = k.inputs[1].contiguous();
-  const Tensor mean = k.inputs[3].contiguous(), invstd = k.inputs[4].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]), x = kernel_contiguous(k.inputs[1]);
+  const Tensor mean = kernel_contiguous(k.inputs[3]), invstd = kernel_contiguous(k.inputs[4]);
   const Tensor &gx = k.outputs[0], &gw = k.outputs[1], &gb = k.outputs[2];
   const Where wh{op, {"input", "grad_output", nullptr}, {&x, &dy, nullptr}};
   const int device = device_of(x, op);
@@ -843,13 +852,25 @@ void bn_backward_kernel(const KernelArgs& k) {
     // evaluation: the statistics are constants, gx = dy * invstd * w per channel
     DimVector dims{0};
     for (int64_t i = 2; i < x.dim(); ++i) dims.push_back(i);
+    // (the arithmetic of the former public-op form, by the module's own kernels)
+    // gb = sum(dy); gw = sum(dy * (x - mean)) * invstd; gx = dy * (invstd * w, in float64).
+    // The elementwise kernels take operands of one dtype: fresh copies in the one needed.
     const DimVector cs = channel_shape(x);
-    const Tensor w64 = k.inputs[2].defined() ? k.inputs[2].to(kFloat64)
-                                             : full({C}, Scalar(1.0), x.options().dtype(kFloat64));
-    const Tensor scale = (invstd.to(kFloat64) * w64).to(x.dtype());
-    Tensor(gb).copy_(dy.sum(dims));
-    Tensor(gw).copy_((dy * (x - mean.view(cs))).sum(dims) * invstd);
-    if (gx.numel() > 0) Tensor(gx).copy_(dy * scale.view(cs));
+    const ScalarType t = x.dtype();
+    sum_into(gb, dy, dims);
+    const Tensor xc = make_empty(x.sizes(), t, x.device());
+    elementwise_into(ElemOp::sub, xc, {x, kernel_view(kernel_cast(mean, t), cs)}, t);
+    elementwise_into(ElemOp::mul, xc, {dy, xc}, t);
+    const Tensor gwt = make_empty({C}, t, x.device());
+    sum_into(gwt, xc, dims);
+    elementwise_into(ElemOp::mul, gwt, {gwt, kernel_cast(invstd, t)}, t);
+    kernel_copy_into(gw, gwt);
+    if (gx.numel() > 0) {
+      const Tensor s = kernel_cast(invstd, kFloat64);
+      if (k.inputs[2].defined())
+        elementwise_into(ElemOp::mul, s, {s, kernel_cast(k.inputs[2], kFloat64)}, kFloat64);
+      elementwise_into(ElemOp::mul, gx, {dy, kernel_view(kernel_cast(s, t), cs)}, t);
+    }
     return;
   }
   const Tensor w = param_or(k.inputs[2], C, 1.0, x);

@@ -136,6 +136,12 @@ void run(ElemOp op, const KernelArgs& k, ScalarType dtype) {
 }  // namespace
 
 void add_into(const Tensor& out, const Tensor& b) { run(ElemOp::add, out, {out, b}, out.dtype()); }
+void elementwise_into(ElemOp op, const Tensor& out, const TensorList& ins, ScalarType dtype,
+                      double scalar) {
+  ElemParams s;
+  s.scalars[0] = scalar;
+  run(op, out, ins, dtype, &s);
+}
 
 namespace {
 

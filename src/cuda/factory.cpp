@@ -5,7 +5,6 @@
 #include "cuda/cuda_check.h"
 #include "cuda/module.h"
 #include "cuda/random.h"
-#include "oneflow/ops.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -22,7 +21,7 @@ template <class F> void into_dense(const Tensor& t, const char* op, F&& fill) {
   }
   Tensor tmp = make_empty(t.sizes(), t.dtype(), t.device());
   fill(tmp.impl()->raw_data(), current_stream_of(device));
-  Tensor(t).copy_(tmp);
+  kernel_copy_into(t, tmp);
 }
 
 // attrs {size, dtype, device_type, device_index, seed, offset, a, b}
@@ -58,7 +57,7 @@ void randint_kernel(const KernelArgs& k) { random_fill(k, RandKind::randint, "ra
 
 // inputs x; attrs {p, seed, offset}; outputs y, keep mask
 void dropout_kernel(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const double prob = k.attrs.f(0);
   DropoutParams p;
   p.numel = x.numel();
@@ -116,7 +115,8 @@ void eye_kernel(const KernelArgs& k) {
 
 Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, double p,
                           uint64_t seed, uint64_t offset) {
-  const Tensor ones = full(sizes, 1.0, TensorOptions(dtype).device(device));
+  const Tensor ones = make_empty(sizes, dtype, device);
+  kernel_fill(ones, 1.0);
   TensorList outs{make_empty(sizes, dtype, device), make_empty(sizes, kBool, device)};
   const TensorList ins{ones};
   const Attrs a{p, int64_t(seed), int64_t(offset)};

@@ -45,7 +45,7 @@ std::optional<int64_t> first_bad_index(const Tensor& index, int64_t size, const 
              "[{}] cuda: checking the indices synchronizes the host, which a "
              "CUDA Graph capture cannot contain",
              op);
-    const Tensor idx = index.contiguous();
+    const Tensor idx = kernel_contiguous(index);
     const int dev = resolve_device(idx.device().index());
     const cudaError_t err =
         launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64, idx.numel(), size, false,

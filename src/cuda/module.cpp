@@ -44,7 +44,6 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_index_kernels(*core);
   cuda_module::register_select_kernels(*core);
   cuda_module::register_sort_kernels(*core);
-  cuda_module::register_attention_kernels(*core);
   cuda_module::register_cudnn_kernels(*core);
   return &cuda_module::kTable;
 }

@@ -45,7 +45,6 @@ void register_elementwise_kernels(const cuda_backend::CoreV1& core);  // element
 void register_reduce_kernels(const cuda_backend::CoreV1& core);       // reduce.cpp
 void register_factory_kernels(const cuda_backend::CoreV1& core);      // factory.cpp
 void register_nn_kernels(const cuda_backend::CoreV1& core);           // nn.cpp
-void register_attention_kernels(const cuda_backend::CoreV1& core);    // attention.cpp
 // keep / (1 - p) or 0 per element of `sizes` (row-major), as the dropout op draws them at
 // (seed, offset) (or from the CUDA Graph slot while capturing): factory.cpp.
 Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, double p,
@@ -57,6 +56,15 @@ void mm_kernel(const KernelArgs& args);            // cuBLAS GEMM for float32/fl
 bool lt_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int device);
 // out += b broadcast (b over out's trailing dims), by the elementwise add kernel.
 void add_into(const Tensor& out, const Tensor& b);
+// out = op(ins...) (broadcast), computed in `dtype`, scalar: pow_scalar's exponent, by the
+// elementwise kernel (elementwise.cpp; the enumerators are in cuda/elementwise.h): the kernels'
+// own arithmetic (NOTE [No kernel dispatches]).
+enum class ElemOp : int;
+void elementwise_into(ElemOp op, const Tensor& out, const TensorList& ins, ScalarType dtype,
+                      double scalar = 0);
+// out = sum of x over `dims` (sorted), by the reduction kernel (reduce.cpp; a kernel's own
+// arithmetic: NOTE [No kernel dispatches]).
+void sum_into(const Tensor& out, const Tensor& x, IntArrayRef dims);
 void bmm_kernel(const KernelArgs& args);  // cuBLAS strided-batched GEMM
 
 }  // namespace oneflow::cuda_module

@@ -1,22 +1,22 @@
 // nn.cpp: host side of the CUDA nn kernels (nn.cu): cross entropy, layer/rms/group norm,
 // linear, index_select, embedding and index_add, with the CPU kernels' attrs and checks.
-// Index and class-target values are checked on the device before a kernel reads them; the
-// check reads one flag back (a synchronization), so these ops are not capturable in a CUDA
-// Graph yet (NOTE [CUDA index checks]).
+// Index and class-target values are checked before a kernel reads them: on the host from one
+// copy of them (a synchronization), or inside a CUDA Graph capture on the device into the flag
+// the executor reads (NOTE [CUDA index checks]).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cuda/cuda_check.h"
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/nn.h"
-#include "oneflow/ops.h"
-#include "oneflow/ops_nn.h"
 
 namespace oneflow::cuda_module {
 namespace {
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.impl()->raw_data() : nullptr; }
-Tensor dense_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+Tensor dense_or_empty(const Tensor& t) { return kernel_contiguous(t); }
 
 // NOTE [CUDA index checks]: the values of `index` that are not `allowed` must lie in [0, size);
 // else the CPU kernels' error, naming an offending value.
@@ -29,7 +29,7 @@ void check_index_values(const Tensor& index, int64_t size, const char* op, const
              "[{}] cuda: checking the indices synchronizes the host, which a "
              "CUDA Graph capture cannot contain",
              op);
-    const Tensor idx = index.contiguous();
+    const Tensor idx = kernel_contiguous(index);
     const int device = resolve_device(idx.device().index());
     const cudaError_t err = launch_index_flag(idx.impl()->raw_data(), idx.dtype() == kInt64,
                                               idx.numel(), size, allowed.has_value(),
@@ -37,11 +37,26 @@ void check_index_values(const Tensor& index, int64_t size, const char* op, const
     if (err != cudaSuccess) throw_cuda_error(err, op, __FILE__, __LINE__);
     return;
   }
-  Tensor bad = (index < Scalar(int64_t(0))) | (index >= Scalar(size));
-  if (allowed) bad = bad & (index != Scalar(*allowed));
-  if (!bad.any().item<bool>()) return;
-  Tensor vals = where(bad, index, zeros_like(index));
-  const int64_t lo = vals.amin().item<int64_t>(), hi = vals.amax().item<int64_t>();
+  // the values on the host (one copy; the kernel dispatches no op: NOTE [No kernel
+  // dispatches]): the smallest negative one, else the largest one past the end
+  const Tensor idx = kernel_contiguous(index);
+  std::vector<int64_t> host(size_t(idx.numel()));
+  if (idx.dtype() == kInt64) {
+    copy_bytes(host.data(), Device(kCPU), idx.impl()->raw_data(), idx.device(), host.size() * 8);
+  } else {
+    std::vector<int32_t> h32(host.size());
+    copy_bytes(h32.data(), Device(kCPU), idx.impl()->raw_data(), idx.device(), h32.size() * 4);
+    for (size_t i = 0; i < h32.size(); ++i) host[i] = h32[i];
+  }
+  int64_t lo = 0, hi = 0;
+  bool bad = false;
+  for (int64_t v : host) {
+    if ((v >= 0 && v < size) || (allowed && v == *allowed)) continue;
+    bad = true;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (!bad) return;
   const int64_t v = lo < 0 ? lo : hi;
   if (std::string_view(what) == "target")
     fail("[{}] target index {} is out of range for {} classes (input shape {})", op, v, size,
@@ -71,8 +86,8 @@ CeParams ce_params(const Tensor& x, const Tensor& t, const Tensor& w, const Attr
 }
 
 void ce_kernel(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
-  const Tensor t = k.inputs[1].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
+  const Tensor t = kernel_contiguous(k.inputs[1]);
   const Tensor w = dense_or_empty(k.inputs[2]);
   const int device = device_of(x, "cross_entropy");
   DeviceGuard guard(device);
@@ -88,12 +103,12 @@ void ce_kernel(const KernelArgs& k) {
 
 // inputs g, x, target, weight, lse, total_weight; output gx
 void ce_backward_kernel(const KernelArgs& k) {
-  const Tensor g = k.inputs[0].contiguous();
-  const Tensor x = k.inputs[1].contiguous();
-  const Tensor t = k.inputs[2].contiguous();
+  const Tensor g = kernel_contiguous(k.inputs[0]);
+  const Tensor x = kernel_contiguous(k.inputs[1]);
+  const Tensor t = kernel_contiguous(k.inputs[2]);
   const Tensor w = dense_or_empty(k.inputs[3]);
-  const Tensor lse = k.inputs[4].contiguous();
-  const Tensor total = k.inputs[5].contiguous();
+  const Tensor lse = kernel_contiguous(k.inputs[4]);
+  const Tensor total = kernel_contiguous(k.inputs[5]);
   const int device = device_of(x, "cross_entropy_backward");
   DeviceGuard guard(device);
   check_index_values(t, x.size(1), "cross_entropy_backward", "target", 1, x, k.attrs.i(1));
@@ -142,7 +157,7 @@ NormParams norm_params(int mode, const Tensor& x, const Attrs& a) {
 }
 
 template <int M> void norm_kernel(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor w = dense_or_empty(k.inputs[1]);
   const Tensor b = M == kRms ? Tensor() : dense_or_empty(k.inputs[2]);
   const int device = device_of(x, norm_name(M));
@@ -158,11 +173,11 @@ template <int M> void norm_kernel(const KernelArgs& k) {
 }
 
 template <int M> void norm_backward_kernel(const KernelArgs& k) {
-  const Tensor dy = k.inputs[0].contiguous();
-  const Tensor x = k.inputs[1].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]);
+  const Tensor x = kernel_contiguous(k.inputs[1]);
   const Tensor w = dense_or_empty(k.inputs[2]);
   const Tensor mean = dense_or_empty(k.inputs[3]);
-  const Tensor rstd = k.inputs[4].contiguous();
+  const Tensor rstd = kernel_contiguous(k.inputs[4]);
   const int device = device_of(x, norm_name(M));
   DeviceGuard guard(device);
   NormParams p = norm_params(M, x, k.attrs);
@@ -188,7 +203,7 @@ void linear_kernel(const KernelArgs& k) {
   const int device = device_of(x, "linear");
   if (out.numel() > 0 && lt_linear(x, w, k.inputs[2], out, device)) return;
   const Attrs none{};
-  const TensorList ins{x, w.t()};
+  const TensorList ins{x, kernel_transpose(w)};
   TensorList outs{out};
   mm_kernel(KernelArgs{ins, none, outs});
   if (k.inputs[2].defined() && out.numel() > 0) add_into(out, k.inputs[2]);
@@ -219,8 +234,8 @@ void check_index_dtype(const Tensor& index, const char* op) {
 
 // inputs x, index (1-D or 0-d); attr dim
 void index_select_kernel(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
-  const Tensor index = k.inputs[1].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
+  const Tensor index = kernel_contiguous(k.inputs[1]);
   const int device = device_of(x, "index_select");
   DeviceGuard guard(device);
   check_index_dtype(index, "index_select");
@@ -234,8 +249,8 @@ void index_select_kernel(const KernelArgs& k) {
 
 // inputs weight [V, D], indices (any shape); out [indices..., D]
 void embedding_kernel(const KernelArgs& k) {
-  const Tensor w = k.inputs[0].contiguous();
-  const Tensor index = k.inputs[1].contiguous();
+  const Tensor w = kernel_contiguous(k.inputs[0]);
+  const Tensor index = kernel_contiguous(k.inputs[1]);
   const int device = device_of(w, "embedding");
   DeviceGuard guard(device);
   check_index_dtype(index, "embedding");
@@ -249,8 +264,8 @@ void embedding_kernel(const KernelArgs& k) {
 // inputs self, index (1-D), src; attrs dim, alpha: out = self, then out[idx[i]] += alpha * src[i]
 void index_add_kernel(const KernelArgs& k) {
   const Tensor& self = k.inputs[0];
-  const Tensor index = k.inputs[1].contiguous();
-  const Tensor src = k.inputs[2].contiguous();
+  const Tensor index = kernel_contiguous(k.inputs[1]);
+  const Tensor src = kernel_contiguous(k.inputs[2]);
   const Tensor& out = k.outputs[0];
   const int device = device_of(self, "index_add");
   DeviceGuard guard(device);
@@ -263,7 +278,7 @@ void index_add_kernel(const KernelArgs& k) {
            dtype_name(t));
   IndexParams p = index_params(out, d, index);
   check_index_values(index, p.size, "index_add", "index", d, self);
-  Tensor(out).copy_(self);
+  kernel_copy_into(out, self);
   p.src = src.impl()->raw_data();
   p.out = out.impl()->raw_data();
   p.alpha = k.attrs.scalar(1).to_double();

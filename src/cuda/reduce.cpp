@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "cuda/cuda_check.h"
+#include "cuda/elementwise.h"
 #include "cuda/module.h"
 #include "cuda/reduce.h"
 #include "ops/reduce_common.h"
@@ -92,7 +93,7 @@ void reduce_into(RedOp op, const Canon& c, const Tensor& out, ScalarType natural
   }
   Tensor tmp = make_empty(out.sizes(), natural, out.device());
   launch(op, c, tmp.impl()->raw_data(), extra, name);
-  Tensor(out).copy_(tmp);
+  kernel_copy_into(out, tmp);
 }
 
 ScalarType sum_dtype(ScalarType t) { return is_floating_point(t) ? t : kInt64; }
@@ -127,10 +128,14 @@ void norm_kernel(const KernelArgs& k) {
   else if (p == 1) op = RedOp::norm1;
   else if (p == 0) op = RedOp::norm0;
   else if (std::isinf(p)) op = p > 0 ? RedOp::norm_inf : RedOp::norm_neginf;
-  else {  // any other p: as the CPU kernel, in float64 from the elementwise ops
-    Tensor r = x.to(kFloat64).abs().pow(p).sum(dims, k.attrs.b(1)).pow(1.0 / p);
-    Tensor dst = o;
-    dst.copy_(r.reshape(o.sizes()));
+  else {  // any other p: (sum |x|^p)^(1/p) in float64, as the CPU kernel
+    const Tensor xd = kernel_cast(x, kFloat64);
+    elementwise_into(ElemOp::abs, xd, {xd}, kFloat64);
+    elementwise_into(ElemOp::pow_scalar, xd, {xd}, kFloat64, p);
+    const Tensor s = make_empty(o.sizes(), kFloat64, x.device());
+    reduce_into(RedOp::sum, canon_reduce(xd, dims), s, kFloat64, "norm");
+    elementwise_into(ElemOp::pow_scalar, s, {s}, kFloat64, 1.0 / p);
+    kernel_copy_into(o, s);
     return;
   }
   reduce_into(op, canon_reduce(x, dims), o, x.dtype(), "norm");
@@ -189,7 +194,7 @@ template <bool IsMax> void argmax_kernel(const KernelArgs& k) {
   if (std::holds_alternative<int64_t>(k.attrs.values[0])) {
     c = canon_dim(x, k.attrs.i(0));
   } else {
-    c.x = x.contiguous();
+    c.x = kernel_contiguous(x);
     c.n = x.numel();
   }
   if (k.outputs[0].numel() == 0) return;
@@ -232,6 +237,11 @@ template <bool Prod> void scan_kernel(const KernelArgs& k) {
 }
 
 }  // namespace
+
+void sum_into(const Tensor& out, const Tensor& x, IntArrayRef dims) {
+  reduce_into(RedOp::sum, canon_reduce(x, dims.dims()), out,
+              sum_dtype(x.dtype()), "sum");
+}
 
 void register_reduce_kernels(const cuda_backend::CoreV1& core) {
   core.set_cuda_kernel("sum", reduce_kernel<RedOp::sum>);

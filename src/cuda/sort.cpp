@@ -4,7 +4,7 @@
 //
 // NOTE [CUDA LSTM]: lstm_cell/lstm_cell_backward are one elementwise kernel each (the CPU's
 // formulas through ops/functors.h). lstm_layer runs the time loop on the host: per step one
-// cuBLAS GEMM (the public mm_out, on the current stream) h_{t-1} W_hh^T into a [B, 4H]
+// cuBLAS GEMM (the module's mm kernel, on the current stream) h_{t-1} W_hh^T into a [B, 4H]
 // scratch, then one cell kernel that adds the input projection, writes the pre-activation
 // gates and h_t, c_t. lstm_layer_backward: per step (backwards) one cell-gradient kernel (it
 // adds the outside gradients of h_t, c_t and of the gates) and one GEMM dh_{t-1} = dgates_t
@@ -17,7 +17,6 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/sort.h"
-#include "oneflow/ops.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -109,7 +108,7 @@ void pad_backward_kernel(const KernelArgs& k) {
            pads.size(), shape_str(g.sizes()), shape_str(out.sizes()));
   if (out.numel() == 0) return;
   if (g.numel() == 0) {
-    Tensor(out).zero_();
+    kernel_fill(out, 0);
     return;
   }
   struct D {
@@ -181,6 +180,15 @@ void* rows_at_mut(const Tensor& t, int64_t row, int64_t cols) {
   return const_cast<void*>(rows_at(t, row, cols));
 }
 
+// out = a @ b by the module's cuBLAS GEMM (a kernel dispatches no op: NOTE [No kernel
+// dispatches]).
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Attrs none{};
+  const TensorList ins{a, b};
+  TensorList outs{out};
+  mm_kernel(KernelArgs{ins, none, outs});
+}
+
 void check_cuda_inputs(const TensorList& in, const Tensor& ref, const char* op) {
   for (const Tensor& t : in)
     if (t.defined())
@@ -242,13 +250,13 @@ void lstm_layer_kernel(const KernelArgs& k) {
   const bool reverse = k.attrs.b(1);
   const Tensor &out = k.outputs[0], &cs = k.outputs[1], &gates = k.outputs[2];
   if (B == 0) return;
-  const Tensor wt = w.t();
+  const Tensor wt = kernel_transpose(w);
   Tensor hw = make_empty({B, G}, xp.dtype(), xp.device());  // h_{t-1} W_hh^T of one step
   const cudaStream_t stream = current_stream_of(device);
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = reverse ? T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-    const Tensor hp = s == 0 ? h0 : out.narrow(0, tp * B, B);
-    mm_out(hw, hp, wt);
+    const Tensor hp = s == 0 ? h0 : kernel_narrow(out, 0, tp * B, B);
+    gemm_into(hw, hp, wt);
     LstmCellParams p;
     p.rows = B;
     p.H = H;
@@ -280,7 +288,7 @@ void lstm_layer_backward_kernel(const KernelArgs& k) {
   const bool reverse = k.attrs.b(1);
   Tensor dxp = k.outputs[0], dh0 = k.outputs[1], dc0 = k.outputs[2], dw = k.outputs[3];
   if (B == 0) {
-    dw.zero_();  // no step: the CPU's GEMMs over zero rows write zeros
+    kernel_fill(dw, 0);  // no step: the CPU's GEMMs over zero rows write zeros
     return;
   }
   const cudaStream_t stream = current_stream_of(device);
@@ -313,17 +321,19 @@ void lstm_layer_backward_kernel(const KernelArgs& k) {
     check_launch(launch_lstm_cell_backward(p, stream), op, p.dtype);
     // dh_{t-1} = dgates_t W_hh
     Tensor& dst = s == 0 ? dh0 : dh;
-    mm_out(dst, dxp.narrow(0, t * B, B), w);
+    gemm_into(dst, kernel_narrow(dxp, 0, t * B, B), w);
     dhp = dh.defined() ? dh.impl()->raw_data() : nullptr;
     dc = p.dc_prev;
   }
   // dW_hh = dgates_first^T h0 + (the other steps' dgates)^T (their h_{t-1} rows of out)
   const int64_t first = reverse ? T - 1 : 0;
-  mm_out(dw, dxp.narrow(0, first * B, B).t(), h0);
+  gemm_into(dw, kernel_transpose(kernel_narrow(dxp, 0, first * B, B)), h0);
   if (T > 1) {
-    const Tensor dg_rest = reverse ? dxp.narrow(0, 0, N - B) : dxp.narrow(0, B, N - B);
-    const Tensor h_rest = reverse ? out.narrow(0, B, N - B) : out.narrow(0, 0, N - B);
-    dw.copy_(addmm(dw, dg_rest.t(), h_rest));
+    const Tensor dg_rest = reverse ? kernel_narrow(dxp, 0, 0, N - B) : kernel_narrow(dxp, 0, B, N - B);
+    const Tensor h_rest = reverse ? kernel_narrow(out, 0, B, N - B) : kernel_narrow(out, 0, 0, N - B);
+    const Tensor rest = make_empty(dw.sizes(), dw.dtype(), dw.device());
+    gemm_into(rest, kernel_transpose(dg_rest), h_rest);
+    add_into(dw, rest);
   }
 }
 

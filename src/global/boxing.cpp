@@ -15,6 +15,15 @@ namespace oneflow {
 namespace global {
 namespace {
 
+// NOTE [No kernel dispatches]: the conversions below run inside the boxing_axis and
+// move_pieces kernels (or eagerly, under no-grad and no recording): their local copies,
+// views and fills are the kernel helpers of dispatch.h, not ops.
+Tensor zeros_piece(IntArrayRef sizes, const TensorOptions& o) {
+  Tensor t = make_empty(sizes, o.dtype(), o.device());
+  kernel_fill(t, 0);
+  return t;
+}
+
 DimVector front_perm(int64_t nd, int64_t d) {
   DimVector p{d};
   for (int64_t k = 0; k < nd; ++k)
@@ -28,10 +37,10 @@ DimVector back_perm(int64_t nd, int64_t d) {  // inverse of front_perm
 }
 // x row-major with dim d moved to the front (x itself when it already is): a send buffer.
 Tensor to_front(const Tensor& x, int64_t d) {
-  return d == 0 ? x.contiguous() : x.permute(front_perm(x.dim(), d)).contiguous();
+  return kernel_contiguous(d == 0 ? x : kernel_permute(x, front_perm(x.dim(), d)));
 }
 Tensor from_front(const Tensor& y, int64_t d) {
-  return d == 0 ? y : y.permute(back_perm(y.dim(), d)).contiguous();
+  return d == 0 ? y : kernel_contiguous(kernel_permute(y, back_perm(y.dim(), d)));
 }
 int64_t inner_bytes(IntArrayRef shape_front, ScalarType dt) {
   int64_t n = int64_t(itemsize(dt));
@@ -49,8 +58,9 @@ DimVector front_shape(IntArrayRef L, int64_t d) {
 bool reduce_via_float(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
 
 Tensor allreduce(Communicator& c, const Tensor& x) {
-  if (reduce_via_float(x.dtype())) return allreduce(c, x.to(kFloat32)).to(x.dtype());
-  Tensor src = x.contiguous();
+  if (reduce_via_float(x.dtype()))
+    return kernel_cast(allreduce(c, kernel_cast(x, kFloat32)), x.dtype());
+  const Tensor src = kernel_contiguous(x);
   Tensor y = empty(x.sizes(), x.options());
   c.allreduce_sum_into(src.data_ptr(), y.data_ptr(), y.numel(), y.dtype());
   return y;
@@ -69,7 +79,8 @@ Tensor allgather(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
 }
 
 Tensor reduce_scatter(Communicator& c, const Tensor& x, IntArrayRef L, int64_t d) {
-  if (reduce_via_float(x.dtype())) return reduce_scatter(c, x.to(kFloat32), L, d).to(x.dtype());
+  if (reduce_via_float(x.dtype()))
+    return kernel_cast(reduce_scatter(c, kernel_cast(x, kFloat32), L, d), x.dtype());
   const int64_t p = c.size();
   Tensor xt = to_front(x, d);
   DimVector fs = front_shape(L, d);
@@ -104,7 +115,7 @@ Communicator::StridedBlock dim_block(IntArrayRef sizes, int64_t d, Range r, int6
 Tensor all_to_all(Communicator& c, const Tensor& x, IntArrayRef L, int64_t i, int64_t j) {
   const int64_t p = c.size(), me = c.rank();
   const int64_t item = int64_t(itemsize(x.dtype()));
-  const Tensor src = x.contiguous();
+  const Tensor src = kernel_contiguous(x);
   DimVector os(L.begin(), L.end());
   os[size_t(j)] = balanced_piece(L[size_t(j)], p, me).size;
   Tensor out = empty(os, x.options());
@@ -130,15 +141,15 @@ Tensor box_1d(Communicator& c, const Tensor& x, IntArrayRef L, Sbp from, Sbp to)
     if (from.is_partial_sum()) return reduce_scatter(c, x, L, d);
     if (from.is_broadcast()) {
       const Range r = balanced_piece(L[size_t(d)], p, me);
-      return x.narrow(d, r.start, r.size).contiguous();
+      return kernel_contiguous(kernel_narrow(x, d, r.start, r.size));
     }
     return all_to_all(c, x, L, from.dim(), d);
   }
   // to partial sum: the first rank keeps the value, or every rank its piece among zeros
-  if (from.is_broadcast()) return me == 0 ? x.clone() : zeros(L, x.options());
-  Tensor out = zeros(L, x.options());
+  if (from.is_broadcast()) return me == 0 ? kernel_cast(x, x.dtype()) : zeros_piece(L, x.options());
+  Tensor out = zeros_piece(L, x.options());
   const Range r = balanced_piece(L[size_t(from.dim())], p, me);
-  out.narrow(from.dim(), r.start, r.size).copy_(x);
+  kernel_copy_into(kernel_narrow(out, from.dim(), r.start, r.size), x);
   return out;
 }
 
@@ -189,7 +200,7 @@ void box_axis_cpu(const KernelArgs& k) {
   const int64_t axis = k.attrs.i(3);
   Tensor y = box_1d(axis_data_comm(pl, axis, k.inputs[0].device()), k.inputs[0], k.attrs.ints(4),
                     sbp_of_code(k.attrs.i(5)), sbp_of_code(k.attrs.i(6)));
-  k.outputs[0].copy_(y);
+  kernel_copy_into(k.outputs[0], y);
 }
 const OpDef& box_axis_op() {
   static const OpDef op{
@@ -500,9 +511,17 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
     return int(std::lower_bound(taking_part.begin(), taking_part.end(), world_rank) -
                taking_part.begin());
   };
+  // this rank's slice of a full tensor (a view made directly: NOTE [No kernel dispatches])
+  auto slice_of = [](const Tensor& full, const Box& b) {
+    Tensor v = full;
+    for (size_t d = 0; d < b.size.size(); ++d)
+      if (b.size[d] != full.size(int64_t(d)))
+        v = kernel_narrow(v, int64_t(d), b.start[d], b.size[d]);
+    return kernel_contiguous(v);
+  };
   Tensor full;
   if (in_src)
-    full = box_local(local, L, src, from, NdSbp(from.size(), Sbp::broadcast())).contiguous();
+    full = kernel_contiguous(box_local(local, L, src, from, NdSbp(from.size(), Sbp::broadcast())));
   const std::vector<int>& sr = src.ranks();
   const std::vector<int>& dr = dst.ranks();
   auto server = [&](size_t k) { return sr[k % sr.size()]; };
@@ -512,7 +531,7 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
       if (src.contains(j) || server(k) != me) continue;
       const std::vector<int64_t> cj = dst.coord_of(j);
       const Box b = piece_box(L, to, dst, cj);
-      const Tensor s = box_slice(full, b).contiguous();
+      const Tensor s = slice_of(full, b);
       if (!partial_keeper(to, cj) || s.numel() == 0) continue;
       w.send(s.data_ptr(), int64_t(s.nbytes()), peer(j), kMoveTag);
     }
@@ -520,10 +539,10 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
   if (!in_dst) return Tensor();
   const std::vector<int64_t> c = dst.coord_of(me);
   const Box b = piece_box(L, to, dst, c);
-  if (!partial_keeper(to, c)) return zeros(b.size, opts);
+  if (!partial_keeper(to, c)) return zeros_piece(b.size, opts);
   if (in_src) {
-    Tensor s = box_slice(full, b).contiguous();
-    return s.is_same(full) && s.numel() ? s.clone() : s;
+    Tensor s = slice_of(full, b);
+    return s.is_same(full) && s.numel() ? kernel_cast(s, s.dtype()) : s;
   }
   Tensor r = empty(b.size, opts);
   if (r.numel() == 0) return r;
@@ -557,7 +576,7 @@ void move_pieces_cpu(const KernelArgs& k) {
   Tensor p = move_pieces(in_src ? k.inputs[0] : Tensor(), a.ints(4), src, sbp_from_codes(a.ints(3)),
                          in_src, dst, sbp_from_codes(a.ints(7)), in_dst,
                          TensorOptions(ScalarType(a.i(8))).device(Device(a.str(9))));
-  if (in_dst) k.outputs[0].copy_(p);
+  if (in_dst) kernel_copy_into(k.outputs[0], p);
 }
 const OpDef& move_pieces_op() {
   static const OpDef op{.name = "move_pieces",

@@ -27,7 +27,7 @@ template <class F> void int_safe_kernel(const KernelArgs& k) {
     bool zero = false;
     dispatch_dtype(b.dtype(), [&](auto z) {
       using T = decltype(z);
-      Tensor bc = b.contiguous();
+      const Tensor bc = kernel_contiguous(b);
       const T* p = static_cast<const T*>(bc.data_ptr());
       for (int64_t i = 0; i < bc.numel() && !zero; ++i) zero = p[i] == T(0);
     });

@@ -43,7 +43,7 @@ void to_device_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void to_device_kernel(const KernelArgs& k) {
   // dense (contiguous_inputs), except when it is also the out= tensor (dispatch leaves that
   // one as it is; its output is then staged, so dst is dense)
-  const Tensor src = k.inputs[0].contiguous();
+  const Tensor src = kernel_contiguous(k.inputs[0]);
   const Tensor& dst = k.outputs[0];
   // attr 2, when present: non_blocking (NOTE [Asynchronous copies] in src/cuda/allocator.cpp)
   if (k.attrs.size() > 2 && k.attrs.b(2) && (src.is_cuda() || dst.is_cuda())) {

@@ -1070,7 +1070,7 @@ void sort_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({x.sizes().dims(), {}, 0, kInt64, x.device()});
 }
 void sort_cpu(const KernelArgs& k) {
-  Tensor x = k.inputs[0].contiguous();
+  Tensor x = kernel_contiguous(k.inputs[0]);
   const bool desc = k.attrs.b(1);
   if (x.numel() == 0) return;
   if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
@@ -1116,7 +1116,7 @@ void topk_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({sz, {}, 0, kInt64, x.device()});
 }
 void topk_cpu(const KernelArgs& k) {
-  Tensor x = k.inputs[0].contiguous();
+  Tensor x = kernel_contiguous(k.inputs[0]);
   const int64_t kk = k.attrs.i(0);
   const bool largest = k.attrs.b(2);
   if (k.outputs[0].numel() == 0) return;
@@ -1172,7 +1172,7 @@ void embedding_meta(const TensorList& in, const Attrs&, MetaList& out) {
 }
 void embedding_cpu(const KernelArgs& k) {
   const Tensor &w = k.inputs[0], &out = k.outputs[0];
-  const Tensor idx = k.inputs[1].contiguous();
+  const Tensor idx = kernel_contiguous(k.inputs[1]);
   const int64_t n = idx.numel(), D = w.sizes()[1];
   if (n == 0 || D == 0) return;
   const int64_t ws0 = w.strides()[0], ws1 = w.strides()[1];

@@ -151,17 +151,16 @@ template <bool Batched> void addmm_cpu(const KernelArgs& k) {
             Batched ? "baddbmm" : "addmm");
 }
 
-// The CUDA slot of addmm/baddbmm: cuBLAS mm/bmm plus elementwise ops (public ops inside a
-// kernel run without autograd or tracing).
-template <bool Batched> void addmm_composite(const KernelArgs& k) {
-  const Tensor& self = k.inputs[0];
-  const Scalar& beta = k.attrs.scalar(0);
-  const Scalar& alpha = k.attrs.scalar(1);
-  Tensor r = Batched ? bmm(k.inputs[1], k.inputs[2]) : mm(k.inputs[1], k.inputs[2]);
+// addmm/baddbmm where there is no kernel (CUDA: cuBLAS through mm/bmm, then the elementwise
+// ops; NOTE [Decompositions]). beta = 0 ignores self, NaN included, as the kernel does.
+template <bool Batched> TensorList addmm_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor& self = in[0];
+  const Scalar& beta = a.scalar(0);
+  const Scalar& alpha = a.scalar(1);
+  Tensor r = Batched ? bmm(in[1], in[2]) : mm(in[1], in[2]);
   if (alpha.to_double() != 1.0) r = r * alpha;
   if (beta.to_double() != 0.0) r = r + (beta.to_double() == 1.0 ? self : self * beta);
-  Tensor out = k.outputs[0];
-  out.copy_(r);
+  return {r};
 }
 
 // ---------------------------------------------------------------- VJPs
@@ -554,7 +553,7 @@ void register_linalg_ops() {
                .attr_names = {"beta", "alpha"},
                .infer_meta = addmm_meta<false>,
                .cpu = addmm_cpu<false>,
-               .cuda = addmm_composite<false>,
+               .decompose = addmm_decompose<false>,
                .vjp = addmm_vjp<false>,
                .save_inputs = in(1) | in(2),
                .sbp_rule = &sbp_rules::kAddmm,
@@ -564,7 +563,7 @@ void register_linalg_ops() {
                .attr_names = {"beta", "alpha"},
                .infer_meta = addmm_meta<true>,
                .cpu = addmm_cpu<true>,
-               .cuda = addmm_composite<true>,
+               .decompose = addmm_decompose<true>,
                .vjp = addmm_vjp<true>,
                .save_inputs = in(1) | in(2),
                .sbp_rule = &sbp_rules::kBaddbmm,

@@ -147,7 +147,7 @@ template <class T> const T* cptr(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 template <class T> T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
-Tensor contig_or_empty(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+Tensor contig_or_empty(const Tensor& t) { return kernel_contiguous(t); }
 
 // ---------------------------------------------------------------- row statistics
 
@@ -236,7 +236,7 @@ template <int Mode> void norm_meta(const TensorList& in, const Attrs& a, MetaLis
 }
 
 template <int Mode> void norm_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor w = contig_or_empty(k.inputs[1]);
   const Tensor b = Mode == kRms ? Tensor() : contig_or_empty(k.inputs[2]);
   const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
@@ -308,11 +308,11 @@ template <int Mode> void norm_bwd_meta(const TensorList& in, const Attrs& a, Met
 }
 
 template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
-  const Tensor dy = k.inputs[0].contiguous();
-  const Tensor x = k.inputs[1].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]);
+  const Tensor x = kernel_contiguous(k.inputs[1]);
   const Tensor w = contig_or_empty(k.inputs[2]);
   const Tensor mean = contig_or_empty(k.inputs[3]);
-  const Tensor rstd = k.inputs[4].contiguous();
+  const Tensor rstd = kernel_contiguous(k.inputs[4]);
   const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
   dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
     using T = decltype(z);
@@ -489,7 +489,7 @@ void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 
 void bn_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor w = contig_or_empty(k.inputs[1]);
   const Tensor b = contig_or_empty(k.inputs[2]);
   const Tensor rm = contig_or_empty(k.inputs[3]);
@@ -560,11 +560,11 @@ void bn_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
 }
 
 void bn_bwd_cpu(const KernelArgs& k) {
-  const Tensor dy = k.inputs[0].contiguous();
-  const Tensor x = k.inputs[1].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]);
+  const Tensor x = kernel_contiguous(k.inputs[1]);
   const Tensor w = contig_or_empty(k.inputs[2]);
-  const Tensor mean = k.inputs[3].contiguous();
-  const Tensor inv = k.inputs[4].contiguous();
+  const Tensor mean = kernel_contiguous(k.inputs[3]);
+  const Tensor inv = kernel_contiguous(k.inputs[4]);
   const bool training = k.attrs.b(0);
   const BnGeom g = bn_geom(x.sizes());
   dispatch_f(x.dtype(), "batch_norm", [&](auto z) {
@@ -643,7 +643,7 @@ void dropout_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 
 void dropout_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const double p = k.attrs.f(0);
   const uint64_t seed = uint64_t(k.attrs.i(1)), offset = uint64_t(k.attrs.i(2));
   const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
@@ -725,8 +725,8 @@ void ce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 
 void ce_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
-  const Tensor t = k.inputs[1].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
+  const Tensor t = kernel_contiguous(k.inputs[1]);
   const Tensor w = contig_or_empty(k.inputs[2]);
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
@@ -835,11 +835,11 @@ void ce_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 
 void ce_bwd_cpu(const KernelArgs& k) {
-  const Tensor go = k.inputs[0].contiguous();
-  const Tensor x = k.inputs[1].contiguous();
-  const Tensor t = k.inputs[2].contiguous();
+  const Tensor go = kernel_contiguous(k.inputs[0]);
+  const Tensor x = kernel_contiguous(k.inputs[1]);
+  const Tensor t = kernel_contiguous(k.inputs[2]);
   const Tensor w = contig_or_empty(k.inputs[3]);
-  const Tensor lse = k.inputs[4].contiguous();
+  const Tensor lse = kernel_contiguous(k.inputs[4]);
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
   const CeGeom g = ce_geom(x.sizes());
@@ -929,13 +929,13 @@ void linear_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const bool has_bias = k.inputs[2].defined();
   if (has_bias && out.numel() > 0) {
-    const Tensor b = k.inputs[2].contiguous();
+    const Tensor b = kernel_contiguous(k.inputs[2]);
     const int64_t R = out.size(0), O = out.size(1);
     const size_t bytes = size_t(O) * b.element_size();
     char* dst = static_cast<char*>(out.data_ptr());
     for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
   }
-  cpu::gemm(x, w.t(), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
+  cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
 }
 
 TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
@@ -1289,6 +1289,67 @@ void sdpa_bwd_cpu(const KernelArgs& k) {
   });
 }
 
+// The decompositions (NOTE [Decompositions]), for devices without an attention kernel (CUDA):
+// the kernels' semantics from public ops, materializing the [B, L, S] scores: the same mask
+// kinds and causal rule, the saved lse, and the dropout elements drawn by the dropout op at
+// the op's (seed, offset) over the [B, L, S] scores (Philox word (b * L + i) * S + j, as the
+// kernels). A draw map (attention split by heads) is not decomposed.
+struct AttnScores {
+  Tensor s;  // scaled scores, -inf where not attended
+  Tensor z;  // dropout multiplier (undefined without dropout)
+};
+AttnScores attn_scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs& a) {
+  const int64_t L = q.size(1), S = k.size(1);
+  AttnScores r;
+  Tensor s = q.bmm(k.transpose(1, 2)) * a.f(0);
+  const int64_t kind = a.i(5);
+  if (kind == 2) s = s + mask;
+  Tensor allowed;
+  if (kind == 1) allowed = mask;
+  if (a.b(1)) {
+    const TensorOptions o = TensorOptions(kInt64).device(q.device());
+    const Tensor causal = arange(0, S, 1, o).view({1, S}) <= arange(0, L, 1, o).view({L, 1});
+    allowed = allowed.defined() ? (allowed & causal) : causal;
+  }
+  if (allowed.defined()) s = where(allowed, s, Scalar(-std::numeric_limits<double>::infinity()));
+  r.s = s;
+  const double p = a.f(2);
+  OF_CHECK(p == 0 || a.size() <= 6 || a.ints(6).empty(),
+           "[scaled_dot_product_attention] on {}: dropout with a draw map (attention split by "
+           "heads over ranks) has no decomposition",
+           q.device().str());
+  if (p > 0)
+    r.z = dispatch(OF_OP("dropout"), {ones(s.sizes(), s.options())}, {p, a.i(3), a.i(4)})[0];
+  return r;
+}
+TensorList sdpa_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  const AttnScores sc = attn_scores(q, k, in[3], a);
+  const Tensor lse = logsumexp(sc.s, {2}, true);  // all -inf row: -inf (its output is NaN)
+  Tensor p = (sc.s - lse).exp();
+  if (sc.z.defined()) p = p * sc.z;
+  return {p.bmm(v), lse.view({q.size(0), q.size(1)})};
+}
+// inputs dout, q, k, v, mask, out, lse; outputs dq, dk, dv
+TensorList sdpa_bwd_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor &dout = in[0], &q = in[1], &key = in[2], &v = in[3];
+  const Tensor &out = in[5], &lse_in = in[6];
+  const AttnScores sc = attn_scores(q, key, in[4], a);
+  const Tensor lse = lse_in.view({q.size(0), q.size(1), 1});
+  // rows with no attended key (lse not finite) get no gradient, as in the kernels
+  const Tensor finite = lse.abs() < Scalar(std::numeric_limits<double>::infinity());
+  const Tensor p = where(finite, (sc.s - lse).exp(), Scalar(0.0));
+  const Tensor d = (dout * out).sum({2}, true);
+  Tensor dpz = dout.bmm(v.transpose(1, 2));
+  Tensor pz = p;
+  if (sc.z.defined()) {
+    dpz = dpz * sc.z;
+    pz = p * sc.z;
+  }
+  const Tensor ds = p * (dpz - d) * a.f(0);
+  return {ds.bmm(key), ds.transpose(1, 2).bmm(q), pz.transpose(1, 2).bmm(dout)};
+}
+
 TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
   const bool has_mask = c.attrs().i(5) != 0;
   Tensor mask = has_mask ? c.input(3) : Tensor();
@@ -1445,6 +1506,7 @@ void register_nn_ops() {
                .attr_names = aattrs,
                .infer_meta = sdpa_meta,
                .cpu = sdpa_cpu,
+               .decompose = sdpa_decompose,
                .vjp = sdpa_vjp,
                .save_inputs = in(0) | in(1) | in(2) | in(3),
                .save_outputs = out(0) | out(1),
@@ -1458,6 +1520,7 @@ void register_nn_ops() {
                .attr_names = aattrs,
                .infer_meta = sdpa_bwd_meta,
                .cpu = sdpa_bwd_cpu,
+               .decompose = sdpa_bwd_decompose,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kAttention,
                .rng_seed_attr = 3,

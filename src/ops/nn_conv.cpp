@@ -564,8 +564,8 @@ template <int Sp> void conv_meta(const TensorList& in, const Attrs& a, MetaList&
   out.push_back({conv_shape<Sp>(g.N, g.M, g.OD, g.OH, g.OW), {}, 0, in[0].dtype(), in[0].device()});
 }
 template <int Sp> void conv_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
-  const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
+  const Tensor x = kernel_contiguous(k.inputs[0]), w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
   const Geom g = conv_geom(conv_name<Sp>(), x, w, &b, conv_params(k.attrs, false), false, false);
   if (k.outputs[0].numel() == 0) return;
   float_or_double(x.dtype(), conv_name<Sp>(), [&](auto z) {
@@ -617,8 +617,8 @@ template <int Sp> void conv_transpose_meta(const TensorList& in, const Attrs& a,
   out.push_back({conv_shape<Sp>(g.N, g.C, g.D, g.H, g.W), {}, 0, in[0].dtype(), in[0].device()});
 }
 template <int Sp> void conv_transpose_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous(), w = k.inputs[1].contiguous();
-  const Tensor b = k.inputs[2].defined() ? k.inputs[2].contiguous() : Tensor();
+  const Tensor x = kernel_contiguous(k.inputs[0]), w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
   const Geom g = conv_geom(conv_t_name<Sp>(), x, w, &b, conv_params(k.attrs, true), true, false);
   if (k.outputs[0].numel() == 0) return;
   float_or_double(x.dtype(), conv_t_name<Sp>(), [&](auto z) {
@@ -696,7 +696,7 @@ void conv_backward_weight_meta(const TensorList& in, const Attrs& a, MetaList& o
   out.push_back({a.ints(0), {}, 0, in[1].dtype(), in[1].device()});
 }
 template <int Sp> void conv_backward_weight_cpu(const KernelArgs& k) {
-  const Tensor dy = k.inputs[0].contiguous(), x = k.inputs[1].contiguous();
+  const Tensor dy = kernel_contiguous(k.inputs[0]), x = kernel_contiguous(k.inputs[1]);
   const Geom g = bw_geom<Sp>(dy, x, k.attrs);
   if (k.outputs[0].numel() == 0) return;
   float_or_double(x.dtype(), conv_bw_name<Sp>(), [&](auto z) {
@@ -778,7 +778,7 @@ void max_pool2d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.N, g.C, g.OH, g.OW}, {}, 0, kInt64, in[0].device()});
 }
 void max_pool2d_cpu(const KernelArgs& k) {
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const PoolGeom g = max_geom(x, k.attrs);
   float_or_double(x.dtype(), "max_pool2d_with_indices", [&](auto z) {
     using T = decltype(z);
@@ -942,7 +942,7 @@ void max_pool3d_cpu(const KernelArgs& k) {
   // no planes: the per-output windows (O(output extent)) are not built, and an empty batch may
   // come with huge spatial sizes (fuzz_ops)
   if (k.outputs[0].numel() == 0) return;
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const PoolGeom g = max3_geom(x, k.attrs);
   const MaxAxis ad = pool_axis(g.D, g.kd, g.sd, g.pd, g.dd, g.OD);
   const MaxAxis ah = pool_axis(g.H, g.kh, g.sh, g.ph, g.dh, g.OH);
@@ -987,7 +987,7 @@ template <int Sp> void adaptive_max_meta(const TensorList& in, const Attrs& a, M
 }
 template <int Sp> void adaptive_max_cpu(const KernelArgs& k) {
   if (k.outputs[0].numel() == 0) return;  // no planes (as max_pool3d_cpu)
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   adaptive_max_check<Sp>(x, k.attrs);
   const DimVector& os = k.attrs.ints(0);
   MaxAxis ax[3];
@@ -1265,7 +1265,7 @@ template <Mode M> void resample_cpu(const KernelArgs& k) {
   // no planes: the maps (O(output extent)) are not needed, and an empty batch may come with a
   // huge output_size (fuzz_ops)
   if (k.outputs[0].numel() == 0) return;
-  const Tensor x = k.inputs[0].contiguous();
+  const Tensor x = kernel_contiguous(k.inputs[0]);
   const Resample r = make_resample(M, x.sizes(), k.attrs, mode_name(M, false), true);
   float_or_double(x.dtype(), mode_name(M, false), [&](auto z) {
     using T = decltype(z);
@@ -1274,10 +1274,10 @@ template <Mode M> void resample_cpu(const KernelArgs& k) {
   });
 }
 template <Mode M> void resample_backward_cpu(const KernelArgs& k) {
-  const Tensor g = k.inputs[0].contiguous();
+  const Tensor g = kernel_contiguous(k.inputs[0]);
   const Tensor& out = k.outputs[0];
   if (g.numel() == 0) {  // no planes (as above): nothing flows back
-    if (out.numel() != 0) Tensor(out).zero_();
+    if (out.numel() != 0) kernel_fill(out, 0);
     return;
   }
   const Resample r = make_resample(M, out.sizes(), k.attrs, mode_name(M, true), true);

@@ -114,7 +114,7 @@ void multinomial_kernel(const KernelArgs& args) {
   const uint64_t seed = uint64_t(args.attrs.i(2)), offset = uint64_t(args.attrs.i(3));
   const int64_t rows = w.dim() == 1 ? 1 : w.sizes()[0];
   const uint64_t per_row = uint64_t((multinomial_draws(k, n, replacement) + 1) / 2);
-  const std::vector<double> wv = w.contiguous().to_vector<double>();
+  const std::vector<double> wv = kernel_contiguous(w).to_vector<double>();
   // Validate every row before writing anything (libtorch's messages).
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;

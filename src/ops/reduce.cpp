@@ -63,7 +63,7 @@ void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
 // range; fuzz_ops: a direct dispatch with dim -1 made the lane geometry write past the output).
 Canon canon_dim(const Tensor& x, int64_t d) {
   Canon c;
-  c.x = x.contiguous();
+  c.x = kernel_contiguous(x);
   const int64_t nd = x.dim();
   d = wrap_dim(d, nd, "reduction");
   for (int64_t i = 0; i < nd; ++i) {
@@ -78,14 +78,14 @@ Canon canon_reduce(const Tensor& x, const DimVector& dims) {
   Canon c;
   const int64_t nd = x.dim();
   if (dims.empty()) {
-    c.x = x.contiguous();
+    c.x = kernel_contiguous(x);
     c.inner = x.numel();
     return c;
   }
   bool consecutive = true;
   for (size_t i = 1; i < dims.size(); ++i) consecutive &= dims[i] == dims[i - 1] + 1;
   if (consecutive) {
-    c.x = x.contiguous();
+    c.x = kernel_contiguous(x);
     for (int64_t i = 0; i < nd; ++i) {
       if (i < dims.front()) c.outer *= x.sizes()[i];
       else if (i <= dims.back()) c.n *= x.sizes()[i];
@@ -103,7 +103,7 @@ Canon canon_reduce(const Tensor& x, const DimVector& dims) {
     perm.push_back(d);
     c.n *= x.sizes()[d];
   }
-  c.x = x.permute(perm).contiguous();
+  c.x = kernel_contiguous(kernel_permute(x, perm));
   return c;
 }
 
@@ -172,10 +172,9 @@ void reduce_cpu(const KernelArgs& k) {
     if (done) return;
     // through a temporary of the first listed type of the same kind (floating or not)
     auto via = [&]<class O>() {
-      Tensor tmp = empty(out.sizes(), TensorOptions(scalar_type_of<O>).device(out.device()));
+      const Tensor tmp = make_empty(out.sizes(), scalar_type_of<O>, out.device());
       cpu::reduce_as<Op, T, O>(x, dims, tmp);
-      Tensor o = out;
-      o.copy_(tmp);
+      kernel_copy_into(out, tmp);
       return true;
     };
     const bool via_kind = ((is_floating_point(scalar_type_of<Outs>) == is_floating_point(od) &&

@@ -18,6 +18,7 @@
 #include "autograd/node.h"
 #include "global/global.h"
 #include "global/rules.h"
+#include "cpu/loops.h"
 #include "cpu/reduce.h"
 #include "ops/functors.h"
 #include "ops/reduce_common.h"
@@ -283,10 +284,14 @@ void norm_cpu(const KernelArgs& k) {
     else if (std::isinf(p) && p > 0) cpu::reduce_as<NormInfOp, T, T>(x, dims, o);
     else if (std::isinf(p)) cpu::reduce_as<NormNegInfOp, T, T>(x, dims, o);
     else {
-      // general p: (sum |x|^p)^(1/p) in float64 (kernels run without grad or tracing)
-      Tensor r = x.to(kFloat64).abs().pow(p).sum(dims, k.attrs.b(1)).pow(1.0 / p);
-      Tensor dst = o;
-      dst.copy_(r.reshape(o.sizes()));
+      // general p: (sum |x|^p)^(1/p), accumulated in float64 over a float64 scratch of |x|^p
+      // (a kernel dispatches no op: NOTE [No kernel dispatches])
+      const Tensor pw = make_empty(x.sizes(), kFloat64, x.device());
+      cpu::cpu_kernel<double, T>(
+          pw, {&x}, [p](compute_t<T> v) { return std::pow(std::fabs(double(v)), p); });
+      const Tensor sum = make_empty(o.sizes(), kFloat64, x.device());
+      cpu::reduce_as<Norm1Op, double, double>(pw, dims, sum);  // |v| = v: a plain sum
+      cpu::cpu_kernel<T, double>(o, {&sum}, [p](double v) { return std::pow(v, 1.0 / p); });
     }
   });
 }
@@ -372,7 +377,7 @@ template <bool IsMax> void argmax_cpu(const KernelArgs& k) {
   if (has_dim(k.attrs)) {
     c = canon_dim(x, k.attrs.i(0));
   } else {
-    c.x = x.contiguous();
+    c.x = kernel_contiguous(x);
     c.n = x.numel();
   }
   dispatch_dtype(x.dtype(), [&](auto zi) {

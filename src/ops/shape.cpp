@@ -37,7 +37,7 @@ void view_scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void view_scatter_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const Tensor& g = k.inputs[0];
-  Tensor(out).zero_();
+  kernel_fill(out, 0);
   Tensor v = make_view(out, k.attrs.ints(1), k.attrs.ints(2), k.attrs.i(3));
   const bool overlap = k.attrs.b(4);
   dispatch_dtype(out.dtype(), [&](auto z) {
