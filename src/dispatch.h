@@ -9,6 +9,7 @@
 
 #include "oneflow/ops.h"
 #include "oneflow/tensor.h"
+#include "ops/elem_kind.h"
 
 namespace oneflow {
 
@@ -175,6 +176,8 @@ struct OpDef {
   // kElementwise ops: the functor (ops/functors.h) computing one element, e.g. "fn::Tanh"
   // (generated fused kernels name it; the CPU fuser calls the op's own kernel per block).
   const char* functor = nullptr;
+  // The functor's kind (NOTE [Elementwise kinds]): set by the row tables from the functor.
+  ElemKind elem_kind = ElemKind::kNone;
   // Inputs the kernel reads as dense row-major buffers: dispatch makes them contiguous first
   // (a recorded, differentiable copy), so kernels never allocate behind the tracer's planner.
   uint32_t contiguous_inputs = 0;

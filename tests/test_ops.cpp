@@ -295,6 +295,43 @@ TEST_CASE("op table: every elementwise op has a fused form, and fold identities 
   CHECK(of::find_op("div").fold_identities.size() == 1);  // x/1 only
 }
 
+// NOTE [Elementwise kinds]: a row op's kind is its functor's (the row table reads it from the
+// functor), and the CUDA module's list names every row op with the same functor: adding an
+// elementwise op is its functor (with its kind), its row, its test, and this list's line, which
+// this test asks for by name.
+TEST_CASE("op table: every row functor has one kind, and a CUDA kernel entry") {
+  const std::string text = [] {
+    std::ifstream f(ONEFLOW_SOURCE_ROOT "/src/cuda/elementwise.h");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }();
+  std::map<std::string, std::string> cuda;  // op name -> functor
+  const std::regex entry(R"re(X\((\w+), (\w+)\))re");
+  for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it)
+    cuda[(*it)[1].str()] = "fn::" + (*it)[2].str();
+  CHECK(cuda.size() > 40);
+  size_t rows = 0;
+  for (const of::OpDef* op : of::all_ops()) {
+    const std::string& n = op->name;
+    CHECK_MESSAGE((op->functor != nullptr) == (op->elem_kind != of::ElemKind::kNone), "[", n,
+                  "] has a functor without a kind, or a kind without a functor");
+    if (!op->functor) continue;
+    ++rows;
+    CHECK_MESSAGE(cuda.count(n) == 1, "[", n,
+                  "] has no line X(name, functor) in OF_CUDA_*_OPS of src/cuda/elementwise.h");
+    if (cuda.count(n)) CHECK_MESSAGE(cuda[n] == op->functor, "[", n, "] CUDA functor differs");
+  }
+  CHECK(rows == cuda.size());  // and the CUDA list names no op the table lacks
+  // the kinds as the rows use them
+  CHECK(of::find_op("exp").elem_kind == of::ElemKind::kFloat);
+  CHECK(of::find_op("add").elem_kind == of::ElemKind::kAll);
+  CHECK(of::find_op("fmod").elem_kind == of::ElemKind::kIntUnsafe);
+  CHECK(of::find_op("lt").elem_kind == of::ElemKind::kCompare);
+  CHECK(of::find_op("logical_not").elem_kind == of::ElemKind::kLogical);
+  CHECK(of::find_op("isnan").elem_kind == of::ElemKind::kCompare);
+}
+
 // The source tree keeps no list or comparison of op names outside the table: code selects ops
 // by their fields and traits (OF_OP("name") reaches one op; a kernel registration names one).
 TEST_CASE("op table: no op-name list or op-name comparison outside the op table") {

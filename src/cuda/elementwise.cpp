@@ -9,6 +9,7 @@
 #include "cuda/elementwise.h"
 #include "cuda/module.h"
 #include "cuda/strided_copy.h"
+#include "ops/functors.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -20,9 +21,9 @@ struct OpInfo {
 
 constexpr OpInfo info_of(ElemOp op) {
   switch (op) {
-#define OF_INFO(n, functor, kind) \
-  case ElemOp::n:                 \
-    return {#n, std::string_view(#kind) == "IntUnsafe"};
+#define OF_INFO(n, functor) \
+  case ElemOp::n:           \
+    return {#n, fn::functor::kind == ElemKind::kIntUnsafe};
     OF_CUDA_UNARY_OPS(OF_INFO)
     OF_CUDA_BINARY_OPS(OF_INFO)
 #undef OF_INFO
@@ -204,7 +205,7 @@ void clamp_kernel(const KernelArgs& k) {
 }  // namespace
 
 void register_elementwise_kernels(const cuda_backend::CoreV1& core) {
-#define OF_REGISTER(n, functor, kind) core.set_cuda_kernel(#n, elementwise_kernel<ElemOp::n>);
+#define OF_REGISTER(n, functor) core.set_cuda_kernel(#n, elementwise_kernel<ElemOp::n>);
   OF_CUDA_UNARY_OPS(OF_REGISTER)
   OF_CUDA_BINARY_OPS(OF_REGISTER)
 #undef OF_REGISTER

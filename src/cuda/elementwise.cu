@@ -149,15 +149,15 @@ cudaError_t launch(const ElemParams& p, F f, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-enum class Kind { All, Float, Bool, IntUnsafe };
-
-// f(T{}) for the dtype `t`; cudaErrorInvalidValue for an unknown one.
-template <Kind K, int N, class F>
-cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
+// f(T{}) for the dtype `t` as the functor's kind takes it (NOTE [Elementwise kinds]);
+// cudaErrorInvalidValue for an unknown one.
+template <int N, class F> cudaError_t launch_kind(const ElemParams& p, cudaStream_t stream) {
+  constexpr ElemKind K = F::kind;
   return visit(p.dtype, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    using Out = std::conditional_t<K == Kind::Bool, bool, T>;
-    if constexpr ((K == Kind::Float || K == Kind::IntUnsafe) && !is_floating_v<T>) {
+    using Out =
+        std::conditional_t<K == ElemKind::kCompare || K == ElemKind::kLogical, bool, T>;
+    if constexpr ((K == ElemKind::kFloat || K == ElemKind::kIntUnsafe) && !is_floating_v<T>) {
       return cudaErrorInvalidValue;
     } else {
       return launch<T, Out, N>(p, F{}, stream);
@@ -182,20 +182,20 @@ cudaError_t launch_where(const ElemParams& p, cudaStream_t stream) {
 
 cudaError_t launch_elementwise(ElemOp op, const ElemParams& p, cudaStream_t stream) {
   switch (op) {
-#define OF_UNARY_CASE(name, functor, kind) \
-  case ElemOp::name:                       \
-    return launch_kind<Kind::kind, 1, fn::functor>(p, stream);
-#define OF_BINARY_CASE(name, functor, kind) \
-  case ElemOp::name:                        \
-    return launch_kind<Kind::kind, 2, fn::functor>(p, stream);
+#define OF_UNARY_CASE(name, functor) \
+  case ElemOp::name:                 \
+    return launch_kind<1, fn::functor>(p, stream);
+#define OF_BINARY_CASE(name, functor) \
+  case ElemOp::name:                  \
+    return launch_kind<2, fn::functor>(p, stream);
     OF_CUDA_UNARY_OPS(OF_UNARY_CASE)
     OF_CUDA_BINARY_OPS(OF_BINARY_CASE)
 #undef OF_UNARY_CASE
 #undef OF_BINARY_CASE
     case ElemOp::gelu_erf:
-      return launch_kind<Kind::Float, 1, fn::GeluErf>(p, stream);
+      return launch_kind<1, fn::GeluErf>(p, stream);
     case ElemOp::gelu_tanh:
-      return launch_kind<Kind::Float, 1, fn::GeluTanh>(p, stream);
+      return launch_kind<1, fn::GeluTanh>(p, stream);
     case ElemOp::where:
       return launch_where(p, stream);
     case ElemOp::fill:

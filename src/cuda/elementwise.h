@@ -35,33 +35,32 @@ struct ElemParams {
   bool bscalar = false;  // fill into bool: Scalar::to_bool()
 };
 
-// name (the op table's), functor (ops/functors.h), kind:
-//   All: every dtype, result in the input dtype; Float: floating dtypes only (the public ops
-//   promote integers first); Bool: every dtype, bool result; IntUnsafe: like Float on CUDA
-//   (integer division by zero has no error path on the device; integers are refused).
+// name (the op table's), functor (ops/functors.h); which dtypes each takes is the functor's own
+// kind (NOTE [Elementwise kinds]; kIntUnsafe ops take floating dtypes only here: integer
+// division by zero has no error path on the device, integers are refused).
 // clang-format off
 #define OF_CUDA_UNARY_OPS(X)                                                                  \
-  X(neg, Neg, All) X(abs, Abs, All) X(sign, Sign, All) X(exp, Exp, Float) X(exp2, Exp2, Float) \
-  X(log, Log, Float) X(log2, Log2, Float) X(log1p, Log1p, Float) X(expm1, Expm1, Float)       \
-  X(sqrt, Sqrt, Float) X(rsqrt, Rsqrt, Float) X(reciprocal, Reciprocal, Float)                 \
-  X(square, Square, All) X(sin, Sin, Float) X(cos, Cos, Float) X(tan, Tan, Float)             \
-  X(tanh, Tanh, Float) X(sigmoid, Sigmoid, Float) X(relu, Relu, All) X(silu, Silu, Float)      \
-  X(erf, Erf, Float) X(floor, Floor, All) X(ceil, Ceil, All) X(round, Round, All)              \
-  X(trunc, Trunc, All) X(isnan, IsNan, Bool) X(isinf, IsInf, Bool)                             \
-  X(logical_not, LogicalNot, Bool)
+  X(neg, Neg) X(abs, Abs) X(sign, Sign) X(exp, Exp) X(exp2, Exp2) \
+  X(log, Log) X(log2, Log2) X(log1p, Log1p) X(expm1, Expm1)       \
+  X(sqrt, Sqrt) X(rsqrt, Rsqrt) X(reciprocal, Reciprocal)                 \
+  X(square, Square) X(sin, Sin) X(cos, Cos) X(tan, Tan)             \
+  X(tanh, Tanh) X(sigmoid, Sigmoid) X(relu, Relu) X(silu, Silu)      \
+  X(erf, Erf) X(floor, Floor) X(ceil, Ceil) X(round, Round)              \
+  X(trunc, Trunc) X(isnan, IsNan) X(isinf, IsInf)                             \
+  X(logical_not, LogicalNot)
 // clang-format on
 // clang-format off
 #define OF_CUDA_BINARY_OPS(X)                                                                 \
-  X(add, Add, All) X(sub, Sub, All) X(mul, Mul, All) X(div, Div, Float)                        \
-  X(div_trunc, DivTrunc, IntUnsafe) X(div_floor, DivFloor, IntUnsafe)                          \
-  X(maximum, Maximum, All) X(minimum, Minimum, All) X(fmod, Fmod, IntUnsafe)                   \
-  X(remainder, Remainder, IntUnsafe) X(atan2, Atan2, Float) X(pow, Pow, All) X(eq, Eq, Bool)   \
-  X(ne, Ne, Bool) X(lt, Lt, Bool) X(le, Le, Bool) X(gt, Gt, Bool) X(ge, Ge, Bool)              \
-  X(logical_and, LogicalAnd, Bool) X(logical_or, LogicalOr, Bool) X(logical_xor, LogicalXor, Bool)
+  X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div)                        \
+  X(div_trunc, DivTrunc) X(div_floor, DivFloor)                          \
+  X(maximum, Maximum) X(minimum, Minimum) X(fmod, Fmod)                   \
+  X(remainder, Remainder) X(atan2, Atan2) X(pow, Pow) X(eq, Eq)   \
+  X(ne, Ne) X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge)              \
+  X(logical_and, LogicalAnd) X(logical_or, LogicalOr) X(logical_xor, LogicalXor)
 // clang-format on
 
 enum class ElemOp : int {
-#define OF_ENUM(name, functor, kind) name,
+#define OF_ENUM(name, functor) name,
   OF_CUDA_UNARY_OPS(OF_ENUM) OF_CUDA_BINARY_OPS(OF_ENUM)
 #undef OF_ENUM
       gelu_erf,

@@ -216,11 +216,22 @@ void where_cpu(const KernelArgs& k) {
   });
 }
 
-enum class Kind { kArith, kFloat, kCompare, kLogical };
+// A row's functor gives its name (for generated fused kernels), its kind (NOTE [Elementwise
+// kinds]) and the CPU kernel that kind takes.
+template <class F> constexpr KernelFn binary_kernel_of() {
+  if constexpr (F::kind == ElemKind::kFloat) return binary_kernel_float<F>;
+  else if constexpr (F::kind == ElemKind::kAll) return binary_kernel_all<F>;
+  else if constexpr (F::kind == ElemKind::kIntUnsafe) return int_safe_kernel<F>;
+  else return binary_kernel_bool<F>;
+}
+#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, binary_kernel_of<fn::F>()
+
+bool bool_result(ElemKind k) { return k == ElemKind::kCompare || k == ElemKind::kLogical; }
+
 struct BinaryRow {
   const char* name;
   const char* functor;  // ops/functors.h, for generated fused kernels
-  Kind kind;
+  ElemKind kind;
   KernelFn cpu;
   VjpFn vjp;
   uint32_t save_in;
@@ -236,31 +247,31 @@ constexpr auto kOther = FoldIdentity::kOtherInputIs;
 // One row per op, one line per row (kept as written by clang-format).
 // clang-format off
 const BinaryRow kRows[] = {
-    {"add", "fn::Add", Kind::kArith, binary_kernel_all<fn::Add>, add_vjp, 0, 0,
+    {"add", OF_ROW_FN(Add), add_vjp, 0, 0,
      &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}, {kOther, 1, 0}}},
-    {"sub", "fn::Sub", Kind::kArith, binary_kernel_all<fn::Sub>, sub_vjp, 0, 0,
+    {"sub", OF_ROW_FN(Sub), sub_vjp, 0, 0,
      &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}}},
-    {"mul", "fn::Mul", Kind::kArith, binary_kernel_all<fn::Mul>, mul_vjp, in(0) | in(1), 0,
+    {"mul", OF_ROW_FN(Mul), mul_vjp, in(0) | in(1), 0,
      &sbp_rules::kMul, AutocastPolicy::kNone, {{kOther, 0, 1}, {kOther, 1, 1}}},
-    {"div", "fn::Div", Kind::kFloat, binary_kernel_float<fn::Div>, div_vjp, in(0) | in(1), 0,
+    {"div", OF_ROW_FN(Div), div_vjp, in(0) | in(1), 0,
      &sbp_rules::kDiv, AutocastPolicy::kNone, {{kOther, 0, 1}}},
-    {"div_trunc", "fn::DivTrunc", Kind::kArith, int_safe_kernel<fn::DivTrunc>, div_round_vjp, 0, 0},
-    {"div_floor", "fn::DivFloor", Kind::kArith, int_safe_kernel<fn::DivFloor>, div_round_vjp, 0, 0},
-    {"maximum", "fn::Maximum", Kind::kArith, binary_kernel_all<fn::Maximum>, maximum_vjp, in(0) | in(1), 0},
-    {"minimum", "fn::Minimum", Kind::kArith, binary_kernel_all<fn::Minimum>, minimum_vjp, in(0) | in(1), 0},
-    {"fmod", "fn::Fmod", Kind::kArith, int_safe_kernel<fn::Fmod>, fmod_vjp, in(0) | in(1), 0},
-    {"remainder", "fn::Remainder", Kind::kArith, int_safe_kernel<fn::Remainder>, remainder_vjp, in(0) | in(1), 0},
-    {"atan2", "fn::Atan2", Kind::kFloat, binary_kernel_float<fn::Atan2>, atan2_vjp, in(0) | in(1), 0},
-    {"pow", "fn::Pow", Kind::kArith, binary_kernel_all<fn::Pow>, pow_vjp, in(0) | in(1), out(0), nullptr, AutocastPolicy::kFloat32},
-    {"eq", "fn::Eq", Kind::kCompare, binary_kernel_bool<fn::Eq>, nullptr, 0, 0},
-    {"ne", "fn::Ne", Kind::kCompare, binary_kernel_bool<fn::Ne>, nullptr, 0, 0},
-    {"lt", "fn::Lt", Kind::kCompare, binary_kernel_bool<fn::Lt>, nullptr, 0, 0},
-    {"le", "fn::Le", Kind::kCompare, binary_kernel_bool<fn::Le>, nullptr, 0, 0},
-    {"gt", "fn::Gt", Kind::kCompare, binary_kernel_bool<fn::Gt>, nullptr, 0, 0},
-    {"ge", "fn::Ge", Kind::kCompare, binary_kernel_bool<fn::Ge>, nullptr, 0, 0},
-    {"logical_and", "fn::LogicalAnd", Kind::kLogical, binary_kernel_bool<fn::LogicalAnd>, nullptr, 0, 0},
-    {"logical_or", "fn::LogicalOr", Kind::kLogical, binary_kernel_bool<fn::LogicalOr>, nullptr, 0, 0},
-    {"logical_xor", "fn::LogicalXor", Kind::kLogical, binary_kernel_bool<fn::LogicalXor>, nullptr, 0, 0},
+    {"div_trunc", OF_ROW_FN(DivTrunc), div_round_vjp, 0, 0},
+    {"div_floor", OF_ROW_FN(DivFloor), div_round_vjp, 0, 0},
+    {"maximum", OF_ROW_FN(Maximum), maximum_vjp, in(0) | in(1), 0},
+    {"minimum", OF_ROW_FN(Minimum), minimum_vjp, in(0) | in(1), 0},
+    {"fmod", OF_ROW_FN(Fmod), fmod_vjp, in(0) | in(1), 0},
+    {"remainder", OF_ROW_FN(Remainder), remainder_vjp, in(0) | in(1), 0},
+    {"atan2", OF_ROW_FN(Atan2), atan2_vjp, in(0) | in(1), 0},
+    {"pow", OF_ROW_FN(Pow), pow_vjp, in(0) | in(1), out(0), nullptr, AutocastPolicy::kFloat32},
+    {"eq", OF_ROW_FN(Eq), nullptr, 0, 0},
+    {"ne", OF_ROW_FN(Ne), nullptr, 0, 0},
+    {"lt", OF_ROW_FN(Lt), nullptr, 0, 0},
+    {"le", OF_ROW_FN(Le), nullptr, 0, 0},
+    {"gt", OF_ROW_FN(Gt), nullptr, 0, 0},
+    {"ge", OF_ROW_FN(Ge), nullptr, 0, 0},
+    {"logical_and", OF_ROW_FN(LogicalAnd), nullptr, 0, 0},
+    {"logical_or", OF_ROW_FN(LogicalOr), nullptr, 0, 0},
+    {"logical_xor", OF_ROW_FN(LogicalXor), nullptr, 0, 0},
 };
 // clang-format on
 enum RowId {
@@ -290,9 +301,9 @@ const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
   switch (r.kind) {
-    case Kind::kFloat:
+    case ElemKind::kFloat:
       return is_floating_point(common) ? common : kFloat32;
-    case Kind::kLogical:
+    case ElemKind::kLogical:
       return kBool;
     default:
       return common;
@@ -333,11 +344,11 @@ Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
   OF_CHECK(self.defined() && b.defined(), "[{}_] got an undefined tensor", r.name);
   ScalarType common = result_type(self, b);
   ScalarType ct = compute_dtype(r, common);
-  if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ct = common;
+  if (bool_result(r.kind)) ct = common;
   if (!can_cast(ct, self.dtype()))
     fail("[{}_] result type {} can't be cast to the desired output type {}", r.name, dtype_name(ct),
          dtype_name(self.dtype()));
-  if (r.kind == Kind::kCompare || r.kind == Kind::kLogical) {
+  if (bool_result(r.kind)) {
     // The result is bool: compute out of place, then write back with conversion.
     Tensor res = run_binary(id, self, b);
     self.copy_(res);
@@ -363,9 +374,9 @@ void register_binary_ops() {
     OpDef d;
     d.name = r.name;
     d.functor = r.functor;
+    d.elem_kind = r.kind;
     d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
-    d.infer_meta = (r.kind == Kind::kCompare || r.kind == Kind::kLogical) ? elementwise_bool_meta
-                                                                          : elementwise_meta;
+    d.infer_meta = bool_result(r.kind) ? elementwise_bool_meta : elementwise_meta;
     d.cpu = r.cpu;
     d.vjp = r.vjp;
     d.save_inputs = r.save_in;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "oneflow/dtype.h"
+#include "ops/elem_kind.h"
 
 // Host: always inline, so that loops over these functors vectorize (a call per element
 // otherwise; the library is built with -fPIC and GCC's size heuristics keep fast_erf out).
@@ -122,83 +123,93 @@ template <class T> OF_HD OF_FI bool is_minus_one(T x) {
   else return false;
 }
 
-#define OF_FN1(Name, expr)                                                  \
+// A row functor declares its kind (NOTE [Elementwise kinds] in ops/elem_kind.h).
+#define OF_FN1(Name, Kind, expr)                                            \
   struct Name {                                                             \
+    static constexpr ElemKind kind = ElemKind::Kind;                        \
     template <class T> OF_HD OF_FI T operator()(T x) const { return expr; } \
   };
-#define OF_FN2(Name, expr)                                                       \
+#define OF_FN2(Name, Kind, expr)                                                 \
   struct Name {                                                                  \
+    static constexpr ElemKind kind = ElemKind::Kind;                             \
     template <class T> OF_HD OF_FI T operator()(T a, T b) const { return expr; } \
   };
 
 // ---- unary
-OF_FN1(Neg, T(wrap_neg(x)))
+OF_FN1(Neg, kAll, T(wrap_neg(x)))
 struct Abs {
+  static constexpr ElemKind kind = ElemKind::kAll;
   template <class T> OF_HD OF_FI T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) return x;
     else return x < T(0) ? T(wrap_neg(x)) : x;
   }
 };
 struct Sign {
+  static constexpr ElemKind kind = ElemKind::kAll;
   template <class T> OF_HD OF_FI T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) return T(T(0) < x);
     else return T((T(0) < x) - (x < T(0)));
   }
 };
-OF_FN1(Exp, exp_(x))
-OF_FN1(Exp2, std::exp2(x))
-OF_FN1(Log, std::log(x))
-OF_FN1(Log2, std::log2(x))
-OF_FN1(Log1p, std::log1p(x))
-OF_FN1(Expm1, std::expm1(x))
-OF_FN1(Sqrt, std::sqrt(x))
-OF_FN1(Rsqrt, T(1) / std::sqrt(x))
-OF_FN1(Reciprocal, T(1) / x)
-OF_FN1(Square, wrap_mul(x, x))
-OF_FN1(Sin, std::sin(x))
-OF_FN1(Cos, std::cos(x))
-OF_FN1(Tan, std::tan(x))
-OF_FN1(Tanh, tanh_(x))
-OF_FN1(Sigmoid, sigmoid_(x))
-OF_FN1(Relu, x > T(0) ? x : T(0))
-OF_FN1(Silu, x* sigmoid_(x))
-OF_FN1(Erf, erf_(x))
+OF_FN1(Exp, kFloat, exp_(x))
+OF_FN1(Exp2, kFloat, std::exp2(x))
+OF_FN1(Log, kFloat, std::log(x))
+OF_FN1(Log2, kFloat, std::log2(x))
+OF_FN1(Log1p, kFloat, std::log1p(x))
+OF_FN1(Expm1, kFloat, std::expm1(x))
+OF_FN1(Sqrt, kFloat, std::sqrt(x))
+OF_FN1(Rsqrt, kFloat, T(1) / std::sqrt(x))
+OF_FN1(Reciprocal, kFloat, T(1) / x)
+OF_FN1(Square, kAll, wrap_mul(x, x))
+OF_FN1(Sin, kFloat, std::sin(x))
+OF_FN1(Cos, kFloat, std::cos(x))
+OF_FN1(Tan, kFloat, std::tan(x))
+OF_FN1(Tanh, kFloat, tanh_(x))
+OF_FN1(Sigmoid, kFloat, sigmoid_(x))
+OF_FN1(Relu, kAll, x > T(0) ? x : T(0))
+OF_FN1(Silu, kFloat, x* sigmoid_(x))
+OF_FN1(Erf, kFloat, erf_(x))
 // integers are their own floor/ceil/round/trunc (through double, int64 extremes would not
 // convert back: fuzz_ops)
-OF_FN1(Floor, std::is_integral_v<T> ? x : T(std::floor(x)))
-OF_FN1(Ceil, std::is_integral_v<T> ? x : T(std::ceil(x)))
-OF_FN1(Round, std::is_integral_v<T> ? x : T(std::nearbyint(x)))
-OF_FN1(Trunc, std::is_integral_v<T> ? x : T(std::trunc(x)))
-OF_FN1(GeluErf, T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440))))
-OF_FN1(GeluTanh,
+OF_FN1(Floor, kAll, std::is_integral_v<T> ? x : T(std::floor(x)))
+OF_FN1(Ceil, kAll, std::is_integral_v<T> ? x : T(std::ceil(x)))
+OF_FN1(Round, kAll, std::is_integral_v<T> ? x : T(std::nearbyint(x)))
+OF_FN1(Trunc, kAll, std::is_integral_v<T> ? x : T(std::trunc(x)))
+OF_FN1(GeluErf, kFloat, T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440))))
+OF_FN1(GeluTanh, kFloat,
        T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
 struct IsNan {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T x) const { return x != x; }
 };
 struct IsInf {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
     else return false;
   }
 };
 struct LogicalNot {
+  static constexpr ElemKind kind = ElemKind::kLogical;
   template <class T> OF_HD bool operator()(T x) const { return !bool(x); }
 };
 
 // ---- binary
-OF_FN2(Add, wrap_add(a, b))
-OF_FN2(Sub, wrap_sub(a, b))
-OF_FN2(Mul, wrap_mul(a, b))
-OF_FN2(Div, a / b)
+OF_FN2(Add, kAll, wrap_add(a, b))
+OF_FN2(Sub, kAll, wrap_sub(a, b))
+OF_FN2(Mul, kAll, wrap_mul(a, b))
+OF_FN2(Div, kFloat, a / b)
 // Integer division by -1 is negation: INT_MIN / -1 (and INT_MIN % -1) overflow otherwise.
 // Division by zero is refused before the kernels (int_safe_kernel).
 struct DivTrunc {
+  static constexpr ElemKind kind = ElemKind::kIntUnsafe;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return is_minus_one(b) ? wrap_neg(a) : T(a / b);
     else return std::trunc(a / b);
   }
 };
 struct DivFloor {
+  static constexpr ElemKind kind = ElemKind::kIntUnsafe;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (is_minus_one(b)) return wrap_neg(a);
@@ -210,6 +221,7 @@ struct DivFloor {
   }
 };
 struct Maximum {
+  static constexpr ElemKind kind = ElemKind::kAll;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (a != a || b != b) return a + b;
@@ -218,6 +230,7 @@ struct Maximum {
   }
 };
 struct Minimum {
+  static constexpr ElemKind kind = ElemKind::kAll;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (a != a || b != b) return a + b;
@@ -226,12 +239,14 @@ struct Minimum {
   }
 };
 struct Fmod {
+  static constexpr ElemKind kind = ElemKind::kIntUnsafe;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return is_minus_one(b) ? T(0) : T(a % b);
     else return std::fmod(a, b);
   }
 };
 struct Remainder {
+  static constexpr ElemKind kind = ElemKind::kIntUnsafe;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       T r = is_minus_one(b) ? T(0) : T(a % b);
@@ -242,8 +257,9 @@ struct Remainder {
     }
   }
 };
-OF_FN2(Atan2, std::atan2(a, b))
+OF_FN2(Atan2, kFloat, std::atan2(a, b))
 struct Pow {
+  static constexpr ElemKind kind = ElemKind::kAll;
   template <class T> OF_HD OF_FI T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if constexpr (std::is_signed_v<T>)
@@ -263,30 +279,39 @@ struct Pow {
   }
 };
 struct Eq {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a == b; }
 };
 struct Ne {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a != b; }
 };
 struct Lt {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a < b; }
 };
 struct Le {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a <= b; }
 };
 struct Gt {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a > b; }
 };
 struct Ge {
+  static constexpr ElemKind kind = ElemKind::kCompare;
   template <class T> OF_HD bool operator()(T a, T b) const { return a >= b; }
 };
 struct LogicalAnd {
+  static constexpr ElemKind kind = ElemKind::kLogical;
   template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) && bool(b); }
 };
 struct LogicalOr {
+  static constexpr ElemKind kind = ElemKind::kLogical;
   template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) || bool(b); }
 };
 struct LogicalXor {
+  static constexpr ElemKind kind = ElemKind::kLogical;
   template <class T> OF_HD bool operator()(T a, T b) const { return bool(a) != bool(b); }
 };
 

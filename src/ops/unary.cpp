@@ -101,11 +101,19 @@ void gelu_cpu(const KernelArgs& k) {
   else unary_kernel_float<fn::GeluErf>(k);
 }
 
-enum class Kind { kFloat, kAll, kBoolOut };
+// A row's functor gives its name (for generated fused kernels), its kind (NOTE [Elementwise
+// kinds]) and the CPU kernel that kind takes.
+template <class F> constexpr KernelFn unary_kernel_of() {
+  if constexpr (F::kind == ElemKind::kFloat) return unary_kernel_float<F>;
+  else if constexpr (F::kind == ElemKind::kAll) return unary_kernel_all<F>;
+  else return unary_kernel_bool<F>;
+}
+#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, unary_kernel_of<fn::F>()
+
 struct UnaryRow {
   const char* name;
   const char* functor;  // ops/functors.h, for generated fused kernels
-  Kind kind;
+  ElemKind kind;
   KernelFn cpu;
   VjpFn vjp;
   bool save_in, save_out;
@@ -117,34 +125,34 @@ struct UnaryRow {
 // One row per op, one line per row (kept as written by clang-format).
 // clang-format off
 const UnaryRow kRows[] = {
-    {"neg", "fn::Neg", Kind::kAll, unary_kernel_all<fn::Neg>, neg_vjp, false, false, AutocastPolicy::kNone, true, &sbp_rules::kLinearAll},
-    {"abs", "fn::Abs", Kind::kAll, unary_kernel_all<fn::Abs>, abs_vjp, true, false, AutocastPolicy::kNone, true},
-    {"sign", "fn::Sign", Kind::kAll, unary_kernel_all<fn::Sign>, zero_vjp, false, false, AutocastPolicy::kNone, true},
-    {"exp", "fn::Exp", Kind::kFloat, unary_kernel_float<fn::Exp>, exp_vjp, false, true, AutocastPolicy::kFloat32},
-    {"exp2", "fn::Exp2", Kind::kFloat, unary_kernel_float<fn::Exp2>, exp2_vjp, false, true},
-    {"log", "fn::Log", Kind::kFloat, unary_kernel_float<fn::Log>, log_vjp, true, false, AutocastPolicy::kFloat32},
-    {"log2", "fn::Log2", Kind::kFloat, unary_kernel_float<fn::Log2>, log2_vjp, true, false, AutocastPolicy::kFloat32},
-    {"log1p", "fn::Log1p", Kind::kFloat, unary_kernel_float<fn::Log1p>, log1p_vjp, true, false, AutocastPolicy::kFloat32},
-    {"expm1", "fn::Expm1", Kind::kFloat, unary_kernel_float<fn::Expm1>, expm1_vjp, false, true, AutocastPolicy::kFloat32},
-    {"sqrt", "fn::Sqrt", Kind::kFloat, unary_kernel_float<fn::Sqrt>, sqrt_vjp, false, true},
-    {"rsqrt", "fn::Rsqrt", Kind::kFloat, unary_kernel_float<fn::Rsqrt>, rsqrt_vjp, false, true, AutocastPolicy::kFloat32},
-    {"reciprocal", "fn::Reciprocal", Kind::kFloat, unary_kernel_float<fn::Reciprocal>, reciprocal_vjp, false, true, AutocastPolicy::kFloat32},
-    {"square", "fn::Square", Kind::kAll, unary_kernel_all<fn::Square>, square_vjp, true, false, AutocastPolicy::kNone, true},
-    {"sin", "fn::Sin", Kind::kFloat, unary_kernel_float<fn::Sin>, sin_vjp, true, false},
-    {"cos", "fn::Cos", Kind::kFloat, unary_kernel_float<fn::Cos>, cos_vjp, true, false},
-    {"tan", "fn::Tan", Kind::kFloat, unary_kernel_float<fn::Tan>, tan_vjp, false, true, AutocastPolicy::kFloat32},
-    {"tanh", "fn::Tanh", Kind::kFloat, unary_kernel_float<fn::Tanh>, tanh_vjp, false, true},
-    {"sigmoid", "fn::Sigmoid", Kind::kFloat, unary_kernel_float<fn::Sigmoid>, sigmoid_vjp, false, true},
-    {"relu", "fn::Relu", Kind::kAll, unary_kernel_all<fn::Relu>, relu_vjp, false, true, AutocastPolicy::kNone, true},
-    {"silu", "fn::Silu", Kind::kFloat, unary_kernel_float<fn::Silu>, silu_vjp, true, false},
-    {"erf", "fn::Erf", Kind::kFloat, unary_kernel_float<fn::Erf>, erf_vjp, true, false},
-    {"floor", "fn::Floor", Kind::kAll, unary_kernel_all<fn::Floor>, zero_vjp, false, false},
-    {"ceil", "fn::Ceil", Kind::kAll, unary_kernel_all<fn::Ceil>, zero_vjp, false, false},
-    {"round", "fn::Round", Kind::kAll, unary_kernel_all<fn::Round>, zero_vjp, false, false},
-    {"trunc", "fn::Trunc", Kind::kAll, unary_kernel_all<fn::Trunc>, zero_vjp, false, false},
-    {"isnan", "fn::IsNan", Kind::kBoolOut, unary_kernel_bool<fn::IsNan>, nullptr, false, false},
-    {"isinf", "fn::IsInf", Kind::kBoolOut, unary_kernel_bool<fn::IsInf>, nullptr, false, false},
-    {"logical_not", "fn::LogicalNot", Kind::kBoolOut, unary_kernel_bool<fn::LogicalNot>, nullptr, false, false},
+    {"neg", OF_ROW_FN(Neg), neg_vjp, false, false, AutocastPolicy::kNone, true, &sbp_rules::kLinearAll},
+    {"abs", OF_ROW_FN(Abs), abs_vjp, true, false, AutocastPolicy::kNone, true},
+    {"sign", OF_ROW_FN(Sign), zero_vjp, false, false, AutocastPolicy::kNone, true},
+    {"exp", OF_ROW_FN(Exp), exp_vjp, false, true, AutocastPolicy::kFloat32},
+    {"exp2", OF_ROW_FN(Exp2), exp2_vjp, false, true},
+    {"log", OF_ROW_FN(Log), log_vjp, true, false, AutocastPolicy::kFloat32},
+    {"log2", OF_ROW_FN(Log2), log2_vjp, true, false, AutocastPolicy::kFloat32},
+    {"log1p", OF_ROW_FN(Log1p), log1p_vjp, true, false, AutocastPolicy::kFloat32},
+    {"expm1", OF_ROW_FN(Expm1), expm1_vjp, false, true, AutocastPolicy::kFloat32},
+    {"sqrt", OF_ROW_FN(Sqrt), sqrt_vjp, false, true},
+    {"rsqrt", OF_ROW_FN(Rsqrt), rsqrt_vjp, false, true, AutocastPolicy::kFloat32},
+    {"reciprocal", OF_ROW_FN(Reciprocal), reciprocal_vjp, false, true, AutocastPolicy::kFloat32},
+    {"square", OF_ROW_FN(Square), square_vjp, true, false, AutocastPolicy::kNone, true},
+    {"sin", OF_ROW_FN(Sin), sin_vjp, true, false},
+    {"cos", OF_ROW_FN(Cos), cos_vjp, true, false},
+    {"tan", OF_ROW_FN(Tan), tan_vjp, false, true, AutocastPolicy::kFloat32},
+    {"tanh", OF_ROW_FN(Tanh), tanh_vjp, false, true},
+    {"sigmoid", OF_ROW_FN(Sigmoid), sigmoid_vjp, false, true},
+    {"relu", OF_ROW_FN(Relu), relu_vjp, false, true, AutocastPolicy::kNone, true},
+    {"silu", OF_ROW_FN(Silu), silu_vjp, true, false},
+    {"erf", OF_ROW_FN(Erf), erf_vjp, true, false},
+    {"floor", OF_ROW_FN(Floor), zero_vjp, false, false},
+    {"ceil", OF_ROW_FN(Ceil), zero_vjp, false, false},
+    {"round", OF_ROW_FN(Round), zero_vjp, false, false},
+    {"trunc", OF_ROW_FN(Trunc), zero_vjp, false, false},
+    {"isnan", OF_ROW_FN(IsNan), nullptr, false, false},
+    {"isinf", OF_ROW_FN(IsInf), nullptr, false, false},
+    {"logical_not", OF_ROW_FN(LogicalNot), nullptr, false, false},
 };
 // clang-format on
 
@@ -160,7 +168,7 @@ int row_index(const char* name) {
 // where PyTorch does.
 Tensor unary_input(const UnaryRow& r, const Tensor& x) {
   OF_CHECK(x.defined(), "[{}] input tensor is undefined", r.name);
-  if (r.kind == Kind::kFloat && !x.is_floating_point()) return x.to(kFloat32);
+  if (r.kind == ElemKind::kFloat && !x.is_floating_point()) return x.to(kFloat32);
   if (r.rejects_bool && x.dtype() == kBool)
     fail("[{}] is not supported for bool tensors (got a bool tensor of shape {})", r.name,
          shape_str(x.sizes()));
@@ -190,8 +198,11 @@ void register_unary_ops() {
     OpDef d;
     d.name = r.name;
     d.functor = r.functor;
+    d.elem_kind = r.kind;
     d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
-    d.infer_meta = r.kind == Kind::kBoolOut ? elementwise_bool_meta : elementwise_meta;
+    d.infer_meta = r.kind == ElemKind::kCompare || r.kind == ElemKind::kLogical
+                       ? elementwise_bool_meta
+                       : elementwise_meta;
     d.cpu = r.cpu;
     d.vjp = r.vjp;
     d.save_inputs = r.save_in ? 1u : 0u;

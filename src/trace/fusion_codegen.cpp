@@ -17,10 +17,10 @@
 //  - Inputs are loaded at the top of each iteration (one-element inputs once, before the loop);
 //    copy_ and fill_ do not read the tensor they overwrite.
 //  - Materialized values (g.materialized) are stored; the others never touch memory.
-//  - What the kernels mirror: the row ops' functors and kinds are OF_CUDA_UNARY_OPS /
-//    OF_CUDA_BINARY_OPS of cuda/elementwise.h (integer operands of the float-only and
-//    division-like rows are refused there, so here too: such a group runs unfused and raises the
-//    unfused kernel's error); gelu, where, fill_, copy_, copy, pow_scalar and clamp are the
+//  - What the kernels mirror: the row ops' functors and their kinds (NOTE [Elementwise kinds]:
+//    OpDef::elem_kind, from the functor) are those of OF_CUDA_UNARY_OPS / OF_CUDA_BINARY_OPS of
+//    cuda/elementwise.h (integer operands of the float-only and division-like rows are refused
+//    there, so here too: such a group runs unfused and raises the unfused kernel's error); gelu, where, fill_, copy_, copy, pow_scalar and clamp are the
 //    special kernels of elementwise.cpp and copy.cpp.
 #include "trace/fusion_codegen.h"
 
@@ -36,43 +36,6 @@
 
 namespace oneflow::trace {
 namespace {
-
-// Kinds of cuda/elementwise.h: All (every dtype, result in the input dtype), Float (floating
-// inputs only), Bool (every dtype, bool result), IntUnsafe (floating only on CUDA).
-enum class Kind { All, Float, Bool, IntUnsafe };
-struct FunctorRow {
-  const char* functor;  // OpDef::functor
-  Kind kind;
-};
-// One row per op, one line per row (kept as written by clang-format).
-// clang-format off
-constexpr FunctorRow kFunctors[] = {
-    {"fn::Neg", Kind::All},          {"fn::Abs", Kind::All},         {"fn::Sign", Kind::All},
-    {"fn::Exp", Kind::Float},        {"fn::Exp2", Kind::Float},      {"fn::Log", Kind::Float},
-    {"fn::Log2", Kind::Float},       {"fn::Log1p", Kind::Float},     {"fn::Expm1", Kind::Float},
-    {"fn::Sqrt", Kind::Float},       {"fn::Rsqrt", Kind::Float},     {"fn::Reciprocal", Kind::Float},
-    {"fn::Square", Kind::All},       {"fn::Sin", Kind::Float},       {"fn::Cos", Kind::Float},
-    {"fn::Tan", Kind::Float},        {"fn::Tanh", Kind::Float},      {"fn::Sigmoid", Kind::Float},
-    {"fn::Relu", Kind::All},         {"fn::Silu", Kind::Float},      {"fn::Erf", Kind::Float},
-    {"fn::Floor", Kind::All},        {"fn::Ceil", Kind::All},        {"fn::Round", Kind::All},
-    {"fn::Trunc", Kind::All},        {"fn::IsNan", Kind::Bool},      {"fn::IsInf", Kind::Bool},
-    {"fn::LogicalNot", Kind::Bool},  {"fn::Add", Kind::All},         {"fn::Sub", Kind::All},
-    {"fn::Mul", Kind::All},          {"fn::Div", Kind::Float},       {"fn::DivTrunc", Kind::IntUnsafe},
-    {"fn::DivFloor", Kind::IntUnsafe}, {"fn::Maximum", Kind::All},   {"fn::Minimum", Kind::All},
-    {"fn::Fmod", Kind::IntUnsafe},   {"fn::Remainder", Kind::IntUnsafe}, {"fn::Atan2", Kind::Float},
-    {"fn::Pow", Kind::All},          {"fn::Eq", Kind::Bool},         {"fn::Ne", Kind::Bool},
-    {"fn::Lt", Kind::Bool},          {"fn::Le", Kind::Bool},         {"fn::Gt", Kind::Bool},
-    {"fn::Ge", Kind::Bool},          {"fn::LogicalAnd", Kind::Bool}, {"fn::LogicalOr", Kind::Bool},
-    {"fn::LogicalXor", Kind::Bool},
-};
-// clang-format on
-
-const FunctorRow* functor_row(const char* functor) {
-  if (!functor) return nullptr;
-  for (const FunctorRow& r : kFunctors)
-    if (std::strcmp(r.functor, functor) == 0) return &r;
-  return nullptr;
-}
 
 // The forms other than a plain functor of the row tables: OpDef::fused_form.
 using Special = FusedForm;
@@ -194,20 +157,21 @@ std::string check_node(const Graph& g, const Node& n) {
     case Special::kFunctor:
       break;
   }
-  const FunctorRow* row = functor_row(n.op->functor);
-  if (!row)
-    return fmt::format("[{}] has no generated form (its functor {} has no CUDA elementwise kernel)",
-                       op, n.op->functor ? n.op->functor : "(none)");
+  // the functor's kind (NOTE [Elementwise kinds]), as the row set it from the functor
+  const ElemKind kind = n.op->elem_kind;
+  if (!n.op->functor || kind == ElemKind::kNone)
+    return fmt::format("[{}] has no generated form (no row functor of ops/functors.h)", op);
   if (n.inputs.empty() || n.inputs.size() > 2)
     return fmt::format("[{}] has {} inputs", op, n.inputs.size());
   const ScalarType t = dtype_of(g, n.inputs[0]);
-  if ((row->kind == Kind::Float || row->kind == Kind::IntUnsafe) && !is_floating_point(t))
+  if ((kind == ElemKind::kFloat || kind == ElemKind::kIntUnsafe) && !is_floating_point(t))
     return fmt::format("[{}] {} operands have no CUDA kernel{}", op, dtype_name(t),
-                       row->kind == Kind::IntUnsafe
+                       kind == ElemKind::kIntUnsafe
                            ? " (integer division by zero has no error path on the device)"
                            : "");
   if (auto e = same_dtypes(1, t); !e.empty()) return e;
-  const ScalarType want_out = row->kind == Kind::Bool ? kBool : t;
+  const ScalarType want_out =
+      kind == ElemKind::kCompare || kind == ElemKind::kLogical ? kBool : t;
   if (out != want_out)
     return fmt::format("[{}] writes {} where its CUDA kernel writes {}", op, dtype_name(out),
                        dtype_name(want_out));
