@@ -488,7 +488,6 @@ Tensor kernel_cast(const Tensor& t, ScalarType dtype) {
   return dst;
 }
 
-
 void kernel_copy_into(const Tensor& dst, const Tensor& src) {
   run_kernel_of(OF_OP("copy_"), dst.device(), {dst, src}, {}, {dst});
 }
@@ -587,8 +586,8 @@ TensorList run_decomposition(const OpDef& op, const TensorList& inputs, const At
   for (size_t i = 0; i < metas.size(); ++i)
     if (!(outputs[i].sizes() == IntArrayRef(metas[i].sizes)) ||
         outputs[i].dtype() != metas[i].dtype)
-      fail("[{}] internal: its decomposition's output {} is {} {}, infer_meta says {} {}",
-           op.name, i, dtype_name(outputs[i].dtype()), shape_str(outputs[i].sizes()),
+      fail("[{}] internal: its decomposition's output {} is {} {}, infer_meta says {} {}", op.name,
+           i, dtype_name(outputs[i].dtype()), shape_str(outputs[i].sizes()),
            dtype_name(metas[i].dtype), shape_str(metas[i].sizes));
   if (out) {
     NoGradGuard ng;

@@ -416,10 +416,10 @@ TEST_CASE("kernels dispatch no op: the kernels that once did, on the inputs that
   CHECK(of::allclose(of::mm(as, b), of::mm(as.contiguous(), b), 1e-12, 1e-12));
   CHECK(of::allclose(of::addmm(of::ones({5}, of::kFloat64), as, b, 0.5, 2.0),
                      of::mm(as.contiguous(), b) * 2.0 + 0.5, 1e-12, 1e-12));
-  CHECK(of::allclose(of::mm(a.to(of::kBFloat16), b.to(of::kBFloat16)).to(of::kFloat64),
-                     of::mm(a.to(of::kBFloat16).to(of::kFloat64),
-                            b.to(of::kBFloat16).to(of::kFloat64)),
-                     1e-2, 1e-1));
+  CHECK(of::allclose(
+      of::mm(a.to(of::kBFloat16), b.to(of::kBFloat16)).to(of::kFloat64),
+      of::mm(a.to(of::kBFloat16).to(of::kFloat64), b.to(of::kBFloat16).to(of::kFloat64)), 1e-2,
+      1e-1));
   // linear (the weight read transposed), its bias
   const of::Tensor w = of::randn({5, 8}, of::kFloat64), bias = of::randn({5}, of::kFloat64);
   CHECK(of::allclose(of::linear(a, w, bias), of::mm(a, w.t()) + bias, 1e-12, 1e-12));
@@ -430,8 +430,8 @@ TEST_CASE("kernels dispatch no op: the kernels that once did, on the inputs that
   CHECK(of::allclose(of::norm(x.to(of::kFloat32), 3.0, {0, 2}).to(of::kFloat64), ref, 1e-5, 1e-6));
   CHECK(of::allclose(of::norm(x, 0.5), x.abs().pow(0.5).sum().pow(2.0), 1e-12, 1e-12));
   // var / std / logsumexp over non-consecutive dims (reduced dims moved last)
-  CHECK(of::allclose(x.var({0, 2}), ((x - x.mean({0, 2}, true)).pow(2.0)).sum({0, 2}) / 19.0,
-                     1e-12, 1e-12));
+  CHECK(of::allclose(x.var({0, 2}), ((x - x.mean({0, 2}, true)).pow(2.0)).sum({0, 2}) / 19.0, 1e-12,
+                     1e-12));
   CHECK(of::allclose(of::logsumexp(x, {0, 2}), x.exp().sum({0, 2}).log(), 1e-12, 1e-12));
   // a slice's gradient (view_scatter), a sum into another dtype, multinomial on strided rows
   const of::Tensor leaf = of::randn({4, 6}).requires_grad_();
@@ -456,8 +456,7 @@ TEST_CASE("kernels dispatch no op: the CUDA module's host code uses no public op
       R"re(\.(t|view|copy_|zero_|fill_|to|sum|mean|narrow|contiguous|clone|reshape|permute|transpose|select|expand|abs|pow|exp|item|to_vector|sqrt|reciprocal|mm|bmm)\()re");
   std::vector<std::string> found;
   size_t files = 0;
-  for (const auto& e :
-       std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT "/src/cuda")) {
+  for (const auto& e : std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT "/src/cuda")) {
     const std::string ext = e.path().extension().string();
     if (ext != ".cpp" && ext != ".h") continue;
     ++files;
@@ -511,7 +510,8 @@ TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward
         CAPTURE(p);
         const of::Tensor q = of::randn({B, L, E}, of::kFloat64),
                          k = of::randn({B, S, E}, of::kFloat64),
-                         v = of::randn({B, S, E}, of::kFloat64), g = of::randn({B, L, E}, of::kFloat64);
+                         v = of::randn({B, S, E}, of::kFloat64),
+                         g = of::randn({B, L, E}, of::kFloat64);
         of::Tensor mask;
         if (mask_kind == 1) {
           mask = of::rand({B, L, S}) > 0.3;

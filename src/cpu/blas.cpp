@@ -58,8 +58,7 @@ Operand make_operand(const Tensor& t) {
   // Strided in both inner dims: copy. A broadcast batch (stride 0) is copied once.
   const bool bcast = batched && s[0] > 1 && st[0] == 0;
   // (a kernel's scratch: NOTE [No kernel dispatches])
-  o.keep = kernel_contiguous(
-      bcast ? make_view(t, s.slice(1), st.slice(1), t.impl()->offset) : t);
+  o.keep = kernel_contiguous(bcast ? make_view(t, s.slice(1), st.slice(1), t.impl()->offset) : t);
   o.data = static_cast<const char*>(o.keep.data_ptr());
   o.trans = false;
   o.ld = std::max<int64_t>(cols, 1);

@@ -155,8 +155,7 @@ template <int N, class F> cudaError_t launch_kind(const ElemParams& p, cudaStrea
   constexpr ElemKind K = F::kind;
   return visit(p.dtype, [&](auto tag) -> cudaError_t {
     using T = decltype(tag);
-    using Out =
-        std::conditional_t<K == ElemKind::kCompare || K == ElemKind::kLogical, bool, T>;
+    using Out = std::conditional_t<K == ElemKind::kCompare || K == ElemKind::kLogical, bool, T>;
     if constexpr ((K == ElemKind::kFloat || K == ElemKind::kIntUnsafe) && !is_floating_v<T>) {
       return cudaErrorInvalidValue;
     } else {

@@ -239,8 +239,7 @@ template <bool Prod> void scan_kernel(const KernelArgs& k) {
 }  // namespace
 
 void sum_into(const Tensor& out, const Tensor& x, IntArrayRef dims) {
-  reduce_into(RedOp::sum, canon_reduce(x, dims.dims()), out,
-              sum_dtype(x.dtype()), "sum");
+  reduce_into(RedOp::sum, canon_reduce(x, dims.dims()), out, sum_dtype(x.dtype()), "sum");
 }
 
 void register_reduce_kernels(const cuda_backend::CoreV1& core) {

@@ -329,8 +329,10 @@ void lstm_layer_backward_kernel(const KernelArgs& k) {
   const int64_t first = reverse ? T - 1 : 0;
   gemm_into(dw, kernel_transpose(kernel_narrow(dxp, 0, first * B, B)), h0);
   if (T > 1) {
-    const Tensor dg_rest = reverse ? kernel_narrow(dxp, 0, 0, N - B) : kernel_narrow(dxp, 0, B, N - B);
-    const Tensor h_rest = reverse ? kernel_narrow(out, 0, B, N - B) : kernel_narrow(out, 0, 0, N - B);
+    const Tensor dg_rest =
+        reverse ? kernel_narrow(dxp, 0, 0, N - B) : kernel_narrow(dxp, 0, B, N - B);
+    const Tensor h_rest =
+        reverse ? kernel_narrow(out, 0, B, N - B) : kernel_narrow(out, 0, 0, N - B);
     const Tensor rest = make_empty(dw.sizes(), dw.dtype(), dw.device());
     gemm_into(rest, kernel_transpose(dg_rest), h_rest);
     add_into(dw, rest);

@@ -287,8 +287,8 @@ void norm_cpu(const KernelArgs& k) {
       // general p: (sum |x|^p)^(1/p), accumulated in float64 over a float64 scratch of |x|^p
       // (a kernel dispatches no op: NOTE [No kernel dispatches])
       const Tensor pw = make_empty(x.sizes(), kFloat64, x.device());
-      cpu::cpu_kernel<double, T>(
-          pw, {&x}, [p](compute_t<T> v) { return std::pow(std::fabs(double(v)), p); });
+      cpu::cpu_kernel<double, T>(pw, {&x},
+                                 [p](compute_t<T> v) { return std::pow(std::fabs(double(v)), p); });
       const Tensor sum = make_empty(o.sizes(), kFloat64, x.device());
       cpu::reduce_as<Norm1Op, double, double>(pw, dims, sum);  // |v| = v: a plain sum
       cpu::cpu_kernel<T, double>(o, {&sum}, [p](double v) { return std::pow(v, 1.0 / p); });

@@ -232,17 +232,36 @@ void register_unary_ops() {
   }                                                            \
   Tensor Tensor::name() const { return oneflow::name(*this); } \
   Tensor& Tensor::name##_() { return oneflow::name##_(*this); }
+// clang-format off
 OF_UNARY_DEF(neg)
 OF_UNARY_DEF(abs)
-OF_UNARY_DEF(sign) OF_UNARY_DEF(exp) OF_UNARY_DEF(exp2) OF_UNARY_DEF(log) OF_UNARY_DEF(log2)
-    OF_UNARY_DEF(log1p) OF_UNARY_DEF(expm1) OF_UNARY_DEF(sqrt) OF_UNARY_DEF(rsqrt)
-        OF_UNARY_DEF(reciprocal) OF_UNARY_DEF(square) OF_UNARY_DEF(sin) OF_UNARY_DEF(cos)
-            OF_UNARY_DEF(tan) OF_UNARY_DEF(tanh) OF_UNARY_DEF(sigmoid) OF_UNARY_DEF(relu)
-                OF_UNARY_DEF(silu) OF_UNARY_DEF(erf) OF_UNARY_DEF(floor) OF_UNARY_DEF(ceil)
-                    OF_UNARY_DEF(round) OF_UNARY_DEF(trunc)
+OF_UNARY_DEF(sign)
+OF_UNARY_DEF(exp)
+OF_UNARY_DEF(exp2)
+OF_UNARY_DEF(log)
+OF_UNARY_DEF(log2)
+OF_UNARY_DEF(log1p)
+OF_UNARY_DEF(expm1)
+OF_UNARY_DEF(sqrt)
+OF_UNARY_DEF(rsqrt)
+OF_UNARY_DEF(reciprocal)
+OF_UNARY_DEF(square)
+OF_UNARY_DEF(sin)
+OF_UNARY_DEF(cos)
+OF_UNARY_DEF(tan)
+OF_UNARY_DEF(tanh)
+OF_UNARY_DEF(sigmoid)
+OF_UNARY_DEF(relu)
+OF_UNARY_DEF(silu)
+OF_UNARY_DEF(erf)
+OF_UNARY_DEF(floor)
+OF_UNARY_DEF(ceil)
+OF_UNARY_DEF(round)
+OF_UNARY_DEF(trunc)
+// clang-format on
 #undef OF_UNARY_DEF
 
-                        Tensor isnan(const Tensor& x) {
+Tensor isnan(const Tensor& x) {
   static const int idx = row_index("isnan");
   return run_unary(idx, x);
 }

@@ -20,8 +20,9 @@
 //  - What the kernels mirror: the row ops' functors and their kinds (NOTE [Elementwise kinds]:
 //    OpDef::elem_kind, from the functor) are those of OF_CUDA_UNARY_OPS / OF_CUDA_BINARY_OPS of
 //    cuda/elementwise.h (integer operands of the float-only and division-like rows are refused
-//    there, so here too: such a group runs unfused and raises the unfused kernel's error); gelu, where, fill_, copy_, copy, pow_scalar and clamp are the
-//    special kernels of elementwise.cpp and copy.cpp.
+//    there, so here too: such a group runs unfused and raises the unfused kernel's error); gelu,
+//    where, fill_, copy_, copy, pow_scalar and clamp are the special kernels of elementwise.cpp and
+//    copy.cpp.
 #include "trace/fusion_codegen.h"
 
 #include <algorithm>
@@ -170,8 +171,7 @@ std::string check_node(const Graph& g, const Node& n) {
                            ? " (integer division by zero has no error path on the device)"
                            : "");
   if (auto e = same_dtypes(1, t); !e.empty()) return e;
-  const ScalarType want_out =
-      kind == ElemKind::kCompare || kind == ElemKind::kLogical ? kBool : t;
+  const ScalarType want_out = kind == ElemKind::kCompare || kind == ElemKind::kLogical ? kBool : t;
   if (out != want_out)
     return fmt::format("[{}] writes {} where its CUDA kernel writes {}", op, dtype_name(out),
                        dtype_name(want_out));
