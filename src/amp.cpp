@@ -87,6 +87,21 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
         *d = kFloat32;
 }
 
+ScalarType dtype_for(const OpDef& op, const Tensor& t) {
+  if (!active() || !eligible(t)) return t.dtype();
+  const DeviceType dev = t.device().type();
+  if (dev == kCPU ? !t_state.cpu : !t_state.cuda) return t.dtype();
+  const Policy policy = t_state.fp32_region > 0 ? Policy::kFloat32 : op.autocast;
+  switch (policy) {
+    case Policy::kLower:
+      return dev == kCPU ? t_state.cpu_dtype : t_state.cuda_dtype;
+    case Policy::kFloat32:
+      return kFloat32;
+    default:  // kNone keeps it; kPromote promotes among the inputs (no default depends on it)
+      return t.dtype();
+  }
+}
+
 bool autocast_args(const OpDef& op, std::initializer_list<Tensor*> args) {
   if (!active()) return false;
   TensorList in;

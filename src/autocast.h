@@ -23,6 +23,11 @@ inline bool active() { return t_state.cpu || t_state.cuda; }
 // reduced-precision dtype attr, libtorch's fp32_set_opt_dtype).
 void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs);
 
+// The dtype dispatch's autocast step gives the floating input `t` of `op` (t's own when autocast
+// is off, the op keeps it, or t is not floating): for a wrapper whose argument defaults depend
+// on the dtype the op runs in (rms_norm's eps), so it needs no second pass over cast arguments.
+ScalarType dtype_for(const OpDef& op, const Tensor& t);
+
 // For public functions that compare their arguments' dtypes before dispatching `op`: casts the
 // arguments as dispatch's autocast would (after the checks, too late). True when any changed;
 // the function then calls itself again on the cast arguments.

@@ -517,3 +517,23 @@ TEST_CASE("reduced-precision fallback: float32-only nn ops on bfloat16 run betwe
   CHECK(max_abs_diff(rm, want) < 1e-2);
   CHECK(rm.abs().sum().item<double>() > 0);
 }
+
+TEST_CASE("autocast: rms_norm's default eps is that of the dtype the op runs in") {
+  // rms_norm runs in float32 under autocast: float32's epsilon, not bfloat16's (2^-7), which
+  // would visibly change rows of small variance
+  of::manual_seed(12);
+  const of::Tensor x = (of::randn({4, 16}) * 0.01).to(of::kBFloat16);
+  const of::Tensor w = of::randn({16});
+  of::Tensor amp;
+  {
+    of::autocast::Guard autocast(of::kCPU);
+    amp = of::rms_norm(x, {16}, w);
+  }
+  const of::Tensor ref =
+      of::rms_norm(x.to(of::kFloat32), {16}, w, double(std::numeric_limits<float>::epsilon()));
+  CHECK(amp.dtype() == of::kFloat32);
+  CHECK(same_bits(amp, ref));
+  // without autocast a bfloat16 input keeps bfloat16's epsilon
+  CHECK(same_bits(of::rms_norm(x, {16}, w.to(of::kBFloat16)),
+                  of::rms_norm(x, {16}, w.to(of::kBFloat16), 0.0078125)));
+}

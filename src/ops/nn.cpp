@@ -1669,8 +1669,6 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
 
 Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
                 std::optional<double> eps) {
-  if (Tensor x = input, w = weight; autocast_detail::autocast_args(OF_OP("rms_norm"), {&x, &w}))
-    return rms_norm(x, normalized_shape, w, eps);
   check_float("rms_norm", input, "input");
   const int64_t nd = int64_t(normalized_shape.size());
   bool ok = nd >= 1 && nd <= input.dim();
@@ -1679,8 +1677,9 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
   if (!ok)
     fail("[rms_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
          shape_str(normalized_shape), shape_str(input.sizes()));
-  // the input dtype's machine epsilon (PyTorch's default: torch.finfo(dtype).eps)
-  const ScalarType dt = input.dtype();
+  // the machine epsilon of the dtype the op runs in (PyTorch's default: torch.finfo(dtype).eps),
+  // after autocast's cast of the input
+  const ScalarType dt = autocast_detail::dtype_for(OF_OP("rms_norm"), input);
   const double e = eps.value_or(dt == kFloat32    ? double(std::numeric_limits<float>::epsilon())
                                 : dt == kBFloat16 ? 0.0078125     // 2^-7
                                 : dt == kFloat16  ? 0.0009765625  // 2^-10
