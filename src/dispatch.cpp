@@ -604,11 +604,8 @@ TensorList run_decomposition(const OpDef& op, const TensorList& inputs, const At
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
   // 0. autocast's casts (dispatched ops of their own, recorded before this one), and float32
   // kernels given float16/bfloat16 (NOTE [Reduced-precision fallback])
-  if (!out && t_kernel_depth == 0) {
-    if (autocast_detail::active()) autocast_detail::cast_inputs(op, inputs, attrs);
-    if (autocast_detail::needs_widening(op, inputs))
-      return autocast_detail::widened_dispatch(op, std::move(inputs), std::move(attrs));
-  }
+  if (!out && t_kernel_depth == 0 && autocast_detail::active())
+    autocast_detail::cast_inputs(op, inputs, attrs);
   if (t_kernel_depth > 0) note_nested(op);
   TraceObserver* const tracer = t_kernel_depth == 0 ? g_tracer : nullptr;
   if (tracer) tracer->before_op(op);
@@ -641,6 +638,10 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
   MetaList metas;
   op.infer_meta(inputs, attrs, metas);
   if (out) check_out(op, *out, metas[0]);
+  // 2b. float16/bfloat16 given to float32 kernels: the op runs widened (NOTE [Reduced-precision
+  // fallback]), after infer_meta validated the call as the caller made it
+  if (!out && t_kernel_depth == 0 && autocast_detail::needs_widening(op, inputs))
+    return autocast_detail::widened_dispatch(op, std::move(inputs), std::move(attrs));
   // 3. in-place/out= autograd rules, checked before anything is written
   GradPlan gp = plan_autograd(op, inputs, out);
   // 3b. no kernel for the device: the op's decomposition (NOTE [Decompositions])

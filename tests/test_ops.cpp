@@ -380,9 +380,13 @@ TEST_CASE("op wrappers: an undefined argument is named, in one wording (ops/chec
   CHECK(th::throws_with([&] { of::index_select(a, 0, none); },
                         {"[index_select]", "index is undefined"}));
   CHECK(th::throws_with([&] { of::logsumexp(none, {0}); }, {"[logsumexp]", "input is undefined"}));
-  // linear refuses mixed dtypes (dispatch would widen them), after autocast's casts
-  CHECK(th::throws_with([&] { of::linear(a.to(of::kBFloat16), a); },
-                        {"[linear]", "same dtype", "bfloat16", "float32"}));
+  // linear refuses mixed dtypes in its infer_meta (dispatch runs it before any 16-bit widening,
+  // after autocast's casts): the wrapper neither checks dtypes nor runs twice
+  CHECK(th::throws_with(
+      [&] { of::linear(a.to(of::kBFloat16), a); },
+      {"[linear]", "expected weight to have the input's dtype bfloat16", "float32"}));
+  CHECK(th::throws_with([&] { of::linear(a, a, of::ones({2}, of::kFloat64)); },
+                        {"[linear]", "bias", "float64"}));
   {
     of::autocast::Guard ac(of::kCPU, of::kBFloat16);
     const of::Tensor y = of::linear(of::ones({3, 2}), a.to(of::kBFloat16), of::ones({2}));

@@ -1530,28 +1530,18 @@ void register_nn_ops() {
 // ================================================================ public functions
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  // Its dtype check must see autocast's casts (a 16-bit input beside a float32 weight is
-  // otherwise widened by dispatch, never refused): the wrapper runs again on the cast arguments.
-  if (Tensor x = input, w = weight, b = bias;
-      autocast_detail::autocast_args(OF_OP("linear"), {&x, &w, &b}))
-    return linear(x, w, b);
-  check_float("linear", input, "input");
-  check_float("linear", weight, "weight");
+  // Only what the [rows, in] view needs is checked here; dtypes, devices and the bias are
+  // linear_meta's, after autocast's casts and before any 16-bit widening (dispatch steps 0, 2).
+  check_defined("linear", input, "input");
+  check_defined("linear", weight, "weight");
   if (weight.dim() != 2)
     fail("[linear] expected a 2-D weight [out_features, in_features], got shape {}",
          shape_str(weight.sizes()));
   if (input.dim() < 1) fail("[linear] expected an input of at least 1 dim, got a 0-d tensor");
-  if (input.dtype() != weight.dtype())
-    fail("[linear] expected input and weight of the same dtype, got {} and {}",
-         dtype_name(input.dtype()), dtype_name(weight.dtype()));
   const int64_t in = weight.size(1), outf = weight.size(0);
   if (input.size(-1) != in)
     fail("[linear] input of shape {} does not match weight of shape {}: in_features {} != {}",
          shape_str(input.sizes()), shape_str(weight.sizes()), input.size(-1), in);
-  check_param(bias, input, DimVector{outf}, "linear", "bias");
-  if (weight.device() != input.device())
-    fail("[linear] expected input and weight on one device, got {} and {}", input.device().str(),
-         weight.device().str());
   DimVector out_shape(input.sizes().begin(), input.sizes().end() - 1);
   out_shape.push_back(outf);
   const int64_t rows = prod_range(input.sizes(), 0, size_t(input.dim() - 1));
