@@ -537,3 +537,22 @@ TEST_CASE("autocast: rms_norm's default eps is that of the dtype the op runs in"
   CHECK(same_bits(of::rms_norm(x, {16}, w.to(of::kBFloat16)),
                   of::rms_norm(x, {16}, w.to(of::kBFloat16), 0.0078125)));
 }
+
+TEST_CASE("autocast: linear and conv take a 16-bit activation beside float32 weights, once") {
+  // their wrappers no longer check dtypes (their metas do, after autocast's casts); without
+  // autocast the same call is refused by the meta, not widened into agreement
+  of::manual_seed(13);
+  const of::Tensor x = of::randn({2, 3, 6, 6}).to(of::kBFloat16), w = of::randn({4, 3, 3, 3});
+  const of::Tensor a = of::randn({5, 8}).to(of::kBFloat16), lw = of::randn({3, 8});
+  {
+    of::autocast::Guard autocast(of::kCPU, of::kBFloat16);
+    const of::Tensor y = of::conv2d(x, w);
+    CHECK(y.dtype() == of::kBFloat16);
+    CHECK(same_bits(y, of::conv2d(x, w.to(of::kBFloat16))));
+    const of::Tensor z = of::linear(a, lw);
+    CHECK(z.dtype() == of::kBFloat16);
+    CHECK(same_bits(z, of::linear(a, lw.to(of::kBFloat16))));
+  }
+  CHECK(th::throws_with([&] { of::conv2d(x, w); }, {"[conv2d]", "must have the same dtype"}));
+  CHECK(th::throws_with([&] { of::linear(a, lw); }, {"[linear]", "dtype"}));
+}

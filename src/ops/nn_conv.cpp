@@ -27,7 +27,6 @@
 #include "autograd/node.h"
 #include "global/global.h"
 #include "global/rules.h"
-#include "autocast.h"
 #include "cpu/blas.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
@@ -1349,8 +1348,6 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
                  const ConvParams& p, bool transposed, int64_t sp) {
   const OpDef& def = sp == 3 ? (transposed ? OF_OP("conv_transpose3d") : OF_OP("conv3d"))
                              : (transposed ? OF_OP("conv_transpose2d") : OF_OP("conv2d"));
-  if (Tensor x = input, w = weight, b = bias; autocast_detail::autocast_args(def, {&x, &w, &b}))
-    return conv_impl(op, x, w, b, p, transposed, sp);
   check_defined(op, input, "input");
   check_defined(op, weight, "weight");  // an undefined weight is named before a bad dtype
   check_float(op, input, "input");
@@ -1362,7 +1359,11 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
     if (w.dim() == 3) w = w.unsqueeze(2);
     else fail("[{}] expected a 3-D weight, got shape {}", op, shape_str(w.sizes()));
   }
-  conv_geom(op, x, w, &bias, p, transposed, one_d);  // errors before anything runs
+  // shapes and parameters checked as conv1d sees them; the dtypes and the bias are the op's
+  // infer_meta's (after autocast's casts, before any 16-bit widening: dispatch steps 0 and 2),
+  // so this wrapper runs once under autocast
+  check_float(op, w, "weight");
+  conv_geom_sz(op, x, w.sizes(), x.dtype(), w.device(), nullptr, p, transposed, one_d);
   Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
                            : Attrs{p.stride, p.padding, p.dilation, p.groups};
   Tensor y = dispatch1(def, {x, w, bias}, std::move(attrs));
