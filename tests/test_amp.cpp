@@ -556,3 +556,21 @@ TEST_CASE("autocast: linear and conv take a 16-bit activation beside float32 wei
   CHECK(th::throws_with([&] { of::conv2d(x, w); }, {"[conv2d]", "must have the same dtype"}));
   CHECK(th::throws_with([&] { of::linear(a, lw); }, {"[linear]", "dtype"}));
 }
+
+TEST_CASE("autocast: batch_norm runs once in float32 and updates float32 running statistics") {
+  of::manual_seed(14);
+  const of::Tensor x = of::randn({4, 3, 5}).to(of::kBFloat16);
+  const of::Tensor w = of::randn({3}), b = of::randn({3});
+  of::Tensor rm = of::zeros({3}), rv = of::ones({3});
+  of::Tensor rm2 = of::zeros({3}), rv2 = of::ones({3});
+  of::Tensor y;
+  {
+    of::autocast::Guard autocast(of::kCPU, of::kBFloat16);
+    y = of::batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+  }
+  const of::Tensor ref = of::batch_norm(x.to(of::kFloat32), w, b, rm2, rv2, true, 0.1, 1e-5);
+  CHECK(y.dtype() == of::kFloat32);
+  CHECK(same_bits(y, ref));
+  CHECK(same_bits(rm, rm2));
+  CHECK(same_bits(rv, rv2));
+}

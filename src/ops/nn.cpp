@@ -1605,12 +1605,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   double momentum, double eps, bool cudnn_enabled) {
   (void)cudnn_enabled;
   if (!input.defined()) fail("[batch_norm] input is undefined");
-  if (Tensor x = input, w = weight, b = bias, m = running_mean, v = running_var;
-      autocast_detail::autocast_args(OF_OP("batch_norm"), {&x, &w, &b}))
-    return batch_norm(x, w, b, m, v, training, momentum, eps, cudnn_enabled);
   if (!(eps >= 0)) fail("[batch_norm] eps must be non-negative, got {}", eps);
-  if (training && input.is_global() && splits_samples(input))
-    return synchronized_batch_norm(input, weight, bias, running_mean, running_var, momentum, eps);
+  if (training && input.is_global() && splits_samples(input)) {
+    // a composite of public ops: its arguments cast once as dispatch would cast the op's
+    Tensor x = input, w = weight, b = bias;
+    autocast_detail::autocast_args(OF_OP("batch_norm"), {&x, &w, &b});
+    return synchronized_batch_norm(x, w, b, running_mean, running_var, momentum, eps);
+  }
   TensorList r = dispatch(OF_OP("batch_norm"), {input, weight, bias, running_mean, running_var},
                           {training, eps, weight.defined()});
   if (training && (running_mean.defined() || running_var.defined())) {
