@@ -574,3 +574,21 @@ TEST_CASE("autocast: batch_norm runs once in float32 and updates float32 running
   CHECK(same_bits(rm, rm2));
   CHECK(same_bits(rv, rv2));
 }
+
+TEST_CASE("autocast: attention takes bfloat16 q/k/v beside a float32 additive mask, once") {
+  of::manual_seed(15);
+  const of::Tensor q = of::randn({2, 4, 8}).to(of::kBFloat16),
+                   k = of::randn({2, 5, 8}).to(of::kBFloat16),
+                   v = of::randn({2, 5, 8}).to(of::kBFloat16), m = of::randn({2, 4, 5});
+  {
+    of::autocast::Guard autocast(of::kCPU, of::kBFloat16);
+    const of::Tensor y = of::scaled_dot_product_attention(q, k, v, m);
+    CHECK(y.dtype() == of::kBFloat16);
+    CHECK(same_bits(y, of::scaled_dot_product_attention(q, k, v, m.to(of::kBFloat16))));
+  }
+  CHECK(th::throws_with(
+      [&] { of::scaled_dot_product_attention(q, k, v, m); },
+      {"[scaled_dot_product_attention]", "additive attn_mask", "bfloat16", "float32"}));
+  CHECK(th::throws_with([&] { of::scaled_dot_product_attention(q, k.to(of::kFloat32), v); },
+                        {"[scaled_dot_product_attention]", "key", "float32"}));
+}

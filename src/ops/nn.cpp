@@ -988,6 +988,9 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
   if (kind != 0) {
     const ScalarType mt = kind == 1 ? kBool : q.dtype();
     if (!mask.defined()) fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
+    if (kind == 2 && mask.dtype() != mt)
+      fail("[{}] an additive attn_mask must have the query's dtype {}, got {} (shape {})", op,
+           dtype_name(mt), dtype_name(mask.dtype()), shape_str(mask.sizes()));
     if (mask.dtype() != mt || !(mask.sizes() == IntArrayRef(DimVector{g.B, g.L, g.S})))
       fail("[{}] mask_kind {} expects an attn_mask of dtype {} and shape ({}, {}, {}), got {} {}",
            op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
@@ -1728,8 +1731,9 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
   mshape.push_back(L);
   mshape.push_back(S);
   if (attn_mask.defined()) {
+    // (an additive mask's dtype is the op's check, after autocast's casts)
     if (attn_mask.dtype() == kBool) mask_kind = 1;
-    else if (attn_mask.dtype() == query.dtype()) mask_kind = 2;
+    else if (is_floating_point(attn_mask.dtype())) mask_kind = 2;
     else
       fail("[{}] attn_mask must be bool or of the query's dtype {}, got {}", op,
            dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
@@ -1769,15 +1773,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
-  if (Tensor q = query, k = key, v = value, m = attn_mask;
-      autocast_detail::autocast_args(OF_OP("scaled_dot_product_attention"), {&q, &k, &v, &m}))
-    return scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale);
+  // dtypes agreeing is the op's check (after autocast's casts, before any 16-bit widening):
+  // this wrapper only shapes the call, once
   check_float(op, query, "query");
   check_float(op, key, "key");
   check_float(op, value, "value");
-  if (key.dtype() != query.dtype() || value.dtype() != query.dtype())
-    fail("[{}] expected query, key and value of one dtype, got {}, {} and {}", op,
-         dtype_name(query.dtype()), dtype_name(key.dtype()), dtype_name(value.dtype()));
   if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
     fail(
         "[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
