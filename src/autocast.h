@@ -28,9 +28,10 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs);
 // on the dtype the op runs in (rms_norm's eps), so it needs no second pass over cast arguments.
 ScalarType dtype_for(const OpDef& op, const Tensor& t);
 
-// For public functions that compare their arguments' dtypes before dispatching `op`: casts the
-// arguments as dispatch's autocast would (after the checks, too late). True when any changed;
-// the function then calls itself again on the cast arguments.
+// For the public functions that are composites of public ops standing for `op` (cross_entropy's
+// probability targets, batch_norm over global samples): casts their arguments once, as
+// dispatch's autocast would cast op's inputs. True when any changed. (An op's own dtype checks
+// are its infer_meta's, which dispatch runs after the casts: no wrapper runs twice.)
 bool autocast_args(const OpDef& op, std::initializer_list<Tensor*> args);
 
 // NOTE [Reduced-precision fallback] (amp.cpp): ops whose CPU kernels compute in float32/float64

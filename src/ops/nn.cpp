@@ -1865,12 +1865,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                      scale.value_or(1.0 / std::sqrt(double(E))), {});
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+Tensor cross_entropy(const Tensor& input_arg, const Tensor& target, const Tensor& weight_arg,
                      int64_t reduction, int64_t ignore_index, double label_smoothing) {
   autocast_detail::Float32Region fp32;  // NOTE [Autocast]: losses in float32
-  if (Tensor x = input, w = weight;
-      autocast_detail::autocast_args(OF_OP("cross_entropy"), {&x, &w}))
-    return cross_entropy(x, target, w, reduction, ignore_index, label_smoothing);
+  // The probability-target form below is a composite of public ops that compares dtypes: the
+  // arguments are cast once, as dispatch casts the op's (no second pass over the function).
+  Tensor input = input_arg, weight = weight_arg;
+  autocast_detail::autocast_args(OF_OP("cross_entropy"), {&input, &weight});
   const char* op = "cross_entropy";
   check_float(op, input, "input");
   check_reduction(reduction, op);
