@@ -29,9 +29,12 @@ struct CoreV1;  // cuda/module_abi.h
 
 namespace cuda_module {
 
-// sort.cpp: puts "sort", "topk", "pad_backward", "lstm_cell", "lstm_cell_backward",
-// "lstm_layer" and "lstm_layer_backward" into the op table's CUDA slots.
+// Put their ops' kernels into the op table's CUDA slots: sort.cpp ("sort", "topk"), pad.cpp
+// ("pad_backward"), lstm.cpp ("lstm_cell", "lstm_cell_backward", "lstm_layer",
+// "lstm_layer_backward"); the device code of all three is sort.cu.
 void register_sort_kernels(const cuda_backend::CoreV1& core);
+void register_pad_kernels(const cuda_backend::CoreV1& core);
+void register_lstm_kernels(const cuda_backend::CoreV1& core);
 
 inline constexpr int kMaxSortDims = 12;
 inline constexpr int64_t kSortTile = 4096;  // elements sorted in shared memory per block
