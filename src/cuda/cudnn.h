@@ -16,12 +16,13 @@ struct CoreV1;  // cuda/module_abi.h
 
 namespace cuda_module {
 
-// cudnn.cpp: puts these kernels into the op table's CUDA slots.
-//  - always (pool.cu): max_pool2d_with_indices, max_pool3d_with_indices, adaptive_max_pool2d,
-//    adaptive_max_pool3d, avg_pool2d(_backward), avg_pool3d(_backward),
+// Put these kernels into the op table's CUDA slots:
+//  - pool.cpp, always (pool.cu): max_pool2d_with_indices, max_pool3d_with_indices,
+//    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool2d(_backward), avg_pool3d(_backward),
 //    adaptive_avg_pool2d(_backward), adaptive_avg_pool3d(_backward);
-//  - with cuDNN: conv2d, conv3d, conv_transpose2d, conv_transpose3d, conv2d_backward_weight,
-//    conv3d_backward_weight, batch_norm, batch_norm_backward.
+//  - cudnn.cpp, with cuDNN: conv2d, conv3d, conv_transpose2d, conv_transpose3d,
+//    conv2d_backward_weight, conv3d_backward_weight, batch_norm, batch_norm_backward.
+void register_pool_kernels(const cuda_backend::CoreV1& core);
 void register_cudnn_kernels(const cuda_backend::CoreV1& core);
 
 // NOTE [CUDA pooling]: one window per output element along each of three axes (depth, height,

@@ -46,6 +46,7 @@ oneflow_cuda_module_init_v1(const oneflow::cuda_backend::CoreV1* core) {
   cuda_module::register_sort_kernels(*core);
   cuda_module::register_pad_kernels(*core);
   cuda_module::register_lstm_kernels(*core);
+  cuda_module::register_pool_kernels(*core);
   cuda_module::register_cudnn_kernels(*core);
   return &cuda_module::kTable;
 }
