@@ -49,6 +49,16 @@ bool eligible(const Tensor& t) {
 
 OF_TLS bool t_casting = false;  // the casts themselves are dispatched: never recurse
 
+// The policy autocast applies to `op` whose first eligible input is on `dev` (kNone when
+// autocast is off for that device), and the dtype kLower casts to there.
+Policy policy_for(const OpDef& op, DeviceType dev) {
+  if (dev == kCPU ? !t_state.cpu : !t_state.cuda) return Policy::kNone;
+  return t_state.fp32_region > 0 ? Policy::kFloat32 : op.autocast;
+}
+ScalarType lower_dtype(DeviceType dev) {
+  return dev == kCPU ? t_state.cpu_dtype : t_state.cuda_dtype;
+}
+
 }  // namespace
 
 void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
@@ -61,12 +71,11 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
     }
   if (!first) return;
   const DeviceType dev = first->device().type();
-  if (dev == kCPU ? !t_state.cpu : !t_state.cuda) return;
-  const Policy policy = t_state.fp32_region > 0 ? Policy::kFloat32 : op.autocast;
+  const Policy policy = policy_for(op, dev);
   if (policy == Policy::kNone) return;
   ScalarType target = kFloat32;
   if (policy == Policy::kLower) {
-    target = dev == kCPU ? t_state.cpu_dtype : t_state.cuda_dtype;
+    target = lower_dtype(dev);
   } else if (policy == Policy::kPromote) {
     target = first->dtype();
     for (const Tensor& t : inputs)
@@ -90,11 +99,9 @@ void cast_inputs(const OpDef& op, TensorList& inputs, Attrs& attrs) {
 ScalarType dtype_for(const OpDef& op, const Tensor& t) {
   if (!active() || !eligible(t)) return t.dtype();
   const DeviceType dev = t.device().type();
-  if (dev == kCPU ? !t_state.cpu : !t_state.cuda) return t.dtype();
-  const Policy policy = t_state.fp32_region > 0 ? Policy::kFloat32 : op.autocast;
-  switch (policy) {
+  switch (policy_for(op, dev)) {
     case Policy::kLower:
-      return dev == kCPU ? t_state.cpu_dtype : t_state.cuda_dtype;
+      return lower_dtype(dev);
     case Policy::kFloat32:
       return kFloat32;
     default:  // kNone keeps it; kPromote promotes among the inputs (no default depends on it)

@@ -35,7 +35,7 @@ OF_TLS bool t_prefer_decompositions = false;
 // NOTE [No kernel dispatches]: a kernel computes; it never dispatches an op of the table (the
 // tracer would not see that work, the planner could not place its buffers). An op made of other
 // ops says so with OpDef::decompose. Any nested dispatch is recorded here, and the suite fails
-// on one (tests/test_ops.cpp).
+// on one (tests/main.cpp, tests/global_worker.cpp).
 std::mutex g_nested_mu;
 std::set<std::pair<std::string, std::string>>& nested_set() {
   static auto* s = new std::set<std::pair<std::string, std::string>>();
@@ -602,8 +602,8 @@ TensorList run_decomposition(const OpDef& op, const TensorList& inputs, const At
 }  // namespace
 
 TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out) {
-  // 0. autocast's casts (dispatched ops of their own, recorded before this one), and float32
-  // kernels given float16/bfloat16 (NOTE [Reduced-precision fallback])
+  // 0. autocast's casts (dispatched ops of their own, recorded before this one); the 16-bit
+  // widening is step 2b
   if (!out && t_kernel_depth == 0 && autocast_detail::active())
     autocast_detail::cast_inputs(op, inputs, attrs);
   if (t_kernel_depth > 0) note_nested(op);

@@ -16,7 +16,6 @@ namespace oneflow::cuda_module {
 namespace {
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.impl()->raw_data() : nullptr; }
-Tensor dense_or_empty(const Tensor& t) { return kernel_contiguous(t); }
 
 // NOTE [CUDA index checks]: the values of `index` that are not `allowed` must lie in [0, size);
 // else the CPU kernels' error, naming an offending value.
@@ -88,7 +87,7 @@ CeParams ce_params(const Tensor& x, const Tensor& t, const Tensor& w, const Attr
 void ce_kernel(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor t = kernel_contiguous(k.inputs[1]);
-  const Tensor w = dense_or_empty(k.inputs[2]);
+  const Tensor w = kernel_contiguous(k.inputs[2]);
   const int device = device_of(x, "cross_entropy");
   DeviceGuard guard(device);
   check_index_values(t, x.size(1), "cross_entropy", "target", 1, x, k.attrs.i(1));
@@ -106,7 +105,7 @@ void ce_backward_kernel(const KernelArgs& k) {
   const Tensor g = kernel_contiguous(k.inputs[0]);
   const Tensor x = kernel_contiguous(k.inputs[1]);
   const Tensor t = kernel_contiguous(k.inputs[2]);
-  const Tensor w = dense_or_empty(k.inputs[3]);
+  const Tensor w = kernel_contiguous(k.inputs[3]);
   const Tensor lse = kernel_contiguous(k.inputs[4]);
   const Tensor total = kernel_contiguous(k.inputs[5]);
   const int device = device_of(x, "cross_entropy_backward");
@@ -158,8 +157,8 @@ NormParams norm_params(int mode, const Tensor& x, const Attrs& a) {
 
 template <int M> void norm_kernel(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const Tensor w = dense_or_empty(k.inputs[1]);
-  const Tensor b = M == kRms ? Tensor() : dense_or_empty(k.inputs[2]);
+  const Tensor w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = M == kRms ? Tensor() : kernel_contiguous(k.inputs[2]);
   const int device = device_of(x, norm_name(M));
   DeviceGuard guard(device);
   NormParams p = norm_params(M, x, k.attrs);
@@ -175,8 +174,8 @@ template <int M> void norm_kernel(const KernelArgs& k) {
 template <int M> void norm_backward_kernel(const KernelArgs& k) {
   const Tensor dy = kernel_contiguous(k.inputs[0]);
   const Tensor x = kernel_contiguous(k.inputs[1]);
-  const Tensor w = dense_or_empty(k.inputs[2]);
-  const Tensor mean = dense_or_empty(k.inputs[3]);
+  const Tensor w = kernel_contiguous(k.inputs[2]);
+  const Tensor mean = kernel_contiguous(k.inputs[3]);
   const Tensor rstd = kernel_contiguous(k.inputs[4]);
   const int device = device_of(x, norm_name(M));
   DeviceGuard guard(device);

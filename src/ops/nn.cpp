@@ -147,7 +147,6 @@ template <class T> const T* cptr(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 template <class T> T* mptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
-Tensor contig_or_empty(const Tensor& t) { return kernel_contiguous(t); }
 
 // ---------------------------------------------------------------- row statistics
 
@@ -237,8 +236,8 @@ template <int Mode> void norm_meta(const TensorList& in, const Attrs& a, MetaLis
 
 template <int Mode> void norm_cpu(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const Tensor w = contig_or_empty(k.inputs[1]);
-  const Tensor b = Mode == kRms ? Tensor() : contig_or_empty(k.inputs[2]);
+  const Tensor w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = Mode == kRms ? Tensor() : kernel_contiguous(k.inputs[2]);
   const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
   const double eps = k.attrs.f(1);
   dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
@@ -310,8 +309,8 @@ template <int Mode> void norm_bwd_meta(const TensorList& in, const Attrs& a, Met
 template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
   const Tensor dy = kernel_contiguous(k.inputs[0]);
   const Tensor x = kernel_contiguous(k.inputs[1]);
-  const Tensor w = contig_or_empty(k.inputs[2]);
-  const Tensor mean = contig_or_empty(k.inputs[3]);
+  const Tensor w = kernel_contiguous(k.inputs[2]);
+  const Tensor mean = kernel_contiguous(k.inputs[3]);
   const Tensor rstd = kernel_contiguous(k.inputs[4]);
   const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
   dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
@@ -490,10 +489,10 @@ void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 
 void bn_cpu(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const Tensor w = contig_or_empty(k.inputs[1]);
-  const Tensor b = contig_or_empty(k.inputs[2]);
-  const Tensor rm = contig_or_empty(k.inputs[3]);
-  const Tensor rv = contig_or_empty(k.inputs[4]);
+  const Tensor w = kernel_contiguous(k.inputs[1]);
+  const Tensor b = kernel_contiguous(k.inputs[2]);
+  const Tensor rm = kernel_contiguous(k.inputs[3]);
+  const Tensor rv = kernel_contiguous(k.inputs[4]);
   const bool training = k.attrs.b(0);
   const double eps = k.attrs.f(1);
   const BnGeom g = bn_geom(x.sizes());
@@ -562,7 +561,7 @@ void bn_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
 void bn_bwd_cpu(const KernelArgs& k) {
   const Tensor dy = kernel_contiguous(k.inputs[0]);
   const Tensor x = kernel_contiguous(k.inputs[1]);
-  const Tensor w = contig_or_empty(k.inputs[2]);
+  const Tensor w = kernel_contiguous(k.inputs[2]);
   const Tensor mean = kernel_contiguous(k.inputs[3]);
   const Tensor inv = kernel_contiguous(k.inputs[4]);
   const bool training = k.attrs.b(0);
@@ -727,7 +726,7 @@ void ce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void ce_cpu(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor t = kernel_contiguous(k.inputs[1]);
-  const Tensor w = contig_or_empty(k.inputs[2]);
+  const Tensor w = kernel_contiguous(k.inputs[2]);
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
   const CeGeom g = ce_geom(x.sizes());
@@ -838,7 +837,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
   const Tensor go = kernel_contiguous(k.inputs[0]);
   const Tensor x = kernel_contiguous(k.inputs[1]);
   const Tensor t = kernel_contiguous(k.inputs[2]);
-  const Tensor w = contig_or_empty(k.inputs[3]);
+  const Tensor w = kernel_contiguous(k.inputs[3]);
   const Tensor lse = kernel_contiguous(k.inputs[4]);
   const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
   const double eps = k.attrs.f(2);
@@ -1735,8 +1734,8 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
     if (attn_mask.dtype() == kBool) mask_kind = 1;
     else if (is_floating_point(attn_mask.dtype())) mask_kind = 2;
     else
-      fail("[{}] attn_mask must be bool or of the query's dtype {}, got {}", op,
-           dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
+      fail("[{}] attn_mask must be bool or floating (additive, of the query's dtype {}), got {}",
+           op, dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
     if (!broadcasts_to(attn_mask.sizes(), mshape))
       fail("[{}] attn_mask of shape {} does not broadcast to {}", op, shape_str(attn_mask.sizes()),
            shape_str(mshape));
