@@ -108,21 +108,27 @@ if [ ! -x build-gpu/tests/oneflow_tests ]; then
     bench/bench_gpu_models examples/gpu_mlp || exit 1
 fi
 filter='*cuda*,*cudnn*,autocast*,GradScaler*'
-step tests 100 ./build-gpu/tests/oneflow_tests -tc="$filter" --duration=true
+# (the Fashion-MNIST case is a CPU one that needs Debian's dataset, which the machine lacks)
+skip='*Fashion-MNIST*'
+step tests 100 ./build-gpu/tests/oneflow_tests -tc="$filter" -tce="$skip" --duration=true
 rc=$?
 # A crash or a hang ends the process above with the cases after it unrun: then each case runs
 # alone (doctest's --first/--last pick the i-th of the filtered cases), 20 s each, 100 s in all
 if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
-  n=$(./build-gpu/tests/oneflow_tests -tc="$filter" --count 2>/dev/null | grep -oE 'unskipped test cases passing the current filters: [0-9]+' | grep -oE '[0-9]+$')
+  n=$(./build-gpu/tests/oneflow_tests -tc="$filter" -tce="$skip" --count 2>/dev/null | grep -oE 'unskipped test cases passing the current filters: [0-9]+' | grep -oE '[0-9]+$')
   say "==> each case alone ($n cases, numbered as listed here):"
-  ./build-gpu/tests/oneflow_tests -tc="$filter" --list-test-cases 2>&1 | grep -v '^\[doctest\]\|^====' | cat -n >> "$report"
+  ./build-gpu/tests/oneflow_tests -tc="$filter" -tce="$skip" --list-test-cases 2>&1 | grep -v '^\[doctest\]\|^====' | cat -n >> "$report"
   t0=$SECONDS
   for i in $(seq 1 "${n:-0}"); do
     [ $((SECONDS - t0)) -lt 100 ] || { say "stopped at case $i: 100 s spent"; break; }
-    timeout 20 ./build-gpu/tests/oneflow_tests -tc="$filter" --first="$i" --last="$i" > /tmp/case.log 2>&1
+    timeout 20 ./build-gpu/tests/oneflow_tests -tc="$filter" -tce="$skip" --first="$i" --last="$i" > /tmp/case.log 2>&1
     r=$?
     name=$(grep -m1 -oE 'TEST CASE: +.*' /tmp/case.log | sed 's/TEST CASE: *//')
-    [ $r -eq 0 ] || { say "case $i rc=$r ${name}"; grep -E 'ERROR|error|what\(\)|Signal|SIGSEGV|CHECK|REQUIRE' /tmp/case.log | head -n 8 >> "$report"; }
+    if [ $r -ne 0 ]; then
+      say "case $i rc=$r ${name}"
+      grep -E 'ERROR|error|what\(\)|Signal|SIGSEGV|CHECK|REQUIRE' /tmp/case.log | head -n 8 >> "$report"
+      { echo "==== case $i rc=$r"; head -n 150 /tmp/case.log; } >> "$OUT/cases.log"
+    fi
   done
 fi
 step bench 40 ./build-gpu/bench/bench_cuda

@@ -36,6 +36,7 @@ inline void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double tol
   REQUIRE(gpu.defined());
   REQUIRE(cpu.defined());
   REQUIRE(gpu.is_cuda());
+  REQUIRE(cpu.is_cpu());  // the reference
   const of::Tensor back = gpu.cpu();
   REQUIRE(back.sizes() == cpu.sizes());
   CHECK(back.dtype() == cpu.dtype());
@@ -45,6 +46,7 @@ inline void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double tol
 // Same shape, dtype and values (as doubles).
 inline void check_equal(const of::Tensor& gpu, const of::Tensor& cpu) {
   REQUIRE(gpu.is_cuda());
+  REQUIRE(cpu.is_cpu());  // the reference
   const of::Tensor back = gpu.cpu();
   REQUIRE(back.sizes() == cpu.sizes());
   CHECK(back.dtype() == cpu.dtype());

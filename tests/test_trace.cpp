@@ -1213,3 +1213,34 @@ TEST_CASE("trace: conv3d CNN training steps equal eager bitwise") {
     CHECK(eager.first[4].item<float>() < eager.first[0].item<float>());  // same batch, later
   }
 }
+
+TEST_CASE("trace: a plan that copies its inputs into buffers of its own (a CUDA Graph's way) "
+          "replays views, offsets and aliased inputs bitwise") {
+  // NOTE [CUDA Graph replay]: a graph's plan reads copies of its inputs at the recorded
+  // geometry; set_static_inputs_for_testing sends CPU plans down the same path (the first GPU
+  // run found it reading a root value that inputs never had)
+  of::trace::set_static_inputs_for_testing(true);
+  struct Off {
+    ~Off() { of::trace::set_static_inputs_for_testing(false); }
+  } off;
+  auto fn = [](const of::Tensor& a, const of::Tensor& b) {
+    return (a * b).sum(1) + a.narrow(1, 1, 2).mean(1) * 3;
+  };
+  auto f = of::jit::trace(fn);
+  of::manual_seed(5);
+  const of::Tensor big = of::randn({10, 6});
+  for (int64_t start : {0, 2, 5, 1, 4}) {  // a narrow: another offset into a storage each call
+    INFO("start ", start);
+    const of::Tensor a = big.narrow(0, start, 4), b = of::randn({4, 6});
+    CHECK(same_bits(f(a, b), fn(a, b)));
+  }
+  for (int i = 0; i < 3; ++i) {  // one tensor twice: both inputs share one buffer
+    const of::Tensor x = of::randn({4, 6});
+    CHECK(same_bits(f(x, x), fn(x, x)));
+  }
+  for (int i = 0; i < 3; ++i) {  // two views of one storage
+    const of::Tensor s = of::randn({8, 6});
+    const of::Tensor a = s.narrow(0, 0, 4), b = s.narrow(0, 4, 4);
+    CHECK(same_bits(f(a, b), fn(a, b)));
+  }
+}

@@ -471,6 +471,19 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     pre_node[i] = true;
     for (int v : n.outputs) own_buffer[size_t(g.values[size_t(v)].buffer)] = true;
   }
+  // a graph reads copies of its inputs (NOTE [CUDA Graph replay]): a step that writes an input
+  // in place, or returns (a view of) one, must see the caller's tensor, so it runs step by step
+  auto on_input = [&](int v) {
+    return v >= 0 && g.buffers[size_t(g.values[size_t(v)].buffer)].kind == BufKind::Input &&
+           g.values[size_t(v)].device.is_cuda();
+  };
+  for (const Node& n : g.nodes)
+    if (cuda && p.graph_refused.empty() && n.writes_existing && !n.outputs.empty() &&
+        on_input(n.outputs[0]))
+      p.graph_refused = n.op->name + " writes an input in place";
+  for (int v : g.outputs)
+    if (cuda && p.graph_refused.empty() && on_input(v))
+      p.graph_refused = "an output is (a view of) an input";
   const std::vector<bool> used = values_used(g);
   const std::vector<Interval> iv = buffer_intervals(g);
   // arena: planned offsets, or one region per buffer when memplan is off
@@ -793,16 +806,28 @@ std::string plan_graph_state(const Plan& p) {
   return "cuda steps: the second replay captures a CUDA Graph";
 }
 
+namespace {
+std::atomic<bool> g_static_inputs_for_testing{false};
+}  // namespace
+
+void set_static_inputs_for_testing(bool on) { g_static_inputs_for_testing = on; }
+
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   const Graph& g = p.g;
   const bool graph = graph_mode(p);
-  if (graph && p.static_inputs.empty()) {  // the plan's own input buffers, the rng slots, the flag
-    const Device dev(kCUDA, p.cuda_device);
+  // the plan's own input buffers (a CUDA graph's; a CPU plan's only under
+  // set_static_inputs_for_testing), made once
+  const bool statics = graph || (p.cuda_device < 0 && g_static_inputs_for_testing.load());
+  if (statics && p.static_inputs.size() != p.input_buffers.size()) {
     p.static_inputs.resize(p.input_buffers.size());
     for (size_t k = 0; k < p.input_buffers.size(); ++k) {
       const Buffer& buf = g.buffers[size_t(p.input_buffers[k])];
-      if (buf.device.is_cuda()) p.static_inputs[k] = allocate_storage(buf.nbytes, buf.device);
+      if (!graph || buf.device.is_cuda())
+        p.static_inputs[k] = allocate_storage(buf.nbytes, buf.device);
     }
+  }
+  if (graph && !p.rng_dev) {  // the rng slots and the index-check flag the graph reads, made once
+    const Device dev(kCUDA, p.cuda_device);
     p.rng_dev = allocate_storage(16 * std::max<size_t>(1, g.rng_counters.size()), dev);
     p.flag_dev = allocate_storage(sizeof(int), dev);
   }
@@ -811,7 +836,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   for (size_t k = 0; k < p.input_buffers.size(); ++k) {
     const int b = p.input_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
-    if (graph && p.static_inputs[k]) {
+    if (statics && p.static_inputs[k]) {
       const Storage& st = p.static_inputs[k];
       for (int v : p.values_of_buffer[size_t(b)]) {
         TensorImpl* t = p.vt[size_t(v)].impl();
@@ -819,9 +844,13 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
         t->storage = st;
         t->offset = g.values[size_t(v)].offset;
       }
+      // each input on this buffer (aliased inputs share one) is copied into its recorded
+      // geometry there; the buffer's other bytes are never read
       NoGradGuard ng;
-      Tensor dst(value_impl(st, g.values[size_t(buf.root_value)]));
-      dst.copy_(inputs[size_t(buf.input)]);
+      for (size_t j = 0; j < g.inputs.size(); ++j) {
+        const Value& iv = g.values[size_t(g.inputs[j])];
+        if (iv.buffer == b) Tensor(value_impl(st, iv)).copy_(inputs[j]);
+      }
       continue;
     }
     const TensorImpl* arg = inputs[size_t(buf.input)].impl();

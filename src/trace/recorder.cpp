@@ -178,7 +178,9 @@ class Recorder final : public TraceObserver {
     // duplicated or aliased inputs share the first one's buffer (the alias pattern is part of
     // the cache key, so a replay sees the same sharing)
     auto it = value_of_.find(key_of(t));
-    g.inputs.push_back(it != value_of_.end() ? it->second : add_value(t, b, -1, false));
+    const int v = it != value_of_.end() ? it->second : add_value(t, b, -1, false);
+    if (g.buffers[b].root_value < 0) g.buffers[b].root_value = v;
+    g.inputs.push_back(v);
   }
 
   int register_host_scalar(const Tensor& t, std::function<double()> getter,
