@@ -408,6 +408,27 @@ namespace {
        devs);
 }
 
+// NOTE [CPU scalars beside device tensors]: as in PyTorch, a CPU 0-d tensor may be an operand
+// of an elementwise op on CUDA tensors (a learning rate, a step count, num_batches_tracked's
+// increment): it is copied to their device first (a differentiable `to`, so a gradient reaches
+// it; traced, the copy is a host-side step before the CUDA Graph). Any other mix of devices, a
+// CPU 0-d tensor an op writes, or one inside a kernel, is an error naming the devices. (Wrapped
+// numbers, from Scalars, are made on the device by the op wrappers.)
+void move_cpu_scalars(const OpDef& op, TensorList& inputs, const Tensor* out) {
+  auto cpu_scalar = [](const Tensor& t) { return t.is_cpu() && t.dim() == 0; };
+  const Tensor* dev = nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || cpu_scalar(t)) continue;
+    if (!dev) dev = &t;
+    else if (t.device() != dev->device()) device_mismatch(op, inputs);
+  }
+  if (!dev || !op.has(kElementwise) || t_kernel_depth > 0) device_mismatch(op, inputs);
+  if (out && out->defined() && out->device() != dev->device()) device_mismatch(op, inputs);
+  const Device d = dev->device();
+  for (Tensor& t : inputs)
+    if (t.defined() && t.device() != d) t = t.to(d);
+}
+
 // NOTE [Output layout]: an elementwise op whose first full-shape input is dense but permuted
 // (a transpose of a contiguous tensor) writes its result in that same layout, as libtorch does,
 // so that x.t() + y.t() or gelu(x.t()) stream through memory instead of transposing.
@@ -611,6 +632,7 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
   if (tracer) tracer->before_op(op);
   // 1. validate devices; global tensors go to the global layer
   const Tensor* first = nullptr;
+  bool mixed = false;
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     if (t.impl()->global) {
@@ -618,13 +640,10 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
         fail("[{}] global tensors need the global layer, which is not initialized", op.name);
       return g_global_dispatch_hook(op, std::move(inputs), std::move(attrs), out);
     }
-    if (!first) {
-      first = &t;
-    } else if (t.device() != first->device()) {
-      // CPU 0-d wrapped numbers are moved by the op wrappers; anything else is an error.
-      device_mismatch(op, inputs);
-    }
+    if (!first) first = &t;
+    else mixed = mixed || t.device() != first->device();
   }
+  if (mixed) move_cpu_scalars(op, inputs, out);
   // 1b. inputs the kernel needs dense (never the tensor an in-place op writes)
   if (op.contiguous_inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {

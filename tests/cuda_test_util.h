@@ -5,7 +5,9 @@
 
 #include <oneflow/oneflow.h>
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 #include <functional>
 #include <string>
 
@@ -43,14 +45,19 @@ inline void check_close(const of::Tensor& gpu, const of::Tensor& cpu, double tol
   CHECK(of::allclose(back.to(of::kFloat64), cpu.to(of::kFloat64), tol, tol, /*equal_nan=*/true));
 }
 
-// Same shape, dtype and values (as doubles).
+// Same shape, dtype and values (as doubles; NaN equals NaN).
 inline void check_equal(const of::Tensor& gpu, const of::Tensor& cpu) {
   REQUIRE(gpu.is_cuda());
   REQUIRE(cpu.is_cpu());  // the reference
   const of::Tensor back = gpu.cpu();
   REQUIRE(back.sizes() == cpu.sizes());
   CHECK(back.dtype() == cpu.dtype());
-  CHECK(back.to_vector<double>() == cpu.to_vector<double>());
+  std::vector<double> a = back.to_vector<double>(), b = cpu.to_vector<double>();
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    differ += !(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])));
+  INFO("elements that differ: ", differ, " of ", a.size());
+  CHECK(differ == 0);
 }
 
 // The same shape, dtype and bytes: data-movement kernels are exact for every dtype.

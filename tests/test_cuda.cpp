@@ -523,3 +523,46 @@ TEST_CASE("cuda: float16/bfloat16 convolutions and linear run in their dtype and
                 dt == of::kFloat16 ? 2e-2 : 1e-1);
   }
 }
+
+TEST_CASE("cuda: CPU 0-d tensors are operands of elementwise ops on CUDA tensors; other mixes are "
+          "errors") {
+  SKIP_WITHOUT_CUDA();
+  // NOTE [CPU scalars beside device tensors] (the first GPU run: AdamW's and BatchNorm's CPU
+  // scalars stopped every CUDA training step)
+  of::manual_seed(4);
+  const of::Tensor x = of::randn({3, 4}), s = of::full({}, 2.5);
+  check_close(x.to(kCuda0) * s, x * s, 0);
+  check_close(s - x.to(kCuda0), s - x, 0);
+  of::Tensor y = x.to(kCuda0);
+  y.mul_(s);
+  check_close(y, x * s, 0);
+  const of::Tensor sg = of::full({}, 1.5).set_requires_grad(true);
+  (x.to(kCuda0) * sg).sum().backward();
+  REQUIRE(sg.grad().defined());
+  CHECK(sg.grad().is_cpu());
+  CHECK(sg.grad().item<double>() == doctest::Approx(x.sum().item<double>()).epsilon(1e-5));
+  CHECK(error_of([&] { (void)(x.to(kCuda0) + of::ones({1})); }).find("same device") !=
+        std::string::npos);
+  CHECK(error_of([&] {
+          of::Tensor c = of::zeros({});
+          c.add_(x.to(kCuda0).sum());
+        }).find("same device") != std::string::npos);
+  // the modules and optimizers whose steps hold CPU scalars
+  of::nn::BatchNorm2d bn(3);
+  bn->to(kCuda0);
+  (void)bn(of::randn({2, 3, 4, 4}).to(kCuda0));
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
+  of::Tensor pc = of::randn({5}).set_requires_grad(true);
+  of::Tensor pg = pc.detach().to(kCuda0).set_requires_grad(true);
+  of::optim::AdamW oc({pc}, of::optim::AdamWOptions(1e-2));
+  of::optim::AdamW og({pg}, of::optim::AdamWOptions(1e-2));
+  for (int i = 0; i < 3; ++i) {
+    oc.zero_grad();
+    og.zero_grad();
+    (pc * pc).sum().backward();
+    (pg * pg).sum().backward();
+    oc.step();
+    og.step();
+  }
+  check_close(pg.detach(), pc.detach(), 1e-6);
+}

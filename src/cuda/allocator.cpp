@@ -32,7 +32,14 @@ struct CudaDevice : CudaEvents {
   void* malloc(size_t n) {
     DeviceGuard guard(device);
     void* p = nullptr;
+    // NOTE [CUDA Graph capture]: a capture in thread-local mode refuses cudaMalloc on its thread
+    // (cudaErrorStreamCaptureUnsupported, which also invalidates the capture: seen on the first
+    // GPU run), yet the private pool of a capture grows by cudaMalloc. The call itself puts no
+    // work in the stream, so it runs in relaxed mode, as PyTorch's allocator does.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     const cudaError_t err = cudaMalloc(&p, n);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nullptr;

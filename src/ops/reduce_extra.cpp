@@ -762,7 +762,10 @@ TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
   }
   DimVector ar_shape(size_t(nd - d), 1);
   ar_shape[0] = in[d];
-  Tensor ar = global::constant_like(arange(in[d], kInt64).reshape(ar_shape), idx);
+  // the arange on the indices' device (a global one's: its local piece's)
+  const Device dev = idx.is_global() ? global::meta(idx).local.device() : idx.device();
+  Tensor ar = global::constant_like(
+      arange(in[d], TensorOptions(kInt64).device(dev)).reshape(ar_shape), idx);
   return {where(ar == idx, gv, Scalar(0.0))};
 }
 template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {

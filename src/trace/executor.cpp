@@ -849,7 +849,9 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       NoGradGuard ng;
       for (size_t j = 0; j < g.inputs.size(); ++j) {
         const Value& iv = g.values[size_t(g.inputs[j])];
-        if (iv.buffer == b) Tensor(value_impl(st, iv)).copy_(inputs[j]);
+        if (iv.buffer != b) continue;
+        const Tensor& in = inputs[j];  // a global input: its local piece
+        Tensor(value_impl(st, iv)).copy_(in.is_global() ? global::meta(in).local : in);
       }
       continue;
     }
