@@ -58,7 +58,7 @@ bool is_nondiff(const OpRow& row, size_t i) {
 }
 
 of::Tensor like(const of::Tensor& value, const of::Tensor& ref) {
-  if (!ref.is_global()) return value;
+  if (!ref.is_global()) return value.device() == ref.device() ? value : value.to(ref.device());
   const of::Placement pl = ref.placement();
   return value.to_global(pl, of::NdSbp(size_t(pl.ndim()), of::Sbp::broadcast()));
 }

@@ -97,8 +97,9 @@ std::vector<of::Tensor> make_inputs(const OpRow& row, uint64_t seed);
 bool is_nondiff(const OpRow& row, size_t i);
 
 // A constant a row's fn builds (an index list, running statistics, an output buffer) placed
-// like `ref`: `value` itself when ref is local, else broadcast on ref's placement (a collective
-// over it: every rank calls it alike). The global op table runs the same fns on global inputs.
+// like `ref`: on its device when ref is local (the CUDA run of the table), else broadcast on
+// ref's placement (a collective over it: every rank calls it alike). The global op table runs
+// the same fns on global inputs.
 of::Tensor like(const of::Tensor& value, const of::Tensor& ref);
 
 // Adds rows to the global table (call from a static initializer: see TH_ROWS).

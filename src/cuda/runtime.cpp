@@ -91,6 +91,18 @@ void synchronize(int device) {
   check_async(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+namespace {
+// Whether the driver knows p as page-locked host memory (ours or registered by anyone).
+bool page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return true;  // unknown: treat it as DMA-read (the copy waits)
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+}  // namespace
+
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
   if (n == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
@@ -108,6 +120,11 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     cudaStream_t s = current_stream_of(d);
     OF_CUDA_CHECK(cudaMemcpyAsync(
         dst, src, n, src_dev.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
+    // NOTE [Pageable uploads]: from pageable host memory the driver stages the bytes before
+    // cudaMemcpyAsync returns, so the source is free at once and stream order covers the
+    // reader: no wait. (Waiting here drained the GPU at every scalar an op moved to the device:
+    // the first GPU run's eager steps.) Page-locked sources are read by DMA later: those wait.
+    if (src_dev.is_cpu() && !page_locked(src)) return;
     check_async(cudaStreamSynchronize(s), "cudaStreamSynchronize (a copy)");
     return;
   }

@@ -47,6 +47,22 @@ void view_scatter_cpu(const KernelArgs& k) {
         overlap ? INT64_MAX : kParallelGrain);
   });
 }
+// NOTE [Decompositions]: where a device has no view_scatter kernel (CUDA): zeros, then the
+// gradient added through the view in place, or, for a view whose elements may overlap, added
+// at the storage positions the view reads (index_add; its float sums may come in any order).
+TensorList view_scatter_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor& g = in[0];
+  Tensor out = zeros(a.ints(0), g.options());
+  if (!a.b(4)) {
+    out.as_strided(a.ints(1), a.ints(2), a.i(3)).add_(g);
+  } else {
+    const Tensor pos = arange(out.numel(), TensorOptions(kInt64).device(g.device()))
+                           .as_strided(a.ints(1), a.ints(2), a.i(3))
+                           .reshape({-1});
+    out = out.view({-1}).index_add(0, pos, g.reshape({-1})).view(a.ints(0));
+  }
+  return {out};
+}
 TensorList view_scatter_vjp(const VjpCtx& c, const TensorList& g) {
   const Attrs& a = c.attrs();
   return {g[0].contiguous().as_strided(a.ints(1), a.ints(2), a.i(3))};
@@ -337,6 +353,7 @@ void register_shape_ops() {
                .attr_names = {"base_size", "size", "stride", "offset", "may_overlap"},
                .infer_meta = view_scatter_meta,
                .cpu = view_scatter_cpu,
+               .decompose = view_scatter_decompose,
                .vjp = view_scatter_vjp});
   register_op({.name = "as_strided",
                .traits = kView,
