@@ -75,8 +75,10 @@ Result run(Model& model, Opt& opt, const of::Device& dev, of::ScalarType amp, co
   };
   Result r;
   r.eager = seconds_per_step(dev, warm, n, [&] { body(x, y); });
+  std::printf("  eager: %.2f ms per step\n", 1e3 * r.eager);  // as measured: a timeout keeps it
   auto step = of::jit::trace(body);
   r.replay = seconds_per_step(dev, warm, n, [&] { step(x, y); });
+  std::printf("  replay: %.2f ms per step\n", 1e3 * r.replay);
   r.mode = step.stats().replay_mode;
   const of::Tensor le = body(x, y), lt = step(x, y);
   std::printf("  losses: eager %.4f, traced %.4f; replay: %s, %zu fused groups\n",
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "bert")) want_bert = true;
   }
   if (!want_resnet && !want_bert) want_resnet = want_bert = true;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach the log even if a deadline kills it
   if (!smoke && !of::cuda::is_available()) {
     std::printf(
         "bench_gpu_models: no CUDA device: skipped (--cpu-smoke runs tiny models on the "
@@ -106,7 +109,7 @@ int main(int argc, char** argv) {
   }
   const of::Device dev = smoke ? of::Device("cpu") : of::Device("cuda:0");
   const of::ScalarType amp = smoke ? of::kBFloat16 : of::kFloat16;
-  const int warm = smoke ? 1 : 3, n = smoke ? 1 : 10;
+  const int warm = smoke ? 1 : 3, n = smoke ? 1 : 5;
   const std::map<std::string, double> torch = read_torch(torch_file);
   auto peer = [&](const char* key) -> std::string {
     auto it = torch.find(key);

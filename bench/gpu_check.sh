@@ -5,7 +5,7 @@
 # ./gpu-report). Each step has its own deadline so the whole run stays under 8 minutes:
 # configure 45 s and build 200 s (both skipped with a prebuilt bundle), tests 100 s (each case
 # alone after a crash: 100 s more), benchmarks 40 s, PyTorch's ResNet-50/BERT steps 50 s, ours
-# 50 s, the GPU example 15 s.
+# 100 s, the GPU example 15 s.
 # Usage: tools/gpu_deps.sh here once (the libraries the lent machine lacks, as Debian packages)
 # and tools/gpu_bundle.sh (the programs, built here: the build step is then skipped there), then
 # on the GPU machine, carrying .gpu-deps and .gpu-build: bench/gpu_check.sh
@@ -135,6 +135,7 @@ step bench 40 ./build-gpu/bench/bench_cuda
 # ResNet-50 and BERT-base training: PyTorch's eager steps first (the machine's python3 holds
 # PyTorch), then ours, which prints them beside its own
 step torch_models 50 python3 bench/gpu_models.py "$OUT/torch_models.json"
-step models 50 ./build-gpu/bench/bench_gpu_models --torch "$OUT/torch_models.json"
-step example 15 ./build-gpu/examples/gpu_mlp 256
+step models 100 ./build-gpu/bench/bench_gpu_models --torch "$OUT/torch_models.json"
+# (each CUDA Graph replay's host time by phase: OF_CUDA_GRAPH_DEBUG)
+step example 15 env OF_CUDA_GRAPH_DEBUG=1 ./build-gpu/examples/gpu_mlp 256
 say "==> report: $report (logs beside it)"

@@ -25,6 +25,7 @@ OF_MODULE(Mlp);
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::stoll(argv[1]) : 256;
   const std::string dir = argc > 2 ? argv[2] : of::data::kFashionMnistDir;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!of::cuda::is_available()) {
     std::printf(
         "gpu_mlp: no CUDA device here (or oneflow was built without CUDA); nothing to run\n");

@@ -923,12 +923,30 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   static const bool debug_allocs = std::getenv("OF_TRACE_DEBUG_ALLOCS") != nullptr;
   static const bool profile = std::getenv("OF_TRACE_PROFILE") != nullptr;
   if (graph) {
+    // OF_CUDA_GRAPH_DEBUG=1: each graph replay's host time by phase on stderr
+    static const bool debug_graph = std::getenv("OF_CUDA_GRAPH_DEBUG") != nullptr;
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
     {
       KernelScope scope;
       for (int i : p.pre_steps) run_step(p, p.steps[size_t(i)], debug_allocs, profile);
     }
+    const auto t1 = clock::now();
+    const bool captures = !p.graph_exec;
     if (p.graph_exec || capture(p)) {
+      const auto t2 = clock::now();
       cuda_backend::graph_launch(p.graph_exec, p.cuda_device);
+      const auto t3 = clock::now();
+      if (debug_graph) {
+        auto us = [](auto a, auto b) {
+          return std::chrono::duration<double, std::micro>(b - a).count();
+        };
+        std::fprintf(stderr,
+                     "[jit.replay] graph: %zu pre-steps %.0f us, %s %.0f us, launch %.0f us "
+                     "(%zu captured steps)\n",
+                     p.pre_steps.size(), us(t0, t1), captures ? "capture" : "no capture",
+                     us(t1, t2), us(t2, t3), p.graph_steps.size());
+      }
       if (p.index_checks) {
         int flag = 0;
         copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
