@@ -5,7 +5,7 @@
 # ./gpu-report). Each step has its own deadline so the whole run stays under 8 minutes:
 # configure 45 s and build 200 s (both skipped with a prebuilt bundle), tests 100 s (each case
 # alone after a crash: 100 s more), benchmarks 40 s, PyTorch's ResNet-50/BERT steps 50 s, ours
-# 100 s, the GPU example 15 s.
+# 100 s, the GPU example 15 s, the models' per-op profile 60 s.
 # Usage: tools/gpu_deps.sh here once (the libraries the lent machine lacks, as Debian packages)
 # and tools/gpu_bundle.sh (the programs, built here: the build step is then skipped there), then
 # on the GPU machine, carrying .gpu-deps and .gpu-build: bench/gpu_check.sh
@@ -138,4 +138,8 @@ step torch_models 50 python3 bench/gpu_models.py "$OUT/torch_models.json"
 step models 100 ./build-gpu/bench/bench_gpu_models --torch "$OUT/torch_models.json"
 # (each CUDA Graph replay's host time by phase: OF_CUDA_GRAPH_DEBUG)
 step example 15 env OF_CUDA_GRAPH_DEBUG=1 ./build-gpu/examples/gpu_mlp 256
+# where the eager model steps spend their time: each kernel between two synchronizations, summed
+# by (op, dtype) (OF_CUDA_PROFILE_OPS, src/dispatch.cpp)
+step profile 60 bash -c 'export OF_CUDA_PROFILE_OPS=1; ./build-gpu/bench/bench_gpu_models resnet;
+  ./build-gpu/bench/bench_gpu_models bert; ./build-gpu/examples/gpu_mlp 256' 
 say "==> report: $report (logs beside it)"

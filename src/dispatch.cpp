@@ -2,8 +2,11 @@
 #include "output_layout.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -11,6 +14,7 @@
 #include "allocator.h"
 #include "autocast.h"
 #include "cuda_backend.h"
+#include "oneflow/runtime.h"
 #include "autograd/node.h"
 
 namespace oneflow {
@@ -408,6 +412,57 @@ namespace {
        devs);
 }
 
+// OF_CUDA_PROFILE_OPS=1: each eager CUDA kernel runs between two device synchronizations and
+// its wall time is added up by (op, dtype); the table goes to stderr at exit. A diagnosis tool
+// (it serializes the GPU with the host): bench/gpu_check.sh profiles the model steps with it.
+struct OpProfile {
+  std::mutex mu;
+  std::map<std::string, std::pair<size_t, double>> by_op;  // calls, seconds
+  ~OpProfile() {
+    if (by_op.empty()) return;
+    std::vector<std::pair<std::string, std::pair<size_t, double>>> rows(by_op.begin(),
+                                                                          by_op.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.second;
+    std::fprintf(stderr, "[cuda profile] %zu (op, dtype) pairs, %.1f ms in all (synchronized)\n",
+                 rows.size(), 1e3 * total);
+    for (size_t i = 0; i < rows.size() && i < 40; ++i)
+      std::fprintf(stderr, "[cuda profile] %-34s %7zu calls %9.2f ms %8.1f us/call %5.1f%%\n",
+                   rows[i].first.c_str(), rows[i].second.first, 1e3 * rows[i].second.second,
+                   1e6 * rows[i].second.second / double(rows[i].second.first),
+                   100.0 * rows[i].second.second / total);
+  }
+};
+OpProfile& op_profile() {
+  static OpProfile p;
+  return p;
+}
+bool op_profile_on() {
+  static const bool on = std::getenv("OF_CUDA_PROFILE_OPS") != nullptr;
+  return on;
+}
+template <class F> void profile_cuda_kernel(const OpDef& op, const TensorList& inputs, F&& run) {
+  std::string key = op.name;
+  for (const Tensor& t : inputs)
+    if (t.defined()) {
+      key += " " + std::string(dtype_name(t.dtype()));
+      break;
+    }
+  OpProfile& p = op_profile();
+  cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  cuda::synchronize();
+  const double sec =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto& e = p.by_op[key];
+  ++e.first;
+  e.second += sec;
+}
+
 // NOTE [CPU scalars beside device tensors]: as in PyTorch, a CPU 0-d tensor may be an operand
 // of an elementwise op on CUDA tensors (a learning rate, a step count, num_batches_tracked's
 // increment): it is copied to their device first (a differentiable `to`, so a gradient reaches
@@ -710,7 +765,11 @@ TensorList dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out
       const OpDef* o;
       ~Restore() { t_running_kernel = o; }
     } restore{outer};
-    k(KernelArgs{inputs, attrs, outputs});
+    if (dev.is_cuda() && !outer && op_profile_on()) {
+      profile_cuda_kernel(op, inputs, [&] { k(KernelArgs{inputs, attrs, outputs}); });
+    } else {
+      k(KernelArgs{inputs, attrs, outputs});
+    }
   }
   if (out) {
     if (staged.defined()) {

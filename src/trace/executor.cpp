@@ -464,6 +464,9 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
     if (dev_cuda) {
       if (n.op->has(kSyncsHost) && p.graph_refused.empty())
         p.graph_refused = n.op->name + " reads tensor data on the host";
+      for (int v : n.outputs)  // a copy to the host (GradScaler's found_inf read by step())
+        if (p.graph_refused.empty() && g.values[size_t(v)].device.is_cpu())
+          p.graph_refused = n.op->name + " copies a CUDA tensor to the host";
       continue;
     }
     if (reads_cuda && p.graph_refused.empty())
