@@ -188,6 +188,10 @@ template <int M> void norm_backward_kernel(const KernelArgs& k) {
   p.gx = k.outputs[0].impl()->raw_data();
   p.gw = k.outputs[1].impl()->raw_data();
   p.gb = k.outputs[2].impl()->raw_data();
+  p.splits = norm_param_splits(p);
+  const Storage ws = allocate_storage(
+      std::max<size_t>(1, size_t(2 * p.splits * p.G * p.cg)) * sizeof(double), device);
+  p.ws = static_cast<double*>(ws->data);
   check_launch(launch_norm_backward(p, current_stream_of(device)), norm_name(M), p.dtype);
 }
 

@@ -57,8 +57,13 @@ struct NormParams {
   void* gx = nullptr;
   void* gw = nullptr;  // [G * cg]
   void* gb = nullptr;  // [G * cg]
+  // the weight/bias gradients' partial sums: [2][splits][G * cg] doubles (norm_param_splits)
+  double* ws = nullptr;
+  int64_t splits = 1;
 };
 cudaError_t launch_norm(const NormParams& p, cudaStream_t stream);
+// The row chunks the weight/bias gradients are summed in (the workspace's middle extent).
+int64_t norm_param_splits(const NormParams& p);
 cudaError_t launch_norm_backward(const NormParams& p, cudaStream_t stream);
 
 // out[o, i, j] = x[o, index[i], j] (x dense [outer, size, inner], out [outer, count, inner]);

@@ -816,6 +816,7 @@ std::atomic<bool> g_static_inputs_for_testing{false};
 void set_static_inputs_for_testing(bool on) { g_static_inputs_for_testing = on; }
 
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
+  const auto t_in = std::chrono::steady_clock::now();  // OF_CUDA_GRAPH_DEBUG's phases
   const Graph& g = p.g;
   const bool graph = graph_mode(p);
   // the plan's own input buffers (a CUDA graph's; a CPU plan's only under
@@ -940,19 +941,22 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
       const auto t2 = clock::now();
       cuda_backend::graph_launch(p.graph_exec, p.cuda_device);
       const auto t3 = clock::now();
+      int flag = 0;
+      if (p.index_checks)  // waits for the graph
+        copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
       if (debug_graph) {
         auto us = [](auto a, auto b) {
           return std::chrono::duration<double, std::micro>(b - a).count();
         };
         std::fprintf(stderr,
-                     "[jit.replay] graph: %zu pre-steps %.0f us, %s %.0f us, launch %.0f us "
-                     "(%zu captured steps)\n",
-                     p.pre_steps.size(), us(t0, t1), captures ? "capture" : "no capture",
-                     us(t1, t2), us(t2, t3), p.graph_steps.size());
+                     "[jit.replay] graph: inputs/escapes %.0f us, %zu pre-steps %.0f us, %s "
+                     "%.0f us, launch %.0f us, %s %.0f us (%zu captured steps)\n",
+                     us(t_in, t0), p.pre_steps.size(), us(t0, t1),
+                     captures ? "capture" : "no capture", us(t1, t2), us(t2, t3),
+                     p.index_checks ? "flag read (the graph's run)" : "no flag", us(t3, clock::now()),
+                     p.graph_steps.size());
       }
       if (p.index_checks) {
-        int flag = 0;
-        copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
         if (flag)
           fail(
               "[jit.replay] an index or class target was out of range in this replay of the "
