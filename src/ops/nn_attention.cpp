@@ -1,0 +1,649 @@
+// scaled_dot_product_attention: the op (CPU kernels, its decomposition for devices without
+// one: NOTE [Decompositions]), its backward, and the public function (masks, causal, dropout,
+// global tensors).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "autograd/node.h"
+#include "global/global.h"
+#include "global/rules.h"
+#include "cpu/blas.h"
+#include "dispatch.h"
+#include "generator.h"
+#include "oneflow/ops_nn.h"
+#include "ops/functors.h"
+#include "thread_pool.h"
+#include "autocast.h"
+#include "ops/checks.h"
+#include "ops/nn_common.h"
+
+namespace oneflow {
+using namespace nn_detail;
+namespace {
+
+// ================================================================ scaled dot product attention
+// inputs: q [B, L, E], k [B, S, E], v [B, S, Ev], mask [B, L, S] (optional: bool, true = attend,
+// or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
+// 1 bool, 2 additive), and optionally draw_map (below); outputs: out [B, L, Ev], lse [B, L]
+// (log-sum-exp of each score row).
+// NOTE [Attention kernel]: the softmax of each score row is taken over all its keys at once
+// (the row max, then exp and sum), in blocks of query rows whose scores stay in cache (NOTE
+// [CPU attention blocks]), so no [L, S] matrix of the whole batch is materialized. Backward
+// recomputes the probabilities from the saved lse. A row with nothing to attend to gives NaN
+// outputs and lse -inf, and no gradient. Dropout keeps element (b, i, j) by Philox word
+// ((b * L + i) * S + j) of the op's counters, in both passes.
+// NOTE [Attention draw map]: attr 6, when present and not empty, says that the B batches are a
+// piece of a larger batch (attention split by heads with dropout, NOTE [Attention split by
+// heads]): triples (logical size, start, local size) per batch dim, outer first, whose local
+// sizes multiply to B. Batch b then draws as the batch it is in the whole: b unravelled over
+// the local sizes, shifted by the starts, ravelled over the logical sizes. Each rank's piece
+// so keeps exactly the elements one process keeps.
+
+struct AttnGeom {
+  int64_t B, L, S, E, Ev;
+};
+AttnGeom attn_geom(const TensorList& in) {
+  return {in[0].size(0), in[0].size(1), in[1].size(1), in[0].size(2), in[2].size(2)};
+}
+// The op's own checks (its inputs come flattened from scaled_dot_product_attention(), or from
+// a direct dispatch or a loaded graph): q [B, L, E], k [B, S, E], v [B, S, Ev] of one float
+// dtype, the mask [B, L, S] of the kind mask_kind names, dropout_p in [0, 1).
+AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2], &mask = in[3];
+  check_float(op, q, "query");
+  check_saved(k, q, k.sizes(), op, "key");
+  check_saved(v, q, v.sizes(), op, "value");
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) ||
+      v.size(0) != q.size(0) || k.size(2) != q.size(2) || v.size(1) != k.size(1))
+    fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}", op,
+         shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
+  const AttnGeom g = attn_geom(in);
+  const int64_t kind = a.i(5);
+  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
+  if (kind != 0) {
+    const ScalarType mt = kind == 1 ? kBool : q.dtype();
+    if (!mask.defined()) fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
+    if (kind == 2 && mask.dtype() != mt)
+      fail("[{}] an additive attn_mask must have the query's dtype {}, got {} (shape {})", op,
+           dtype_name(mt), dtype_name(mask.dtype()), shape_str(mask.sizes()));
+    if (mask.dtype() != mt || !(mask.sizes() == IntArrayRef(DimVector{g.B, g.L, g.S})))
+      fail("[{}] mask_kind {} expects an attn_mask of dtype {} and shape ({}, {}, {}), got {} {}",
+           op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
+           shape_str(mask.sizes()));
+  }
+  if (!(a.f(2) >= 0.0 && a.f(2) < 1.0))
+    fail("[{}] dropout_p must be in [0, 1), got {}", op, a.f(2));
+  if (a.size() > 6) {
+    const DimVector& m = a.ints(6);
+    int64_t n = 1;
+    bool ok = m.size() % 3 == 0;
+    for (size_t d = 0; ok && d < m.size(); d += 3) {
+      ok = m[d + 1] >= 0 && m[d + 2] >= 0 && m[d + 1] + m[d + 2] <= m[d];
+      n *= m[d + 2];
+    }
+    if (!ok || (!m.empty() && n != g.B))
+      fail(
+          "[{}] draw_map {} is not (logical size, start, local size) triples whose local sizes "
+          "multiply to the {} batches",
+          op, shape_str(m), g.B);
+  }
+  return g;
+}
+
+// Per batch, the batch it draws as (NOTE [Attention draw map]); empty: itself.
+std::vector<int64_t> draw_batches(const AttnGeom& g, const Attrs& a) {
+  std::vector<int64_t> r;
+  if (a.size() <= 6 || a.ints(6).empty() || a.f(2) == 0.0) return r;
+  const DimVector& m = a.ints(6);
+  r.resize(size_t(g.B));
+  for (int64_t b = 0; b < g.B; ++b) {
+    int64_t rest = b, global = 0, stride = 1;
+    for (size_t d = m.size(); d >= 3; d -= 3) {
+      const int64_t local = m[d - 1], start = m[d - 2], logical = m[d - 3];
+      global += (start + rest % local) * stride;
+      rest /= local;
+      stride *= logical;
+    }
+    r[size_t(b)] = global;
+  }
+  return r;
+}
+
+void sdpa_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const AttnGeom g = attn_check(in, a, "scaled_dot_product_attention");
+  const Tensor& q = in[0];
+  out.push_back({{g.B, g.L, g.Ev}, {}, 0, q.dtype(), q.device()});
+  out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
+}
+
+template <class T> double dot_d(const T* a, const T* b, int64_t n) {
+  double s[4] = {};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int l = 0; l < 4; ++l) s[l] += double(a[k + l]) * double(b[k + l]);
+  for (; k < n; ++k) s[0] += double(a[k]) * double(b[k]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// NOTE [CPU attention blocks]: a task is one batch b and a block of R query rows, R fixed by S
+// alone (about kScoreBlock scores, so the block stays in L2). Forward: scores = scale * Q K^T
+// by one GEMM into the block, the mask, causality, row max, exp and sum in place, the dropout
+// elements multiplied in, then O = P V by a second GEMM. Backward (one task per batch, its
+// blocks in row order): P again from the block's GEMM and the saved lse, dP = dO V^T by a GEMM,
+// dS = P (z dP - D) scale in place, then dV += (P z)^T dO, dQ = dS K and dK += dS^T Q. The
+// blocks depend on (L, S) only and a batch's rows are reduced in one thread in row order, so
+// results do not depend on the thread count, and a piece of the batch (NOTE [Attention draw
+// map]) computes its batches bitwise as the whole does.
+constexpr int64_t kScoreBlock = 16384;
+
+struct AttnBlocks {
+  int64_t rows, count;  // rows per block, blocks per batch
+};
+AttnBlocks attn_blocks(const AttnGeom& g) {
+  const int64_t r =
+      std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(g.S, 1), 1, std::max<int64_t>(g.L, 1));
+  return {r, (g.L + r - 1) / r};
+}
+
+// What a score row needs besides Q K^T: the mask, causality, the dropout elements.
+struct AttnRows {
+  const AttnGeom& g;
+  double scale, keep_scale;
+  bool causal;
+  int64_t mask_kind;
+  uint32_t thr;
+  uint64_t seed, offset;
+  bool dropout;
+  const int64_t* batch_of;  // NOTE [Attention draw map] (null: b itself)
+  const Tensor& mask;       // [B, L, S] (any strides) or undefined
+  std::vector<uint32_t> words;
+
+  AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
+           const Tensor& m)
+      : g(geom),
+        scale(a.f(0)),
+        keep_scale(a.f(2) >= 1.0 ? 0.0 : 1.0 / (1.0 - a.f(2))),
+        causal(a.b(1)),
+        mask_kind(a.i(5)),
+        thr(uint32_t(std::ceil(a.f(2) * 16777216.0))),
+        seed(uint64_t(a.i(3))),
+        offset(uint64_t(a.i(4))),
+        dropout(a.f(2) > 0),
+        batch_of(batches.empty() ? nullptr : batches.data()),
+        mask(m),
+        words(size_t(dropout ? g.S : 0)) {}
+
+  // Adds the mask to the scores of row (b, i) and sets what it may not attend to -inf.
+  template <class T> void apply_mask(T* s, int64_t b, int64_t i) const {
+    if (mask_kind != 0) {
+      const int64_t ms = mask.stride(2);
+      if (mask_kind == 1) {
+        const bool* m = cptr<bool>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        for (int64_t j = 0; j < g.S; ++j)
+          if (!m[j * ms]) s[j] = T(-INFINITY);
+      } else {
+        const T* m = cptr<T>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * ms];
+      }
+    }
+    if (causal)
+      for (int64_t j = i + 1; j < g.S; ++j) s[j] = T(-INFINITY);
+  }
+  // Fills `words` with the Philox words of row (b, i): element (b, i, j) is kept when its top
+  // 24 bits are >= thr (the same elements as dropout's, NOTE [Random numbers]).
+  void draw_row(int64_t b, int64_t i) {
+    const int64_t gb = batch_of ? batch_of[b] : b;
+    philox_words(seed, offset, uint64_t((gb * g.L + i) * g.S), g.S, words.data());
+  }
+  template <class T> T keep(int64_t j) const {
+    return (words[size_t(j)] >> 8) >= thr ? T(keep_scale) : T(0);
+  }
+};
+
+// The largest of s[0 .. n) that is not NaN (-inf when there is none), in kL lanes.
+template <class T> T row_max(const T* s, int64_t n) {
+  T m[kL];
+  for (int l = 0; l < kL; ++l) m[l] = T(-INFINITY);
+  int64_t j = 0;
+  for (; j + kL <= n; j += kL)
+    for (int l = 0; l < kL; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  for (; j < n; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
+  T r = m[0];
+  for (int l = 1; l < kL; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+void sdpa_cpu(const KernelArgs& k) {
+  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
+  const AttnGeom g = attn_geom(k.inputs);
+  const AttnBlocks blk = attn_blocks(g);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
+  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
+    using T = decltype(z);
+    const T* pq = cptr<T>(q);
+    const T* pk = cptr<T>(kk);
+    const T* pv = cptr<T>(v);
+    T* po = mptr<T>(k.outputs[0]);
+    T* plse = mptr<T>(k.outputs[1]);
+    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+      AttnRows ar(g, k.attrs, batches, mask);
+      std::vector<T> sc(size_t(blk.rows * g.S));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+        const int64_t R = std::min(blk.rows, g.L - i0);
+        if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
+        else
+          cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
+                        pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t i = i0 + r;
+          T* s = sc.data() + r * g.S;
+          ar.apply_mask(s, b, i);
+          const T m = row_max(s, g.S);
+          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
+            std::fill(s, s + g.S, T(0));
+            plse[b * g.L + i] = T(-INFINITY);
+            continue;
+          }
+          for (int64_t j = 0; j < g.S; ++j) s[j] = fn::exp_(T(s[j] - m));
+          const double l = sum_d(s, g.S);
+          plse[b * g.L + i] = T(double(m) + std::log(l));
+          const T inv = T(1.0 / l);
+          if (ar.dropout) {
+            ar.draw_row(b, i);
+            for (int64_t j = 0; j < g.S; ++j) s[j] = s[j] * inv * ar.template keep<T>(j);
+          } else {
+            for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
+          }
+        }
+        T* o = po + (b * g.L + i0) * g.Ev;
+        if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
+        else
+          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
+                        T(0), o, g.Ev);
+        for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
+          if (plse[b * g.L + i0 + r] == T(-INFINITY))
+            std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
+      }
+    });
+  });
+}
+
+// Backward inputs: dout, q, k, v, mask, out, lse; outputs: dq, dk, dv.
+void sdpa_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "scaled_dot_product_attention_backward";
+  const AttnGeom g = attn_check({in[1], in[2], in[3], in[4]}, a, op);
+  const Tensor& q = in[1];
+  check_saved(in[0], q, DimVector{g.B, g.L, g.Ev}, op, "grad_output");
+  check_saved(in[5], q, DimVector{g.B, g.L, g.Ev}, op, "output");
+  check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
+  for (size_t i = 1; i <= 3; ++i)
+    out.push_back({in[i].sizes().dims(), {}, 0, in[i].dtype(), in[i].device()});
+}
+
+void sdpa_bwd_cpu(const KernelArgs& k) {
+  const Tensor &dout = k.inputs[0], &q = k.inputs[1], &kk = k.inputs[2], &v = k.inputs[3];
+  const Tensor &mask = k.inputs[4], &o = k.inputs[5], &lse = k.inputs[6];
+  const AttnGeom g = attn_geom({q, kk, v});
+  const AttnBlocks blk = attn_blocks(g);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
+  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
+    using T = decltype(z);
+    const T* pdo = cptr<T>(dout);
+    const T* pq = cptr<T>(q);
+    const T* pk = cptr<T>(kk);
+    const T* pv = cptr<T>(v);
+    const T* po = cptr<T>(o);
+    const T* pl = cptr<T>(lse);
+    T* pdq = mptr<T>(k.outputs[0]);
+    T* pdk = mptr<T>(k.outputs[1]);
+    T* pdv = mptr<T>(k.outputs[2]);
+    // one batch per task: dK and dV accumulate over its row blocks in order
+    const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
+    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+    parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
+      AttnRows ar(g, k.attrs, batches, mask);
+      std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S));
+      for (int64_t b = b0; b < b1; ++b) {
+        T* dk = pdk + b * g.S * g.E;
+        T* dv = pdv + b * g.S * g.Ev;
+        std::fill(dk, dk + g.S * g.E, T(0));
+        std::fill(dv, dv + g.S * g.Ev, T(0));
+        if (g.S == 0) {
+          std::fill(pdq + b * g.L * g.E, pdq + (b + 1) * g.L * g.E, T(0));
+          continue;
+        }
+        for (int64_t i0 = 0; i0 < g.L; i0 += blk.rows) {
+          const int64_t R = std::min(blk.rows, g.L - i0);
+          const T* qb = pq + (b * g.L + i0) * g.E;
+          const T* dob = pdo + (b * g.L + i0) * g.Ev;
+          if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
+          else
+            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
+                          T(0), ps.data(), g.S);
+          if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
+          else
+            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
+                          T(0), ds.data(), g.S);
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t i = i0 + r;
+            T* p = ps.data() + r * g.S;
+            T* d = ds.data() + r * g.S;
+            const T li = pl[b * g.L + i];
+            if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
+              std::fill(p, p + g.S, T(0));
+              std::fill(d, d + g.S, T(0));
+              continue;
+            }
+            ar.apply_mask(p, b, i);
+            const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
+            const T sc = T(ar.scale);
+            for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
+            if (ar.dropout) {
+              ar.draw_row(b, i);
+              for (int64_t j = 0; j < g.S; ++j) {
+                const T zf = ar.template keep<T>(j);
+                d[j] = p[j] * (zf * d[j] - D) * sc;
+                p[j] *= zf;
+              }
+            } else {
+              for (int64_t j = 0; j < g.S; ++j) d[j] = p[j] * (d[j] - D) * sc;
+            }
+          }
+          // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
+          if (g.Ev > 0)
+            cpu::gemm_raw(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
+                          g.Ev);
+          if (g.E > 0) {
+            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
+                          T(0), pdq + (b * g.L + i0) * g.E, g.E);
+            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
+          }
+        }
+      }
+    });
+  });
+}
+
+// The decompositions (NOTE [Decompositions]), for devices without an attention kernel (CUDA):
+// the kernels' semantics from public ops, materializing the [B, L, S] scores: the same mask
+// kinds and causal rule, the saved lse, and the dropout elements drawn by the dropout op at
+// the op's (seed, offset) over the [B, L, S] scores (Philox word (b * L + i) * S + j, as the
+// kernels). A draw map (attention split by heads) is not decomposed.
+struct AttnScores {
+  Tensor s;  // scaled scores, -inf where not attended
+  Tensor z;  // dropout multiplier (undefined without dropout)
+};
+AttnScores attn_scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs& a) {
+  const int64_t L = q.size(1), S = k.size(1);
+  AttnScores r;
+  Tensor s = q.bmm(k.transpose(1, 2)) * a.f(0);
+  const int64_t kind = a.i(5);
+  if (kind == 2) s = s + mask;
+  Tensor allowed;
+  if (kind == 1) allowed = mask;
+  if (a.b(1)) {
+    const TensorOptions o = TensorOptions(kInt64).device(q.device());
+    const Tensor causal = arange(0, S, 1, o).view({1, S}) <= arange(0, L, 1, o).view({L, 1});
+    allowed = allowed.defined() ? (allowed & causal) : causal;
+  }
+  if (allowed.defined()) s = where(allowed, s, Scalar(-std::numeric_limits<double>::infinity()));
+  r.s = s;
+  const double p = a.f(2);
+  OF_CHECK(p == 0 || a.size() <= 6 || a.ints(6).empty(),
+           "[scaled_dot_product_attention] on {}: dropout with a draw map (attention split by "
+           "heads over ranks) has no decomposition",
+           q.device().str());
+  if (p > 0)
+    r.z = dispatch(OF_OP("dropout"), {ones(s.sizes(), s.options())}, {p, a.i(3), a.i(4)})[0];
+  return r;
+}
+TensorList sdpa_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  const AttnScores sc = attn_scores(q, k, in[3], a);
+  const Tensor lse = logsumexp(sc.s, {2}, true);  // all -inf row: -inf (its output is NaN)
+  Tensor p = (sc.s - lse).exp();
+  if (sc.z.defined()) p = p * sc.z;
+  return {p.bmm(v), lse.view({q.size(0), q.size(1)})};
+}
+// inputs dout, q, k, v, mask, out, lse; outputs dq, dk, dv
+TensorList sdpa_bwd_decompose(const TensorList& in, const Attrs& a) {
+  const Tensor &dout = in[0], &q = in[1], &key = in[2], &v = in[3];
+  const Tensor &out = in[5], &lse_in = in[6];
+  const AttnScores sc = attn_scores(q, key, in[4], a);
+  const Tensor lse = lse_in.view({q.size(0), q.size(1), 1});
+  // rows with no attended key (lse not finite) get no gradient, as in the kernels
+  const Tensor finite = lse.abs() < Scalar(std::numeric_limits<double>::infinity());
+  const Tensor p = where(finite, (sc.s - lse).exp(), Scalar(0.0));
+  const Tensor d = (dout * out).sum({2}, true);
+  Tensor dpz = dout.bmm(v.transpose(1, 2));
+  Tensor pz = p;
+  if (sc.z.defined()) {
+    dpz = dpz * sc.z;
+    pz = p * sc.z;
+  }
+  const Tensor ds = p * (dpz - d) * a.f(0);
+  return {ds.bmm(key), ds.transpose(1, 2).bmm(q), pz.transpose(1, 2).bmm(dout)};
+}
+
+TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
+  const bool has_mask = c.attrs().i(5) != 0;
+  Tensor mask = has_mask ? c.input(3) : Tensor();
+  TensorList r = dispatch(
+      OF_OP("scaled_dot_product_attention_backward"),
+      {g[0], c.input(0), c.input(1), c.input(2), mask, c.output(0), c.output(1)}, c.attrs());
+  return {c.needs_input_grad(0) ? r[0] : Tensor(), c.needs_input_grad(1) ? r[1] : Tensor(),
+          c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
+}
+
+
+}  // namespace
+
+void register_attention_ops() {
+  const std::vector<std::string> aattrs = {"scale",  "is_causal", "dropout_p", "seed",
+                                           "offset", "mask_kind", "draw_map"};
+  register_op({.name = "scaled_dot_product_attention",
+               .traits = kRandom | kWidens16Bit,
+               .attr_names = aattrs,
+               .infer_meta = sdpa_meta,
+               .cpu = sdpa_cpu,
+               .decompose = sdpa_decompose,
+               .vjp = sdpa_vjp,
+               .save_inputs = in(0) | in(1) | in(2) | in(3),
+               .save_outputs = out(0) | out(1),
+               .nondiff_inputs = in(3),
+               .sbp_rule = &sbp_rules::kAttention,
+               .rng_seed_attr = 3,
+               .contiguous_inputs = in(0) | in(1) | in(2),
+               .autocast = AutocastPolicy::kLower});  // the mask: any strides
+  register_op({.name = "scaled_dot_product_attention_backward",
+               .traits = kWidens16Bit,
+               .attr_names = aattrs,
+               .infer_meta = sdpa_bwd_meta,
+               .cpu = sdpa_bwd_cpu,
+               .decompose = sdpa_bwd_decompose,
+               .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kAttention,
+               .rng_seed_attr = 3,
+               .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
+}
+
+// ================================================================ public functions
+
+namespace {
+// The attention op on checked operands whose batch dims broadcast, flattened to [B, L, E] etc.
+// `draw_map`: NOTE [Attention draw map] (empty: the batches are the whole). The dropout draws
+// reserved are those of the whole: its logical batches (the map's) times L * S.
+Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
+                   const Tensor& attn_mask, double dropout_p, bool is_causal, double sc,
+                   const DimVector& draw_map) {
+  const char* op = "scaled_dot_product_attention";
+  const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
+  // batch dims: broadcast of the three operands (and the mask's)
+  auto batch_of = [](const Tensor& t) { return DimVector(t.sizes().begin(), t.sizes().end() - 2); };
+  DimVector bs;
+  auto merge = [&](const DimVector& d, const char* what, IntArrayRef full) {
+    const size_t n = std::max(bs.size(), d.size());
+    DimVector r(n, 1);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t a = i + bs.size() >= n ? bs[i + bs.size() - n] : 1;
+      const int64_t b = i + d.size() >= n ? d[i + d.size() - n] : 1;
+      if (a != b && a != 1 && b != 1)
+        fail("[{}] batch dims of {} (shape {}) do not broadcast with {}", op, what, shape_str(full),
+             shape_str(bs));
+      r[i] = a == 1 ? b : a;
+    }
+    bs = r;
+  };
+  merge(batch_of(query), "query", query.sizes());
+  merge(batch_of(key), "key", key.sizes());
+  merge(batch_of(value), "value", value.sizes());
+  int64_t mask_kind = 0;
+  DimVector mshape = bs;
+  mshape.push_back(L);
+  mshape.push_back(S);
+  if (attn_mask.defined()) {
+    // (an additive mask's dtype is the op's check, after autocast's casts)
+    if (attn_mask.dtype() == kBool) mask_kind = 1;
+    else if (is_floating_point(attn_mask.dtype())) mask_kind = 2;
+    else
+      fail("[{}] attn_mask must be bool or floating (additive, of the query's dtype {}), got {}",
+           op, dtype_name(query.dtype()), dtype_name(attn_mask.dtype()));
+    if (!broadcasts_to(attn_mask.sizes(), mshape))
+      fail("[{}] attn_mask of shape {} does not broadcast to {}", op, shape_str(attn_mask.sizes()),
+           shape_str(mshape));
+  }
+  const int64_t B = prod_range(bs, 0, bs.size());
+  auto flat = [&](const Tensor& t, int64_t r, int64_t c) {
+    DimVector full = bs;
+    full.push_back(r);
+    full.push_back(c);
+    Tensor e = t.sizes() == IntArrayRef(full) ? t : t.expand(full);
+    return e.reshape({B, r, c});
+  };
+  int64_t whole = B;
+  if (!draw_map.empty()) {
+    whole = 1;
+    for (size_t d = 0; d < draw_map.size(); d += 3) whole *= draw_map[d];
+  }
+  GeneratorState st{0, 0};
+  if (dropout_p > 0) st = reserve_random(uint64_t((whole * L * S + 3) / 4));
+  Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
+  Attrs a{sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind};
+  if (!draw_map.empty()) a.values.push_back(draw_map);
+  TensorList r =
+      dispatch(OF_OP("scaled_dot_product_attention"),
+               {flat(query, L, E), flat(key, S, E), flat(value, S, Ev), mask}, std::move(a));
+  DimVector oshape = bs;
+  oshape.push_back(L);
+  oshape.push_back(Ev);
+  return r[0].reshape(oshape);
+}
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  // dtypes agreeing is the op's check (after autocast's casts, before any 16-bit widening):
+  // this wrapper only shapes the call, once
+  check_float(op, query, "query");
+  check_float(op, key, "key");
+  check_float(op, value, "value");
+  if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2)
+    fail(
+        "[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
+        "and {}",
+        op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
+  const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
+  if (key.size(-1) != E || value.size(-2) != S)
+    fail(
+        "[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
+        "[..., {}, Ev]",
+        op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()), E, S);
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+    fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
+  if (is_causal && attn_mask.defined())
+    fail("[{}] pass either attn_mask or is_causal = true, not both", op);
+  // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
+  // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
+  // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
+  // communication, and the result has the same SBP. A mask goes with them: split where it has
+  // the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
+  // so; a local one must broadcast over every split dim). With dropout each piece draws as
+  // the batches it holds would in one process (NOTE [Attention draw map]): the generator
+  // reserves the logical count on every rank, and each rank keeps its elements of that draw.
+  if (query.is_global() && key.is_global() && value.is_global() && query.dim() == key.dim() &&
+      query.dim() == value.dim()) {
+    const NdSbp sbp = query.sbp();
+    // (a rank outside the placement takes the op below, which gives it handles)
+    bool pieces = key.sbp() == sbp && value.sbp() == sbp && key.placement() == query.placement() &&
+                  value.placement() == query.placement() &&
+                  global::holds_piece(query.placement(), op);
+    bool any_split = false;
+    for (const Sbp& s : sbp) {
+      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
+      any_split |= s.is_split();
+    }
+    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
+      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
+    // with dropout the draws are numbered over q's batch dims: a mask must not widen them
+    DimVector qshape(query.sizes().begin(), query.sizes().end() - 2);
+    qshape.push_back(L);
+    qshape.push_back(S);
+    if (dropout_p > 0 && attn_mask.defined() && !broadcasts_to(attn_mask.sizes(), qshape))
+      pieces = false;
+    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
+    Tensor mask_piece;
+    if (pieces && any_split && attn_mask.defined()) {
+      NdSbp msbp(sbp.size(), Sbp::broadcast());
+      const int64_t shift = query.dim() - attn_mask.dim();
+      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
+        if (!sbp[a].is_split()) continue;
+        const int64_t k = sbp[a].dim() - shift;
+        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
+          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
+          else msbp[a] = Sbp::split(k);
+        } else if (k >= 0 && attn_mask.size(k) != 1) {
+          pieces = false;  // does not broadcast: the op's checks raise below
+        }
+      }
+      if (pieces && attn_mask.is_global()) {
+        if (attn_mask.placement() != query.placement()) pieces = false;
+        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
+      } else if (pieces) {
+        mask_piece = attn_mask;
+      }
+    }
+    if (pieces && any_split) {
+      DimVector draw_map;
+      if (dropout_p > 0) {
+        const global::Box box = global::piece_box(query.sizes(), sbp, query.placement(),
+                                                  global::my_coord(query.placement(), op));
+        for (int64_t d = 0; d < query.dim() - 2; ++d)
+          for (int64_t x : {query.size(d), box.start[size_t(d)], box.size[size_t(d)]})
+            draw_map.push_back(x);
+      }
+      Tensor o = attend_flat(global::piece_of(query), global::piece_of(key),
+                             global::piece_of(value), mask_piece, dropout_p, is_causal,
+                             scale.value_or(1.0 / std::sqrt(double(E))), draw_map);
+      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
+      oshape.push_back(L);
+      oshape.push_back(Ev);
+      return global::piece_to_global(o, query.placement(), sbp, oshape);
+    }
+  }
+  return attend_flat(query, key, value, attn_mask, dropout_p, is_causal,
+                     scale.value_or(1.0 / std::sqrt(double(E))), {});
+}
+
+
+}  // namespace oneflow
