@@ -591,7 +591,9 @@ TEST_CASE("decompositions: view_scatter (the CUDA path) matches its kernel, over
       {"overlapping as_strided",
        [](const of::Tensor& t) { return t.as_strided({3, 4, 6}, {10, 7, 1}, 3); }},
   };
-  for (const auto& [name, view] : views) {
+  for (const auto& named : views) {  // (no structured binding: clang 14 cannot capture one)
+    const char* name = named.first;
+    const F& view = named.second;
     CAPTURE(name);
     auto grad = [&] {
       const of::Tensor xi = x.detach().requires_grad_(true);
