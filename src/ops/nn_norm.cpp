@@ -6,21 +6,13 @@
 #endif
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
-#include "autograd/node.h"
+#include "autocast.h"
 #include "global/global.h"
 #include "global/rules.h"
-#include "cpu/blas.h"
-#include "dispatch.h"
-#include "generator.h"
 #include "oneflow/ops_nn.h"
-#include "ops/functors.h"
-#include "thread_pool.h"
-#include "autocast.h"
-#include "ops/checks.h"
 #include "ops/nn_common.h"
 
 namespace oneflow {
