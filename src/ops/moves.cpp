@@ -1,0 +1,648 @@
+// Shape moves: cat, pad, tril/triu, flip, roll, repeat; plus the compositions built from them
+// and from views (stack, split, chunk, unbind, repeat_interleave). NOTE [Index validation]
+// and NOTE [Scatter determinism] in ops/index.cpp hold here too.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "autograd/node.h"
+#include "global/global.h"
+#include "global/rules.h"
+#include "cpu/loops.h"
+#include "dispatch.h"
+#include "ops/checks.h"
+#include "ops/index_common.h"
+
+namespace oneflow {
+using namespace index_detail;
+namespace {
+
+// ---------------------------------------------------------------- cat
+
+// Shapes must agree except along dim; 0-d tensors are rejected.
+void check_cat(const TensorList& ts, int64_t d) {
+  OF_CHECK(!ts.empty(), "[cat] expected a non-empty list of tensors");
+  const Tensor& f = ts[0];
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    OF_CHECK(t.defined(), "[cat] tensor number {} in the list is undefined", i);
+    OF_CHECK(t.dim() > 0, "[cat] zero-dimensional tensor (at position {}) cannot be concatenated",
+             i);
+    OF_CHECK(t.dim() == f.dim(),
+             "[cat] tensors must have the same number of dimensions: got {} ({}) and {} ({}) for "
+             "tensor number {}",
+             f.dim(), shape_str(f.sizes()), t.dim(), shape_str(t.sizes()), i);
+    OF_CHECK(t.device() == f.device(),
+             "[cat] expected all tensors on the same device, got {} and {}", f.device().str(),
+             t.device().str());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (k != d && t.sizes()[k] != f.sizes()[k])
+        fail(
+            "[cat] sizes of tensors must match except in dimension {}: expected size {} but got "
+            "size {} for tensor number {} in the list (shapes {} and {})",
+            d, f.sizes()[k], t.sizes()[k], i, shape_str(f.sizes()), shape_str(t.sizes()));
+  }
+}
+void cat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  OF_CHECK(!in.empty(), "[cat] expected a non-empty list of tensors");
+  const int64_t d = wrap_dim(a.i(0), in[0].dim(), "cat");
+  check_cat(in, d);
+  DimVector sz = in[0].sizes().dims();
+  sz[d] = 0;
+  for (const Tensor& t : in) {
+    OF_CHECK(t.dtype() == in[0].dtype(), "[cat] internal error: inputs must share a dtype");
+    sz[d] += t.sizes()[d];
+  }
+  out.push_back({sz, {}, 0, in[0].dtype(), in[0].device()});
+}
+void cat_cpu(const KernelArgs& k) {
+  const Tensor& out = k.outputs[0];
+  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "cat");
+  int64_t off = 0;
+  for (const Tensor& t : k.inputs) {
+    if (t.numel() > 0) {
+      Tensor v =
+          make_view(out, t.sizes(), out.strides(), out.storage_offset() + off * out.strides()[d]);
+      copy_any(v, t);
+    }
+    off += t.sizes()[d];
+  }
+}
+TensorList cat_vjp(const VjpCtx& c, const TensorList& g) {
+  const int64_t d = wrap_dim(c.attrs().i(0), g[0].dim(), "cat");
+  TensorList r;
+  int64_t off = 0;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    const int64_t n = c.input_sizes(i)[d];
+    r.push_back(c.needs_input_grad(i) ? g[0].narrow(d, off, n) : Tensor());
+    off += n;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- pad
+
+enum class PadMode { kConstant, kReflect, kReplicate, kCircular };
+PadMode pad_mode(std::string_view m) {
+  if (m == "constant") return PadMode::kConstant;
+  if (m == "reflect") return PadMode::kReflect;
+  if (m == "replicate") return PadMode::kReplicate;
+  if (m == "circular") return PadMode::kCircular;
+  fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or 'circular'",
+       m);
+}
+
+// Output sizes of pad; validates the pads against the mode.
+DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
+  const int64_t nd = int64_t(in.size());
+  OF_CHECK(pads.size() % 2 == 0, "[pad] padding length must be divisible by 2, got {}",
+           pads.size());
+  const int64_t np = int64_t(pads.size()) / 2;
+  OF_CHECK(np <= nd, "[pad] padding length {} is too large for an input with {} dimensions {}",
+           pads.size(), nd, shape_str(in));
+  DimVector out = in.dims();
+  for (int64_t p = 0; p < np; ++p) {
+    const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1], n = in[d];
+    if (mode != PadMode::kConstant) {
+      OF_CHECK(l >= 0 && r >= 0,
+               "[pad] negative padding ({}, {}) at dimension {} is only supported "
+               "in constant mode",
+               l, r, d);
+      if (mode == PadMode::kReflect)
+        OF_CHECK(l < n && r < n,
+                 "[pad] reflect padding ({}, {}) at dimension {} must be smaller than "
+                 "the dimension's size {} (input {})",
+                 l, r, d, n, shape_str(in));
+      if (mode == PadMode::kReplicate)
+        OF_CHECK(n > 0 || (l == 0 && r == 0),
+                 "[pad] replicate padding needs a non-empty dimension {} "
+                 "(input {})",
+                 d, shape_str(in));
+      if (mode == PadMode::kCircular)
+        OF_CHECK(l <= n && r <= n,
+                 "[pad] circular padding ({}, {}) at dimension {} must not exceed "
+                 "the dimension's size {} (input {})",
+                 l, r, d, n, shape_str(in));
+    }
+    OF_CHECK(!__builtin_add_overflow(n, l, &out[d]) && !__builtin_add_overflow(out[d], r, &out[d]),
+             "[pad] padding ({}, {}) of dimension {} of input {} overflows its size", l, r, d,
+             shape_str(in));
+    OF_CHECK(out[d] >= 0, "[pad] padding ({}, {}) makes dimension {} of input {} negative ({})", l,
+             r, d, shape_str(in), out[d]);
+  }
+  return out;
+}
+
+Maps pad_maps(IntArrayRef in, const DimVector& pads, PadMode mode) {
+  const int64_t nd = int64_t(in.size()), np = int64_t(pads.size()) / 2;
+  Maps maps(static_cast<size_t>(nd));
+  for (int64_t p = 0; p < np; ++p) {
+    const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1], n = in[d];
+    if (l == 0 && r == 0) continue;
+    auto& m = maps[d];
+    m.resize(size_t(n + l + r));
+    for (int64_t i = 0; i < n + l + r; ++i) {
+      int64_t j = i - l;
+      switch (mode) {
+        case PadMode::kReflect:
+          if (j < 0) j = -j;
+          if (j >= n) j = 2 * (n - 1) - j;
+          break;
+        case PadMode::kReplicate:
+          j = std::clamp<int64_t>(j, 0, n - 1);
+          break;
+        case PadMode::kCircular:
+          j = ((j % n) + n) % n;
+          break;
+        case PadMode::kConstant:
+          break;
+      }
+      m[i] = j;
+    }
+  }
+  return maps;
+}
+
+void pad_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  DimVector sz = pad_sizes(in[0].sizes(), a.ints(0), pad_mode(a.str(1)));
+  out.push_back({sz, {}, 0, in[0].dtype(), in[0].device()});
+}
+void pad_cpu(const KernelArgs& k) {
+  const Tensor &x = k.inputs[0], &out = k.outputs[0];
+  const DimVector& pads = k.attrs.ints(0);
+  const PadMode mode = pad_mode(k.attrs.str(1));
+  // an empty output has nothing to map: its other dims may be huge (fuzz_ops: the index maps
+  // of a [0, 2^50] output were allocated)
+  if (out.numel() == 0) return;
+  if (mode != PadMode::kConstant) {
+    Maps maps = pad_maps(x.sizes(), pads, mode);
+    dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, x, maps); });
+    return;
+  }
+  fill_any(out, k.attrs.f(2));
+  const int64_t nd = x.dim(), np = int64_t(pads.size()) / 2;
+  DimVector len = x.sizes().dims();
+  int64_t xoff = x.storage_offset(), ooff = out.storage_offset();
+  for (int64_t p = 0; p < np; ++p) {
+    const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1];
+    len[d] = x.sizes()[d] + std::min<int64_t>(l, 0) + std::min<int64_t>(r, 0);
+    if (len[d] <= 0) return;
+    xoff += std::max<int64_t>(-l, 0) * x.strides()[d];
+    ooff += std::max<int64_t>(l, 0) * out.strides()[d];
+  }
+  if (prod_of(len) == 0) return;
+  Tensor src = make_view(x, len, x.strides(), xoff);
+  Tensor dst = make_view(out, len, out.strides(), ooff);
+  copy_any(dst, src);
+}
+TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
+  const DimVector& pads = c.attrs().ints(0);
+  const std::string& mode = c.attrs().str(1);
+  if (pad_mode(mode) == PadMode::kConstant) {
+    DimVector neg;
+    for (int64_t p : pads) neg.push_back(-p);
+    return {pad(g[0], neg, "constant", 0.0)};
+  }
+  return {dispatch1(OF_OP("pad_backward"), {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
+}
+// pad_backward(grad; input_size, pads, mode): the adjoint of reflect/replicate/circular pad.
+void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const DimVector& isz = a.ints(0);
+  DimVector osz = pad_sizes(isz, a.ints(1), pad_mode(a.str(2)));
+  OF_CHECK(in[0].sizes() == IntArrayRef(osz),
+           "[pad_backward] gradient shape {} does not match the "
+           "padded shape {}",
+           shape_str(in[0].sizes()), shape_str(osz));
+  out.push_back({isz, {}, 0, in[0].dtype(), in[0].device()});
+}
+void pad_backward_cpu(const KernelArgs& k) {
+  const Tensor& out = k.outputs[0];
+  fill_any(out, 0.0);
+  if (out.numel() == 0 || k.inputs[0].numel() == 0) return;  // nothing to map (see pad_cpu)
+  Maps maps = pad_maps(out.sizes(), k.attrs.ints(1), pad_mode(k.attrs.str(2)));
+  dispatch_dtype(out.dtype(), [&](auto z) { mapped_add<decltype(z)>(out, k.inputs[0], maps); });
+}
+TensorList pad_backward_vjp(const VjpCtx& c, const TensorList& g) {
+  return {pad(g[0], c.attrs().ints(1), c.attrs().str(2))};
+}
+
+// ---------------------------------------------------------------- tril / triu
+
+template <bool Lower> void tri_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const Tensor& x = in[0];
+  OF_CHECK(x.dim() >= 2, "[{}] input tensor must have at least 2 dimensions, got shape {}",
+           Lower ? "tril" : "triu", shape_str(x.sizes()));
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+}
+template <bool Lower> void tri_cpu(const KernelArgs& k) {
+  const Tensor& out = k.outputs[0];
+  const int64_t diag = k.attrs.i(0);
+  const int64_t nd = out.dim(), R = out.sizes()[nd - 2], C = out.sizes()[nd - 1];
+  DimVector shape = out.sizes().dims();
+  std::array<DimVector, 2> st{out.strides().dims(), k.inputs[0].strides().dims()};
+  // iterate [batch..., R] rows by folding C into the run
+  dispatch_dtype(out.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* op = static_cast<T*>(out.data_ptr());
+    const T* xp = static_cast<const T*>(k.inputs[0].data_ptr());
+    const int64_t rows = out.numel() / std::max<int64_t>(C, 1);
+    if (out.numel() == 0) return;
+    const int64_t xr = st[1][nd - 2], xc = st[1][nd - 1];
+    parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / C), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        // batch offset of x from the row's batch index
+        int64_t rem = row / R, xoff = 0;
+        for (int64_t d = nd - 3; d >= 0; --d) {
+          xoff += (rem % shape[d]) * st[1][d];
+          rem /= shape[d];
+        }
+        const int64_t i = row % R;
+        const T* xrow = xp + xoff + i * xr;
+        T* o = op + row * C;
+        for (int64_t j = 0; j < C; ++j) {
+          const bool keep = Lower ? (j - i <= diag) : (j - i >= diag);
+          o[j] = keep ? xrow[j * xc] : T(compute_t<T>(0));
+        }
+      }
+    });
+  });
+}
+TensorList tril_vjp(const VjpCtx& c, const TensorList& g) { return {tril(g[0], c.attrs().i(0))}; }
+TensorList triu_vjp(const VjpCtx& c, const TensorList& g) { return {triu(g[0], c.attrs().i(0))}; }
+
+// ---------------------------------------------------------------- flip / roll / repeat
+
+DimVector flip_dims(const Tensor& x, const DimVector& dims) {
+  DimVector r;
+  std::vector<bool> seen(size_t(std::max<int64_t>(x.dim(), 1)), false);
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, x.dim(), "flip");
+    OF_CHECK(!seen[w], "[flip] dim {} appears multiple times in the list of dims {}", w,
+             shape_str(dims));
+    seen[w] = true;
+    r.push_back(w);
+  }
+  return r;
+}
+void flip_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  flip_dims(in[0], a.ints(0));
+  out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
+}
+void flip_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  Maps maps(size_t(x.dim()));
+  if (x.dim() > 0)
+    for (int64_t d : flip_dims(x, k.attrs.ints(0))) {
+      const int64_t n = x.sizes()[d];
+      maps[d].resize(size_t(n));
+      for (int64_t i = 0; i < n; ++i) maps[d][i] = n - 1 - i;
+    }
+  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
+}
+TensorList flip_vjp(const VjpCtx& c, const TensorList& g) {
+  return {flip(g[0], c.attrs().ints(0))};
+}
+
+void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& x = in[0];
+  const DimVector &shifts = a.ints(0), &dims = a.ints(1);
+  OF_CHECK(shifts.size() == dims.size(),
+           "[roll] shifts and dimensions must align: got {} shifts and "
+           "{} dims",
+           shifts.size(), dims.size());
+  for (int64_t d : dims) wrap_dim(d, x.dim(), "roll");
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+}
+void roll_cpu(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const DimVector &shifts = k.attrs.ints(0), &dims = k.attrs.ints(1);
+  // shifts summed modulo each size: any int64 shifts (a loaded graph's) cannot overflow
+  DimVector total(size_t(std::max<int64_t>(x.dim(), 1)), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], x.dim(), "roll"), n = x.dim() ? x.sizes()[d] : 1;
+    if (n) total[d] = (total[d] + shifts[i] % n) % n;
+  }
+  Maps maps(size_t(x.dim()));
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t n = x.sizes()[d];
+    if (n == 0 || total[d] == 0) continue;
+    const int64_t s = (total[d] + n) % n;
+    maps[d].resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) maps[d][i] = (i - s + n) % n;
+  }
+  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
+}
+TensorList roll_vjp(const VjpCtx& c, const TensorList& g) {
+  const IntArrayRef sz = c.input_sizes(0);
+  const DimVector& dims = c.attrs().ints(1);
+  DimVector neg;  // -(shift % size): -INT64_MIN would overflow
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t n = sz.empty() ? 1 : sz[size_t(wrap_dim(dims[i], int64_t(sz.size()), "roll"))];
+    neg.push_back(n ? -(c.attrs().ints(0)[i] % n) : 0);
+  }
+  return {roll(g[0], neg, c.attrs().ints(1))};
+}
+
+void repeat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const Tensor& x = in[0];
+  const DimVector& r = a.ints(0);
+  OF_CHECK(int64_t(r.size()) >= x.dim(),
+           "[repeat] number of dimensions of repeat dims {} can not be "
+           "smaller than number of dimensions of tensor {}",
+           shape_str(r), shape_str(x.sizes()));
+  DimVector sz(r.size());
+  const int64_t lead = int64_t(r.size()) - x.dim();
+  for (int64_t d = 0; d < int64_t(r.size()); ++d) {
+    OF_CHECK(r[d] >= 0, "[repeat] repeats must be non-negative, got {}", shape_str(r));
+    OF_CHECK(!__builtin_mul_overflow(r[d], d < lead ? 1 : x.sizes()[d - lead], &sz[d]),
+             "[repeat] repeats {} of a tensor of shape {} overflow the size of a dimension",
+             shape_str(r), shape_str(x.sizes()));
+  }
+  checked_numel(sz, "repeat");
+  out.push_back({sz, {}, 0, x.dtype(), x.device()});
+}
+void repeat_cpu(const KernelArgs& k) {
+  const Tensor &x = k.inputs[0], &out = k.outputs[0];
+  if (out.numel() == 0) return;  // nothing to map (its other dims may be huge: fuzz_ops)
+  const int64_t nd = out.dim(), lead = nd - x.dim();
+  DimVector xs(size_t(nd), 0), xsz(size_t(nd), 1);
+  for (int64_t d = lead; d < nd; ++d) {
+    xs[d] = x.strides()[d - lead];
+    xsz[d] = x.sizes()[d - lead];
+  }
+  Tensor xv = make_view(x, xsz, xs, x.storage_offset());
+  Maps maps(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) {
+    if (out.sizes()[d] == xsz[d]) continue;
+    maps[d].resize(size_t(out.sizes()[d]));
+    for (int64_t i = 0; i < out.sizes()[d]; ++i) maps[d][i] = i % xsz[d];
+  }
+  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, xv, maps); });
+}
+TensorList repeat_vjp(const VjpCtx& c, const TensorList& g) {
+  const DimVector& r = c.attrs().ints(0);
+  IntArrayRef in = c.input_sizes(0);
+  const int64_t nd = int64_t(r.size()), lead = nd - int64_t(in.size());
+  DimVector split, sum_dims;
+  for (int64_t d = 0; d < nd; ++d) {
+    split.push_back(r[d]);
+    split.push_back(d < lead ? 1 : in[d - lead]);
+    sum_dims.push_back(2 * d);
+  }
+  return {g[0].reshape(split).sum(sum_dims).reshape(in)};
+}
+
+}  // namespace
+
+void register_move_ops() {
+  register_op({.name = "cat",
+               .attr_names = {"dim"},
+               .infer_meta = cat_meta,
+               .cpu = cat_cpu,
+               .vjp = cat_vjp,
+               .sbp_rule = &sbp_rules::kCat,
+               .autocast = AutocastPolicy::kPromote});
+  register_op({.name = "pad",
+               .attr_names = {"pad", "mode", "value"},
+               .infer_meta = pad_meta,
+               .cpu = pad_cpu,
+               .vjp = pad_vjp,
+               .sbp_rule = &sbp_rules::kPad});
+  register_op({.name = "pad_backward",
+               .attr_names = {"input_size", "pad", "mode"},
+               .infer_meta = pad_backward_meta,
+               .cpu = pad_backward_cpu,
+               .vjp = pad_backward_vjp});
+  register_op({.name = "tril",
+               .attr_names = {"diagonal"},
+               .infer_meta = tri_meta<true>,
+               .cpu = tri_cpu<true>,
+               .vjp = tril_vjp,
+               .sbp_rule = &sbp_rules::kTriangle});
+  register_op({.name = "triu",
+               .attr_names = {"diagonal"},
+               .infer_meta = tri_meta<false>,
+               .cpu = tri_cpu<false>,
+               .vjp = triu_vjp,
+               .sbp_rule = &sbp_rules::kTriangle});
+  register_op({.name = "flip",
+               .attr_names = {"dims"},
+               .infer_meta = flip_meta,
+               .cpu = flip_cpu,
+               .vjp = flip_vjp,
+               .sbp_rule = &sbp_rules::kFlip});
+  register_op({.name = "roll",
+               .attr_names = {"shifts", "dims"},
+               .infer_meta = roll_meta,
+               .cpu = roll_cpu,
+               .vjp = roll_vjp,
+               .sbp_rule = &sbp_rules::kRoll});
+  register_op({.name = "repeat",
+               .attr_names = {"repeats"},
+               .infer_meta = repeat_meta,
+               .cpu = repeat_cpu,
+               .vjp = repeat_vjp,
+               .sbp_rule = &sbp_rules::kRepeat});
+}
+
+// ---------------------------------------------------------------- public functions
+
+namespace {
+// PyTorch's legacy rule: 1-D empty tensors of shape (0,) are skipped by cat.
+bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  OF_CHECK(!ts.empty(), "[cat] expected a non-empty list of tensors");
+  TensorList all;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    OF_CHECK(ts[i].defined(), "[cat] tensor number {} in the list is undefined", i);
+    all.push_back(ts[i]);
+  }
+  TensorList use;
+  for (const Tensor& t : all)
+    if (!legacy_empty(t)) use.push_back(t);
+  if (use.empty()) use.push_back(all[0]);
+  const int64_t d = wrap_dim(dim, use[0].dim(), "cat");
+  check_cat(use, d);
+  const ScalarType dt = result_type(all);
+  for (Tensor& t : use) t = cast_if_needed(t, dt);
+  if (use.size() == 1) return dispatch1(OF_OP("cat"), {use[0]}, {d});
+  // Autograd masks hold 32 inputs: concatenate longer lists in groups.
+  if (use.size() > 32) {
+    std::vector<Tensor> parts;
+    for (size_t b = 0; b < use.size(); b += 32) {
+      std::vector<Tensor> grp(use.begin() + b, use.begin() + std::min(use.size(), b + 32));
+      parts.push_back(cat(grp, d));
+    }
+    return cat(parts, d);
+  }
+  return dispatch1(OF_OP("cat"), use, {d});
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  OF_CHECK(!ts.empty(), "[stack] expects a non-empty list of tensors");
+  for (size_t i = 0; i < ts.size(); ++i) {
+    OF_CHECK(ts[i].defined(), "[stack] tensor number {} in the list is undefined", i);
+    if (!(ts[i].sizes() == ts[0].sizes()))
+      fail("[stack] expects each tensor to be equal size, but got {} at entry 0 and {} at entry {}",
+           shape_str(ts[0].sizes()), shape_str(ts[i].sizes()), i);
+  }
+  const int64_t d = wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> u;
+  u.reserve(ts.size());
+  for (const Tensor& t : ts) u.push_back(t.unsqueeze(d));
+  return cat(u, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, IntArrayRef split_sizes, int64_t dim) {
+  check_defined("split", x);
+  OF_CHECK(x.dim() > 0, "[split] expects at least a 1-dimensional tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  const int64_t n = x.sizes()[d];
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    OF_CHECK(s >= 0, "[split] split sizes must be non-negative, got {}", shape_str(split_sizes));
+    total += s;
+  }
+  OF_CHECK(total == n, "[split] split sizes {} must sum to the size {} of dimension {} (input {})",
+           shape_str(split_sizes), n, d, shape_str(x.sizes()));
+  std::vector<Tensor> r;
+  int64_t off = 0;
+  for (int64_t s : split_sizes) {
+    r.push_back(x.narrow(d, off, s));
+    off += s;
+  }
+  return r;
+}
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  check_defined("split", x);
+  OF_CHECK(x.dim() > 0, "[split] expects at least a 1-dimensional tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  const int64_t n = x.sizes()[d];
+  OF_CHECK(split_size > 0 || (split_size == 0 && n == 0),
+           "[split] split_size must be positive, got {} (dimension {} has size {})", split_size, d,
+           n);
+  if (n == 0) return {x.narrow(d, 0, 0)};
+  std::vector<Tensor> r;
+  for (int64_t off = 0; off < n; off += split_size)
+    r.push_back(x.narrow(d, off, std::min(split_size, n - off)));
+  return r;
+}
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  check_defined("chunk", x);
+  OF_CHECK(chunks > 0, "[chunk] number of chunks must be greater than 0, got {}", chunks);
+  OF_CHECK(x.dim() > 0, "[chunk] expects at least a 1-dimensional tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "chunk");
+  const int64_t n = x.sizes()[d];
+  if (n == 0) return split(x, DimVector(size_t(chunks), 0), d);
+  return split(x, (n + chunks - 1) / chunks, d);
+}
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  check_defined("unbind", x);
+  OF_CHECK(x.dim() > 0, "[unbind] dimension specified as {} but tensor has no dimensions", dim);
+  const int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> r;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) r.push_back(x.select(d, i));
+  return r;
+}
+
+Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double value) {
+  check_defined("pad", x);
+  PadMode m = pad_mode(mode);
+  OF_CHECK(m == PadMode::kConstant || value == 0,
+           "[pad] padding mode '{}' doesn't take in value argument (got {})", mode, value);
+  pad_sizes(x.sizes(), pads.dims(), m);
+  return dispatch1(OF_OP("pad"), {x}, {pads.dims(), std::string(mode), value});
+}
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  check_defined("tril", x);
+  return dispatch1(OF_OP("tril"), {x}, {diagonal});
+}
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  check_defined("triu", x);
+  return dispatch1(OF_OP("triu"), {x}, {diagonal});
+}
+Tensor flip(const Tensor& x, IntArrayRef dims) {
+  check_defined("flip", x);
+  return dispatch1(OF_OP("flip"), {x}, {dims.dims()});
+}
+Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
+  check_defined("roll", x);
+  if (dims.empty()) {
+    OF_CHECK(shifts.size() == 1,
+             "[roll] without dims, shifts must have exactly one element, got {}",
+             shape_str(shifts));
+    DimVector shape = x.sizes().dims();
+    return dispatch1(OF_OP("roll"), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
+  }
+  return dispatch1(OF_OP("roll"), {x}, {shifts.dims(), dims.dims()});
+}
+Tensor repeat(const Tensor& x, IntArrayRef repeats) {
+  check_defined("repeat", x);
+  return dispatch1(OF_OP("repeat"), {x}, {repeats.dims()});
+}
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  check_defined("repeat_interleave", x);
+  OF_CHECK(repeats >= 0, "[repeat_interleave] repeats must be non-negative, got {}", repeats);
+  Tensor src = dim ? x : x.reshape({-1});
+  if (src.dim() == 0) src = src.reshape({1});
+  const int64_t d = dim ? wrap_dim(*dim, src.dim(), "repeat_interleave") : 0;
+  const int64_t n = src.sizes()[d];
+  std::vector<int64_t> idx;
+  idx.reserve(size_t(n * repeats));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < repeats; ++r) idx.push_back(i);
+  Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
+  return index_select(src, d, global::constant_like(it, x));
+}
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  check_defined("repeat_interleave", x);
+  check_defined("repeat_interleave", repeats, "repeats");
+  check_index_dtype(repeats, "repeat_interleave", true, "repeats");
+  OF_CHECK(repeats.dim() <= 1, "[repeat_interleave] repeats must be 0-d or 1-D, got shape {}",
+           shape_str(repeats.sizes()));
+  Tensor src = dim ? x : x.reshape({-1});
+  if (src.dim() == 0) src = src.reshape({1});
+  const int64_t d = dim ? wrap_dim(*dim, src.dim(), "repeat_interleave") : 0;
+  const int64_t n = src.sizes()[d];
+  std::vector<int64_t> reps = repeats.to_vector<int64_t>();  // host read: the shape depends on data
+  if (reps.size() == 1 && n != 1) reps.assign(size_t(n), reps[0]);
+  OF_CHECK(int64_t(reps.size()) == n,
+           "[repeat_interleave] repeats must have the same size as input "
+           "along dim {}: got {} repeats for size {}",
+           d, reps.size(), n);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) {
+    OF_CHECK(reps[i] >= 0, "[repeat_interleave] repeats can not be negative, got {}", reps[i]);
+    for (int64_t r = 0; r < reps[i]; ++r) idx.push_back(i);
+  }
+  Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
+  return index_select(src, d, global::constant_like(it, x));
+}
+
+// ---------------------------------------------------------------- Tensor methods
+
+std::vector<Tensor> Tensor::split(int64_t s, int64_t dim) const {
+  return oneflow::split(*this, s, dim);
+}
+std::vector<Tensor> Tensor::split(IntArrayRef s, int64_t dim) const {
+  return oneflow::split(*this, s, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t c, int64_t dim) const {
+  return oneflow::chunk(*this, c, dim);
+}
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return oneflow::unbind(*this, dim); }
+Tensor Tensor::tril(int64_t diagonal) const { return oneflow::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return oneflow::triu(*this, diagonal); }
+Tensor Tensor::flip(IntArrayRef dims) const { return oneflow::flip(*this, dims); }
+Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const {
+  return oneflow::roll(*this, shifts, dims);
+}
+Tensor Tensor::repeat(IntArrayRef repeats) const { return oneflow::repeat(*this, repeats); }
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
+  return oneflow::repeat_interleave(*this, repeats, dim);
+}
+
+}  // namespace oneflow
