@@ -77,7 +77,7 @@ Result run(Model& model, Opt& opt, const of::Device& dev, of::ScalarType amp, co
   Result r;
   r.eager = seconds_per_step(dev, warm, n, [&] { body(x, y); });
   std::printf("  eager: %.2f ms per step\n", 1e3 * r.eager);  // as measured: a timeout keeps it
-  if (std::getenv("OF_CUDA_PROFILE_OPS")) return r;  // a profile of the eager steps only
+  if (std::getenv("OF_CUDA_PROFILE_OPS")) return r;           // a profile of the eager steps only
   auto step = of::jit::trace(body);
   r.replay = seconds_per_step(dev, warm, n, [&] { step(x, y); });
   std::printf("  replay: %.2f ms per step\n", 1e3 * r.replay);

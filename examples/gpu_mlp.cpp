@@ -72,9 +72,9 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < 3; ++i)
       traced(xtr.narrow(0, i * batch, batch), ytr.narrow(0, i * batch, batch));
     of::cuda::synchronize();
-    std::printf("traced: first 3 calls (record, compile, capture) %.1f ms\n",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
+    std::printf(
+        "traced: first 3 calls (record, compile, capture) %.1f ms\n",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   };
   auto epoch = [&](bool use_trace) {
     const int64_t n = xtr.size(0) / batch;  // whole batches: one signature

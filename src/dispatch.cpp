@@ -420,8 +420,7 @@ struct OpProfile {
   std::map<std::string, std::pair<size_t, double>> by_op;  // calls, seconds
   ~OpProfile() {
     if (by_op.empty()) return;
-    std::vector<std::pair<std::string, std::pair<size_t, double>>> rows(by_op.begin(),
-                                                                          by_op.end());
+    std::vector<std::pair<std::string, std::pair<size_t, double>>> rows(by_op.begin(), by_op.end());
     std::sort(rows.begin(), rows.end(),
               [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
     double total = 0;
@@ -455,8 +454,7 @@ template <class F> void profile_cuda_kernel(const OpDef& op, const TensorList& i
   const auto t0 = std::chrono::steady_clock::now();
   run();
   cuda::synchronize();
-  const double sec =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(p.mu);
   auto& e = p.by_op[key];
   ++e.first;

@@ -524,8 +524,9 @@ TEST_CASE("cuda: float16/bfloat16 convolutions and linear run in their dtype and
   }
 }
 
-TEST_CASE("cuda: CPU 0-d tensors are operands of elementwise ops on CUDA tensors; other mixes are "
-          "errors") {
+TEST_CASE(
+    "cuda: CPU 0-d tensors are operands of elementwise ops on CUDA tensors; other mixes are "
+    "errors") {
   SKIP_WITHOUT_CUDA();
   // NOTE [CPU scalars beside device tensors] (the first GPU run: AdamW's and BatchNorm's CPU
   // scalars stopped every CUDA training step)

@@ -574,11 +574,11 @@ TEST_CASE("decompositions: the ops that have one are the ones the tests above ch
     if (op->decompose) with.push_back(op->name);
   std::sort(with.begin(), with.end());
   CHECK(with == std::vector<std::string>{"addmm", "baddbmm", "scaled_dot_product_attention",
-                                         "scaled_dot_product_attention_backward",
-                                         "view_scatter"});
+                                         "scaled_dot_product_attention_backward", "view_scatter"});
 }
 
-TEST_CASE("decompositions: view_scatter (the CUDA path) matches its kernel, overlapping views too") {
+TEST_CASE(
+    "decompositions: view_scatter (the CUDA path) matches its kernel, overlapping views too") {
   // the VJP of every view op that selects elements; CUDA has no kernel for it (the first GPU
   // run's model benchmarks stopped at it)
   of::manual_seed(6);
@@ -589,7 +589,9 @@ TEST_CASE("decompositions: view_scatter (the CUDA path) matches its kernel, over
       {"select", [](const of::Tensor& t) { return t.select(0, 2); }},
       {"strided slice", [](const of::Tensor& t) { return t.slice(2, 1, 5, 2).transpose(0, 1); }},
       {"overlapping as_strided",
-       [](const of::Tensor& t) { return t.as_strided({3, 4, 6}, {10, 7, 1}, 3); }},
+       [](const of::Tensor& t) {
+         return t.as_strided({3, 4, 6}, {10, 7, 1}, 3);
+       }},
   };
   for (const auto& named : views) {  // (no structured binding: clang 14 cannot capture one)
     const char* name = named.first;

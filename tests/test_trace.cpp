@@ -1214,8 +1214,9 @@ TEST_CASE("trace: conv3d CNN training steps equal eager bitwise") {
   }
 }
 
-TEST_CASE("trace: a plan that copies its inputs into buffers of its own (a CUDA Graph's way) "
-          "replays views, offsets and aliased inputs bitwise") {
+TEST_CASE(
+    "trace: a plan that copies its inputs into buffers of its own (a CUDA Graph's way) "
+    "replays views, offsets and aliased inputs bitwise") {
   // NOTE [CUDA Graph replay]: a graph's plan reads copies of its inputs at the recorded
   // geometry; set_static_inputs_for_testing sends CPU plans down the same path (the first GPU
   // run found it reading a root value that inputs never had)

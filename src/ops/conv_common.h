@@ -44,8 +44,6 @@ inline int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d
   return out > W(INT64_MAX) ? INT64_MAX : out < W(INT64_MIN) ? INT64_MIN : int64_t(out);
 }
 
-
-
 // Calls f on the batched input and restores the rank of the result. (float16/bfloat16 inputs
 // run in float32 through dispatch: NOTE [Reduced-precision fallback].)
 template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f, int64_t sp = 2) {

@@ -24,7 +24,8 @@ inline int64_t prod_of(IntArrayRef s, size_t b = 0, size_t e = SIZE_MAX) {
 // with per-operand element offsets computed from `st` (strides in elements, one list per
 // operand, each of shape's rank). Runs are split over the thread pool unless grain is INT64_MAX.
 template <size_t K, class F>
-inline void for_each_run(IntArrayRef shape, const std::array<DimVector, K>& st, int64_t grain, F&& f) {
+inline void for_each_run(IntArrayRef shape, const std::array<DimVector, K>& st, int64_t grain,
+                         F&& f) {
   const int64_t nd = int64_t(shape.size());
   std::array<int64_t, K> inner{};
   if (nd == 0) {
@@ -104,7 +105,7 @@ template <class F> void for_each_index(const Tensor& idx, F&& f) {
 }
 
 inline void check_index_dtype(const Tensor& idx, const char* op, bool allow_int32,
-                       const char* what = "index") {
+                              const char* what = "index") {
   if (idx.dtype() == kInt64 || (allow_int32 && idx.dtype() == kInt32)) return;
   fail("[{}] expected {} to have dtype int64{}, got {}", op, what, allow_int32 ? " or int32" : "",
        dtype_name(idx.dtype()));
@@ -165,7 +166,7 @@ inline void gather_core(const Tensor& out, const Tensor& x, int64_t dim, const T
 // stay on one thread (see NOTE [Scatter determinism]).
 template <class T, class I, bool Add>
 inline void scatter_core(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
-                  compute_t<T> alpha) {
+                         compute_t<T> alpha) {
   const int64_t nd = index.dim();
   const int64_t osd = stride_at(out, dim);
   DimVector shape, is, ss, os;

@@ -123,7 +123,6 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, gw, gb};
 }
 
-
 }  // namespace
 
 void register_nn_ops() {
@@ -175,7 +174,6 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return input.dim() == 2 ? r : r.reshape(out_shape);
 }
 
-
 Tensor dropout(const Tensor& input, double p, bool train) {
   if (!input.defined()) fail("[dropout] input is undefined");
   if (!(p >= 0.0 && p <= 1.0))
@@ -191,6 +189,5 @@ Tensor& dropout_(Tensor& input, double p, bool train) {
   if (!y.is_same(input)) input.copy_(y);
   return input;
 }
-
 
 }  // namespace oneflow

@@ -439,7 +439,6 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
 }
 
-
 }  // namespace
 
 void register_attention_ops() {
@@ -639,6 +638,5 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return attend_flat(query, key, value, attn_mask, dropout_p, is_causal,
                      scale.value_or(1.0 / std::sqrt(double(E))), {});
 }
-
 
 }  // namespace oneflow

@@ -38,7 +38,7 @@ template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f
 
 // An optional parameter: undefined, or of x's dtype and exactly `shape`.
 inline void check_param(const Tensor& p, const Tensor& x, IntArrayRef shape, const char* op,
-                 const char* what) {
+                        const char* what) {
   if (!p.defined()) return;
   if (p.dtype() != x.dtype())
     fail("[{}] expected {} to have the input's dtype {}, got {}", op, what, dtype_name(x.dtype()),
@@ -54,7 +54,7 @@ inline void check_reduction(int64_t r, const char* op) {
     fail("[{}] invalid reduction {} (expected Reduction::None (0), Mean (1) or Sum (2))", op, r);
 }
 inline void check_same_shape(const Tensor& input, const Tensor& target, const char* op,
-                      const char* note = "") {
+                             const char* note = "") {
   if (!target.defined()) fail("[{}] target is undefined", op);
   if (!(input.sizes() == target.sizes()))
     fail("[{}] target shape {} does not match input shape {}{}", op, shape_str(target.sizes()),
@@ -70,8 +70,8 @@ inline bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
 }
 
 // Every class index of a contiguous int64 target is ignore_index or in [0, C).
-inline void check_target_range(const Tensor& target, int64_t C, int64_t ignore_index, const char* op,
-                        const Tensor& input) {
+inline void check_target_range(const Tensor& target, int64_t C, int64_t ignore_index,
+                               const char* op, const Tensor& input) {
   const int64_t* p = target.data_ptr<int64_t>();
   for (int64_t i = 0; i < target.numel(); ++i)
     if (p[i] != ignore_index && (p[i] < 0 || p[i] >= C))
@@ -81,7 +81,7 @@ inline void check_target_range(const Tensor& target, int64_t C, int64_t ignore_i
 // Validates class-index targets against input [N, C, d...] (or [C] with a 0-d target): the
 // shapes and dtypes only when `values` is false (an op's infer_meta; its kernel checks them).
 inline void check_class_targets(const Tensor& input, const Tensor& target, const Tensor& weight,
-                         int64_t ignore_index, const char* op, bool values = true) {
+                                int64_t ignore_index, const char* op, bool values = true) {
   if (!target.defined()) fail("[{}] target is undefined", op);
   if (target.dtype() != kInt64)
     fail("[{}] expected class-index targets of dtype int64, got {} (shape {})", op,
@@ -112,7 +112,7 @@ inline void check_class_targets(const Tensor& input, const Tensor& target, const
 
 // A required input the kernel reads with x's geometry: defined, x's dtype and device, `shape`.
 inline void check_saved(const Tensor& t, const Tensor& x, IntArrayRef shape, const char* op,
-                 const char* what) {
+                        const char* what) {
   check_defined(op, t, what);
   check_param(t, x, shape, op, what);
 }

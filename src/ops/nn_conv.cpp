@@ -487,7 +487,6 @@ template <class T> void add_bias(T* y, const T* b, int64_t N, int64_t C, int64_t
     }
 }
 
-
 // ---------------------------------------------------------------- conv2d / conv3d
 
 // The ops of a Sp-D convolution family (Sp = 2 or 3).
@@ -673,8 +672,6 @@ template <int Sp> TensorList conv_backward_weight_vjp(const VjpCtx& c, const Ten
   return {gdy, gx};
 }
 
-
-
 // conv1d/2d/3d and conv_transpose1d/2d/3d; 1-D runs as 2-D over a unit H dim (`sp` = 1, 2, 3).
 Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const ConvParams& p, bool transposed, int64_t sp) {
@@ -755,7 +752,6 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
   }
   return conv_impl(op, x, weight, bias, p, false, sp);
 }
-
 
 }  // namespace
 

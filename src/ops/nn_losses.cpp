@@ -240,7 +240,6 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, Tensor(), Tensor()};
 }
 
-
 }  // namespace
 
 void register_loss_ops() {
@@ -453,6 +452,5 @@ Tensor kl_div(const Tensor& input, const Tensor& target, int64_t reduction, bool
   }
   return reduce_loss(l, reduction);
 }
-
 
 }  // namespace oneflow

@@ -470,7 +470,6 @@ TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor(), Tensor()};
 }
 
-
 }  // namespace
 
 void register_norm_ops() {
@@ -681,6 +680,5 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
   return dispatch1(OF_OP("rms_norm"), {input, weight},
                    {input.dim() - nd, e, weight.defined(), false});
 }
-
 
 }  // namespace oneflow

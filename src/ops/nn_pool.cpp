@@ -646,7 +646,6 @@ template <Mode M> TensorList resample_backward_vjp(const VjpCtx& c, const Tensor
   return {dispatch1(*forward_op(M), {g[0]}, std::move(a))};
 }
 
-
 }  // namespace
 
 void register_pool_ops() {
@@ -1043,6 +1042,5 @@ Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool al
     return dispatch1(OF_OP("upsample_bilinear2d"), {x}, std::move(a));
   });
 }
-
 
 }  // namespace oneflow

@@ -953,8 +953,8 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
                      "%.0f us, launch %.0f us, %s %.0f us (%zu captured steps)\n",
                      us(t_in, t0), p.pre_steps.size(), us(t0, t1),
                      captures ? "capture" : "no capture", us(t1, t2), us(t2, t3),
-                     p.index_checks ? "flag read (the graph's run)" : "no flag", us(t3, clock::now()),
-                     p.graph_steps.size());
+                     p.index_checks ? "flag read (the graph's run)" : "no flag",
+                     us(t3, clock::now()), p.graph_steps.size());
       }
       if (p.index_checks) {
         if (flag)
