@@ -33,6 +33,7 @@
 #include "global/global.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
+#include "trace/plan.h"
 
 namespace oneflow::trace {
 
@@ -65,100 +66,6 @@ std::shared_ptr<TensorImpl> make_block(const Storage& s, ScalarType dtype, Devic
 }
 
 }  // namespace
-
-struct GroupSlot {
-  enum Kind : uint8_t { kDirect, kScalar, kGather, kScratch, kMaterialized } kind;
-  int value = -1;
-  ScalarType dtype = kFloat32;
-  // kGather: the source's strides in elements over the group shape (0 where broadcast)
-  DimVector bstrides;
-};
-
-struct GroupMember {
-  KernelFn kernel;
-  const Attrs* attrs;
-  SmallVector<int, 4> in_slots;
-  int out_slot;
-};
-
-struct GroupPlan {
-  std::string label;  // OF_TRACE_PROFILE's name: "(fused: op op ... x numel)"
-  int64_t numel = 0;
-  DimVector shape;
-  std::vector<GroupSlot> slots;
-  std::vector<GroupMember> members;
-  // per worker: one block tensor per slot (+ scratch storages), and a busy flag
-  struct Worker {
-    std::vector<Tensor> slot_tensors;
-    std::vector<TensorList> ins;
-    std::vector<TensorList> outs;
-    std::atomic<bool> busy{false};
-  };
-  std::vector<std::unique_ptr<Worker>> workers;
-  // a CUDA plan's group: the generated kernel (cuda_backend::fused_compile) and its source's
-  // parameter layout; the CPU fields above stay empty
-  void* cuda_kernel = nullptr;
-  FusedKernelSource cuda_source;
-  std::vector<const void*> cuda_ins;
-  std::vector<void*> cuda_outs;
-};
-
-struct Step {
-  const OpDef* op = nullptr;
-  KernelFn kernel = nullptr;
-  bool on_cuda = false;  // its kernel is the op's CUDA one
-  TensorList ins, outs;
-  Attrs attrs;
-  int rng = -1, seed_attr = -1;
-  StorageImpl* bump = nullptr;  // in-place writes to a root bump its version (as eager does)
-  int group = -1;
-};
-
-struct EscapeSlot {
-  int buffer;
-  std::vector<int> values;                   // values on it
-  long internal_refs = 0;                    // references the plan itself holds to its storage
-  std::shared_ptr<TensorImpl> grad_handout;  // the impl bound as a .grad last call
-};
-
-class Plan {
- public:
-  Graph g;
-  bool arena_outputs = false;
-  Storage arena;
-  std::vector<Storage> buf_storage;  // per buffer (null: not materialized)
-  std::vector<Tensor> vt;            // per value (undefined: not needed at run time)
-  std::vector<std::vector<int>> values_of_buffer;
-  std::vector<Step> steps;
-  std::vector<GroupPlan> groups;
-  std::vector<EscapeSlot> escapes;
-  std::vector<int> input_buffers, grad_buffers, host_buffers;
-  std::vector<int> effect_escape;  // per .grad effect: its escape slot (-1: none)
-  std::vector<GeneratorState> draws;
-  // NOTE [CUDA Graph replay]
-  int cuda_device = -1;       // a plan of CUDA tensors (on this device); -1: a CPU plan
-  std::string graph_refused;  // why it replays without a CUDA graph (empty: it captures)
-  bool index_checks = false;  // a captured step checks indices (the flag is read after a launch)
-  void* graph_exec = nullptr;
-  int pool_id = 0;
-  size_t plain_replays = 0;
-  std::vector<int> pre_steps, graph_steps;  // host-side steps run before the launch; captured
-  std::vector<Storage> static_inputs;       // per input buffer, once captured
-  std::vector<const StorageImpl*> captured_grads;  // per .grad root buffer, at capture
-  Storage rng_dev;   // {seed, offset} per generator draw, written before each launch
-  Storage flag_dev;  // the index-check flag (an int)
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  ~Plan() {
-    if (graph_exec) cuda_backend::graph_destroy(graph_exec);
-    if (pool_id) {
-      try {
-        cuda_backend::release_pool(cuda_device, pool_id);
-      } catch (...) {  // the module is gone (process exit): nothing to release
-      }
-    }
-  }
-};
 
 size_t plan_steps(const Plan& p) { return p.steps.size(); }
 size_t plan_arena_bytes(const Plan& p) { return p.arena ? p.arena->nbytes : 0; }
@@ -371,6 +278,8 @@ void run_cuda_group(Plan& p, GroupPlan& gp) {
                              k.numel, p.cuda_device);
 }
 
+}  // namespace
+
 void run_group(Plan& p, GroupPlan& gp) {
   if (gp.cuda_kernel) return run_cuda_group(p, gp);
   const int64_t nblocks = (gp.numel + kBlock - 1) / kBlock;
@@ -419,8 +328,6 @@ void run_group(Plan& p, GroupPlan& gp) {
   // as eager kernels: below kParallelGrain elements of work the group stays on this thread
   parallel_for(0, nblocks, std::max<int64_t>(1, kParallelGrain / kBlock), body);
 }
-
-}  // namespace
 
 std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
   auto pp = std::make_shared<Plan>();
@@ -699,41 +606,6 @@ Tensor wrapped(Tensor local, const GlobalWrap& w) {
 }
 }  // namespace
 
-namespace {
-
-// NOTE [CUDA Graph replay]: a plan of CUDA tensors replays its first call step by step (the
-// warm-up: lazily created library handles and workspaces exist afterwards) and captures its CUDA
-// steps into one CUDA Graph at the second (src/cuda/graph.cpp); from then on a replay is:
-//  - copy each CUDA input into the plan's own input buffer (the graph's addresses are fixed;
-//    the copy is queued on the stream before the launch);
-//  - run the host-side steps (CPU kernels: learning rates and other host scalars, and their
-//    copies to the device, into memory of their own, never the arena);
-//  - write this replay's generator draws ({seed, offset} per random op) to device memory: the
-//    captured random kernels read them there, so each replay draws what eager would;
-//  - launch the graph; when it checks indices (embedding, cross entropy, index ops), read the
-//    flag those checks set and raise the eager error if an index was out of range;
-//  - results the caller still holds from an earlier replay keep their tensors: their storage
-//    objects are given a copy in fresh memory, and the graph keeps writing its own.
-// A .grad root re-bound to new memory, or a failed capture, sends the plan back to stepping
-// (the failure is kept in graph_refused; a refused plan never tries again). Plans that read a
-// CUDA tensor on the host, or ops that size outputs from data, replay without a graph.
-
-bool graph_mode(const Plan& p) {
-  return p.cuda_device >= 0 && p.graph_refused.empty() && (p.graph_exec || p.plain_replays >= 1);
-}
-
-// The caller still holds `s`, which the graph writes: its object gets a copy in fresh memory
-// and the returned object owns the graph's memory from now on.
-Storage swap_out(const Storage& s) {
-  Storage fresh = allocate_storage(s->nbytes, s->device);
-  copy_bytes(fresh->data, s->device, s->data, s->device, s->nbytes);
-  std::swap(s->data, fresh->data);
-  std::swap(s->release, fresh->release);
-  std::swap(s->release_fn, fresh->release_fn);
-  std::swap(s->release_arg, fresh->release_arg);
-  return fresh;
-}
-
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
   Profiler::Scope ps(profile,
                      s.group >= 0 ? p.groups[size_t(s.group)].label.c_str() : s.op->name.c_str());
@@ -764,99 +636,21 @@ void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
   if (s.bump) s.bump->version.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Captures the CUDA steps; false (with graph_refused set) when the capture failed.
-bool capture(Plan& p) {
-  static std::atomic<int> next_pool{1};
-  const int dev = p.cuda_device;
-  if (!p.pool_id) p.pool_id = next_pool.fetch_add(1);
-  cuda_backend::graph_capture_begin(dev, p.pool_id);
-  try {
-    KernelScope scope;
-    void* flag = p.flag_dev->data;
-    cuda_backend::memset_async(flag, 0, sizeof(int), dev);
-    for (int i : p.graph_steps) {
-      Step& s = p.steps[size_t(i)];
-      if (s.group >= 0) {  // a generated kernel: no generator draw, no index check
-        run_group(p, p.groups[size_t(s.group)]);
-        continue;
-      }
-      const void* rng =
-          s.rng >= 0 ? static_cast<const char*>(p.rng_dev->data) + 16 * size_t(s.rng) : nullptr;
-      cuda_backend::graph_slots(rng, flag);
-      p.index_checks = p.index_checks || s.op->has(kChecksIndices);
-      cuda_backend::note_launch(s.op->name.c_str());
-      s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
-    }
-    p.graph_exec = cuda_backend::graph_capture_end(dev);
-  } catch (const Error& e) {
-    cuda_backend::graph_capture_abort(dev);
-    p.graph_refused = std::string("the capture failed: ") + e.what();
-    return false;
-  }
-  p.captured_grads.clear();
-  for (int b : p.grad_buffers)
-    p.captured_grads.push_back(
-        grad_slot(p.g.buffers[size_t(b)].impls[0].get()).impl()->storage.get());
-  return true;
-}
-
-}  // namespace
-
-std::string plan_graph_state(const Plan& p) {
-  if (p.cuda_device < 0) return "cpu";
-  if (p.graph_exec) return "cuda graph";
-  if (!p.graph_refused.empty()) return "cuda steps: " + p.graph_refused;
-  return "cuda steps: the second replay captures a CUDA Graph";
-}
-
-namespace {
-std::atomic<bool> g_static_inputs_for_testing{false};
-}  // namespace
-
-void set_static_inputs_for_testing(bool on) { g_static_inputs_for_testing = on; }
-
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   const auto t_in = std::chrono::steady_clock::now();  // OF_CUDA_GRAPH_DEBUG's phases
   const Graph& g = p.g;
   const bool graph = graph_mode(p);
-  // the plan's own input buffers (a CUDA graph's; a CPU plan's only under
-  // set_static_inputs_for_testing), made once
-  const bool statics = graph || (p.cuda_device < 0 && g_static_inputs_for_testing.load());
-  if (statics && p.static_inputs.size() != p.input_buffers.size()) {
-    p.static_inputs.resize(p.input_buffers.size());
-    for (size_t k = 0; k < p.input_buffers.size(); ++k) {
-      const Buffer& buf = g.buffers[size_t(p.input_buffers[k])];
-      if (!graph || buf.device.is_cuda())
-        p.static_inputs[k] = allocate_storage(buf.nbytes, buf.device);
-    }
-  }
-  if (graph && !p.rng_dev) {  // the rng slots and the index-check flag the graph reads, made once
-    const Device dev(kCUDA, p.cuda_device);
-    p.rng_dev = allocate_storage(16 * std::max<size_t>(1, g.rng_counters.size()), dev);
-    p.flag_dev = allocate_storage(sizeof(int), dev);
-  }
+  // a CUDA graph reads copies of its inputs in buffers of its own (a CPU plan only under
+  // set_static_inputs_for_testing); NOTE [CUDA Graph replay] in graph_replay.cpp
+  const bool statics = graph || (p.cuda_device < 0 && static_inputs_for_testing());
+  make_replay_buffers(p, graph, statics);
   // 1. inputs and .grad roots: re-point their values at this call's storages (a CUDA graph:
   //    copy the inputs into the plan's own buffers)
   for (size_t k = 0; k < p.input_buffers.size(); ++k) {
     const int b = p.input_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
     if (statics && p.static_inputs[k]) {
-      const Storage& st = p.static_inputs[k];
-      for (int v : p.values_of_buffer[size_t(b)]) {
-        TensorImpl* t = p.vt[size_t(v)].impl();
-        if (!t) continue;
-        t->storage = st;
-        t->offset = g.values[size_t(v)].offset;
-      }
-      // each input on this buffer (aliased inputs share one) is copied into its recorded
-      // geometry there; the buffer's other bytes are never read
-      NoGradGuard ng;
-      for (size_t j = 0; j < g.inputs.size(); ++j) {
-        const Value& iv = g.values[size_t(g.inputs[j])];
-        if (iv.buffer != b) continue;
-        const Tensor& in = inputs[j];  // a global input: its local piece
-        Tensor(value_impl(st, iv)).copy_(in.is_global() ? global::meta(in).local : in);
-      }
+      copy_static_input(p, k, inputs);
       continue;
     }
     const TensorImpl* arg = inputs[size_t(buf.input)].impl();
@@ -872,11 +666,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     const int b = p.grad_buffers[k];
     const Buffer& buf = g.buffers[size_t(b)];
     const Tensor& gr = grad_slot(buf.impls[0].get());
-    if (p.graph_exec &&
-        (k >= p.captured_grads.size() || p.captured_grads[k] != gr.impl()->storage.get())) {
-      cuda_backend::graph_destroy(p.graph_exec);  // a .grad re-bound to new memory: capture again
-      p.graph_exec = nullptr;
-    }
+    drop_graph_if_grad_moved(p, k, gr);
     const int64_t delta = gr.impl()->offset - buf.base_offset;
     for (int v : p.values_of_buffer[size_t(b)]) {
       TensorImpl* t = p.vt[size_t(v)].impl();
@@ -898,15 +688,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   }
   if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set)
     set_random_state({g.rng_reset.back().seed, g.rng_reset.back().offset});
-  if (graph && !p.draws.empty()) {
-    std::vector<uint64_t> slots;
-    for (const GeneratorState& st : p.draws) {
-      slots.push_back(st.seed);
-      slots.push_back(st.offset);
-    }
-    copy_bytes(p.rng_dev->data, p.rng_dev->device, slots.data(), Device(kCPU),
-               slots.size() * sizeof(uint64_t));
-  }
+  if (graph) write_graph_draws(p);
   // 3. escaping buffers the caller still holds get fresh memory (never overwrite a result)
   if (!p.arena_outputs) {
     for (EscapeSlot& e : p.escapes) {
@@ -927,46 +709,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
   static const bool debug_allocs = std::getenv("OF_TRACE_DEBUG_ALLOCS") != nullptr;
   static const bool profile = std::getenv("OF_TRACE_PROFILE") != nullptr;
   if (graph) {
-    // OF_CUDA_GRAPH_DEBUG=1: each graph replay's host time by phase on stderr
-    static const bool debug_graph = std::getenv("OF_CUDA_GRAPH_DEBUG") != nullptr;
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    {
-      KernelScope scope;
-      for (int i : p.pre_steps) run_step(p, p.steps[size_t(i)], debug_allocs, profile);
-    }
-    const auto t1 = clock::now();
-    const bool captures = !p.graph_exec;
-    if (p.graph_exec || capture(p)) {
-      const auto t2 = clock::now();
-      cuda_backend::graph_launch(p.graph_exec, p.cuda_device);
-      const auto t3 = clock::now();
-      int flag = 0;
-      if (p.index_checks)  // waits for the graph
-        copy_bytes(&flag, Device(kCPU), p.flag_dev->data, p.flag_dev->device, sizeof(int));
-      if (debug_graph) {
-        auto us = [](auto a, auto b) {
-          return std::chrono::duration<double, std::micro>(b - a).count();
-        };
-        std::fprintf(stderr,
-                     "[jit.replay] graph: inputs/escapes %.0f us, %zu pre-steps %.0f us, %s "
-                     "%.0f us, launch %.0f us, %s %.0f us (%zu captured steps)\n",
-                     us(t_in, t0), p.pre_steps.size(), us(t0, t1),
-                     captures ? "capture" : "no capture", us(t1, t2), us(t2, t3),
-                     p.index_checks ? "flag read (the graph's run)" : "no flag",
-                     us(t3, clock::now()), p.graph_steps.size());
-      }
-      if (p.index_checks) {
-        if (flag)
-          fail(
-              "[jit.replay] an index or class target was out of range in this replay of the "
-              "traced step's CUDA Graph (embedding, cross_entropy, index_select or index_add: "
-              "indices must lie in [0, size)); its results are invalid");
-      }
-    } else {
-      KernelScope scope;
-      for (int i : p.graph_steps) run_step(p, p.steps[size_t(i)], debug_allocs, profile);
-    }
+    run_graph(p, t_in, debug_allocs, profile);
   } else {
     KernelScope scope;
     for (Step& s : p.steps) run_step(p, s, debug_allocs, profile);
