@@ -139,7 +139,8 @@ step models 100 ./build-gpu/bench/bench_gpu_models --torch "$OUT/torch_models.js
 # (each CUDA Graph replay's host time by phase: OF_CUDA_GRAPH_DEBUG)
 step example 15 env OF_CUDA_GRAPH_DEBUG=1 ./build-gpu/examples/gpu_mlp 256
 # where the eager model steps spend their time: each kernel between two synchronizations, summed
-# by (op, dtype) (OF_CUDA_PROFILE_OPS, src/dispatch.cpp)
-step profile 60 bash -c 'export OF_CUDA_PROFILE_OPS=1; ./build-gpu/bench/bench_gpu_models resnet;
+# by (op, dtype) (OF_CUDA_PROFILE_OPS, src/dispatch.cpp); the cuDNN candidates of each ResNet-50
+# convolution shape (OF_CUDNN_DEBUG, src/cuda/cudnn.cpp)
+step profile 60 bash -c 'export OF_CUDA_PROFILE_OPS=1; OF_CUDNN_DEBUG=1 ./build-gpu/bench/bench_gpu_models resnet;
   ./build-gpu/bench/bench_gpu_models bert; ./build-gpu/examples/gpu_mlp 256' 
 say "==> report: $report (logs beside it)"

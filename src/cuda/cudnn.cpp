@@ -27,6 +27,8 @@
 // dilation) has no cuDNN geometry: its full adjoint (no padding) runs into a temporary and the
 // padded window is copied out.
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -406,6 +408,21 @@ void run_conv(Dir dir, int device, const ConvGeom& g, int64_t n, const void* x, 
   if (cands.empty()) {
     cands = find_candidates(dir, h, d, g, tf32, wh);
     OF_CHECK(!cands.empty(), "[{}] cudnn: no convolution algorithm supports {}", wh.op, wh.str());
+    // OF_CUDNN_DEBUG=1: the ranked candidates of each new shape on stderr (the first is tried
+    // first): what the heuristics chose for a slow convolution
+    static const bool debug = std::getenv("OF_CUDNN_DEBUG") != nullptr;
+    if (debug) {
+      static const char* const kDir[] = {"forward", "backward data", "backward filter"};
+      std::string list;
+      for (const Candidate& c : cands)
+        list += fmt::format(" algo {}{} ws {} KiB;", c.algo,
+                            c.math == CUDNN_TENSOR_OP_MATH ? " (tensor op)"
+                            : c.math == CUDNN_FMA_MATH     ? " (fma)"
+                                                           : "",
+                            c.workspace >> 10);
+      std::fprintf(stderr, "[cudnn] %s %s, %lld images:%s\n", kDir[int(dir)], wh.str().c_str(),
+                   (long long)n, list.c_str());
+    }
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.map.emplace(key, cands);
   }
