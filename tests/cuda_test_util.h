@@ -7,9 +7,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace cuda_test {
 

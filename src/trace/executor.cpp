@@ -383,17 +383,19 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
   }
   // a graph reads copies of its inputs (NOTE [CUDA Graph replay]): a step that writes an input
   // in place, or returns (a view of) one, must see the caller's tensor, so it runs step by step
-  auto on_input = [&](int v) {
-    return v >= 0 && g.buffers[size_t(g.values[size_t(v)].buffer)].kind == BufKind::Input &&
-           g.values[size_t(v)].device.is_cuda();
-  };
-  for (const Node& n : g.nodes)
-    if (cuda && p.graph_refused.empty() && n.writes_existing && !n.outputs.empty() &&
-        on_input(n.outputs[0]))
-      p.graph_refused = n.op->name + " writes an input in place";
-  for (int v : g.outputs)
-    if (cuda && p.graph_refused.empty() && on_input(v))
-      p.graph_refused = "an output is (a view of) an input";
+  if (cuda && p.graph_refused.empty()) {
+    auto on_input = [&](int v) {
+      return v >= 0 && g.buffers[size_t(g.values[size_t(v)].buffer)].kind == BufKind::Input &&
+             g.values[size_t(v)].device.is_cuda();
+    };
+    for (const Node& n : g.nodes)
+      if (p.graph_refused.empty() && n.writes_existing && !n.outputs.empty() &&
+          on_input(n.outputs[0]))
+        p.graph_refused = n.op->name + " writes an input in place";
+    for (int v : g.outputs)
+      if (p.graph_refused.empty() && on_input(v))
+        p.graph_refused = "an output is (a view of) an input";
+  }
   const std::vector<bool> used = values_used(g);
   const std::vector<Interval> iv = buffer_intervals(g);
   // arena: planned offsets, or one region per buffer when memplan is off

@@ -188,8 +188,8 @@ size_t plan_arena_bytes(const Plan& p);
 size_t plan_fused_kernels(const Plan& p);
 // How a plan replays: "cpu", "cuda graph", or "cuda steps: <why>" (TraceStats::replay_mode).
 std::string plan_graph_state(const Plan& p);
-// Tests: CPU plans made after this copy their inputs into buffers of their own at each replay,
-// as a CUDA Graph's plan does (NOTE [CUDA Graph replay]), so that path runs without a GPU.
+// Tests: while on, CPU plans copy their inputs into buffers of their own at each replay, as a
+// CUDA Graph's plan does (NOTE [CUDA Graph replay]), so that path runs without a GPU.
 void set_static_inputs_for_testing(bool on);
 
 // ---- recording (recorder.cpp)

@@ -92,7 +92,7 @@ class Plan {
   int pool_id = 0;
   size_t plain_replays = 0;
   std::vector<int> pre_steps, graph_steps;  // host-side steps run before the launch; captured
-  std::vector<Storage> static_inputs;       // per input buffer, once captured
+  std::vector<Storage> static_inputs;       // per input buffer: the copy a graph reads
   std::vector<const StorageImpl*> captured_grads;  // per .grad root buffer, at capture
   Storage rng_dev;   // {seed, offset} per generator draw, written before each launch
   Storage flag_dev;  // the index-check flag (an int)
