@@ -92,6 +92,16 @@ const OpDef* register_op(OpDef def) {
   if (!t) throw Error("[register_op] ops are registered only while the op table is built");
   OF_CHECK(!t->by_name.count(def.name), "[register_op] op '{}' registered twice", def.name);
   OF_CHECK(def.infer_meta != nullptr, "[register_op] op '{}' has no infer_meta", def.name);
+  OF_CHECK(def.attr_types.empty() || def.attr_types.size() == def.attr_names.size(),
+           "[register_op] op '{}' names {} attributes but its schema types {}", def.name,
+           def.attr_names.size(), def.attr_types.size());
+  for (size_t k = 0; k < def.attr_names.size(); ++k)
+    for (size_t j = 0; j < k; ++j)
+      OF_CHECK(def.attr_names[j] != def.attr_names[k],
+               "[register_op] op '{}' names two attributes '{}'", def.name, def.attr_names[k]);
+  for (uint8_t t : def.attr_types)
+    OF_CHECK(t > 0 && t < std::variant_size_v<AttrValue>,
+             "[register_op] op '{}' has an attribute of no type", def.name);
   t->ops.push_back(std::move(def));
   const OpDef* p = &t->ops.back();
   t->by_name.emplace(p->name, p);

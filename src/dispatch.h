@@ -17,7 +17,8 @@ using TensorList = SmallVector<Tensor, 4>;
 using AttrValue =
     std::variant<std::monostate, int64_t, double, bool, DimVector, ScalarType, std::string, Scalar>;
 
-// Op attributes, positional; names live in OpDef::attr_names (for printing and serialization).
+// Op attributes, positional; names live in OpDef::attr_names (for printing and serialization),
+// and a family's code reads them by name through its schema (NOTE [Attribute schemas]).
 struct Attrs {
   SmallVector<AttrValue, 4> values;
   Attrs() = default;
@@ -161,6 +162,9 @@ struct OpDef {
   std::string name;
   uint32_t traits = 0;
   std::vector<std::string> attr_names;
+  // The AttrValue alternative of each attribute, from the op's schema (NOTE [Attribute
+  // schemas]); empty for ops without one. register_op checks it against attr_names.
+  std::vector<uint8_t> attr_types;
   InferMetaFn infer_meta = nullptr;
   KernelFn cpu = nullptr;
   KernelFn cuda = nullptr;            // null: the decomposition, else "[op] has no CUDA ..."

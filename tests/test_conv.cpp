@@ -284,7 +284,8 @@ Lin lin_bilinear(const Shape& in, int64_t OH, int64_t OW, bool align, double sh 
 
 T conv_bw_weight(const T& dy, const T& x, of::DimVector wsz, of::DimVector s, of::DimVector p,
                  of::DimVector d, int64_t groups) {
-  return of::dispatch1(of::find_op("conv2d_backward_weight"), {dy, x}, {wsz, s, p, d, groups});
+  // attrs in the family's order (stride, padding, dilation, groups, weight_size)
+  return of::dispatch1(of::find_op("conv2d_backward_weight"), {dy, x}, {s, p, d, groups, wsz});
 }
 // Runs a *_backward resampling op directly: attrs are the forward attrs plus input_size.
 T resample_bw(const char* op, const T& g, of::Attrs a, of::DimVector in) {

@@ -306,7 +306,7 @@ Ref drop_batch(const Ref& r) { return Ref(Shape(r.shape.begin() + 1, r.shape.end
 of::DimVector dv(const Shape& s) { return of::DimVector(s.begin(), s.end()); }
 T conv3d_bw_weight(const T& dy, const T& x, of::DimVector wsz, const CP& c) {
   return of::dispatch1(of::find_op("conv3d_backward_weight"), {dy, x},
-                       {wsz, dv(c.s), dv(c.p), dv(c.d), c.groups});
+                       {dv(c.s), dv(c.p), dv(c.d), c.groups, wsz});  // the family's order
 }
 T resample_bw(const char* op, const T& g, of::Attrs a, of::DimVector in) {
   a.values.push_back(in);

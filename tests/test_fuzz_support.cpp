@@ -146,6 +146,17 @@ TEST_CASE("fuzz support: the op signatures and seed corpus are current") {
   CHECK_MESSAGE(committed == text,
                 "tests/fuzz/op_signatures.txt is out of date: run OF_FUZZ_WRITE=1 "
                 "./build/tests/oneflow_tests -tc='fuzz support*' and commit it with the corpus");
+  // every call of an op with an attribute schema passed its fields' types, no more of them
+  // (NOTE [Attribute schemas]: a schema that disagrees with its op's calls fails here)
+  for (const of::OpDef* op : of::all_ops()) {
+    auto it = rec.sigs.find(op->name);
+    if (op->attr_types.empty() || it == rec.sigs.end()) continue;
+    INFO(op->name);
+    const auto& tags = it->second.attr_tags;
+    CHECK(tags.size() <= op->attr_types.size());
+    for (size_t a = 0; a < tags.size() && a < op->attr_types.size(); ++a)
+      CHECK(tags[a] == std::vector<int>{int(op->attr_types[a])});
+  }
   // every op of the table is reached by some row's dispatch (internal-only ops excepted)
   std::vector<std::string> missing;
   for (const of::OpDef* op : of::all_ops())

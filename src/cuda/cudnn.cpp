@@ -41,6 +41,7 @@
 #include "oneflow/context.h"
 #include "cuda/elementwise.h"
 #include "cuda/host_checks.h"
+#include "ops/conv_common.h"
 
 #ifdef ONEFLOW_WITH_CUDNN
 #include <cudnn.h>
@@ -247,13 +248,28 @@ int64_t images_per_chunk(const ConvGeom& g, const Where& w) {
   return std::min(n, std::max<int64_t>(g.N, 1));
 }
 
-void set_params(ConvGeom& g, const DimVector& stride, const DimVector& pad, const DimVector& dil,
-                const Where& w) {
-  for (int i = 0; i < g.sp; ++i) {
+// The geometry of a kernel of the convolution family in forward terms: x [N, C, in...] the
+// convolution's input, y [N, M, out...] its output, wsz the weight's sizes [M, C/G, k...]
+// (conv_transpose passes its output as x and its input as y; the weight gradient its weight's
+// sizes); the parameters are the family's shared attributes (conv_detail::ConvAttrs).
+ConvGeom conv_geom(int sp, const Tensor& x, IntArrayRef wsz, const Tensor& y, const Attrs& a,
+                   const Where& w) {
+  using conv_detail::ConvAttrs;
+  ConvGeom g;
+  g.sp = sp;
+  g.dtype = x.dtype();
+  g.N = x.size(0), g.C = x.size(1), g.M = y.size(1), g.G = ConvAttrs::get<"groups">(a);
+  const DimVector &stride = ConvAttrs::get<"stride">(a), &pad = ConvAttrs::get<"padding">(a),
+                  &dil = ConvAttrs::get<"dilation">(a);
+  for (int i = 0; i < sp; ++i) {
+    g.in[i] = x.size(2 + i);
+    g.k[i] = wsz[size_t(2 + i)];
+    g.out[i] = y.size(2 + i);
     g.stride[i] = to_int(stride[size_t(i)], w, "stride");
     g.pad[i] = to_int(pad[size_t(i)], w, "padding");
     g.dil[i] = to_int(dil[size_t(i)], w, "dilation");
   }
+  return g;
 }
 
 // The descriptors of one chunk of n images.
@@ -486,13 +502,9 @@ void run_conv(Dir dir, int device, const ConvGeom& g, int64_t n, const void* x, 
   }
 }
 
-template <int Sp> const char* conv_name() { return Sp == 2 ? "conv2d" : "conv3d"; }
-template <int Sp> const char* conv_t_name() {
-  return Sp == 2 ? "conv_transpose2d" : "conv_transpose3d";
-}
-template <int Sp> const char* conv_bw_name() {
-  return Sp == 2 ? "conv2d_backward_weight" : "conv3d_backward_weight";
-}
+using conv_detail::conv_bw_name;
+using conv_detail::conv_name;
+using conv_detail::conv_t_name;
 
 void add_bias(const Tensor& out, const Tensor& bias) {
   if (!bias.defined() || out.numel() == 0) return;
@@ -513,16 +525,7 @@ template <int Sp> void conv_kernel(const KernelArgs& k) {
   check_conv_dtype(x, op);
   check_dense_output(y, op);
   DeviceGuard guard(device);
-  ConvGeom g;
-  g.sp = Sp;
-  g.dtype = x.dtype();
-  g.N = x.size(0), g.C = x.size(1), g.M = w.size(0), g.G = k.attrs.i(3);
-  for (int i = 0; i < Sp; ++i) {
-    g.in[i] = x.size(2 + i);
-    g.k[i] = w.size(2 + i);
-    g.out[i] = y.size(2 + i);
-  }
-  set_params(g, k.attrs.ints(0), k.attrs.ints(1), k.attrs.ints(2), wh);
+  const ConvGeom g = conv_geom(Sp, x, w.sizes(), y, k.attrs, wh);
   const int64_t chunk = images_per_chunk(g, wh);
   const size_t es = itemsize(g.dtype);
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
@@ -546,7 +549,7 @@ void backward_data(int device, const ConvGeom& g, const Tensor& dy, const Tensor
   }
 }
 
-// conv_transpose2d / 3d (x, w, bias?; stride, padding, output_padding, groups, dilation):
+// conv_transpose2d / 3d (x, w, bias?; stride, padding, dilation, groups, output_padding):
 // cuDNN's backward data with x as the convolution's output gradient.
 template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
   const char* op = conv_t_name<Sp>();
@@ -559,20 +562,10 @@ template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
   check_conv_dtype(x, op);
   check_dense_output(y, op);
   DeviceGuard guard(device);
-  ConvGeom g;
-  g.sp = Sp;
-  g.dtype = x.dtype();
-  g.G = k.attrs.i(3);
-  g.N = x.size(0), g.M = x.size(1), g.C = y.size(1);
-  const DimVector& opad = k.attrs.ints(2);
+  const ConvGeom g = conv_geom(Sp, y, w.sizes(), x, k.attrs, wh);  // y = x's input-adjoint
+  const DimVector& opad = conv_detail::ConvTransposeAttrs::get<"output_padding">(k.attrs);
   bool exact = true;  // every output_padding < stride: cuDNN's geometry gives y's size
-  for (int i = 0; i < Sp; ++i) {
-    g.out[i] = x.size(2 + i);
-    g.k[i] = w.size(2 + i);
-    g.in[i] = y.size(2 + i);
-    exact = exact && opad[size_t(i)] < k.attrs.ints(0)[size_t(i)];
-  }
-  set_params(g, k.attrs.ints(0), k.attrs.ints(1), k.attrs.ints(4), wh);
+  for (int i = 0; i < Sp; ++i) exact = exact && opad[size_t(i)] < g.stride[i];
   if (exact) {
     backward_data(device, g, x, w, y, wh);
   } else {
@@ -603,8 +596,8 @@ template <int Sp> void conv_transpose_kernel(const KernelArgs& k) {
   add_bias(y, b);
 }
 
-// conv2d/3d_backward_weight (grad_output, input; weight_size, stride, padding, dilation,
-// groups) -> grad_weight.
+// conv2d/3d_backward_weight (grad_output, input; stride, padding, dilation, groups,
+// weight_size) -> grad_weight.
 template <int Sp> void conv_backward_weight_kernel(const KernelArgs& k) {
   const char* op = conv_bw_name<Sp>();
   const Tensor dy = kernel_contiguous(k.inputs[0]), x = kernel_contiguous(k.inputs[1]);
@@ -619,17 +612,8 @@ template <int Sp> void conv_backward_weight_kernel(const KernelArgs& k) {
     kernel_fill(dw, 0);
     return;
   }
-  const DimVector& ws = k.attrs.ints(0);
-  ConvGeom g;
-  g.sp = Sp;
-  g.dtype = x.dtype();
-  g.N = x.size(0), g.C = x.size(1), g.M = ws[0], g.G = k.attrs.i(4);
-  for (int i = 0; i < Sp; ++i) {
-    g.in[i] = x.size(2 + i);
-    g.k[i] = ws[size_t(2 + i)];
-    g.out[i] = dy.size(2 + i);
-  }
-  set_params(g, k.attrs.ints(1), k.attrs.ints(2), k.attrs.ints(3), wh);
+  const ConvGeom g = conv_geom(Sp, x, conv_detail::ConvWeightGradAttrs::get<"weight_size">(k.attrs),
+                               dy, k.attrs, wh);
   const int64_t chunk = images_per_chunk(g, wh);
   const size_t es = itemsize(g.dtype);
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {

@@ -8,6 +8,7 @@
 #include "cuda/dims.h"
 #include "cuda/host_checks.h"
 #include "cuda/module.h"
+#include "ops/conv_common.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -66,12 +67,17 @@ PoolParams pool_setup(PoolKind kind, int sp, IntArrayRef in, IntArrayRef out, co
                       const Attrs& a, const char* op) {
   check_dtype(x, op);
   PoolParams p = pool_params(kind, in, out, x.dtype());
-  if (kind == PoolKind::kMax)
-    set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), &a.ints(3));
+  if (kind == PoolKind::kMax) {
+    using A = conv_detail::MaxPoolAttrs;
+    set_windows(p, size_t(sp), A::get<"kernel_size">(a), A::get<"stride">(a), A::get<"padding">(a),
+                &A::get<"dilation">(a));
+  }
   if (kind == PoolKind::kAvg) {
-    set_windows(p, size_t(sp), a.ints(0), a.ints(1), a.ints(2), nullptr);
-    p.count_include_pad = a.b(4);
-    p.divisor = a.i(5);
+    using A = conv_detail::AvgPoolAttrs;
+    set_windows(p, size_t(sp), A::get<"kernel_size">(a), A::get<"stride">(a), A::get<"padding">(a),
+                nullptr);
+    p.count_include_pad = A::get<"count_include_pad">(a);
+    p.divisor = A::get<"divisor_override">(a);
   }
   return p;
 }

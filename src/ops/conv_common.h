@@ -1,13 +1,70 @@
 // conv_common.h: what the convolution and pooling op files share (ops/nn_conv.cpp,
 // ops/nn_pool.cpp): parameter lists expanded per spatial dim, their printing, the batched
-// view of an unbatched input, the pooled length of one axis, the float/double kernel switch.
+// view of an unbatched input, the pooled length of one axis, the float/double kernel switch;
+// and the convolution family's attribute schemas, which the CUDA module's kernels read too.
 #pragma once
 #include <string>
 
 #include "dispatch.h"
+#include "ops/attr_schema.h"
 #include "ops/checks.h"
 
 namespace oneflow::conv_detail {
+
+// ---------------------------------------------------------------- the convolution family
+
+// One attribute order for the family (NOTE [Attribute schemas]): conv2d/3d take the four
+// shared fields, conv_transpose2d/3d add output_padding, conv2d/3d_backward_weight the weight's
+// sizes. (Graph files before format 3 kept conv_transpose's order of its public function,
+// stride, padding, output_padding, groups, dilation, and the weight gradient's weight_size
+// first: the loader moves them, NOTE [Graph file versions].)
+using ConvAttrs = AttrSchema<Attr<"stride", DimVector>, Attr<"padding", DimVector>,
+                             Attr<"dilation", DimVector>, Attr<"groups", int64_t>>;
+using ConvTransposeAttrs = ConvAttrs::with<Attr<"output_padding", DimVector>>;
+using ConvWeightGradAttrs = ConvAttrs::with<Attr<"weight_size", DimVector>>;
+
+// Pooling and resampling (nn_pool.cpp; the CUDA module's pool.cpp). A *_backward op takes its
+// forward op's attributes and the input's sizes after them (WithInputSize).
+using MaxPoolAttrs =
+    AttrSchema<Attr<"kernel_size", DimVector>, Attr<"stride", DimVector>,
+               Attr<"padding", DimVector>, Attr<"dilation", DimVector>, Attr<"ceil_mode", bool>>;
+using AvgPoolAttrs =
+    AttrSchema<Attr<"kernel_size", DimVector>, Attr<"stride", DimVector>,
+               Attr<"padding", DimVector>, Attr<"ceil_mode", bool>, Attr<"count_include_pad", bool>,
+               Attr<"divisor_override", int64_t>>;  // 0: none
+using AdaptivePoolAttrs = AttrSchema<Attr<"output_size", DimVector>>;
+// a scale <= 0: none (the step is in/out)
+using UpsampleNearestAttrs =
+    AttrSchema<Attr<"output_size", DimVector>, Attr<"scales_h", double>, Attr<"scales_w", double>>;
+using UpsampleBilinearAttrs =
+    AttrSchema<Attr<"output_size", DimVector>, Attr<"align_corners", bool>,
+               Attr<"scales_h", double>, Attr<"scales_w", double>>;
+template <class S> using WithInputSize = typename S::template with<Attr<"input_size", DimVector>>;
+
+// The family's parameters, spatial dims only (output_padding zeros for a plain convolution).
+struct ConvParams {
+  DimVector stride, padding, dilation, output_padding;
+  int64_t groups = 1;
+};
+inline ConvParams conv_params(const Attrs& a, bool transposed) {
+  ConvParams p;
+  p.stride = ConvAttrs::get<"stride">(a);
+  p.padding = ConvAttrs::get<"padding">(a);
+  p.dilation = ConvAttrs::get<"dilation">(a);
+  p.groups = ConvAttrs::get<"groups">(a);
+  p.output_padding =
+      transposed ? ConvTransposeAttrs::get<"output_padding">(a) : DimVector(p.stride.size(), 0);
+  return p;
+}
+
+// The ops of a Sp-D convolution family (Sp = 2 or 3).
+template <int Sp> const char* conv_name() { return Sp == 2 ? "conv2d" : "conv3d"; }
+template <int Sp> const char* conv_t_name() {
+  return Sp == 2 ? "conv_transpose2d" : "conv_transpose3d";
+}
+template <int Sp> const char* conv_bw_name() {
+  return Sp == 2 ? "conv2d_backward_weight" : "conv3d_backward_weight";
+}
 
 // ---------------------------------------------------------------- argument helpers
 

@@ -51,11 +51,6 @@ struct Geom {
   }
 };
 
-struct ConvParams {
-  DimVector stride, padding, dilation, output_padding;
-  int64_t groups = 1;
-};
-
 // Validates a (transposed) convolution on 4-D (2-D conv) or 5-D (3-D conv) input/weight and
 // returns its geometry; the spatial rank is the size of p.stride. `one_d` prints shapes and
 // parameters as conv1d sees them (the unit H dim dropped).
@@ -219,24 +214,6 @@ Geom conv_geom(const char* op, const Tensor& x, const Tensor& w, const Tensor* b
   check_float(op, x, "input");
   check_float(op, w, "weight");
   return conv_geom_sz(op, x, w.sizes(), w.dtype(), w.device(), bias, p, transposed, one_d);
-}
-
-// Attrs: stride, padding, dilation, groups (conv) or stride, padding, output_padding, groups,
-// dilation (conv_transpose).
-ConvParams conv_params(const Attrs& a, bool transposed) {
-  ConvParams p;
-  p.stride = a.ints(0);
-  p.padding = a.ints(1);
-  if (transposed) {
-    p.output_padding = a.ints(2);
-    p.groups = a.i(3);
-    p.dilation = a.ints(4);
-  } else {
-    p.dilation = a.ints(2);
-    p.groups = a.i(3);
-    p.output_padding = DimVector(p.stride.size(), 0);
-  }
-  return p;
 }
 
 // ---------------------------------------------------------------- BLAS and im2col
@@ -489,14 +466,6 @@ template <class T> void add_bias(T* y, const T* b, int64_t N, int64_t C, int64_t
 
 // ---------------------------------------------------------------- conv2d / conv3d
 
-// The ops of a Sp-D convolution family (Sp = 2 or 3).
-template <int Sp> const char* conv_name() { return Sp == 2 ? "conv2d" : "conv3d"; }
-template <int Sp> const char* conv_t_name() {
-  return Sp == 2 ? "conv_transpose2d" : "conv_transpose3d";
-}
-template <int Sp> const char* conv_bw_name() {
-  return Sp == 2 ? "conv2d_backward_weight" : "conv3d_backward_weight";
-}
 template <int Sp> const OpDef& conv_bw_op() {
   return Sp == 2 ? OF_OP("conv2d_backward_weight") : OF_OP("conv3d_backward_weight");
 }
@@ -558,14 +527,15 @@ template <int Sp> TensorList conv_vjp(const VjpCtx& c, const TensorList& gr) {
   }
   if (c.needs_input_grad(1))
     gw = dispatch1(conv_bw_op<Sp>(), {g, c.input(0)},
-                   {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
+                   ConvWeightGradAttrs::make(p.stride, p.padding, p.dilation, p.groups,
+                                             c.input_sizes(1).dims()));
   if (c.needs_input_grad(2)) gb = g.sum(spatial_dims<Sp>()).sum(0);  // faster than one sum
   return {gx, gw, gb};
 }
 
 // ---------------------------------------------------------------- conv_transpose2d / 3d
 
-// conv_transpose2d / 3d (x, w, bias?; stride, padding, output_padding, groups, dilation)
+// conv_transpose2d / 3d (x, w, bias?; stride, padding, dilation, groups, output_padding)
 template <int Sp> void conv_transpose_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Geom g =
       conv_geom(conv_t_name<Sp>(), in[0], in[1], &in[2], conv_params(a, true), true, false);
@@ -614,7 +584,8 @@ template <int Sp> TensorList conv_transpose_vjp(const VjpCtx& c, const TensorLis
       x = pad(x, pads, "constant", 0.0);
     }
     gw = dispatch1(conv_bw_op<Sp>(), {x, g},
-                   {c.input_sizes(1).dims(), p.stride, p.padding, p.dilation, p.groups});
+                   ConvWeightGradAttrs::make(p.stride, p.padding, p.dilation, p.groups,
+                                             c.input_sizes(1).dims()));
   }
   if (c.needs_input_grad(2)) gb = g.sum(spatial_dims<Sp>()).sum(0);  // faster than one sum
   return {gx, gw, gb};
@@ -622,20 +593,15 @@ template <int Sp> TensorList conv_transpose_vjp(const VjpCtx& c, const TensorLis
 
 // ---------------------------------------------------------------- conv2d/3d_backward_weight
 
-// conv2d_backward_weight(grad_output [N, M, OH, OW], input [N, C, H, W]; weight_size, stride,
-// padding, dilation, groups) -> grad_weight [M, C/G, kh, kw]; conv3d_backward_weight likewise
-// with a depth dim.
+// conv2d_backward_weight(grad_output [N, M, OH, OW], input [N, C, H, W]; stride, padding,
+// dilation, groups, weight_size) -> grad_weight [M, C/G, kh, kw]; conv3d_backward_weight
+// likewise with a depth dim.
 template <int Sp> Geom bw_geom(const Tensor& dy, const Tensor& x, const Attrs& a) {
   const char* op = conv_bw_name<Sp>();
-  const DimVector& ws = a.ints(0);
+  const DimVector& ws = ConvWeightGradAttrs::get<"weight_size">(a);
   OF_CHECK(ws.size() == Sp + 2, "[{}] weight_size must have {} values, got {}", op, Sp + 2,
            vals(ws));
-  ConvParams p;
-  p.stride = a.ints(1);
-  p.padding = a.ints(2);
-  p.dilation = a.ints(3);
-  p.groups = a.i(4);
-  p.output_padding = DimVector(size_t(Sp), 0);
+  const ConvParams p = conv_params(a, false);
   check_float(op, x, "input");
   check_float(op, dy, "grad_output");
   const Geom g = conv_geom_sz(op, x, ws, x.dtype(), x.device(), nullptr, p, false, false);
@@ -648,7 +614,7 @@ template <int Sp> Geom bw_geom(const Tensor& dy, const Tensor& x, const Attrs& a
 template <int Sp>
 void conv_backward_weight_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   bw_geom<Sp>(in[0], in[1], a);
-  out.push_back({a.ints(0), {}, 0, in[1].dtype(), in[1].device()});
+  out.push_back({ConvWeightGradAttrs::get<"weight_size">(a), {}, 0, in[1].dtype(), in[1].device()});
 }
 template <int Sp> void conv_backward_weight_cpu(const KernelArgs& k) {
   const Tensor dy = kernel_contiguous(k.inputs[0]), x = kernel_contiguous(k.inputs[1]);
@@ -660,8 +626,7 @@ template <int Sp> void conv_backward_weight_cpu(const KernelArgs& k) {
   });
 }
 template <int Sp> TensorList conv_backward_weight_vjp(const VjpCtx& c, const TensorList& gr) {
-  const Attrs& a = c.attrs();
-  ConvParams p{a.ints(1), a.ints(2), a.ints(3), DimVector(size_t(Sp), 0), a.i(4)};
+  const ConvParams p = conv_params(c.attrs(), false);
   const Tensor& gg = gr[0];  // gradient w.r.t. grad_weight
   Tensor gdy, gx;
   if (c.needs_input_grad(0)) gdy = conv_public<Sp>(c.input(1), gg, p);
@@ -693,8 +658,9 @@ Tensor conv_impl(const char* op, const Tensor& input, const Tensor& weight, cons
   // so this wrapper runs once under autocast
   check_float(op, w, "weight");
   conv_geom_sz(op, x, w.sizes(), x.dtype(), w.device(), nullptr, p, transposed, one_d);
-  Attrs attrs = transposed ? Attrs{p.stride, p.padding, p.output_padding, p.groups, p.dilation}
-                           : Attrs{p.stride, p.padding, p.dilation, p.groups};
+  Attrs attrs = transposed ? ConvTransposeAttrs::make(p.stride, p.padding, p.dilation, p.groups,
+                                                      p.output_padding)
+                           : ConvAttrs::make(p.stride, p.padding, p.dilation, p.groups);
   Tensor y = dispatch1(def, {x, w, bias}, std::move(attrs));
   if (one_d) y = y.squeeze(2);
   return unbatched ? y.squeeze(0) : y;
@@ -758,7 +724,8 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 void register_conv_ops() {
   register_op({.name = "conv2d",
                .traits = kWidens16Bit,
-               .attr_names = {"stride", "padding", "dilation", "groups"},
+               .attr_names = ConvAttrs::names(),
+               .attr_types = ConvAttrs::types(),
                .infer_meta = conv_meta<2>,
                .cpu = conv_cpu<2>,
                .vjp = conv_vjp<2>,
@@ -768,7 +735,8 @@ void register_conv_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv3d",
                .traits = kWidens16Bit,
-               .attr_names = {"stride", "padding", "dilation", "groups"},
+               .attr_names = ConvAttrs::names(),
+               .attr_types = ConvAttrs::types(),
                .infer_meta = conv_meta<3>,
                .cpu = conv_cpu<3>,
                .vjp = conv_vjp<3>,
@@ -778,7 +746,8 @@ void register_conv_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv_transpose2d",
                .traits = kWidens16Bit,
-               .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
+               .attr_names = ConvTransposeAttrs::names(),
+               .attr_types = ConvTransposeAttrs::types(),
                .infer_meta = conv_transpose_meta<2>,
                .cpu = conv_transpose_cpu<2>,
                .vjp = conv_transpose_vjp<2>,
@@ -788,7 +757,8 @@ void register_conv_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv_transpose3d",
                .traits = kWidens16Bit,
-               .attr_names = {"stride", "padding", "output_padding", "groups", "dilation"},
+               .attr_names = ConvTransposeAttrs::names(),
+               .attr_types = ConvTransposeAttrs::types(),
                .infer_meta = conv_transpose_meta<3>,
                .cpu = conv_transpose_cpu<3>,
                .vjp = conv_transpose_vjp<3>,
@@ -798,7 +768,8 @@ void register_conv_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv2d_backward_weight",
                .traits = kWidens16Bit,
-               .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
+               .attr_names = ConvWeightGradAttrs::names(),
+               .attr_types = ConvWeightGradAttrs::types(),
                .infer_meta = conv_backward_weight_meta<2>,
                .cpu = conv_backward_weight_cpu<2>,
                .vjp = conv_backward_weight_vjp<2>,
@@ -807,7 +778,8 @@ void register_conv_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "conv3d_backward_weight",
                .traits = kWidens16Bit,
-               .attr_names = {"weight_size", "stride", "padding", "dilation", "groups"},
+               .attr_names = ConvWeightGradAttrs::names(),
+               .attr_types = ConvWeightGradAttrs::types(),
                .infer_meta = conv_backward_weight_meta<3>,
                .cpu = conv_backward_weight_cpu<3>,
                .vjp = conv_backward_weight_vjp<3>,

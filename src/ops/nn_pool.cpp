@@ -82,8 +82,9 @@ PoolGeom pool_geom(const char* op, const Tensor& x, const DimVector& k, const Di
 
 // attrs: kernel_size, stride, padding, dilation, ceil_mode
 PoolGeom max_geom(const Tensor& x, const Attrs& a) {
-  return pool_geom("max_pool2d_with_indices", x, a.ints(0), a.ints(1), a.ints(2), a.ints(3),
-                   a.b(4));
+  using A = MaxPoolAttrs;
+  return pool_geom("max_pool2d_with_indices", x, A::get<"kernel_size">(a), A::get<"stride">(a),
+                   A::get<"padding">(a), A::get<"dilation">(a), A::get<"ceil_mode">(a));
 }
 void max_pool2d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const PoolGeom g = max_geom(in[0], a);
@@ -243,8 +244,9 @@ void window_max(const T* x, T* y, int64_t* idx, int64_t planes, const MaxAxis& a
 
 // max_pool3d_with_indices(x [N, C, D, H, W]; kernel_size, stride, padding, dilation, ceil_mode)
 PoolGeom max3_geom(const Tensor& x, const Attrs& a) {
-  return pool_geom("max_pool3d_with_indices", x, a.ints(0), a.ints(1), a.ints(2), a.ints(3),
-                   a.b(4));
+  using A = MaxPoolAttrs;
+  return pool_geom("max_pool3d_with_indices", x, A::get<"kernel_size">(a), A::get<"stride">(a),
+                   A::get<"padding">(a), A::get<"dilation">(a), A::get<"ceil_mode">(a));
 }
 void max_pool3d_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const PoolGeom g = max3_geom(in[0], a);
@@ -279,7 +281,7 @@ template <int Sp> DimVector adaptive_max_check(const Tensor& x, const Attrs& a) 
   if (x.dim() != Sp + 2)
     fail("[{}] expected a {}-D or {}-D input, got shape {}", op, Sp + 1, Sp + 2,
          shape_str(x.sizes()));
-  const DimVector& os = a.ints(0);
+  const DimVector& os = AdaptivePoolAttrs::get<"output_size">(a);
   if (os.size() != size_t(Sp))
     fail("[{}] output_size must have {} values, got {}", op, Sp, vals(os));
   for (int64_t i = 0; i < Sp; ++i) {
@@ -302,7 +304,7 @@ template <int Sp> void adaptive_max_cpu(const KernelArgs& k) {
   if (k.outputs[0].numel() == 0) return;  // no planes (as max_pool3d_cpu)
   const Tensor x = kernel_contiguous(k.inputs[0]);
   adaptive_max_check<Sp>(x, k.attrs);
-  const DimVector& os = k.attrs.ints(0);
+  const DimVector& os = AdaptivePoolAttrs::get<"output_size">(k.attrs);
   MaxAxis ax[3];
   for (int64_t i = 0; i < Sp; ++i) ax[3 - Sp + i] = adaptive_axis(x.size(2 + i), os[size_t(i)]);
   float_or_double(x.dtype(), adaptive_max_name<Sp>(), [&](auto z) {
@@ -384,12 +386,14 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   int64_t insz[3];
   for (size_t i = 0; i < nax; ++i) insz[i] = in[2 + i];
   if (mode == Mode::kAvg || mode == Mode::kAvg3d) {
-    const DimVector &k = a.ints(0), &s = a.ints(1), &p = a.ints(2);
+    using A = AvgPoolAttrs;
+    const DimVector &k = A::get<"kernel_size">(a), &s = A::get<"stride">(a),
+                    &p = A::get<"padding">(a);
     if (k.size() != nax || s.size() != nax || p.size() != nax)
       fail("[{}] expected kernel_size, stride and padding of {} values each, got {}, {} and {}", op,
            nax, vals(k), vals(s), vals(p));
-    const bool ceil_mode = a.b(3), include_pad = a.b(4);
-    const int64_t divisor = a.i(5);
+    const bool ceil_mode = A::get<"ceil_mode">(a), include_pad = A::get<"count_include_pad">(a);
+    const int64_t divisor = A::get<"divisor_override">(a);
     for (size_t i = 0; i < nax; ++i) {
       if (k[i] <= 0) fail("[{}] kernel_size must be positive, got {}", op, vals(k));
       if (s[i] <= 0) fail("[{}] stride must be positive, got {}", op, vals(s));
@@ -430,18 +434,26 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
     }
     return r;
   }
-  const DimVector& os = a.ints(0);
+  // output_size leads every other mode's attributes
+  const DimVector& os = AdaptivePoolAttrs::get<"output_size">(a);
   if (os.size() != nax)
     fail("[{}] expected an output_size of {} values, got {}", op, nax, vals(os));
   check_output_size(op, os, in);
-  const size_t scale_attr = mode == Mode::kNearest ? 1 : 2;
+  // the given scale of axis i (h, w); none for the adaptive modes
+  auto scale = [&](size_t i) {
+    if (mode == Mode::kNearest)
+      return i == 0 ? UpsampleNearestAttrs::get<"scales_h">(a)
+                    : UpsampleNearestAttrs::get<"scales_w">(a);
+    return i == 0 ? UpsampleBilinearAttrs::get<"scales_h">(a)
+                  : UpsampleBilinearAttrs::get<"scales_w">(a);
+  };
   const bool adaptive = mode == Mode::kAdaptive || mode == Mode::kAdaptive3d;
   for (size_t i = 0; i < nax; ++i) {
     AxisMap& m = *axes[i];
     m.in = insz[i];
     m.out = os[i];
     if (m.in <= 0) fail("[{}] input {} has an empty spatial dimension", op, shape_str(in));
-    const double given = adaptive ? 0.0 : a.f(scale_attr + i);
+    const double given = adaptive ? 0.0 : scale(i);
     if (!std::isfinite(given) || (given > 0 && !std::isfinite(1.0 / given)))
       fail("[{}] scale factor {} is not finite (or its inverse is not)", op, given);
     if (!with_maps) continue;
@@ -463,7 +475,7 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
         }
         m.add(sidx, 1.0);
       } else {
-        const bool align = a.b(1);
+        const bool align = UpsampleBilinearAttrs::get<"align_corners">(a);
         double srcf;
         if (align) {
           const double scale = m.out > 1 ? double(m.in - 1) / double(m.out - 1) : 0.0;
@@ -484,7 +496,11 @@ Resample make_resample(Mode mode, IntArrayRef in, const Attrs& a, const char* op
   return r;
 }
 
-DimVector in_size_attr(const Attrs& a) { return a.ints(a.size() - 1); }
+// the input_size a *_backward op's attributes end with (WithInputSize)
+DimVector in_size_attr(const Attrs& a) {
+  OF_CHECK(a.size() > 0, "[attrs] a resampling backward op was given no attributes");
+  return std::get<DimVector>(a.values.back());
+}
 
 template <Mode M> void resample_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = mode_name(M, false);
@@ -651,7 +667,8 @@ template <Mode M> TensorList resample_backward_vjp(const VjpCtx& c, const Tensor
 void register_pool_ops() {
   register_op({.name = "max_pool3d_with_indices",
                .traits = kWidens16Bit,
-               .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+               .attr_names = MaxPoolAttrs::names(),
+               .attr_types = MaxPoolAttrs::types(),
                .infer_meta = max_pool3d_meta,
                .cpu = max_pool3d_cpu,
                .vjp = max_indices_vjp,
@@ -660,7 +677,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_max_pool2d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size"},
+               .attr_names = AdaptivePoolAttrs::names(),
+               .attr_types = AdaptivePoolAttrs::types(),
                .infer_meta = adaptive_max_meta<2>,
                .cpu = adaptive_max_cpu<2>,
                .vjp = max_indices_vjp,
@@ -669,7 +687,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_max_pool3d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size"},
+               .attr_names = AdaptivePoolAttrs::names(),
+               .attr_types = AdaptivePoolAttrs::types(),
                .infer_meta = adaptive_max_meta<3>,
                .cpu = adaptive_max_cpu<3>,
                .vjp = max_indices_vjp,
@@ -678,22 +697,18 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "max_pool2d_with_indices",
                .traits = kWidens16Bit,
-               .attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+               .attr_names = MaxPoolAttrs::names(),
+               .attr_types = MaxPoolAttrs::types(),
                .infer_meta = max_pool2d_meta,
                .cpu = max_pool2d_cpu,
                .vjp = max_indices_vjp,
                .save_outputs = out(1),
                .sbp_rule = &sbp_rules::kPool,
                .contiguous_inputs = kEveryInput});
-  const std::vector<std::string> avg_attrs = {
-      "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
-  auto with_size = [](std::vector<std::string> v) {
-    v.push_back("input_size");
-    return v;
-  };
   register_op({.name = "avg_pool2d",
                .traits = kWidens16Bit,
-               .attr_names = avg_attrs,
+               .attr_names = AvgPoolAttrs::names(),
+               .attr_types = AvgPoolAttrs::types(),
                .infer_meta = resample_meta<Mode::kAvg>,
                .cpu = resample_cpu<Mode::kAvg>,
                .vjp = resample_vjp<Mode::kAvg>,
@@ -701,7 +716,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool2d_backward",
                .traits = kWidens16Bit,
-               .attr_names = with_size(avg_attrs),
+               .attr_names = WithInputSize<AvgPoolAttrs>::names(),
+               .attr_types = WithInputSize<AvgPoolAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kAvg>,
                .cpu = resample_backward_cpu<Mode::kAvg>,
                .vjp = resample_backward_vjp<Mode::kAvg>,
@@ -709,7 +725,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool2d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size"},
+               .attr_names = AdaptivePoolAttrs::names(),
+               .attr_types = AdaptivePoolAttrs::types(),
                .infer_meta = resample_meta<Mode::kAdaptive>,
                .cpu = resample_cpu<Mode::kAdaptive>,
                .vjp = resample_vjp<Mode::kAdaptive>,
@@ -717,7 +734,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool2d_backward",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "input_size"},
+               .attr_names = WithInputSize<AdaptivePoolAttrs>::names(),
+               .attr_types = WithInputSize<AdaptivePoolAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                .cpu = resample_backward_cpu<Mode::kAdaptive>,
                .vjp = resample_backward_vjp<Mode::kAdaptive>,
@@ -725,7 +743,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool3d",
                .traits = kWidens16Bit,
-               .attr_names = avg_attrs,
+               .attr_names = AvgPoolAttrs::names(),
+               .attr_types = AvgPoolAttrs::types(),
                .infer_meta = resample_meta<Mode::kAvg3d>,
                .cpu = resample_cpu<Mode::kAvg3d>,
                .vjp = resample_vjp<Mode::kAvg3d>,
@@ -733,7 +752,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool3d_backward",
                .traits = kWidens16Bit,
-               .attr_names = with_size(avg_attrs),
+               .attr_names = WithInputSize<AvgPoolAttrs>::names(),
+               .attr_types = WithInputSize<AvgPoolAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kAvg3d>,
                .cpu = resample_backward_cpu<Mode::kAvg3d>,
                .vjp = resample_backward_vjp<Mode::kAvg3d>,
@@ -741,7 +761,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool3d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size"},
+               .attr_names = AdaptivePoolAttrs::names(),
+               .attr_types = AdaptivePoolAttrs::types(),
                .infer_meta = resample_meta<Mode::kAdaptive3d>,
                .cpu = resample_cpu<Mode::kAdaptive3d>,
                .vjp = resample_vjp<Mode::kAdaptive3d>,
@@ -749,7 +770,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool3d_backward",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "input_size"},
+               .attr_names = WithInputSize<AdaptivePoolAttrs>::names(),
+               .attr_types = WithInputSize<AdaptivePoolAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
                .cpu = resample_backward_cpu<Mode::kAdaptive3d>,
                .vjp = resample_backward_vjp<Mode::kAdaptive3d>,
@@ -757,7 +779,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_nearest2d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "scales_h", "scales_w"},
+               .attr_names = UpsampleNearestAttrs::names(),
+               .attr_types = UpsampleNearestAttrs::types(),
                .infer_meta = resample_meta<Mode::kNearest>,
                .cpu = resample_cpu<Mode::kNearest>,
                .vjp = resample_vjp<Mode::kNearest>,
@@ -765,7 +788,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_nearest2d_backward",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "scales_h", "scales_w", "input_size"},
+               .attr_names = WithInputSize<UpsampleNearestAttrs>::names(),
+               .attr_types = WithInputSize<UpsampleNearestAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kNearest>,
                .cpu = resample_backward_cpu<Mode::kNearest>,
                .vjp = resample_backward_vjp<Mode::kNearest>,
@@ -773,7 +797,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_bilinear2d",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "align_corners", "scales_h", "scales_w"},
+               .attr_names = UpsampleBilinearAttrs::names(),
+               .attr_types = UpsampleBilinearAttrs::types(),
                .infer_meta = resample_meta<Mode::kBilinear>,
                .cpu = resample_cpu<Mode::kBilinear>,
                .vjp = resample_vjp<Mode::kBilinear>,
@@ -781,7 +806,8 @@ void register_pool_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_bilinear2d_backward",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "align_corners", "scales_h", "scales_w", "input_size"},
+               .attr_names = WithInputSize<UpsampleBilinearAttrs>::names(),
+               .attr_types = WithInputSize<UpsampleBilinearAttrs>::types(),
                .infer_meta = resample_backward_meta<Mode::kBilinear>,
                .cpu = resample_backward_cpu<Mode::kBilinear>,
                .vjp = resample_backward_vjp<Mode::kBilinear>,
@@ -847,7 +873,8 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, int64_t sp, const Tenso
   }
   pool_geom(op, x, k, s, p, d, ceil_mode);
   const OpDef& def = sp == 3 ? OF_OP("max_pool3d_with_indices") : OF_OP("max_pool2d_with_indices");
-  return finish_indices(input, dispatch(def, {x}, {k, s, p, d, ceil_mode}), sp, sp == 1);
+  return finish_indices(input, dispatch(def, {x}, MaxPoolAttrs::make(k, s, p, d, ceil_mode)), sp,
+                        sp == 1);
 }
 
 // adaptive_max_poolNd (sp = 1, 2, 3).
@@ -868,7 +895,7 @@ std::tuple<Tensor, Tensor> adaptive_max_impl(const char* op, int64_t sp, const T
     os.insert(os.begin(), 1);
   }
   const OpDef& def = sp == 3 ? OF_OP("adaptive_max_pool3d") : OF_OP("adaptive_max_pool2d");
-  return finish_indices(input, dispatch(def, {x}, {os}), sp, sp == 1);
+  return finish_indices(input, dispatch(def, {x}, AdaptivePoolAttrs::make(os)), sp, sp == 1);
 }
 }  // namespace
 
@@ -916,8 +943,8 @@ Tensor avg_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   return on_batched(
       op, input,
       [&](const Tensor& x) {
-        Attrs a{DimVector{1, k[0]}, DimVector{1, s[0]}, DimVector{0, p[0]},
-                ceil_mode,          count_include_pad,  int64_t(0)};
+        Attrs a =
+            AvgPoolAttrs::make({1, k[0]}, {1, s[0]}, {0, p[0]}, ceil_mode, count_include_pad, 0);
         return dispatch1(OF_OP("avg_pool2d"), {x.unsqueeze(2)}, std::move(a)).squeeze(2);
       },
       1);
@@ -933,7 +960,8 @@ Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   if (divisor_override && *divisor_override <= 0)
     fail("[{}] divisor_override must be positive, got {}", op, *divisor_override);
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
+    Attrs a =
+        AvgPoolAttrs::make(k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0));
     make_resample(Mode::kAvg, x.sizes(), a, op, false);
     return dispatch1(OF_OP("avg_pool2d"), {x}, std::move(a));
   });
@@ -951,7 +979,8 @@ Tensor avg_pool3d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stri
   return on_batched(
       op, input,
       [&](const Tensor& x) {
-        Attrs a{k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0)};
+        Attrs a =
+            AvgPoolAttrs::make(k, s, p, ceil_mode, count_include_pad, divisor_override.value_or(0));
         make_resample(Mode::kAvg3d, x.sizes(), a, op, false);
         return dispatch1(OF_OP("avg_pool3d"), {x}, std::move(a));
       },
@@ -969,7 +998,8 @@ Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size) {
                shape_str(input.sizes()));
         if (x.size(2) <= 0)
           fail("[{}] input {} has an empty spatial dimension", op, shape_str(input.sizes()));
-        return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)}, {DimVector{1, os[0]}})
+        return dispatch1(OF_OP("adaptive_avg_pool2d"), {x.unsqueeze(2)},
+                         AdaptivePoolAttrs::make({1, os[0]}))
             .squeeze(2);
       },
       1);
@@ -979,7 +1009,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
   const char* op = "adaptive_avg_pool2d";
   const DimVector os = expand_param(output_size, 2, op, "output_size");
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os};
+    Attrs a = AdaptivePoolAttrs::make(os);
     make_resample(Mode::kAdaptive, x.sizes(), a, op, false);
     return dispatch1(OF_OP("adaptive_avg_pool2d"), {x}, std::move(a));
   });
@@ -991,7 +1021,7 @@ Tensor adaptive_avg_pool3d(const Tensor& input, IntArrayRef output_size) {
   return on_batched(
       op, input,
       [&](const Tensor& x) {
-        Attrs a{os};
+        Attrs a = AdaptivePoolAttrs::make(os);
         make_resample(Mode::kAdaptive3d, x.sizes(), a, op, false);
         return dispatch1(OF_OP("adaptive_avg_pool3d"), {x}, std::move(a));
       },
@@ -1024,7 +1054,7 @@ Tensor upsample_nearest2d(const Tensor& input, IntArrayRef output_size,
   const double sh = scale_value(op, "scales_h", scales_h),
                sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os, sh, sw};
+    Attrs a = UpsampleNearestAttrs::make(os, sh, sw);
     make_resample(Mode::kNearest, x.sizes(), a, op, false);
     return dispatch1(OF_OP("upsample_nearest2d"), {x}, std::move(a));
   });
@@ -1037,7 +1067,7 @@ Tensor upsample_bilinear2d(const Tensor& input, IntArrayRef output_size, bool al
   const double sh = scale_value(op, "scales_h", scales_h),
                sw = scale_value(op, "scales_w", scales_w);
   return on_batched(op, input, [&](const Tensor& x) {
-    Attrs a{os, align_corners, sh, sw};
+    Attrs a = UpsampleBilinearAttrs::make(os, align_corners, sh, sw);
     make_resample(Mode::kBilinear, x.sizes(), a, op, false);
     return dispatch1(OF_OP("upsample_bilinear2d"), {x}, std::move(a));
   });

@@ -27,8 +27,26 @@ namespace {
 
 constexpr char kMagic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
 // 1: one graph, captured bytes inline; 2: a kind byte, a blob table, then one graph or the
-// structures of a symbolic graph (NOTE [Graph file blobs]). Both are read.
-constexpr uint32_t kVersion = 2;
+// structures of a symbolic graph (NOTE [Graph file blobs]); 3: as 2, with the convolution
+// family's one attribute order. All three are read (NOTE [Graph file versions]).
+constexpr uint32_t kVersion = 3;
+
+// NOTE [Graph file versions]: a node's attributes are stored in its op's attribute order, so
+// a change of an op's order bumps the format version, and the loader moves an older file's
+// attributes into the current order before anything reads them (the node's checks, the
+// symbolic expressions that name an attribute by position). Format 3 gave the convolution
+// family one order (NOTE [Attribute schemas], conv_detail::ConvAttrs): conv_transpose2d/3d
+// were (stride, padding, output_padding, groups, dilation) and conv2d/3d_backward_weight
+// (weight_size, stride, padding, dilation, groups). old_attr_order gives, for each current
+// position, the position the attribute had in an older file (null: unchanged); a node with
+// another count of attributes is left as it is for the checks to refuse.
+const std::vector<int>* old_attr_order(const std::string& op, uint32_t version, size_t n) {
+  static const std::vector<int> conv_t{0, 1, 4, 3, 2}, conv_bw{1, 2, 3, 4, 0};
+  if (version >= 3 || n != 5) return nullptr;
+  if (op == "conv_transpose2d" || op == "conv_transpose3d") return &conv_t;
+  if (op == "conv2d_backward_weight" || op == "conv3d_backward_weight") return &conv_bw;
+  return nullptr;
+}
 
 class Writer {
  public:
@@ -589,8 +607,8 @@ void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::stri
 
 namespace {
 
-// One graph at r's position: captured bytes inline (format 1) or named in `table` (2).
-Graph read_graph(Reader& r, const std::vector<Storage>* table) {
+// One graph at r's position: captured bytes inline (format 1) or named in `table` (2, 3).
+Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version) {
   Graph g;
   const uint32_t nb = r.pod<uint32_t>();
   // each buffer takes at least 34 bytes: a count beyond that is a corrupt file, not a request
@@ -695,6 +713,11 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table) {
     const uint32_t na = r.pod<uint32_t>();
     if (na > 64) r.bad("too many attributes");
     for (uint32_t k = 0; k < na; ++k) n.attrs.values.push_back(read_attr(r));
+    if (const std::vector<int>* order = old_attr_order(name, version, na)) {
+      Attrs moved;
+      for (int k : *order) moved.values.push_back(n.attrs.values[size_t(k)]);
+      n.attrs = std::move(moved);
+    }
     const uint32_t ni = r.pod<uint32_t>();
     if (ni > 64) r.bad("too many inputs");
     for (uint32_t k = 0; k < ni; ++k) {
@@ -804,7 +827,7 @@ struct GraphFile {
 
 SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
                              const std::vector<std::vector<int>>& input_dims,
-                             const std::vector<Storage>& table) {
+                             const std::vector<Storage>& table, uint32_t version) {
   SymbolicGraph sg;
   sg.symbols = syms;
   sg.input_dims = input_dims;
@@ -831,11 +854,14 @@ SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
     if (e.den <= 0) r.bad("an expression with a bad denominator");
     sg.exprs.push_back(std::move(e));
   }
-  sg.tmpl = read_graph(r, &table);
-  for (const AttrExpr& e : sg.exprs) {
+  sg.tmpl = read_graph(r, &table, version);
+  for (AttrExpr& e : sg.exprs) {
     if (e.node < 0 || size_t(e.node) >= sg.tmpl.nodes.size())
       r.bad("an expression names a missing node");
-    const Attrs& a = sg.tmpl.nodes[size_t(e.node)].attrs;
+    const Node& node = sg.tmpl.nodes[size_t(e.node)];
+    const Attrs& a = node.attrs;
+    if (const std::vector<int>* order = old_attr_order(node.op->name, version, a.size()))
+      e.attr = int(std::find(order->begin(), order->end(), e.attr) - order->begin());
     if (e.attr < 0 || size_t(e.attr) >= a.size()) r.bad("an expression names a missing attribute");
     const AttrValue& v = a.values[size_t(e.attr)];
     const bool ok = e.elem < 0
@@ -871,7 +897,7 @@ GraphFile read_file(const std::string& path) {
   for (char& c : magic) c = hdr.pod<char>();
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) hdr.bad("wrong magic bytes");
   const uint32_t version = hdr.pod<uint32_t>();
-  if (version != 1 && version != kVersion)
+  if (version < 1 || version > kVersion)
     fail("[jit.load] {} has format version {}; this library reads versions 1 to {}", path, version,
          kVersion);
   const uint64_t n = hdr.pod<uint64_t>();
@@ -888,7 +914,7 @@ GraphFile read_file(const std::string& path) {
   Reader r(payload, size_t(n), path);
   GraphFile file;
   if (version == 1) {
-    file.graph = read_graph(r, nullptr);
+    file.graph = read_graph(r, nullptr, version);
     if (!r.done()) r.bad("bytes after the end of the graph");
     return file;
   }
@@ -907,7 +933,7 @@ GraphFile read_file(const std::string& path) {
     table.push_back(std::move(st));
   }
   if (file.kind == 0) {
-    file.graph = read_graph(r, &table);
+    file.graph = read_graph(r, &table, version);
   } else {
     const uint32_t ns = r.pod<uint32_t>();
     if (ns == 0 || ns > 6) r.bad("a bad number of symbols");
@@ -935,7 +961,7 @@ GraphFile read_file(const std::string& path) {
     const uint32_t nst = r.pod<uint32_t>();
     if (nst == 0 || nst > 64) r.bad("a bad number of structures");
     for (uint32_t i = 0; i < nst; ++i)
-      file.structures.push_back(read_structure(r, syms, input_dims, table));
+      file.structures.push_back(read_structure(r, syms, input_dims, table, version));
   }
   if (!r.done()) r.bad("bytes after the end of the graph");
   return file;

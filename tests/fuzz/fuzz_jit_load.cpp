@@ -3,7 +3,7 @@
 // header (magic, version, payload size, CRC-32) itself around the input: the fuzzer then
 // reaches every structural check of the payload. The input's first byte picks the header: 0xFF
 // writes the rest as it is (the header checks themselves), 0xFD a version-2 header around the
-// rest, anything else a version-1 header around the whole input (the older seeds). A graph that
+// rest, 0xFC a version-3 header (the current format), anything else a version-1 header around the whole input (the older seeds). A graph that
 // loads is then run on zeros of its inputs' declared dtypes and sizes (symbolic dims at their
 // smallest and largest), so mutations that pass the loader's checks reach the kernels (ASan).
 #include <zlib.h>
@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
     uint32_t version = 1;
-    if (size > 0 && data[0] == 0xFD) {
-      version = 2;
+    if (size > 0 && (data[0] == 0xFD || data[0] == 0xFC)) {
+      version = data[0] == 0xFD ? 2 : 3;
       ++data;
       --size;
     }

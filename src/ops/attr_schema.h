@@ -1,0 +1,74 @@
+// attr_schema.h (internal): named, typed views of an op family's attributes.
+// NOTE [Attribute schemas]: an op's attributes travel positionally (Attrs: CSE keys, graph
+// files), but code names them: a family declares its schema once,
+//   using ConvAttrs = AttrSchema<Attr<"stride", DimVector>, Attr<"padding", DimVector>, ...>;
+// registers `.attr_names = ConvAttrs::names(), .attr_types = ConvAttrs::types()`, builds
+// attributes with `ConvAttrs::make(stride, padding, ...)` (each argument converts to its field's
+// type) and reads them with `ConvAttrs::get<"groups">(attrs)` (the field's type; a name the
+// schema lacks does not compile). A schema extended with `::with<...>` keeps its fields'
+// positions, so one reader serves a whole family (conv, conv_transpose, the weight gradient).
+// register_op checks that the names and types agree, and test_fuzz_support that every call
+// the suite makes passes attributes of the declared types.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "dispatch.h"
+
+namespace oneflow {
+
+// A string literal usable as a template argument: Attr<"stride", DimVector>.
+template <size_t N> struct AttrName {
+  char s[N]{};
+  constexpr AttrName(const char (&x)[N]) { std::copy_n(x, N, s); }
+  constexpr std::string_view view() const { return {s, N - 1}; }
+};
+
+template <AttrName Name, class T> struct Attr {
+  using type = T;
+  static constexpr std::string_view name = Name.view();
+};
+
+// The AttrValue alternative index of T (the type tag graph files and op_signatures.txt use).
+template <class T, size_t I = 0> constexpr uint8_t attr_tag() {
+  static_assert(I < std::variant_size_v<AttrValue>, "not an attribute type");
+  if constexpr (std::is_same_v<T, std::variant_alternative_t<I, AttrValue>>) return uint8_t(I);
+  else return attr_tag<T, I + 1>();
+}
+
+template <class... F> struct AttrSchema {
+  static constexpr size_t size = sizeof...(F);
+  template <class... G> using with = AttrSchema<F..., G...>;
+
+  // The position of the field named N (a compile error when there is none).
+  template <AttrName N> static consteval size_t index() {
+    constexpr std::array<std::string_view, size> names{F::name...};
+    for (size_t k = 0; k < size; ++k)
+      if (names[k] == N.view()) return k;
+    throw "no attribute of this name in the schema";  // not a constant: does not compile
+  }
+  template <AttrName N>
+  using type = std::tuple_element_t<index<N>(), std::tuple<typename F::type...>>;
+
+  // The attribute named N of `a` (std::bad_variant_access or an of::Error, as Attrs' reads).
+  template <AttrName N> static const type<N>& get(const Attrs& a) {
+    return std::get<type<N>>(a.at(index<N>()));
+  }
+  // Whether `a` holds the field (calls of some ops leave trailing fields out).
+  template <AttrName N> static bool has(const Attrs& a) { return index<N>() < a.size(); }
+
+  static Attrs make(typename F::type... v) {
+    Attrs a;
+    (a.values.emplace_back(std::move(v)), ...);
+    return a;
+  }
+  static std::vector<std::string> names() { return {std::string(F::name)...}; }
+  static std::vector<uint8_t> types() { return {attr_tag<typename F::type>()...}; }
+};
+
+}  // namespace oneflow
