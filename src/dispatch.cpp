@@ -16,6 +16,7 @@
 #include "cuda_backend.h"
 #include "oneflow/runtime.h"
 #include "autograd/node.h"
+#include "ops/core_attrs.h"
 
 namespace oneflow {
 
@@ -577,7 +578,7 @@ void kernel_copy_into(const Tensor& dst, const Tensor& src) {
 }
 
 void kernel_fill(const Tensor& t, const Scalar& v) {
-  run_kernel_of(OF_OP("fill_"), t.device(), {t}, {v}, {t});
+  run_kernel_of(OF_OP("fill_"), t.device(), {t}, core_detail::FillAttrs::make(v), {t});
 }
 
 Tensor kernel_permute(const Tensor& t, IntArrayRef perm) {

@@ -100,7 +100,7 @@ enum class FusedForm : uint8_t {
 // An algebraic identity the trace's fold pass applies (x*1, x+0, x/1, x**1, a copy that changes
 // nothing): the node's output is its input `keep`, unchanged, when
 //   kOtherInputIs  the other input (binary ops) is a constant scalar equal to `value`,
-//   kScalarAttrIs  scalar attr 0 equals `value`,
+//   kScalarAttrIs  the op's one attribute (a Scalar or a double) equals `value`,
 //   kSameLayout    the input is contiguous (a copy or cast into its own dtype and layout);
 // in every case the kept input's dtype, sizes and strides must equal the output's.
 struct FoldIdentity {

@@ -629,12 +629,16 @@ TEST_CASE("trace pass: fold removes identities, folds constants and collapses vi
   auto g = recorded(
       [](const std::vector<of::Tensor>& x) {
         of::Tensor c = of::full({4}, 2.0) * 3;  // constants only: folded
-        return std::vector<of::Tensor>{((x[0] * 1) + 0) * c, x[0].t().t().reshape({-1}) + 1};
+        return std::vector<of::Tensor>{((x[0] * 1) + 0) * c, x[0].t().t().reshape({-1}) + 1,
+                                       x[0].pow(1.0) - x[0].pow(2.0)};
       },
       {of::ones({4, 4})});
   auto f = of::trace::dce(of::trace::fold(g));
   CHECK(count_op(g, "mul") == 3);
   CHECK(count_op(f, "mul") == 1);
+  // x ** 1 is x (pow_scalar's identity: its exponent is a double attribute); x ** 2 stays
+  CHECK(count_op(g, "pow_scalar") == 2);
+  CHECK(count_op(f, "pow_scalar") == 1);
   CHECK(count_op(f, "full") == 0);
   CHECK(count_op(f, "as_strided") >= 1);
   // the simplified graph still computes the same thing

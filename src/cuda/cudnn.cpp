@@ -42,6 +42,7 @@
 #include "cuda/elementwise.h"
 #include "cuda/host_checks.h"
 #include "ops/conv_common.h"
+#include "ops/nn_attrs.h"
 
 #ifdef ONEFLOW_WITH_CUDNN
 #include <cudnn.h>
@@ -665,8 +666,8 @@ void bn_kernel(const KernelArgs& k) {
   check_dtype(x, op);
   for (const Tensor* t : {&y, &mean, &invstd, &var}) check_dense_output(*t, op);
   DeviceGuard guard(device);
-  const bool training = k.attrs.b(0);
-  const double eps = k.attrs.f(1);
+  const bool training = nn_detail::BatchNormAttrs::get<"training">(k.attrs);
+  const double eps = nn_detail::BatchNormAttrs::get<"eps">(k.attrs);
   const int64_t C = x.size(1);
   if (!training) {  // the statistics are the running ones (as the CPU kernel)
     const Tensor rv = k.inputs[4];
@@ -719,7 +720,7 @@ void bn_backward_kernel(const KernelArgs& k) {
   check_dtype(x, op);
   for (const Tensor* t : {&gx, &gw, &gb}) check_dense_output(*t, op);
   DeviceGuard guard(device);
-  const bool training = k.attrs.b(0);
+  const bool training = nn_detail::BatchNormAttrs::get<"training">(k.attrs);
   const int64_t C = x.size(1);
   if (C == 0) return;
   if (!training || x.numel() == 0) {
@@ -752,10 +753,10 @@ void bn_backward_kernel(const KernelArgs& k) {
   cudnnHandle_t h = handle_for(device, wh);
   const Scale one(1.0), zero(0.0);
   const ScalarType t = x.dtype();
-  OF_CUDNN(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t),
-                                           one.of(t), zero.of(t), d.x.d, cptr(x), d.x.d, cptr(dy),
-                                           d.x.d, mptr(gx), d.p.d, cptr(w), mptr(gw), mptr(gb),
-                                           k.attrs.f(1), cptr(mean), cptr(invstd)),
+  OF_CUDNN(cudnnBatchNormalizationBackward(
+               h, CUDNN_BATCHNORM_SPATIAL, one.of(t), zero.of(t), one.of(t), zero.of(t), d.x.d,
+               cptr(x), d.x.d, cptr(dy), d.x.d, mptr(gx), d.p.d, cptr(w), mptr(gw), mptr(gb),
+               nn_detail::BatchNormAttrs::get<"eps">(k.attrs), cptr(mean), cptr(invstd)),
            wh);
   after_launch(op);
 }

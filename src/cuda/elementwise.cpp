@@ -9,6 +9,8 @@
 #include "cuda/elementwise.h"
 #include "cuda/module.h"
 #include "cuda/strided_copy.h"
+#include "ops/core_attrs.h"
+#include "ops/elementwise_attrs.h"
 #include "ops/functors.h"
 
 namespace oneflow::cuda_module {
@@ -151,7 +153,8 @@ template <ElemOp Op> void elementwise_kernel(const KernelArgs& k) {
 }
 
 void gelu_kernel(const KernelArgs& k) {
-  run(k.attrs.str(0) == "tanh" ? ElemOp::gelu_tanh : ElemOp::gelu_erf, k, k.inputs[0].dtype());
+  const bool tanh = elem_attrs::GeluAttrs::get<"approximate">(k.attrs) == "tanh";
+  run(tanh ? ElemOp::gelu_tanh : ElemOp::gelu_erf, k, k.inputs[0].dtype());
 }
 
 void where_kernel(const KernelArgs& k) {
@@ -168,8 +171,12 @@ void fill_into(const Tensor& out, const Scalar& v) {
   s.bscalar = v.to_bool();
   run(ElemOp::fill, out, {}, out.dtype(), &s);
 }
-void fill__kernel(const KernelArgs& k) { fill_into(k.outputs[0], k.attrs.scalar(0)); }
-void full_kernel(const KernelArgs& k) { fill_into(k.outputs[0], k.attrs.scalar(1)); }
+void fill__kernel(const KernelArgs& k) {
+  fill_into(k.outputs[0], core_detail::FillAttrs::get<"value">(k.attrs));
+}
+void full_kernel(const KernelArgs& k) {
+  fill_into(k.outputs[0], core_detail::FullAttrs::get<"value">(k.attrs));
+}
 
 // copy_(self, src): src broadcast into self's strides, converted to self's dtype first (a dense
 // temporary) when the dtypes differ.
@@ -190,15 +197,16 @@ void copy__kernel(const KernelArgs& k) {
 
 void pow_scalar_kernel(const KernelArgs& k) {
   ElemParams s;
-  s.scalars[0] = k.attrs.f(0);
+  s.scalars[0] = elem_attrs::PowScalarAttrs::get<"exponent">(k.attrs);
   run(ElemOp::pow_scalar, k.outputs[0], k.inputs, k.inputs[0].dtype(), &s);
 }
 void clamp_kernel(const KernelArgs& k) {
   ElemParams s;
-  s.scalars[0] = k.attrs.b(0);
-  s.scalars[1] = k.attrs.f(1);
-  s.scalars[2] = k.attrs.b(2);
-  s.scalars[3] = k.attrs.f(3);
+  using A = elem_attrs::ClampAttrs;
+  s.scalars[0] = A::get<"has_min">(k.attrs);
+  s.scalars[1] = A::get<"min">(k.attrs);
+  s.scalars[2] = A::get<"has_max">(k.attrs);
+  s.scalars[3] = A::get<"max">(k.attrs);
   run(ElemOp::clamp, k.outputs[0], k.inputs, k.inputs[0].dtype(), &s);
 }
 

@@ -5,9 +5,18 @@
 #include "cuda/cuda_check.h"
 #include "cuda/module.h"
 #include "cuda/random.h"
+#include "ops/core_attrs.h"
+#include "ops/nn_attrs.h"
+#include "ops/random_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
+
+// the ops' attribute schemas (ops/random_attrs.h, ops/core_attrs.h)
+using core_detail::ArangeAttrs;
+using core_detail::EyeAttrs;
+using core_detail::LinspaceAttrs;
+using random_detail::RandomAttrs;
 
 // Runs fill(dense) into t, through a dense temporary when t is not contiguous.
 template <class F> void into_dense(const Tensor& t, const char* op, F&& fill) {
@@ -24,25 +33,26 @@ template <class F> void into_dense(const Tensor& t, const char* op, F&& fill) {
   kernel_copy_into(t, tmp);
 }
 
-// attrs {size, dtype, device_type, device_index, seed, offset, a, b}
+// attrs RandomAttrs (ops/random_attrs.h)
 void random_fill(const KernelArgs& k, RandKind kind, const char* op) {
+  using A = RandomAttrs;
   const Attrs& a = k.attrs;
   const Tensor& t = k.outputs[0];
   RandParams p;
   p.kind = kind;
   p.numel = t.numel();
   p.dtype = t.dtype();
-  p.seed = uint64_t(a.i(4));
-  p.offset = uint64_t(a.i(5));
-  p.a = a.f(6);
-  p.b = a.f(7);
+  p.seed = uint64_t(A::get<"seed">(a));
+  p.offset = uint64_t(A::get<"offset">(a));
+  p.a = A::get<"a">(a);
+  p.b = A::get<"b">(a);
   if (kind == RandKind::randint) {
-    OF_CHECK(std::abs(a.f(6)) < 0x1p62 && std::abs(a.f(7)) < 0x1p62 && a.f(6) < a.f(7),
-             "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", a.f(6),
-             a.f(7));
-    p.lo = int64_t(a.f(6));
-    const int64_t hi = int64_t(a.f(7));
-    OF_CHECK(p.lo < hi, "[randint] low {} and high {} leave no integer to draw", a.f(6), a.f(7));
+    OF_CHECK(std::abs(p.a) < 0x1p62 && std::abs(p.b) < 0x1p62 && p.a < p.b,
+             "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", p.a,
+             p.b);
+    p.lo = int64_t(p.a);
+    const int64_t hi = int64_t(p.b);
+    OF_CHECK(p.lo < hi, "[randint] low {} and high {} leave no integer to draw", p.a, p.b);
     p.range = uint64_t(hi - p.lo);
   }
   p.philox = graph_rng();
@@ -58,13 +68,14 @@ void randint_kernel(const KernelArgs& k) { random_fill(k, RandKind::randint, "ra
 // inputs x; attrs {p, seed, offset}; outputs y, keep mask
 void dropout_kernel(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const double prob = k.attrs.f(0);
+  using DA = nn_detail::DropoutAttrs;
+  const double prob = DA::get<"p">(k.attrs);
   DropoutParams p;
   p.numel = x.numel();
   p.x = x.impl()->raw_data();
   p.dtype = x.dtype();
-  p.seed = uint64_t(k.attrs.i(1));
-  p.offset = uint64_t(k.attrs.i(2));
+  p.seed = uint64_t(DA::get<"seed">(k.attrs));
+  p.offset = uint64_t(DA::get<"offset">(k.attrs));
   p.threshold = uint32_t(std::ceil(prob * 16777216.0));
   p.scale = prob >= 1.0 ? 0.0 : 1.0 / (1.0 - prob);
   p.philox = graph_rng();
@@ -87,27 +98,27 @@ void factory(const KernelArgs& k, FactoryParams p, const char* op) {
     check_launch(launch_factory(p, s), op, p.dtype);
   });
 }
-// arange {start, end, step, ...}; linspace {start, end, steps, ...}; eye {n, m, ...}
+// arange, linspace, eye: ArangeAttrs, LinspaceAttrs, EyeAttrs (ops/core_attrs.h)
 void arange_kernel(const KernelArgs& k) {
   FactoryParams p;
   p.kind = IndexFactory::arange;
-  p.a = k.attrs.f(0);
-  p.step = k.attrs.f(2);
+  p.a = ArangeAttrs::get<"start">(k.attrs);
+  p.step = ArangeAttrs::get<"step">(k.attrs);
   factory(k, p, "arange");
 }
 void linspace_kernel(const KernelArgs& k) {
   FactoryParams p;
   p.kind = IndexFactory::linspace;
-  p.a = k.attrs.f(0);
-  p.b = k.attrs.f(1);
-  const int64_t n = k.attrs.i(2);
+  p.a = LinspaceAttrs::get<"start">(k.attrs);
+  p.b = LinspaceAttrs::get<"end">(k.attrs);
+  const int64_t n = LinspaceAttrs::get<"steps">(k.attrs);
   p.step = n > 1 ? (p.b - p.a) / double(n - 1) : 0;
   factory(k, p, "linspace");
 }
 void eye_kernel(const KernelArgs& k) {
   FactoryParams p;
   p.kind = IndexFactory::eye;
-  p.cols = k.attrs.i(1);
+  p.cols = EyeAttrs::get<"m">(k.attrs);
   factory(k, p, "eye");
 }
 
@@ -119,7 +130,7 @@ Tensor dropout_multiplier(IntArrayRef sizes, ScalarType dtype, Device device, do
   kernel_fill(ones, 1.0);
   TensorList outs{make_empty(sizes, dtype, device), make_empty(sizes, kBool, device)};
   const TensorList ins{ones};
-  const Attrs a{p, int64_t(seed), int64_t(offset)};
+  const Attrs a = nn_detail::DropoutAttrs::make(p, int64_t(seed), int64_t(offset));
   dropout_kernel(KernelArgs{ins, a, outs});
   return outs[0];
 }

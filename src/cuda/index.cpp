@@ -20,9 +20,18 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/nn.h"
+#include "ops/index_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
+
+// the ops' attribute schemas (ops/index_attrs.h)
+using index_detail::DimAttrs;
+using index_detail::DimsAttrs;
+using index_detail::OneHotAttrs;
+using index_detail::PadAttrs;
+using index_detail::RollAttrs;
+using index_detail::TriAttrs;
 
 // One operand's geometry.
 Geometry<1> geometry_of(const Tensor& t, const char* op) {
@@ -165,7 +174,7 @@ void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
 void cat_kernel(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   device_of(out, "cat");
-  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "cat");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "cat");
   int64_t off = 0;
   for (const Tensor& t : k.inputs) {
     if (t.numel() > 0) {
@@ -191,7 +200,7 @@ void gather_kernel(const KernelArgs& k) {
   DeviceGuard guard(device);
   OF_CHECK(index.dtype() == kInt64, "[gather] expected index to have dtype int64, got {}",
            dtype_name(index.dtype()));
-  const int64_t d = wrap_dim(k.attrs.i(0), x.dim(), "gather");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), x.dim(), "gather");
   check_bounds(index, size_at(x, d), "gather", d);
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, 3>> st;
@@ -236,7 +245,7 @@ template <bool Add> void scatter_kernel(const KernelArgs& k) {
            dtype_name(index.dtype()));
   OF_CHECK(src.dtype() == out.dtype() && index.dim() == out.dim() && src.dim() == out.dim(),
            "[{}] cuda: expected index and src of self's rank and src of self's dtype", op);
-  const int64_t d = wrap_dim(k.attrs.i(0), self.dim(), op);
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), self.dim(), op);
   check_bounds(index, size_at(self, d), op, d);
   if (out.impl()->raw_data() != self.impl()->raw_data() || !(out.strides() == self.strides()))
     copy_into(out, self, op);
@@ -308,7 +317,7 @@ template <bool Lower> void tri_kernel(const KernelArgs& k) {
   p.src_strides[p.ndim - 2] = x.strides()[nd - 2];
   p.src_strides[p.ndim - 1] = x.strides()[nd - 1];
   p.numel = out.numel();
-  p.diag = k.attrs.i(0);
+  p.diag = TriAttrs::get<"diagonal">(k.attrs);
   p.lower = Lower;
   p.src = x.impl()->raw_data();
   p.dst = out.impl()->raw_data();
@@ -325,7 +334,7 @@ void flip_kernel(const KernelArgs& k) {
   device_of(x, "flip");
   std::vector<RemapDim> dims = dense_dims(out, x);
   if (x.dim() > 0)
-    for (int64_t d : k.attrs.ints(0)) {
+    for (int64_t d : DimsAttrs::get<"dims">(k.attrs)) {
       RemapDim& r = dims[size_t(wrap_dim(d, x.dim(), "flip"))];
       if (r.size > 1) r.kind = MapKind::kFlip;
     }
@@ -337,7 +346,8 @@ void roll_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   device_of(x, "roll");
-  const DimVector &shifts = k.attrs.ints(0), &rdims = k.attrs.ints(1);
+  const DimVector &shifts = RollAttrs::get<"shifts">(k.attrs),
+                  &rdims = RollAttrs::get<"dims">(k.attrs);
   OF_CHECK(shifts.size() == rdims.size(),
            "[roll] shifts and dimensions must align: got {} shifts "
            "and {} dims",
@@ -380,8 +390,8 @@ void pad_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   device_of(x, "pad");
-  const DimVector& pads = k.attrs.ints(0);
-  const std::string& mode = k.attrs.str(1);
+  const DimVector& pads = PadAttrs::get<"pad">(k.attrs);
+  const std::string& mode = PadAttrs::get<"mode">(k.attrs);
   MapKind kind;
   if (mode == "constant") kind = MapKind::kConstant;
   else if (mode == "reflect") kind = MapKind::kReflect;
@@ -409,7 +419,7 @@ void pad_kernel(const KernelArgs& k) {
   }
   uint64_t fill = 0;
   if (kind == MapKind::kConstant) {
-    const double v = k.attrs.f(2);
+    const double v = PadAttrs::get<"value">(k.attrs);
     dispatch_dtype(x.dtype(), [&](auto z) {
       using T = decltype(z);
       // the CPU's fill: an integer output saturates (NaN or out-of-range values)
@@ -432,7 +442,7 @@ void one_hot_kernel(const KernelArgs& k) {
            "[one_hot] is only applicable to index tensors of dtype int64, "
            "got {}",
            dtype_name(x.dtype()));
-  const int64_t c = k.attrs.i(0);
+  const int64_t c = OneHotAttrs::get<"num_classes">(k.attrs);
   OF_CHECK(c >= 0, "[one_hot] num_classes must be positive or -1, got {}", c);
   if (const auto v = first_bad_index(x, c, "one_hot")) {
     if (*v < 0) fail("[one_hot] class values must be non-negative, got {}", *v);

@@ -14,6 +14,7 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/sort.h"
+#include "ops/nn_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -100,8 +101,9 @@ void lstm_layer_kernel(const KernelArgs& k) {
   DeviceGuard guard(device);
   check_float(xp.dtype(), op);
   check_cuda_inputs(k.inputs, xp, op);
-  const int64_t T = k.attrs.i(0), B = xp.size(0) / T, H = xp.size(1) / 4, G = 4 * H;
-  const bool reverse = k.attrs.b(1);
+  const int64_t T = nn_detail::LstmLayerAttrs::get<"steps">(k.attrs), B = xp.size(0) / T,
+                H = xp.size(1) / 4, G = 4 * H;
+  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
   const Tensor &out = k.outputs[0], &cs = k.outputs[1], &gates = k.outputs[2];
   if (B == 0) return;
   const Tensor wt = kernel_transpose(w);
@@ -137,9 +139,10 @@ void lstm_layer_backward_kernel(const KernelArgs& k) {
   DeviceGuard guard(device);
   check_float(gates.dtype(), op);
   check_cuda_inputs(k.inputs, gates, op);
-  const int64_t T = k.attrs.i(0), B = gates.size(0) / T, H = gates.size(1) / 4, G = 4 * H;
+  const int64_t T = nn_detail::LstmLayerAttrs::get<"steps">(k.attrs), B = gates.size(0) / T,
+                H = gates.size(1) / 4, G = 4 * H;
   const int64_t N = T * B;
-  const bool reverse = k.attrs.b(1);
+  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
   Tensor dxp = k.outputs[0], dh0 = k.outputs[1], dc0 = k.outputs[2], dw = k.outputs[3];
   if (B == 0) {
     kernel_fill(dw, 0);  // no step: the CPU's GEMMs over zero rows write zeros

@@ -11,6 +11,8 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/nn.h"
+#include "ops/index_attrs.h"
+#include "ops/nn_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -77,9 +79,10 @@ CeParams ce_params(const Tensor& x, const Tensor& t, const Tensor& w, const Attr
   p.x = x.impl()->raw_data();
   p.target = static_cast<const int64_t*>(t.impl()->raw_data());
   p.weight = data_or_null(w);
-  p.reduction = int(a.i(0));
-  p.ignore_index = a.i(1);
-  p.label_smoothing = a.f(2);
+  using A = nn_detail::CrossEntropyAttrs;
+  p.reduction = int(A::get<"reduction">(a));
+  p.ignore_index = A::get<"ignore_index">(a);
+  p.label_smoothing = A::get<"label_smoothing">(a);
   p.dtype = x.dtype();
   return p;
 }
@@ -90,7 +93,8 @@ void ce_kernel(const KernelArgs& k) {
   const Tensor w = kernel_contiguous(k.inputs[2]);
   const int device = device_of(x, "cross_entropy");
   DeviceGuard guard(device);
-  check_index_values(t, x.size(1), "cross_entropy", "target", 1, x, k.attrs.i(1));
+  check_index_values(t, x.size(1), "cross_entropy", "target", 1, x,
+                     nn_detail::CrossEntropyAttrs::get<"ignore_index">(k.attrs));
   CeParams p = ce_params(x, t, w, k.attrs);
   Tensor work = make_empty({3 * p.rows + 4}, kFloat64, x.device());
   p.work = static_cast<double*>(work.impl()->raw_data());
@@ -110,7 +114,8 @@ void ce_backward_kernel(const KernelArgs& k) {
   const Tensor total = kernel_contiguous(k.inputs[5]);
   const int device = device_of(x, "cross_entropy_backward");
   DeviceGuard guard(device);
-  check_index_values(t, x.size(1), "cross_entropy_backward", "target", 1, x, k.attrs.i(1));
+  check_index_values(t, x.size(1), "cross_entropy_backward", "target", 1, x,
+                     nn_detail::CrossEntropyAttrs::get<"ignore_index">(k.attrs));
   CeParams p = ce_params(x, t, w, k.attrs);
   Tensor work = make_empty({3 * p.rows + 4}, kFloat64, x.device());
   p.work = static_cast<double*>(work.impl()->raw_data());
@@ -135,18 +140,18 @@ const char* norm_name(int mode) {
 NormParams norm_params(int mode, const Tensor& x, const Attrs& a) {
   NormParams p;
   p.mode = mode;
-  p.eps = a.f(1);
+  p.eps = nn_detail::NormAttrs::get<"eps">(a);  // group_norm's too (GroupNormAttrs)
   p.dtype = x.dtype();
   const IntArrayRef s = x.sizes();
   if (mode == kGroup) {
-    p.G = a.i(0);
+    p.G = nn_detail::GroupNormAttrs::get<"num_groups">(a);
     p.cg = s[1] / p.G;
     p.hw = 1;
     for (size_t d = 2; d < s.size(); ++d) p.hw *= s[d];
     p.M = s[0] * p.G;
     p.N = p.cg * p.hw;
   } else {
-    const size_t axis = size_t(a.i(0));
+    const size_t axis = size_t(nn_detail::NormAttrs::get<"axis">(a));
     p.M = 1;
     p.N = 1;
     for (size_t d = 0; d < s.size(); ++d) (d < axis ? p.M : p.N) *= s[d];
@@ -242,7 +247,9 @@ void index_select_kernel(const KernelArgs& k) {
   const int device = device_of(x, "index_select");
   DeviceGuard guard(device);
   check_index_dtype(index, "index_select");
-  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(k.attrs.i(0), x.dim(), "index_select");
+  const int64_t d =
+      x.dim() == 0 ? 0
+                   : wrap_dim(index_detail::DimAttrs::get<"dim">(k.attrs), x.dim(), "index_select");
   IndexParams p = index_params(x, d, index);
   check_index_values(index, p.size, "index_select", "index", d, x);
   p.src = x.impl()->raw_data();
@@ -273,7 +280,8 @@ void index_add_kernel(const KernelArgs& k) {
   const int device = device_of(self, "index_add");
   DeviceGuard guard(device);
   check_index_dtype(index, "index_add");
-  const int64_t d = wrap_dim(k.attrs.i(0), self.dim(), "index_add");
+  const int64_t d =
+      wrap_dim(index_detail::IndexAddAttrs::get<"dim">(k.attrs), self.dim(), "index_add");
   OF_CHECK(out.is_contiguous(), "[index_add] cuda: expected a dense output");
   const ScalarType t = self.dtype();
   OF_CHECK(t == kFloat32 || t == kFloat64 || t == kInt32 || t == kInt64,
@@ -284,7 +292,7 @@ void index_add_kernel(const KernelArgs& k) {
   kernel_copy_into(out, self);
   p.src = src.impl()->raw_data();
   p.out = out.impl()->raw_data();
-  p.alpha = k.attrs.scalar(1).to_double();
+  p.alpha = index_detail::IndexAddAttrs::get<"alpha">(k.attrs).to_double();
   check_launch(launch_index_add(p, current_stream_of(device)), "index_add", p.dtype);
 }
 

@@ -7,6 +7,7 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/sort.h"
+#include "ops/index_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -19,8 +20,9 @@ void pad_backward_kernel(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const int device = device_of(g, "pad_backward");
   DeviceGuard guard(device);
-  const DimVector& pads = k.attrs.ints(1);
-  const std::string& mode = k.attrs.str(2);
+  using A = index_detail::PadBackwardAttrs;
+  const DimVector& pads = A::get<"pad">(k.attrs);
+  const std::string& mode = A::get<"mode">(k.attrs);
   PadBwdKind kind;
   if (mode == "constant") kind = PadBwdKind::kConstant;
   else if (mode == "reflect") kind = PadBwdKind::kReflect;

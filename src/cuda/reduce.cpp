@@ -15,6 +15,14 @@
 namespace oneflow::cuda_module {
 namespace {
 
+// the ops' attribute schemas (ops/reduce_common.h)
+using reduce_detail::DimAttrs;
+using reduce_detail::DimReduceAttrs;
+using reduce_detail::NormReduceAttrs;
+using reduce_detail::ReduceAttrs;
+using reduce_detail::ScanAttrs;
+using reduce_detail::VarAttrs;
+
 const char* op_name(RedOp op) {
   switch (op) {
     case RedOp::sum:
@@ -109,7 +117,7 @@ template <RedOp Op> void reduce_kernel(const KernelArgs& k) {
   const char* name = op_name(Op);
   check_cuda(x, out, name);
   if constexpr (Op == RedOp::mean) need_float(x, name);
-  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  const Canon c = canon_reduce(x, ReduceAttrs::get<"dims">(k.attrs));
   ScalarType natural = x.dtype();
   if constexpr (Op == RedOp::sum || Op == RedOp::prod) natural = sum_dtype(x.dtype());
   if constexpr (Op == RedOp::all || Op == RedOp::any) natural = kBool;
@@ -121,8 +129,8 @@ void norm_kernel(const KernelArgs& k) {
   const Tensor& o = k.outputs[0];
   check_cuda(x, o, "norm");
   need_float(x, "norm");
-  const DimVector& dims = k.attrs.ints(0);
-  const double p = k.attrs.f(3);
+  const DimVector& dims = NormReduceAttrs::get<"dims">(k.attrs);
+  const double p = NormReduceAttrs::get<"p">(k.attrs);
   RedOp op;
   if (p == 2) op = RedOp::norm2;
   else if (p == 1) op = RedOp::norm1;
@@ -148,13 +156,13 @@ template <bool Sqrt> void var_kernel(const KernelArgs& k) {
   const char* name = Sqrt ? "std" : "var";
   check_cuda(x, out, name);
   need_float(x, name);
-  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  const Canon c = canon_reduce(x, VarAttrs::get<"dims">(k.attrs));
   if (out.numel() == 0) return;
   Tensor mean = make_empty(out.sizes(), kFloat64, out.device());
   launch(RedOp::mean_d, c, mean.impl()->raw_data(), {}, name);
   ReduceParams extra;
   extra.shift = mean.impl()->raw_data();
-  extra.denom = std::max(0.0, double(c.n) - double(k.attrs.i(3)));
+  extra.denom = std::max(0.0, double(c.n) - double(VarAttrs::get<"correction">(k.attrs)));
   extra.take_sqrt = Sqrt;
   reduce_into(RedOp::sqdev, c, out, x.dtype(), name, extra);
 }
@@ -166,7 +174,7 @@ void logsumexp_kernel(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   check_cuda(x, out, "logsumexp");
   need_float(x, "logsumexp");
-  const Canon c = canon_reduce(x, k.attrs.ints(0));
+  const Canon c = canon_reduce(x, ReduceAttrs::get<"dims">(k.attrs));
   if (out.numel() == 0) return;
   Tensor shift = make_empty(out.sizes(), x.dtype(), out.device());
   launch(RedOp::max_shift, c, shift.impl()->raw_data(), {}, "logsumexp");
@@ -175,12 +183,13 @@ void logsumexp_kernel(const KernelArgs& k) {
   reduce_into(RedOp::logsumexp, c, out, x.dtype(), "logsumexp", extra);
 }
 
-// max_dim/min_dim {dim, keepdim}: values and int64 indices; argmax/argmin {dim or none, keepdim}.
+// max_dim/min_dim (DimReduceAttrs): values and int64 indices; argmax/argmin {dim or none,
+// keepdim} (no schema: dim may be a monostate).
 template <bool IsMax> void max_dim_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const char* name = IsMax ? "max_dim" : "min_dim";
   check_cuda(x, k.outputs[0], name);
-  const Canon c = canon_dim(x, k.attrs.i(0));
+  const Canon c = canon_dim(x, DimReduceAttrs::get<"dim">(k.attrs));
   if (k.outputs[0].numel() == 0) return;
   ReduceParams extra;
   extra.idx = static_cast<int64_t*>(k.outputs[1].impl()->raw_data());
@@ -203,14 +212,15 @@ template <bool IsMax> void argmax_kernel(const KernelArgs& k) {
   launch(IsMax ? RedOp::argmax : RedOp::argmin, c, nullptr, extra, name);
 }
 
-// softmax/log_softmax/cumsum/cumprod: x along attr dim 0 into the dense output, same dtype.
+// softmax/log_softmax/cumsum/cumprod: x along their dim (DimAttrs: SoftmaxAttrs, and the first
+// field of ScanAttrs) into the dense output, same dtype.
 template <class Launch> void along_dim(const KernelArgs& k, const char* name, const Launch& go) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
   check_cuda(x, out, name);
   OF_CHECK(out.is_contiguous() && out.dtype() == x.dtype(), "[{}] cuda: expected a dense {} output",
            name, dtype_name(x.dtype()));
-  const Canon c = canon_dim(x, k.attrs.i(0));
+  const Canon c = canon_dim(x, DimAttrs::get<"dim">(k.attrs));
   ReduceParams p = params_of(c);
   p.out = out.impl()->raw_data();
   const int device = resolve_device(x.device().index());
@@ -230,7 +240,7 @@ template <bool Prod> void scan_kernel(const KernelArgs& k) {
   const ScalarType t = k.inputs[0].dtype();
   OF_CHECK(t == kInt64 || is_floating_point(t),
            "[{}] cuda: expected an int64 or floating input, got {}", name, dtype_name(t));
-  const bool reverse = k.attrs.b(1);
+  const bool reverse = ScanAttrs::get<"reverse">(k.attrs);
   along_dim(k, name, [reverse](const ReduceParams& p, cudaStream_t s) {
     return launch_scan(Prod, reverse, p, s);
   });

@@ -9,6 +9,7 @@
 #include "cuda/dims.h"
 #include "cuda/module.h"
 #include "cuda/sort.h"
+#include "ops/index_attrs.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -23,9 +24,11 @@ template <bool TopK> void sort_kernel(const KernelArgs& k) {
   const Tensor &values = k.outputs[0], &indices = k.outputs[1];
   const int device = device_of(x, op);
   DeviceGuard guard(device);
-  const int64_t d = wrap_dim(k.attrs.i(TopK ? 1 : 0), x.dim(), op);
+  using index_detail::SortAttrs, index_detail::TopkAttrs;
+  const int64_t d =
+      wrap_dim(TopK ? TopkAttrs::get<"dim">(k.attrs) : SortAttrs::get<"dim">(k.attrs), x.dim(), op);
   const int64_t n = size_at(x, d);
-  const int64_t kk = TopK ? k.attrs.i(0) : n;
+  const int64_t kk = TopK ? TopkAttrs::get<"k">(k.attrs) : n;
   if constexpr (TopK)
     OF_CHECK(kk >= 0 && kk <= n,
              "[topk] k ({}) is out of range for dimension {} with size {} "
@@ -52,7 +55,7 @@ template <bool TopK> void sort_kernel(const KernelArgs& k) {
   p.x_step = stride_at(x, d);
   p.v_step = stride_at(values, d);
   p.i_step = stride_at(indices, d);
-  p.descending = k.attrs.b(TopK ? 2 : 1);
+  p.descending = TopK ? TopkAttrs::get<"largest">(k.attrs) : SortAttrs::get<"descending">(k.attrs);
   p.x = x.impl()->raw_data();
   p.values = values.impl()->raw_data();
   p.indices = static_cast<int64_t*>(indices.impl()->raw_data());

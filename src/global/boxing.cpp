@@ -10,6 +10,7 @@
 
 #include "autograd/node.h"
 #include "global/global.h"
+#include "ops/attr_schema.h"
 
 namespace oneflow {
 namespace global {
@@ -164,18 +165,39 @@ DimVector axis_shape(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
 }  // namespace
 
 namespace {
-Placement placement_from(const Attrs& a, size_t first = 0);
+// The global layer's ops (NOTE [Attribute schemas]): a placement's ranks, mesh shape and device
+// ("cpu" / "cuda") first, then what the op converts; SBPs as codes (code_of), a list per mesh
+// axis. move_pieces' dtype is a ScalarType's integer value.
+using PlacementAttrs =
+    AttrSchema<Attr<"ranks", DimVector>, Attr<"hierarchy", DimVector>, Attr<"device", std::string>>;
+using GlobalAttrs = PlacementAttrs::with<Attr<"sbp", DimVector>, Attr<"logical", DimVector>>;
+using BoxingAttrs = PlacementAttrs::with<Attr<"from", DimVector>, Attr<"logical", DimVector>>;
+using BoxAxisAttrs = PlacementAttrs::with<Attr<"axis", int64_t>, Attr<"shape", DimVector>,
+                                          Attr<"from", int64_t>, Attr<"to", int64_t>>;
+using MovePiecesAttrs =
+    BoxingAttrs::with<Attr<"to_ranks", DimVector>, Attr<"to_hierarchy", DimVector>,
+                      Attr<"to", DimVector>, Attr<"dtype", int64_t>,
+                      Attr<"piece_device", std::string>>;
+static_assert(GlobalAttrs::index<"sbp">() == BoxingAttrs::index<"from">() &&
+              GlobalAttrs::index<"logical">() == BoxingAttrs::index<"logical">());
+
+Placement placement_of(const DimVector& r, const DimVector& h, const std::string& device);
+// The placement of the attrs' first three fields.
+Placement placement_from(const Attrs& a) {
+  return placement_of(PlacementAttrs::get<"ranks">(a), PlacementAttrs::get<"hierarchy">(a),
+                      PlacementAttrs::get<"device">(a));
+}
 
 // SBPs as integers in attrs: -1 B, -2 P, d >= 0 S(d).
 int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 : -2); }
 Sbp sbp_of_code(int64_t c) {
   return c >= 0 ? Sbp::split(c) : (c == -1 ? Sbp::broadcast() : Sbp::partial_sum());
 }
-// A placement's first three attrs: its ranks, its mesh shape, its device ("cpu" / "cuda").
+// A placement's first three attrs: its ranks, its mesh shape, its device (PlacementAttrs).
 Attrs placement_attrs(const Placement& pl) {
-  return Attrs{DimVector(pl.ranks().begin(), pl.ranks().end()),
-               DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
-               std::string(pl.device_type() == kCPU ? "cpu" : "cuda")};
+  return PlacementAttrs::make(DimVector(pl.ranks().begin(), pl.ranks().end()),
+                              DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
+                              std::string(pl.device_type() == kCPU ? "cpu" : "cuda"));
 }
 
 // NOTE [Traced boxing]: while a step of global tensors is recorded (of::jit::trace), each
@@ -186,9 +208,9 @@ Attrs placement_attrs(const Placement& pl) {
 // axis, the shape that axis converts (L), the source and target SBP codes.
 void box_axis_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Placement pl = placement_from(a);
-  const int64_t axis = a.i(3);
-  DimVector s = a.ints(4);
-  const int64_t to = a.i(6);
+  const int64_t axis = BoxAxisAttrs::get<"axis">(a);
+  DimVector s = BoxAxisAttrs::get<"shape">(a);
+  const int64_t to = BoxAxisAttrs::get<"to">(a);
   if (to >= 0) {
     const int64_t p = pl.hierarchy()[size_t(axis)];
     s[size_t(to)] = balanced_piece(s[size_t(to)], p, my_coord(pl, "boxing")[size_t(axis)]).size;
@@ -197,30 +219,32 @@ void box_axis_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void box_axis_cpu(const KernelArgs& k) {
   const Placement pl = placement_from(k.attrs);
-  const int64_t axis = k.attrs.i(3);
-  Tensor y = box_1d(axis_data_comm(pl, axis, k.inputs[0].device()), k.inputs[0], k.attrs.ints(4),
-                    sbp_of_code(k.attrs.i(5)), sbp_of_code(k.attrs.i(6)));
+  using A = BoxAxisAttrs;
+  const int64_t axis = A::get<"axis">(k.attrs);
+  Tensor y =
+      box_1d(axis_data_comm(pl, axis, k.inputs[0].device()), k.inputs[0], A::get<"shape">(k.attrs),
+             sbp_of_code(A::get<"from">(k.attrs)), sbp_of_code(A::get<"to">(k.attrs)));
   kernel_copy_into(k.outputs[0], y);
 }
 const OpDef& box_axis_op() {
-  static const OpDef op{
-      .name = "boxing_axis",
-      .traits = kCollective,
-      .attr_names = {"ranks", "hierarchy", "device", "axis", "shape", "from", "to"},
-      .infer_meta = box_axis_meta,
-      .cpu = box_axis_cpu,
-      .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
+  static const OpDef op{.name = "boxing_axis",
+                        .traits = kCollective,
+                        .attr_names = BoxAxisAttrs::names(),
+                        .attr_types = BoxAxisAttrs::types(),
+                        .infer_meta = box_axis_meta,
+                        .cpu = box_axis_cpu,
+                        .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
   return op;
 }
 // One mesh axis of a conversion: recorded as boxing_axis while tracing, else run directly.
 Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shape, Sbp from,
                 Sbp to) {
   if (g_tracer && !in_kernel()) {
-    Attrs at = placement_attrs(pl);
-    at.values.push_back(int64_t(a));
-    at.values.push_back(DimVector(shape.begin(), shape.end()));
-    at.values.push_back(code_of(from));
-    at.values.push_back(code_of(to));
+    const Attrs pa = placement_attrs(pl);
+    Attrs at =
+        BoxAxisAttrs::make(PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
+                           PlacementAttrs::get<"device">(pa), int64_t(a),
+                           DimVector(shape.begin(), shape.end()), code_of(from), code_of(to));
     return dispatch1(box_axis_op(), {x}, std::move(at));
   }
   return box_1d(axis_data_comm(pl, int64_t(a), x.device()), x, shape, from, to);
@@ -287,21 +311,19 @@ NdSbp sbp_from_codes(IntArrayRef c) {
   return s;
 }
 Attrs global_attrs(const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
-  Attrs a = placement_attrs(pl);
-  a.values.push_back(sbp_codes(sbp));
-  a.values.push_back(DimVector(logical.begin(), logical.end()));
-  return a;
+  const Attrs pa = placement_attrs(pl);
+  return GlobalAttrs::make(PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
+                           PlacementAttrs::get<"device">(pa), sbp_codes(sbp),
+                           DimVector(logical.begin(), logical.end()));
 }
-// The placement in attrs `first` (ranks) and `first + 1` (mesh shape), on the device in attr 2.
-Placement placement_from(const Attrs& a, size_t first) {
-  const DimVector& r = a.ints(first);
-  const DimVector& h = a.ints(first + 1);
+// The placement of ranks `r` in a mesh of shape `h` on `device`.
+Placement placement_of(const DimVector& r, const DimVector& h, const std::string& device) {
   std::vector<int> ranks(r.begin(), r.end());
-  if (h.size() == 1) return Placement(a.str(2), ranks);
+  if (h.size() == 1) return Placement(device, ranks);
   std::vector<std::vector<int>> mesh;
   for (int64_t i = 0; i < h[0]; ++i)
     mesh.emplace_back(ranks.begin() + i * h[1], ranks.begin() + (i + 1) * h[1]);
-  return Placement(a.str(2), mesh);
+  return Placement(device, mesh);
 }
 
 // The SBP a gradient takes (NOTE [Boxing gradients] in docs/GLOBAL.md): the gradient of a
@@ -328,18 +350,21 @@ TensorList boxing_vjp(const VjpCtx&, const TensorList& g) { return {g[0]}; }
 TensorList to_global_vjp(const VjpCtx& ctx, const TensorList& g) {
   // a local input's gradient is its piece; a rank's copy of a broadcast (or addend of a
   // partial) value gets the whole gradient, as in a single process
-  return {global_to_local(boxing(g[0], partial_to_broadcast(sbp_from_codes(ctx.attrs().ints(3)))))};
+  return {global_to_local(
+      boxing(g[0], partial_to_broadcast(sbp_from_codes(GlobalAttrs::get<"sbp">(ctx.attrs())))))};
 }
 TensorList to_local_vjp(const VjpCtx& ctx, const TensorList& g) {
   const Attrs& a = ctx.attrs();
-  return {local_to_global(g[0], placement_from(a), dual(sbp_from_codes(a.ints(3))), a.ints(4))};
+  return {local_to_global(g[0], placement_from(a), dual(sbp_from_codes(GlobalAttrs::get<"sbp">(a))),
+                          GlobalAttrs::get<"logical">(a))};
 }
 
 const OpDef& boxing_op() {
   static const OpDef op{
       .name = "boxing",
       .traits = kCollective,
-      .attr_names = {"ranks", "hierarchy", "device", "from", "logical"},
+      .attr_names = BoxingAttrs::names(),
+      .attr_types = BoxingAttrs::types(),
       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
       .vjp = boxing_vjp};
   return op;
@@ -348,7 +373,8 @@ const OpDef& to_global_op() {
   static const OpDef op{
       .name = "to_global",
       .traits = kCollective,
-      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .attr_names = GlobalAttrs::names(),
+      .attr_types = GlobalAttrs::types(),
       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
       .vjp = to_global_vjp};
   return op;
@@ -356,7 +382,8 @@ const OpDef& to_global_op() {
 const OpDef& to_local_op() {
   static const OpDef op{
       .name = "to_local",
-      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .attr_names = GlobalAttrs::names(),
+      .attr_types = GlobalAttrs::types(),
       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
       .vjp = to_local_vjp};
   return op;
@@ -458,7 +485,8 @@ Tensor boxing(const Tensor& t, const NdSbp& to) {
                                  m.placement, to)
                    : make_handle(t.sizes(), t.dtype(), t.device(), m.placement, to);
   Attrs a = global_attrs(m.placement, to, t.sizes());
-  a.values[3] = sbp_codes(m.sbp);  // the VJP boxes back to the source SBP's dual
+  // the VJP boxes back to the source SBP's dual
+  a.values[BoxingAttrs::index<"from">()] = sbp_codes(m.sbp);
   maybe_record(boxing_op(), t, a, out);
   return out;
 }
@@ -554,7 +582,8 @@ Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, con
 
 TensorList move_vjp(const VjpCtx& ctx, const TensorList& g) {
   const Attrs& a = ctx.attrs();
-  return {move_placement(g[0], placement_from(a), partial_to_broadcast(sbp_from_codes(a.ints(3))))};
+  return {move_placement(g[0], placement_from(a),
+                         partial_to_broadcast(sbp_from_codes(GlobalAttrs::get<"sbp">(a))))};
 }
 // A move recorded while tracing (NOTE [Moving between placements], traced): one node on each
 // rank of the source or the target, run by the kernel below; the other ranks record nothing.
@@ -562,27 +591,35 @@ TensorList move_vjp(const VjpCtx& ctx, const TensorList& g) {
 // mesh shape and SBP codes, the dtype and the pieces' device. A source-only rank's node has an
 // empty output nothing reads, so it is kEffect: the passes keep it (the send is its effect).
 // A target-only rank's node has no input.
+// move_pieces' target placement (on the source's device type)
+Placement target_placement(const Attrs& a) {
+  return placement_of(MovePiecesAttrs::get<"to_ranks">(a), MovePiecesAttrs::get<"to_hierarchy">(a),
+                      MovePiecesAttrs::get<"device">(a));
+}
 void move_pieces_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  const Placement dst = placement_from(a, 5);
+  using A = MovePiecesAttrs;
+  const Placement dst = target_placement(a);
   const std::vector<int64_t> c = coord_in(dst, "to_global");
   DimVector s{0};
-  if (!c.empty()) s = piece_box(a.ints(4), sbp_from_codes(a.ints(7)), dst, c).size;
-  out.push_back({s, {}, 0, ScalarType(a.i(8)), Device(a.str(9))});
+  if (!c.empty()) s = piece_box(A::get<"logical">(a), sbp_from_codes(A::get<"to">(a)), dst, c).size;
+  out.push_back({s, {}, 0, ScalarType(A::get<"dtype">(a)), Device(A::get<"piece_device">(a))});
 }
 void move_pieces_cpu(const KernelArgs& k) {
   const Attrs& a = k.attrs;
-  const Placement src = placement_from(a), dst = placement_from(a, 5);
+  using A = MovePiecesAttrs;
+  const Placement src = placement_from(a), dst = target_placement(a);
   const bool in_src = holds_piece(src, "to_global"), in_dst = holds_piece(dst, "to_global");
-  Tensor p = move_pieces(in_src ? k.inputs[0] : Tensor(), a.ints(4), src, sbp_from_codes(a.ints(3)),
-                         in_src, dst, sbp_from_codes(a.ints(7)), in_dst,
-                         TensorOptions(ScalarType(a.i(8))).device(Device(a.str(9))));
+  Tensor p = move_pieces(
+      in_src ? k.inputs[0] : Tensor(), A::get<"logical">(a), src, sbp_from_codes(A::get<"from">(a)),
+      in_src, dst, sbp_from_codes(A::get<"to">(a)), in_dst,
+      TensorOptions(ScalarType(A::get<"dtype">(a))).device(Device(A::get<"piece_device">(a))));
   if (in_dst) kernel_copy_into(k.outputs[0], p);
 }
 const OpDef& move_pieces_op() {
   static const OpDef op{.name = "move_pieces",
                         .traits = kCollective | kEffect | kNonDifferentiable,
-                        .attr_names = {"ranks", "hierarchy", "device", "from", "logical",
-                                       "to_ranks", "to_hierarchy", "to", "dtype", "piece_device"},
+                        .attr_names = MovePiecesAttrs::names(),
+                        .attr_types = MovePiecesAttrs::types(),
                         .infer_meta = move_pieces_meta,
                         .cpu = move_pieces_cpu,
                         .cuda = move_pieces_cpu};
@@ -595,12 +632,13 @@ Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, con
   NoGradGuard ng;
   if (!g_tracer || in_kernel())
     return move_pieces(local, L, src, from, in_src, dst, to, in_dst, opts);
-  Attrs a = global_attrs(src, from, L);
-  a.values.push_back(DimVector(dst.ranks().begin(), dst.ranks().end()));
-  a.values.push_back(DimVector(dst.hierarchy().begin(), dst.hierarchy().end()));
-  a.values.push_back(sbp_codes(to));
-  a.values.push_back(int64_t(opts.dtype()));
-  a.values.push_back(opts.device().str());
+  const Attrs pa = placement_attrs(src);
+  Attrs a = MovePiecesAttrs::make(
+      PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
+      PlacementAttrs::get<"device">(pa), sbp_codes(from), DimVector(L.begin(), L.end()),
+      DimVector(dst.ranks().begin(), dst.ranks().end()),
+      DimVector(dst.hierarchy().begin(), dst.hierarchy().end()), sbp_codes(to),
+      int64_t(opts.dtype()), opts.device().str());
   TensorList ins;
   if (in_src) ins.push_back(local);
   return dispatch1(move_pieces_op(), std::move(ins), std::move(a));
@@ -610,7 +648,8 @@ const OpDef& move_op() {
   static const OpDef op{
       .name = "move_placement",
       .traits = kCollective,
-      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .attr_names = GlobalAttrs::names(),
+      .attr_types = GlobalAttrs::types(),
       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
       .vjp = move_vjp};
   return op;
@@ -777,12 +816,14 @@ Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sb
 namespace {
 TensorList piece_of_vjp(const VjpCtx& ctx, const TensorList& g) {
   const Attrs& a = ctx.attrs();
-  return {local_to_global(g[0], placement_from(a), sbp_from_codes(a.ints(3)), a.ints(4))};
+  return {local_to_global(g[0], placement_from(a), sbp_from_codes(GlobalAttrs::get<"sbp">(a)),
+                          GlobalAttrs::get<"logical">(a))};
 }
 const OpDef& piece_of_op() {
   static const OpDef op{
       .name = "piece_of",
-      .attr_names = {"ranks", "hierarchy", "device", "sbp", "logical"},
+      .attr_names = GlobalAttrs::names(),
+      .attr_types = GlobalAttrs::types(),
       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
       .vjp = piece_of_vjp};
   return op;

@@ -8,6 +8,7 @@
 #include "global/rules.h"
 
 #include "autograd/node.h"
+#include "ops/reduce_common.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -36,8 +37,8 @@ void signatures_of(const SbpRuleCtx& c, std::vector<SbpSig>& sigs) {
     op.sbp_rule->signatures(c, sigs);
   } else if (op.has(kElementwise) && !op.has(kRandom)) {
     sbp_rules::elementwise_signatures(c, sigs);
-  } else if (op.has(kReduction) && op.attr_names.size() >= 2 && op.attr_names[1] == "keepdim" &&
-             (op.attr_names[0] == "dims" || op.attr_names[0] == "dim")) {
+  } else if (op.has(kReduction) && reduce_detail::has_reduction_attrs(op)) {
+    // its attributes lead with the reduced dims (or one dim) and keepdim, which this rule reads
     sbp_rules::reduction_signatures(c, sigs, false);
   } else {
     // no rule: the op runs on whole (broadcast) values on every rank

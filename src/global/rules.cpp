@@ -2,6 +2,10 @@
 #include "global/rules.h"
 
 #include "global/global.h"
+#include "ops/index_attrs.h"
+#include "ops/nn_attrs.h"
+#include "ops/reduce_common.h"
+#include "ops/shape_attrs.h"
 
 namespace oneflow {
 namespace sbp_rules {
@@ -56,15 +60,16 @@ void elementwise_signatures(const SbpRuleCtx& c, Sigs& out) {
   }
 }
 
-// Reductions over `dims` (attr 0: a list, empty = every dim, or one int) with keepdim (attr 1):
-// splits of kept dims stay; `partial` adds S(reduced) -> P and P -> P (sums).
+// Reductions over `dims` (a list, empty = every dim: ReduceDimsAttrs) or one `dim` (an int, or
+// none: DimReduceAttrs, argmax/argmin) with keepdim, the schemas' second field alike: splits of
+// kept dims stay; `partial` adds S(reduced) -> P and P -> P (sums).
 void reduction_signatures(const SbpRuleCtx& c, Sigs& out, bool partial) {
   out.push_back(uniform(c, B));
   if (partial) out.push_back(uniform(c, P));
   const Tensor& x = c.inputs[0];
   const int64_t nd = x.dim();
   std::vector<bool> reduced(size_t(nd), false);
-  const AttrValue& dv = c.attrs.values[0];
+  const AttrValue& dv = c.attrs.at(0);  // dims or dim: the two schemas' first field
   if (const auto* dims = std::get_if<DimVector>(&dv)) {
     if (dims->empty()) reduced.assign(size_t(nd), true);
     for (int64_t d : *dims) reduced[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
@@ -74,7 +79,7 @@ void reduction_signatures(const SbpRuleCtx& c, Sigs& out, bool partial) {
   } else {
     return;
   }
-  const bool keepdim = c.attrs.b(1);
+  const bool keepdim = reduce_detail::ReduceDimsAttrs::get<"keepdim">(c.attrs);
   int64_t removed = 0;
   for (int64_t d = 0; d < nd; ++d) {
     if (reduced[size_t(d)]) {
@@ -203,8 +208,9 @@ void view(const SbpRuleCtx& c, Sigs& out) {
     }
   }
 }
+// view / expand (size): the local piece's size
 void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
-  a.values[0] = local[0];
+  a = shape_detail::SizeAttrs::make(local[0]);
 }
 // slice (dim, start, end, step) and select (dim, index) of a dim the split does not cut: the
 // split stays (renumbered past a selected dim); both are linear, so partial sums stay partial.
@@ -213,7 +219,7 @@ template <bool Drops> void slice_select(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, P));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  const int64_t dim = wrap_dim(shape_detail::DimAttrs::get<"dim">(c.attrs), nd, c.op.name.c_str());
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim) out.push_back(sig({S(d)}, {S(Drops && d > dim ? d - 1 : d)}));
 }
@@ -231,7 +237,7 @@ void expand(const SbpRuleCtx& c, Sigs& out) {
 void permute(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
-  const DimVector& dims = c.attrs.ints(0);
+  const DimVector& dims = shape_detail::DimsAttrs::get<"dims">(c.attrs);
   const int64_t nd = c.inputs[0].dim();
   for (size_t k = 0; k < dims.size(); ++k)
     out.push_back(sig({S(wrap_dim(dims[k], nd, "permute"))}, {S(int64_t(k))}));
@@ -240,7 +246,8 @@ void softmax(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  const int64_t dim =
+      wrap_dim(reduce_detail::SoftmaxAttrs::get<"dim">(c.attrs), nd, c.op.name.c_str());
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim) out.push_back(uniform(c, S(d)));
 }
@@ -260,7 +267,8 @@ void per_sample_weight_grad(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(sig({S(0), S(0)}, {P}));
 }
 // Resampling backward ops (avg/adaptive pooling, upsampling: grad_output -> grad_input, the
-// input's sizes the last attr): batch or channel split, the sizes rewritten for the pieces.
+// input's sizes the last attr, conv_detail::WithInputSize): batch or channel split, the sizes
+// rewritten for the pieces.
 void per_sample_channel(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   if (c.inputs[0].dim() < 2) return;
@@ -276,7 +284,7 @@ void along_dim(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = int64_t(c.metas[0].sizes.size());
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.c_str());
+  const int64_t dim = wrap_dim(index_detail::DimAttrs::get<"dim">(c.attrs), nd, c.op.name.c_str());
   for (int64_t d = 0; d < nd; ++d) {
     if (d == dim) continue;
     bool lined_up = true;
@@ -292,7 +300,7 @@ void index_add(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "index_add");
+  const int64_t dim = wrap_dim(index_detail::IndexAddAttrs::get<"dim">(c.attrs), nd, "index_add");
   out.push_back(sig({P, S(0), S(dim)}, {P}));
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && c.inputs[2].dim() == nd && c.inputs[2].size(d) == c.inputs[0].size(d))
@@ -304,7 +312,7 @@ void index_select(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "index_select");
+  const int64_t dim = wrap_dim(index_detail::DimAttrs::get<"dim">(c.attrs), nd, "index_select");
   out.push_back(sig({B, S(0)}, {S(dim)}));
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim) out.push_back(sig({S(d), B}, {S(d)}));
@@ -341,10 +349,11 @@ void samples_split_backward(const SbpRuleCtx& c, Sigs& out, bool rows_follow) {
 }
 // layer_norm / rms_norm (x, weight[, bias] -> y, [mean,] rstd) and their backward.
 void norm(const SbpRuleCtx& c, Sigs& out) {
-  samples_split(c, out, rows_follow_dim0(c.inputs[0], c.attrs.i(0)));
+  samples_split(c, out, rows_follow_dim0(c.inputs[0], nn_detail::NormAttrs::get<"axis">(c.attrs)));
 }
 void norm_backward(const SbpRuleCtx& c, Sigs& out) {
-  samples_split_backward(c, out, rows_follow_dim0(c.inputs[1], c.attrs.i(0)));
+  samples_split_backward(c, out,
+                         rows_follow_dim0(c.inputs[1], nn_detail::NormAttrs::get<"axis">(c.attrs)));
 }
 
 // group_norm (x [N, C, *], weight, bias [C] -> y, mean, rstd [N * G]; attr 0 = G): data
@@ -354,10 +363,14 @@ bool group_rows_follow_dim0(const Tensor& x, int64_t groups) {
   return x.dim() >= 2 && (groups == 1 || x.size(0) % mesh_ranks(x) == 0);
 }
 void group_norm(const SbpRuleCtx& c, Sigs& out) {
-  samples_split(c, out, group_rows_follow_dim0(c.inputs[0], c.attrs.i(0)));
+  samples_split(
+      c, out,
+      group_rows_follow_dim0(c.inputs[0], nn_detail::GroupNormAttrs::get<"num_groups">(c.attrs)));
 }
 void group_norm_backward(const SbpRuleCtx& c, Sigs& out) {
-  samples_split_backward(c, out, group_rows_follow_dim0(c.inputs[1], c.attrs.i(0)));
+  samples_split_backward(
+      c, out,
+      group_rows_follow_dim0(c.inputs[1], nn_detail::GroupNormAttrs::get<"num_groups">(c.attrs)));
 }
 
 // batch_norm (x [N, C, *], weight, bias, running_mean, running_var [C] -> y, save_mean,
@@ -371,7 +384,7 @@ void batch_norm(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd < 2) return;
   out.push_back(sig({S(1), S(0), S(0), S(0), S(0)}, {S(1), S(0), S(0), S(0)}));
-  if (c.attrs.b(0)) return;
+  if (nn_detail::BatchNormAttrs::get<"training">(c.attrs)) return;
   for (int64_t d = 0; d < nd; ++d)
     if (d != 1) out.push_back(sig({S(d), B, B, B, B}, {S(d), B, B, B}));
 }
@@ -382,7 +395,7 @@ void batch_norm_backward(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[1].dim();
   if (nd < 2) return;
   out.push_back(sig({S(1), S(1), S(0), S(0), S(0)}, {S(1), S(0), S(0)}));
-  if (c.attrs.b(0)) return;
+  if (nn_detail::BatchNormAttrs::get<"training">(c.attrs)) return;
   for (int64_t d = 0; d < nd; ++d)
     if (d != 1) out.push_back(sig({S(d), S(d), B, B, B}, {S(d), P, P}));
 }
@@ -394,7 +407,7 @@ void batch_norm_backward(const SbpRuleCtx& c, Sigs& out) {
 constexpr int64_t kNone = 0, kMean = 1;  // of::Reduction
 void cross_entropy(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
-  const int64_t red = c.attrs.i(0);
+  const int64_t red = nn_detail::CrossEntropyAttrs::get<"reduction">(c.attrs);
   if (c.inputs[0].dim() != 2 || red == kMean) return;
   out.push_back(sig({S(0), S(0), B}, {red == kNone ? S(0) : P, S(0), P}));
 }
@@ -402,7 +415,7 @@ void cross_entropy(const SbpRuleCtx& c, Sigs& out) {
 // read the total weight, so either of its SBPs is taken as it is.
 void cross_entropy_backward(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
-  const int64_t red = c.attrs.i(0);
+  const int64_t red = nn_detail::CrossEntropyAttrs::get<"reduction">(c.attrs);
   if (c.inputs[1].dim() != 2 || red == kMean) return;
   const Sbp g = red == kNone ? S(0) : B;
   out.push_back(sig({g, S(0), S(0), B, S(0), P}, {S(0)}));
@@ -416,7 +429,7 @@ void cat(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, P));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
-  const int64_t dim = wrap_dim(c.attrs.i(0), nd, "cat");
+  const int64_t dim = wrap_dim(shape_detail::DimAttrs::get<"dim">(c.attrs), nd, "cat");
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim) out.push_back(uniform(c, S(d)));
 }
@@ -444,19 +457,20 @@ std::vector<bool> dims_marked(int64_t nd, std::initializer_list<int64_t> dims) {
 template <bool Linear> void scan(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {c.attrs.i(0)}), Linear);
+  split_others(c, out, dims_marked(nd, {reduce_detail::ScanAttrs::get<"dim">(c.attrs)}), Linear);
 }
-// sort (attr 0 = dim) and topk (attr 1 = dim): values and indices along dim.
-template <int DimAttr> void sort_like(const SbpRuleCtx& c, Sigs& out) {
+// sort (SortAttrs) and topk (TopkAttrs): values and indices along their dim.
+template <class Schema> void sort_like(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {c.attrs.i(DimAttr)}), false);
+  split_others(c, out, dims_marked(nd, {Schema::template get<"dim">(c.attrs)}), false);
 }
 // flip (attr 0 = dims) and roll (attrs shifts, dims; no dims: the flattened tensor): linear,
 // along their dims.
 template <bool Roll> void flip_roll(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  const DimVector& dims = c.attrs.ints(Roll ? 1 : 0);
+  const DimVector& dims = Roll ? index_detail::RollAttrs::get<"dims">(c.attrs)
+                               : shape_detail::DimsAttrs::get<"dims">(c.attrs);
   std::vector<bool> along(size_t(nd), dims.empty() && Roll);
   for (int64_t d : dims) along[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
   split_others(c, out, along, true);
@@ -472,12 +486,14 @@ void triangle(const SbpRuleCtx& c, Sigs& out) {
 // constant zero padding is linear.
 void pad(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  const DimVector& pads = c.attrs.ints(0);
+  using A = index_detail::PadAttrs;
+  const DimVector& pads = A::get<"pad">(c.attrs);
   std::vector<bool> along(size_t(nd), false);
   for (size_t q = 0; 2 * q < pads.size() && int64_t(q) < nd; ++q)
     if (pads[2 * q] != 0 || (2 * q + 1 < pads.size() && pads[2 * q + 1] != 0))
       along[size_t(nd - 1) - q] = true;
-  split_others(c, out, along, c.attrs.str(1) == "constant" && c.attrs.f(2) == 0.0);
+  split_others(c, out, along,
+               A::get<"mode">(c.attrs) == "constant" && A::get<"value">(c.attrs) == 0.0);
 }
 // one_hot: each index's row of classes (a new last dim); the index dims split.
 void one_hot(const SbpRuleCtx& c, Sigs& out) {
@@ -487,7 +503,7 @@ void one_hot(const SbpRuleCtx& c, Sigs& out) {
 // repeated once stays split; linear.
 void repeat(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  const DimVector& reps = c.attrs.ints(0);
+  const DimVector& reps = index_detail::RepeatAttrs::get<"repeats">(c.attrs);
   const int64_t shift = int64_t(reps.size()) - nd;
   std::vector<bool> along(size_t(nd), true);
   for (int64_t d = 0; d < nd && shift >= 0; ++d) along[size_t(d)] = reps[size_t(d + shift)] != 1;
@@ -505,8 +521,9 @@ void diagonal(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   const int64_t nd = c.inputs[0].dim();
   if (nd < 2) return;
-  const int64_t d1 = wrap_dim(c.attrs.i(1), nd, "diagonal"),
-                d2 = wrap_dim(c.attrs.i(2), nd, "diagonal");
+  using A = shape_detail::DiagonalAttrs;
+  const int64_t d1 = wrap_dim(A::get<"dim1">(c.attrs), nd, "diagonal"),
+                d2 = wrap_dim(A::get<"dim2">(c.attrs), nd, "diagonal");
   int64_t k = 0;
   for (int64_t d = 0; d < nd; ++d) {
     if (d == d1 || d == d2) continue;
@@ -543,7 +560,7 @@ void ctc(const SbpRuleCtx& c, Sigs& out) {
 // except with dropout (its draws are numbered by the global batch index).
 void attention(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
-  if (c.attrs.f(2) != 0.0) return;
+  if (nn_detail::SdpaAttrs::get<"dropout_p">(c.attrs) != 0.0) return;
   out.push_back(uniform(c, S(0)));
 }
 
@@ -557,8 +574,8 @@ const SbpRule kRowwise{rowwise};
 const SbpRule kAddmm{addmm<false>};
 const SbpRule kBaddbmm{addmm<true>};
 const SbpRule kDiagonal{diagonal};
-const SbpRule kSort{sort_like<0>};
-const SbpRule kTopk{sort_like<1>};
+const SbpRule kSort{sort_like<index_detail::SortAttrs>};
+const SbpRule kTopk{sort_like<index_detail::TopkAttrs>};
 const SbpRule kFlip{flip_roll<false>};
 const SbpRule kRoll{flip_roll<true>};
 const SbpRule kTriangle{triangle};

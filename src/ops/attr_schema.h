@@ -61,6 +61,11 @@ template <class... F> struct AttrSchema {
   }
   // Whether `a` holds the field (calls of some ops leave trailing fields out).
   template <AttrName N> static bool has(const Attrs& a) { return index<N>() < a.size(); }
+  // The field when `a` holds it with the field's type, else null (never throws: the fuser
+  // checks a loaded node's attributes with it before generating code).
+  template <AttrName N> static const type<N>* find(const Attrs& a) {
+    return index<N>() < a.size() ? std::get_if<type<N>>(&a.values[index<N>()]) : nullptr;
+  }
 
   static Attrs make(typename F::type... v) {
     Attrs a;

@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "global/rules.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_attrs.h"
 
 namespace oneflow {
 
@@ -100,7 +101,7 @@ TensorList pow_vjp(const VjpCtx& c, const TensorList& g) {
   return {ga, gb};
 }
 TensorList pow_scalar_vjp(const VjpCtx& c, const TensorList& g) {
-  double e = c.attrs().f(0);
+  double e = elem_attrs::PowScalarAttrs::get<"exponent">(c.attrs());
   if (e == 0) return {zeros_like(g[0])};
   return {g[0] * e * pow(c.input(0), e - 1)};
 }
@@ -114,10 +115,11 @@ TensorList where_vjp(const VjpCtx& c, const TensorList& g) {
 }
 TensorList clamp_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor x = c.input(0);
+  using A = elem_attrs::ClampAttrs;
   const Attrs& a = c.attrs();
   Tensor keep = ones_like(x, kBool);
-  if (a.b(0)) keep = keep & (x >= a.f(1));
-  if (a.b(2)) keep = keep & (x <= a.f(3));
+  if (A::get<"has_min">(a)) keep = keep & (x >= A::get<"min">(a));
+  if (A::get<"has_max">(a)) keep = keep & (x <= A::get<"max">(a));
   return {g[0] * keep.to(g[0].dtype())};
 }
 
@@ -125,7 +127,7 @@ void pow_scalar_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   elementwise_meta(in, a, out);
 }
 void pow_scalar_cpu(const KernelArgs& k) {
-  const double e = k.attrs.f(0);
+  const double e = elem_attrs::PowScalarAttrs::get<"exponent">(k.attrs);
   dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
@@ -145,9 +147,10 @@ void pow_scalar_cpu(const KernelArgs& k) {
   });
 }
 void clamp_cpu(const KernelArgs& k) {
+  using A = elem_attrs::ClampAttrs;
   const Attrs& a = k.attrs;
-  const bool has_lo = a.b(0), has_hi = a.b(2);
-  const double lo = a.f(1), hi = a.f(3);
+  const bool has_lo = A::get<"has_min">(a), has_hi = A::get<"has_max">(a);
+  const double lo = A::get<"min">(a), hi = A::get<"max">(a);
   dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
@@ -388,7 +391,8 @@ void register_binary_ops() {
   }
   register_op({.name = "pow_scalar",
                .traits = kElementwise | kInplaceOk,
-               .attr_names = {"exponent"},
+               .attr_names = elem_attrs::PowScalarAttrs::names(),
+               .attr_types = elem_attrs::PowScalarAttrs::types(),
                .infer_meta = pow_scalar_meta,
                .cpu = pow_scalar_cpu,
                .vjp = pow_scalar_vjp,
@@ -406,7 +410,8 @@ void register_binary_ops() {
                .fused_form = FusedForm::kWhere});
   register_op({.name = "clamp",
                .traits = kElementwise | kInplaceOk,
-               .attr_names = {"has_min", "min", "has_max", "max"},
+               .attr_names = elem_attrs::ClampAttrs::names(),
+               .attr_types = elem_attrs::ClampAttrs::types(),
                .infer_meta = elementwise_meta,
                .cpu = clamp_cpu,
                .vjp = clamp_vjp,
@@ -529,7 +534,8 @@ Tensor pow(const Tensor& base, const Scalar& e) {
   if (!is_floating_point(dt) && e.is_integral() && e.to_long() < 0)
     fail("[pow] integers to negative integer powers are not allowed (base {}, exponent {})",
          dtype_name(base.dtype()), e.to_long());
-  return dispatch1(OF_OP("pow_scalar"), {cast_if_needed(base, dt)}, {e.to_double()});
+  return dispatch1(OF_OP("pow_scalar"), {cast_if_needed(base, dt)},
+                   elem_attrs::PowScalarAttrs::make(e.to_double()));
 }
 Tensor pow(const Scalar& base, const Tensor& exponent) {
   return run_binary(kPow, scalar_operand(base), exponent);
@@ -541,7 +547,7 @@ Tensor& Tensor::pow_(const Scalar& e) {
   if (!can_cast(dt, dtype()))
     fail("[pow_] result type {} can't be cast to the desired output type {}", dtype_name(dt),
          dtype_name(dtype()));
-  dispatch(OF_OP("pow_scalar"), {*this}, {e.to_double()}, this);
+  dispatch(OF_OP("pow_scalar"), {*this}, elem_attrs::PowScalarAttrs::make(e.to_double()), this);
   return *this;
 }
 
@@ -628,9 +634,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (!x.is_floating_point() &&
       ((min && min->is_floating_point()) || (max && max->is_floating_point())))
     dt = kFloat32;
-  return dispatch1(
-      OF_OP("clamp"), {cast_if_needed(x, dt)},
-      {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0});
+  return dispatch1(OF_OP("clamp"), {cast_if_needed(x, dt)},
+                   elem_attrs::ClampAttrs::make(bool(min), min ? min->to_double() : 0.0, bool(max),
+                                                max ? max->to_double() : 0.0));
 }
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
   OF_CHECK((min && min->defined()) || (max && max->defined()),
@@ -643,7 +649,9 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optio
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   OF_CHECK(min || max, "[clamp_] at least one of 'min' or 'max' must not be None");
   dispatch(OF_OP("clamp"), {x},
-           {bool(min), min ? min->to_double() : 0.0, bool(max), max ? max->to_double() : 0.0}, &x);
+           elem_attrs::ClampAttrs::make(bool(min), min ? min->to_double() : 0.0, bool(max),
+                                        max ? max->to_double() : 0.0),
+           &x);
   return x;
 }
 Tensor clamp_min(const Tensor& x, const Scalar& m) { return clamp(x, m, std::nullopt); }

@@ -8,13 +8,15 @@
 #include "cuda_backend.h"
 #include "dispatch.h"
 #include "global/global.h"
+#include "ops/core_attrs.h"
 
 namespace oneflow {
+using namespace core_detail;
 namespace {
 
 // ---- copy (cast / contiguous / clone)
 void copy_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  out.push_back({in[0].sizes().dims(), {}, 0, a.dtype(0), in[0].device()});
+  out.push_back({in[0].sizes().dims(), {}, 0, CopyAttrs::get<"dtype">(a), in[0].device()});
 }
 void convert_cpu(const Tensor& dst, const Tensor& src) {
   dispatch_dtype(dst.dtype(), [&](auto o) {
@@ -37,7 +39,8 @@ TensorList copy_vjp(const VjpCtx& c, const TensorList& g) {
 
 // ---- to_device
 void to_device_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  const Device d = device_from_attrs(a.i(0), a.i(1), "to_device");
+  const Device d = device_from_attrs(ToDeviceAttrs::get<"device_type">(a),
+                                     ToDeviceAttrs::get<"device_index">(a), "to_device");
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), d});
 }
 void to_device_kernel(const KernelArgs& k) {
@@ -45,8 +48,10 @@ void to_device_kernel(const KernelArgs& k) {
   // one as it is; its output is then staged, so dst is dense)
   const Tensor src = kernel_contiguous(k.inputs[0]);
   const Tensor& dst = k.outputs[0];
-  // attr 2, when present: non_blocking (NOTE [Asynchronous copies] in src/cuda/allocator.cpp)
-  if (k.attrs.size() > 2 && k.attrs.b(2) && (src.is_cuda() || dst.is_cuda())) {
+  // non_blocking, when present (NOTE [Asynchronous copies] in src/cuda/allocator.cpp)
+  using A = ToDeviceAttrs;
+  if (A::has<"non_blocking">(k.attrs) && A::get<"non_blocking">(k.attrs) &&
+      (src.is_cuda() || dst.is_cuda())) {
     cuda_backend::copy_bytes_async(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(),
                                    src.nbytes());
     return;
@@ -90,18 +95,21 @@ void fill_cpu(const Tensor& t, const Scalar& v) {
     }
   });
 }
-void fill__kernel(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(0)); }
+void fill__kernel(const KernelArgs& k) { fill_cpu(k.outputs[0], FillAttrs::get<"value">(k.attrs)); }
 TensorList fill__vjp(const VjpCtx&, const TensorList&) { return {Tensor()}; }
 
 // ---- factories
-Device factory_device(const Attrs& a, size_t k, const char* op) {
-  return device_from_attrs(a.i(k), a.i(k + 1), op);
+// The device a factory's attributes (schema S: FullAttrs, ArangeAttrs, ...) name.
+template <class S> Device factory_device(const Attrs& a, const char* op) {
+  return device_from_attrs(S::template get<"device_type">(a), S::template get<"device_index">(a),
+                           op);
 }
 void full_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  checked_numel(a.ints(0), "full");
-  out.push_back({a.ints(0), {}, 0, a.dtype(2), factory_device(a, 3, "full")});
+  using A = FullAttrs;
+  checked_numel(A::get<"size">(a), "full");
+  out.push_back({A::get<"size">(a), {}, 0, A::get<"dtype">(a), factory_device<A>(a, "full")});
 }
-void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], k.attrs.scalar(1)); }
+void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], FullAttrs::get<"value">(k.attrs)); }
 
 int64_t arange_count(double start, double end, double step) {
   OF_CHECK(step != 0, "[arange] step must be nonzero");
@@ -119,12 +127,13 @@ int64_t arange_count(double start, double end, double step) {
   return int64_t(n);
 }
 void arange_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  int64_t n = arange_count(a.f(0), a.f(1), a.f(2));
-  out.push_back({{n}, {}, 0, a.dtype(3), factory_device(a, 4, "arange")});
+  using A = ArangeAttrs;
+  int64_t n = arange_count(A::get<"start">(a), A::get<"end">(a), A::get<"step">(a));
+  out.push_back({{n}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "arange")});
 }
 void arange_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
-  double start = k.attrs.f(0), step = k.attrs.f(2);
+  double start = ArangeAttrs::get<"start">(k.attrs), step = ArangeAttrs::get<"step">(k.attrs);
   dispatch_dtype(t.dtype(), [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(t.data_ptr());
@@ -133,13 +142,16 @@ void arange_cpu(const KernelArgs& k) {
   });
 }
 void linspace_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  OF_CHECK(a.i(2) >= 0, "[linspace] number of steps must be non-negative, got {}", a.i(2));
-  out.push_back({{a.i(2)}, {}, 0, a.dtype(3), factory_device(a, 4, "linspace")});
+  using A = LinspaceAttrs;
+  const int64_t steps = A::get<"steps">(a);
+  OF_CHECK(steps >= 0, "[linspace] number of steps must be non-negative, got {}", steps);
+  out.push_back({{steps}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "linspace")});
 }
 void linspace_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
-  double start = k.attrs.f(0), end = k.attrs.f(1);
-  int64_t n = k.attrs.i(2);
+  using A = LinspaceAttrs;
+  double start = A::get<"start">(k.attrs), end = A::get<"end">(k.attrs);
+  int64_t n = A::get<"steps">(k.attrs);
   double step = n > 1 ? (end - start) / double(n - 1) : 0;
   dispatch_dtype(t.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -152,9 +164,10 @@ void linspace_cpu(const KernelArgs& k) {
   });
 }
 void eye_meta(const TensorList&, const Attrs& a, MetaList& out) {
-  OF_CHECK(a.i(0) >= 0 && a.i(1) >= 0, "[eye] n and m must be non-negative, got {} and {}", a.i(0),
-           a.i(1));
-  out.push_back({{a.i(0), a.i(1)}, {}, 0, a.dtype(2), factory_device(a, 3, "eye")});
+  using A = EyeAttrs;
+  const int64_t n = A::get<"n">(a), m = A::get<"m">(a);
+  OF_CHECK(n >= 0 && m >= 0, "[eye] n and m must be non-negative, got {} and {}", n, m);
+  out.push_back({{n, m}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "eye")});
 }
 void eye_cpu(const KernelArgs& k) {
   const Tensor& t = k.outputs[0];
@@ -167,8 +180,8 @@ void eye_cpu(const KernelArgs& k) {
   });
 }
 
-AttrValue dev_type(Device d) { return int64_t(d.type()); }
-AttrValue dev_index(Device d) { return int64_t(d.is_cuda() ? std::max(d.index(), 0) : -1); }
+int64_t dev_type(Device d) { return int64_t(d.type()); }
+int64_t dev_index(Device d) { return int64_t(d.is_cuda() ? std::max(d.index(), 0) : -1); }
 
 Tensor finish_factory(Tensor t, const TensorOptions& o) {
   if (o.requires_grad()) t.set_requires_grad(true);
@@ -180,14 +193,16 @@ Tensor finish_factory(Tensor t, const TensorOptions& o) {
 void register_core_ops() {
   register_op({.name = "copy",
                .traits = kElementwise,
-               .attr_names = {"dtype"},
+               .attr_names = CopyAttrs::names(),
+               .attr_types = CopyAttrs::types(),
                .infer_meta = copy_meta,
                .cpu = copy_cpu,
                .vjp = copy_vjp,
                .fold_identities = {{FoldIdentity::kSameLayout, 0}},
                .fused_form = FusedForm::kCast});
   register_op({.name = "to_device",
-               .attr_names = {"device_type", "device_index", "non_blocking"},
+               .attr_names = ToDeviceAttrs::names(),
+               .attr_types = ToDeviceAttrs::types(),
                .infer_meta = to_device_meta,
                .cpu = to_device_kernel,
                .cuda = to_device_kernel,
@@ -201,29 +216,34 @@ void register_core_ops() {
                .fused_form = FusedForm::kCopyInto});
   register_op({.name = "fill_",
                .traits = kElementwise | kInplaceOk,
-               .attr_names = {"value"},
+               .attr_names = FillAttrs::names(),
+               .attr_types = FillAttrs::types(),
                .infer_meta = fill__meta,
                .cpu = fill__kernel,
                .vjp = fill__vjp,
                .fused_form = FusedForm::kFill});
   register_op({.name = "full",
                .traits = kFactory,
-               .attr_names = {"size", "value", "dtype", "device_type", "device_index"},
+               .attr_names = FullAttrs::names(),
+               .attr_types = FullAttrs::types(),
                .infer_meta = full_meta,
                .cpu = full_cpu});
   register_op({.name = "arange",
                .traits = kFactory,
-               .attr_names = {"start", "end", "step", "dtype", "device_type", "device_index"},
+               .attr_names = ArangeAttrs::names(),
+               .attr_types = ArangeAttrs::types(),
                .infer_meta = arange_meta,
                .cpu = arange_cpu});
   register_op({.name = "linspace",
                .traits = kFactory,
-               .attr_names = {"start", "end", "steps", "dtype", "device_type", "device_index"},
+               .attr_names = LinspaceAttrs::names(),
+               .attr_types = LinspaceAttrs::types(),
                .infer_meta = linspace_meta,
                .cpu = linspace_cpu});
   register_op({.name = "eye",
                .traits = kFactory,
-               .attr_names = {"n", "m", "dtype", "device_type", "device_index"},
+               .attr_names = EyeAttrs::names(),
+               .attr_types = EyeAttrs::types(),
                .infer_meta = eye_meta,
                .cpu = eye_cpu});
 }
@@ -232,11 +252,12 @@ void register_core_ops() {
 
 namespace {
 
-// Factories that run on CUDA are built on the CPU and moved (no CUDA fill kernels yet).
-Tensor on_device(const OpDef& op, Attrs attrs, Device dev, size_t dev_attr) {
+// Factories that run on CUDA are built on the CPU and moved (no CUDA fill kernels yet). S: the
+// factory's schema (FullAttrs, ArangeAttrs, ...).
+template <class S> Tensor on_device(const OpDef& op, Attrs attrs, Device dev) {
   if (dev.is_cpu()) return dispatch1(op, {}, std::move(attrs));
-  attrs.values[dev_attr] = int64_t(kCPU);
-  attrs.values[dev_attr + 1] = int64_t(-1);
+  attrs.values[S::template index<"device_type">()] = int64_t(kCPU);
+  attrs.values[S::template index<"device_index">()] = int64_t(-1);
   return dispatch1(op, {}, std::move(attrs)).to(dev);
 }
 }  // namespace
@@ -245,7 +266,7 @@ namespace {
 
 Tensor to_dtype(const Tensor& x, ScalarType t, bool copy) {
   if (t == x.dtype() && !copy) return x;
-  return dispatch1(OF_OP("copy"), {x}, {t});
+  return dispatch1(OF_OP("copy"), {x}, CopyAttrs::make(t));
 }
 
 Tensor to_device(const Tensor& x, Device d, bool copy, bool non_blocking) {
@@ -255,8 +276,9 @@ Tensor to_device(const Tensor& x, Device d, bool copy, bool non_blocking) {
     if (std::string why = cuda_backend::unavailable_reason(); !why.empty())
       fail("[to] cannot move a tensor to {}: [cuda] not available: {}", d.str(), why);
   Tensor src = x.contiguous();
-  Attrs a{dev_type(d), dev_index(d)};
-  if (non_blocking) a.values.push_back(true);  // an optional third attr: absent means blocking
+  // non_blocking is an optional last attr: absent means blocking
+  Attrs a = non_blocking ? ToDeviceAttrs::make(dev_type(d), dev_index(d), true)
+                         : DeviceAttrs::make(dev_type(d), dev_index(d));
   return dispatch1(OF_OP("to_device"), {src}, std::move(a));
 }
 
@@ -426,7 +448,7 @@ Tensor Tensor::contiguous(MemoryFormat mf) const {
   return convert_in_format(*this, mf, "contiguous", [](const Tensor& y) { return y; });
 }
 
-Tensor Tensor::clone() const { return dispatch1(OF_OP("copy"), {*this}, {dtype()}); }
+Tensor Tensor::clone() const { return dispatch1(OF_OP("copy"), {*this}, CopyAttrs::make(dtype())); }
 Tensor clone(const Tensor& t) { return t.clone(); }
 
 Tensor Tensor::contiguous() const {
@@ -458,7 +480,7 @@ Tensor& Tensor::fill_(const Scalar& v) {
     OF_CHECK(std::isfinite(d), "[fill_] value {} cannot be converted to {} without overflow", d,
              dtype_name(dtype()));
   }
-  dispatch(OF_OP("fill_"), {*this}, {v}, this);
+  dispatch(OF_OP("fill_"), {*this}, FillAttrs::make(v), this);
   return *this;
 }
 Tensor& Tensor::zero_() { return fill_(0); }
@@ -496,8 +518,8 @@ Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
                                 : (v.is_boolean()    ? kBool
                                    : v.is_integral() ? kInt64
                                                      : kFloat32);
-  Attrs a{size.dims(), v, dt, dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(OF_OP("full"), std::move(a), o.device(), 3), o);
+  Attrs a = FullAttrs::make(size.dims(), v, dt, dev_type(o.device()), dev_index(o.device()));
+  return finish_factory(on_device<FullAttrs>(OF_OP("full"), std::move(a), o.device()), o);
 }
 Tensor zeros(IntArrayRef size, TensorOptions o) { return full(size, 0, o.dtype(o.dtype())); }
 Tensor ones(IntArrayRef size, TensorOptions o) { return full(size, 1, o.dtype(o.dtype())); }
@@ -520,19 +542,19 @@ Tensor arange(const Scalar& start, const Scalar& end, TensorOptions o) {
 }
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o) {
   ScalarType dt = range_dtype(o, {start, end, step});
-  Attrs a{start.to_double(),    end.to_double(),      step.to_double(), dt,
-          dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(OF_OP("arange"), std::move(a), o.device(), 4), o);
+  Attrs a = ArangeAttrs::make(start.to_double(), end.to_double(), step.to_double(), dt,
+                              dev_type(o.device()), dev_index(o.device()));
+  return finish_factory(on_device<ArangeAttrs>(OF_OP("arange"), std::move(a), o.device()), o);
 }
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions o) {
-  Attrs a{start.to_double(), end.to_double(),      steps,
-          o.dtype(),         dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(OF_OP("linspace"), std::move(a), o.device(), 4), o);
+  Attrs a = LinspaceAttrs::make(start.to_double(), end.to_double(), steps, o.dtype(),
+                                dev_type(o.device()), dev_index(o.device()));
+  return finish_factory(on_device<LinspaceAttrs>(OF_OP("linspace"), std::move(a), o.device()), o);
 }
 Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
 Tensor eye(int64_t n, int64_t m, TensorOptions o) {
-  Attrs a{n, m, o.dtype(), dev_type(o.device()), dev_index(o.device())};
-  return finish_factory(on_device(OF_OP("eye"), std::move(a), o.device(), 3), o);
+  Attrs a = EyeAttrs::make(n, m, o.dtype(), dev_type(o.device()), dev_index(o.device()));
+  return finish_factory(on_device<EyeAttrs>(OF_OP("eye"), std::move(a), o.device()), o);
 }
 
 namespace {

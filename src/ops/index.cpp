@@ -31,7 +31,7 @@ namespace {
 void gather_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &x = in[0], &index = in[1];
   check_index_dtype(index, "gather", false);
-  const int64_t d = wrap_dim(a.i(0), x.dim(), "gather");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(a), x.dim(), "gather");
   OF_CHECK(index.dim() == x.dim() || (index.dim() <= 1 && x.dim() <= 1),
            "[gather] index tensor must have the same number of dimensions as input tensor: "
            "input {} vs index {}",
@@ -47,7 +47,7 @@ void gather_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void gather_cpu(const KernelArgs& k) {
   const Tensor &x = k.inputs[0], &index = k.inputs[1];
-  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(k.attrs.i(0), x.dim(), "gather");
+  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(DimAttrs::get<"dim">(k.attrs), x.dim(), "gather");
   if (x.dim() != index.dim()) {
     // 0-d / 1-element mixes: work on 1-element 1-D geometry.
     Tensor xv = make_view(x, {size_at(x, 0)}, {stride_at(x, 0)}, x.storage_offset());
@@ -72,7 +72,7 @@ Tensor pad_to(const Tensor& t, IntArrayRef sizes) {
 }
 
 TensorList gather_vjp(const VjpCtx& c, const TensorList& g) {
-  const int64_t d = c.attrs().i(0);
+  const int64_t d = DimAttrs::get<"dim">(c.attrs());
   Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
   return {scatter_add(z, d, c.input(1), g[0]), Tensor()};
 }
@@ -80,7 +80,7 @@ TensorList gather_vjp(const VjpCtx& c, const TensorList& g) {
 void scatter_meta_common(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
   const Tensor &x = in[0], &index = in[1], &src = in[2];
   check_index_dtype(index, op, false);
-  const int64_t d = wrap_dim(a.i(0), x.dim(), op);
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(a), x.dim(), op);
   OF_CHECK(src.dtype() == x.dtype(),
            "[{}] expected self.dtype to be equal to src.dtype: got {} and {}", op,
            dtype_name(x.dtype()), dtype_name(src.dtype()));
@@ -109,7 +109,7 @@ void scatter_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 template <bool Add> void scatter_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const Tensor& self = k.inputs[0];
-  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "scatter");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "scatter");
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
     // a traced graph may give out the buffer of a dying `self` (kInplaceOk): nothing to copy
@@ -119,7 +119,7 @@ template <bool Add> void scatter_cpu(const KernelArgs& k) {
   });
 }
 TensorList scatter_vjp(const VjpCtx& c, const TensorList& g) {
-  const int64_t d = c.attrs().i(0);
+  const int64_t d = DimAttrs::get<"dim">(c.attrs());
   Tensor index = c.input(1);
   Tensor gx, gs;
   if (c.needs_input_grad(0)) gx = scatter(g[0], d, index, Scalar(0.0));
@@ -127,7 +127,7 @@ TensorList scatter_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, Tensor(), gs};
 }
 TensorList scatter_add_vjp(const VjpCtx& c, const TensorList& g) {
-  const int64_t d = c.attrs().i(0);
+  const int64_t d = DimAttrs::get<"dim">(c.attrs());
   Tensor gs;
   if (c.needs_input_grad(2)) gs = pad_to(g[0].gather(d, c.input(1)), c.input_sizes(2));
   return {g[0], Tensor(), gs};
@@ -144,7 +144,7 @@ void index_select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &x = in[0], &index = in[1];
   check_index_1d(index, "index_select");
   OF_CHECK(x.dim() > 0, "[index_select] input must have at least one dimension");
-  const int64_t d = wrap_dim(a.i(0), x.dim(), "index_select");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(a), x.dim(), "index_select");
   check_bounds(index, x.sizes()[d], "index_select", d);
   DimVector sz = x.sizes().dims();
   sz[d] = index.numel();
@@ -152,7 +152,7 @@ void index_select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void index_select_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "index_select");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "index_select");
   Tensor iv = expand_index(k.inputs[1], out.sizes(), d);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -162,14 +162,14 @@ void index_select_cpu(const KernelArgs& k) {
 }
 TensorList index_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor z = global::broadcast_zeros_like(c.input_sizes(0), g[0]);
-  return {index_add(z, c.attrs().i(0), c.input(1), g[0]), Tensor()};
+  return {index_add(z, DimAttrs::get<"dim">(c.attrs()), c.input(1), g[0]), Tensor()};
 }
 
 void index_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &x = in[0], &index = in[1], &src = in[2];
   check_index_1d(index, "index_add");
   OF_CHECK(x.dim() > 0, "[index_add] input must have at least one dimension");
-  const int64_t d = wrap_dim(a.i(0), x.dim(), "index_add");
+  const int64_t d = wrap_dim(IndexAddAttrs::get<"dim">(a), x.dim(), "index_add");
   OF_CHECK(src.dtype() == x.dtype(),
            "[index_add] self ({}) and source ({}) must have the same dtype", dtype_name(x.dtype()),
            dtype_name(src.dtype()));
@@ -185,22 +185,22 @@ void index_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void index_add_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "index_add");
+  const int64_t d = wrap_dim(IndexAddAttrs::get<"dim">(k.attrs), out.dim(), "index_add");
   const Tensor& src = k.inputs[2];
   Tensor iv = expand_index(k.inputs[1], src.sizes(), d);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
     copy_into<T>(out, k.inputs[0]);
-    const auto alpha = k.attrs.scalar(1).to<compute_t<T>>();
+    const auto alpha = IndexAddAttrs::get<"alpha">(k.attrs).to<compute_t<T>>();
     dispatch_index(iv.dtype(),
                    [&](auto zi) { scatter_core<T, decltype(zi), true>(out, d, iv, src, alpha); });
   });
 }
 TensorList index_add_vjp(const VjpCtx& c, const TensorList& g) {
-  const Scalar& alpha = c.attrs().scalar(1);
+  const Scalar& alpha = IndexAddAttrs::get<"alpha">(c.attrs());
   Tensor gs;
   if (c.needs_input_grad(2)) {
-    gs = g[0].index_select(c.attrs().i(0), c.input(1));
+    gs = g[0].index_select(IndexAddAttrs::get<"dim">(c.attrs()), c.input(1));
     if (alpha.to_double() != 1.0) gs = gs * alpha;
   }
   return {g[0], Tensor(), gs};
@@ -256,7 +256,7 @@ void masked_select_cpu(const KernelArgs& k) {
 TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor mask = c.input(1);
   DimVector b = broadcast_shapes(c.input_sizes(0), mask.sizes());
-  Tensor full = dispatch1(OF_OP("masked_select_backward"), {g[0], mask}, {b});
+  Tensor full = dispatch1(OF_OP("masked_select_backward"), {g[0], mask}, SizeAttrs::make(b));
   return {sum_to_size(full, c.input_sizes(0)), Tensor()};
 }
 // masked_select_backward(grad [n], mask; shape): zeros of `shape` with grad at the true places.
@@ -264,7 +264,7 @@ TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
 // `shape` and the gradient be 1-D, or the kernel's strides would walk outside the mask.
 void msb_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor &g = in[0], &mask = in[1];
-  const DimVector& size = a.ints(0);
+  const DimVector& size = SizeAttrs::get<"size">(a);
   OF_CHECK(mask.device() == g.device(),
            "[masked_select_backward] expected the mask on the "
            "gradient's device {}, got {}",
@@ -365,7 +365,7 @@ void one_hot_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   OF_CHECK(x.dtype() == kInt64,
            "[one_hot] is only applicable to index tensors of dtype int64, got {}",
            dtype_name(x.dtype()));
-  const int64_t c = a.i(0);
+  const int64_t c = OneHotAttrs::get<"num_classes">(a);
   OF_CHECK(c >= 0, "[one_hot] num_classes must be positive or -1, got {}", c);
   if (x.is_cpu() && !x.is_global() && x.numel() > 0)  // global: checked on the pieces
     for_each_index(x, [&](int64_t v) {
@@ -379,7 +379,7 @@ void one_hot_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void one_hot_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   fill_any(out, 0.0);
-  const int64_t c = k.attrs.i(0);
+  const int64_t c = OneHotAttrs::get<"num_classes">(k.attrs);
   int64_t* o = static_cast<int64_t*>(out.data_ptr());
   int64_t i = 0;
   for_each_index(k.inputs[0], [&](int64_t v) { o[i++ * c + v] = 1; });
@@ -431,8 +431,8 @@ void embedding_cpu(const KernelArgs& k) {
 }
 TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef wsz = c.input_sizes(0);
-  const int64_t pad_idx = c.attrs().i(0);
-  const bool by_freq = c.attrs().b(1);
+  const int64_t pad_idx = EmbeddingAttrs::get<"padding_idx">(c.attrs());
+  const bool by_freq = EmbeddingAttrs::get<"scale_grad_by_freq">(c.attrs());
   Tensor idx = c.input(1).reshape({-1});
   Tensor gf = g[0].reshape({-1, wsz[1]});
   if (pad_idx >= 0) gf = masked_fill(gf, (idx == pad_idx).unsqueeze(1), 0.0);
@@ -449,7 +449,8 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
 void register_index_ops() {
   register_op({.name = "gather",
                .traits = kChecksIndices,
-               .attr_names = {"dim"},
+               .attr_names = DimAttrs::names(),
+               .attr_types = DimAttrs::types(),
                .infer_meta = gather_meta,
                .cpu = gather_cpu,
                .vjp = gather_vjp,
@@ -458,7 +459,8 @@ void register_index_ops() {
                .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter",
                .traits = kChecksIndices,
-               .attr_names = {"dim"},
+               .attr_names = DimAttrs::names(),
+               .attr_types = DimAttrs::types(),
                .infer_meta = scatter_meta,
                .cpu = scatter_cpu<false>,
                .vjp = scatter_vjp,
@@ -467,7 +469,8 @@ void register_index_ops() {
                .sbp_rule = &sbp_rules::kAlongDim});
   register_op({.name = "scatter_add",
                .traits = kInplaceOk | kChecksIndices,
-               .attr_names = {"dim"},
+               .attr_names = DimAttrs::names(),
+               .attr_types = DimAttrs::types(),
                .infer_meta = scatter_add_meta,
                .cpu = scatter_cpu<true>,
                .vjp = scatter_add_vjp,
@@ -477,7 +480,8 @@ void register_index_ops() {
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "index_select",
                .traits = kChecksIndices,
-               .attr_names = {"dim"},
+               .attr_names = DimAttrs::names(),
+               .attr_types = DimAttrs::types(),
                .infer_meta = index_select_meta,
                .cpu = index_select_cpu,
                .vjp = index_select_vjp,
@@ -486,7 +490,8 @@ void register_index_ops() {
                .sbp_rule = &sbp_rules::kIndexSelect});
   register_op({.name = "index_add",
                .traits = kChecksIndices,
-               .attr_names = {"dim", "alpha"},
+               .attr_names = IndexAddAttrs::names(),
+               .attr_types = IndexAddAttrs::types(),
                .infer_meta = index_add_meta,
                .cpu = index_add_cpu,
                .vjp = index_add_vjp,
@@ -503,7 +508,8 @@ void register_index_ops() {
                .save_inputs = in(1),
                .nondiff_inputs = in(1)});
   register_op({.name = "masked_select_backward",
-               .attr_names = {"size"},
+               .attr_names = SizeAttrs::names(),
+               .attr_types = SizeAttrs::types(),
                .infer_meta = msb_meta,
                .cpu = msb_cpu,
                .vjp = msb_vjp,
@@ -516,13 +522,15 @@ void register_index_ops() {
                .cpu = nonzero_cpu});
   register_op({.name = "one_hot",
                .traits = kNonDifferentiable | kChecksIndices,
-               .attr_names = {"num_classes"},
+               .attr_names = OneHotAttrs::names(),
+               .attr_types = OneHotAttrs::types(),
                .infer_meta = one_hot_meta,
                .cpu = one_hot_cpu,
                .sbp_rule = &sbp_rules::kOneHot});
   register_op({.name = "embedding",
                .traits = kChecksIndices,
-               .attr_names = {"padding_idx", "scale_grad_by_freq"},
+               .attr_names = EmbeddingAttrs::names(),
+               .attr_types = EmbeddingAttrs::types(),
                .infer_meta = embedding_meta,
                .cpu = embedding_cpu,
                .vjp = embedding_vjp,
@@ -539,13 +547,13 @@ void register_index_ops() {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined("gather", x);
   check_defined("gather", index, "index");
-  return dispatch1(OF_OP("gather"), {x, index}, {dim});
+  return dispatch1(OF_OP("gather"), {x, index}, DimAttrs::make(dim));
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined("scatter", x);
   check_defined("scatter", index, "index");
   check_defined("scatter", src, "src");
-  return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter"), {x, index, src}, DimAttrs::make(dim));
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
   check_defined("scatter", x);
@@ -554,17 +562,17 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   if (x.is_global()) {
     // the value as a broadcast global scalar, expanded to the index's shape
     Tensor src = global::constant_like(v, x).expand(index.sizes());
-    return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
+    return dispatch1(OF_OP("scatter"), {x, index, src}, DimAttrs::make(dim));
   }
   DimVector st(size_t(index.dim()), 0);
   Tensor src = make_view(v, index.sizes(), st, v.storage_offset());
-  return dispatch1(OF_OP("scatter"), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter"), {x, index, src}, DimAttrs::make(dim));
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined("scatter_add", x);
   check_defined("scatter_add", index, "index");
   check_defined("scatter_add", src, "src");
-  return dispatch1(OF_OP("scatter_add"), {x, index, src}, {dim});
+  return dispatch1(OF_OP("scatter_add"), {x, index, src}, DimAttrs::make(dim));
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined("index_select", x);
@@ -576,7 +584,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
              "[index_select] index of a 0-d input must have one element, got {}", index.numel());
     return index_select(x.reshape({1}), 0, index).reshape({});
   }
-  return dispatch1(OF_OP("index_select"), {x, index}, {dim});
+  return dispatch1(OF_OP("index_select"), {x, index}, DimAttrs::make(dim));
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  const Scalar& alpha) {
@@ -587,7 +595,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     wrap_dim(dim, 0, "index_add");
     return index_add(x.reshape({1}), 0, index, source.reshape({-1}), alpha).reshape({});
   }
-  return dispatch1(OF_OP("index_add"), {x, index, source}, {dim, alpha});
+  return dispatch1(OF_OP("index_add"), {x, index, source}, IndexAddAttrs::make(dim, alpha));
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
   check_defined("masked_select", x);
@@ -635,7 +643,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
     num_classes = mx + 1;
   }
   OF_CHECK(num_classes >= 0, "[one_hot] num_classes must be positive or -1, got {}", num_classes);
-  return dispatch1(OF_OP("one_hot"), {x}, {num_classes});
+  return dispatch1(OF_OP("one_hot"), {x}, OneHotAttrs::make(num_classes));
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx,
@@ -643,7 +651,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   (void)sparse;  // gradients are always dense
   check_defined("embedding", weight, "weight");
   check_defined("embedding", indices, "indices");
-  return dispatch1(OF_OP("embedding"), {weight, indices}, {padding_idx, scale_grad_by_freq});
+  return dispatch1(OF_OP("embedding"), {weight, indices},
+                   EmbeddingAttrs::make(padding_idx, scale_grad_by_freq));
 }
 
 // ---------------------------------------------------------------- Tensor methods

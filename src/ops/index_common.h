@@ -1,6 +1,7 @@
 // index_common.h: what the indexing, sort and shape-move op files share (ops/index.cpp,
 // ops/sort.cpp, ops/moves.cpp): strided loops over runs, index dtype and bound checks, typed
-// copies and fills, the gather/scatter cores and the per-axis index maps of moves.
+// copies and fills, the gather/scatter cores and the per-axis index maps of moves; and (from
+// ops/index_attrs.h, which the CUDA module's kernels include alone) their ops' attribute schemas.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -9,6 +10,7 @@
 #include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/checks.h"
+#include "ops/index_attrs.h"
 
 namespace oneflow::index_detail {
 

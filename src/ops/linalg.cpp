@@ -15,10 +15,14 @@
 #include "cpu/blas.h"
 #include "cpu/loops.h"
 #include "cuda_backend.h"
+#include "ops/attr_schema.h"
 #include "ops/checks.h"
 
 namespace oneflow {
 namespace {
+
+// addmm / baddbmm: out = beta * self + alpha * (product) (NOTE [Attribute schemas])
+using AddmmAttrs = AttrSchema<Attr<"beta", Scalar>, Attr<"alpha", Scalar>>;
 
 // ---------------------------------------------------------------- checks
 
@@ -110,7 +114,7 @@ template <bool Batched> void addmm_meta(const TensorList& in, const Attrs& attrs
     fail("[{}] expected self and the operands to have the same dtype, got {} and {}", op,
          dtype_name(self.dtype()), dtype_name(a.dtype()));
   check_gemm_dtype(op, a.dtype(), a.device());
-  check_scalars(op, a.dtype(), attrs.scalar(0), attrs.scalar(1));
+  check_scalars(op, a.dtype(), AddmmAttrs::get<"beta">(attrs), AddmmAttrs::get<"alpha">(attrs));
   DimVector res;
   if (Batched) {
     if (a.size(0) != b.size(0))
@@ -137,8 +141,8 @@ void bmm_cpu(const KernelArgs& k) {
 template <bool Batched> void addmm_cpu(const KernelArgs& k) {
   const Tensor& self = k.inputs[0];
   const Tensor& out = k.outputs[0];
-  const Scalar& beta = k.attrs.scalar(0);
-  const Scalar& alpha = k.attrs.scalar(1);
+  const Scalar& beta = AddmmAttrs::get<"beta">(k.attrs);
+  const Scalar& alpha = AddmmAttrs::get<"alpha">(k.attrs);
   const bool beta_zero = beta.to_double() == 0.0;
   if (!beta_zero && !self.is_same(out) && out.numel() > 0) {
     // out <- self (broadcast); the GEMM then scales it by beta in place.
@@ -155,8 +159,8 @@ template <bool Batched> void addmm_cpu(const KernelArgs& k) {
 // ops; NOTE [Decompositions]). beta = 0 ignores self, NaN included, as the kernel does.
 template <bool Batched> TensorList addmm_decompose(const TensorList& in, const Attrs& a) {
   const Tensor& self = in[0];
-  const Scalar& beta = a.scalar(0);
-  const Scalar& alpha = a.scalar(1);
+  const Scalar& beta = AddmmAttrs::get<"beta">(a);
+  const Scalar& alpha = AddmmAttrs::get<"alpha">(a);
   Tensor r = Batched ? bmm(in[1], in[2]) : mm(in[1], in[2]);
   if (alpha.to_double() != 1.0) r = r * alpha;
   if (beta.to_double() != 0.0) r = r + (beta.to_double() == 1.0 ? self : self * beta);
@@ -182,8 +186,8 @@ TensorList bmm_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 template <bool Batched> TensorList addmm_vjp(const VjpCtx& c, const TensorList& g) {
-  const Scalar& beta = c.attrs().scalar(0);
-  const Scalar& alpha = c.attrs().scalar(1);
+  const Scalar& beta = AddmmAttrs::get<"beta">(c.attrs());
+  const Scalar& alpha = AddmmAttrs::get<"alpha">(c.attrs());
   Tensor gs, ga, gb;
   if (c.needs_input_grad(0)) gs = sum_to_size(scaled(g[0], beta), c.input_sizes(0));
   if (Batched) {
@@ -550,7 +554,8 @@ void register_linalg_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "addmm",
                .traits = 0,
-               .attr_names = {"beta", "alpha"},
+               .attr_names = AddmmAttrs::names(),
+               .attr_types = AddmmAttrs::types(),
                .infer_meta = addmm_meta<false>,
                .cpu = addmm_cpu<false>,
                .decompose = addmm_decompose<false>,
@@ -560,7 +565,8 @@ void register_linalg_ops() {
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "baddbmm",
                .traits = 0,
-               .attr_names = {"beta", "alpha"},
+               .attr_names = AddmmAttrs::names(),
+               .attr_types = AddmmAttrs::types(),
                .infer_meta = addmm_meta<true>,
                .cpu = addmm_cpu<true>,
                .decompose = addmm_decompose<true>,
@@ -589,12 +595,12 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
   check_defined("addmm", {{&self, "input"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
-  return dispatch1(OF_OP("addmm"), {self, mat1, mat2}, {beta, alpha});
+  return dispatch1(OF_OP("addmm"), {self, mat1, mat2}, AddmmAttrs::make(beta, alpha));
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Scalar& beta,
                const Scalar& alpha) {
   check_defined("baddbmm", {{&self, "input"}, {&b1, "batch1"}, {&b2, "batch2"}});
-  return dispatch1(OF_OP("baddbmm"), {self, b1, b2}, {beta, alpha});
+  return dispatch1(OF_OP("baddbmm"), {self, b1, b2}, AddmmAttrs::make(beta, alpha));
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {

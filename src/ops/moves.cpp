@@ -46,7 +46,7 @@ void check_cat(const TensorList& ts, int64_t d) {
 }
 void cat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   OF_CHECK(!in.empty(), "[cat] expected a non-empty list of tensors");
-  const int64_t d = wrap_dim(a.i(0), in[0].dim(), "cat");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(a), in[0].dim(), "cat");
   check_cat(in, d);
   DimVector sz = in[0].sizes().dims();
   sz[d] = 0;
@@ -58,7 +58,7 @@ void cat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void cat_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(k.attrs.i(0), out.dim(), "cat");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "cat");
   int64_t off = 0;
   for (const Tensor& t : k.inputs) {
     if (t.numel() > 0) {
@@ -70,7 +70,7 @@ void cat_cpu(const KernelArgs& k) {
   }
 }
 TensorList cat_vjp(const VjpCtx& c, const TensorList& g) {
-  const int64_t d = wrap_dim(c.attrs().i(0), g[0].dim(), "cat");
+  const int64_t d = wrap_dim(DimAttrs::get<"dim">(c.attrs()), g[0].dim(), "cat");
   TensorList r;
   int64_t off = 0;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
@@ -165,13 +165,14 @@ Maps pad_maps(IntArrayRef in, const DimVector& pads, PadMode mode) {
 }
 
 void pad_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  DimVector sz = pad_sizes(in[0].sizes(), a.ints(0), pad_mode(a.str(1)));
+  DimVector sz =
+      pad_sizes(in[0].sizes(), PadAttrs::get<"pad">(a), pad_mode(PadAttrs::get<"mode">(a)));
   out.push_back({sz, {}, 0, in[0].dtype(), in[0].device()});
 }
 void pad_cpu(const KernelArgs& k) {
   const Tensor &x = k.inputs[0], &out = k.outputs[0];
-  const DimVector& pads = k.attrs.ints(0);
-  const PadMode mode = pad_mode(k.attrs.str(1));
+  const DimVector& pads = PadAttrs::get<"pad">(k.attrs);
+  const PadMode mode = pad_mode(PadAttrs::get<"mode">(k.attrs));
   // an empty output has nothing to map: its other dims may be huge (fuzz_ops: the index maps
   // of a [0, 2^50] output were allocated)
   if (out.numel() == 0) return;
@@ -180,7 +181,7 @@ void pad_cpu(const KernelArgs& k) {
     dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, x, maps); });
     return;
   }
-  fill_any(out, k.attrs.f(2));
+  fill_any(out, PadAttrs::get<"value">(k.attrs));
   const int64_t nd = x.dim(), np = int64_t(pads.size()) / 2;
   DimVector len = x.sizes().dims();
   int64_t xoff = x.storage_offset(), ooff = out.storage_offset();
@@ -197,19 +198,21 @@ void pad_cpu(const KernelArgs& k) {
   copy_any(dst, src);
 }
 TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
-  const DimVector& pads = c.attrs().ints(0);
-  const std::string& mode = c.attrs().str(1);
+  const DimVector& pads = PadAttrs::get<"pad">(c.attrs());
+  const std::string& mode = PadAttrs::get<"mode">(c.attrs());
   if (pad_mode(mode) == PadMode::kConstant) {
     DimVector neg;
     for (int64_t p : pads) neg.push_back(-p);
     return {pad(g[0], neg, "constant", 0.0)};
   }
-  return {dispatch1(OF_OP("pad_backward"), {g[0]}, {c.input_sizes(0).dims(), pads, mode})};
+  return {dispatch1(OF_OP("pad_backward"), {g[0]},
+                    PadBackwardAttrs::make(c.input_sizes(0).dims(), pads, mode))};
 }
 // pad_backward(grad; input_size, pads, mode): the adjoint of reflect/replicate/circular pad.
 void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  const DimVector& isz = a.ints(0);
-  DimVector osz = pad_sizes(isz, a.ints(1), pad_mode(a.str(2)));
+  using A = PadBackwardAttrs;
+  const DimVector& isz = A::get<"input_size">(a);
+  DimVector osz = pad_sizes(isz, A::get<"pad">(a), pad_mode(A::get<"mode">(a)));
   OF_CHECK(in[0].sizes() == IntArrayRef(osz),
            "[pad_backward] gradient shape {} does not match the "
            "padded shape {}",
@@ -220,11 +223,13 @@ void pad_backward_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   fill_any(out, 0.0);
   if (out.numel() == 0 || k.inputs[0].numel() == 0) return;  // nothing to map (see pad_cpu)
-  Maps maps = pad_maps(out.sizes(), k.attrs.ints(1), pad_mode(k.attrs.str(2)));
+  Maps maps = pad_maps(out.sizes(), PadBackwardAttrs::get<"pad">(k.attrs),
+                       pad_mode(PadBackwardAttrs::get<"mode">(k.attrs)));
   dispatch_dtype(out.dtype(), [&](auto z) { mapped_add<decltype(z)>(out, k.inputs[0], maps); });
 }
 TensorList pad_backward_vjp(const VjpCtx& c, const TensorList& g) {
-  return {pad(g[0], c.attrs().ints(1), c.attrs().str(2))};
+  return {
+      pad(g[0], PadBackwardAttrs::get<"pad">(c.attrs()), PadBackwardAttrs::get<"mode">(c.attrs()))};
 }
 
 // ---------------------------------------------------------------- tril / triu
@@ -237,7 +242,7 @@ template <bool Lower> void tri_meta(const TensorList& in, const Attrs&, MetaList
 }
 template <bool Lower> void tri_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
-  const int64_t diag = k.attrs.i(0);
+  const int64_t diag = TriAttrs::get<"diagonal">(k.attrs);
   const int64_t nd = out.dim(), R = out.sizes()[nd - 2], C = out.sizes()[nd - 1];
   DimVector shape = out.sizes().dims();
   std::array<DimVector, 2> st{out.strides().dims(), k.inputs[0].strides().dims()};
@@ -268,8 +273,12 @@ template <bool Lower> void tri_cpu(const KernelArgs& k) {
     });
   });
 }
-TensorList tril_vjp(const VjpCtx& c, const TensorList& g) { return {tril(g[0], c.attrs().i(0))}; }
-TensorList triu_vjp(const VjpCtx& c, const TensorList& g) { return {triu(g[0], c.attrs().i(0))}; }
+TensorList tril_vjp(const VjpCtx& c, const TensorList& g) {
+  return {tril(g[0], TriAttrs::get<"diagonal">(c.attrs()))};
+}
+TensorList triu_vjp(const VjpCtx& c, const TensorList& g) {
+  return {triu(g[0], TriAttrs::get<"diagonal">(c.attrs()))};
+}
 
 // ---------------------------------------------------------------- flip / roll / repeat
 
@@ -286,14 +295,14 @@ DimVector flip_dims(const Tensor& x, const DimVector& dims) {
   return r;
 }
 void flip_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  flip_dims(in[0], a.ints(0));
+  flip_dims(in[0], DimsAttrs::get<"dims">(a));
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
 }
 void flip_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   Maps maps(size_t(x.dim()));
   if (x.dim() > 0)
-    for (int64_t d : flip_dims(x, k.attrs.ints(0))) {
+    for (int64_t d : flip_dims(x, DimsAttrs::get<"dims">(k.attrs))) {
       const int64_t n = x.sizes()[d];
       maps[d].resize(size_t(n));
       for (int64_t i = 0; i < n; ++i) maps[d][i] = n - 1 - i;
@@ -301,12 +310,12 @@ void flip_cpu(const KernelArgs& k) {
   dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
 }
 TensorList flip_vjp(const VjpCtx& c, const TensorList& g) {
-  return {flip(g[0], c.attrs().ints(0))};
+  return {flip(g[0], DimsAttrs::get<"dims">(c.attrs()))};
 }
 
 void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  const DimVector &shifts = a.ints(0), &dims = a.ints(1);
+  const DimVector &shifts = RollAttrs::get<"shifts">(a), &dims = RollAttrs::get<"dims">(a);
   OF_CHECK(shifts.size() == dims.size(),
            "[roll] shifts and dimensions must align: got {} shifts and "
            "{} dims",
@@ -316,7 +325,8 @@ void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void roll_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
-  const DimVector &shifts = k.attrs.ints(0), &dims = k.attrs.ints(1);
+  const DimVector &shifts = RollAttrs::get<"shifts">(k.attrs),
+                  &dims = RollAttrs::get<"dims">(k.attrs);
   // shifts summed modulo each size: any int64 shifts (a loaded graph's) cannot overflow
   DimVector total(size_t(std::max<int64_t>(x.dim(), 1)), 0);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -335,18 +345,18 @@ void roll_cpu(const KernelArgs& k) {
 }
 TensorList roll_vjp(const VjpCtx& c, const TensorList& g) {
   const IntArrayRef sz = c.input_sizes(0);
-  const DimVector& dims = c.attrs().ints(1);
+  const DimVector& dims = RollAttrs::get<"dims">(c.attrs());
   DimVector neg;  // -(shift % size): -INT64_MIN would overflow
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t n = sz.empty() ? 1 : sz[size_t(wrap_dim(dims[i], int64_t(sz.size()), "roll"))];
-    neg.push_back(n ? -(c.attrs().ints(0)[i] % n) : 0);
+    neg.push_back(n ? -(RollAttrs::get<"shifts">(c.attrs())[i] % n) : 0);
   }
-  return {roll(g[0], neg, c.attrs().ints(1))};
+  return {roll(g[0], neg, RollAttrs::get<"dims">(c.attrs()))};
 }
 
 void repeat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  const DimVector& r = a.ints(0);
+  const DimVector& r = RepeatAttrs::get<"repeats">(a);
   OF_CHECK(int64_t(r.size()) >= x.dim(),
            "[repeat] number of dimensions of repeat dims {} can not be "
            "smaller than number of dimensions of tensor {}",
@@ -381,7 +391,7 @@ void repeat_cpu(const KernelArgs& k) {
   dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, xv, maps); });
 }
 TensorList repeat_vjp(const VjpCtx& c, const TensorList& g) {
-  const DimVector& r = c.attrs().ints(0);
+  const DimVector& r = RepeatAttrs::get<"repeats">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
   const int64_t nd = int64_t(r.size()), lead = nd - int64_t(in.size());
   DimVector split, sum_dims;
@@ -397,49 +407,57 @@ TensorList repeat_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_move_ops() {
   register_op({.name = "cat",
-               .attr_names = {"dim"},
+               .attr_names = DimAttrs::names(),
+               .attr_types = DimAttrs::types(),
                .infer_meta = cat_meta,
                .cpu = cat_cpu,
                .vjp = cat_vjp,
                .sbp_rule = &sbp_rules::kCat,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "pad",
-               .attr_names = {"pad", "mode", "value"},
+               .attr_names = PadAttrs::names(),
+               .attr_types = PadAttrs::types(),
                .infer_meta = pad_meta,
                .cpu = pad_cpu,
                .vjp = pad_vjp,
                .sbp_rule = &sbp_rules::kPad});
   register_op({.name = "pad_backward",
-               .attr_names = {"input_size", "pad", "mode"},
+               .attr_names = PadBackwardAttrs::names(),
+               .attr_types = PadBackwardAttrs::types(),
                .infer_meta = pad_backward_meta,
                .cpu = pad_backward_cpu,
                .vjp = pad_backward_vjp});
   register_op({.name = "tril",
-               .attr_names = {"diagonal"},
+               .attr_names = TriAttrs::names(),
+               .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<true>,
                .cpu = tri_cpu<true>,
                .vjp = tril_vjp,
                .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "triu",
-               .attr_names = {"diagonal"},
+               .attr_names = TriAttrs::names(),
+               .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<false>,
                .cpu = tri_cpu<false>,
                .vjp = triu_vjp,
                .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "flip",
-               .attr_names = {"dims"},
+               .attr_names = DimsAttrs::names(),
+               .attr_types = DimsAttrs::types(),
                .infer_meta = flip_meta,
                .cpu = flip_cpu,
                .vjp = flip_vjp,
                .sbp_rule = &sbp_rules::kFlip});
   register_op({.name = "roll",
-               .attr_names = {"shifts", "dims"},
+               .attr_names = RollAttrs::names(),
+               .attr_types = RollAttrs::types(),
                .infer_meta = roll_meta,
                .cpu = roll_cpu,
                .vjp = roll_vjp,
                .sbp_rule = &sbp_rules::kRoll});
   register_op({.name = "repeat",
-               .attr_names = {"repeats"},
+               .attr_names = RepeatAttrs::names(),
+               .attr_types = RepeatAttrs::types(),
                .infer_meta = repeat_meta,
                .cpu = repeat_cpu,
                .vjp = repeat_vjp,
@@ -468,7 +486,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check_cat(use, d);
   const ScalarType dt = result_type(all);
   for (Tensor& t : use) t = cast_if_needed(t, dt);
-  if (use.size() == 1) return dispatch1(OF_OP("cat"), {use[0]}, {d});
+  if (use.size() == 1) return dispatch1(OF_OP("cat"), {use[0]}, DimAttrs::make(d));
   // Autograd masks hold 32 inputs: concatenate longer lists in groups.
   if (use.size() > 32) {
     std::vector<Tensor> parts;
@@ -478,7 +496,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     }
     return cat(parts, d);
   }
-  return dispatch1(OF_OP("cat"), use, {d});
+  return dispatch1(OF_OP("cat"), use, DimAttrs::make(d));
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
@@ -554,19 +572,19 @@ Tensor pad(const Tensor& x, IntArrayRef pads, std::string_view mode, double valu
   OF_CHECK(m == PadMode::kConstant || value == 0,
            "[pad] padding mode '{}' doesn't take in value argument (got {})", mode, value);
   pad_sizes(x.sizes(), pads.dims(), m);
-  return dispatch1(OF_OP("pad"), {x}, {pads.dims(), std::string(mode), value});
+  return dispatch1(OF_OP("pad"), {x}, PadAttrs::make(pads.dims(), std::string(mode), value));
 }
 Tensor tril(const Tensor& x, int64_t diagonal) {
   check_defined("tril", x);
-  return dispatch1(OF_OP("tril"), {x}, {diagonal});
+  return dispatch1(OF_OP("tril"), {x}, TriAttrs::make(diagonal));
 }
 Tensor triu(const Tensor& x, int64_t diagonal) {
   check_defined("triu", x);
-  return dispatch1(OF_OP("triu"), {x}, {diagonal});
+  return dispatch1(OF_OP("triu"), {x}, TriAttrs::make(diagonal));
 }
 Tensor flip(const Tensor& x, IntArrayRef dims) {
   check_defined("flip", x);
-  return dispatch1(OF_OP("flip"), {x}, {dims.dims()});
+  return dispatch1(OF_OP("flip"), {x}, DimsAttrs::make(dims.dims()));
 }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
   check_defined("roll", x);
@@ -575,13 +593,14 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
              "[roll] without dims, shifts must have exactly one element, got {}",
              shape_str(shifts));
     DimVector shape = x.sizes().dims();
-    return dispatch1(OF_OP("roll"), {x.reshape({-1})}, {shifts.dims(), DimVector{0}}).view(shape);
+    return dispatch1(OF_OP("roll"), {x.reshape({-1})}, RollAttrs::make(shifts.dims(), DimVector{0}))
+        .view(shape);
   }
-  return dispatch1(OF_OP("roll"), {x}, {shifts.dims(), dims.dims()});
+  return dispatch1(OF_OP("roll"), {x}, RollAttrs::make(shifts.dims(), dims.dims()));
 }
 Tensor repeat(const Tensor& x, IntArrayRef repeats) {
   check_defined("repeat", x);
-  return dispatch1(OF_OP("repeat"), {x}, {repeats.dims()});
+  return dispatch1(OF_OP("repeat"), {x}, RepeatAttrs::make(repeats.dims()));
 }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
   check_defined("repeat_interleave", x);

@@ -34,16 +34,18 @@ namespace {
 void dropout_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   check_float("dropout", x, "input");
-  if (!(a.f(0) >= 0.0 && a.f(0) <= 1.0))
-    fail("[dropout] dropout probability has to be between 0 and 1, but got {}", a.f(0));
+  const double p = DropoutAttrs::get<"p">(a);
+  if (!(p >= 0.0 && p <= 1.0))
+    fail("[dropout] dropout probability has to be between 0 and 1, but got {}", p);
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   out.push_back({x.sizes().dims(), {}, 0, kBool, x.device()});
 }
 
 void dropout_cpu(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const double p = k.attrs.f(0);
-  const uint64_t seed = uint64_t(k.attrs.i(1)), offset = uint64_t(k.attrs.i(2));
+  const double p = DropoutAttrs::get<"p">(k.attrs);
+  const uint64_t seed = uint64_t(DropoutAttrs::get<"seed">(k.attrs)),
+                 offset = uint64_t(DropoutAttrs::get<"offset">(k.attrs));
   const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
   const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
   dispatch_f(x.dtype(), "dropout", [&](auto z) {
@@ -78,7 +80,7 @@ void dropout_cpu(const KernelArgs& k) {
 }
 
 TensorList dropout_vjp(const VjpCtx& c, const TensorList& g) {
-  const double p = c.attrs().f(0);
+  const double p = DropoutAttrs::get<"p">(c.attrs());
   const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
   return {where(c.output(1), g[0] * scale, Scalar(0.0))};
 }
@@ -128,12 +130,13 @@ TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
 void register_nn_ops() {
   register_op({.name = "dropout",
                .traits = kRandom | kWidens16Bit,
-               .attr_names = {"p", "seed", "offset"},
+               .attr_names = DropoutAttrs::names(),
+               .attr_types = DropoutAttrs::types(),
                .infer_meta = dropout_meta,
                .cpu = dropout_cpu,
                .vjp = dropout_vjp,
                .save_outputs = out(1),
-               .rng_seed_attr = 1,
+               .rng_seed_attr = int(DropoutAttrs::index<"seed">()),
                .contiguous_inputs = kEveryInput});
   register_op({.name = "linear",
                .traits = kWidens16Bit,
@@ -181,7 +184,8 @@ Tensor dropout(const Tensor& input, double p, bool train) {
   check_float("dropout", input, "input");
   if (!train || p == 0.0 || input.numel() == 0) return input;
   GeneratorState s = reserve_random(uint64_t((input.numel() + 3) / 4));
-  return dispatch1(OF_OP("dropout"), {input}, {p, int64_t(s.seed), int64_t(s.offset)});
+  return dispatch1(OF_OP("dropout"), {input},
+                   DropoutAttrs::make(p, int64_t(s.seed), int64_t(s.offset)));
 }
 
 Tensor& dropout_(Tensor& input, double p, bool train) {

@@ -59,7 +59,7 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
     fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}", op,
          shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
   const AttnGeom g = attn_geom(in);
-  const int64_t kind = a.i(5);
+  const int64_t kind = SdpaAttrs::get<"mask_kind">(a);
   if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
   if (kind != 0) {
     const ScalarType mt = kind == 1 ? kBool : q.dtype();
@@ -72,10 +72,10 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
            op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
            shape_str(mask.sizes()));
   }
-  if (!(a.f(2) >= 0.0 && a.f(2) < 1.0))
-    fail("[{}] dropout_p must be in [0, 1), got {}", op, a.f(2));
-  if (a.size() > 6) {
-    const DimVector& m = a.ints(6);
+  const double p = SdpaAttrs::get<"dropout_p">(a);
+  if (!(p >= 0.0 && p < 1.0)) fail("[{}] dropout_p must be in [0, 1), got {}", op, p);
+  if (SdpaDrawAttrs::has<"draw_map">(a)) {
+    const DimVector& m = SdpaDrawAttrs::get<"draw_map">(a);
     int64_t n = 1;
     bool ok = m.size() % 3 == 0;
     for (size_t d = 0; ok && d < m.size(); d += 3) {
@@ -94,8 +94,10 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
 // Per batch, the batch it draws as (NOTE [Attention draw map]); empty: itself.
 std::vector<int64_t> draw_batches(const AttnGeom& g, const Attrs& a) {
   std::vector<int64_t> r;
-  if (a.size() <= 6 || a.ints(6).empty() || a.f(2) == 0.0) return r;
-  const DimVector& m = a.ints(6);
+  if (!SdpaDrawAttrs::has<"draw_map">(a) || SdpaDrawAttrs::get<"draw_map">(a).empty() ||
+      SdpaAttrs::get<"dropout_p">(a) == 0.0)
+    return r;
+  const DimVector& m = SdpaDrawAttrs::get<"draw_map">(a);
   r.resize(size_t(g.B));
   for (int64_t b = 0; b < g.B; ++b) {
     int64_t rest = b, global = 0, stride = 1;
@@ -162,14 +164,16 @@ struct AttnRows {
   AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
            const Tensor& m)
       : g(geom),
-        scale(a.f(0)),
-        keep_scale(a.f(2) >= 1.0 ? 0.0 : 1.0 / (1.0 - a.f(2))),
-        causal(a.b(1)),
-        mask_kind(a.i(5)),
-        thr(uint32_t(std::ceil(a.f(2) * 16777216.0))),
-        seed(uint64_t(a.i(3))),
-        offset(uint64_t(a.i(4))),
-        dropout(a.f(2) > 0),
+        scale(SdpaAttrs::get<"scale">(a)),
+        keep_scale(SdpaAttrs::get<"dropout_p">(a) >= 1.0
+                       ? 0.0
+                       : 1.0 / (1.0 - SdpaAttrs::get<"dropout_p">(a))),
+        causal(SdpaAttrs::get<"is_causal">(a)),
+        mask_kind(SdpaAttrs::get<"mask_kind">(a)),
+        thr(uint32_t(std::ceil(SdpaAttrs::get<"dropout_p">(a) * 16777216.0))),
+        seed(uint64_t(SdpaAttrs::get<"seed">(a))),
+        offset(uint64_t(SdpaAttrs::get<"offset">(a))),
+        dropout(SdpaAttrs::get<"dropout_p">(a) > 0),
         batch_of(batches.empty() ? nullptr : batches.data()),
         mask(m),
         words(size_t(dropout ? g.S : 0)) {}
@@ -380,25 +384,28 @@ struct AttnScores {
 AttnScores attn_scores(const Tensor& q, const Tensor& k, const Tensor& mask, const Attrs& a) {
   const int64_t L = q.size(1), S = k.size(1);
   AttnScores r;
-  Tensor s = q.bmm(k.transpose(1, 2)) * a.f(0);
-  const int64_t kind = a.i(5);
+  using A = SdpaAttrs;
+  Tensor s = q.bmm(k.transpose(1, 2)) * A::get<"scale">(a);
+  const int64_t kind = A::get<"mask_kind">(a);
   if (kind == 2) s = s + mask;
   Tensor allowed;
   if (kind == 1) allowed = mask;
-  if (a.b(1)) {
+  if (A::get<"is_causal">(a)) {
     const TensorOptions o = TensorOptions(kInt64).device(q.device());
     const Tensor causal = arange(0, S, 1, o).view({1, S}) <= arange(0, L, 1, o).view({L, 1});
     allowed = allowed.defined() ? (allowed & causal) : causal;
   }
   if (allowed.defined()) s = where(allowed, s, Scalar(-std::numeric_limits<double>::infinity()));
   r.s = s;
-  const double p = a.f(2);
-  OF_CHECK(p == 0 || a.size() <= 6 || a.ints(6).empty(),
-           "[scaled_dot_product_attention] on {}: dropout with a draw map (attention split by "
-           "heads over ranks) has no decomposition",
-           q.device().str());
+  const double p = A::get<"dropout_p">(a);
+  OF_CHECK(
+      p == 0 || !SdpaDrawAttrs::has<"draw_map">(a) || SdpaDrawAttrs::get<"draw_map">(a).empty(),
+      "[scaled_dot_product_attention] on {}: dropout with a draw map (attention split by "
+      "heads over ranks) has no decomposition",
+      q.device().str());
   if (p > 0)
-    r.z = dispatch(OF_OP("dropout"), {ones(s.sizes(), s.options())}, {p, a.i(3), a.i(4)})[0];
+    r.z = dispatch(OF_OP("dropout"), {ones(s.sizes(), s.options())},
+                   DropoutAttrs::make(p, A::get<"seed">(a), A::get<"offset">(a)))[0];
   return r;
 }
 TensorList sdpa_decompose(const TensorList& in, const Attrs& a) {
@@ -425,12 +432,12 @@ TensorList sdpa_bwd_decompose(const TensorList& in, const Attrs& a) {
     dpz = dpz * sc.z;
     pz = p * sc.z;
   }
-  const Tensor ds = p * (dpz - d) * a.f(0);
+  const Tensor ds = p * (dpz - d) * SdpaAttrs::get<"scale">(a);
   return {ds.bmm(key), ds.transpose(1, 2).bmm(q), pz.transpose(1, 2).bmm(dout)};
 }
 
 TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
-  const bool has_mask = c.attrs().i(5) != 0;
+  const bool has_mask = SdpaAttrs::get<"mask_kind">(c.attrs()) != 0;
   Tensor mask = has_mask ? c.input(3) : Tensor();
   TensorList r = dispatch(
       OF_OP("scaled_dot_product_attention_backward"),
@@ -442,11 +449,10 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_attention_ops() {
-  const std::vector<std::string> aattrs = {"scale",  "is_causal", "dropout_p", "seed",
-                                           "offset", "mask_kind", "draw_map"};
   register_op({.name = "scaled_dot_product_attention",
                .traits = kRandom | kWidens16Bit,
-               .attr_names = aattrs,
+               .attr_names = SdpaDrawAttrs::names(),
+               .attr_types = SdpaDrawAttrs::types(),
                .infer_meta = sdpa_meta,
                .cpu = sdpa_cpu,
                .decompose = sdpa_decompose,
@@ -455,18 +461,19 @@ void register_attention_ops() {
                .save_outputs = out(0) | out(1),
                .nondiff_inputs = in(3),
                .sbp_rule = &sbp_rules::kAttention,
-               .rng_seed_attr = 3,
+               .rng_seed_attr = int(SdpaAttrs::index<"seed">()),
                .contiguous_inputs = in(0) | in(1) | in(2),
                .autocast = AutocastPolicy::kLower});  // the mask: any strides
   register_op({.name = "scaled_dot_product_attention_backward",
                .traits = kWidens16Bit,
-               .attr_names = aattrs,
+               .attr_names = SdpaDrawAttrs::names(),
+               .attr_types = SdpaDrawAttrs::types(),
                .infer_meta = sdpa_bwd_meta,
                .cpu = sdpa_bwd_cpu,
                .decompose = sdpa_bwd_decompose,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kAttention,
-               .rng_seed_attr = 3,
+               .rng_seed_attr = int(SdpaAttrs::index<"seed">()),
                .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
 }
 
@@ -531,7 +538,8 @@ Tensor attend_flat(const Tensor& query, const Tensor& key, const Tensor& value,
   GeneratorState st{0, 0};
   if (dropout_p > 0) st = reserve_random(uint64_t((whole * L * S + 3) / 4));
   Tensor mask = attn_mask.defined() ? flat(attn_mask, L, S) : Tensor();
-  Attrs a{sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind};
+  Attrs a =
+      SdpaAttrs::make(sc, is_causal, dropout_p, int64_t(st.seed), int64_t(st.offset), mask_kind);
   if (!draw_map.empty()) a.values.push_back(draw_map);
   TensorList r =
       dispatch(OF_OP("scaled_dot_product_attention"),

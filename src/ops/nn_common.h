@@ -9,6 +9,7 @@
 
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "ops/nn_attrs.h"
 #include "ops/checks.h"
 #include "thread_pool.h"
 

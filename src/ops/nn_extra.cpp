@@ -17,10 +17,14 @@
 #include "global/rules.h"
 #include "oneflow/nn/extra.h"
 #include "oneflow/nn/losses.h"
+#include "ops/nn_attrs.h"
 #include "thread_pool.h"
 #include "ops/checks.h"
 
 namespace oneflow {
+using nn_detail::Col2imAttrs;
+using nn_detail::CtcAttrs;
+using nn_detail::Im2colAttrs;
 namespace {
 
 template <class F> void float_or_double(ScalarType t, const char* op, F&& f) {
@@ -48,13 +52,13 @@ struct ColGeom {
   int64_t L() const { return OH * OW; }
 };
 
-// attrs (im2col): kernel_size, dilation, padding, stride. H, W: the image size.
-ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, const Attrs& a,
-                 size_t first) {
-  const DimVector& k = a.ints(first);
-  const DimVector& d = a.ints(first + 1);
-  const DimVector& p = a.ints(first + 2);
-  const DimVector& s = a.ints(first + 3);
+// The window of im2col or col2im (S: its schema). H, W: the image size.
+template <class S>
+ColGeom col_geom(const char* op, int64_t N, int64_t C, int64_t H, int64_t W, const Attrs& a) {
+  const DimVector& k = S::template get<"kernel_size">(a);
+  const DimVector& d = S::template get<"dilation">(a);
+  const DimVector& p = S::template get<"padding">(a);
+  const DimVector& s = S::template get<"stride">(a);
   if (k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2)
     fail(
         "[{}] expected kernel_size, dilation, padding and stride of 2 values each, got {}, {}, "
@@ -102,7 +106,7 @@ ColGeom im2col_geom(const Tensor& x, const Attrs& a) {
   check_floating(op, x, "input");
   if (x.dim() != 4)
     fail("[{}] expected a 4-D input [N, C, H, W], got shape {}", op, shape_str(x.sizes()));
-  return col_geom(op, x.size(0), x.size(1), x.size(2), x.size(3), a, 0);
+  return col_geom<Im2colAttrs>(op, x.size(0), x.size(1), x.size(2), x.size(3), a);
 }
 
 // attrs (col2im): output_size, kernel_size, dilation, padding, stride.
@@ -111,8 +115,9 @@ ColGeom col2im_geom(const Tensor& x, const Attrs& a) {
   check_floating(op, x, "input");
   if (x.dim() != 3)
     fail("[{}] expected a 3-D input [N, C*kh*kw, L], got shape {}", op, shape_str(x.sizes()));
-  const DimVector& os = a.ints(0);
-  const DimVector& k = a.ints(1);
+  using A = Col2imAttrs;
+  const DimVector& os = A::get<"output_size">(a);
+  const DimVector& k = A::get<"kernel_size">(a);
   if (os.size() != 2 || k.size() != 2)
     fail("[{}] expected output_size and kernel_size of 2 values each, got {} and {}", op, vals(os),
          vals(k));
@@ -124,14 +129,14 @@ ColGeom col2im_geom(const Tensor& x, const Attrs& a) {
         "[{}] expected size of input's dimension 1 ({}, input shape {}) to be divisible by the "
         "product of kernel_size {} = {}",
         op, x.size(1), shape_str(x.sizes()), vals(k), kk);
-  const ColGeom g = col_geom(op, x.size(0), x.size(1) / kk, os[0], os[1], a, 1);
+  const ColGeom g = col_geom<A>(op, x.size(0), x.size(1) / kk, os[0], os[1], a);
   if (x.size(2) != g.L())
     fail(
         "[{}] given output_size={}, kernel_size={}, dilation={}, padding={}, stride={}, "
         "expected size of input's dimension 2 to match the calculated number of sliding "
         "blocks {} * {} = {}, but got input.size(2)={} (input shape {})",
-        op, vals(os), vals(k), vals(a.ints(2)), vals(a.ints(3)), vals(a.ints(4)), g.OH, g.OW, g.L(),
-        x.size(2), shape_str(x.sizes()));
+        op, vals(os), vals(k), vals(A::get<"dilation">(a)), vals(A::get<"padding">(a)),
+        vals(A::get<"stride">(a)), g.OH, g.OW, g.L(), x.size(2), shape_str(x.sizes()));
   return g;
 }
 
@@ -180,7 +185,9 @@ void im2col_cpu(const KernelArgs& k) {
 TensorList im2col_vjp(const VjpCtx& c, const TensorList& g) {
   const Attrs& a = c.attrs();
   IntArrayRef s = c.input_sizes(0);
-  return {col2im(g[0], {s[2], s[3]}, a.ints(0), a.ints(1), a.ints(2), a.ints(3))};
+  using A = Im2colAttrs;
+  return {col2im(g[0], {s[2], s[3]}, A::get<"kernel_size">(a), A::get<"dilation">(a),
+                 A::get<"padding">(a), A::get<"stride">(a))};
 }
 
 void col2im_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -196,7 +203,9 @@ void col2im_cpu(const KernelArgs& k) {
 }
 TensorList col2im_vjp(const VjpCtx& c, const TensorList& g) {
   const Attrs& a = c.attrs();
-  return {im2col(g[0], a.ints(1), a.ints(2), a.ints(3), a.ints(4))};
+  using A = Col2imAttrs;
+  return {im2col(g[0], A::get<"kernel_size">(a), A::get<"dilation">(a), A::get<"padding">(a),
+                 A::get<"stride">(a))};
 }
 
 // ---------------------------------------------------------------- ctc_loss
@@ -280,15 +289,15 @@ struct Labels {
 };
 
 void ctc_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  const CtcGeom g = ctc_geom("ctc_loss", in, a.i(0));
+  const CtcGeom g = ctc_geom("ctc_loss", in, CtcAttrs::get<"blank">(a));
   out.push_back({{g.N}, {}, 0, in[0].dtype(), in[0].device()});
   out.push_back({{g.N, g.T, 2 * g.S + 1}, {}, 0, in[0].dtype(), in[0].device()});
 }
 
 void ctc_cpu(const KernelArgs& k) {
   const char* op = "ctc_loss";
-  const int64_t blank = k.attrs.i(0);
-  const bool zero_inf = k.attrs.b(1);
+  const int64_t blank = CtcAttrs::get<"blank">(k.attrs);
+  const bool zero_inf = CtcAttrs::get<"zero_infinity">(k.attrs);
   const CtcGeom g = ctc_geom(op, k.inputs, blank);
   const CtcSamples smp = ctc_samples(op, k.inputs, g);
   const int64_t* tg = k.inputs[1].data_ptr<int64_t>();
@@ -346,7 +355,7 @@ TensorList ctc_vjp(const VjpCtx& c, const TensorList& g) {
 // ctc_loss_backward(grad [N], log_probs, targets, input_lengths, target_lengths, log_alpha)
 void ctc_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = "ctc_loss_backward";
-  const CtcGeom g = ctc_geom(op, {in[1], in[2], in[3], in[4]}, a.i(0));
+  const CtcGeom g = ctc_geom(op, {in[1], in[2], in[3], in[4]}, CtcAttrs::get<"blank">(a));
   if (in[0].dim() != 1 || in[0].size(0) != g.N || in[0].dtype() != in[1].dtype())
     fail("[{}] expected grad of shape ({}) and dtype {}, got {} ({})", op, g.N,
          dtype_name(in[1].dtype()), shape_str(in[0].sizes()), dtype_name(in[0].dtype()));
@@ -358,8 +367,8 @@ void ctc_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 
 void ctc_bwd_cpu(const KernelArgs& k) {
   const char* op = "ctc_loss_backward";
-  const int64_t blank = k.attrs.i(0);
-  const bool zero_inf = k.attrs.b(1);
+  const int64_t blank = CtcAttrs::get<"blank">(k.attrs);
+  const bool zero_inf = CtcAttrs::get<"zero_infinity">(k.attrs);
   const TensorList fin{k.inputs[1], k.inputs[2], k.inputs[3], k.inputs[4]};
   const CtcGeom g = ctc_geom(op, fin, blank);
   const CtcSamples smp = ctc_samples(op, fin, g);
@@ -426,7 +435,8 @@ TensorList ctc_bwd_vjp(const VjpCtx& c, const TensorList&) {
 void register_nn_extra_ops() {
   register_op({.name = "im2col",
                .traits = kWidens16Bit,
-               .attr_names = {"kernel_size", "dilation", "padding", "stride"},
+               .attr_names = Im2colAttrs::names(),
+               .attr_types = Im2colAttrs::types(),
                .infer_meta = im2col_meta,
                .cpu = im2col_cpu,
                .vjp = im2col_vjp,
@@ -434,7 +444,8 @@ void register_nn_extra_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "col2im",
                .traits = kWidens16Bit,
-               .attr_names = {"output_size", "kernel_size", "dilation", "padding", "stride"},
+               .attr_names = Col2imAttrs::names(),
+               .attr_types = Col2imAttrs::types(),
                .infer_meta = col2im_meta,
                .cpu = col2im_cpu,
                .vjp = col2im_vjp,
@@ -442,7 +453,8 @@ void register_nn_extra_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "ctc_loss",
                .traits = kWidens16Bit,
-               .attr_names = {"blank", "zero_infinity"},
+               .attr_names = CtcAttrs::names(),
+               .attr_types = CtcAttrs::types(),
                .infer_meta = ctc_meta,
                .cpu = ctc_cpu,
                .vjp = ctc_vjp,
@@ -454,7 +466,8 @@ void register_nn_extra_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "ctc_loss_backward",
                .traits = kWidens16Bit,
-               .attr_names = {"blank", "zero_infinity"},
+               .attr_names = CtcAttrs::names(),
+               .attr_types = CtcAttrs::types(),
                .infer_meta = ctc_bwd_meta,
                .cpu = ctc_bwd_cpu,
                .vjp = ctc_bwd_vjp,
@@ -472,9 +485,10 @@ Tensor im2col(const Tensor& input, IntArrayRef kernel_size, IntArrayRef dilation
     fail("[{}] expected a 3-D (unbatched) or 4-D input, got shape {}", op,
          shape_str(input.sizes()));
   const Tensor x = input.dim() == 3 ? input.unsqueeze(0) : input;
-  Tensor y = dispatch1(OF_OP("im2col"), {x},
-                       {two(kernel_size, op, "kernel_size"), two(dilation, op, "dilation"),
-                        two(padding, op, "padding"), two(stride, op, "stride")});
+  Tensor y = dispatch1(
+      OF_OP("im2col"), {x},
+      Im2colAttrs::make(two(kernel_size, op, "kernel_size"), two(dilation, op, "dilation"),
+                        two(padding, op, "padding"), two(stride, op, "stride")));
   return input.dim() == 3 ? y.squeeze(0) : y;
 }
 
@@ -488,8 +502,9 @@ Tensor col2im(const Tensor& input, IntArrayRef output_size, IntArrayRef kernel_s
   const Tensor x = input.dim() == 2 ? input.unsqueeze(0) : input;
   Tensor y = dispatch1(
       OF_OP("col2im"), {x},
-      {two(output_size, op, "output_size"), two(kernel_size, op, "kernel_size"),
-       two(dilation, op, "dilation"), two(padding, op, "padding"), two(stride, op, "stride")});
+      Col2imAttrs::make(two(output_size, op, "output_size"), two(kernel_size, op, "kernel_size"),
+                        two(dilation, op, "dilation"), two(padding, op, "padding"),
+                        two(stride, op, "stride")));
   return input.dim() == 2 ? y.squeeze(0) : y;
 }
 
@@ -510,7 +525,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
   TensorList r = dispatch(
       OF_OP("ctc_loss"),
       {log_probs, as_long(targets, "targets"), as_long(input_lengths, "input_lengths"), tl},
-      {blank, zero_infinity});
+      CtcAttrs::make(blank, zero_infinity));
   const Tensor& nll = r[0];
   if (reduction == Reduction::Sum) return nll.sum();
   if (reduction == Reduction::Mean) return (nll / tl.clamp_min(1).to(nll.dtype())).mean();

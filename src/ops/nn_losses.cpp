@@ -39,10 +39,12 @@ CeGeom ce_check(const Tensor& x, const Tensor& t, const Tensor& w, const Attrs& 
   check_float(op, x, "input");
   if (x.dim() < 2)
     fail("[{}] expected an input of shape (N, C, d1, ...), got {}", op, shape_str(x.sizes()));
-  check_reduction(a.i(0), op);
-  if (!(a.f(2) >= 0.0 && a.f(2) <= 1.0))
-    fail("[{}] label_smoothing must be between 0.0 and 1.0, got {}", op, a.f(2));
-  check_class_targets(x, t, w, a.i(1), op, false);
+  using A = CrossEntropyAttrs;
+  check_reduction(A::get<"reduction">(a), op);
+  const double smoothing = A::get<"label_smoothing">(a);
+  if (!(smoothing >= 0.0 && smoothing <= 1.0))
+    fail("[{}] label_smoothing must be between 0.0 and 1.0, got {}", op, smoothing);
+  check_class_targets(x, t, w, A::get<"ignore_index">(a), op, false);
   if (w.defined()) check_param(w, x, DimVector{x.size(1)}, op, "weight");
   return ce_geom(x.sizes());
 }
@@ -51,7 +53,7 @@ void ce_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
   const Tensor& t = in[1];
   const CeGeom g = ce_check(x, t, in[2], a, "cross_entropy");
-  const int64_t reduction = a.i(0);
+  const int64_t reduction = CrossEntropyAttrs::get<"reduction">(a);
   if (reduction == Reduction::None) out.push_back({t.sizes().dims(), {}, 0, x.dtype(), x.device()});
   else out.push_back({{}, {}, 0, x.dtype(), x.device()});
   out.push_back({{g.rows}, {}, 0, x.dtype(), x.device()});
@@ -62,8 +64,9 @@ void ce_cpu(const KernelArgs& k) {
   const Tensor x = kernel_contiguous(k.inputs[0]);
   const Tensor t = kernel_contiguous(k.inputs[1]);
   const Tensor w = kernel_contiguous(k.inputs[2]);
-  const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
-  const double eps = k.attrs.f(2);
+  const int64_t reduction = CrossEntropyAttrs::get<"reduction">(k.attrs),
+                ignore = CrossEntropyAttrs::get<"ignore_index">(k.attrs);
+  const double eps = CrossEntropyAttrs::get<"label_smoothing">(k.attrs);
   const CeGeom g = ce_geom(x.sizes());
   check_target_range(t, g.C, ignore, "cross_entropy", x);
   dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
@@ -161,8 +164,8 @@ void ce_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = "cross_entropy_backward";
   const Tensor& x = in[1];
   const CeGeom g = ce_check(x, in[2], in[3], a, op);
-  check_saved(in[0], x, a.i(0) == Reduction::None ? in[2].sizes() : IntArrayRef(), op,
-              "grad_output");
+  const bool none = CrossEntropyAttrs::get<"reduction">(a) == Reduction::None;
+  check_saved(in[0], x, none ? in[2].sizes() : IntArrayRef(), op, "grad_output");
   check_saved(in[4], x, DimVector{g.rows}, op, "logsumexp");
   check_saved(in[5], x, IntArrayRef(), op, "total_weight");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
@@ -174,8 +177,9 @@ void ce_bwd_cpu(const KernelArgs& k) {
   const Tensor t = kernel_contiguous(k.inputs[2]);
   const Tensor w = kernel_contiguous(k.inputs[3]);
   const Tensor lse = kernel_contiguous(k.inputs[4]);
-  const int64_t reduction = k.attrs.i(0), ignore = k.attrs.i(1);
-  const double eps = k.attrs.f(2);
+  const int64_t reduction = CrossEntropyAttrs::get<"reduction">(k.attrs),
+                ignore = CrossEntropyAttrs::get<"ignore_index">(k.attrs);
+  const double eps = CrossEntropyAttrs::get<"label_smoothing">(k.attrs);
   const CeGeom g = ce_geom(x.sizes());
   check_target_range(t, g.C, ignore, "cross_entropy_backward", x);
   dispatch_f(x.dtype(), "cross_entropy", [&](auto z) {
@@ -234,7 +238,7 @@ void ce_bwd_cpu(const KernelArgs& k) {
 }
 
 TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor w = c.attrs().b(3) ? c.input(2) : Tensor();
+  Tensor w = CrossEntropyAttrs::get<"has_weight">(c.attrs()) ? c.input(2) : Tensor();
   Tensor gx = dispatch1(OF_OP("cross_entropy_backward"),
                         {g[0], c.input(0), c.input(1), w, c.output(1), c.output(2)}, c.attrs());
   return {gx, Tensor(), Tensor()};
@@ -243,11 +247,10 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_loss_ops() {
-  const std::vector<std::string> cattrs = {"reduction", "ignore_index", "label_smoothing",
-                                           "has_weight"};
   register_op({.name = "cross_entropy",
                .traits = kWidens16Bit | kChecksIndices,
-               .attr_names = cattrs,
+               .attr_names = CrossEntropyAttrs::names(),
+               .attr_types = CrossEntropyAttrs::types(),
                .infer_meta = ce_meta,
                .cpu = ce_cpu,
                .vjp = ce_vjp,
@@ -259,7 +262,8 @@ void register_loss_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cross_entropy_backward",
                .traits = kWidens16Bit | kChecksIndices,
-               .attr_names = cattrs,
+               .attr_names = CrossEntropyAttrs::names(),
+               .attr_types = CrossEntropyAttrs::types(),
                .infer_meta = ce_bwd_meta,
                .cpu = ce_bwd_cpu,
                .vjp = fused_backward_vjp,
@@ -323,13 +327,14 @@ Tensor cross_entropy(const Tensor& input_arg, const Tensor& target, const Tensor
   // label smoothing divides its term by the row count instead: that case runs on whole values.
   if (input.is_global() && reduction == Reduction::Mean && input.dim() == 2 &&
       (label_smoothing == 0.0 || weight.defined())) {
-    TensorList r =
-        dispatch(OF_OP("cross_entropy"), {input, target, weight},
-                 {int64_t(Reduction::Sum), ignore_index, label_smoothing, weight.defined()});
+    TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
+                            CrossEntropyAttrs::make(int64_t(Reduction::Sum), ignore_index,
+                                                    label_smoothing, weight.defined()));
     return r[0] / r[2].detach();
   }
-  TensorList r = dispatch(OF_OP("cross_entropy"), {input, target, weight},
-                          {reduction, ignore_index, label_smoothing, weight.defined()});
+  TensorList r =
+      dispatch(OF_OP("cross_entropy"), {input, target, weight},
+               CrossEntropyAttrs::make(reduction, ignore_index, label_smoothing, weight.defined()));
   return r[0];
 }
 

@@ -38,7 +38,7 @@ struct Geom {
 Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
   Geom g;
   if (mode == kGroup) {
-    g.G = a.i(0);
+    g.G = GroupNormAttrs::get<"num_groups">(a);
     if (s.size() < 2)
       fail("[group_norm] expected an input with at least 2 dims (N, C, ...), got {}", shape_str(s));
     const int64_t C = s[1];
@@ -51,10 +51,10 @@ Geom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
            g.G);
     g.param_shape = {C};
   } else {
-    if (a.i(0) < 0 || size_t(a.i(0)) > s.size())
-      fail("[{}] normalized axis {} is outside the input's {} dims", norm_name(mode), a.i(0),
-           s.size());
-    const size_t axis = size_t(a.i(0));
+    const int64_t ax = NormAttrs::get<"axis">(a);
+    if (ax < 0 || size_t(ax) > s.size())
+      fail("[{}] normalized axis {} is outside the input's {} dims", norm_name(mode), ax, s.size());
+    const size_t axis = size_t(ax);
     g.M = prod_range(s, 0, axis);
     g.N = prod_range(s, axis, s.size());
     g.cg = g.N;
@@ -81,7 +81,7 @@ template <int Mode> void norm_cpu(const KernelArgs& k) {
   const Tensor w = kernel_contiguous(k.inputs[1]);
   const Tensor b = Mode == kRms ? Tensor() : kernel_contiguous(k.inputs[2]);
   const Geom g = norm_geom(Mode, x.sizes(), k.attrs);
-  const double eps = k.attrs.f(1);
+  const double eps = NormAttrs::get<"eps">(k.attrs);
   dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
     using T = decltype(z);
     const T* px = cptr<T>(x);
@@ -278,7 +278,7 @@ template <int Mode> void norm_bwd_cpu(const KernelArgs& k) {
 }
 
 template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
-  const bool has_w = c.attrs().b(2);
+  const bool has_w = NormAttrs::get<"has_weight">(c.attrs());
   Tensor w = has_w ? c.input(1) : Tensor();
   Tensor mean = Mode == kRms ? Tensor() : c.output(1);
   Tensor rstd = c.output(Mode == kRms ? 1 : 2);
@@ -314,7 +314,7 @@ void bn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_param(in[2], x, cs, "batch_norm", "bias");
   check_param(in[3], x, cs, "batch_norm", "running_mean");
   check_param(in[4], x, cs, "batch_norm", "running_var");
-  const bool training = a.b(0);
+  const bool training = BatchNormAttrs::get<"training">(a);
   if (!training && (!in[3].defined() || !in[4].defined()))
     fail(
         "[batch_norm] running_mean and running_var must be defined in evaluation mode "
@@ -335,8 +335,8 @@ void bn_cpu(const KernelArgs& k) {
   const Tensor b = kernel_contiguous(k.inputs[2]);
   const Tensor rm = kernel_contiguous(k.inputs[3]);
   const Tensor rv = kernel_contiguous(k.inputs[4]);
-  const bool training = k.attrs.b(0);
-  const double eps = k.attrs.f(1);
+  const bool training = BatchNormAttrs::get<"training">(k.attrs);
+  const double eps = BatchNormAttrs::get<"eps">(k.attrs);
   const BnGeom g = bn_geom(x.sizes());
   dispatch_f(x.dtype(), "batch_norm", [&](auto z) {
     using T = decltype(z);
@@ -406,7 +406,7 @@ void bn_bwd_cpu(const KernelArgs& k) {
   const Tensor w = kernel_contiguous(k.inputs[2]);
   const Tensor mean = kernel_contiguous(k.inputs[3]);
   const Tensor inv = kernel_contiguous(k.inputs[4]);
-  const bool training = k.attrs.b(0);
+  const bool training = BatchNormAttrs::get<"training">(k.attrs);
   const BnGeom g = bn_geom(x.sizes());
   dispatch_f(x.dtype(), "batch_norm", [&](auto z) {
     using T = decltype(z);
@@ -462,7 +462,7 @@ void bn_bwd_cpu(const KernelArgs& k) {
 }
 
 TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
-  const bool has_w = c.attrs().b(2);
+  const bool has_w = BatchNormAttrs::get<"has_weight">(c.attrs());
   Tensor w = has_w ? c.input(1) : Tensor();
   TensorList r = dispatch(OF_OP("batch_norm_backward"),
                           {g[0], c.input(0), w, c.output(1), c.output(2)}, c.attrs());
@@ -473,10 +473,10 @@ TensorList bn_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_norm_ops() {
-  const std::vector<std::string> nattrs = {"axis", "eps", "has_weight", "has_bias"};
   register_op({.name = "layer_norm",
                .traits = kCheapRecompute | kWidens16Bit,
-               .attr_names = nattrs,
+               .attr_names = NormAttrs::names(),
+               .attr_types = NormAttrs::types(),
                .infer_meta = norm_meta<kLayer>,
                .cpu = norm_cpu<kLayer>,
                .vjp = norm_vjp<kLayer>,
@@ -487,15 +487,16 @@ void register_norm_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "layer_norm_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = nattrs,
+               .attr_names = NormAttrs::names(),
+               .attr_types = NormAttrs::types(),
                .infer_meta = norm_bwd_meta<kLayer>,
                .cpu = norm_bwd_cpu<kLayer>,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kNormBackward});
-  const std::vector<std::string> gattrs = {"num_groups", "eps", "has_weight", "has_bias"};
   register_op({.name = "group_norm",
                .traits = kCheapRecompute | kWidens16Bit,
-               .attr_names = gattrs,
+               .attr_names = GroupNormAttrs::names(),
+               .attr_types = GroupNormAttrs::types(),
                .infer_meta = norm_meta<kGroup>,
                .cpu = norm_cpu<kGroup>,
                .vjp = norm_vjp<kGroup>,
@@ -506,14 +507,16 @@ void register_norm_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "group_norm_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = gattrs,
+               .attr_names = GroupNormAttrs::names(),
+               .attr_types = GroupNormAttrs::types(),
                .infer_meta = norm_bwd_meta<kGroup>,
                .cpu = norm_bwd_cpu<kGroup>,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kGroupNormBackward});
   register_op({.name = "rms_norm",
                .traits = kCheapRecompute | kWidens16Bit,
-               .attr_names = nattrs,
+               .attr_names = NormAttrs::names(),
+               .attr_types = NormAttrs::types(),
                .infer_meta = norm_meta<kRms>,
                .cpu = norm_cpu<kRms>,
                .vjp = norm_vjp<kRms>,
@@ -524,15 +527,16 @@ void register_norm_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "rms_norm_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = nattrs,
+               .attr_names = NormAttrs::names(),
+               .attr_types = NormAttrs::types(),
                .infer_meta = norm_bwd_meta<kRms>,
                .cpu = norm_bwd_cpu<kRms>,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kNormBackward});
-  const std::vector<std::string> battrs = {"training", "eps", "has_weight"};
   register_op({.name = "batch_norm",
                .traits = kWidens16Bit,
-               .attr_names = battrs,
+               .attr_names = BatchNormAttrs::names(),
+               .attr_types = BatchNormAttrs::types(),
                .infer_meta = bn_meta,
                .cpu = bn_cpu,
                .vjp = bn_vjp,
@@ -544,7 +548,8 @@ void register_norm_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "batch_norm_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = battrs,
+               .attr_names = BatchNormAttrs::names(),
+               .attr_types = BatchNormAttrs::types(),
                .infer_meta = bn_bwd_meta,
                .cpu = bn_bwd_cpu,
                .vjp = fused_backward_vjp,
@@ -615,7 +620,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
     return synchronized_batch_norm(x, w, b, running_mean, running_var, momentum, eps);
   }
   TensorList r = dispatch(OF_OP("batch_norm"), {input, weight, bias, running_mean, running_var},
-                          {training, eps, weight.defined()});
+                          BatchNormAttrs::make(training, eps, weight.defined()));
   if (training && (running_mean.defined() || running_var.defined())) {
     NoGradGuard ng;
     if (running_mean.defined()) {
@@ -641,7 +646,7 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
     fail("[layer_norm] normalized_shape {} does not match the trailing dims of input of shape {}",
          shape_str(normalized_shape), shape_str(input.sizes()));
   return dispatch1(OF_OP("layer_norm"), {input, weight, bias},
-                   {input.dim() - nd, eps, weight.defined(), bias.defined()});
+                   NormAttrs::make(input.dim() - nd, eps, weight.defined(), bias.defined()));
 }
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
@@ -657,7 +662,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
         "(input shape {})",
         num_groups, C, shape_str(input.sizes()));
   return dispatch1(OF_OP("group_norm"), {input, weight, bias},
-                   {num_groups, eps, weight.defined(), bias.defined()});
+                   GroupNormAttrs::make(num_groups, eps, weight.defined(), bias.defined()));
 }
 
 Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
@@ -678,7 +683,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor&
                                 : dt == kFloat16  ? 0.0009765625  // 2^-10
                                                   : std::numeric_limits<double>::epsilon());
   return dispatch1(OF_OP("rms_norm"), {input, weight},
-                   {input.dim() - nd, e, weight.defined(), false});
+                   NormAttrs::make(input.dim() - nd, e, weight.defined(), false));
 }
 
 }  // namespace oneflow

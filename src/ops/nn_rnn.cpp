@@ -19,6 +19,7 @@
 #include "dispatch.h"
 #include "global/rules.h"
 #include "ops/functors.h"
+#include "ops/nn_attrs.h"
 #include "ops/rnn_ops.h"
 #include "thread_pool.h"
 
@@ -200,7 +201,8 @@ struct LayerGeom {
 };
 // The geometry of a validated call: rows x cols of xp (or of the saved gates), attr 0 = steps.
 LayerGeom layer_geom(IntArrayRef rows_cols, const Attrs& a) {
-  return {a.i(0), rows_cols[0] / a.i(0), rows_cols[1] / 4};
+  const int64_t T = nn_detail::LstmLayerAttrs::get<"steps">(a);
+  return {T, rows_cols[0] / T, rows_cols[1] / 4};
 }
 
 LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
@@ -212,7 +214,7 @@ LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
   if (xp.dim() != 2 || xp.size(1) % 4 != 0 || xp.size(1) == 0)
     fail("[{}] expected an input projection of shape (steps * batch, 4 * hidden), got {}", op,
          shape_str(xp.sizes()));
-  const int64_t T = a.i(0);
+  const int64_t T = nn_detail::LstmLayerAttrs::get<"steps">(a);
   if (T < 1 || xp.size(0) % T != 0)
     fail("[{}] {} steps do not divide the {} rows of the input projection {}", op, T, xp.size(0),
          shape_str(xp.sizes()));
@@ -233,7 +235,7 @@ void layer_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 
 void layer_cpu(const KernelArgs& k) {
   const LayerGeom g = layer_geom(k.inputs[0].sizes(), k.attrs);
-  const bool reverse = k.attrs.b(1);
+  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
   float_types(k.inputs[0].dtype(), "lstm_layer", [&](auto z) {
     using T = decltype(z);
     const int64_t B = g.B, H = g.H, G = 4 * g.H;
@@ -283,7 +285,7 @@ void layer_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void layer_bwd_cpu(const KernelArgs& k) {
   const Tensor& gates_t = k.inputs[8];
   const LayerGeom g = layer_geom(gates_t.sizes(), k.attrs);
-  const bool reverse = k.attrs.b(1);
+  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
   float_types(gates_t.dtype(), "lstm_layer_backward", [&](auto z) {
     using T = decltype(z);
     const int64_t B = g.B, H = g.H, G = 4 * g.H, N = g.T * g.B;
@@ -371,7 +373,7 @@ TensorList composite_layer_vjp(const VjpCtx& c, const TensorList& g, const Layer
 
 TensorList layer_vjp(const VjpCtx& c, const TensorList& g) {
   const LayerGeom geo = layer_geom(c.input_sizes(0), c.attrs());
-  const bool reverse = c.attrs().b(1);
+  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(c.attrs());
   TensorList r;
   if (is_grad_enabled()) {
     r = composite_layer_vjp(c, g, geo, reverse);
@@ -402,7 +404,8 @@ std::pair<Tensor, Tensor> lstm_cell_update(const Tensor& gates, const Tensor& c)
 
 std::tuple<Tensor, Tensor, Tensor> lstm_layer(const Tensor& xp, const Tensor& h0, const Tensor& c0,
                                               const Tensor& w_hh, int64_t steps, bool reverse) {
-  TensorList r = dispatch(OF_OP("lstm_layer"), {xp, h0, c0, w_hh}, {steps, reverse});
+  TensorList r = dispatch(OF_OP("lstm_layer"), {xp, h0, c0, w_hh},
+                          nn_detail::LstmLayerAttrs::make(steps, reverse));
   return {r[0], r[1], r[2]};
 }
 
@@ -426,7 +429,8 @@ void register_rnn_ops() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "lstm_layer",
                .traits = kWidens16Bit,
-               .attr_names = {"steps", "reverse"},
+               .attr_names = nn_detail::LstmLayerAttrs::names(),
+               .attr_types = nn_detail::LstmLayerAttrs::types(),
                .infer_meta = layer_meta,
                .cpu = layer_cpu,
                .vjp = layer_vjp,
@@ -436,7 +440,8 @@ void register_rnn_ops() {
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "lstm_layer_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
-               .attr_names = {"steps", "reverse"},
+               .attr_names = nn_detail::LstmLayerAttrs::names(),
+               .attr_types = nn_detail::LstmLayerAttrs::types(),
                .infer_meta = layer_bwd_meta,
                .cpu = layer_bwd_cpu,
                .vjp = layer_bwd_vjp,

@@ -5,19 +5,26 @@
 
 #include "dispatch.h"
 #include "generator.h"
+#include "ops/random_attrs.h"
 #include "thread_pool.h"
 
 namespace oneflow {
+using namespace random_detail;
 namespace {
 
-// attrs for the random ops: {size, dtype, device_type, device_index, seed, offset, a, b}
+// attrs for the random ops: RandomAttrs (ops/random_attrs.h)
 void random_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  using A = RandomAttrs;
   if (!in.empty()) {  // in-place fills
     out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
     return;
   }
-  checked_numel(a.ints(0), "random");
-  out.push_back({a.ints(0), {}, 0, a.dtype(1), device_from_attrs(a.i(2), a.i(3), "random")});
+  const DimVector& size = A::get<"size">(a);
+  checked_numel(size, "random");
+  const ScalarType dtype = A::get<"dtype">(a);
+  const Device device =
+      device_from_attrs(A::get<"device_type">(a), A::get<"device_index">(a), "random");
+  out.push_back({size, {}, 0, dtype, device});
 }
 
 // Element i takes word (i % 4) of counter (offset + i / 4).
@@ -43,20 +50,24 @@ template <class F> void fill_random(const Tensor& t, uint64_t seed, uint64_t off
 }
 
 void uniform_kernel(const KernelArgs& k) {
+  using A = RandomAttrs;
   const Attrs& a = k.attrs;
-  const double lo = a.f(6), hi = a.f(7);
+  const double lo = A::get<"a">(a), hi = A::get<"b">(a);
   const bool dbl = k.outputs[0].dtype() == kFloat64;
-  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
+  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
     double u = dbl ? Philox::u01d(w[j], w[(j + 1) & 3]) : double(Philox::u01f(w[j]));
     return lo + (hi - lo) * u;
   });
 }
 
 void normal_kernel(const KernelArgs& k) {
+  using A = RandomAttrs;
   const Attrs& a = k.attrs;
-  const double mean = a.f(6), stdv = a.f(7);
+  const double mean = A::get<"a">(a), stdv = A::get<"b">(a);
   // Box-Muller on word pairs (0,1) and (2,3): both outputs of each pair are used.
-  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
+  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
     int p = j & 2;
     double u1 = (double(w[p]) + 1.0) * (1.0 / 4294967297.0);
     double u2 = double(w[p + 1]) * (1.0 / 4294967296.0);
@@ -67,21 +78,23 @@ void normal_kernel(const KernelArgs& k) {
 }
 
 void randint_kernel(const KernelArgs& k) {
+  using A = RandomAttrs;
   const Attrs& a = k.attrs;
+  const double low = A::get<"a">(a), high = A::get<"b">(a);
   // randint() checks these; a direct dispatch (a loaded graph, fuzz_ops) must not reach UB.
-  OF_CHECK(std::abs(a.f(6)) < 0x1p62 && std::abs(a.f(7)) < 0x1p62 && a.f(6) < a.f(7),
-           "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", a.f(6),
-           a.f(7));
-  const int64_t lo = int64_t(a.f(6)), hi = int64_t(a.f(7));
-  OF_CHECK(lo < hi, "[randint] low {} and high {} leave no integer to draw", a.f(6), a.f(7));
+  OF_CHECK(std::abs(low) < 0x1p62 && std::abs(high) < 0x1p62 && low < high,
+           "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", low, high);
+  const int64_t lo = int64_t(low), hi = int64_t(high);
+  OF_CHECK(lo < hi, "[randint] low {} and high {} leave no integer to draw", low, high);
   const uint64_t range = uint64_t(hi - lo);
-  fill_random(k.outputs[0], uint64_t(a.i(4)), uint64_t(a.i(5)), [=](const uint32_t* w, int j) {
+  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
+  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
     uint64_t v = (uint64_t(w[j]) << 32) | w[(j + 1) & 3];
     return double(lo + int64_t(v % range));
   });
 }
 
-// multinomial: inputs {weights (k) or (rows, k)}; attrs {num_samples, replacement, seed, offset}.
+// multinomial: inputs {weights (k) or (rows, k)}; attrs MultinomialAttrs.
 // Row r draws with counters offset + r * per_row, two words per uniform double.
 int64_t multinomial_draws(int64_t k, int64_t num_samples, bool replacement) {
   return replacement ? num_samples : k;
@@ -94,10 +107,11 @@ void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   OF_CHECK(is_floating_point(w.dtype()),
            "[multinomial] prob_dist must be a floating point tensor, got {}",
            dtype_name(w.dtype()));
-  const int64_t k = w.sizes().back(), n = a.i(0);
+  using A = MultinomialAttrs;
+  const int64_t k = w.sizes().back(), n = A::get<"num_samples">(a);
   OF_CHECK(k > 0, "[multinomial] prob_dist has no categories (shape {})", shape_str(w.sizes()));
   OF_CHECK(n > 0, "[multinomial] cannot sample n_sample <= 0 samples (got {})", n);
-  OF_CHECK(a.b(1) || n <= k,
+  OF_CHECK(A::get<"replacement">(a) || n <= k,
            "[multinomial] cannot sample n_sample > prob_dist.size(-1) samples without "
            "replacement (n_sample {}, {} categories)",
            n, k);
@@ -109,9 +123,11 @@ void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 
 void multinomial_kernel(const KernelArgs& args) {
   const Tensor& w = args.inputs[0];
-  const int64_t k = w.sizes().back(), n = args.attrs.i(0);
-  const bool replacement = args.attrs.b(1);
-  const uint64_t seed = uint64_t(args.attrs.i(2)), offset = uint64_t(args.attrs.i(3));
+  using A = MultinomialAttrs;
+  const int64_t k = w.sizes().back(), n = A::get<"num_samples">(args.attrs);
+  const bool replacement = A::get<"replacement">(args.attrs);
+  const uint64_t seed = uint64_t(A::get<"seed">(args.attrs)),
+                 offset = uint64_t(A::get<"offset">(args.attrs));
   const int64_t rows = w.dim() == 1 ? 1 : w.sizes()[0];
   const uint64_t per_row = uint64_t((multinomial_draws(k, n, replacement) + 1) / 2);
   const std::vector<double> wv = kernel_contiguous(w).to_vector<double>();
@@ -181,8 +197,8 @@ void multinomial_kernel(const KernelArgs& args) {
 Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
   GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
   Device d = o.device();
-  return Attrs{
-      size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed), int64_t(s.offset), a, b};
+  return RandomAttrs::make(size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed),
+                           int64_t(s.offset), a, b);
   (void)d;
 }
 
@@ -201,33 +217,35 @@ Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o,
 }  // namespace
 
 void register_random_ops() {
-  std::vector<std::string> names = {"size", "dtype",  "device_type", "device_index",
-                                    "seed", "offset", "a",           "b"};
   register_op({.name = "uniform",
                .traits = kRandom | kFactory,
-               .attr_names = names,
+               .attr_names = RandomAttrs::names(),
+               .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
                .cpu = uniform_kernel,
-               .rng_seed_attr = 4});
+               .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "normal",
                .traits = kRandom | kFactory,
-               .attr_names = names,
+               .attr_names = RandomAttrs::names(),
+               .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
                .cpu = normal_kernel,
-               .rng_seed_attr = 4});
+               .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "randint",
                .traits = kRandom | kFactory,
-               .attr_names = names,
+               .attr_names = RandomAttrs::names(),
+               .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
                .cpu = randint_kernel,
-               .rng_seed_attr = 4});
+               .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "multinomial",
                .traits = kRandom,
-               .attr_names = {"num_samples", "replacement", "seed", "offset"},
+               .attr_names = MultinomialAttrs::names(),
+               .attr_types = MultinomialAttrs::types(),
                .infer_meta = multinomial_meta,
                .cpu = multinomial_kernel,
                .nondiff_inputs = in(0),
-               .rng_seed_attr = 2});
+               .rng_seed_attr = int(MultinomialAttrs::index<"seed">())});
 }
 
 Tensor rand(IntArrayRef size, TensorOptions o) {
@@ -261,10 +279,11 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement) {
   Tensor w = self.is_cuda() ? self.cpu() : self;  // sampled on the host (no CUDA RNG yet)
   // The meta check runs before the generator advances (no state change on bad input).
   MetaList probe;
-  multinomial_meta({w}, Attrs{num_samples, replacement, int64_t(0), int64_t(0)}, probe);
+  multinomial_meta({w}, MultinomialAttrs::make(num_samples, replacement, 0, 0), probe);
   GeneratorState st = reserve_random(uint64_t(rows * per_row));
-  Tensor r = dispatch1(OF_OP("multinomial"), {w.detach()},
-                       {num_samples, replacement, int64_t(st.seed), int64_t(st.offset)});
+  Tensor r = dispatch1(
+      OF_OP("multinomial"), {w.detach()},
+      MultinomialAttrs::make(num_samples, replacement, int64_t(st.seed), int64_t(st.offset)));
   return self.is_cuda() ? r.to(self.device()) : r;
 }
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {

@@ -10,6 +10,8 @@
 
 namespace oneflow {
 
+using namespace reduce_detail;
+
 DimVector normalize_reduce_dims(const Tensor& x, IntArrayRef dims, const char* op) {
   DimVector r;
   const int64_t nd = x.dim();
@@ -108,9 +110,12 @@ Canon canon_reduce(const Tensor& x, const DimVector& dims) {
 }
 
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
-  check_reduce_dims(in[0], a.ints(0), op);
-  out.push_back(
-      {reduced_shape(in[0].sizes(), a.ints(0), a.b(1)), {}, 0, a.dtype(2), in[0].device()});
+  using A = ReduceAttrs;
+  const DimVector& dims = A::get<"dims">(a);
+  check_reduce_dims(in[0], dims, op);
+  const bool keepdim = A::get<"keepdim">(a);
+  const ScalarType dtype = A::get<"dtype">(a);
+  out.push_back({reduced_shape(in[0].sizes(), dims, keepdim), {}, 0, dtype, in[0].device()});
 }
 
 namespace {
@@ -160,7 +165,7 @@ template <template <class> class Op, bool SameOut, class... Outs>
 void reduce_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const Tensor& out = k.outputs[0];
-  const IntArrayRef dims = k.attrs.ints(0);
+  const IntArrayRef dims = ReduceAttrs::get<"dims">(k.attrs);
   const ScalarType od = out.dtype();
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
@@ -185,14 +190,17 @@ void reduce_cpu(const KernelArgs& k) {
 }
 
 TensorList sum_vjp(const VjpCtx& c, const TensorList& g) {
-  return {expand_reduced_grad(g[0], c.input_sizes(0), c.attrs().ints(0), c.attrs().b(1))};
+  using A = ReduceAttrs;
+  return {expand_reduced_grad(g[0], c.input_sizes(0), A::get<"dims">(c.attrs()),
+                              A::get<"keepdim">(c.attrs()))};
 }
 TensorList mean_vjp(const VjpCtx& c, const TensorList& g) {
+  using A = ReduceAttrs;
   IntArrayRef in = c.input_sizes(0);
   int64_t n = 1;
-  for (int64_t d : c.attrs().ints(0)) n *= in[d];
-  return {expand_reduced_grad(g[0] / double(std::max<int64_t>(n, 1)), in, c.attrs().ints(0),
-                              c.attrs().b(1))};
+  for (int64_t d : A::get<"dims">(c.attrs())) n *= in[d];
+  return {expand_reduced_grad(g[0] / double(std::max<int64_t>(n, 1)), in, A::get<"dims">(c.attrs()),
+                              A::get<"keepdim">(c.attrs()))};
 }
 
 template <class C> struct AllOp {
@@ -215,7 +223,8 @@ template <class C> struct AnyOp {
 void register_reduce_ops() {
   register_op({.name = "sum",
                .traits = kReduction,
-               .attr_names = {"dims", "keepdim", "dtype"},
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = sum_meta,
                .cpu = reduce_cpu<SumOp, true, double, int64_t>,
                .vjp = sum_vjp,
@@ -223,18 +232,21 @@ void register_reduce_ops() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "mean",
                .traits = kReduction,
-               .attr_names = {"dims", "keepdim", "dtype"},
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = mean_meta,
                .cpu = reduce_cpu<MeanOp, true, double>,
                .vjp = mean_vjp});
   register_op({.name = "all",
                .traits = kReduction | kNonDifferentiable,
-               .attr_names = {"dims", "keepdim", "dtype"},
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = all_meta,
                .cpu = reduce_cpu<AllOp, false, bool>});
   register_op({.name = "any",
                .traits = kReduction | kNonDifferentiable,
-               .attr_names = {"dims", "keepdim", "dtype"},
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = any_meta,
                .cpu = reduce_cpu<AnyOp, false, bool>});
   extern void register_reduce_ops_extra();
@@ -248,7 +260,7 @@ Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<Scalar
   DimVector d = normalize_reduce_dims(x, dims, "sum");
   ScalarType out = dtype.value_or(is_floating_point(x.dtype()) ? x.dtype() : kInt64);
   Tensor in = dtype && is_floating_point(*dtype) ? cast_if_needed(x, *dtype) : x;
-  return dispatch1(OF_OP("sum"), {in}, {d, keepdim, out});
+  return dispatch1(OF_OP("sum"), {in}, ReduceAttrs::make(d, keepdim, out));
 }
 Tensor sum(const Tensor& x, std::optional<ScalarType> dtype) { return sum(x, {}, false, dtype); }
 Tensor Tensor::sum(std::optional<ScalarType> dtype) const { return oneflow::sum(*this, dtype); }
@@ -265,7 +277,7 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<Scala
         "pass dtype= or convert the input",
         dtype_name(x.dtype()));
   DimVector d = normalize_reduce_dims(x, dims, "mean");
-  return dispatch1(OF_OP("mean"), {cast_if_needed(x, out)}, {d, keepdim, out});
+  return dispatch1(OF_OP("mean"), {cast_if_needed(x, out)}, ReduceAttrs::make(d, keepdim, out));
 }
 Tensor mean(const Tensor& x, std::optional<ScalarType> dtype) { return mean(x, {}, false, dtype); }
 Tensor Tensor::mean(std::optional<ScalarType> dtype) const { return oneflow::mean(*this, dtype); }
@@ -277,7 +289,7 @@ namespace {
 Tensor all_any(const OpDef& op, const Tensor& x, IntArrayRef dims, bool keepdim) {
   OF_CHECK(x.defined(), "[{}] got an undefined tensor", op.name);
   DimVector d = normalize_reduce_dims(x, dims, op.name.c_str());
-  return dispatch1(op, {x}, {d, keepdim, kBool});
+  return dispatch1(op, {x}, ReduceAttrs::make(d, keepdim, kBool));
 }
 }  // namespace
 Tensor all(const Tensor& x) { return all_any(OF_OP("all"), x, {}, false); }

@@ -1,8 +1,55 @@
-// reduce_common.h (internal): shape logic shared by the reduction ops.
+// reduce_common.h (internal): shape logic shared by the reduction ops, and their attribute
+// schemas (which the CUDA module's kernels, src/cuda/reduce.cpp, and the global dispatch read).
 #pragma once
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "dispatch.h"
+#include "ops/attr_schema.h"
 
 namespace oneflow {
+
+// ---------------------------------------------------------------- attribute schemas
+// (NOTE [Attribute schemas])
+
+namespace reduce_detail {
+
+// Reductions over a list of dims (normalized: sorted, unique; empty: every dim), with the output
+// dtype: sum, mean, all, any, prod, amax, amin, logsumexp; var/std add the correction, norm its
+// order p.
+using ReduceDimsAttrs = AttrSchema<Attr<"dims", DimVector>, Attr<"keepdim", bool>>;
+using ReduceAttrs = ReduceDimsAttrs::with<Attr<"dtype", ScalarType>>;
+using VarAttrs = ReduceAttrs::with<Attr<"correction", int64_t>>;
+using NormReduceAttrs = ReduceAttrs::with<Attr<"p", double>>;
+// Ops along one dim: softmax, log_softmax; max_dim/min_dim add keepdim, cumsum/cumprod reverse.
+// (argmax/argmin name dim and keepdim too but have no schema: their dim may be absent, a
+// monostate, for the whole flattened tensor.)
+using DimAttrs = AttrSchema<Attr<"dim", int64_t>>;
+using SoftmaxAttrs = DimAttrs;
+using DimReduceAttrs = DimAttrs::with<Attr<"keepdim", bool>>;
+using ScanAttrs = DimAttrs::with<Attr<"reverse", bool>>;
+
+// Whether op's attributes begin with schema S's fields: their names, and their types where the
+// op states its types.
+template <class S> bool attrs_begin_with(const OpDef& op) {
+  static const std::vector<std::string> names = S::names();
+  static const std::vector<uint8_t> types = S::types();
+  if (op.attr_names.size() < names.size() ||
+      !std::equal(names.begin(), names.end(), op.attr_names.begin()))
+    return false;
+  return op.attr_types.empty() || std::equal(types.begin(), types.end(), op.attr_types.begin());
+}
+// Whether op's attributes lead with the reduced dims (ReduceDimsAttrs) or one dim
+// (DimReduceAttrs) and keepdim: what sbp_rules::reduction_signatures reads, the global dispatch's
+// rule for a kReduction op that names no SBP rule of its own.
+inline bool has_reduction_attrs(const OpDef& op) {
+  return attrs_begin_with<ReduceDimsAttrs>(op) || attrs_begin_with<DimReduceAttrs>(op);
+}
+
+}  // namespace reduce_detail
+
+// ---------------------------------------------------------------- shapes
 
 // Normalized, sorted, de-duplicated reduce dims; an empty list means every dim.
 DimVector normalize_reduce_dims(const Tensor& x, IntArrayRef dims, const char* op);
@@ -14,7 +61,7 @@ Tensor expand_reduced_grad(const Tensor& g, IntArrayRef in_sizes, const DimVecto
                            bool keepdim);
 // [op] error unless dims are in range for x, sorted and unique.
 void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op);
-// Output meta for reductions with attrs {dims, keepdim, dtype}; checks the dims.
+// Output meta for reductions with attrs ReduceAttrs (or an extension); checks the dims.
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op);
 
 // A reduction's or scan's input as a dense [outer, n, inner] buffer (the reduced or scanned

@@ -27,6 +27,8 @@
 
 namespace oneflow {
 
+using namespace reduce_detail;
+
 namespace {
 
 // The op table is built lazily (on first find_op/dispatch through it): make sure it exists
@@ -257,8 +259,10 @@ void prod_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
-    if (out.dtype() == x.dtype()) cpu::reduce_as<ProdOp, T, T>(x, k.attrs.ints(0), out);
-    else if (out.dtype() == kInt64) cpu::reduce_as<ProdOp, T, int64_t>(x, k.attrs.ints(0), out);
+    if (out.dtype() == x.dtype())
+      cpu::reduce_as<ProdOp, T, T>(x, ReduceAttrs::get<"dims">(k.attrs), out);
+    else if (out.dtype() == kInt64)
+      cpu::reduce_as<ProdOp, T, int64_t>(x, ReduceAttrs::get<"dims">(k.attrs), out);
     else
       fail("[prod] unsupported output dtype {} for input {}", dtype_name(out.dtype()),
            dtype_name(x.dtype()));
@@ -267,14 +271,15 @@ void prod_cpu(const KernelArgs& k) {
 template <bool IsMax> void extreme_cpu(const KernelArgs& k) {
   dispatch_dtype(k.inputs[0].dtype(), [&](auto zi) {
     using T = decltype(zi);
-    if constexpr (IsMax) cpu::reduce_as<MaxOp, T, T>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
-    else cpu::reduce_as<MinOp, T, T>(k.inputs[0], k.attrs.ints(0), k.outputs[0]);
+    const DimVector& dims = ReduceAttrs::get<"dims">(k.attrs);
+    if constexpr (IsMax) cpu::reduce_as<MaxOp, T, T>(k.inputs[0], dims, k.outputs[0]);
+    else cpu::reduce_as<MinOp, T, T>(k.inputs[0], dims, k.outputs[0]);
   });
 }
 void norm_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
-  const DimVector& dims = k.attrs.ints(0);
-  const double p = k.attrs.f(3);
+  const DimVector& dims = NormReduceAttrs::get<"dims">(k.attrs);
+  const double p = NormReduceAttrs::get<"p">(k.attrs);
   dispatch_float(x.dtype(), "norm", [&](auto zi) {
     using T = decltype(zi);
     const Tensor& o = k.outputs[0];
@@ -361,7 +366,7 @@ template <bool IsMax, class T> void arg_extreme(const Canon& c, T* vals, int64_t
 
 template <bool IsMax> void max_dim_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
-  Canon c = canon_dim(x, k.attrs.i(0));
+  Canon c = canon_dim(x, DimReduceAttrs::get<"dim">(k.attrs));
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
     arg_extreme<IsMax, T>(c, static_cast<T*>(k.outputs[0].data_ptr()),
@@ -432,10 +437,11 @@ template <class T> void var_kernel(const Canon& c, T* out, double correction, bo
   drive(c.outer, n, inner, row, col);
 }
 template <bool Sqrt> void var_cpu(const KernelArgs& k) {
-  Canon c = canon_reduce(k.inputs[0], k.attrs.ints(0));
+  Canon c = canon_reduce(k.inputs[0], VarAttrs::get<"dims">(k.attrs));
   dispatch_float(k.inputs[0].dtype(), Sqrt ? "std" : "var", [&](auto zi) {
     using T = decltype(zi);
-    var_kernel<T>(c, static_cast<T*>(k.outputs[0].data_ptr()), double(k.attrs.i(3)), Sqrt);
+    var_kernel<T>(c, static_cast<T*>(k.outputs[0].data_ptr()),
+                  double(VarAttrs::get<"correction">(k.attrs)), Sqrt);
   });
 }
 
@@ -482,7 +488,7 @@ template <class T> void logsumexp_kernel(const Canon& c, T* out) {
   drive(c.outer, n, inner, row, col);
 }
 void logsumexp_cpu(const KernelArgs& k) {
-  Canon c = canon_reduce(k.inputs[0], k.attrs.ints(0));
+  Canon c = canon_reduce(k.inputs[0], ReduceAttrs::get<"dims">(k.attrs));
   dispatch_float(k.inputs[0].dtype(), "logsumexp", [&](auto zi) {
     using T = decltype(zi);
     logsumexp_kernel<T>(c, static_cast<T*>(k.outputs[0].data_ptr()));
@@ -569,7 +575,7 @@ template <bool Log, class T> void softmax_kernel(const Canon& c, T* y) {
   drive(c.outer, n, inner, row, col);
 }
 template <bool Log> void softmax_cpu(const KernelArgs& k) {
-  Canon c = canon_dim(k.inputs[0], k.attrs.i(0));
+  Canon c = canon_dim(k.inputs[0], SoftmaxAttrs::get<"dim">(k.attrs));
   dispatch_float(k.inputs[0].dtype(), Log ? "log_softmax" : "softmax", [&](auto zi) {
     using T = decltype(zi);
     softmax_kernel<Log, T>(c, static_cast<T*>(k.outputs[0].data_ptr()));
@@ -618,8 +624,8 @@ template <bool Prod, bool Reverse, class T> void scan_kernel(const Canon& c, T* 
 }
 template <bool Prod> void scan_cpu(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
-  Canon c = canon_dim(x, k.attrs.i(0));
-  const bool reverse = k.attrs.b(1);
+  Canon c = canon_dim(x, ScanAttrs::get<"dim">(k.attrs));
+  const bool reverse = ScanAttrs::get<"reverse">(k.attrs);
   dispatch_dtype(x.dtype(), [&](auto zi) {
     using T = decltype(zi);
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
@@ -642,17 +648,17 @@ void prod_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 template <bool IsMax> void extreme_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = IsMax ? "amax" : "amin";
   reduce_meta(in, a, out, op);  // checks the dims check_nonempty reads
-  check_nonempty(in[0], a.ints(0), op);
+  check_nonempty(in[0], ReduceAttrs::get<"dims">(a), op);
   out[0].dtype = in[0].dtype();
 }
 template <bool IsMax> void max_dim_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = IsMax ? "max" : "min";
   const Tensor& x = in[0];
-  const int64_t d = wrap_dim(a.i(0), x.dim(), op);
+  const int64_t d = wrap_dim(DimReduceAttrs::get<"dim">(a), x.dim(), op);
   DimVector dims;
   if (x.dim() > 0) dims.push_back(d);
   check_nonempty(x, dims, op);
-  DimVector shape = reduced_shape(x.sizes(), dims, a.b(1));
+  DimVector shape = reduced_shape(x.sizes(), dims, DimReduceAttrs::get<"keepdim">(a));
   out.push_back({shape, {}, 0, x.dtype(), x.device()});
   out.push_back({shape, {}, 0, kInt64, x.device()});
 }
@@ -688,15 +694,15 @@ void logsumexp_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_float("norm", in[0], "tensor");
   reduce_meta(in, a, out, "norm");
-  const double p = a.f(3);
+  const double p = NormReduceAttrs::get<"p">(a);
   if (std::isnan(p)) fail("[norm] p must not be NaN");
-  if (std::isinf(p)) check_nonempty(in[0], a.ints(0), "norm");
+  if (std::isinf(p)) check_nonempty(in[0], NormReduceAttrs::get<"dims">(a), "norm");
   out[0].dtype = in[0].dtype();
 }
 template <bool Log> void softmax_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = Log ? "log_softmax" : "softmax";
   check_float(op, in[0], "tensor");
-  wrap_dim(a.i(0), in[0].dim(), op);
+  wrap_dim(SoftmaxAttrs::get<"dim">(a), in[0].dim(), op);
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
 }
 template <bool Prod> void scan_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -704,32 +710,33 @@ template <bool Prod> void scan_meta(const TensorList& in, const Attrs& a, MetaLi
   const ScalarType t = in[0].dtype();
   if (t != kInt64 && !is_floating_point(t))
     fail("[{}] internal: input must be int64 or floating point, got {}", op, dtype_name(t));
-  wrap_dim(a.i(0), in[0].dim(), op);
+  wrap_dim(ScanAttrs::get<"dim">(a), in[0].dim(), op);
   out.push_back({in[0].sizes().dims(), {}, 0, t, in[0].device()});
 }
 
 // ---------------------------------------------------------------- dispatch helpers
 
 Tensor prod_impl(const Tensor& x, const DimVector& dims, bool keepdim, ScalarType out) {
-  return dispatch1(OF_OP("prod"), {x}, {dims, keepdim, out});
+  return dispatch1(OF_OP("prod"), {x}, ReduceAttrs::make(dims, keepdim, out));
 }
 Tensor extreme_impl(bool is_max, const Tensor& x, IntArrayRef dims, bool keepdim, const char* op) {
   check_defined(op, x);
   DimVector d = normalize_reduce_dims(x, dims, op);
   check_nonempty(x, d, op);
-  return dispatch1(is_max ? OF_OP("amax") : OF_OP("amin"), {x}, {d, keepdim, x.dtype()});
+  return dispatch1(is_max ? OF_OP("amax") : OF_OP("amin"), {x},
+                   ReduceAttrs::make(d, keepdim, x.dtype()));
 }
 Tensor scan_impl(bool prod, const Tensor& x, int64_t dim, bool reverse) {
-  return dispatch1(prod ? OF_OP("cumprod") : OF_OP("cumsum"), {x}, {dim, reverse});
+  return dispatch1(prod ? OF_OP("cumprod") : OF_OP("cumsum"), {x}, ScanAttrs::make(dim, reverse));
 }
 
 // ---------------------------------------------------------------- VJPs (public ops only)
 
 TensorList prod_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor x = c.input(0);
-  const DimVector& dims = c.attrs().ints(0);
+  const DimVector& dims = ReduceAttrs::get<"dims">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
-  Tensor gk = keepdim_view(g[0], in, dims, c.attrs().b(1));
+  Tensor gk = keepdim_view(g[0], in, dims, ReduceAttrs::get<"keepdim">(c.attrs()));
   // zeros handled like PyTorch: one zero gets the product of the others, two or more give 0
   Tensor z = x == 0;
   Tensor cnt = sum(z, dims, true);
@@ -741,9 +748,9 @@ TensorList prod_vjp(const VjpCtx& c, const TensorList& g) {
 TensorList extreme_vjp(const VjpCtx& c, const TensorList& g) {
   // ties: the gradient is split evenly among the extreme elements
   Tensor x = c.input(0);
-  const DimVector& dims = c.attrs().ints(0);
+  const DimVector& dims = ReduceAttrs::get<"dims">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
-  const bool keep = c.attrs().b(1);
+  const bool keep = ReduceAttrs::get<"keepdim">(c.attrs());
   Tensor yk = keepdim_view(c.output(0), in, dims, keep);
   Tensor gk = keepdim_view(g[0], in, dims, keep);
   Tensor mask = (x == yk).to(g[0].dtype());
@@ -754,9 +761,9 @@ TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef in = c.input_sizes(0);
   const int64_t nd = int64_t(in.size());
   if (nd == 0) return {g[0]};
-  const int64_t d = wrap_dim(c.attrs().i(0), nd, "max");
+  const int64_t d = wrap_dim(DimReduceAttrs::get<"dim">(c.attrs()), nd, "max");
   Tensor idx = c.output(1), gv = g[0];
-  if (!c.attrs().b(1)) {
+  if (!DimReduceAttrs::get<"keepdim">(c.attrs())) {
     idx = idx.unsqueeze(d);
     gv = gv.unsqueeze(d);
   }
@@ -770,10 +777,12 @@ TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
 }
 template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor x = c.input(0);
-  const DimVector& dims = c.attrs().ints(0);
+  using A = VarAttrs;
+  const DimVector& dims = A::get<"dims">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
-  const bool keep = c.attrs().b(1);
-  const double denom = std::max(0.0, double(reduced_count(in, dims)) - double(c.attrs().i(3)));
+  const bool keep = A::get<"keepdim">(c.attrs());
+  const double denom =
+      std::max(0.0, double(reduced_count(in, dims)) - double(A::get<"correction">(c.attrs())));
   Tensor gk = keepdim_view(g[0], in, dims, keep);
   Tensor centered = x - mean(x, dims, true);
   if constexpr (Sqrt) {
@@ -785,19 +794,20 @@ template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {
   }
 }
 TensorList logsumexp_vjp(const VjpCtx& c, const TensorList& g) {
-  const DimVector& dims = c.attrs().ints(0);
+  const DimVector& dims = ReduceAttrs::get<"dims">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
-  const bool keep = c.attrs().b(1);
+  const bool keep = ReduceAttrs::get<"keepdim">(c.attrs());
   Tensor yk = keepdim_view(c.output(0), in, dims, keep);
   Tensor gk = keepdim_view(g[0], in, dims, keep);
   return {gk * (c.input(0) - yk).exp()};
 }
 TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor x = c.input(0);
-  const DimVector& dims = c.attrs().ints(0);
+  using A = NormReduceAttrs;
+  const DimVector& dims = A::get<"dims">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
-  const bool keep = c.attrs().b(1);
-  const double p = c.attrs().f(3);
+  const bool keep = A::get<"keepdim">(c.attrs());
+  const double p = A::get<"p">(c.attrs());
   Tensor yk = keepdim_view(c.output(0), in, dims, keep);
   Tensor gk = keepdim_view(g[0], in, dims, keep);
   if (p == 0) return {zeros_like(x)};
@@ -813,24 +823,25 @@ TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
 }
 TensorList softmax_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor y = c.output(0);
-  const int64_t d = c.attrs().i(0);
+  const int64_t d = SoftmaxAttrs::get<"dim">(c.attrs());
   return {y * (g[0] - sum(g[0] * y, {d}, true))};
 }
 TensorList log_softmax_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor y = c.output(0);
-  const int64_t d = c.attrs().i(0);
+  const int64_t d = SoftmaxAttrs::get<"dim">(c.attrs());
   return {g[0] - y.exp() * sum(g[0], {d}, true)};
 }
 TensorList cumsum_vjp(const VjpCtx& c, const TensorList& g) {
-  return {scan_impl(false, g[0], c.attrs().i(0), !c.attrs().b(1))};
+  return {scan_impl(false, g[0], ScanAttrs::get<"dim">(c.attrs()),
+                    !ScanAttrs::get<"reverse">(c.attrs()))};
 }
 TensorList cumprod_vjp(const VjpCtx& c, const TensorList& g) {
   // PyTorch-correct with zeros: before the first zero of a line, grad_i = sum_{j>=i} g_j y_j / x_i;
   // at the first zero, grad = sum_{j>=k} g_j * (cumprod with that zero replaced by 1)_j; after, 0.
   Tensor x = c.input(0), y = c.output(0);
   if (x.dim() == 0) return {g[0]};
-  const int64_t d = c.attrs().i(0);
-  const bool rev = c.attrs().b(1);
+  const int64_t d = ScanAttrs::get<"dim">(c.attrs());
+  const bool rev = ScanAttrs::get<"reverse">(c.attrs());
   Tensor z = x == 0;
   Tensor zc = scan_impl(false, z.to(kInt64), d, rev);
   Tensor before = zc == 0;
@@ -845,10 +856,10 @@ TensorList cumprod_vjp(const VjpCtx& c, const TensorList& g) {
 }  // namespace
 
 void register_reduce_ops_extra() {
-  const std::vector<std::string> rattrs = {"dims", "keepdim", "dtype"};
   register_op({.name = "prod",
                .traits = kReduction,
-               .attr_names = rattrs,
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = prod_meta,
                .cpu = prod_cpu,
                .vjp = prod_vjp,
@@ -856,7 +867,8 @@ void register_reduce_ops_extra() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "amax",
                .traits = kReduction,
-               .attr_names = rattrs,
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = extreme_meta<true>,
                .cpu = extreme_cpu<true>,
                .vjp = extreme_vjp,
@@ -864,7 +876,8 @@ void register_reduce_ops_extra() {
                .save_outputs = out(0)});
   register_op({.name = "amin",
                .traits = kReduction,
-               .attr_names = rattrs,
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = extreme_meta<false>,
                .cpu = extreme_cpu<false>,
                .vjp = extreme_vjp,
@@ -872,7 +885,8 @@ void register_reduce_ops_extra() {
                .save_outputs = out(0)});
   register_op({.name = "max_dim",
                .traits = kReduction,
-               .attr_names = {"dim", "keepdim"},
+               .attr_names = DimReduceAttrs::names(),
+               .attr_types = DimReduceAttrs::types(),
                .infer_meta = max_dim_meta<true>,
                .cpu = max_dim_cpu<true>,
                .vjp = max_dim_vjp,
@@ -880,12 +894,15 @@ void register_reduce_ops_extra() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "min_dim",
                .traits = kReduction,
-               .attr_names = {"dim", "keepdim"},
+               .attr_names = DimReduceAttrs::names(),
+               .attr_types = DimReduceAttrs::types(),
                .infer_meta = max_dim_meta<false>,
                .cpu = max_dim_cpu<false>,
                .vjp = max_dim_vjp,
                .save_outputs = out(1),
                .contiguous_inputs = kEveryInput});
+  // argmax/argmin: dim and keepdim, but no types: dim is absent (a monostate) for the index
+  // into the flattened tensor, so its reads stay positional (has_dim)
   register_op({.name = "argmax",
                .traits = kReduction | kNonDifferentiable,
                .attr_names = {"dim", "keepdim"},
@@ -898,10 +915,10 @@ void register_reduce_ops_extra() {
                .infer_meta = argmax_meta<false>,
                .cpu = argmax_cpu<false>,
                .contiguous_inputs = kEveryInput});
-  const std::vector<std::string> vattrs = {"dims", "keepdim", "dtype", "correction"};
   register_op({.name = "var",
                .traits = kReduction,
-               .attr_names = vattrs,
+               .attr_names = VarAttrs::names(),
+               .attr_types = VarAttrs::types(),
                .infer_meta = var_meta<false>,
                .cpu = var_cpu<false>,
                .vjp = var_vjp<false>,
@@ -909,7 +926,8 @@ void register_reduce_ops_extra() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "std",
                .traits = kReduction,
-               .attr_names = vattrs,
+               .attr_names = VarAttrs::names(),
+               .attr_types = VarAttrs::types(),
                .infer_meta = var_meta<true>,
                .cpu = var_cpu<true>,
                .vjp = var_vjp<true>,
@@ -918,7 +936,8 @@ void register_reduce_ops_extra() {
                .contiguous_inputs = kEveryInput});
   register_op({.name = "logsumexp",
                .traits = kReduction,
-               .attr_names = rattrs,
+               .attr_names = ReduceAttrs::names(),
+               .attr_types = ReduceAttrs::types(),
                .infer_meta = logsumexp_meta,
                .cpu = logsumexp_cpu,
                .vjp = logsumexp_vjp,
@@ -928,7 +947,8 @@ void register_reduce_ops_extra() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "norm",
                .traits = kReduction,
-               .attr_names = {"dims", "keepdim", "dtype", "p"},
+               .attr_names = NormReduceAttrs::names(),
+               .attr_types = NormReduceAttrs::types(),
                .infer_meta = norm_meta,
                .cpu = norm_cpu,
                .vjp = norm_vjp,
@@ -936,7 +956,8 @@ void register_reduce_ops_extra() {
                .save_outputs = out(0),
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cumsum",
-               .attr_names = {"dim", "reverse"},
+               .attr_names = ScanAttrs::names(),
+               .attr_types = ScanAttrs::types(),
                .infer_meta = scan_meta<false>,
                .cpu = scan_cpu<false>,
                .vjp = cumsum_vjp,
@@ -944,7 +965,8 @@ void register_reduce_ops_extra() {
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cumprod",
-               .attr_names = {"dim", "reverse"},
+               .attr_names = ScanAttrs::names(),
+               .attr_types = ScanAttrs::types(),
                .infer_meta = scan_meta<true>,
                .cpu = scan_cpu<true>,
                .vjp = cumprod_vjp,
@@ -955,7 +977,8 @@ void register_reduce_ops_extra() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "softmax",
                .traits = kCheapRecompute,
-               .attr_names = {"dim"},
+               .attr_names = SoftmaxAttrs::names(),
+               .attr_types = SoftmaxAttrs::types(),
                .infer_meta = softmax_meta<false>,
                .cpu = softmax_cpu<false>,
                .vjp = softmax_vjp,
@@ -965,7 +988,8 @@ void register_reduce_ops_extra() {
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "log_softmax",
                .traits = kCheapRecompute,
-               .attr_names = {"dim"},
+               .attr_names = SoftmaxAttrs::names(),
+               .attr_types = SoftmaxAttrs::types(),
                .infer_meta = softmax_meta<true>,
                .cpu = softmax_cpu<true>,
                .vjp = log_softmax_vjp,
@@ -1009,13 +1033,13 @@ Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("max", x);
   int64_t d = wrap_dim(dim, x.dim(), "max");
-  TensorList r = dispatch(OF_OP("max_dim"), {x}, {d, keepdim});
+  TensorList r = dispatch(OF_OP("max_dim"), {x}, DimReduceAttrs::make(d, keepdim));
   return {r[0], r[1]};
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("min", x);
   int64_t d = wrap_dim(dim, x.dim(), "min");
-  TensorList r = dispatch(OF_OP("min_dim"), {x}, {d, keepdim});
+  TensorList r = dispatch(OF_OP("min_dim"), {x}, DimReduceAttrs::make(d, keepdim));
   return {r[0], r[1]};
 }
 namespace {
@@ -1031,7 +1055,8 @@ Tensor var_std(bool is_std, const Tensor& x, IntArrayRef dims, int64_t correctio
   check_defined(op, x);
   check_float(op, x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, op);
-  return dispatch1(is_std ? OF_OP("std") : OF_OP("var"), {x}, {d, keepdim, x.dtype(), correction});
+  return dispatch1(is_std ? OF_OP("std") : OF_OP("var"), {x},
+                   VarAttrs::make(d, keepdim, x.dtype(), correction));
 }
 Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = log ? "log_softmax" : "softmax";
@@ -1039,7 +1064,7 @@ Tensor softmax_impl(bool log, const Tensor& x, int64_t dim, std::optional<Scalar
   Tensor in = dtype ? cast_if_needed(x, *dtype) : x;
   check_float(op, in, "tensor");
   int64_t d = wrap_dim(dim, x.dim(), op);
-  return dispatch1(log ? OF_OP("log_softmax") : OF_OP("softmax"), {in}, {d});
+  return dispatch1(log ? OF_OP("log_softmax") : OF_OP("softmax"), {in}, SoftmaxAttrs::make(d));
 }
 Tensor scan_public(bool prod, const Tensor& x, int64_t dim, std::optional<ScalarType> dtype) {
   const char* op = prod ? "cumprod" : "cumsum";
@@ -1082,15 +1107,14 @@ Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim) {
   check_defined("logsumexp", x);
   check_float("logsumexp", x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, "logsumexp");
-  return dispatch1(OF_OP("logsumexp"), {x}, {d, keepdim, x.dtype()});
+  return dispatch1(OF_OP("logsumexp"), {x}, ReduceAttrs::make(d, keepdim, x.dtype()));
 }
 
 Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim) {
   check_defined("norm", x);
   check_float("norm", x, "tensor");
   DimVector d = normalize_reduce_dims(x, dims, "norm");
-  AttrValue pv = p.to_double();
-  return dispatch1(OF_OP("norm"), {x}, {d, keepdim, x.dtype(), pv});
+  return dispatch1(OF_OP("norm"), {x}, NormReduceAttrs::make(d, keepdim, x.dtype(), p.to_double()));
 }
 Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
 

@@ -6,8 +6,10 @@
 #include "global/rules.h"
 #include "cpu/loops.h"
 #include "dispatch.h"
+#include "ops/shape_attrs.h"
 
 namespace oneflow {
+using namespace shape_detail;
 namespace {
 
 // Geometry of a view of `t`: sizes, strides and offset in t's storage.
@@ -21,14 +23,17 @@ void push_view(MetaList& out, const Tensor& t, DimVector sizes, DimVector stride
 // inside the base and the gradient have its size, or the kernel would write out of bounds.
 void view_scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = "view_scatter";
-  const DimVector &base = a.ints(0), &sizes = a.ints(1), &strides = a.ints(2);
+  using A = ViewScatterAttrs;
+  const DimVector &base = A::get<"base_size">(a), &sizes = A::get<"size">(a),
+                  &strides = A::get<"stride">(a);
   const int64_t avail = checked_numel(base, op);
-  const int64_t need = view_extent(sizes, strides, a.i(3), op);
+  const int64_t need = view_extent(sizes, strides, A::get<"offset">(a), op);
   if (need > avail)
     fail(
         "[{}] the view of size {} with stride {} and offset {} needs {} elements, but the base "
         "of size {} holds {}",
-        op, shape_str(sizes), shape_str(strides), a.i(3), need, shape_str(base), avail);
+        op, shape_str(sizes), shape_str(strides), A::get<"offset">(a), need, shape_str(base),
+        avail);
   if (!(in[0].sizes() == IntArrayRef(sizes)))
     fail("[{}] gradient of shape {} does not match the view's size {}", op,
          shape_str(in[0].sizes()), shape_str(sizes));
@@ -38,8 +43,10 @@ void view_scatter_cpu(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   const Tensor& g = k.inputs[0];
   kernel_fill(out, 0);
-  Tensor v = make_view(out, k.attrs.ints(1), k.attrs.ints(2), k.attrs.i(3));
-  const bool overlap = k.attrs.b(4);
+  using A = ViewScatterAttrs;
+  Tensor v =
+      make_view(out, A::get<"size">(k.attrs), A::get<"stride">(k.attrs), A::get<"offset">(k.attrs));
+  const bool overlap = A::get<"may_overlap">(k.attrs);
   dispatch_dtype(out.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::cpu_kernel<T, T, T>(
@@ -51,21 +58,24 @@ void view_scatter_cpu(const KernelArgs& k) {
 // gradient added through the view in place, or, for a view whose elements may overlap, added
 // at the storage positions the view reads (index_add; its float sums may come in any order).
 TensorList view_scatter_decompose(const TensorList& in, const Attrs& a) {
+  using A = ViewScatterAttrs;
   const Tensor& g = in[0];
-  Tensor out = zeros(a.ints(0), g.options());
-  if (!a.b(4)) {
-    out.as_strided(a.ints(1), a.ints(2), a.i(3)).add_(g);
+  Tensor out = zeros(A::get<"base_size">(a), g.options());
+  if (!A::get<"may_overlap">(a)) {
+    out.as_strided(A::get<"size">(a), A::get<"stride">(a), A::get<"offset">(a)).add_(g);
   } else {
     const Tensor pos = arange(out.numel(), TensorOptions(kInt64).device(g.device()))
-                           .as_strided(a.ints(1), a.ints(2), a.i(3))
+                           .as_strided(A::get<"size">(a), A::get<"stride">(a), A::get<"offset">(a))
                            .reshape({-1});
-    out = out.view({-1}).index_add(0, pos, g.reshape({-1})).view(a.ints(0));
+    out = out.view({-1}).index_add(0, pos, g.reshape({-1})).view(A::get<"base_size">(a));
   }
   return {out};
 }
 TensorList view_scatter_vjp(const VjpCtx& c, const TensorList& g) {
+  using A = ViewScatterAttrs;
   const Attrs& a = c.attrs();
-  return {g[0].contiguous().as_strided(a.ints(1), a.ints(2), a.i(3))};
+  return {
+      g[0].contiguous().as_strided(A::get<"size">(a), A::get<"stride">(a), A::get<"offset">(a))};
 }
 
 // The VJP helper: scatter `grad` through a view geometry computed on a contiguous input.
@@ -73,19 +83,21 @@ Tensor scatter_back(const Tensor& grad, IntArrayRef base_sizes, DimVector sizes,
                     int64_t offset, bool overlap = false) {
   const OpDef& op = OF_OP("view_scatter");
   return dispatch1(op, {grad},
-                   {base_sizes.dims(), std::move(sizes), std::move(strides), offset, overlap});
+                   ViewScatterAttrs::make(base_sizes.dims(), std::move(sizes), std::move(strides),
+                                          offset, overlap));
 }
 
 // ---- as_strided
 void as_strided_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  using A = AsStridedAttrs;
   const Tensor& t = in[0];
-  const DimVector& sz = a.ints(0);
-  const DimVector& st = a.ints(1);
-  // attr 3 records the input's storage offset for the VJP (a direct dispatch may give any)
-  if (a.i(3) != t.storage_offset())
-    fail("[as_strided] the recorded input offset {} is not the input's storage offset {}", a.i(3),
-         t.storage_offset());
-  int64_t off = a.i(2) < 0 ? t.storage_offset() : a.i(2);
+  const DimVector& sz = A::get<"size">(a);
+  const DimVector& st = A::get<"stride">(a);
+  // base_offset records the input's storage offset for the VJP (a direct dispatch may give any)
+  if (A::get<"base_offset">(a) != t.storage_offset())
+    fail("[as_strided] the recorded input offset {} is not the input's storage offset {}",
+         A::get<"base_offset">(a), t.storage_offset());
+  int64_t off = A::get<"offset">(a) < 0 ? t.storage_offset() : A::get<"offset">(a);
   const int64_t need = view_extent(sz, st, off, "as_strided");
   int64_t avail = int64_t(t.impl()->storage->nbytes / itemsize(t.dtype()));
   if (need > avail)
@@ -96,11 +108,13 @@ void as_strided_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   push_view(out, t, sz, st, off);
 }
 TensorList as_strided_vjp(const VjpCtx& c, const TensorList& g) {
+  using A = AsStridedAttrs;
   const Attrs& a = c.attrs();
   // The geometry is relative to the input's storage; the forward required a contiguous,
   // offset-0-relative input when it needed a gradient.
-  int64_t off = a.i(2) < 0 ? 0 : a.i(2) - a.i(3);
-  return {scatter_back(g[0], c.input_sizes(0), a.ints(0), a.ints(1), off, true)};
+  const int64_t offset = A::get<"offset">(a);
+  int64_t off = offset < 0 ? 0 : offset - A::get<"base_offset">(a);
+  return {scatter_back(g[0], c.input_sizes(0), A::get<"size">(a), A::get<"stride">(a), off, true)};
 }
 
 // ---- view (reshape without copy)
@@ -171,13 +185,14 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
 
 void view_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
-  DimVector sz = infer_size(a.ints(0), t.numel(), "view");
+  const DimVector& size = SizeAttrs::get<"size">(a);
+  DimVector sz = infer_size(size, t.numel(), "view");
   DimVector st;
   if (!compute_view_strides(t.sizes(), t.strides(), sz, st))
     fail(
         "[view] view size {} is not compatible with input tensor's size {} and stride {} (at "
         "least one dimension spans across two contiguous subspaces); use reshape instead",
-        shape_str(a.ints(0)), shape_str(t.sizes()), shape_str(t.strides()));
+        shape_str(size), shape_str(t.sizes()), shape_str(t.strides()));
   push_view(out, t, sz, st, t.storage_offset());
 }
 TensorList reshape_vjp(const VjpCtx& c, const TensorList& g) {
@@ -187,7 +202,7 @@ TensorList reshape_vjp(const VjpCtx& c, const TensorList& g) {
 // ---- permute / transpose
 void permute_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
-  const DimVector& p = a.ints(0);
+  const DimVector& p = DimsAttrs::get<"dims">(a);
   const int64_t nd = t.dim();
   OF_CHECK(int64_t(p.size()) == nd,
            "[permute] number of dims {} doesn't match the tensor's {} dims", p.size(), nd);
@@ -203,7 +218,7 @@ void permute_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   push_view(out, t, sz, st, t.storage_offset());
 }
 TensorList permute_vjp(const VjpCtx& c, const TensorList& g) {
-  const DimVector& p = c.attrs().ints(0);
+  const DimVector& p = DimsAttrs::get<"dims">(c.attrs());
   int64_t nd = int64_t(p.size());
   DimVector inv(nd);
   for (int64_t i = 0; i < nd; ++i) inv[wrap_dim(p[i], nd, "permute")] = i;
@@ -213,7 +228,7 @@ TensorList permute_vjp(const VjpCtx& c, const TensorList& g) {
 // ---- expand
 void expand_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
-  const DimVector& target = a.ints(0);
+  const DimVector& target = SizeAttrs::get<"size">(a);
   const int64_t nd = int64_t(target.size()), td = t.dim();
   OF_CHECK(nd >= td,
            "[expand] the number of sizes provided ({}) must be greater or equal to the number of "
@@ -258,8 +273,9 @@ TensorList expand_vjp(const VjpCtx& c, const TensorList& g) {
 void slice_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
   OF_CHECK(t.dim() > 0, "[slice] cannot slice a 0-d tensor");
-  int64_t d = wrap_dim(a.i(0), t.dim(), "slice");
-  int64_t start = a.i(1), end = a.i(2), step = a.i(3);
+  using A = SliceAttrs;
+  int64_t d = wrap_dim(A::get<"dim">(a), t.dim(), "slice");
+  int64_t start = A::get<"start">(a), end = A::get<"end">(a), step = A::get<"step">(a);
   OF_CHECK(step > 0, "[slice] step must be positive, got {}", step);
   // slice() normalizes start and end; a direct dispatch (or a loaded graph) must match that
   OF_CHECK(start >= 0 && start <= end && end <= t.sizes()[d],
@@ -273,19 +289,20 @@ void slice_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 TensorList slice_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef base = c.input_sizes(0);
+  using A = SliceAttrs;
   const Attrs& a = c.attrs();
-  int64_t d = wrap_dim(a.i(0), int64_t(base.size()), "slice");
+  int64_t d = wrap_dim(A::get<"dim">(a), int64_t(base.size()), "slice");
   DimVector cst = contiguous_strides(base), sz = base.dims(), st = cst;
   sz[d] = g[0].size(d);
-  if (sz[d] > 1) st[d] *= a.i(3);
-  return {scatter_back(g[0], base, sz, st, sz[d] > 0 ? a.i(1) * cst[d] : 0)};
+  if (sz[d] > 1) st[d] *= A::get<"step">(a);
+  return {scatter_back(g[0], base, sz, st, sz[d] > 0 ? A::get<"start">(a) * cst[d] : 0)};
 }
 
 void select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
   OF_CHECK(t.dim() > 0, "[select] cannot select on a 0-d tensor");
-  int64_t d = wrap_dim(a.i(0), t.dim(), "select");
-  int64_t n = t.sizes()[d], idx = a.i(1);
+  int64_t d = wrap_dim(SelectAttrs::get<"dim">(a), t.dim(), "select");
+  int64_t n = t.sizes()[d], idx = SelectAttrs::get<"index">(a);
   OF_CHECK(idx >= -n && idx < n,
            "[select] index {} out of range for tensor of size {} at dimension {}", idx,
            shape_str(t.sizes()), d);
@@ -297,8 +314,8 @@ void select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 TensorList select_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef base = c.input_sizes(0);
-  int64_t d = wrap_dim(c.attrs().i(0), int64_t(base.size()), "select");
-  int64_t idx = c.attrs().i(1);
+  int64_t d = wrap_dim(SelectAttrs::get<"dim">(c.attrs()), int64_t(base.size()), "select");
+  int64_t idx = SelectAttrs::get<"index">(c.attrs());
   if (idx < 0) idx += base[d];
   DimVector cst = contiguous_strides(base), sz = base.dims(), st = cst;
   sz.erase(sz.begin() + d);
@@ -309,8 +326,10 @@ TensorList select_vjp(const VjpCtx& c, const TensorList& g) {
 void diagonal_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t = in[0];
   OF_CHECK(t.dim() >= 2, "[diagonal] expected a tensor with at least 2 dims, got {}", t.dim());
-  int64_t off = a.i(0);
-  int64_t d1 = wrap_dim(a.i(1), t.dim(), "diagonal"), d2 = wrap_dim(a.i(2), t.dim(), "diagonal");
+  using A = DiagonalAttrs;
+  int64_t off = A::get<"offset">(a);
+  int64_t d1 = wrap_dim(A::get<"dim1">(a), t.dim(), "diagonal"),
+          d2 = wrap_dim(A::get<"dim2">(a), t.dim(), "diagonal");
   OF_CHECK(d1 != d2, "[diagonal] dim1 and dim2 cannot be identical ({})", d1);
   int64_t n1 = t.sizes()[d1], n2 = t.sizes()[d2];
   int64_t len = off >= 0 ? std::max<int64_t>(0, std::min(n1, n2 - off))
@@ -330,9 +349,10 @@ void diagonal_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 TensorList diagonal_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef base = c.input_sizes(0);
   int64_t nd = int64_t(base.size());
-  int64_t off = c.attrs().i(0);
-  int64_t d1 = wrap_dim(c.attrs().i(1), nd, "diagonal"),
-          d2 = wrap_dim(c.attrs().i(2), nd, "diagonal");
+  using A = DiagonalAttrs;
+  int64_t off = A::get<"offset">(c.attrs());
+  int64_t d1 = wrap_dim(A::get<"dim1">(c.attrs()), nd, "diagonal"),
+          d2 = wrap_dim(A::get<"dim2">(c.attrs()), nd, "diagonal");
   DimVector cst = contiguous_strides(base), sz, st;
   for (int64_t d = 0; d < nd; ++d)
     if (d != d1 && d != d2) {
@@ -350,49 +370,57 @@ TensorList diagonal_vjp(const VjpCtx& c, const TensorList& g) {
 
 void register_shape_ops() {
   register_op({.name = "view_scatter",
-               .attr_names = {"base_size", "size", "stride", "offset", "may_overlap"},
+               .attr_names = ViewScatterAttrs::names(),
+               .attr_types = ViewScatterAttrs::types(),
                .infer_meta = view_scatter_meta,
                .cpu = view_scatter_cpu,
                .decompose = view_scatter_decompose,
                .vjp = view_scatter_vjp});
   register_op({.name = "as_strided",
                .traits = kView,
-               .attr_names = {"size", "stride", "offset", "base_offset"},
+               .attr_names = AsStridedAttrs::names(),
+               .attr_types = AsStridedAttrs::types(),
                .infer_meta = as_strided_meta,
                .vjp = as_strided_vjp});
   register_op({.name = "view",
                .traits = kView,
-               .attr_names = {"size"},
+               .attr_names = SizeAttrs::names(),
+               .attr_types = SizeAttrs::types(),
                .infer_meta = view_meta,
                .vjp = reshape_vjp,
                .sbp_rule = &sbp_rules::kView});
   register_op({.name = "permute",
                .traits = kView,
-               .attr_names = {"dims"},
+               .attr_names = DimsAttrs::names(),
+               .attr_types = DimsAttrs::types(),
                .infer_meta = permute_meta,
                .vjp = permute_vjp,
                .sbp_rule = &sbp_rules::kPermute});
   register_op({.name = "expand",
                .traits = kView,
-               .attr_names = {"size"},
+               .attr_names = SizeAttrs::names(),
+               .attr_types = SizeAttrs::types(),
                .infer_meta = expand_meta,
                .vjp = expand_vjp,
                .sbp_rule = &sbp_rules::kExpand});
   register_op({.name = "slice",
                .traits = kView,
-               .attr_names = {"dim", "start", "end", "step"},
+               .attr_names = SliceAttrs::names(),
+               .attr_types = SliceAttrs::types(),
                .infer_meta = slice_meta,
                .vjp = slice_vjp,
                .sbp_rule = &sbp_rules::kSlice});
   register_op({.name = "select",
                .traits = kView,
-               .attr_names = {"dim", "index"},
+               .attr_names = SelectAttrs::names(),
+               .attr_types = SelectAttrs::types(),
                .infer_meta = select_meta,
                .vjp = select_vjp,
                .sbp_rule = &sbp_rules::kSelect});
   register_op({.name = "diagonal",
                .traits = kView,
-               .attr_names = {"offset", "dim1", "dim2"},
+               .attr_names = DiagonalAttrs::names(),
+               .attr_types = DiagonalAttrs::types(),
                .infer_meta = diagonal_meta,
                .vjp = diagonal_vjp,
                .sbp_rule = &sbp_rules::kDiagonal});
@@ -402,7 +430,7 @@ void register_shape_ops() {
 
 Tensor view(const Tensor& t, IntArrayRef size) {
   const OpDef& o = OF_OP("view");
-  return dispatch1(o, {t}, {size.dims()});
+  return dispatch1(o, {t}, SizeAttrs::make(size.dims()));
 }
 Tensor Tensor::view(IntArrayRef size) const { return oneflow::view(*this, size); }
 
@@ -416,7 +444,7 @@ Tensor Tensor::reshape(IntArrayRef size) const { return oneflow::reshape(*this, 
 
 Tensor permute(const Tensor& t, IntArrayRef dims) {
   const OpDef& o = OF_OP("permute");
-  return dispatch1(o, {t}, {dims.dims()});
+  return dispatch1(o, {t}, DimsAttrs::make(dims.dims()));
 }
 Tensor Tensor::permute(IntArrayRef dims) const { return oneflow::permute(*this, dims); }
 
@@ -453,7 +481,7 @@ Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::op
   if (e < 0) e += n;
   s = std::clamp<int64_t>(s, 0, n);
   e = std::clamp<int64_t>(e, s, n);
-  return dispatch1(o, {t}, {d, s, e, step});
+  return dispatch1(o, {t}, SliceAttrs::make(d, s, e, step));
 }
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
@@ -470,7 +498,7 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   OF_CHECK(length >= 0 && start + length <= n,
            "[narrow] start ({}) + length ({}) exceeds dimension size ({})", start, length, n);
   const OpDef& o = OF_OP("slice");
-  return dispatch1(o, {t}, {d, start, start + length, int64_t(1)});
+  return dispatch1(o, {t}, SliceAttrs::make(d, start, start + length, 1));
 }
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   return oneflow::narrow(*this, dim, start, length);
@@ -478,7 +506,7 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   const OpDef& o = OF_OP("select");
-  return dispatch1(o, {t}, {dim, index});
+  return dispatch1(o, {t}, SelectAttrs::make(dim, index));
 }
 Tensor Tensor::select(int64_t dim, int64_t index) const {
   return oneflow::select(*this, dim, index);
@@ -486,7 +514,7 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
 
 Tensor expand(const Tensor& t, IntArrayRef size) {
   const OpDef& o = OF_OP("expand");
-  return dispatch1(o, {t}, {size.dims()});
+  return dispatch1(o, {t}, SizeAttrs::make(size.dims()));
 }
 Tensor Tensor::expand(IntArrayRef size, bool) const { return oneflow::expand(*this, size); }
 
@@ -555,7 +583,8 @@ Tensor as_strided(const Tensor& t, IntArrayRef size, IntArrayRef stride,
       t.is_global()
           ? t.to_global(t.placement(), NdSbp(size_t(t.placement().ndim()), Sbp::broadcast()))
           : t;
-  return dispatch1(o, {src}, {size.dims(), stride.dims(), off, src.storage_offset()});
+  return dispatch1(o, {src},
+                   AsStridedAttrs::make(size.dims(), stride.dims(), off, src.storage_offset()));
 }
 Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
                           std::optional<int64_t> storage_offset) const {
@@ -564,7 +593,7 @@ Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
 
 Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   const OpDef& o = OF_OP("diagonal");
-  return dispatch1(o, {t}, {offset, dim1, dim2});
+  return dispatch1(o, {t}, DiagonalAttrs::make(offset, dim1, dim2));
 }
 Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   return oneflow::diagonal(*this, offset, d1, d2);

@@ -41,16 +41,16 @@ template <class F> void for_each_line(IntArrayRef shape, int64_t d, int64_t n_ou
 
 void sort_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  wrap_dim(a.i(0), x.dim(), "sort");
+  wrap_dim(SortAttrs::get<"dim">(a), x.dim(), "sort");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
   out.push_back({x.sizes().dims(), {}, 0, kInt64, x.device()});
 }
 void sort_cpu(const KernelArgs& k) {
   Tensor x = kernel_contiguous(k.inputs[0]);
-  const bool desc = k.attrs.b(1);
+  const bool desc = SortAttrs::get<"descending">(k.attrs);
   if (x.numel() == 0) return;
   if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
-  const int64_t d = wrap_dim(k.attrs.i(0), x.dim(), "sort");
+  const int64_t d = wrap_dim(SortAttrs::get<"dim">(k.attrs), x.dim(), "sort");
   const int64_t n = x.sizes()[d];
   int64_t* ip = static_cast<int64_t*>(k.outputs[1].data_ptr());
   dispatch_dtype(x.dtype(), [&](auto z) {
@@ -76,13 +76,13 @@ void sort_cpu(const KernelArgs& k) {
 }
 TensorList sort_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
-  return {z.scatter(c.attrs().i(0), c.output(1), g[0])};
+  return {z.scatter(SortAttrs::get<"dim">(c.attrs()), c.output(1), g[0])};
 }
 
 void topk_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& x = in[0];
-  const int64_t d = wrap_dim(a.i(1), x.dim(), "topk");
-  const int64_t k = a.i(0), n = size_at(x, d);
+  const int64_t d = wrap_dim(TopkAttrs::get<"dim">(a), x.dim(), "topk");
+  const int64_t k = TopkAttrs::get<"k">(a), n = size_at(x, d);
   OF_CHECK(k >= 0 && k <= n,
            "[topk] k ({}) is out of range for dimension {} with size {} (input {})", k, d, n,
            shape_str(x.sizes()));
@@ -93,11 +93,11 @@ void topk_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 }
 void topk_cpu(const KernelArgs& k) {
   Tensor x = kernel_contiguous(k.inputs[0]);
-  const int64_t kk = k.attrs.i(0);
-  const bool largest = k.attrs.b(2);
+  const int64_t kk = TopkAttrs::get<"k">(k.attrs);
+  const bool largest = TopkAttrs::get<"largest">(k.attrs);
   if (k.outputs[0].numel() == 0) return;
   if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
-  const int64_t d = wrap_dim(k.attrs.i(1), x.dim(), "topk");
+  const int64_t d = wrap_dim(TopkAttrs::get<"dim">(k.attrs), x.dim(), "topk");
   const int64_t n = x.sizes()[d];
   int64_t* ip = static_cast<int64_t*>(k.outputs[1].data_ptr());
   dispatch_dtype(x.dtype(), [&](auto z) {
@@ -124,14 +124,15 @@ void topk_cpu(const KernelArgs& k) {
 TensorList topk_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
   if (z.dim() == 0) return {g[0].numel() ? g[0].reshape({}) : z};
-  return {z.scatter(c.attrs().i(1), c.output(1), g[0])};
+  return {z.scatter(TopkAttrs::get<"dim">(c.attrs()), c.output(1), g[0])};
 }
 
 }  // namespace
 
 void register_sort_ops() {
   register_op({.name = "sort",
-               .attr_names = {"dim", "descending"},
+               .attr_names = SortAttrs::names(),
+               .attr_types = SortAttrs::types(),
                .infer_meta = sort_meta,
                .cpu = sort_cpu,
                .vjp = sort_vjp,
@@ -139,7 +140,8 @@ void register_sort_ops() {
                .sbp_rule = &sbp_rules::kSort,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "topk",
-               .attr_names = {"k", "dim", "largest", "sorted"},
+               .attr_names = TopkAttrs::names(),
+               .attr_types = TopkAttrs::types(),
                .infer_meta = topk_meta,
                .cpu = topk_cpu,
                .vjp = topk_vjp,
@@ -152,7 +154,7 @@ void register_sort_ops() {
 
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   check_defined("sort", x);
-  auto r = dispatch(OF_OP("sort"), {x}, {dim, descending});
+  auto r = dispatch(OF_OP("sort"), {x}, SortAttrs::make(dim, descending));
   return {r[0], r[1]};
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
@@ -161,7 +163,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
   check_defined("topk", x);
-  auto r = dispatch(OF_OP("topk"), {x}, {k, dim, largest, sorted});
+  auto r = dispatch(OF_OP("topk"), {x}, TopkAttrs::make(k, dim, largest, sorted));
   return {r[0], r[1]};
 }
 

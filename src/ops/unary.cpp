@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "global/rules.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_attrs.h"
 
 namespace oneflow {
 
@@ -84,7 +85,7 @@ TensorList erf_vjp(const VjpCtx& c, const TensorList& g) {
 }
 TensorList gelu_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor x = c.input(0);
-  if (c.attrs().str(0) == "tanh") {
+  if (elem_attrs::GeluAttrs::get<"approximate">(c.attrs()) == "tanh") {
     constexpr double k = 0.79788456080286535588, a = 0.044715;
     Tensor inner = k * (x + a * x * x * x);
     Tensor th = inner.tanh();
@@ -97,7 +98,8 @@ TensorList gelu_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 void gelu_cpu(const KernelArgs& k) {
-  if (k.attrs.str(0) == "tanh") unary_kernel_float<fn::GeluTanh>(k);
+  if (elem_attrs::GeluAttrs::get<"approximate">(k.attrs) == "tanh")
+    unary_kernel_float<fn::GeluTanh>(k);
   else unary_kernel_float<fn::GeluErf>(k);
 }
 
@@ -213,7 +215,8 @@ void register_unary_ops() {
   }
   register_op({.name = "gelu",
                .traits = kElementwise | kInplaceOk,
-               .attr_names = {"approximate"},
+               .attr_names = elem_attrs::GeluAttrs::names(),
+               .attr_types = elem_attrs::GeluAttrs::types(),
                .infer_meta = elementwise_meta,
                .cpu = gelu_cpu,
                .vjp = gelu_vjp,
@@ -282,7 +285,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   OF_CHECK(approximate == "none" || approximate == "tanh",
            "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
   Tensor in = x.is_floating_point() ? x : x.to(kFloat32);
-  return dispatch1(op, {in}, {std::string(approximate)});
+  return dispatch1(op, {in}, elem_attrs::GeluAttrs::make(std::string(approximate)));
 }
 Tensor Tensor::gelu(std::string_view approximate) const {
   return oneflow::gelu(*this, approximate);

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/shape_attrs.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
 
@@ -246,7 +247,8 @@ Graph fold(const Graph& g0) {
         n.inputs[0] = g.nodes[size_t(in.producer)].inputs[0];
         n.op = as_strided;
         // size, stride, offset, and the base's storage offset (as the public as_strided gives)
-        n.attrs = Attrs{out.sizes, out.strides, out.offset, g.values[size_t(n.inputs[0])].offset};
+        n.attrs = shape_detail::AsStridedAttrs::make(out.sizes, out.strides, out.offset,
+                                                     g.values[size_t(n.inputs[0])].offset);
       }
       continue;
     }
@@ -315,8 +317,13 @@ Graph fold(const Graph& g0) {
           holds = n.inputs.size() == 2 && constant_scalar(g, n.inputs[1 - k], c) && c == id.value;
           break;
         case FoldIdentity::kScalarAttrIs:
-          holds = n.attrs.size() == 1 && std::holds_alternative<Scalar>(n.attrs.values[0]) &&
-                  n.attrs.scalar(0).to_double() == id.value;
+          // the one attribute, a Scalar or a double (pow_scalar's exponent: a test of Scalar
+          // alone never held, so x ** 1 was not folded)
+          if (n.attrs.size() == 1) {
+            const AttrValue& v = n.attrs.values[0];
+            if (const Scalar* s = std::get_if<Scalar>(&v)) holds = s->to_double() == id.value;
+            else if (const double* d = std::get_if<double>(&v)) holds = *d == id.value;
+          }
           break;
         case FoldIdentity::kSameLayout:
           holds = n.inputs.size() == 1 && g.values[size_t(n.inputs[k])].contiguous();
