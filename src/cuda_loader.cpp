@@ -114,10 +114,10 @@ void graph_destroy(void* exec) noexcept {
 #define OF_CUDA_FORWARD_M(ret, name, params, args, what, ex) \
   ret name params ex { return need(what).name args; }
 #define OF_CUDA_FORWARD_Q(ret, name, params, args, what, ex) \
-  ret name params ex {                                      \
-    const Loaded& l = loaded();                             \
-    if (!l.module) return ret();                            \
-    return l.module->name args;                             \
+  ret name params ex {                                       \
+    const Loaded& l = loaded();                              \
+    if (!l.module) return ret();                             \
+    return l.module->name args;                              \
   }
 #define OF_CUDA_FORWARD_H(ret, name, params, args, what, ex)
 #define OF_CUDA_FORWARD_N(ret, name, params, args, what, ex)

@@ -110,17 +110,35 @@ DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b);
 #define OF_UNARY_FN(name)       \
   Tensor name(const Tensor& x); \
   Tensor& name##_(Tensor& x);
+// clang-format off
 OF_UNARY_FN(neg)
 OF_UNARY_FN(abs)
-OF_UNARY_FN(sign) OF_UNARY_FN(exp) OF_UNARY_FN(exp2) OF_UNARY_FN(log) OF_UNARY_FN(log2)
-    OF_UNARY_FN(log1p) OF_UNARY_FN(expm1) OF_UNARY_FN(sqrt) OF_UNARY_FN(rsqrt)
-        OF_UNARY_FN(reciprocal) OF_UNARY_FN(square) OF_UNARY_FN(sin) OF_UNARY_FN(cos)
-            OF_UNARY_FN(tan) OF_UNARY_FN(tanh) OF_UNARY_FN(sigmoid) OF_UNARY_FN(relu)
-                OF_UNARY_FN(silu) OF_UNARY_FN(erf) OF_UNARY_FN(floor) OF_UNARY_FN(ceil)
-                    OF_UNARY_FN(round) OF_UNARY_FN(trunc)
+OF_UNARY_FN(sign)
+OF_UNARY_FN(exp)
+OF_UNARY_FN(exp2)
+OF_UNARY_FN(log)
+OF_UNARY_FN(log2)
+OF_UNARY_FN(log1p)
+OF_UNARY_FN(expm1)
+OF_UNARY_FN(sqrt)
+OF_UNARY_FN(rsqrt)
+OF_UNARY_FN(reciprocal)
+OF_UNARY_FN(square)
+OF_UNARY_FN(sin)
+OF_UNARY_FN(cos)
+OF_UNARY_FN(tan)
+OF_UNARY_FN(tanh)
+OF_UNARY_FN(sigmoid)
+OF_UNARY_FN(relu)
+OF_UNARY_FN(silu)
+OF_UNARY_FN(erf)
+OF_UNARY_FN(floor)
+OF_UNARY_FN(ceil)
+OF_UNARY_FN(round)
+OF_UNARY_FN(trunc)
 #undef OF_UNARY_FN
-                        Tensor
-    gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
+// clang-format on
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
 Tensor logical_not(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
@@ -157,16 +175,27 @@ Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
 #define OF_BINARY_FN(name)                       \
   Tensor name(const Tensor& a, const Tensor& b); \
   Tensor name(const Tensor& a, const Scalar& b);
+// clang-format off
 OF_BINARY_FN(mul)
 OF_BINARY_FN(maximum)
-OF_BINARY_FN(minimum) OF_BINARY_FN(fmod) OF_BINARY_FN(remainder) OF_BINARY_FN(atan2)
-    OF_BINARY_FN(eq) OF_BINARY_FN(ne) OF_BINARY_FN(lt) OF_BINARY_FN(le) OF_BINARY_FN(gt)
-        OF_BINARY_FN(ge) OF_BINARY_FN(logical_and) OF_BINARY_FN(logical_or)
-            OF_BINARY_FN(logical_xor)
+OF_BINARY_FN(minimum)
+OF_BINARY_FN(fmod)
+OF_BINARY_FN(remainder)
+OF_BINARY_FN(atan2)
+OF_BINARY_FN(eq)
+OF_BINARY_FN(ne)
+OF_BINARY_FN(lt)
+OF_BINARY_FN(le)
+OF_BINARY_FN(gt)
+OF_BINARY_FN(ge)
+OF_BINARY_FN(logical_and)
+OF_BINARY_FN(logical_or)
+OF_BINARY_FN(logical_xor)
 #undef OF_BINARY_FN
-    // Whether all elements are close: |a - b| <= atol + rtol * |b| (NaNs equal when equal_nan).
-    bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
-                  bool equal_nan = false);
+// clang-format on
+// Whether all elements are close: |a - b| <= atol + rtol * |b| (NaNs equal when equal_nan).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false);
 bool equal(const Tensor& a, const Tensor& b);

@@ -332,17 +332,35 @@ class Tensor {
 #define OF_UNARY_METHOD(name) \
   Tensor name() const;        \
   Tensor& name##_();
+  // clang-format off
   OF_UNARY_METHOD(neg)
   OF_UNARY_METHOD(abs)
-  OF_UNARY_METHOD(sign) OF_UNARY_METHOD(exp) OF_UNARY_METHOD(exp2) OF_UNARY_METHOD(log)
-      OF_UNARY_METHOD(log2) OF_UNARY_METHOD(log1p) OF_UNARY_METHOD(expm1) OF_UNARY_METHOD(sqrt)
-          OF_UNARY_METHOD(rsqrt) OF_UNARY_METHOD(reciprocal) OF_UNARY_METHOD(square)
-              OF_UNARY_METHOD(sin) OF_UNARY_METHOD(cos) OF_UNARY_METHOD(tan) OF_UNARY_METHOD(tanh)
-                  OF_UNARY_METHOD(sigmoid) OF_UNARY_METHOD(relu) OF_UNARY_METHOD(silu)
-                      OF_UNARY_METHOD(erf) OF_UNARY_METHOD(floor) OF_UNARY_METHOD(ceil)
-                          OF_UNARY_METHOD(round) OF_UNARY_METHOD(trunc)
+  OF_UNARY_METHOD(sign)
+  OF_UNARY_METHOD(exp)
+  OF_UNARY_METHOD(exp2)
+  OF_UNARY_METHOD(log)
+  OF_UNARY_METHOD(log2)
+  OF_UNARY_METHOD(log1p)
+  OF_UNARY_METHOD(expm1)
+  OF_UNARY_METHOD(sqrt)
+  OF_UNARY_METHOD(rsqrt)
+  OF_UNARY_METHOD(reciprocal)
+  OF_UNARY_METHOD(square)
+  OF_UNARY_METHOD(sin)
+  OF_UNARY_METHOD(cos)
+  OF_UNARY_METHOD(tan)
+  OF_UNARY_METHOD(tanh)
+  OF_UNARY_METHOD(sigmoid)
+  OF_UNARY_METHOD(relu)
+  OF_UNARY_METHOD(silu)
+  OF_UNARY_METHOD(erf)
+  OF_UNARY_METHOD(floor)
+  OF_UNARY_METHOD(ceil)
+  OF_UNARY_METHOD(round)
+  OF_UNARY_METHOD(trunc)
 #undef OF_UNARY_METHOD
-                              Tensor logical_not() const;
+  // clang-format on
+  Tensor logical_not() const;
   Tensor isnan() const;
   Tensor isinf() const;
   Tensor gelu(std::string_view approximate = "none") const;
@@ -365,15 +383,25 @@ class Tensor {
   Tensor name(const Scalar& o) const; \
   Tensor& name##_(const Tensor& o);   \
   Tensor& name##_(const Scalar& o);
+  // clang-format off
   OF_BINARY_METHOD(mul)
   OF_BINARY_METHOD(maximum)
-  OF_BINARY_METHOD(minimum) OF_BINARY_METHOD(fmod) OF_BINARY_METHOD(remainder)
-      OF_BINARY_METHOD(atan2) OF_BINARY_METHOD(eq) OF_BINARY_METHOD(ne) OF_BINARY_METHOD(lt)
-          OF_BINARY_METHOD(le) OF_BINARY_METHOD(gt) OF_BINARY_METHOD(ge)
-              OF_BINARY_METHOD(logical_and) OF_BINARY_METHOD(logical_or)
-                  OF_BINARY_METHOD(logical_xor)
+  OF_BINARY_METHOD(minimum)
+  OF_BINARY_METHOD(fmod)
+  OF_BINARY_METHOD(remainder)
+  OF_BINARY_METHOD(atan2)
+  OF_BINARY_METHOD(eq)
+  OF_BINARY_METHOD(ne)
+  OF_BINARY_METHOD(lt)
+  OF_BINARY_METHOD(le)
+  OF_BINARY_METHOD(gt)
+  OF_BINARY_METHOD(ge)
+  OF_BINARY_METHOD(logical_and)
+  OF_BINARY_METHOD(logical_or)
+  OF_BINARY_METHOD(logical_xor)
 #undef OF_BINARY_METHOD
-                      Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
+  // clang-format on
+  Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
   Tensor add(const Scalar& o, const Scalar& alpha = 1) const;
   Tensor& add_(const Tensor& o, const Scalar& alpha = 1);
   Tensor& add_(const Scalar& o, const Scalar& alpha = 1);

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "dispatch.h"
+#include "strided_dims.h"
 #include "thread_pool.h"
 
 namespace oneflow::cpu {
@@ -112,21 +113,15 @@ struct ElementwiseIter {
   static constexpr int64_t kTile = 64;
 
   void coalesce() {
-    // Drop size-1 dims, then merge neighbours that are linear for every operand.
+    // NOTE [Merged dims]: size-1 dims dropped, neighbours linear for every operand merged
+    const MergedDims m = merge_dims(
+        shape.size(), size_t(ntensors), [&](size_t d) { return shape[d]; },
+        [&](size_t k, size_t d) { return strides[k][d]; });
     DimVector ns;
     std::array<DimVector, kMaxOperands> nst;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) continue;
-      bool merge = !ns.empty();
-      for (int k = 0; merge && k < ntensors; ++k)
-        if (nst[k].back() != strides[k][d] * shape[d]) merge = false;
-      if (merge) {
-        ns.back() *= shape[d];
-        for (int k = 0; k < ntensors; ++k) nst[k].back() = strides[k][d];
-      } else {
-        ns.push_back(shape[d]);
-        for (int k = 0; k < ntensors; ++k) nst[k].push_back(strides[k][d]);
-      }
+    for (const MergedDim& g : m) {
+      ns.push_back(g.size);
+      for (int k = 0; k < ntensors; ++k) nst[k].push_back(strides[k][g.inner]);
     }
     if (ns.empty()) {
       ns.push_back(1);

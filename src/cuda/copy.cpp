@@ -5,24 +5,20 @@
 #include "cuda/module.h"
 #include "cuda/cuda_check.h"
 #include "cuda/strided_copy.h"
+#include "strided_dims.h"
 
 namespace oneflow::cuda_module {
 
 void copy_to_contiguous(const TensorImpl& src, ScalarType dst_dtype, void* dst, const char* op) {
   if (src.numel == 0) return;
-  // Drop size-1 dims and merge each dim into the next one when they are laid out back to back,
-  // so most views (slices, contiguous tensors) need 1-2 dims of index arithmetic.
+  // Merged dims (NOTE [Merged dims]): most views (slices, contiguous tensors) need 1-2 dims of
+  // index arithmetic.
   std::vector<int64_t> sizes, strides;
-  for (size_t d = 0; d < src.sizes.size(); ++d) {
-    const int64_t sz = src.sizes[d], st = src.strides[d];
-    if (sz == 1) continue;
-    if (!sizes.empty() && strides.back() == sz * st) {
-      sizes.back() *= sz;
-      strides.back() = st;
-    } else {
-      sizes.push_back(sz);
-      strides.push_back(st);
-    }
+  for (const MergedDim& m : merge_dims(
+           src.sizes.size(), 1, [&](size_t d) { return src.sizes[d]; },
+           [&](size_t, size_t d) { return src.strides[d]; })) {
+    sizes.push_back(m.size);
+    strides.push_back(src.strides[m.inner]);
   }
   const void* src_ptr = src.raw_data();
   const bool dense = sizes.empty() || (sizes.size() == 1 && strides[0] == 1);

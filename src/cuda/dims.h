@@ -1,12 +1,12 @@
 // dims.h (internal, host code): the strided iteration the CUDA shape, indexing and sort kernels
-// share. Their kernels read every operand at its own strides; the host first drops size-1 dims
-// and merges a dim into the one before it when every operand lays the two out back to back, so
-// that a kernel walks as few dims as the layouts allow.
+// share. Their kernels read every operand at its own strides; the host first merges dims (NOTE
+// [Merged dims] in strided_dims.h), so that a kernel walks as few dims as the layouts allow.
 #pragma once
 #include <array>
 #include <vector>
 
 #include "cuda/module.h"
+#include "strided_dims.h"
 
 namespace oneflow::cuda_module {
 
@@ -33,20 +33,12 @@ template <size_t K>
 Geometry<K> coalesce(const std::vector<int64_t>& sizes,
                      const std::vector<std::array<int64_t, K>>& st, const char* op, int max_dims) {
   Geometry<K> g;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    g.numel *= sizes[d];
-    if (sizes[d] == 1) continue;
-    if (!g.sizes.empty()) {
-      bool merge = true;
-      for (size_t k = 0; k < K; ++k) merge = merge && g.strides.back()[k] == st[d][k] * sizes[d];
-      if (merge) {
-        g.sizes.back() *= sizes[d];
-        g.strides.back() = st[d];
-        continue;
-      }
-    }
-    g.sizes.push_back(sizes[d]);
-    g.strides.push_back(st[d]);
+  for (int64_t n : sizes) g.numel *= n;
+  for (const MergedDim& m : merge_dims(  // NOTE [Merged dims]
+           sizes.size(), K, [&](size_t d) { return sizes[d]; },
+           [&](size_t k, size_t d) { return st[d][k]; })) {
+    g.sizes.push_back(m.size);
+    g.strides.push_back(st[m.inner]);
   }
   OF_CHECK(g.numel == 0 || g.sizes.size() <= size_t(max_dims),
            "[{}] cuda: at most {} non-mergeable dims, got shape {}", op, max_dims,

@@ -12,6 +12,7 @@
 #include "ops/core_attrs.h"
 #include "ops/elementwise_attrs.h"
 #include "ops/functors.h"
+#include "strided_dims.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -73,22 +74,14 @@ ElemParams make_params(const Tensor& out, const TensorList& ins, ScalarType dtyp
       st[d][k + 1] = t.sizes[td] == 1 && sz[d] != 1 ? 0 : t.strides[td];
     }
   }
-  // drop size-1 dims, then merge a dim into the next when every operand allows it
+  // NOTE [Merged dims]
   std::vector<int64_t> msz;
   std::vector<std::array<int64_t, kMaxElemInputs + 1>> mst;
-  for (size_t d = 0; d < nd; ++d) {
-    if (sz[d] == 1) continue;
-    if (!msz.empty()) {
-      bool merge = true;
-      for (size_t k = 0; k < nops; ++k) merge = merge && mst.back()[k] == st[d][k] * sz[d];
-      if (merge) {
-        msz.back() *= sz[d];
-        for (size_t k = 0; k < nops; ++k) mst.back()[k] = st[d][k];
-        continue;
-      }
-    }
-    msz.push_back(sz[d]);
-    mst.push_back(st[d]);
+  for (const MergedDim& m : merge_dims(
+           nd, nops, [&](size_t d) { return sz[d]; },
+           [&](size_t k, size_t d) { return st[d][k]; })) {
+    msz.push_back(m.size);
+    mst.push_back(st[m.inner]);
   }
   OF_CHECK(msz.size() <= size_t(kMaxElemDims),
            "[{}] cuda: at most {} non-mergeable dims, got output shape {}", op, kMaxElemDims,

@@ -39,34 +39,35 @@ double lr_checked(double lr, const char* op) {
 
 #define OF_FIELD(name) \
   { #name, double(name()) }
-#define OF_SET_FIELD(name)      \
-  if (key == #name) {           \
-    name(decltype(name##_)(v)); \
-    return;                     \
-  }
+#define OF_SET_FIELD(name) \
+  if (key == #name) return void(name(decltype(name##_)(v)))
 
 std::vector<std::pair<std::string, double>> SGDOptions::fields() const {
   return {OF_FIELD(lr), OF_FIELD(momentum), OF_FIELD(dampening), OF_FIELD(weight_decay),
           OF_FIELD(nesterov)};
 }
 void SGDOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr)
-  OF_SET_FIELD(momentum)
-  OF_SET_FIELD(dampening) OF_SET_FIELD(weight_decay) OF_SET_FIELD(nesterov)
-      fail("[SGD] unknown option '{}'", key);
+  OF_SET_FIELD(lr);
+  OF_SET_FIELD(momentum);
+  OF_SET_FIELD(dampening);
+  OF_SET_FIELD(weight_decay);
+  OF_SET_FIELD(nesterov);
+  fail("[SGD] unknown option '{}'", key);
 }
 
-#define OF_ADAM_FIELDS(Options, Name)                                                             \
-  std::vector<std::pair<std::string, double>> Options::fields() const {                           \
-    return {OF_FIELD(lr),  {"beta1", std::get<0>(betas())}, {"beta2", std::get<1>(betas())},      \
-            OF_FIELD(eps), OF_FIELD(weight_decay),          OF_FIELD(amsgrad)};                   \
-  }                                                                                               \
-  void Options::set_field(const std::string& key, double v) {                                     \
-    if (key == "beta1") return void(std::get<0>(betas_) = v);                                     \
-    if (key == "beta2") return void(std::get<1>(betas_) = v);                                     \
-    OF_SET_FIELD(lr)                                                                              \
-    OF_SET_FIELD(eps)                                                                             \
-    OF_SET_FIELD(weight_decay) OF_SET_FIELD(amsgrad) fail("[" Name "] unknown option '{}'", key); \
+#define OF_ADAM_FIELDS(Options, Name)                                                        \
+  std::vector<std::pair<std::string, double>> Options::fields() const {                      \
+    return {OF_FIELD(lr),  {"beta1", std::get<0>(betas())}, {"beta2", std::get<1>(betas())}, \
+            OF_FIELD(eps), OF_FIELD(weight_decay),          OF_FIELD(amsgrad)};              \
+  }                                                                                          \
+  void Options::set_field(const std::string& key, double v) {                                \
+    if (key == "beta1") return void(std::get<0>(betas_) = v);                                \
+    if (key == "beta2") return void(std::get<1>(betas_) = v);                                \
+    OF_SET_FIELD(lr);                                                                        \
+    OF_SET_FIELD(eps);                                                                       \
+    OF_SET_FIELD(weight_decay);                                                              \
+    OF_SET_FIELD(amsgrad);                                                                   \
+    fail("[" Name "] unknown option '{}'", key);                                             \
   }
 OF_ADAM_FIELDS(AdamOptions, "Adam")
 OF_ADAM_FIELDS(AdamWOptions, "AdamW")
@@ -77,10 +78,13 @@ std::vector<std::pair<std::string, double>> RMSpropOptions::fields() const {
           OF_FIELD(weight_decay), OF_FIELD(momentum), OF_FIELD(centered)};
 }
 void RMSpropOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr)
-  OF_SET_FIELD(alpha)
-  OF_SET_FIELD(eps) OF_SET_FIELD(weight_decay) OF_SET_FIELD(momentum) OF_SET_FIELD(centered)
-      fail("[RMSprop] unknown option '{}'", key);
+  OF_SET_FIELD(lr);
+  OF_SET_FIELD(alpha);
+  OF_SET_FIELD(eps);
+  OF_SET_FIELD(weight_decay);
+  OF_SET_FIELD(momentum);
+  OF_SET_FIELD(centered);
+  fail("[RMSprop] unknown option '{}'", key);
 }
 
 std::vector<std::pair<std::string, double>> AdagradOptions::fields() const {
@@ -88,10 +92,12 @@ std::vector<std::pair<std::string, double>> AdagradOptions::fields() const {
           OF_FIELD(initial_accumulator_value), OF_FIELD(eps)};
 }
 void AdagradOptions::set_field(const std::string& key, double v) {
-  OF_SET_FIELD(lr)
-  OF_SET_FIELD(lr_decay)
-  OF_SET_FIELD(weight_decay) OF_SET_FIELD(initial_accumulator_value) OF_SET_FIELD(eps)
-      fail("[Adagrad] unknown option '{}'", key);
+  OF_SET_FIELD(lr);
+  OF_SET_FIELD(lr_decay);
+  OF_SET_FIELD(weight_decay);
+  OF_SET_FIELD(initial_accumulator_value);
+  OF_SET_FIELD(eps);
+  fail("[Adagrad] unknown option '{}'", key);
 }
 #undef OF_FIELD
 #undef OF_SET_FIELD

@@ -3,9 +3,10 @@
 // header (magic, version, payload size, CRC-32) itself around the input: the fuzzer then
 // reaches every structural check of the payload. The input's first byte picks the header: 0xFF
 // writes the rest as it is (the header checks themselves), 0xFD a version-2 header around the
-// rest, 0xFC a version-3 header (the current format), anything else a version-1 header around the whole input (the older seeds). A graph that
-// loads is then run on zeros of its inputs' declared dtypes and sizes (symbolic dims at their
-// smallest and largest), so mutations that pass the loader's checks reach the kernels (ASan).
+// rest, 0xFC a version-3 header (the current format), anything else a version-1 header around the
+// whole input (the older seeds). A graph that loads is then run on zeros of its inputs' declared
+// dtypes and sizes (symbolic dims at their smallest and largest), so mutations that pass the
+// loader's checks reach the kernels (ASan).
 #include <zlib.h>
 
 #include <algorithm>
