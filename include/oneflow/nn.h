@@ -141,16 +141,29 @@ OF_MODULE(ConvTranspose3d);
 
 // ---------------------------------------------------------------- normalization
 
+// What batch and instance norm share (libtorch's NormImplBase): a weight and a bias of
+// num_features values when affine (ones and zeros), running statistics when tracked (zeros,
+// ones and a count).
+class NormImplBase : public Module {
+ public:
+  void reset_running_stats();
+  void reset_parameters();
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  NormImplBase(const char* name, int64_t num_features, bool affine, bool track_running_stats);
+
+ private:
+  bool affine_, track_running_stats_;
+};
+
 // Batch norm over [N, C, *]; expected_dim: 2 or 3 (1d) / 4 (2d), checked in forward.
-class BatchNormImplBase : public Module {
+class BatchNormImplBase : public NormImplBase {
  public:
   BatchNormImplBase(const BatchNormOptions& options, const char* name, std::vector<int64_t> dims);
   Tensor forward(const Tensor& input);
-  void reset_running_stats();
-  void reset_parameters();
   void pretty_print(std::ostream& stream) const override;
   BatchNormOptions options;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
   std::vector<int64_t> dims_;

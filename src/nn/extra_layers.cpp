@@ -499,36 +499,9 @@ void PairwiseDistanceImpl::pretty_print(std::ostream& s) const {
 
 InstanceNormImplBase::InstanceNormImplBase(const InstanceNormOptions& o, const char* name,
                                            int64_t dim)
-    : Module(name), options(o), dim_(dim) {
-  OF_CHECK(o.num_features() > 0, "[{}] num_features must be positive, got {}", name,
-           o.num_features());
-  if (o.affine()) {
-    weight = register_parameter("weight", oneflow::empty({o.num_features()}));
-    bias = register_parameter("bias", oneflow::empty({o.num_features()}));
-  }
-  if (o.track_running_stats()) {
-    running_mean = register_buffer("running_mean", zeros({o.num_features()}));
-    running_var = register_buffer("running_var", ones({o.num_features()}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
-  }
-  reset_parameters();
-}
-
-void InstanceNormImplBase::reset_running_stats() {
-  if (!options.track_running_stats()) return;
-  NoGradGuard g;
-  running_mean.zero_();
-  running_var.fill_(1);
-  num_batches_tracked.zero_();
-}
-
-void InstanceNormImplBase::reset_parameters() {
-  reset_running_stats();
-  if (options.affine()) {
-    init::ones_(weight);
-    init::zeros_(bias);
-  }
-}
+    : NormImplBase(name, o.num_features(), o.affine(), o.track_running_stats()),
+      options(o),
+      dim_(dim) {}
 
 Tensor InstanceNormImplBase::forward(const Tensor& input) {
   OF_CHECK(input.defined() && (input.dim() == dim_ || input.dim() == dim_ - 1),

@@ -257,38 +257,43 @@ template class ConvTransposeNdImpl<3>;
 
 // ---------------------------------------------------------------- BatchNorm
 
-BatchNormImplBase::BatchNormImplBase(const BatchNormOptions& o, const char* name,
-                                     std::vector<int64_t> dims)
-    : Module(name), options(o), dims_(std::move(dims)) {
-  OF_CHECK(o.num_features() > 0, "[{}] num_features must be positive, got {}", name,
-           o.num_features());
-  if (o.affine()) {
-    weight = register_parameter("weight", oneflow::empty({o.num_features()}));
-    bias = register_parameter("bias", oneflow::empty({o.num_features()}));
+NormImplBase::NormImplBase(const char* name, int64_t num_features, bool affine,
+                           bool track_running_stats)
+    : Module(name), affine_(affine), track_running_stats_(track_running_stats) {
+  OF_CHECK(num_features > 0, "[{}] num_features must be positive, got {}", name, num_features);
+  if (affine) {
+    weight = register_parameter("weight", oneflow::empty({num_features}));
+    bias = register_parameter("bias", oneflow::empty({num_features}));
   }
-  if (o.track_running_stats()) {
-    running_mean = register_buffer("running_mean", zeros({o.num_features()}));
-    running_var = register_buffer("running_var", ones({o.num_features()}));
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
   }
   reset_parameters();
 }
 
-void BatchNormImplBase::reset_running_stats() {
-  if (!options.track_running_stats()) return;
+void NormImplBase::reset_running_stats() {
+  if (!track_running_stats_) return;
   NoGradGuard g;
   running_mean.zero_();
   running_var.fill_(1);
   num_batches_tracked.zero_();
 }
 
-void BatchNormImplBase::reset_parameters() {
+void NormImplBase::reset_parameters() {
   reset_running_stats();
-  if (options.affine()) {
+  if (affine_) {
     init::ones_(weight);
     init::zeros_(bias);
   }
 }
+
+BatchNormImplBase::BatchNormImplBase(const BatchNormOptions& o, const char* name,
+                                     std::vector<int64_t> dims)
+    : NormImplBase(name, o.num_features(), o.affine(), o.track_running_stats()),
+      options(o),
+      dims_(std::move(dims)) {}
 
 Tensor BatchNormImplBase::forward(const Tensor& input) {
   bool ok = false;

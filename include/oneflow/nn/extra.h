@@ -384,15 +384,12 @@ OF_MODULE(PixelUnshuffle);
 
 // Instance norm over [N, C, *] (or unbatched [C, *]); weight/bias only when affine, running
 // stats only when track_running_stats (then used in eval mode).
-class InstanceNormImplBase : public Module {
+class InstanceNormImplBase : public NormImplBase {
  public:
   InstanceNormImplBase(const InstanceNormOptions& options, const char* name, int64_t dim);
   Tensor forward(const Tensor& input);
-  void reset_running_stats();
-  void reset_parameters();
   void pretty_print(std::ostream& stream) const override;
   InstanceNormOptions options;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
   int64_t dim_;  // the batched rank (3, 4 or 5)
