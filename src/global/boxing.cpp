@@ -193,12 +193,14 @@ int64_t code_of(Sbp s) { return s.is_split() ? s.dim() : (s.is_broadcast() ? -1 
 Sbp sbp_of_code(int64_t c) {
   return c >= 0 ? Sbp::split(c) : (c == -1 ? Sbp::broadcast() : Sbp::partial_sum());
 }
-// A placement's first three attrs: its ranks, its mesh shape, its device (PlacementAttrs).
-Attrs placement_attrs(const Placement& pl) {
-  return PlacementAttrs::make(DimVector(pl.ranks().begin(), pl.ranks().end()),
-                              DimVector(pl.hierarchy().begin(), pl.hierarchy().end()),
-                              std::string(pl.device_type() == kCPU ? "cpu" : "cuda"));
+// A placement's fields as attrs (PlacementAttrs): its ranks, its mesh shape, its device.
+DimVector ranks_attr(const Placement& pl) {
+  return DimVector(pl.ranks().begin(), pl.ranks().end());
 }
+DimVector mesh_attr(const Placement& pl) {
+  return DimVector(pl.hierarchy().begin(), pl.hierarchy().end());
+}
+std::string device_attr(const Placement& pl) { return pl.device_type() == kCPU ? "cpu" : "cuda"; }
 
 // NOTE [Traced boxing]: while a step of global tensors is recorded (of::jit::trace), each
 // one-axis conversion runs as this op, so that the recorder sees it: a node whose kernel runs
@@ -240,10 +242,8 @@ const OpDef& box_axis_op() {
 Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shape, Sbp from,
                 Sbp to) {
   if (g_tracer && !in_kernel()) {
-    const Attrs pa = placement_attrs(pl);
     Attrs at =
-        BoxAxisAttrs::make(PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
-                           PlacementAttrs::get<"device">(pa), int64_t(a),
+        BoxAxisAttrs::make(ranks_attr(pl), mesh_attr(pl), device_attr(pl), int64_t(a),
                            DimVector(shape.begin(), shape.end()), code_of(from), code_of(to));
     return dispatch1(box_axis_op(), {x}, std::move(at));
   }
@@ -311,9 +311,7 @@ NdSbp sbp_from_codes(IntArrayRef c) {
   return s;
 }
 Attrs global_attrs(const Placement& pl, const NdSbp& sbp, IntArrayRef logical) {
-  const Attrs pa = placement_attrs(pl);
-  return GlobalAttrs::make(PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
-                           PlacementAttrs::get<"device">(pa), sbp_codes(sbp),
+  return GlobalAttrs::make(ranks_attr(pl), mesh_attr(pl), device_attr(pl), sbp_codes(sbp),
                            DimVector(logical.begin(), logical.end()));
 }
 // The placement of ranks `r` in a mesh of shape `h` on `device`.
@@ -632,13 +630,10 @@ Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, con
   NoGradGuard ng;
   if (!g_tracer || in_kernel())
     return move_pieces(local, L, src, from, in_src, dst, to, in_dst, opts);
-  const Attrs pa = placement_attrs(src);
-  Attrs a = MovePiecesAttrs::make(
-      PlacementAttrs::get<"ranks">(pa), PlacementAttrs::get<"hierarchy">(pa),
-      PlacementAttrs::get<"device">(pa), sbp_codes(from), DimVector(L.begin(), L.end()),
-      DimVector(dst.ranks().begin(), dst.ranks().end()),
-      DimVector(dst.hierarchy().begin(), dst.hierarchy().end()), sbp_codes(to),
-      int64_t(opts.dtype()), opts.device().str());
+  Attrs a =
+      MovePiecesAttrs::make(ranks_attr(src), mesh_attr(src), device_attr(src), sbp_codes(from),
+                            DimVector(L.begin(), L.end()), ranks_attr(dst), mesh_attr(dst),
+                            sbp_codes(to), int64_t(opts.dtype()), opts.device().str());
   TensorList ins;
   if (in_src) ins.push_back(local);
   return dispatch1(move_pieces_op(), std::move(ins), std::move(a));
