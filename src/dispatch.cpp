@@ -100,9 +100,11 @@ const OpDef* register_op(OpDef def) {
     for (size_t j = 0; j < k; ++j)
       OF_CHECK(def.attr_names[j] != def.attr_names[k],
                "[register_op] op '{}' names two attributes '{}'", def.name, def.attr_names[k]);
-  for (uint8_t t : def.attr_types)
-    OF_CHECK(t > 0 && t < std::variant_size_v<AttrValue>,
+  for (uint8_t t : def.attr_types) {
+    const uint8_t base = t & 0x7f;  // without attr_schema.h's kOptionalAttr
+    OF_CHECK(base > 0 && base < std::variant_size_v<AttrValue>,
              "[register_op] op '{}' has an attribute of no type", def.name);
+  }
   t->ops.push_back(std::move(def));
   const OpDef* p = &t->ops.back();
   t->by_name.emplace(p->name, p);

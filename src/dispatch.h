@@ -163,7 +163,8 @@ struct OpDef {
   uint32_t traits = 0;
   std::vector<std::string> attr_names;
   // The AttrValue alternative of each attribute, from the op's schema (NOTE [Attribute
-  // schemas]); empty for ops without one. register_op checks it against attr_names.
+  // schemas]; bit 0x80 marks an optional field, which may also hold none); empty for ops
+  // without attributes. register_op checks it against attr_names.
   std::vector<uint8_t> attr_types;
   InferMetaFn infer_meta = nullptr;
   KernelFn cpu = nullptr;

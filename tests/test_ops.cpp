@@ -452,32 +452,56 @@ TEST_CASE("kernels dispatch no op: the kernels that once did, on the inputs that
   CHECK_MESSAGE(of::nested_dispatches().empty(), "nested dispatches:", nested_list());
 }
 
-TEST_CASE("kernels dispatch no op: the CUDA module's host code uses no public op (a scan)") {
+TEST_CASE("kernels dispatch no op: the kernel files use no public op (a scan)") {
   // CPU kernels are checked at run time (above, and over the whole suite by tests/main.cpp); the
-  // CUDA host code cannot run here, so it is scanned: no public-op header, and none of the
-  // Tensor methods that dispatch (kernel_contiguous, kernel_view, ... of dispatch.h instead).
-  const std::regex header(R"re(#include\s+"oneflow/(ops|ops_nn|functional|nn)\.h")re");
+  // CUDA host code cannot run here. Both kernel folders are scanned: no public-op header, and
+  // none of the Tensor methods that dispatch (kernel_contiguous, kernel_view, ... of dispatch.h
+  // instead). The CPU kernels live in src/cpu/ only: an op file holds meta, VJP, rules,
+  // registration and public functions.
+  const std::regex header(R"re(#include\s+"oneflow/(ops|ops_nn|ops_conv|functional|nn)\.h")re");
   const std::regex method(
       R"re(\.(t|view|copy_|zero_|fill_|to|sum|mean|narrow|contiguous|clone|reshape|permute|transpose|select|expand|abs|pow|exp|item|to_vector|sqrt|reciprocal|mm|bmm)\()re");
   std::vector<std::string> found;
-  size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT "/src/cuda")) {
-    const std::string ext = e.path().extension().string();
-    if (ext != ".cpp" && ext != ".h") continue;
-    ++files;
-    std::istringstream lines(read_text(e.path()));
-    std::string line;
-    for (int n = 1; std::getline(lines, line); ++n) {
-      const size_t c = line.find("//");
-      const std::string code = c == std::string::npos ? line : line.substr(0, c);
-      if (std::regex_search(code, header) || std::regex_search(code, method))
-        found.push_back(e.path().filename().string() + ":" + std::to_string(n) + " " + code);
+  std::map<std::string, size_t> files;
+  for (const char* dir : {"/src/cuda", "/src/cpu"})
+    for (const auto& e :
+         std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT + std::string(dir))) {
+      const std::string ext = e.path().extension().string();
+      if (ext != ".cpp" && ext != ".h") continue;
+      ++files[dir];
+      std::istringstream lines(read_text(e.path()));
+      std::string line;
+      for (int n = 1; std::getline(lines, line); ++n) {
+        const size_t c = line.find("//");
+        const std::string code = c == std::string::npos ? line : line.substr(0, c);
+        if (std::regex_search(code, header) || std::regex_search(code, method))
+          found.push_back(dir + ("/" + e.path().filename().string()) + ":" + std::to_string(n) +
+                          " " + code);
+      }
     }
-  }
-  CHECK(files > 20);
+  CHECK(files["/src/cuda"] > 20);  // the scan saw both trees
+  CHECK(files["/src/cpu"] > 30);
   std::string s;
   for (const auto& f : found) s += "\n  " + f;
-  CHECK_MESSAGE(found.empty(), "public ops in CUDA kernels:", s);
+  CHECK_MESSAGE(found.empty(), "public ops in kernel files:", s);
+  // every CPU kernel an op file registers is one of src/cpu/'s (to_device, which copies between
+  // devices and is registered for both, excepted)
+  const std::regex kernel(R"re(\s\.cpu = (\w+))re");
+  std::vector<std::string> local;
+  size_t registered = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ONEFLOW_SOURCE_ROOT "/src/ops")) {
+    if (e.path().extension() != ".cpp") continue;
+    const std::string text = read_text(e.path());
+    for (std::sregex_iterator m(text.begin(), text.end(), kernel), end; m != end; ++m) {
+      ++registered;
+      if ((*m)[1] != "cpu" && (*m)[1] != "to_device_kernel")
+        local.push_back(e.path().filename().string() + ": " + (*m)[0].str());
+    }
+  }
+  CHECK(registered > 80);
+  std::string l;
+  for (const auto& f : local) l += "\n  " + f;
+  CHECK_MESSAGE(local.empty(), "CPU kernels defined in op files:", l);
 }
 
 // ---------------------------------------------------------------- NOTE [Decompositions]

@@ -27,7 +27,7 @@ void register_cudnn_kernels(const cuda_backend::CoreV1& core);
 
 // NOTE [CUDA pooling]: one window per output element along each of three axes (depth, height,
 // width; a 2-D pool's depth axis is the identity: in = out = k = 1), as the CPU kernels of
-// src/ops/nn_conv.cpp define them:
+// src/cpu/pool.cpp define them:
 //  - kMax: taps start = o*s - p (moved up by whole dilations while negative) to
 //    min(start + (k-1)*d + 1, in), step d; the first maximum wins and every NaN replaces the
 //    running maximum (so the last NaN's index is kept); the index is flat in the plane.

@@ -112,7 +112,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 struct WhereFn {};  // where selects in apply(); no functor
 
 // The ops with scalar attrs, computing in C = compute_t<T> exactly as their CPU kernels do
-// (src/ops/core_ops.cpp fill_cpu, src/ops/binary.cpp pow_scalar_cpu and clamp_cpu).
+// (src/cpu/core.cpp fill_cpu, src/cpu/elementwise.cpp pow_scalar and clamp).
 struct FillFn {  // Scalar::to<C>()
   double d;
   int64_t i;

@@ -1,7 +1,7 @@
 // nn.cu: cross entropy, layer/rms/group norm, index_select/embedding and index_add on CUDA
-// (nn.h). The formulas are the CPU kernels' (src/ops/nn.cpp, src/ops/index.cpp): per-row sums
-// in double, merged in a fixed tree within a warp or block, so results do not change from run
-// to run (index_add's floating atomics excepted: see nn.h).
+// (nn.h). The formulas are the CPU kernels' (src/cpu/norm.cpp, src/cpu/losses.cpp,
+// src/cpu/index.cpp): per-row sums in double, merged in a fixed tree within a warp or block,
+// so results do not change from run to run (index_add's floating atomics excepted: see nn.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 // pad.cpp: host side of pad_backward on CUDA (its kernel is in sort.cu), with the CPU kernel's
-// attrs, checks and messages (src/ops/index.cpp). Nothing here reads device memory back.
+// attrs, checks and messages (src/ops/moves.cpp). Nothing here reads device memory back.
 #include <array>
 #include <vector>
 
@@ -8,6 +8,7 @@
 #include "cuda/module.h"
 #include "cuda/sort.h"
 #include "ops/index_attrs.h"
+#include "ops/index_common.h"
 
 namespace oneflow::cuda_module {
 namespace {
@@ -22,17 +23,21 @@ void pad_backward_kernel(const KernelArgs& k) {
   DeviceGuard guard(device);
   using A = index_detail::PadBackwardAttrs;
   const DimVector& pads = A::get<"pad">(k.attrs);
-  const std::string& mode = A::get<"mode">(k.attrs);
-  PadBwdKind kind;
-  if (mode == "constant") kind = PadBwdKind::kConstant;
-  else if (mode == "reflect") kind = PadBwdKind::kReflect;
-  else if (mode == "replicate") kind = PadBwdKind::kReplicate;
-  else if (mode == "circular") kind = PadBwdKind::kCircular;
-  else
-    fail(
-        "[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or "
-        "'circular'",
-        mode);
+  PadBwdKind kind = PadBwdKind::kConstant;  // the CPU's parse and message (ops/index_common.h)
+  switch (index_detail::pad_mode(A::get<"mode">(k.attrs))) {
+    case index_detail::PadMode::kConstant:
+      kind = PadBwdKind::kConstant;
+      break;
+    case index_detail::PadMode::kReflect:
+      kind = PadBwdKind::kReflect;
+      break;
+    case index_detail::PadMode::kReplicate:
+      kind = PadBwdKind::kReplicate;
+      break;
+    case index_detail::PadMode::kCircular:
+      kind = PadBwdKind::kCircular;
+      break;
+  }
   const int64_t nd = out.dim(), np = int64_t(pads.size()) / 2;
   OF_CHECK(pads.size() % 2 == 0 && np <= nd && g.dim() == nd,
            "[pad_backward] cuda: {} pads for a gradient of shape {} and an input of shape {}",

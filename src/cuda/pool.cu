@@ -101,7 +101,7 @@ template <class T> __global__ void max_pool_kernel(PoolParams p) {
 }
 
 // y = sum over depth and height taps of (fd * fh) * (sum over width taps of fw * x): the CPU's
-// separable order (NOTE [Separable resampling] in src/ops/nn_conv.cpp).
+// separable order (NOTE [Separable resampling] in src/cpu/pool.cpp).
 template <class T> __global__ void avg_pool_kernel(PoolParams p) {
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);

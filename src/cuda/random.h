@@ -1,8 +1,9 @@
 // random.h (internal): the CUDA random fills, dropout and the index factories (arange,
 // linspace, eye). Plain C++ so that random.cu stays light for nvcc; factory.cpp is the host side.
 // NOTE [CUDA random numbers]: element i draws word i % 4 of Philox counter (offset + i / 4)
-// under the op's seed (generator.h) with the formulas of the CPU kernels (src/ops/random.cpp,
-// dropout in src/ops/nn.cpp): the same seed and offset give the same numbers on both devices.
+// under the op's seed (generator.h) with the formulas of the CPU kernels (src/cpu/random.cpp,
+// dropout's keep rule in src/ops/nn.cpp): the same seed and offset give the same numbers on
+// both devices.
 #pragma once
 #include <cstdint>
 

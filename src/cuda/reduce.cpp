@@ -16,6 +16,7 @@ namespace oneflow::cuda_module {
 namespace {
 
 // the ops' attribute schemas (ops/reduce_common.h)
+using reduce_detail::ArgExtremeAttrs;
 using reduce_detail::DimAttrs;
 using reduce_detail::DimReduceAttrs;
 using reduce_detail::NormReduceAttrs;
@@ -183,8 +184,8 @@ void logsumexp_kernel(const KernelArgs& k) {
   reduce_into(RedOp::logsumexp, c, out, x.dtype(), "logsumexp", extra);
 }
 
-// max_dim/min_dim (DimReduceAttrs): values and int64 indices; argmax/argmin {dim or none,
-// keepdim} (no schema: dim may be a monostate).
+// max_dim/min_dim (DimReduceAttrs): values and int64 indices; argmax/argmin (ArgExtremeAttrs:
+// a dim or none, keepdim).
 template <bool IsMax> void max_dim_kernel(const KernelArgs& k) {
   const Tensor& x = k.inputs[0];
   const char* name = IsMax ? "max_dim" : "min_dim";
@@ -200,8 +201,8 @@ template <bool IsMax> void argmax_kernel(const KernelArgs& k) {
   const char* name = IsMax ? "argmax" : "argmin";
   check_cuda(x, k.outputs[0], name);
   Canon c;
-  if (std::holds_alternative<int64_t>(k.attrs.values[0])) {
-    c = canon_dim(x, k.attrs.i(0));
+  if (const std::optional<int64_t> dim = ArgExtremeAttrs::get<"dim">(k.attrs)) {
+    c = canon_dim(x, *dim);
   } else {
     c.x = kernel_contiguous(x);
     c.n = x.numel();

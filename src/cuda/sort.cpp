@@ -1,5 +1,5 @@
 // sort.cpp: host side of sort/topk on CUDA (sort.cu), with the CPU kernels' attrs, checks and
-// messages (src/ops/index.cpp). Nothing here reads device memory back, so every kernel can be
+// messages (src/ops/sort.cpp). Nothing here reads device memory back, so every kernel can be
 // captured into a CUDA Graph. (pad_backward is pad.cpp, the LSTM ops lstm.cpp; their device
 // code shares sort.cu.)
 #include <array>

@@ -171,7 +171,7 @@ template <class T> __global__ void merge_kernel(SortParams p, int64_t w, int src
 // ---------------------------------------------------------------- pad_backward
 
 // The padded positions i (of m = n + l + r) that read input position j, as up to 3 sorted,
-// disjoint runs [lo, hi] (pad_maps in src/ops/index.cpp inverted).
+// disjoint runs [lo, hi] (pad_maps in src/cpu/moves.cpp inverted).
 struct Runs {
   int count = 0;
   int64_t lo[3], hi[3];

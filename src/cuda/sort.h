@@ -1,6 +1,7 @@
-// sort.h (internal): the CUDA kernels of sort/topk and pad_backward (src/ops/index.cpp) and of
-// the fused LSTM cell arithmetic (src/ops/nn_rnn.cpp). Plain C++ so that sort.cu stays light for
-// nvcc; sort.cpp is the host side, with the CPU kernels' attrs, checks and messages.
+// sort.h (internal): the CUDA kernels of sort/topk and pad_backward (src/ops/sort.cpp,
+// src/ops/moves.cpp) and of the fused LSTM cell arithmetic (src/ops/nn_rnn.cpp). Plain C++ so
+// that sort.cu stays light for nvcc; sort.cpp is the host side, with the CPU kernels' attrs,
+// checks and messages.
 //
 // NOTE [CUDA sort]: the CPU sorts each line with std::stable_sort (sort) or a partial_sort
 // breaking ties by the lower index (topk), NaN the largest value. Both are the order of the

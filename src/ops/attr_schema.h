@@ -7,12 +7,15 @@
 // type) and reads them with `ConvAttrs::get<"groups">(attrs)` (the field's type; a name the
 // schema lacks does not compile). A schema extended with `::with<...>` keeps its fields'
 // positions, so one reader serves a whole family (conv, conv_transpose, the weight gradient).
+// A field may be optional (Attr<"dim", std::optional<int64_t>>: argmax's dim or none, stored as
+// the value or AttrValue's monostate; its type tag is the value's with kOptionalAttr set).
 // register_op checks that the names and types agree, and test_fuzz_support that every call
 // the suite makes passes attributes of the declared types.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -41,6 +44,23 @@ template <class T, size_t I = 0> constexpr uint8_t attr_tag() {
   else return attr_tag<T, I + 1>();
 }
 
+template <class T> struct optional_field : std::false_type {};
+template <class U> struct optional_field<std::optional<U>> : std::true_type {};
+template <class T> constexpr bool is_optional_field = optional_field<T>::value;
+
+// The type tag of a field: its AttrValue alternative, kOptionalAttr set for an optional one.
+constexpr uint8_t kOptionalAttr = 0x80;
+template <class T> constexpr uint8_t field_tag() {
+  if constexpr (is_optional_field<T>) return kOptionalAttr | attr_tag<typename T::value_type>();
+  else return attr_tag<T>();
+}
+// Whether a field of type tag `field` takes a value of AttrValue alternative `value` (an
+// optional field: its value's, or none).
+constexpr bool field_takes(uint8_t field, uint8_t value) {
+  if (!(field & kOptionalAttr)) return field == value;
+  return value == 0 || value == uint8_t(field & ~kOptionalAttr);
+}
+
 template <class... F> struct AttrSchema {
   static constexpr size_t size = sizeof...(F);
   template <class... G> using with = AttrSchema<F..., G...>;
@@ -55,25 +75,41 @@ template <class... F> struct AttrSchema {
   template <AttrName N>
   using type = std::tuple_element_t<index<N>(), std::tuple<typename F::type...>>;
 
-  // The attribute named N of `a` (std::bad_variant_access or an of::Error, as Attrs' reads).
-  template <AttrName N> static const type<N>& get(const Attrs& a) {
+  // The attribute named N of `a` (std::bad_variant_access or an of::Error, as Attrs' reads);
+  // an optional field's by value (none where `a` holds a monostate).
+  template <AttrName N>
+  requires(!is_optional_field<type<N>>) static const type<N>& get(const Attrs& a) {
     return std::get<type<N>>(a.at(index<N>()));
+  }
+  template <AttrName N>
+  requires is_optional_field<type<N>>
+  static type<N> get(const Attrs& a) {
+    const AttrValue& v = a.at(index<N>());
+    if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
+    return std::get<typename type<N>::value_type>(v);
   }
   // Whether `a` holds the field (calls of some ops leave trailing fields out).
   template <AttrName N> static bool has(const Attrs& a) { return index<N>() < a.size(); }
   // The field when `a` holds it with the field's type, else null (never throws: the fuser
   // checks a loaded node's attributes with it before generating code).
-  template <AttrName N> static const type<N>* find(const Attrs& a) {
+  template <AttrName N>
+  requires(!is_optional_field<type<N>>) static const type<N>* find(const Attrs& a) {
     return index<N>() < a.size() ? std::get_if<type<N>>(&a.values[index<N>()]) : nullptr;
   }
 
   static Attrs make(typename F::type... v) {
     Attrs a;
-    (a.values.emplace_back(std::move(v)), ...);
+    (a.values.push_back(value_of(std::move(v))), ...);
     return a;
   }
   static std::vector<std::string> names() { return {std::string(F::name)...}; }
-  static std::vector<uint8_t> types() { return {attr_tag<typename F::type>()...}; }
+  static std::vector<uint8_t> types() { return {field_tag<typename F::type>()...}; }
+
+ private:
+  template <class T> static AttrValue value_of(T v) {
+    if constexpr (is_optional_field<T>) return v ? AttrValue(*v) : AttrValue();
+    else return AttrValue(std::move(v));
+  }
 };
 
 }  // namespace oneflow

@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "global/rules.h"
+#include "cpu/elementwise.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_attrs.h"
 
@@ -20,22 +21,6 @@ Tensor scalar_operand(const Scalar& s) {
 }
 
 namespace {
-
-// Integer division, fmod and remainder by zero would trap: check the divisor first.
-template <class F> void int_safe_kernel(const KernelArgs& k) {
-  const Tensor& b = k.inputs[1];
-  if (!is_floating_point(b.dtype())) {
-    bool zero = false;
-    dispatch_dtype(b.dtype(), [&](auto z) {
-      using T = decltype(z);
-      const Tensor bc = kernel_contiguous(b);
-      const T* p = static_cast<const T*>(bc.data_ptr());
-      for (int64_t i = 0; i < bc.numel() && !zero; ++i) zero = p[i] == T(0);
-    });
-    if (zero) fail("[div] ZeroDivisionError: integer division or modulo by zero");
-  }
-  binary_kernel_all<F>(k);
-}
 
 TensorList add_vjp(const VjpCtx& c, const TensorList& g) {
   return {sum_to_size(g[0], c.input_sizes(0)), sum_to_size(g[0], c.input_sizes(1))};
@@ -126,47 +111,6 @@ TensorList clamp_vjp(const VjpCtx& c, const TensorList& g) {
 void pow_scalar_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   elementwise_meta(in, a, out);
 }
-void pow_scalar_cpu(const KernelArgs& k) {
-  const double e = elem_attrs::PowScalarAttrs::get<"exponent">(k.attrs);
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    using C = compute_t<T>;
-    if constexpr (std::is_floating_point_v<C>) {
-      if (e == 2) {
-        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [](C x) { return x * x; });
-      } else if (e == 0.5) {
-        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [](C x) { return std::sqrt(x); });
-      } else {
-        const C ce = C(e);
-        cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return std::pow(x, ce); });
-      }
-    } else {
-      const C ce = saturate_cast<C>(e);  // an attribute: any double
-      cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [ce](C x) { return fn::Pow{}(x, ce); });
-    }
-  });
-}
-void clamp_cpu(const KernelArgs& k) {
-  using A = elem_attrs::ClampAttrs;
-  const Attrs& a = k.attrs;
-  const bool has_lo = A::get<"has_min">(a), has_hi = A::get<"has_max">(a);
-  const double lo = A::get<"min">(a), hi = A::get<"max">(a);
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    using C = compute_t<T>;
-    // bounds are doubles (a loaded graph's: any value); into an integer type they saturate
-    const C l = has_lo ? saturate_cast<C>(lo) : C(0), h = has_hi ? saturate_cast<C>(hi) : C(0);
-    cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, [=](C x) {
-      if constexpr (std::is_floating_point_v<C>) {
-        if (x != x) return x;
-      }
-      C r = x;
-      if (has_lo && r < l) r = l;
-      if (has_hi && r > h) r = h;
-      return r;
-    });
-  });
-}
 void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
   OF_CHECK(in[0].dtype() == kBool, "[where] condition must be a bool tensor, got {}",
            dtype_name(in[0].dtype()));
@@ -176,58 +120,7 @@ void where_meta(const TensorList& in, const Attrs&, MetaList& out) {
   DimVector s = broadcast_shapes(broadcast_shapes(in[0].sizes(), in[1].sizes()), in[2].sizes());
   out.push_back({std::move(s), {}, 0, in[1].dtype(), in[1].device()});
 }
-void where_cpu(const KernelArgs& k) {
-  const Tensor &cond = k.inputs[0], &x = k.inputs[1], &y = k.inputs[2], &out = k.outputs[0];
-  dispatch_dtype(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    using C = compute_t<T>;
-    // dense condition and operands, one of them possibly a single value (relu's and dropout's
-    // gradients: where(mask, g, 0)): plain loops of selects, which vectorize; the general
-    // engine walks a broadcast operand element by element
-    const int64_t n = out.numel();
-    auto dense = [&](const Tensor& t) { return t.is_contiguous() && t.numel() == n; };
-    if (out.is_contiguous() && dense(cond) && (dense(x) || x.numel() == 1) &&
-        (dense(y) || y.numel() == 1)) {
-      auto pick = [](uint8_t c, T u, T v) { return cpu::bit_select(c != 0, u, v); };
-      const uint8_t* cp = reinterpret_cast<const uint8_t*>(cond.data_ptr<bool>());
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const T* yp = static_cast<const T*>(y.data_ptr());
-      T* op = static_cast<T*>(out.data_ptr());
-      const bool xd = dense(x), yd = dense(y);
-      parallel_for(0, n, kParallelGrain, [=](int64_t b, int64_t e) {
-        const uint8_t* __restrict c = cp;
-        const T* __restrict px = xp;
-        const T* __restrict py = yp;
-        T* __restrict o = op;
-        if (xd && yd) {
-          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], px[i], py[i]);
-        } else if (xd) {
-          const T v = *py;
-          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], px[i], v);
-        } else if (yd) {
-          const T u = *px;
-          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], u, py[i]);
-        } else {
-          const T u = *px, v = *py;
-          for (int64_t i = b; i < e; ++i) o[i] = pick(c[i], u, v);
-        }
-      });
-      return;
-    }
-    cpu::cpu_kernel<T, bool, T, T>(out, {&cond, &x, &y},
-                                   [](bool cc, C xx, C yy) { return cc ? xx : yy; });
-  });
-}
-
-// A row's functor gives its name (for generated fused kernels), its kind (NOTE [Elementwise
-// kinds]) and the CPU kernel that kind takes.
-template <class F> constexpr KernelFn binary_kernel_of() {
-  if constexpr (F::kind == ElemKind::kFloat) return binary_kernel_float<F>;
-  else if constexpr (F::kind == ElemKind::kAll) return binary_kernel_all<F>;
-  else if constexpr (F::kind == ElemKind::kIntUnsafe) return int_safe_kernel<F>;
-  else return binary_kernel_bool<F>;
-}
-#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, binary_kernel_of<fn::F>()
+#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, cpu::binary_kernel_of<fn::F>()
 
 bool bool_result(ElemKind k) { return k == ElemKind::kCompare || k == ElemKind::kLogical; }
 
@@ -394,7 +287,7 @@ void register_binary_ops() {
                .attr_names = elem_attrs::PowScalarAttrs::names(),
                .attr_types = elem_attrs::PowScalarAttrs::types(),
                .infer_meta = pow_scalar_meta,
-               .cpu = pow_scalar_cpu,
+               .cpu = cpu::pow_scalar,
                .vjp = pow_scalar_vjp,
                .save_inputs = in(0),
                .autocast = AutocastPolicy::kFloat32,
@@ -403,7 +296,7 @@ void register_binary_ops() {
   register_op({.name = "where",
                .traits = kElementwise,
                .infer_meta = where_meta,
-               .cpu = where_cpu,
+               .cpu = cpu::where,
                .vjp = where_vjp,
                .save_inputs = in(0),
                .nondiff_inputs = in(0),
@@ -413,7 +306,7 @@ void register_binary_ops() {
                .attr_names = elem_attrs::ClampAttrs::names(),
                .attr_types = elem_attrs::ClampAttrs::types(),
                .infer_meta = elementwise_meta,
-               .cpu = clamp_cpu,
+               .cpu = cpu::clamp,
                .vjp = clamp_vjp,
                .save_inputs = in(0),
                .fused_form = FusedForm::kClamp});

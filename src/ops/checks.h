@@ -1,4 +1,5 @@
-// checks.h (internal): the argument checks the public wrappers share (one wording each).
+// checks.h (internal): the argument checks the public wrappers and metas share (one wording
+// each), and the kernels' float32/float64 switch.
 #pragma once
 #include <initializer_list>
 #include <utility>
@@ -26,6 +27,21 @@ inline void check_float(const char* op, const Tensor& t, const char* what = "inp
   if (!t.is_floating_point())
     fail("[{}] expected a floating-point {}, got {} (shape {})", op, what, dtype_name(t.dtype()),
          shape_str(t.sizes()));
+}
+
+// The float switch of kernels that compute in float32 or float64 only: f(float{}) or
+// f(double{}) (float16/bfloat16 reach them widened: NOTE [Reduced-precision fallback]), else
+// "[op] expected a float32 or float64 tensor, got <dtype>".
+template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f) {
+  switch (t) {
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    default:
+      break;
+  }
+  fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
 }
 
 }  // namespace oneflow

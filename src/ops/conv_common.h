@@ -1,7 +1,7 @@
 // conv_common.h: what the convolution and pooling op files share (ops/nn_conv.cpp,
 // ops/nn_pool.cpp): parameter lists expanded per spatial dim, their printing, the batched
-// view of an unbatched input, the pooled length of one axis, the float/double kernel switch;
-// and the convolution family's attribute schemas, which the CUDA module's kernels read too.
+// view of an unbatched input, the pooled length of one axis; and the convolution family's
+// attribute schemas, which the CUDA module's kernels read too.
 #pragma once
 #include <string>
 
@@ -108,12 +108,6 @@ template <class F> Tensor on_batched(const char* op, const Tensor& input, F&& f,
   const Tensor x = batched(op, input, sp);
   Tensor y = f(x);
   return input.dim() == sp + 1 ? y.squeeze(0) : y;
-}
-
-template <class F> void float_or_double(ScalarType t, const char* op, F&& f) {
-  if (t == kFloat32) return f(float{});
-  if (t == kFloat64) return f(double{});
-  fail("[{}] internal: unsupported dtype {}", op, dtype_name(t));
 }
 
 }  // namespace oneflow::conv_detail

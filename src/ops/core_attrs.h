@@ -1,6 +1,7 @@
 // core_attrs.h (internal): the attribute schemas of the core ops (ops/core_ops.cpp: casts,
-// copies, device transfer, fills and the deterministic factories), which the CUDA module's
-// kernels (src/cuda/factory.cpp) read too (NOTE [Attribute schemas]).
+// copies, device transfer, fills and the deterministic factories), which their CPU kernels
+// (cpu/core.cpp) and the CUDA module's (src/cuda/factory.cpp, src/cuda/elementwise.cpp) read too
+// (NOTE [Attribute schemas]).
 #pragma once
 #include "ops/attr_schema.h"
 

@@ -1,10 +1,12 @@
-// Core ops: dtype casts and copies, device transfer, fills and the deterministic factories.
+// Core ops: dtype casts and copies, device transfer, fills and the deterministic factories
+// (meta, VJPs, registration, public functions; to_device's kernel, which serves both devices).
+// CPU kernels: cpu/core.cpp.
 #include <cmath>
 #include <cstring>
 
 #include "allocator.h"
 #include "autograd/node.h"
-#include "cpu/loops.h"
+#include "cpu/core.h"
 #include "cuda_backend.h"
 #include "dispatch.h"
 #include "global/global.h"
@@ -18,21 +20,6 @@ namespace {
 void copy_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({in[0].sizes().dims(), {}, 0, CopyAttrs::get<"dtype">(a), in[0].device()});
 }
-void convert_cpu(const Tensor& dst, const Tensor& src) {
-  dispatch_dtype(dst.dtype(), [&](auto o) {
-    using O = decltype(o);
-    dispatch_dtype(src.dtype(), [&](auto i) {
-      using I = decltype(i);
-      if constexpr (std::is_same_v<O, bool>) {
-        cpu::cpu_kernel<O, I>(dst, {&src}, [](compute_t<I> v) { return v != compute_t<I>(0); });
-      } else {
-        cpu::cpu_kernel<O, I>(dst, {&src},
-                              [](compute_t<I> v) { return saturate_cast<compute_t<O>>(v); });
-      }
-    });
-  });
-}
-void copy_cpu(const KernelArgs& k) { convert_cpu(k.outputs[0], k.inputs[0]); }
 TensorList copy_vjp(const VjpCtx& c, const TensorList& g) {
   return {cast_if_needed(g[0], c.input_dtype(0))};
 }
@@ -72,7 +59,6 @@ void copy__meta(const TensorList& in, const Attrs&, MetaList& out) {
          shape_str(src.sizes()), shape_str(self.sizes()));
   out.push_back({self.sizes().dims(), {}, 0, self.dtype(), self.device()});
 }
-void copy__cpu(const KernelArgs& k) { convert_cpu(k.outputs[0], k.inputs[1]); }
 TensorList copy__vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gs = c.needs_input_grad(1) ? sum_to_size(g[0], c.input_sizes(1)) : Tensor();
   return {Tensor(), gs};
@@ -82,20 +68,6 @@ TensorList copy__vjp(const VjpCtx& c, const TensorList& g) {
 void fill__meta(const TensorList& in, const Attrs&, MetaList& out) {
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
 }
-void fill_cpu(const Tensor& t, const Scalar& v) {
-  dispatch_dtype(t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T val = T(v.to<compute_t<T>>());
-    if (t.is_contiguous()) {
-      T* p = static_cast<T*>(t.data_ptr());
-      parallel_for(0, t.numel(), kParallelGrain,
-                   [&](int64_t b, int64_t e) { std::fill(p + b, p + e, val); });
-    } else {
-      cpu::cpu_kernel<T>(t, {}, [&]() { return compute_t<T>(val); });
-    }
-  });
-}
-void fill__kernel(const KernelArgs& k) { fill_cpu(k.outputs[0], FillAttrs::get<"value">(k.attrs)); }
 TensorList fill__vjp(const VjpCtx&, const TensorList&) { return {Tensor()}; }
 
 // ---- factories
@@ -109,7 +81,6 @@ void full_meta(const TensorList&, const Attrs& a, MetaList& out) {
   checked_numel(A::get<"size">(a), "full");
   out.push_back({A::get<"size">(a), {}, 0, A::get<"dtype">(a), factory_device<A>(a, "full")});
 }
-void full_cpu(const KernelArgs& k) { fill_cpu(k.outputs[0], FullAttrs::get<"value">(k.attrs)); }
 
 int64_t arange_count(double start, double end, double step) {
   OF_CHECK(step != 0, "[arange] step must be nonzero");
@@ -131,53 +102,17 @@ void arange_meta(const TensorList&, const Attrs& a, MetaList& out) {
   int64_t n = arange_count(A::get<"start">(a), A::get<"end">(a), A::get<"step">(a));
   out.push_back({{n}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "arange")});
 }
-void arange_cpu(const KernelArgs& k) {
-  const Tensor& t = k.outputs[0];
-  double start = ArangeAttrs::get<"start">(k.attrs), step = ArangeAttrs::get<"step">(k.attrs);
-  dispatch_dtype(t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i)
-      p[i] = T(saturate_cast<compute_t<T>>(start + double(i) * step));
-  });
-}
 void linspace_meta(const TensorList&, const Attrs& a, MetaList& out) {
   using A = LinspaceAttrs;
   const int64_t steps = A::get<"steps">(a);
   OF_CHECK(steps >= 0, "[linspace] number of steps must be non-negative, got {}", steps);
   out.push_back({{steps}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "linspace")});
 }
-void linspace_cpu(const KernelArgs& k) {
-  const Tensor& t = k.outputs[0];
-  using A = LinspaceAttrs;
-  double start = A::get<"start">(k.attrs), end = A::get<"end">(k.attrs);
-  int64_t n = A::get<"steps">(k.attrs);
-  double step = n > 1 ? (end - start) / double(n - 1) : 0;
-  dispatch_dtype(t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* p = static_cast<T*>(t.data_ptr());
-    // Symmetric evaluation (as PyTorch): the second half counts back from `end`.
-    for (int64_t i = 0; i < n; ++i) {
-      double v = i < n / 2 ? start + step * double(i) : end - step * double(n - 1 - i);
-      p[i] = T(saturate_cast<compute_t<T>>(v));
-    }
-  });
-}
 void eye_meta(const TensorList&, const Attrs& a, MetaList& out) {
   using A = EyeAttrs;
   const int64_t n = A::get<"n">(a), m = A::get<"m">(a);
   OF_CHECK(n >= 0 && m >= 0, "[eye] n and m must be non-negative, got {} and {}", n, m);
   out.push_back({{n, m}, {}, 0, A::get<"dtype">(a), factory_device<A>(a, "eye")});
-}
-void eye_cpu(const KernelArgs& k) {
-  const Tensor& t = k.outputs[0];
-  fill_cpu(t, 0);
-  int64_t n = t.size(0), m = t.size(1);
-  dispatch_dtype(t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = T(compute_t<T>(1));
-  });
 }
 
 int64_t dev_type(Device d) { return int64_t(d.type()); }
@@ -196,7 +131,7 @@ void register_core_ops() {
                .attr_names = CopyAttrs::names(),
                .attr_types = CopyAttrs::types(),
                .infer_meta = copy_meta,
-               .cpu = copy_cpu,
+               .cpu = cpu::copy,
                .vjp = copy_vjp,
                .fold_identities = {{FoldIdentity::kSameLayout, 0}},
                .fused_form = FusedForm::kCast});
@@ -211,7 +146,7 @@ void register_core_ops() {
   register_op({.name = "copy_",
                .traits = kElementwise | kInplaceOk,
                .infer_meta = copy__meta,
-               .cpu = copy__cpu,
+               .cpu = cpu::copy_,
                .vjp = copy__vjp,
                .fused_form = FusedForm::kCopyInto});
   register_op({.name = "fill_",
@@ -219,7 +154,7 @@ void register_core_ops() {
                .attr_names = FillAttrs::names(),
                .attr_types = FillAttrs::types(),
                .infer_meta = fill__meta,
-               .cpu = fill__kernel,
+               .cpu = cpu::fill_,
                .vjp = fill__vjp,
                .fused_form = FusedForm::kFill});
   register_op({.name = "full",
@@ -227,32 +162,34 @@ void register_core_ops() {
                .attr_names = FullAttrs::names(),
                .attr_types = FullAttrs::types(),
                .infer_meta = full_meta,
-               .cpu = full_cpu});
+               .cpu = cpu::full});
   register_op({.name = "arange",
                .traits = kFactory,
                .attr_names = ArangeAttrs::names(),
                .attr_types = ArangeAttrs::types(),
                .infer_meta = arange_meta,
-               .cpu = arange_cpu});
+               .cpu = cpu::arange});
   register_op({.name = "linspace",
                .traits = kFactory,
                .attr_names = LinspaceAttrs::names(),
                .attr_types = LinspaceAttrs::types(),
                .infer_meta = linspace_meta,
-               .cpu = linspace_cpu});
+               .cpu = cpu::linspace});
   register_op({.name = "eye",
                .traits = kFactory,
                .attr_names = EyeAttrs::names(),
                .attr_types = EyeAttrs::types(),
                .infer_meta = eye_meta,
-               .cpu = eye_cpu});
+               .cpu = cpu::eye});
 }
 
 // ---------------------------------------------------------------- public functions
 
 namespace {
 
-// Factories that run on CUDA are built on the CPU and moved (no CUDA fill kernels yet). S: the
+// Factories for a CUDA device are built on the CPU and moved. The CUDA module has kernels for
+// them (full: src/cuda/elementwise.cpp; arange, linspace, eye: src/cuda/factory.cpp), which run
+// only when one of these ops is dispatched with a CUDA device in its attributes. S: the
 // factory's schema (FullAttrs, ArangeAttrs, ...).
 template <class S> Tensor on_device(const OpDef& op, Attrs attrs, Device dev) {
   if (dev.is_cpu()) return dispatch1(op, {}, std::move(attrs));
@@ -471,7 +408,8 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
 Tensor& Tensor::fill_(const Scalar& v) {
   check_impl();
   if (is_cuda()) {
-    // No CUDA fill kernel yet: fill on the host and copy (correct, not fast).
+    // Filled on the host and copied (correct, not fast), although the CUDA module has a fill_
+    // kernel (src/cuda/elementwise.cpp).
     Tensor h = full(sizes(), v, TensorOptions().dtype(dtype()));
     return copy_(h);
   }

@@ -1,7 +1,7 @@
-// elementwise.h (internal): shared pieces of the unary/binary op families.
+// elementwise.h (internal): shared pieces of the unary/binary op families (their CPU kernels:
+// cpu/elementwise.h).
 #pragma once
 #include <array>
-#include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/functors.h"
 
@@ -11,43 +11,6 @@ namespace oneflow {
 void elementwise_meta(const TensorList& in, const Attrs& a, MetaList& out);
 // Same, with a bool output (comparisons, isnan, logical ops).
 void elementwise_bool_meta(const TensorList& in, const Attrs& a, MetaList& out);
-
-template <class F> void unary_kernel_all(const KernelArgs& k) {
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, F{});
-  });
-}
-template <class F> void unary_kernel_float(const KernelArgs& k) {
-  dispatch_float(k.inputs[0].dtype(), "unary", [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<T, T>(k.outputs[0], {&k.inputs[0]}, F{});
-  });
-}
-template <class F> void unary_kernel_bool(const KernelArgs& k) {
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<bool, T>(k.outputs[0], {&k.inputs[0]}, F{});
-  });
-}
-template <class F> void binary_kernel_all(const KernelArgs& k) {
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<T, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1]}, F{});
-  });
-}
-template <class F> void binary_kernel_float(const KernelArgs& k) {
-  dispatch_float(k.inputs[0].dtype(), "binary", [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<T, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1]}, F{});
-  });
-}
-template <class F> void binary_kernel_bool(const KernelArgs& k) {
-  dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<bool, T, T>(k.outputs[0], {&k.inputs[0], &k.inputs[1]}, F{});
-  });
-}
 
 // Row i of a table-driven op family (rows with a `name`), reached by name like every op
 // (NOTE [Reaching an op] in dispatch.h) and looked up once per row.

@@ -1,21 +1,17 @@
 // Indexing ops: gather/scatter(_add), index_select/index_add, masked_select, nonzero, one_hot,
-// embedding; plus take_along_dim. Shape moves (cat, pad, tril/triu, flip, roll, repeat and
-// their compositions) are in ops/moves.cpp, sort/topk in ops/sort.cpp (registered from here);
-// what they share is in ops/index_common.h.
+// embedding (meta, VJPs, SBP rules, registration, public functions); plus take_along_dim.
+// Kernels: cpu/index.cpp (NOTE [Scatter determinism] there). Shape moves (cat, pad, tril/triu,
+// flip, roll, repeat and their compositions) are in ops/moves.cpp, sort/topk in ops/sort.cpp
+// (registered from here); what they share is in ops/index_common.h.
 // NOTE [Index validation]: every index/mask value is checked inside infer_meta (on the host,
 // for CPU tensors), so a bad index raises of::Error before any output is allocated or written.
-// NOTE [Scatter determinism]: accumulating kernels iterate whole lines along the scattered dim
-// on one thread (lines are split across threads), so duplicate indices add in index order and
-// results do not depend on the thread count.
 #include <algorithm>
-#include <cmath>
-#include <numeric>
-#include <string>
+#include <array>
 
 #include "autograd/node.h"
+#include "cpu/index.h"
 #include "global/global.h"
 #include "global/rules.h"
-#include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/checks.h"
 #include "ops/index_common.h"
@@ -44,20 +40,6 @@ void gather_meta(const TensorList& in, const Attrs& a, MetaList& out) {
           shape_str(index.sizes()), shape_str(x.sizes()), k, d);
   check_bounds(index, size_at(x, d), "gather", d);
   out.push_back({index.sizes().dims(), {}, 0, x.dtype(), x.device()});
-}
-void gather_cpu(const KernelArgs& k) {
-  const Tensor &x = k.inputs[0], &index = k.inputs[1];
-  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(DimAttrs::get<"dim">(k.attrs), x.dim(), "gather");
-  if (x.dim() != index.dim()) {
-    // 0-d / 1-element mixes: work on 1-element 1-D geometry.
-    Tensor xv = make_view(x, {size_at(x, 0)}, {stride_at(x, 0)}, x.storage_offset());
-    Tensor iv = make_view(index, {index.numel()}, {stride_at(index, 0)}, index.storage_offset());
-    Tensor ov = make_view(k.outputs[0], {index.numel()}, {1}, k.outputs[0].storage_offset());
-    dispatch_dtype(x.dtype(), [&](auto z) { gather_core<decltype(z), int64_t>(ov, xv, 0, iv); });
-    return;
-  }
-  dispatch_dtype(x.dtype(),
-                 [&](auto z) { gather_core<decltype(z), int64_t>(k.outputs[0], x, d, index); });
 }
 
 // Zero-pads `t` at the end of every dim up to `sizes` (same rank).
@@ -106,18 +88,6 @@ void scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 void scatter_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   scatter_meta_common(in, a, out, "scatter_add");
 }
-template <bool Add> void scatter_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const Tensor& self = k.inputs[0];
-  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "scatter");
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    // a traced graph may give out the buffer of a dying `self` (kInplaceOk): nothing to copy
-    if (out.data_ptr() != self.data_ptr() || !(out.strides() == self.strides()))
-      copy_into<T>(out, self);
-    scatter_core<T, int64_t, Add>(out, d, k.inputs[1], k.inputs[2], compute_t<T>(1));
-  });
-}
 TensorList scatter_vjp(const VjpCtx& c, const TensorList& g) {
   const int64_t d = DimAttrs::get<"dim">(c.attrs());
   Tensor index = c.input(1);
@@ -150,16 +120,6 @@ void index_select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   sz[d] = index.numel();
   out.push_back({sz, {}, 0, x.dtype(), x.device()});
 }
-void index_select_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "index_select");
-  Tensor iv = expand_index(k.inputs[1], out.sizes(), d);
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    dispatch_index(iv.dtype(),
-                   [&](auto zi) { gather_core<T, decltype(zi)>(out, k.inputs[0], d, iv); });
-  });
-}
 TensorList index_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor z = global::broadcast_zeros_like(c.input_sizes(0), g[0]);
   return {index_add(z, DimAttrs::get<"dim">(c.attrs()), c.input(1), g[0]), Tensor()};
@@ -182,19 +142,6 @@ void index_add_meta(const TensorList& in, const Attrs& a, MetaList& out) {
            shape_str(src.sizes()), shape_str(x.sizes()), d, index.numel());
   check_bounds(index, x.sizes()[d], "index_add", d);
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
-}
-void index_add_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(IndexAddAttrs::get<"dim">(k.attrs), out.dim(), "index_add");
-  const Tensor& src = k.inputs[2];
-  Tensor iv = expand_index(k.inputs[1], src.sizes(), d);
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    copy_into<T>(out, k.inputs[0]);
-    const auto alpha = IndexAddAttrs::get<"alpha">(k.attrs).to<compute_t<T>>();
-    dispatch_index(iv.dtype(),
-                   [&](auto zi) { scatter_core<T, decltype(zi), true>(out, d, iv, src, alpha); });
-  });
 }
 TensorList index_add_vjp(const VjpCtx& c, const TensorList& g) {
   const Scalar& alpha = IndexAddAttrs::get<"alpha">(c.attrs());
@@ -237,22 +184,6 @@ void masked_select_meta(const TensorList& in, const Attrs&, MetaList& out) {
   }
   out.push_back({{count}, {}, 0, x.dtype(), x.device()});
 }
-void masked_select_cpu(const KernelArgs& k) {
-  const Tensor &x = k.inputs[0], &mask = k.inputs[1];
-  DimVector b = broadcast_shapes(x.sizes(), mask.sizes());
-  std::array<DimVector, 2> st{bcast_strides(x, b), bcast_strides(mask, b)};
-  const bool* mp = static_cast<const bool*>(mask.data_ptr());
-  dispatch_dtype(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    T* o = static_cast<T*>(k.outputs[0].data_ptr());
-    int64_t w = 0;
-    for_each_run<2>(b, st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
-      for (int64_t j = 0; j < n; ++j)
-        if (mp[off[1] + j * s[1]]) o[w++] = xp[off[0] + j * s[0]];
-    });
-  });
-}
 TensorList masked_select_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor mask = c.input(1);
   DimVector b = broadcast_shapes(c.input_sizes(0), mask.sizes());
@@ -284,32 +215,6 @@ void msb_meta(const TensorList& in, const Attrs& a, MetaList& out) {
            shape_str(mask.sizes()), shape_str(size));
   out.push_back({size, {}, 0, g.dtype(), g.device()});
 }
-void msb_cpu(const KernelArgs& k) {
-  const Tensor &g = k.inputs[0], &mask = k.inputs[1], &out = k.outputs[0];
-  std::array<DimVector, 2> st{out.strides().dims(), bcast_strides(mask, out.sizes())};
-  const bool* mp = static_cast<const bool*>(mask.data_ptr());
-  // count first: a too-short gradient is refused before out (maybe an out= tensor) is written
-  int64_t selected = 0;
-  for_each_run<2>(out.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
-    for (int64_t j = 0; j < n; ++j) selected += mp[off[1] + j * s[1]];
-  });
-  OF_CHECK(selected <= g.sizes()[0],
-           "[masked_select_backward] gradient has {} elements, fewer "
-           "than the {} the mask selects",
-           g.sizes()[0], selected);
-  fill_any(out, 0.0);
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* gp = static_cast<const T*>(g.data_ptr());
-    const int64_t gs = g.strides()[0];
-    T* o = static_cast<T*>(out.data_ptr());
-    int64_t r = 0;
-    for_each_run<2>(out.sizes(), st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
-      for (int64_t j = 0; j < n; ++j)
-        if (mp[off[1] + j * s[1]]) o[off[0] + j * s[0]] = gp[r++ * gs];
-    });
-  });
-}
 TensorList msb_vjp(const VjpCtx& c, const TensorList& g) {
   return {masked_select(g[0], c.input(1)), Tensor()};
 }
@@ -332,31 +237,6 @@ void nonzero_meta(const TensorList& in, const Attrs&, MetaList& out) {
   });
   out.push_back({{count, x.dim()}, {}, 0, kInt64, x.device()});
 }
-void nonzero_cpu(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  const int64_t nd = x.dim();
-  int64_t* o = static_cast<int64_t*>(k.outputs[0].data_ptr());
-  std::array<DimVector, 1> st{x.strides().dims()};
-  DimVector idx(size_t(nd), 0);
-  IntArrayRef shape = x.sizes();
-  dispatch_dtype(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* p = static_cast<const T*>(x.data_ptr());
-    for_each_run<1>(shape, st, INT64_MAX, [&](const auto& off, int64_t n, const auto& s) {
-      // runs come in row-major order: idx holds the coordinates of the run's first element
-      for (int64_t j = 0; j < n; ++j) {
-        if (compute_t<T>(p[off[0] + j * s[0]]) != compute_t<T>(0)) {
-          for (int64_t d = 0; d < nd - 1; ++d) *o++ = idx[d];
-          if (nd > 0) *o++ = j;
-        }
-      }
-      for (int64_t d = nd - 2; d >= 0; --d) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    });
-  });
-}
 
 // ---------------------------------------------------------------- one_hot
 
@@ -375,14 +255,6 @@ void one_hot_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   DimVector sz = x.sizes().dims();
   sz.push_back(c);
   out.push_back({sz, {}, 0, kInt64, x.device()});
-}
-void one_hot_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  fill_any(out, 0.0);
-  const int64_t c = OneHotAttrs::get<"num_classes">(k.attrs);
-  int64_t* o = static_cast<int64_t*>(out.data_ptr());
-  int64_t i = 0;
-  for_each_index(k.inputs[0], [&](int64_t v) { o[i++ * c + v] = 1; });
 }
 
 // ---------------------------------------------------------------- embedding
@@ -403,31 +275,6 @@ void embedding_meta(const TensorList& in, const Attrs&, MetaList& out) {
   DimVector sz = idx.sizes().dims();
   sz.push_back(w.sizes()[1]);
   out.push_back({sz, {}, 0, w.dtype(), w.device()});
-}
-void embedding_cpu(const KernelArgs& k) {
-  const Tensor &w = k.inputs[0], &out = k.outputs[0];
-  const Tensor idx = kernel_contiguous(k.inputs[1]);
-  const int64_t n = idx.numel(), D = w.sizes()[1];
-  if (n == 0 || D == 0) return;
-  const int64_t ws0 = w.strides()[0], ws1 = w.strides()[1];
-  dispatch_dtype(w.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* wp = static_cast<const T*>(w.data_ptr());
-    T* op = static_cast<T*>(out.data_ptr());
-    dispatch_index(idx.dtype(), [&](auto zi) {
-      using I = decltype(zi);
-      const I* ip = static_cast<const I*>(idx.data_ptr());
-      parallel_for(0, n, std::max<int64_t>(1, kParallelGrain / D), [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const T* row = wp + int64_t(ip[i]) * ws0;
-          T* o = op + i * D;
-          if (ws1 == 1) std::copy(row, row + D, o);
-          else
-            for (int64_t j = 0; j < D; ++j) o[j] = row[j * ws1];
-        }
-      });
-    });
-  });
 }
 TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   IntArrayRef wsz = c.input_sizes(0);
@@ -452,7 +299,7 @@ void register_index_ops() {
                .attr_names = DimAttrs::names(),
                .attr_types = DimAttrs::types(),
                .infer_meta = gather_meta,
-               .cpu = gather_cpu,
+               .cpu = cpu::gather,
                .vjp = gather_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
@@ -462,7 +309,7 @@ void register_index_ops() {
                .attr_names = DimAttrs::names(),
                .attr_types = DimAttrs::types(),
                .infer_meta = scatter_meta,
-               .cpu = scatter_cpu<false>,
+               .cpu = cpu::scatter,
                .vjp = scatter_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
@@ -472,7 +319,7 @@ void register_index_ops() {
                .attr_names = DimAttrs::names(),
                .attr_types = DimAttrs::types(),
                .infer_meta = scatter_add_meta,
-               .cpu = scatter_cpu<true>,
+               .cpu = cpu::scatter_add,
                .vjp = scatter_add_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
@@ -483,7 +330,7 @@ void register_index_ops() {
                .attr_names = DimAttrs::names(),
                .attr_types = DimAttrs::types(),
                .infer_meta = index_select_meta,
-               .cpu = index_select_cpu,
+               .cpu = cpu::index_select,
                .vjp = index_select_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
@@ -493,7 +340,7 @@ void register_index_ops() {
                .attr_names = IndexAddAttrs::names(),
                .attr_types = IndexAddAttrs::types(),
                .infer_meta = index_add_meta,
-               .cpu = index_add_cpu,
+               .cpu = cpu::index_add,
                .vjp = index_add_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
@@ -503,7 +350,7 @@ void register_index_ops() {
                .traits = kSyncsHost,
                .attr_names = {},
                .infer_meta = masked_select_meta,
-               .cpu = masked_select_cpu,
+               .cpu = cpu::masked_select,
                .vjp = masked_select_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1)});
@@ -511,7 +358,7 @@ void register_index_ops() {
                .attr_names = SizeAttrs::names(),
                .attr_types = SizeAttrs::types(),
                .infer_meta = msb_meta,
-               .cpu = msb_cpu,
+               .cpu = cpu::masked_select_backward,
                .vjp = msb_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1)});
@@ -519,20 +366,20 @@ void register_index_ops() {
                .traits = kSyncsHost | kNonDifferentiable,
                .attr_names = {},
                .infer_meta = nonzero_meta,
-               .cpu = nonzero_cpu});
+               .cpu = cpu::nonzero});
   register_op({.name = "one_hot",
                .traits = kNonDifferentiable | kChecksIndices,
                .attr_names = OneHotAttrs::names(),
                .attr_types = OneHotAttrs::types(),
                .infer_meta = one_hot_meta,
-               .cpu = one_hot_cpu,
+               .cpu = cpu::one_hot,
                .sbp_rule = &sbp_rules::kOneHot});
   register_op({.name = "embedding",
                .traits = kChecksIndices,
                .attr_names = EmbeddingAttrs::names(),
                .attr_types = EmbeddingAttrs::types(),
                .infer_meta = embedding_meta,
-               .cpu = embedding_cpu,
+               .cpu = cpu::embedding,
                .vjp = embedding_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),

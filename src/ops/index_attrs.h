@@ -1,7 +1,8 @@
 // index_attrs.h (internal): the attribute schemas of the indexing, shape-move and sort ops
-// (ops/index.cpp, ops/moves.cpp, ops/sort.cpp; NOTE [Attribute schemas]), which the CUDA
-// module's kernels read too (cuda/index.cpp, cuda/pad.cpp, cuda/sort.cpp). Positions are the
-// graph files' order: never reorder a schema, only extend it.
+// (ops/index.cpp, ops/moves.cpp, ops/sort.cpp; NOTE [Attribute schemas]), which their CPU
+// kernels (cpu/index.cpp, cpu/moves.cpp, cpu/sort.cpp) and the CUDA module's (cuda/index.cpp,
+// cuda/nn.cpp, cuda/pad.cpp, cuda/sort.cpp) read too. Positions are the graph files' order:
+// never reorder a schema, only extend it.
 #pragma once
 #include <cstdint>
 #include <string>

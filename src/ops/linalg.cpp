@@ -1,6 +1,6 @@
-// linalg.cpp: mm, bmm, addmm, baddbmm as ops (OpenBLAS on the CPU, cuBLAS on CUDA) and the
-// composites built on them with public ops (so autograd, tracing and the global layer see
-// only those): matmul, dot, outer, einsum.
+// linalg.cpp: mm, bmm, addmm, baddbmm as ops (CPU kernels in cpu/linalg.cpp, on OpenBLAS;
+// cuBLAS on CUDA) and the composites built on them with public ops (so autograd, tracing and
+// the global layer see only those): matmul, dot, outer, einsum.
 // NOTE [matmul lowering]: 1-D operands get a dim prepended (left) / appended (right) that is
 // removed from the result; 2-D x 2-D is mm; a contiguous N-D left operand times a 2-D/1-D
 // right one folds its batch into the rows of one mm; everything else broadcasts the batch
@@ -12,17 +12,13 @@
 
 #include "autograd/node.h"
 #include "global/rules.h"
-#include "cpu/blas.h"
-#include "cpu/loops.h"
+#include "cpu/linalg.h"
 #include "cuda_backend.h"
-#include "ops/attr_schema.h"
+#include "ops/linalg_attrs.h"
 #include "ops/checks.h"
 
 namespace oneflow {
 namespace {
-
-// addmm / baddbmm: out = beta * self + alpha * (product) (NOTE [Attribute schemas])
-using AddmmAttrs = AttrSchema<Attr<"beta", Scalar>, Attr<"alpha", Scalar>>;
 
 // ---------------------------------------------------------------- checks
 
@@ -127,32 +123,6 @@ template <bool Batched> void addmm_meta(const TensorList& in, const Attrs& attrs
   res.push_back(b.size(-1));
   check_broadcastable(op, self, res);
   out.push_back({std::move(res), {}, 0, a.dtype(), a.device()});
-}
-
-// ---------------------------------------------------------------- kernels
-
-void mm_cpu(const KernelArgs& k) {
-  cpu::gemm(k.inputs[0], k.inputs[1], k.outputs[0], Scalar(1), Scalar(0), "mm");
-}
-void bmm_cpu(const KernelArgs& k) {
-  cpu::gemm(k.inputs[0], k.inputs[1], k.outputs[0], Scalar(1), Scalar(0), "bmm");
-}
-
-template <bool Batched> void addmm_cpu(const KernelArgs& k) {
-  const Tensor& self = k.inputs[0];
-  const Tensor& out = k.outputs[0];
-  const Scalar& beta = AddmmAttrs::get<"beta">(k.attrs);
-  const Scalar& alpha = AddmmAttrs::get<"alpha">(k.attrs);
-  const bool beta_zero = beta.to_double() == 0.0;
-  if (!beta_zero && !self.is_same(out) && out.numel() > 0) {
-    // out <- self (broadcast); the GEMM then scales it by beta in place.
-    dispatch_dtype(out.dtype(), [&](auto z) {
-      using T = decltype(z);
-      cpu::cpu_kernel<T, T>(out, {&self}, [](compute_t<T> x) { return x; });
-    });
-  }
-  cpu::gemm(k.inputs[1], k.inputs[2], out, alpha, beta_zero ? Scalar(0) : beta,
-            Batched ? "baddbmm" : "addmm");
 }
 
 // addmm/baddbmm where there is no kernel (CUDA: cuBLAS through mm/bmm, then the elementwise
@@ -537,7 +507,7 @@ void register_linalg_ops() {
                .traits = 0,
                .attr_names = {},
                .infer_meta = mm_meta,
-               .cpu = mm_cpu,
+               .cpu = cpu::mm,
                .vjp = mm_vjp,
                .save_inputs = in(0) | in(1),
                .sbp_rule = &sbp_rules::kMm,
@@ -546,7 +516,7 @@ void register_linalg_ops() {
                .traits = 0,
                .attr_names = {},
                .infer_meta = bmm_meta,
-               .cpu = bmm_cpu,
+               .cpu = cpu::bmm,
                .vjp = bmm_vjp,
                .save_inputs = in(0) | in(1),
                .sbp_rule = &sbp_rules::kBmm,
@@ -557,7 +527,7 @@ void register_linalg_ops() {
                .attr_names = AddmmAttrs::names(),
                .attr_types = AddmmAttrs::types(),
                .infer_meta = addmm_meta<false>,
-               .cpu = addmm_cpu<false>,
+               .cpu = cpu::addmm,
                .decompose = addmm_decompose<false>,
                .vjp = addmm_vjp<false>,
                .save_inputs = in(1) | in(2),
@@ -568,7 +538,7 @@ void register_linalg_ops() {
                .attr_names = AddmmAttrs::names(),
                .attr_types = AddmmAttrs::types(),
                .infer_meta = addmm_meta<true>,
-               .cpu = addmm_cpu<true>,
+               .cpu = cpu::baddbmm,
                .decompose = addmm_decompose<true>,
                .vjp = addmm_vjp<true>,
                .save_inputs = in(1) | in(2),

@@ -1,15 +1,15 @@
-// Shape moves: cat, pad, tril/triu, flip, roll, repeat; plus the compositions built from them
-// and from views (stack, split, chunk, unbind, repeat_interleave). NOTE [Index validation]
-// and NOTE [Scatter determinism] in ops/index.cpp hold here too.
+// Shape moves: cat, pad, tril/triu, flip, roll, repeat (meta, VJPs, SBP rules, registration,
+// public functions); plus the compositions built from them and from views (stack, split, chunk,
+// unbind, repeat_interleave). Kernels: cpu/moves.cpp. NOTE [Index validation] in ops/index.cpp
+// holds here too.
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 #include <string>
+#include <vector>
 
 #include "autograd/node.h"
+#include "cpu/moves.h"
 #include "global/global.h"
 #include "global/rules.h"
-#include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/checks.h"
 #include "ops/index_common.h"
@@ -56,19 +56,6 @@ void cat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   }
   out.push_back({sz, {}, 0, in[0].dtype(), in[0].device()});
 }
-void cat_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const int64_t d = wrap_dim(DimAttrs::get<"dim">(k.attrs), out.dim(), "cat");
-  int64_t off = 0;
-  for (const Tensor& t : k.inputs) {
-    if (t.numel() > 0) {
-      Tensor v =
-          make_view(out, t.sizes(), out.strides(), out.storage_offset() + off * out.strides()[d]);
-      copy_any(v, t);
-    }
-    off += t.sizes()[d];
-  }
-}
 TensorList cat_vjp(const VjpCtx& c, const TensorList& g) {
   const int64_t d = wrap_dim(DimAttrs::get<"dim">(c.attrs()), g[0].dim(), "cat");
   TensorList r;
@@ -82,16 +69,6 @@ TensorList cat_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 // ---------------------------------------------------------------- pad
-
-enum class PadMode { kConstant, kReflect, kReplicate, kCircular };
-PadMode pad_mode(std::string_view m) {
-  if (m == "constant") return PadMode::kConstant;
-  if (m == "reflect") return PadMode::kReflect;
-  if (m == "replicate") return PadMode::kReplicate;
-  if (m == "circular") return PadMode::kCircular;
-  fail("[pad] unknown padding mode '{}'; expected 'constant', 'reflect', 'replicate' or 'circular'",
-       m);
-}
 
 // Output sizes of pad; validates the pads against the mode.
 DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
@@ -134,68 +111,10 @@ DimVector pad_sizes(IntArrayRef in, const DimVector& pads, PadMode mode) {
   return out;
 }
 
-Maps pad_maps(IntArrayRef in, const DimVector& pads, PadMode mode) {
-  const int64_t nd = int64_t(in.size()), np = int64_t(pads.size()) / 2;
-  Maps maps(static_cast<size_t>(nd));
-  for (int64_t p = 0; p < np; ++p) {
-    const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1], n = in[d];
-    if (l == 0 && r == 0) continue;
-    auto& m = maps[d];
-    m.resize(size_t(n + l + r));
-    for (int64_t i = 0; i < n + l + r; ++i) {
-      int64_t j = i - l;
-      switch (mode) {
-        case PadMode::kReflect:
-          if (j < 0) j = -j;
-          if (j >= n) j = 2 * (n - 1) - j;
-          break;
-        case PadMode::kReplicate:
-          j = std::clamp<int64_t>(j, 0, n - 1);
-          break;
-        case PadMode::kCircular:
-          j = ((j % n) + n) % n;
-          break;
-        case PadMode::kConstant:
-          break;
-      }
-      m[i] = j;
-    }
-  }
-  return maps;
-}
-
 void pad_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   DimVector sz =
       pad_sizes(in[0].sizes(), PadAttrs::get<"pad">(a), pad_mode(PadAttrs::get<"mode">(a)));
   out.push_back({sz, {}, 0, in[0].dtype(), in[0].device()});
-}
-void pad_cpu(const KernelArgs& k) {
-  const Tensor &x = k.inputs[0], &out = k.outputs[0];
-  const DimVector& pads = PadAttrs::get<"pad">(k.attrs);
-  const PadMode mode = pad_mode(PadAttrs::get<"mode">(k.attrs));
-  // an empty output has nothing to map: its other dims may be huge (fuzz_ops: the index maps
-  // of a [0, 2^50] output were allocated)
-  if (out.numel() == 0) return;
-  if (mode != PadMode::kConstant) {
-    Maps maps = pad_maps(x.sizes(), pads, mode);
-    dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, x, maps); });
-    return;
-  }
-  fill_any(out, PadAttrs::get<"value">(k.attrs));
-  const int64_t nd = x.dim(), np = int64_t(pads.size()) / 2;
-  DimVector len = x.sizes().dims();
-  int64_t xoff = x.storage_offset(), ooff = out.storage_offset();
-  for (int64_t p = 0; p < np; ++p) {
-    const int64_t d = nd - 1 - p, l = pads[2 * p], r = pads[2 * p + 1];
-    len[d] = x.sizes()[d] + std::min<int64_t>(l, 0) + std::min<int64_t>(r, 0);
-    if (len[d] <= 0) return;
-    xoff += std::max<int64_t>(-l, 0) * x.strides()[d];
-    ooff += std::max<int64_t>(l, 0) * out.strides()[d];
-  }
-  if (prod_of(len) == 0) return;
-  Tensor src = make_view(x, len, x.strides(), xoff);
-  Tensor dst = make_view(out, len, out.strides(), ooff);
-  copy_any(dst, src);
 }
 TensorList pad_vjp(const VjpCtx& c, const TensorList& g) {
   const DimVector& pads = PadAttrs::get<"pad">(c.attrs());
@@ -219,14 +138,6 @@ void pad_backward_meta(const TensorList& in, const Attrs& a, MetaList& out) {
            shape_str(in[0].sizes()), shape_str(osz));
   out.push_back({isz, {}, 0, in[0].dtype(), in[0].device()});
 }
-void pad_backward_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  fill_any(out, 0.0);
-  if (out.numel() == 0 || k.inputs[0].numel() == 0) return;  // nothing to map (see pad_cpu)
-  Maps maps = pad_maps(out.sizes(), PadBackwardAttrs::get<"pad">(k.attrs),
-                       pad_mode(PadBackwardAttrs::get<"mode">(k.attrs)));
-  dispatch_dtype(out.dtype(), [&](auto z) { mapped_add<decltype(z)>(out, k.inputs[0], maps); });
-}
 TensorList pad_backward_vjp(const VjpCtx& c, const TensorList& g) {
   return {
       pad(g[0], PadBackwardAttrs::get<"pad">(c.attrs()), PadBackwardAttrs::get<"mode">(c.attrs()))};
@@ -240,39 +151,6 @@ template <bool Lower> void tri_meta(const TensorList& in, const Attrs&, MetaList
            Lower ? "tril" : "triu", shape_str(x.sizes()));
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
 }
-template <bool Lower> void tri_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const int64_t diag = TriAttrs::get<"diagonal">(k.attrs);
-  const int64_t nd = out.dim(), R = out.sizes()[nd - 2], C = out.sizes()[nd - 1];
-  DimVector shape = out.sizes().dims();
-  std::array<DimVector, 2> st{out.strides().dims(), k.inputs[0].strides().dims()};
-  // iterate [batch..., R] rows by folding C into the run
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* op = static_cast<T*>(out.data_ptr());
-    const T* xp = static_cast<const T*>(k.inputs[0].data_ptr());
-    const int64_t rows = out.numel() / std::max<int64_t>(C, 1);
-    if (out.numel() == 0) return;
-    const int64_t xr = st[1][nd - 2], xc = st[1][nd - 1];
-    parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / C), [&](int64_t b, int64_t e) {
-      for (int64_t row = b; row < e; ++row) {
-        // batch offset of x from the row's batch index
-        int64_t rem = row / R, xoff = 0;
-        for (int64_t d = nd - 3; d >= 0; --d) {
-          xoff += (rem % shape[d]) * st[1][d];
-          rem /= shape[d];
-        }
-        const int64_t i = row % R;
-        const T* xrow = xp + xoff + i * xr;
-        T* o = op + row * C;
-        for (int64_t j = 0; j < C; ++j) {
-          const bool keep = Lower ? (j - i <= diag) : (j - i >= diag);
-          o[j] = keep ? xrow[j * xc] : T(compute_t<T>(0));
-        }
-      }
-    });
-  });
-}
 TensorList tril_vjp(const VjpCtx& c, const TensorList& g) {
   return {tril(g[0], TriAttrs::get<"diagonal">(c.attrs()))};
 }
@@ -282,32 +160,9 @@ TensorList triu_vjp(const VjpCtx& c, const TensorList& g) {
 
 // ---------------------------------------------------------------- flip / roll / repeat
 
-DimVector flip_dims(const Tensor& x, const DimVector& dims) {
-  DimVector r;
-  std::vector<bool> seen(size_t(std::max<int64_t>(x.dim(), 1)), false);
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(d, x.dim(), "flip");
-    OF_CHECK(!seen[w], "[flip] dim {} appears multiple times in the list of dims {}", w,
-             shape_str(dims));
-    seen[w] = true;
-    r.push_back(w);
-  }
-  return r;
-}
 void flip_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   flip_dims(in[0], DimsAttrs::get<"dims">(a));
   out.push_back({in[0].sizes().dims(), {}, 0, in[0].dtype(), in[0].device()});
-}
-void flip_cpu(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  Maps maps(size_t(x.dim()));
-  if (x.dim() > 0)
-    for (int64_t d : flip_dims(x, DimsAttrs::get<"dims">(k.attrs))) {
-      const int64_t n = x.sizes()[d];
-      maps[d].resize(size_t(n));
-      for (int64_t i = 0; i < n; ++i) maps[d][i] = n - 1 - i;
-    }
-  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
 }
 TensorList flip_vjp(const VjpCtx& c, const TensorList& g) {
   return {flip(g[0], DimsAttrs::get<"dims">(c.attrs()))};
@@ -322,26 +177,6 @@ void roll_meta(const TensorList& in, const Attrs& a, MetaList& out) {
            shifts.size(), dims.size());
   for (int64_t d : dims) wrap_dim(d, x.dim(), "roll");
   out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
-}
-void roll_cpu(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  const DimVector &shifts = RollAttrs::get<"shifts">(k.attrs),
-                  &dims = RollAttrs::get<"dims">(k.attrs);
-  // shifts summed modulo each size: any int64 shifts (a loaded graph's) cannot overflow
-  DimVector total(size_t(std::max<int64_t>(x.dim(), 1)), 0);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = wrap_dim(dims[i], x.dim(), "roll"), n = x.dim() ? x.sizes()[d] : 1;
-    if (n) total[d] = (total[d] + shifts[i] % n) % n;
-  }
-  Maps maps(size_t(x.dim()));
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const int64_t n = x.sizes()[d];
-    if (n == 0 || total[d] == 0) continue;
-    const int64_t s = (total[d] + n) % n;
-    maps[d].resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) maps[d][i] = (i - s + n) % n;
-  }
-  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(k.outputs[0], x, maps); });
 }
 TensorList roll_vjp(const VjpCtx& c, const TensorList& g) {
   const IntArrayRef sz = c.input_sizes(0);
@@ -372,24 +207,6 @@ void repeat_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   checked_numel(sz, "repeat");
   out.push_back({sz, {}, 0, x.dtype(), x.device()});
 }
-void repeat_cpu(const KernelArgs& k) {
-  const Tensor &x = k.inputs[0], &out = k.outputs[0];
-  if (out.numel() == 0) return;  // nothing to map (its other dims may be huge: fuzz_ops)
-  const int64_t nd = out.dim(), lead = nd - x.dim();
-  DimVector xs(size_t(nd), 0), xsz(size_t(nd), 1);
-  for (int64_t d = lead; d < nd; ++d) {
-    xs[d] = x.strides()[d - lead];
-    xsz[d] = x.sizes()[d - lead];
-  }
-  Tensor xv = make_view(x, xsz, xs, x.storage_offset());
-  Maps maps(static_cast<size_t>(nd));
-  for (int64_t d = 0; d < nd; ++d) {
-    if (out.sizes()[d] == xsz[d]) continue;
-    maps[d].resize(size_t(out.sizes()[d]));
-    for (int64_t i = 0; i < out.sizes()[d]; ++i) maps[d][i] = i % xsz[d];
-  }
-  dispatch_dtype(x.dtype(), [&](auto z) { mapped_copy<decltype(z)>(out, xv, maps); });
-}
 TensorList repeat_vjp(const VjpCtx& c, const TensorList& g) {
   const DimVector& r = RepeatAttrs::get<"repeats">(c.attrs());
   IntArrayRef in = c.input_sizes(0);
@@ -410,7 +227,7 @@ void register_move_ops() {
                .attr_names = DimAttrs::names(),
                .attr_types = DimAttrs::types(),
                .infer_meta = cat_meta,
-               .cpu = cat_cpu,
+               .cpu = cpu::cat,
                .vjp = cat_vjp,
                .sbp_rule = &sbp_rules::kCat,
                .autocast = AutocastPolicy::kPromote});
@@ -418,48 +235,48 @@ void register_move_ops() {
                .attr_names = PadAttrs::names(),
                .attr_types = PadAttrs::types(),
                .infer_meta = pad_meta,
-               .cpu = pad_cpu,
+               .cpu = cpu::pad,
                .vjp = pad_vjp,
                .sbp_rule = &sbp_rules::kPad});
   register_op({.name = "pad_backward",
                .attr_names = PadBackwardAttrs::names(),
                .attr_types = PadBackwardAttrs::types(),
                .infer_meta = pad_backward_meta,
-               .cpu = pad_backward_cpu,
+               .cpu = cpu::pad_backward,
                .vjp = pad_backward_vjp});
   register_op({.name = "tril",
                .attr_names = TriAttrs::names(),
                .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<true>,
-               .cpu = tri_cpu<true>,
+               .cpu = cpu::tril,
                .vjp = tril_vjp,
                .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "triu",
                .attr_names = TriAttrs::names(),
                .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<false>,
-               .cpu = tri_cpu<false>,
+               .cpu = cpu::triu,
                .vjp = triu_vjp,
                .sbp_rule = &sbp_rules::kTriangle});
   register_op({.name = "flip",
                .attr_names = DimsAttrs::names(),
                .attr_types = DimsAttrs::types(),
                .infer_meta = flip_meta,
-               .cpu = flip_cpu,
+               .cpu = cpu::flip,
                .vjp = flip_vjp,
                .sbp_rule = &sbp_rules::kFlip});
   register_op({.name = "roll",
                .attr_names = RollAttrs::names(),
                .attr_types = RollAttrs::types(),
                .infer_meta = roll_meta,
-               .cpu = roll_cpu,
+               .cpu = cpu::roll,
                .vjp = roll_vjp,
                .sbp_rule = &sbp_rules::kRoll});
   register_op({.name = "repeat",
                .attr_names = RepeatAttrs::names(),
                .attr_types = RepeatAttrs::types(),
                .infer_meta = repeat_meta,
-               .cpu = repeat_cpu,
+               .cpu = cpu::repeat,
                .vjp = repeat_vjp,
                .sbp_rule = &sbp_rules::kRepeat});
 }

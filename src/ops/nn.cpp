@@ -1,20 +1,12 @@
-// dropout and linear, and the rooms of the other nn ops (registered from here): ops/nn_norm.cpp,
+// dropout and linear (their metas, VJPs, registrations and public functions; kernels:
+// cpu/nn.cpp), and the rooms of the other nn ops (registered from here): ops/nn_norm.cpp,
 // ops/nn_losses.cpp, ops/nn_attention.cpp, with what they share in ops/nn_common.h.
-// NOTE [nn kernels]: the fused ops (batch_norm, layer_norm, group_norm, rms_norm, dropout,
-// cross_entropy) and their backward ops run on contiguous copies of their inputs. Statistics
-// accumulate in double (two passes over data that is in cache: mean, then squared deviations),
-// work is split over rows/channels only and reductions across rows are merged in a fixed order,
-// so results do not depend on the thread count. The backward ops are not differentiable
-// themselves: their VJP raises a clear error if a create_graph gradient is differentiated
-// again (see fused_backward_vjp), never a silently missing term. The losses other than
-// cross_entropy are compositions of public ops.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
-#include <algorithm>
-#include <cstring>
-
-#include "cpu/blas.h"
+// NOTE [nn kernels] (cpu/nn.cpp) says how the fused ops (batch_norm, layer_norm, group_norm,
+// rms_norm, dropout, cross_entropy) and their backward ops compute. The backward ops are not
+// differentiable themselves: their VJP raises a clear error if a create_graph gradient is
+// differentiated again (see fused_backward_vjp), never a silently missing term. The losses other
+// than cross_entropy are compositions of public ops.
+#include "cpu/nn.h"
 #include "generator.h"
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
@@ -41,44 +33,6 @@ void dropout_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({x.sizes().dims(), {}, 0, kBool, x.device()});
 }
 
-void dropout_cpu(const KernelArgs& k) {
-  const Tensor x = kernel_contiguous(k.inputs[0]);
-  const double p = DropoutAttrs::get<"p">(k.attrs);
-  const uint64_t seed = uint64_t(DropoutAttrs::get<"seed">(k.attrs)),
-                 offset = uint64_t(DropoutAttrs::get<"offset">(k.attrs));
-  const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
-  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  dispatch_f(x.dtype(), "dropout", [&](auto z) {
-    using T = decltype(z);
-    const T* px = cptr<T>(x);
-    T* py = mptr<T>(k.outputs[0]);
-    bool* pm = mptr<bool>(k.outputs[1]);
-    const int64_t n = x.numel();
-    const T s = T(scale);
-    parallel_for(0, (n + 3) / 4, 4096, [&](int64_t c0, int64_t c1) {
-      constexpr int64_t kChunk = 1024;
-      alignas(64) uint32_t wd[kChunk];
-      const int64_t e1 = std::min(c1 * 4, n);
-      for (int64_t e0 = c0 * 4; e0 < e1; e0 += kChunk) {
-        const int64_t m = std::min(kChunk, e1 - e0);
-        philox_words(seed, offset, uint64_t(e0), m, wd);
-        // restrict: the bool stores could alias anything otherwise, and the loop would not
-        // vectorize
-        const T* __restrict xi = px + e0;
-        T* __restrict yi = py + e0;
-        bool* __restrict mi = pm + e0;
-        const uint32_t* __restrict wi = wd;
-        for (int64_t j = 0; j < m; ++j) {
-          const bool keep = (wi[j] >> 8) >= thr;
-          const T v = xi[j] * s;  // computed either way: a select, not a mispredicted branch
-          mi[j] = keep;
-          yi[j] = keep ? v : T(0);
-        }
-      }
-    });
-  });
-}
-
 TensorList dropout_vjp(const VjpCtx& c, const TensorList& g) {
   const double p = DropoutAttrs::get<"p">(c.attrs());
   const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
@@ -86,9 +40,8 @@ TensorList dropout_vjp(const VjpCtx& c, const TensorList& g) {
 }
 
 // ================================================================ linear
-// inputs: x [R, in], weight [out, in], bias [out] (optional); output [R, out]. One GEMM with
-// the bias preloaded into the output (beta = 1), as addmm. The VJP computes the weight
-// gradient as g^T x, already in weight's [out, in] layout (no transposed copy).
+// inputs: x [R, in], weight [out, in], bias [out] (optional); output [R, out]. The VJP computes
+// the weight gradient as g^T x, already in weight's [out, in] layout (no transposed copy).
 
 void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const Tensor& x = in[0];
@@ -100,21 +53,6 @@ void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   check_param(in[1], x, in[1].sizes(), "linear", "weight");
   check_param(in[2], x, DimVector{in[1].size(0)}, "linear", "bias");
   out.push_back({{x.size(0), in[1].size(0)}, {}, 0, x.dtype(), x.device()});
-}
-
-void linear_cpu(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  const Tensor& w = k.inputs[1];
-  const Tensor& out = k.outputs[0];
-  const bool has_bias = k.inputs[2].defined();
-  if (has_bias && out.numel() > 0) {
-    const Tensor b = kernel_contiguous(k.inputs[2]);
-    const int64_t R = out.size(0), O = out.size(1);
-    const size_t bytes = size_t(O) * b.element_size();
-    char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
-  }
-  cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
 }
 
 TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
@@ -133,7 +71,7 @@ void register_nn_ops() {
                .attr_names = DropoutAttrs::names(),
                .attr_types = DropoutAttrs::types(),
                .infer_meta = dropout_meta,
-               .cpu = dropout_cpu,
+               .cpu = cpu::dropout,
                .vjp = dropout_vjp,
                .save_outputs = out(1),
                .rng_seed_attr = int(DropoutAttrs::index<"seed">()),
@@ -142,7 +80,7 @@ void register_nn_ops() {
                .traits = kWidens16Bit,
                .attr_names = {},
                .infer_meta = linear_meta,
-               .cpu = linear_cpu,
+               .cpu = cpu::linear,
                .vjp = linear_vjp,
                .save_inputs = in(0) | in(1),
                .sbp_rule = &sbp_rules::kLinear,

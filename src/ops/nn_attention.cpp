@@ -1,21 +1,16 @@
-// scaled_dot_product_attention: the op (CPU kernels, its decomposition for devices without
-// one: NOTE [Decompositions]), its backward, and the public function (masks, causal, dropout,
-// global tensors).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
+// scaled_dot_product_attention: the op (meta, its decomposition for devices without a kernel:
+// NOTE [Decompositions], VJP, registration; kernels: src/cpu/attention.cpp), its backward, and
+// the public function (masks, causal, dropout, global tensors).
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "autocast.h"
-#include "cpu/blas.h"
+#include "cpu/attention.h"
 #include "generator.h"
 #include "global/global.h"
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
-#include "ops/functors.h"
 #include "ops/nn_common.h"
 
 namespace oneflow {
@@ -27,12 +22,9 @@ namespace {
 // or additive float); attrs: scale, is_causal, dropout_p, seed, offset, mask_kind (0 none,
 // 1 bool, 2 additive), and optionally draw_map (below); outputs: out [B, L, Ev], lse [B, L]
 // (log-sum-exp of each score row).
-// NOTE [Attention kernel]: the softmax of each score row is taken over all its keys at once
-// (the row max, then exp and sum), in blocks of query rows whose scores stay in cache (NOTE
-// [CPU attention blocks]), so no [L, S] matrix of the whole batch is materialized. Backward
-// recomputes the probabilities from the saved lse. A row with nothing to attend to gives NaN
-// outputs and lse -inf, and no gradient. Dropout keeps element (b, i, j) by Philox word
-// ((b * L + i) * S + j) of the op's counters, in both passes.
+// The kernels (src/cpu/attention.cpp, NOTE [Attention kernel]) and the decompositions below
+// agree: a row with nothing to attend to gives NaN outputs and lse -inf, and no gradient;
+// dropout keeps element (b, i, j) by Philox word ((b * L + i) * S + j) of the op's counters.
 // NOTE [Attention draw map]: attr 6, when present and not empty, says that the B batches are a
 // piece of a larger batch (attention split by heads with dropout, NOTE [Attention split by
 // heads]): triples (logical size, start, local size) per batch dim, outer first, whose local
@@ -40,12 +32,8 @@ namespace {
 // the local sizes, shifted by the starts, ravelled over the logical sizes. Each rank's piece
 // so keeps exactly the elements one process keeps.
 
-struct AttnGeom {
-  int64_t B, L, S, E, Ev;
-};
-AttnGeom attn_geom(const TensorList& in) {
-  return {in[0].size(0), in[0].size(1), in[1].size(1), in[0].size(2), in[2].size(2)};
-}
+// (AttnGeom, attn_geom: ops/nn_common.h)
+
 // The op's own checks (its inputs come flattened from scaled_dot_product_attention(), or from
 // a direct dispatch or a loaded graph): q [B, L, E], k [B, S, E], v [B, S, Ev] of one float
 // dtype, the mask [B, L, S] of the kind mask_kind names, dropout_p in [0, 1).
@@ -91,189 +79,11 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
   return g;
 }
 
-// Per batch, the batch it draws as (NOTE [Attention draw map]); empty: itself.
-std::vector<int64_t> draw_batches(const AttnGeom& g, const Attrs& a) {
-  std::vector<int64_t> r;
-  if (!SdpaDrawAttrs::has<"draw_map">(a) || SdpaDrawAttrs::get<"draw_map">(a).empty() ||
-      SdpaAttrs::get<"dropout_p">(a) == 0.0)
-    return r;
-  const DimVector& m = SdpaDrawAttrs::get<"draw_map">(a);
-  r.resize(size_t(g.B));
-  for (int64_t b = 0; b < g.B; ++b) {
-    int64_t rest = b, global = 0, stride = 1;
-    for (size_t d = m.size(); d >= 3; d -= 3) {
-      const int64_t local = m[d - 1], start = m[d - 2], logical = m[d - 3];
-      global += (start + rest % local) * stride;
-      rest /= local;
-      stride *= logical;
-    }
-    r[size_t(b)] = global;
-  }
-  return r;
-}
-
 void sdpa_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const AttnGeom g = attn_check(in, a, "scaled_dot_product_attention");
   const Tensor& q = in[0];
   out.push_back({{g.B, g.L, g.Ev}, {}, 0, q.dtype(), q.device()});
   out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
-}
-
-template <class T> double dot_d(const T* a, const T* b, int64_t n) {
-  double s[4] = {};
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += double(a[k + l]) * double(b[k + l]);
-  for (; k < n; ++k) s[0] += double(a[k]) * double(b[k]);
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
-// NOTE [CPU attention blocks]: a task is one batch b and a block of R query rows, R fixed by S
-// alone (about kScoreBlock scores, so the block stays in L2). Forward: scores = scale * Q K^T
-// by one GEMM into the block, the mask, causality, row max, exp and sum in place, the dropout
-// elements multiplied in, then O = P V by a second GEMM. Backward (one task per batch, its
-// blocks in row order): P again from the block's GEMM and the saved lse, dP = dO V^T by a GEMM,
-// dS = P (z dP - D) scale in place, then dV += (P z)^T dO, dQ = dS K and dK += dS^T Q. The
-// blocks depend on (L, S) only and a batch's rows are reduced in one thread in row order, so
-// results do not depend on the thread count, and a piece of the batch (NOTE [Attention draw
-// map]) computes its batches bitwise as the whole does.
-constexpr int64_t kScoreBlock = 16384;
-
-struct AttnBlocks {
-  int64_t rows, count;  // rows per block, blocks per batch
-};
-AttnBlocks attn_blocks(const AttnGeom& g) {
-  const int64_t r =
-      std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(g.S, 1), 1, std::max<int64_t>(g.L, 1));
-  return {r, (g.L + r - 1) / r};
-}
-
-// What a score row needs besides Q K^T: the mask, causality, the dropout elements.
-struct AttnRows {
-  const AttnGeom& g;
-  double scale, keep_scale;
-  bool causal;
-  int64_t mask_kind;
-  uint32_t thr;
-  uint64_t seed, offset;
-  bool dropout;
-  const int64_t* batch_of;  // NOTE [Attention draw map] (null: b itself)
-  const Tensor& mask;       // [B, L, S] (any strides) or undefined
-  std::vector<uint32_t> words;
-
-  AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
-           const Tensor& m)
-      : g(geom),
-        scale(SdpaAttrs::get<"scale">(a)),
-        keep_scale(SdpaAttrs::get<"dropout_p">(a) >= 1.0
-                       ? 0.0
-                       : 1.0 / (1.0 - SdpaAttrs::get<"dropout_p">(a))),
-        causal(SdpaAttrs::get<"is_causal">(a)),
-        mask_kind(SdpaAttrs::get<"mask_kind">(a)),
-        thr(uint32_t(std::ceil(SdpaAttrs::get<"dropout_p">(a) * 16777216.0))),
-        seed(uint64_t(SdpaAttrs::get<"seed">(a))),
-        offset(uint64_t(SdpaAttrs::get<"offset">(a))),
-        dropout(SdpaAttrs::get<"dropout_p">(a) > 0),
-        batch_of(batches.empty() ? nullptr : batches.data()),
-        mask(m),
-        words(size_t(dropout ? g.S : 0)) {}
-
-  // Adds the mask to the scores of row (b, i) and sets what it may not attend to -inf.
-  template <class T> void apply_mask(T* s, int64_t b, int64_t i) const {
-    if (mask_kind != 0) {
-      const int64_t ms = mask.stride(2);
-      if (mask_kind == 1) {
-        const bool* m = cptr<bool>(mask) + b * mask.stride(0) + i * mask.stride(1);
-        for (int64_t j = 0; j < g.S; ++j)
-          if (!m[j * ms]) s[j] = T(-INFINITY);
-      } else {
-        const T* m = cptr<T>(mask) + b * mask.stride(0) + i * mask.stride(1);
-        for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * ms];
-      }
-    }
-    if (causal)
-      for (int64_t j = i + 1; j < g.S; ++j) s[j] = T(-INFINITY);
-  }
-  // Fills `words` with the Philox words of row (b, i): element (b, i, j) is kept when its top
-  // 24 bits are >= thr (the same elements as dropout's, NOTE [Random numbers]).
-  void draw_row(int64_t b, int64_t i) {
-    const int64_t gb = batch_of ? batch_of[b] : b;
-    philox_words(seed, offset, uint64_t((gb * g.L + i) * g.S), g.S, words.data());
-  }
-  template <class T> T keep(int64_t j) const {
-    return (words[size_t(j)] >> 8) >= thr ? T(keep_scale) : T(0);
-  }
-};
-
-// The largest of s[0 .. n) that is not NaN (-inf when there is none), in kL lanes.
-template <class T> T row_max(const T* s, int64_t n) {
-  T m[kL];
-  for (int l = 0; l < kL; ++l) m[l] = T(-INFINITY);
-  int64_t j = 0;
-  for (; j + kL <= n; j += kL)
-    for (int l = 0; l < kL; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
-  for (; j < n; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
-  T r = m[0];
-  for (int l = 1; l < kL; ++l) r = m[l] > r ? m[l] : r;
-  return r;
-}
-
-void sdpa_cpu(const KernelArgs& k) {
-  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
-  const AttnGeom g = attn_geom(k.inputs);
-  const AttnBlocks blk = attn_blocks(g);
-  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
-  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
-    using T = decltype(z);
-    const T* pq = cptr<T>(q);
-    const T* pk = cptr<T>(kk);
-    const T* pv = cptr<T>(v);
-    T* po = mptr<T>(k.outputs[0]);
-    T* plse = mptr<T>(k.outputs[1]);
-    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
-    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
-    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
-      AttnRows ar(g, k.attrs, batches, mask);
-      std::vector<T> sc(size_t(blk.rows * g.S));
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
-        const int64_t R = std::min(blk.rows, g.L - i0);
-        if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
-        else
-          cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
-                        pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
-        for (int64_t r = 0; r < R; ++r) {
-          const int64_t i = i0 + r;
-          T* s = sc.data() + r * g.S;
-          ar.apply_mask(s, b, i);
-          const T m = row_max(s, g.S);
-          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
-            std::fill(s, s + g.S, T(0));
-            plse[b * g.L + i] = T(-INFINITY);
-            continue;
-          }
-          for (int64_t j = 0; j < g.S; ++j) s[j] = fn::exp_(T(s[j] - m));
-          const double l = sum_d(s, g.S);
-          plse[b * g.L + i] = T(double(m) + std::log(l));
-          const T inv = T(1.0 / l);
-          if (ar.dropout) {
-            ar.draw_row(b, i);
-            for (int64_t j = 0; j < g.S; ++j) s[j] = s[j] * inv * ar.template keep<T>(j);
-          } else {
-            for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
-          }
-        }
-        T* o = po + (b * g.L + i0) * g.Ev;
-        if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
-        else
-          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
-                        T(0), o, g.Ev);
-        for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
-          if (plse[b * g.L + i0 + r] == T(-INFINITY))
-            std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
-      }
-    });
-  });
 }
 
 // Backward inputs: dout, q, k, v, mask, out, lse; outputs: dq, dk, dv.
@@ -286,90 +96,6 @@ void sdpa_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
   for (size_t i = 1; i <= 3; ++i)
     out.push_back({in[i].sizes().dims(), {}, 0, in[i].dtype(), in[i].device()});
-}
-
-void sdpa_bwd_cpu(const KernelArgs& k) {
-  const Tensor &dout = k.inputs[0], &q = k.inputs[1], &kk = k.inputs[2], &v = k.inputs[3];
-  const Tensor &mask = k.inputs[4], &o = k.inputs[5], &lse = k.inputs[6];
-  const AttnGeom g = attn_geom({q, kk, v});
-  const AttnBlocks blk = attn_blocks(g);
-  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
-  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
-    using T = decltype(z);
-    const T* pdo = cptr<T>(dout);
-    const T* pq = cptr<T>(q);
-    const T* pk = cptr<T>(kk);
-    const T* pv = cptr<T>(v);
-    const T* po = cptr<T>(o);
-    const T* pl = cptr<T>(lse);
-    T* pdq = mptr<T>(k.outputs[0]);
-    T* pdk = mptr<T>(k.outputs[1]);
-    T* pdv = mptr<T>(k.outputs[2]);
-    // one batch per task: dK and dV accumulate over its row blocks in order
-    const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
-    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
-    parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
-      AttnRows ar(g, k.attrs, batches, mask);
-      std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S));
-      for (int64_t b = b0; b < b1; ++b) {
-        T* dk = pdk + b * g.S * g.E;
-        T* dv = pdv + b * g.S * g.Ev;
-        std::fill(dk, dk + g.S * g.E, T(0));
-        std::fill(dv, dv + g.S * g.Ev, T(0));
-        if (g.S == 0) {
-          std::fill(pdq + b * g.L * g.E, pdq + (b + 1) * g.L * g.E, T(0));
-          continue;
-        }
-        for (int64_t i0 = 0; i0 < g.L; i0 += blk.rows) {
-          const int64_t R = std::min(blk.rows, g.L - i0);
-          const T* qb = pq + (b * g.L + i0) * g.E;
-          const T* dob = pdo + (b * g.L + i0) * g.Ev;
-          if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
-          else
-            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
-                          T(0), ps.data(), g.S);
-          if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
-          else
-            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
-                          T(0), ds.data(), g.S);
-          for (int64_t r = 0; r < R; ++r) {
-            const int64_t i = i0 + r;
-            T* p = ps.data() + r * g.S;
-            T* d = ds.data() + r * g.S;
-            const T li = pl[b * g.L + i];
-            if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
-              std::fill(p, p + g.S, T(0));
-              std::fill(d, d + g.S, T(0));
-              continue;
-            }
-            ar.apply_mask(p, b, i);
-            const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
-            const T sc = T(ar.scale);
-            for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
-            if (ar.dropout) {
-              ar.draw_row(b, i);
-              for (int64_t j = 0; j < g.S; ++j) {
-                const T zf = ar.template keep<T>(j);
-                d[j] = p[j] * (zf * d[j] - D) * sc;
-                p[j] *= zf;
-              }
-            } else {
-              for (int64_t j = 0; j < g.S; ++j) d[j] = p[j] * (d[j] - D) * sc;
-            }
-          }
-          // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
-          if (g.Ev > 0)
-            cpu::gemm_raw(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
-                          g.Ev);
-          if (g.E > 0) {
-            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
-                          T(0), pdq + (b * g.L + i0) * g.E, g.E);
-            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
-          }
-        }
-      }
-    });
-  });
 }
 
 // The decompositions (NOTE [Decompositions]), for devices without an attention kernel (CUDA):
@@ -454,7 +180,7 @@ void register_attention_ops() {
                .attr_names = SdpaDrawAttrs::names(),
                .attr_types = SdpaDrawAttrs::types(),
                .infer_meta = sdpa_meta,
-               .cpu = sdpa_cpu,
+               .cpu = cpu::scaled_dot_product_attention,
                .decompose = sdpa_decompose,
                .vjp = sdpa_vjp,
                .save_inputs = in(0) | in(1) | in(2) | in(3),
@@ -469,7 +195,7 @@ void register_attention_ops() {
                .attr_names = SdpaDrawAttrs::names(),
                .attr_types = SdpaDrawAttrs::types(),
                .infer_meta = sdpa_bwd_meta,
-               .cpu = sdpa_bwd_cpu,
+               .cpu = cpu::scaled_dot_product_attention_backward,
                .decompose = sdpa_bwd_decompose,
                .vjp = fused_backward_vjp,
                .sbp_rule = &sbp_rules::kAttention,

@@ -1,7 +1,9 @@
-// nn_common.h: what the nn op files share (ops/nn.cpp: dropout and linear; nn_norm.cpp;
-// nn_attention.cpp; nn_losses.cpp): argument checks, raw data pointers, row statistics in
-// double, the losses' reduction and the fused backward ops' VJP. NOTE [nn kernels] in
-// ops/nn.cpp says how those kernels compute.
+// nn_common.h: what the nn op files (ops/nn.cpp: dropout and linear; nn_norm.cpp;
+// nn_attention.cpp; nn_losses.cpp) and their CPU kernels (src/cpu/nn.cpp, norm.cpp, attention.cpp,
+// losses.cpp) share: argument checks, the geometries both an op's infer_meta and its kernel
+// compute (row norms, attention, cross entropy), raw data pointers, row statistics in double,
+// the losses' reduction and the fused backward ops' VJP. NOTE [nn kernels] in cpu/nn.cpp says
+// how those kernels compute.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -9,6 +11,7 @@
 
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "oneflow/ops_nn.h"
 #include "ops/nn_attrs.h"
 #include "ops/checks.h"
 #include "thread_pool.h"
@@ -24,18 +27,6 @@ inline int64_t grain_for(int64_t work_per_item) {
 }
 
 // ---------------------------------------------------------------- validation
-
-template <class F> decltype(auto) dispatch_f(ScalarType t, const char* op, F&& f) {
-  switch (t) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    default:
-      break;
-  }
-  fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
-}
 
 // An optional parameter: undefined, or of x's dtype and exactly `shape`.
 inline void check_param(const Tensor& p, const Tensor& x, IntArrayRef shape, const char* op,
@@ -159,6 +150,70 @@ template <class T> double sqdev_d(const T* p, int64_t n, double mean) {
   double r = 0;
   for (int l = 0; l < kL; ++l) r += s[l];
   return r;
+}
+
+// ---------------------------------------------------------------- row norms: geometry
+// NOTE [Row norm geometry]: the input is M rows of N = cg * hw elements; row r is normalized
+// with its own mean/rstd, and element (j, i) of row r (j < cg channels, i < hw) uses affine
+// channel (r % G) * cg + j. layer_norm/rms_norm: G = 1, cg = N, hw = 1; group_norm: rows are
+// (sample, group), cg = C / G channels of hw elements each.
+
+enum NormMode { kLayer = 0, kGroup = 1, kRms = 2 };
+inline const char* norm_name(int mode) {
+  return mode == kLayer ? "layer_norm" : mode == kGroup ? "group_norm" : "rms_norm";
+}
+
+struct NormGeom {
+  int64_t M = 0, N = 1, G = 1, cg = 1, hw = 1;
+  DimVector param_shape;  // shape of weight/bias
+};
+// attrs: (axis or groups, eps)
+inline NormGeom norm_geom(int mode, IntArrayRef s, const Attrs& a) {
+  NormGeom g;
+  if (mode == kGroup) {
+    g.G = GroupNormAttrs::get<"num_groups">(a);
+    if (s.size() < 2)
+      fail("[group_norm] expected an input with at least 2 dims (N, C, ...), got {}", shape_str(s));
+    const int64_t C = s[1];
+    if (g.G <= 0 || C % g.G != 0)
+      fail("[group_norm] num_groups {} must be positive and divide the {} channels", g.G, C);
+    g.cg = C / g.G;
+    g.hw = prod_range(s, 2, s.size());
+    if (__builtin_mul_overflow(s[0], g.G, &g.M) || __builtin_mul_overflow(g.cg, g.hw, &g.N))
+      fail("[group_norm] input {} with {} groups gives row counts that overflow", shape_str(s),
+           g.G);
+    g.param_shape = {C};
+  } else {
+    const int64_t ax = NormAttrs::get<"axis">(a);
+    if (ax < 0 || size_t(ax) > s.size())
+      fail("[{}] normalized axis {} is outside the input's {} dims", norm_name(mode), ax, s.size());
+    const size_t axis = size_t(ax);
+    g.M = prod_range(s, 0, axis);
+    g.N = prod_range(s, axis, s.size());
+    g.cg = g.N;
+    g.param_shape = DimVector(s.begin() + int64_t(axis), s.end());
+  }
+  return g;
+}
+
+// ---------------------------------------------------------------- attention: geometry
+// scaled_dot_product_attention's operands q [B, L, E], k [B, S, E], v [B, S, Ev].
+struct AttnGeom {
+  int64_t B, L, S, E, Ev;
+};
+inline AttnGeom attn_geom(const TensorList& in) {
+  return {in[0].size(0), in[0].size(1), in[1].size(1), in[0].size(2), in[2].size(2)};
+}
+
+// ---------------------------------------------------------------- cross entropy: geometry
+// x [N, C, inner...]: rows = N * inner class-score rows of C classes, strided by inner.
+struct CeGeom {
+  int64_t N, C, inner, rows;
+};
+inline CeGeom ce_geom(IntArrayRef s) {
+  CeGeom g{s[0], s[1], prod_range(s, 2, s.size()), 0};
+  g.rows = g.N * g.inner;
+  return g;
 }
 
 // ---------------------------------------------------------------- losses: helpers

@@ -1,4 +1,6 @@
-// nn_rnn.cpp: the fused LSTM cell update (the gate arithmetic of one time step).
+// nn_rnn.cpp: the fused LSTM ops: lstm_cell (the gate arithmetic of one time step) and
+// lstm_layer (one layer and direction over all steps), with their backward ops: meta, VJPs,
+// registration (kernels: src/cpu/rnn.cpp) and the functions nn::LSTM calls (ops/rnn_ops.h).
 // NOTE [Fused LSTM cell]: an LSTM step is one addmm (gates = x W_ih^T + b + h W_hh^T, done by
 // the caller) and then, per element, four activations and five products:
 //   i, f, o = sigmoid(gates[:, 0:H], gates[:, H:2H], gates[:, 3H:4H]), g = tanh(gates[:, 2H:3H])
@@ -9,28 +11,22 @@
 // pass. The backward recomputes the activations from the saved pre-activation gates (cheaper
 // than keeping a [b, 5H] workspace alive for every step). Under create_graph the VJP is the
 // same formula written with public ops, so a second derivative is exact rather than missing.
-#include <cstring>
 #include <tuple>
-
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
-#include "cpu/blas.h"
+#include "cpu/rnn.h"
 #include "dispatch.h"
 #include "global/rules.h"
-#include "ops/functors.h"
 #include "ops/nn_attrs.h"
+#include "ops/rnn_common.h"
 #include "ops/rnn_ops.h"
-#include "thread_pool.h"
 
 namespace oneflow {
+using nn_detail::layer_geom;
+using nn_detail::LayerGeom;
 namespace {
-
-template <class F> decltype(auto) float_types(ScalarType t, const char* op, F&& f) {
-  if (t == kFloat32) return f(float{});
-  if (t == kFloat64) return f(double{});
-  fail("[{}] expected a float32 or float64 tensor, got {}", op, dtype_name(t));
-}
 
 // A 2-D float tensor of `x`'s dtype and device with the given shape.
 void check_like(const Tensor& t, const Tensor& ref, int64_t rows, int64_t cols, const char* op,
@@ -58,70 +54,11 @@ int64_t check_cell(const Tensor& gates, const Tensor& c, const char* op) {
   return H;
 }
 
-// Rows per task of a row loop costing about `work_per_row`.
-int64_t row_grain(int64_t work_per_row) {
-  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_row));
-}
-
 // inputs: gates [b, 4H], c [b, H]; outputs: h' [b, H], c' [b, H].
 void cell_meta(const TensorList& in, const Attrs&, MetaList& out) {
   const int64_t H = check_cell(in[0], in[1], "lstm_cell");
   out.push_back({{in[0].size(0), H}, {}, 0, in[0].dtype(), in[0].device()});
   out.push_back({{in[0].size(0), H}, {}, 0, in[0].dtype(), in[0].device()});
-}
-
-// One row of the update (separate functions with restrict pointers: the loops vectorise).
-template <class T>
-void cell_row(const T* __restrict gi, const T* __restrict cr, T* __restrict hr, T* __restrict cnr,
-              int64_t H) {
-  const T* __restrict gf = gi + H;
-  const T* __restrict gg = gi + 2 * H;
-  const T* __restrict go = gi + 3 * H;
-  for (int64_t j = 0; j < H; ++j) {
-    const T cn = fn::sigmoid_(gf[j]) * cr[j] + fn::sigmoid_(gi[j]) * fn::tanh_(gg[j]);
-    cnr[j] = cn;
-    hr[j] = fn::sigmoid_(go[j]) * fn::tanh_(cn);
-  }
-}
-
-template <class T>
-void cell_bwd_row(const T* __restrict dh, const T* __restrict dc, const T* __restrict gi,
-                  const T* __restrict cr, const T* __restrict cnr, T* __restrict di,
-                  T* __restrict dcp, int64_t H) {
-  const T* __restrict gf = gi + H;
-  const T* __restrict gg = gi + 2 * H;
-  const T* __restrict go = gi + 3 * H;
-  T* __restrict df = di + H;
-  T* __restrict dg = di + 2 * H;
-  T* __restrict dout = di + 3 * H;
-  for (int64_t j = 0; j < H; ++j) {
-    const T i = fn::sigmoid_(gi[j]), f = fn::sigmoid_(gf[j]), g = fn::tanh_(gg[j]),
-            o = fn::sigmoid_(go[j]);
-    const T tc = fn::tanh_(cnr[j]);
-    const T dcn = dc[j] + dh[j] * o * (T(1) - tc * tc);
-    di[j] = dcn * g * i * (T(1) - i);
-    df[j] = dcn * cr[j] * f * (T(1) - f);
-    dg[j] = dcn * i * (T(1) - g * g);
-    dout[j] = dh[j] * tc * o * (T(1) - o);
-    dcp[j] = dcn * f;
-  }
-}
-
-void cell_cpu(const KernelArgs& k) {
-  const Tensor& gates = k.inputs[0];
-  const Tensor& c = k.inputs[1];
-  const int64_t b = gates.size(0), H_ = gates.size(1) / 4;
-  float_types(gates.dtype(), "lstm_cell", [&](auto z) {
-    using T = decltype(z);
-    const T* pg = gates.data_ptr<T>();
-    const T* pc = c.data_ptr<T>();
-    T* ph = k.outputs[0].data_ptr<T>();
-    T* pcn = k.outputs[1].data_ptr<T>();
-    parallel_for(0, b, row_grain(40 * H_), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        cell_row(pg + r * 4 * H_, pc + r * H_, ph + r * H_, pcn + r * H_, H_);
-    });
-  });
 }
 
 // inputs: dh [b, H], dc [b, H], gates [b, 4H], c [b, H] (the state before the step),
@@ -135,26 +72,6 @@ void cell_bwd_meta(const TensorList& in, const Attrs&, MetaList& out) {
   check_like(in[4], in[2], b, H, op, "new cell state");
   out.push_back({{b, 4 * H}, {}, 0, in[2].dtype(), in[2].device()});
   out.push_back({{b, H}, {}, 0, in[2].dtype(), in[2].device()});
-}
-
-void cell_bwd_cpu(const KernelArgs& k) {
-  const Tensor& gates = k.inputs[2];
-  const int64_t b = gates.size(0), H_ = gates.size(1) / 4;
-  float_types(gates.dtype(), "lstm_cell_backward", [&](auto z) {
-    using T = decltype(z);
-    const T* pdh = k.inputs[0].data_ptr<T>();
-    const T* pdc = k.inputs[1].data_ptr<T>();
-    const T* pg = gates.data_ptr<T>();
-    const T* pc = k.inputs[3].data_ptr<T>();
-    const T* pcn = k.inputs[4].data_ptr<T>();
-    T* pdg = k.outputs[0].data_ptr<T>();
-    T* pdcp = k.outputs[1].data_ptr<T>();
-    parallel_for(0, b, row_grain(50 * H_), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        cell_bwd_row(pdh + r * H_, pdc + r * H_, pg + r * 4 * H_, pc + r * H_, pcn + r * H_,
-                     pdg + r * 4 * H_, pdcp + r * H_, H_);
-    });
-  });
 }
 
 // The same gradients with public ops (differentiable: used under create_graph).
@@ -196,14 +113,7 @@ TensorList cell_bwd_vjp(const VjpCtx& c, const TensorList&) {
 // All three outputs are differentiable (gates is saved for the backward; its gradient, zero
 // unless a caller uses it, is added to the gate gradients).
 
-struct LayerGeom {
-  int64_t T, B, H;
-};
-// The geometry of a validated call: rows x cols of xp (or of the saved gates), attr 0 = steps.
-LayerGeom layer_geom(IntArrayRef rows_cols, const Attrs& a) {
-  const int64_t T = nn_detail::LstmLayerAttrs::get<"steps">(a);
-  return {T, rows_cols[0] / T, rows_cols[1] / 4};
-}
+// (LayerGeom, layer_geom: ops/rnn_common.h)
 
 LayerGeom check_layer(const TensorList& in, const Attrs& a, const char* op) {
   const Tensor& xp = in[0];
@@ -233,36 +143,6 @@ void layer_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.T * g.B, 4 * g.H}, {}, 0, xp.dtype(), xp.device()});
 }
 
-void layer_cpu(const KernelArgs& k) {
-  const LayerGeom g = layer_geom(k.inputs[0].sizes(), k.attrs);
-  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
-  float_types(k.inputs[0].dtype(), "lstm_layer", [&](auto z) {
-    using T = decltype(z);
-    const int64_t B = g.B, H = g.H, G = 4 * g.H;
-    const T* xp = k.inputs[0].data_ptr<T>();
-    const T* h0 = k.inputs[1].data_ptr<T>();
-    const T* c0 = k.inputs[2].data_ptr<T>();
-    const T* w = k.inputs[3].data_ptr<T>();
-    T* out = k.outputs[0].data_ptr<T>();
-    T* cs = k.outputs[1].data_ptr<T>();
-    T* gates = k.outputs[2].data_ptr<T>();
-    if (g.T * B * G > 0) std::memcpy(gates, xp, size_t(g.T * B * G) * sizeof(T));
-    for (int64_t s = 0; s < g.T; ++s) {
-      const int64_t t = reverse ? g.T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-      const T* hp = s == 0 ? h0 : out + tp * B * H;
-      const T* cp = s == 0 ? c0 : cs + tp * B * H;
-      T* gt = gates + t * B * G;
-      cpu::gemm_raw(false, true, B, G, H, T(1), hp, H, w, H, T(1), gt, G);
-      T* ht = out + t * B * H;
-      T* ct = cs + t * B * H;
-      parallel_for(0, B, row_grain(40 * H), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          cell_row(gt + r * G, cp + r * H, ht + r * H, ct + r * H, H);
-      });
-    }
-  });
-}
-
 // inputs: d_out [T*B, H], d_cs [T*B, H], d_gates [T*B, 4H] (each may be undefined: zero),
 // h0, c0, w_hh, out, cs, gates (as lstm_layer's); outputs: dxp [T*B, 4H], dh0 [B, H],
 // dc0 [B, H], dw_hh [4H, H].
@@ -280,70 +160,6 @@ void layer_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({{g.B, g.H}, {}, 0, gates.dtype(), gates.device()});
   out.push_back({{g.B, g.H}, {}, 0, gates.dtype(), gates.device()});
   out.push_back({{4 * g.H, g.H}, {}, 0, gates.dtype(), gates.device()});
-}
-
-void layer_bwd_cpu(const KernelArgs& k) {
-  const Tensor& gates_t = k.inputs[8];
-  const LayerGeom g = layer_geom(gates_t.sizes(), k.attrs);
-  const bool reverse = nn_detail::LstmLayerAttrs::get<"reverse">(k.attrs);
-  float_types(gates_t.dtype(), "lstm_layer_backward", [&](auto z) {
-    using T = decltype(z);
-    const int64_t B = g.B, H = g.H, G = 4 * g.H, N = g.T * g.B;
-    auto opt = [](const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
-    const T* d_out = opt(k.inputs[0]);
-    const T* d_cs = opt(k.inputs[1]);
-    const T* d_gates = opt(k.inputs[2]);
-    const T* h0 = k.inputs[3].data_ptr<T>();
-    const T* c0 = k.inputs[4].data_ptr<T>();
-    const T* w = k.inputs[5].data_ptr<T>();
-    const T* out = k.inputs[6].data_ptr<T>();
-    const T* cs = k.inputs[7].data_ptr<T>();
-    const T* gates = gates_t.data_ptr<T>();
-    T* dxp = k.outputs[0].data_ptr<T>();
-    T* dh0 = k.outputs[1].data_ptr<T>();
-    T* dc0 = k.outputs[2].data_ptr<T>();
-    T* dw = k.outputs[3].data_ptr<T>();
-    // dh, dc: the gradient reaching h_t, c_t from later steps plus what arrives from outside
-    const size_t BH = static_cast<size_t>(B * H);
-    std::vector<T> dh(BH, T(0)), dc(BH, T(0)), dc_prev(BH);
-    for (int64_t s = g.T - 1; s >= 0; --s) {
-      const int64_t t = reverse ? g.T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-      const T* cp = s == 0 ? c0 : cs + tp * B * H;
-      const int64_t o = t * B * H;
-      T* dgt = dxp + t * B * G;
-      parallel_for(0, B, row_grain(60 * H), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          T* dhr = dh.data() + r * H;
-          T* dcr = dc.data() + r * H;
-          if (d_out)
-            for (int64_t j = 0; j < H; ++j) dhr[j] += d_out[o + r * H + j];
-          if (d_cs)
-            for (int64_t j = 0; j < H; ++j) dcr[j] += d_cs[o + r * H + j];
-          cell_bwd_row(dhr, dcr, gates + t * B * G + r * G, cp + r * H, cs + o + r * H, dgt + r * G,
-                       dc_prev.data() + r * H, H);
-          if (d_gates) {
-            const T* dgr = d_gates + t * B * G + r * G;
-            T* dst = dgt + r * G;
-            for (int64_t j = 0; j < G; ++j) dst[j] += dgr[j];
-          }
-        }
-      });
-      // dh_{t-1} = dgates_t W_hh (written over dh: the next step adds its outside gradient)
-      cpu::gemm_raw(false, false, B, H, G, T(1), dgt, G, w, H, T(0), dh.data(), H);
-      std::swap(dc, dc_prev);
-    }
-    std::memcpy(dh0, dh.data(), size_t(B * H) * sizeof(T));
-    std::memcpy(dc0, dc.data(), size_t(B * H) * sizeof(T));
-    // dW_hh = sum over steps of dgates_t^T h_prev(t): the step that starts reads h0, the
-    // others read the rows of `out` one step back (a contiguous block in both directions).
-    const int64_t first = reverse ? g.T - 1 : 0;
-    cpu::gemm_raw(true, false, G, H, B, T(1), dxp + first * B * G, G, h0, H, T(0), dw, H);
-    if (g.T > 1) {
-      const T* dg_rest = reverse ? dxp : dxp + B * G;  // steps whose previous h is in `out`
-      const T* h_rest = reverse ? out + B * H : out;
-      cpu::gemm_raw(true, false, G, H, N - B, T(1), dg_rest, G, h_rest, H, T(1), dw, H);
-    }
-  });
 }
 
 // The same gradients with public ops (differentiable: used under create_graph).
@@ -413,7 +229,7 @@ void register_rnn_ops() {
   register_op({.name = "lstm_cell",
                .traits = kWidens16Bit,
                .infer_meta = cell_meta,
-               .cpu = cell_cpu,
+               .cpu = cpu::lstm_cell,
                .vjp = cell_vjp,
                .save_inputs = in(0) | in(1),
                .save_outputs = out(1),
@@ -423,7 +239,7 @@ void register_rnn_ops() {
   register_op({.name = "lstm_cell_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
                .infer_meta = cell_bwd_meta,
-               .cpu = cell_bwd_cpu,
+               .cpu = cpu::lstm_cell_backward,
                .vjp = cell_bwd_vjp,
                .sbp_rule = &sbp_rules::kRowwise,
                .contiguous_inputs = kEveryInput});
@@ -432,7 +248,7 @@ void register_rnn_ops() {
                .attr_names = nn_detail::LstmLayerAttrs::names(),
                .attr_types = nn_detail::LstmLayerAttrs::types(),
                .infer_meta = layer_meta,
-               .cpu = layer_cpu,
+               .cpu = cpu::lstm_layer,
                .vjp = layer_vjp,
                .save_inputs = in(1) | in(2) | in(3),
                .save_outputs = out(0) | out(1) | out(2),
@@ -443,7 +259,7 @@ void register_rnn_ops() {
                .attr_names = nn_detail::LstmLayerAttrs::names(),
                .attr_types = nn_detail::LstmLayerAttrs::types(),
                .infer_meta = layer_bwd_meta,
-               .cpu = layer_bwd_cpu,
+               .cpu = cpu::lstm_layer_backward,
                .vjp = layer_bwd_vjp,
                .contiguous_inputs = kEveryInput});
 }

@@ -1,12 +1,12 @@
-// Random factories and in-place fills, from the counter-based generator (generator.h).
+// Random factories and in-place fills, from the counter-based generator (generator.h): meta,
+// registration and public functions. Kernels: cpu/random.cpp.
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
+#include "cpu/random.h"
 #include "dispatch.h"
 #include "generator.h"
-#include "ops/random_attrs.h"
-#include "thread_pool.h"
+#include "ops/random_common.h"
 
 namespace oneflow {
 using namespace random_detail;
@@ -25,79 +25,6 @@ void random_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Device device =
       device_from_attrs(A::get<"device_type">(a), A::get<"device_index">(a), "random");
   out.push_back({size, {}, 0, dtype, device});
-}
-
-// Element i takes word (i % 4) of counter (offset + i / 4).
-template <class F> void fill_random(const Tensor& t, uint64_t seed, uint64_t offset, F f) {
-  const bool contig = t.is_contiguous();
-  Tensor dst = contig ? t : make_empty(t.sizes(), t.dtype(), t.device());
-  dispatch_dtype(dst.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* p = static_cast<T*>(dst.data_ptr());
-    const int64_t n = dst.numel();
-    const int64_t nctr = (n + 3) / 4;
-    parallel_for(0, nctr, 4096, [&](int64_t c0, int64_t c1) {
-      uint32_t w[4];
-      for (int64_t c = c0; c < c1; ++c) {
-        Philox::generate(seed, offset + uint64_t(c), w);
-        // saturating: uniform(-1e300, 1e300) or randint of 2^40 into an integer dtype
-        for (int k = 0; k < 4 && c * 4 + k < n; ++k)
-          p[c * 4 + k] = T(saturate_cast<compute_t<T>>(f(w, k)));
-      }
-    });
-  });
-  if (!contig) Tensor(t).copy_(dst);
-}
-
-void uniform_kernel(const KernelArgs& k) {
-  using A = RandomAttrs;
-  const Attrs& a = k.attrs;
-  const double lo = A::get<"a">(a), hi = A::get<"b">(a);
-  const bool dbl = k.outputs[0].dtype() == kFloat64;
-  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
-  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
-    double u = dbl ? Philox::u01d(w[j], w[(j + 1) & 3]) : double(Philox::u01f(w[j]));
-    return lo + (hi - lo) * u;
-  });
-}
-
-void normal_kernel(const KernelArgs& k) {
-  using A = RandomAttrs;
-  const Attrs& a = k.attrs;
-  const double mean = A::get<"a">(a), stdv = A::get<"b">(a);
-  // Box-Muller on word pairs (0,1) and (2,3): both outputs of each pair are used.
-  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
-  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
-    int p = j & 2;
-    double u1 = (double(w[p]) + 1.0) * (1.0 / 4294967297.0);
-    double u2 = double(w[p + 1]) * (1.0 / 4294967296.0);
-    double r = std::sqrt(-2.0 * std::log(u1));
-    double z = (j & 1) ? r * std::sin(2 * M_PI * u2) : r * std::cos(2 * M_PI * u2);
-    return mean + stdv * z;
-  });
-}
-
-void randint_kernel(const KernelArgs& k) {
-  using A = RandomAttrs;
-  const Attrs& a = k.attrs;
-  const double low = A::get<"a">(a), high = A::get<"b">(a);
-  // randint() checks these; a direct dispatch (a loaded graph, fuzz_ops) must not reach UB.
-  OF_CHECK(std::abs(low) < 0x1p62 && std::abs(high) < 0x1p62 && low < high,
-           "[randint] needs finite bounds low < high within +-2^62, got low={} high={}", low, high);
-  const int64_t lo = int64_t(low), hi = int64_t(high);
-  OF_CHECK(lo < hi, "[randint] low {} and high {} leave no integer to draw", low, high);
-  const uint64_t range = uint64_t(hi - lo);
-  const uint64_t seed = uint64_t(A::get<"seed">(a)), offset = uint64_t(A::get<"offset">(a));
-  fill_random(k.outputs[0], seed, offset, [=](const uint32_t* w, int j) {
-    uint64_t v = (uint64_t(w[j]) << 32) | w[(j + 1) & 3];
-    return double(lo + int64_t(v % range));
-  });
-}
-
-// multinomial: inputs {weights (k) or (rows, k)}; attrs MultinomialAttrs.
-// Row r draws with counters offset + r * per_row, two words per uniform double.
-int64_t multinomial_draws(int64_t k, int64_t num_samples, bool replacement) {
-  return replacement ? num_samples : k;
 }
 
 void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -121,85 +48,10 @@ void multinomial_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({shape, {}, 0, kInt64, w.device()});
 }
 
-void multinomial_kernel(const KernelArgs& args) {
-  const Tensor& w = args.inputs[0];
-  using A = MultinomialAttrs;
-  const int64_t k = w.sizes().back(), n = A::get<"num_samples">(args.attrs);
-  const bool replacement = A::get<"replacement">(args.attrs);
-  const uint64_t seed = uint64_t(A::get<"seed">(args.attrs)),
-                 offset = uint64_t(A::get<"offset">(args.attrs));
-  const int64_t rows = w.dim() == 1 ? 1 : w.sizes()[0];
-  const uint64_t per_row = uint64_t((multinomial_draws(k, n, replacement) + 1) / 2);
-  const std::vector<double> wv = kernel_contiguous(w).to_vector<double>();
-  // Validate every row before writing anything (libtorch's messages).
-  for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    int64_t positive = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      const double x = wv[size_t(r * k + j)];
-      OF_CHECK(std::isfinite(x) && x >= 0,
-               "[multinomial] probability tensor contains either `inf`, `nan` or element < 0 "
-               "(row {}, category {}: {})",
-               r, j, x);
-      sum += x;
-      positive += x > 0;
-    }
-    OF_CHECK(sum > 0,
-             "[multinomial] invalid multinomial distribution (sum of probabilities <= 0) "
-             "in row {}",
-             r);
-    OF_CHECK(replacement || positive >= n,
-             "[multinomial] invalid multinomial distribution (with replacement=False, not enough "
-             "non-negative category to sample): row {} has {} categories of positive weight, {} "
-             "samples asked",
-             r, positive, n);
-  }
-  int64_t* out = static_cast<int64_t*>(args.outputs[0].data_ptr());
-  parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<double> cdf(static_cast<size_t>(k)), key(static_cast<size_t>(k));
-    std::vector<int64_t> idx(static_cast<size_t>(k));
-    for (int64_t r = r0; r < r1; ++r) {
-      const double* row = wv.data() + r * k;
-      uint64_t ctr = offset + uint64_t(r) * per_row;
-      uint32_t word[4];
-      auto uniform = [&](int64_t i) {  // draw i of this row, in (0, 1]
-        if (i % 2 == 0) Philox::generate(seed, ctr + uint64_t(i / 2), word);
-        const int p = int(i % 2) * 2;
-        return 1.0 - Philox::u01d(word[p], word[p + 1]);
-      };
-      int64_t* o = out + r * n;
-      if (replacement) {
-        double acc = 0;
-        for (int64_t j = 0; j < k; ++j) cdf[size_t(j)] = acc += row[j];
-        for (int64_t i = 0; i < n; ++i) {
-          const double u = (1.0 - uniform(i)) * acc;  // [0, total)
-          int64_t j = int64_t(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
-          while (j < k - 1 && row[j] == 0) ++j;  // never a zero-weight category
-          o[i] = std::min(j, k - 1);
-        }
-      } else {
-        // Exponential race: category j finishes at E_j / w_j; the n first finishers, in order,
-        // are a sample without replacement (zero weights never finish).
-        for (int64_t j = 0; j < k; ++j) {
-          const double u = uniform(j);
-          key[size_t(j)] = row[j] > 0 ? -std::log(u) / row[j] : INFINITY;
-          idx[size_t(j)] = j;
-        }
-        std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int64_t a, int64_t b) {
-          return key[size_t(a)] < key[size_t(b)] || (key[size_t(a)] == key[size_t(b)] && a < b);
-        });
-        for (int64_t i = 0; i < n; ++i) o[i] = idx[size_t(i)];
-      }
-    }
-  });
-}
-
 Attrs random_attrs(IntArrayRef size, const TensorOptions& o, int64_t numel, double a, double b) {
   GeneratorState s = reserve_random(uint64_t((numel + 3) / 4));
-  Device d = o.device();
   return RandomAttrs::make(size.dims(), o.dtype(), int64_t(kCPU), int64_t(-1), int64_t(s.seed),
                            int64_t(s.offset), a, b);
-  (void)d;
 }
 
 // The op table is built on first use: look the ops up through it, never through the
@@ -209,7 +61,9 @@ Tensor random_factory(const OpDef& op, IntArrayRef size, const TensorOptions& o,
                       double b) {
   int64_t n = checked_numel(size, op.name.c_str());
   Tensor t = dispatch1(op, {}, random_attrs(size, o, n, a, b));
-  if (o.device().is_cuda()) t = t.to(o.device());  // generated on the host (no CUDA RNG yet)
+  // generated on the host and moved, although the CUDA module has uniform, normal and randint
+  // kernels (src/cuda/factory.cpp), which run only for these ops dispatched with a CUDA device
+  if (o.device().is_cuda()) t = t.to(o.device());
   if (o.requires_grad()) t.set_requires_grad(true);
   return t;
 }
@@ -222,28 +76,28 @@ void register_random_ops() {
                .attr_names = RandomAttrs::names(),
                .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
-               .cpu = uniform_kernel,
+               .cpu = cpu::uniform,
                .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "normal",
                .traits = kRandom | kFactory,
                .attr_names = RandomAttrs::names(),
                .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
-               .cpu = normal_kernel,
+               .cpu = cpu::normal,
                .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "randint",
                .traits = kRandom | kFactory,
                .attr_names = RandomAttrs::names(),
                .attr_types = RandomAttrs::types(),
                .infer_meta = random_meta,
-               .cpu = randint_kernel,
+               .cpu = cpu::randint,
                .rng_seed_attr = int(RandomAttrs::index<"seed">())});
   register_op({.name = "multinomial",
                .traits = kRandom,
                .attr_names = MultinomialAttrs::names(),
                .attr_types = MultinomialAttrs::types(),
                .infer_meta = multinomial_meta,
-               .cpu = multinomial_kernel,
+               .cpu = cpu::multinomial,
                .nondiff_inputs = in(0),
                .rng_seed_attr = int(MultinomialAttrs::index<"seed">())});
 }

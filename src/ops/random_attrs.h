@@ -1,5 +1,6 @@
-// random_attrs.h (internal): the attribute schemas of the random ops (ops/random.cpp), which the
-// CUDA module's kernels (src/cuda/factory.cpp) read too (NOTE [Attribute schemas]).
+// random_attrs.h (internal): the attribute schemas of the random ops (ops/random.cpp), which their
+// CPU kernels (cpu/random.cpp) and the CUDA module's (src/cuda/factory.cpp) read too (NOTE
+// [Attribute schemas]).
 #pragma once
 #include "ops/attr_schema.h"
 

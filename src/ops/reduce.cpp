@@ -1,11 +1,9 @@
-// Reductions: sum and mean here; the others follow the same pattern (reduce_common.h).
-#include <cmath>
-
-#include <tuple>
-
+// Reductions: sum, mean, all and any here (meta, VJPs, registration, public functions), and the
+// reduce-dims shape logic of reduce_common.h; the others follow the same pattern
+// (reduce_extra.cpp). Kernels: src/cpu/reduce_ops.cpp.
 #include "autograd/node.h"
+#include "cpu/reduce_ops.h"
 #include "global/rules.h"
-#include "cpu/reduce.h"
 #include "ops/reduce_common.h"
 
 namespace oneflow {
@@ -60,54 +58,6 @@ void check_reduce_dims(const Tensor& x, const DimVector& dims, const char* op) {
            dims[i - 1]);
   }
 }
-// Dim `d` of x in the middle (0-d tensors: n = 1).
-// d as the op's attr holds it (negative counts from the end: the op's infer_meta checked the
-// range; fuzz_ops: a direct dispatch with dim -1 made the lane geometry write past the output).
-Canon canon_dim(const Tensor& x, int64_t d) {
-  Canon c;
-  c.x = kernel_contiguous(x);
-  const int64_t nd = x.dim();
-  d = wrap_dim(d, nd, "reduction");
-  for (int64_t i = 0; i < nd; ++i) {
-    if (i < d) c.outer *= x.sizes()[i];
-    else if (i == d) c.n = x.sizes()[i];
-    else c.inner *= x.sizes()[i];
-  }
-  return c;
-}
-// Reduced dims (sorted) in the middle: in place when they are consecutive, else moved last.
-Canon canon_reduce(const Tensor& x, const DimVector& dims) {
-  Canon c;
-  const int64_t nd = x.dim();
-  if (dims.empty()) {
-    c.x = kernel_contiguous(x);
-    c.inner = x.numel();
-    return c;
-  }
-  bool consecutive = true;
-  for (size_t i = 1; i < dims.size(); ++i) consecutive &= dims[i] == dims[i - 1] + 1;
-  if (consecutive) {
-    c.x = kernel_contiguous(x);
-    for (int64_t i = 0; i < nd; ++i) {
-      if (i < dims.front()) c.outer *= x.sizes()[i];
-      else if (i <= dims.back()) c.n *= x.sizes()[i];
-      else c.inner *= x.sizes()[i];
-    }
-    return c;
-  }
-  DimVector perm;
-  for (int64_t i = 0; i < nd; ++i)
-    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
-      perm.push_back(i);
-      c.outer *= x.sizes()[i];
-    }
-  for (int64_t d : dims) {
-    perm.push_back(d);
-    c.n *= x.sizes()[d];
-  }
-  c.x = kernel_contiguous(kernel_permute(x, perm));
-  return c;
-}
 
 void reduce_meta(const TensorList& in, const Attrs& a, MetaList& out, const char* op) {
   using A = ReduceAttrs;
@@ -133,62 +83,6 @@ void any_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   reduce_meta(in, a, out, "any");
 }
 
-template <class C> struct SumOp {
-  static constexpr bool kPlainSum = true;  // lets the engine sum float blocks in float lanes
-  using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
-  static Acc init() { return Acc(0); }
-  // Integer sums wrap on overflow, as libtorch's do in practice (two's complement through
-  // uint64: defined behaviour; fuzz_checkpoint summed int64 extremes).
-  static Acc add(Acc a, Acc b) {
-    if constexpr (std::is_floating_point_v<Acc>) return a + b;
-    else return Acc(uint64_t(a) + uint64_t(b));
-  }
-  static Acc step(Acc a, C x) { return add(a, Acc(x)); }
-  static Acc merge(Acc a, Acc b) { return add(a, b); }
-  static Acc finish(Acc a, int64_t) { return a; }
-};
-template <class C> struct MeanOp : SumOp<C> {
-  using Acc = double;
-  static Acc init() { return 0; }
-  static Acc step(Acc a, C x) { return a + Acc(x); }
-  // its own merge: SumOp's takes integer accumulators for integer inputs, which would convert
-  // the double partial sums back to int64 (UB beyond 2^63: fuzz_ops, a mean of int64 extremes)
-  static Acc merge(Acc a, Acc b) { return a + b; }
-  static Acc finish(Acc a, int64_t n) { return n ? a / double(n) : NAN; }
-};
-
-// Float inputs accumulate in double inside each output (see NOTE [Reductions]). The kernel is
-// instantiated for the input's own type (when SameOut) and the Outs listed per op; any other
-// requested dtype is written through a temporary of one of those and copied (instantiating
-// every input x output pair made this file take minutes to compile).
-template <template <class> class Op, bool SameOut, class... Outs>
-void reduce_cpu(const KernelArgs& k) {
-  const Tensor& x = k.inputs[0];
-  const Tensor& out = k.outputs[0];
-  const IntArrayRef dims = ReduceAttrs::get<"dims">(k.attrs);
-  const ScalarType od = out.dtype();
-  dispatch_dtype(x.dtype(), [&](auto zi) {
-    using T = decltype(zi);
-    if constexpr (SameOut) {
-      if (od == x.dtype()) return cpu::reduce_as<Op, T, T>(x, dims, out);
-    }
-    const bool done =
-        ((od == scalar_type_of<Outs> && (cpu::reduce_as<Op, T, Outs>(x, dims, out), true)) || ...);
-    if (done) return;
-    // through a temporary of the first listed type of the same kind (floating or not)
-    auto via = [&]<class O>() {
-      const Tensor tmp = make_empty(out.sizes(), scalar_type_of<O>, out.device());
-      cpu::reduce_as<Op, T, O>(x, dims, tmp);
-      kernel_copy_into(out, tmp);
-      return true;
-    };
-    const bool via_kind = ((is_floating_point(scalar_type_of<Outs>) == is_floating_point(od) &&
-                            via.template operator()<Outs>()) ||
-                           ...);
-    if (!via_kind) via.template operator()<std::tuple_element_t<0, std::tuple<Outs...>>>();
-  });
-}
-
 TensorList sum_vjp(const VjpCtx& c, const TensorList& g) {
   using A = ReduceAttrs;
   return {expand_reduced_grad(g[0], c.input_sizes(0), A::get<"dims">(c.attrs()),
@@ -203,21 +97,6 @@ TensorList mean_vjp(const VjpCtx& c, const TensorList& g) {
                               A::get<"keepdim">(c.attrs()))};
 }
 
-template <class C> struct AllOp {
-  using Acc = bool;
-  static Acc init() { return true; }
-  static Acc step(Acc a, C x) { return a && bool(x); }
-  static Acc merge(Acc a, Acc b) { return a && b; }
-  static Acc finish(Acc a, int64_t) { return a; }
-};
-template <class C> struct AnyOp {
-  using Acc = bool;
-  static Acc init() { return false; }
-  static Acc step(Acc a, C x) { return a || bool(x); }
-  static Acc merge(Acc a, Acc b) { return a || b; }
-  static Acc finish(Acc a, int64_t) { return a; }
-};
-
 }  // namespace
 
 void register_reduce_ops() {
@@ -226,7 +105,7 @@ void register_reduce_ops() {
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = sum_meta,
-               .cpu = reduce_cpu<SumOp, true, double, int64_t>,
+               .cpu = cpu::sum,
                .vjp = sum_vjp,
                .sbp_rule = &sbp_rules::kSum,
                .autocast = AutocastPolicy::kFloat32});
@@ -235,20 +114,20 @@ void register_reduce_ops() {
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = mean_meta,
-               .cpu = reduce_cpu<MeanOp, true, double>,
+               .cpu = cpu::mean,
                .vjp = mean_vjp});
   register_op({.name = "all",
                .traits = kReduction | kNonDifferentiable,
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = all_meta,
-               .cpu = reduce_cpu<AllOp, false, bool>});
+               .cpu = cpu::all});
   register_op({.name = "any",
                .traits = kReduction | kNonDifferentiable,
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = any_meta,
-               .cpu = reduce_cpu<AnyOp, false, bool>});
+               .cpu = cpu::any});
   extern void register_reduce_ops_extra();
   register_reduce_ops_extra();
 }

@@ -1,10 +1,11 @@
-// View ops: results share the input's storage (no kernel); their VJPs scatter back.
+// View ops: results share the input's storage (no kernel); their VJPs scatter back through
+// view_scatter (its kernel: cpu/shape.cpp).
 #include <algorithm>
 #include <numeric>
 
 #include "autograd/node.h"
+#include "cpu/shape.h"
 #include "global/rules.h"
-#include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/shape_attrs.h"
 
@@ -38,21 +39,6 @@ void view_scatter_meta(const TensorList& in, const Attrs& a, MetaList& out) {
     fail("[{}] gradient of shape {} does not match the view's size {}", op,
          shape_str(in[0].sizes()), shape_str(sizes));
   out.push_back({base, {}, 0, in[0].dtype(), in[0].device()});
-}
-void view_scatter_cpu(const KernelArgs& k) {
-  const Tensor& out = k.outputs[0];
-  const Tensor& g = k.inputs[0];
-  kernel_fill(out, 0);
-  using A = ViewScatterAttrs;
-  Tensor v =
-      make_view(out, A::get<"size">(k.attrs), A::get<"stride">(k.attrs), A::get<"offset">(k.attrs));
-  const bool overlap = A::get<"may_overlap">(k.attrs);
-  dispatch_dtype(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cpu_kernel<T, T, T>(
-        v, {&v, &g}, [](compute_t<T> a, compute_t<T> b) { return a + b; },
-        overlap ? INT64_MAX : kParallelGrain);
-  });
 }
 // NOTE [Decompositions]: where a device has no view_scatter kernel (CUDA): zeros, then the
 // gradient added through the view in place, or, for a view whose elements may overlap, added
@@ -373,7 +359,7 @@ void register_shape_ops() {
                .attr_names = ViewScatterAttrs::names(),
                .attr_types = ViewScatterAttrs::types(),
                .infer_meta = view_scatter_meta,
-               .cpu = view_scatter_cpu,
+               .cpu = cpu::view_scatter,
                .decompose = view_scatter_decompose,
                .vjp = view_scatter_vjp});
   register_op({.name = "as_strided",

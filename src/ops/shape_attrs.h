@@ -1,7 +1,7 @@
-// shape_attrs.h (internal): the attribute schemas of the view ops (ops/shape.cpp; NOTE
-// [Attribute schemas]), and the one-field schemas other op families share with them (the
-// index, move and sort ops of ops/index_attrs.h). Positions are the graph files' order: never
-// reorder a schema, only extend it.
+// shape_attrs.h (internal): the attribute schemas of the view ops (ops/shape.cpp, and
+// view_scatter's kernel in cpu/shape.cpp; NOTE [Attribute schemas]), and the one-field schemas
+// other op families share with them (the index, move and sort ops of ops/index_attrs.h).
+// Positions are the graph files' order: never reorder a schema, only extend it.
 #pragma once
 #include <cstdint>
 

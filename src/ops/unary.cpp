@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "global/rules.h"
+#include "cpu/elementwise.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_attrs.h"
 
@@ -97,20 +98,9 @@ TensorList gelu_vjp(const VjpCtx& c, const TensorList& g) {
   return {g[0] * (cdf + x * pdf)};
 }
 
-void gelu_cpu(const KernelArgs& k) {
-  if (elem_attrs::GeluAttrs::get<"approximate">(k.attrs) == "tanh")
-    unary_kernel_float<fn::GeluTanh>(k);
-  else unary_kernel_float<fn::GeluErf>(k);
-}
-
 // A row's functor gives its name (for generated fused kernels), its kind (NOTE [Elementwise
-// kinds]) and the CPU kernel that kind takes.
-template <class F> constexpr KernelFn unary_kernel_of() {
-  if constexpr (F::kind == ElemKind::kFloat) return unary_kernel_float<F>;
-  else if constexpr (F::kind == ElemKind::kAll) return unary_kernel_all<F>;
-  else return unary_kernel_bool<F>;
-}
-#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, unary_kernel_of<fn::F>()
+// kinds]) and the CPU kernel that kind takes (cpu/elementwise.h).
+#define OF_ROW_FN(F) "fn::" #F, fn::F::kind, cpu::unary_kernel_of<fn::F>()
 
 struct UnaryRow {
   const char* name;
@@ -218,7 +208,7 @@ void register_unary_ops() {
                .attr_names = elem_attrs::GeluAttrs::names(),
                .attr_types = elem_attrs::GeluAttrs::types(),
                .infer_meta = elementwise_meta,
-               .cpu = gelu_cpu,
+               .cpu = cpu::gelu,
                .vjp = gelu_vjp,
                .save_inputs = in(0),
                .fused_form = FusedForm::kGelu});

@@ -1,0 +1,11 @@
+// cpu/attention.h (internal): the CPU kernels of scaled_dot_product_attention and its backward,
+// registered in ops/nn_attention.cpp (inputs, attributes and outputs as that file describes).
+#pragma once
+#include "dispatch.h"
+
+namespace oneflow::cpu {
+
+void scaled_dot_product_attention(const KernelArgs& k);
+void scaled_dot_product_attention_backward(const KernelArgs& k);
+
+}  // namespace oneflow::cpu

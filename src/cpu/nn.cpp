@@ -1,0 +1,84 @@
+// nn.cpp: the CPU kernels of dropout and linear (their metas, VJPs and registrations:
+// ops/nn.cpp; what the nn kernels share: ops/nn_common.h).
+// NOTE [nn kernels]: the fused ops (batch_norm, layer_norm, group_norm, rms_norm, dropout,
+// cross_entropy) and their backward ops run on contiguous copies of their inputs. Statistics
+// accumulate in double (two passes over data that is in cache: mean, then squared deviations),
+// work is split over rows/channels only and reductions across rows are merged in a fixed order,
+// so results do not depend on the thread count. (That the backward ops are not differentiable
+// themselves, and which losses are compositions of public ops: ops/nn.cpp.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include "cpu/nn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/blas.h"
+#include "generator.h"
+#include "ops/nn_common.h"
+
+namespace oneflow::cpu {
+using namespace nn_detail;
+
+// ================================================================ dropout
+// which elements are kept (Philox words, the same on CUDA): ops/nn.cpp
+
+void dropout(const KernelArgs& k) {
+  const Tensor x = kernel_contiguous(k.inputs[0]);
+  const double p = DropoutAttrs::get<"p">(k.attrs);
+  const uint64_t seed = uint64_t(DropoutAttrs::get<"seed">(k.attrs)),
+                 offset = uint64_t(DropoutAttrs::get<"offset">(k.attrs));
+  const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  dispatch_f(x.dtype(), "dropout", [&](auto z) {
+    using T = decltype(z);
+    const T* px = cptr<T>(x);
+    T* py = mptr<T>(k.outputs[0]);
+    bool* pm = mptr<bool>(k.outputs[1]);
+    const int64_t n = x.numel();
+    const T s = T(scale);
+    parallel_for(0, (n + 3) / 4, 4096, [&](int64_t c0, int64_t c1) {
+      constexpr int64_t kChunk = 1024;
+      alignas(64) uint32_t wd[kChunk];
+      const int64_t e1 = std::min(c1 * 4, n);
+      for (int64_t e0 = c0 * 4; e0 < e1; e0 += kChunk) {
+        const int64_t m = std::min(kChunk, e1 - e0);
+        philox_words(seed, offset, uint64_t(e0), m, wd);
+        // restrict: the bool stores could alias anything otherwise, and the loop would not
+        // vectorize
+        const T* __restrict xi = px + e0;
+        T* __restrict yi = py + e0;
+        bool* __restrict mi = pm + e0;
+        const uint32_t* __restrict wi = wd;
+        for (int64_t j = 0; j < m; ++j) {
+          const bool keep = (wi[j] >> 8) >= thr;
+          const T v = xi[j] * s;  // computed either way: a select, not a mispredicted branch
+          mi[j] = keep;
+          yi[j] = keep ? v : T(0);
+        }
+      }
+    });
+  });
+}
+
+// ================================================================ linear
+// One GEMM with the bias preloaded into the output (beta = 1), as addmm.
+
+void linear(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& w = k.inputs[1];
+  const Tensor& out = k.outputs[0];
+  const bool has_bias = k.inputs[2].defined();
+  if (has_bias && out.numel() > 0) {
+    const Tensor b = kernel_contiguous(k.inputs[2]);
+    const int64_t R = out.size(0), O = out.size(1);
+    const size_t bytes = size_t(O) * b.element_size();
+    char* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
+  }
+  cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
+}
+
+}  // namespace oneflow::cpu

@@ -1,0 +1,11 @@
+// nn.h (internal): the CPU kernels of dropout and linear (ops/nn.cpp). NOTE [nn kernels] in
+// cpu/nn.cpp says how the fused nn kernels compute.
+#pragma once
+#include "dispatch.h"
+
+namespace oneflow::cpu {
+
+void dropout(const KernelArgs& k);
+void linear(const KernelArgs& k);
+
+}  // namespace oneflow::cpu

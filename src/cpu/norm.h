@@ -1,0 +1,17 @@
+// cpu/norm.h (internal): the CPU kernels of the normalization ops registered in
+// ops/nn_norm.cpp (inputs, attributes and outputs as that file describes them).
+#pragma once
+#include "dispatch.h"
+
+namespace oneflow::cpu {
+
+void layer_norm(const KernelArgs& k);
+void layer_norm_backward(const KernelArgs& k);
+void group_norm(const KernelArgs& k);
+void group_norm_backward(const KernelArgs& k);
+void rms_norm(const KernelArgs& k);
+void rms_norm_backward(const KernelArgs& k);
+void batch_norm(const KernelArgs& k);
+void batch_norm_backward(const KernelArgs& k);
+
+}  // namespace oneflow::cpu
