@@ -47,6 +47,11 @@ inline Geom conv_geometry(IntArrayRef xs, IntArrayRef ws, const ConvParams& p, b
     g.overflow = __builtin_add_overflow(a, b, &r) || g.overflow;
     return r;
   };
+  auto sub = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    g.overflow = __builtin_sub_overflow(a, b, &r) || g.overflow;
+    return r;
+  };
   // per-axis values, depth first; a 2-D convolution leaves the depth axis at its unit defaults
   int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, opad[3] = {0, 0, 0};
@@ -64,16 +69,18 @@ inline Geom conv_geometry(IntArrayRef xs, IntArrayRef ws, const ConvParams& p, b
     g.M = ws[0];
     for (size_t i = 0; i < sp; ++i) in[o3 + i] = xs[2 + i];
     for (size_t i = 0; i < 3; ++i) {
-      // padded input - dilated window (both non-negative: no overflow in the difference)
-      const int64_t span = add(in[i], mul(2, pad[i])) - add(mul(dil[i], k[i] - 1), 1);
-      out[i] = (span >= 0 ? span / s[i] : -((-span + s[i] - 1) / s[i])) + 1;
+      // padded input - dilated window, floor-divided by the stride (once a size overflowed
+      // the values are meaningless, but every step stays defined)
+      const int64_t span = sub(add(in[i], mul(2, pad[i])), add(mul(dil[i], k[i] - 1), 1));
+      const int64_t q = span / s[i] - (span % s[i] != 0 && span < 0 ? 1 : 0);
+      out[i] = add(q, 1);
     }
   } else {
     g.M = xs[1];
     g.C = mul(ws[1], p.groups);
     for (size_t i = 0; i < sp; ++i) out[o3 + i] = xs[2 + i];
     for (size_t i = 0; i < 3; ++i)
-      in[i] = add(add(add(mul(out[i] - 1, s[i]), -mul(2, pad[i])), mul(dil[i], k[i] - 1)),
+      in[i] = add(add(sub(mul(out[i] - 1, s[i]), mul(2, pad[i])), mul(dil[i], k[i] - 1)),
                   add(opad[i], 1));
   }
   g.D = in[0], g.H = in[1], g.W = in[2];
