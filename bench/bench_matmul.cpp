@@ -4,7 +4,17 @@
 
 #include <oneflow/oneflow.h>
 
+#include <array>
+#include <cmath>
+
 #include "bench_util.h"
+
+// The library's switch for its bfloat16 GEMM kernel (src/cpu/gemm_bf16.h, an internal header:
+// declared here so that this program keeps to the public include path).
+namespace oneflow::cpu {
+bool gemm_bf16_supported();
+bool set_gemm_bf16_enabled(bool on);
+}  // namespace oneflow::cpu
 
 #ifdef OF_BENCH_WITH_LIBTORCH
 #include <ATen/ATen.h>
@@ -79,5 +89,48 @@ int main() {
                ob::verdict(r >= 0.95), torch_cell, torch_ratio, same ? "ok" : "MISMATCH"});
   }
   table.print();
+
+  // bfloat16 GEMMs of a BERT layer's linear shapes (NOTE [bfloat16 GEMM]): the AVX512-BF16
+  // kernel beside the widened path it replaces (bfloat16 -> float32 copies, sgemm, rounding)
+  // and cblas_sgemm on float32 copies of the same operands (the float32 limit).
+  ob::Table bt(
+      "bfloat16 linear y = x·wᵀ, GFLOP/s (2mnk / median time over interleaved rounds); peer = "
+      "cblas_sgemm on float32 copies",
+      {"bf16 widened (before)", "kernel/widened", "check"});
+  const bool kernel = of::cpu::gemm_bf16_supported();
+  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {128, 384, 1536}, {128, 1536, 384}, {4096, 384, 1536}, {1024, 1024, 1024}}) {
+    const of::Tensor x = of::randn({m, k}), w = of::randn({n, k});
+    const of::Tensor xb = x.to(of::kBFloat16), wb = w.to(of::kBFloat16);
+    const of::Tensor xf = xb.to(of::kFloat32), wf = wb.to(of::kFloat32);
+    of::Tensor cf = of::empty({m, n}), y_kernel, y_wide;
+    const double flop = 2.0 * double(m) * double(n) * double(k);
+    std::vector<std::function<void()>> fs = {
+        [&] {
+          of::cpu::set_gemm_bf16_enabled(true);
+          y_kernel = of::linear(xb, wb);
+        },
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f,
+                      xf.data_ptr<float>(), int(k), wf.data_ptr<float>(), int(k), 0.0f,
+                      cf.data_ptr<float>(), int(n));
+          ob::keep(cf.data_ptr<float>()[0]);
+        },
+        [&] {
+          of::cpu::set_gemm_bf16_enabled(false);
+          y_wide = of::linear(xb, wb);
+          of::cpu::set_gemm_bf16_enabled(true);
+        }};
+    const std::vector<double> t = ob::interleaved_median_times(fs, 2, 7, 1.0);
+    const double g_k = flop / t[0] * 1e-9, g_s = flop / t[1] * 1e-9, g_w = flop / t[2] * 1e-9;
+    const bool same =
+        of::allclose(y_kernel.to(of::kFloat32), cf, 2e-2, 2e-2 * std::sqrt(double(k)));
+    bt.row({fmt::format("{}x{}->{}", m, k, n),
+            fmt::format("{:.1f} GFLOP/s{}", g_k, kernel ? "" : " (no AVX512-BF16: widened)"),
+            fmt::format("{:.1f} GFLOP/s", g_s), ob::ratio_str(g_k / g_s), ">= 1.3x sgemm",
+            ob::verdict(kernel && g_k >= 1.3 * g_s), fmt::format("{:.1f} GFLOP/s", g_w),
+            ob::ratio_str(g_k / g_w), same ? "ok" : "MISMATCH"});
+  }
+  bt.print();
   return 0;
 }

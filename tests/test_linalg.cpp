@@ -3,11 +3,13 @@
 // finite-difference VJPs) plus cases for strided views, out=, dtypes and error messages.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "cpu/gemm_bf16.h"
 #include "harness.h"
 
 namespace of = oneflow;
@@ -506,4 +508,67 @@ TEST_CASE("linalg: error messages name the op, shapes and dtypes") {
         of::einsum("ij,jk", {a, of::zeros({4, 2}, of::kFloat64)});
       },
       {"[einsum]", "float32", "float64"}));
+}
+
+TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match float64") {
+  // mm / bmm / addmm / linear on bfloat16 operands: against a float64 product of the same
+  // (rounded) operands, through the AVX512-BF16 kernel where the CPU has it and through the
+  // widened sgemm; shapes cross the kernel's tile (12 rows), strip (32 columns) and k-block (512)
+  // edges, operands come transposed, batched and broadcast.
+  const bool kernel = of::cpu::gemm_bf16_supported();
+  const std::string on_cpu = kernel ? "yes" : "no (the widened path only)";
+  MESSAGE("AVX512-BF16 kernel on this CPU: " << on_cpu);
+  of::manual_seed(41);
+  auto ref = [](const of::Tensor& a, const of::Tensor& b) {
+    return of::matmul(a.to(of::kFloat64), b.to(of::kFloat64));
+  };
+  auto close = [](const of::Tensor& got, const of::Tensor& want, int64_t k) {
+    // the output is rounded to bfloat16 once (2^-8 relative); float32 sums add ~k * 2^-24
+    const double atol = 1e-6 * double(k) * want.abs().max().item<double>() + 1e-30;
+    return of::allclose(got.to(of::kFloat64), want, 8e-3, atol);
+  };
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {5, 17, 2},     {12, 32, 7},
+                                                      {13, 33, 64}, {30, 70, 1100}, {128, 96, 384}};
+  for (bool use_kernel : {true, false}) {
+    const bool prev = of::cpu::set_gemm_bf16_enabled(use_kernel);
+    for (const auto& [m, n, k] : shapes) {
+      INFO("kernel " << use_kernel << " m " << m << " n " << n << " k " << k);
+      const of::Tensor a = of::randn({m, k}).to(of::kBFloat16);
+      const of::Tensor b = of::randn({k, n}).to(of::kBFloat16);
+      const of::Tensor w = of::randn({n, k}).to(of::kBFloat16);  // linear's [out, in]
+      const of::Tensor bias = of::randn({n}).to(of::kBFloat16);
+      const of::Tensor got = of::mm(a, b);
+      CHECK(got.dtype() == of::kBFloat16);
+      CHECK(close(got, ref(a, b), k));
+      // a transposed operand (read in place) and a copied one (strided in both dims)
+      CHECK(close(of::mm(a, w.t()), ref(a, w.t()), k));
+      CHECK(close(of::mm(b.t(), a.t()), ref(b.t(), a.t()), k));
+      const of::Tensor a2 = of::randn({m, 2 * k}).to(of::kBFloat16).slice(1, 0, 2 * k, 2);
+      CHECK(close(of::mm(a2, b), ref(a2, b), k));
+      // linear (bias preloaded, beta = 1) and addmm (alpha, beta)
+      CHECK(close(of::linear(a, w, bias), ref(a, w.t()) + bias.to(of::kFloat64), k));
+      const of::Tensor self = of::randn({m, n}).to(of::kBFloat16);
+      CHECK(
+          close(of::addmm(self, a, b, 0.5, 2.0), ref(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
+      // bmm, one operand's batch broadcast
+      const of::Tensor ab = of::randn({3, m, k}).to(of::kBFloat16);
+      CHECK(close(of::matmul(ab, b), ref(ab, b), k));
+      CHECK(close(of::bmm(ab, b.unsqueeze(0).expand({3, k, n})), ref(ab, b), k));
+    }
+    of::cpu::set_gemm_bf16_enabled(prev);
+  }
+  // the sums do not depend on the thread count; both paths agree to bfloat16 rounding
+  const of::Tensor a = of::randn({64, 640}).to(of::kBFloat16),
+                   b = of::randn({640, 200}).to(of::kBFloat16);
+  const int threads = of::get_num_threads();
+  of::set_num_threads(1);
+  const of::Tensor one = of::mm(a, b);
+  of::set_num_threads(2);
+  const of::Tensor two = of::mm(a, b);
+  of::set_num_threads(threads);
+  CHECK(of::equal(one, two));
+  const bool prev = of::cpu::set_gemm_bf16_enabled(false);
+  const of::Tensor widened = of::mm(a, b);
+  of::cpu::set_gemm_bf16_enabled(prev);
+  CHECK(of::allclose(one.to(of::kFloat32), widened.to(of::kFloat32), 8e-3, 1e-3));
 }

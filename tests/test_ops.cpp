@@ -224,7 +224,6 @@ TEST_CASE("op table: autocast policy, 16-bit widening and index checks are field
                                          "rms_norm",
                                          "dropout",
                                          "cross_entropy",
-                                         "linear",
                                          "scaled_dot_product_attention",
                                          "conv2d",
                                          "conv3d",

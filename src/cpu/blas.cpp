@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/gemm_bf16.h"
 #include "cpu/loops.h"
 #include "thread_pool.h"
 
@@ -226,11 +227,24 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
       return;
     case kFloat16:
     case kBFloat16: {
-      // Widen to float32, run sgemm (float accumulation), narrow into c.
-      const Tensor af = kernel_cast(a, kFloat32), bf = kernel_cast(b, kFloat32);
+      // Widen to float32, run sgemm (float accumulation), narrow into c; bfloat16 operands on
+      // a CPU with AVX512-BF16 run the bfloat16 kernel into the float32 c instead (NOTE
+      // [bfloat16 GEMM]).
       const Tensor cf =
           beta_zero ? make_empty(c.sizes(), kFloat32, c.device()) : kernel_cast(c, kFloat32);
-      gemm(af, bf, cf, alpha, beta, op);
+      if (t == kBFloat16 && gemm_bf16_supported()) {
+        const Operand oa = make_operand(a), ob = make_operand(b);
+        const auto* ad = reinterpret_cast<const uint16_t*>(oa.data);
+        const auto* bd = reinterpret_cast<const uint16_t*>(ob.data);
+        float* cp = static_cast<float*>(cf.data_ptr());
+        for (int64_t i = 0; i < batch; ++i)
+          gemm_bf16(m, n, k, ad + i * oa.bstride, oa.trans, oa.ld, bd + i * ob.bstride, ob.trans,
+                    ob.ld, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), cp + i * m * n,
+                    n);
+      } else {
+        const Tensor af = kernel_cast(a, kFloat32), bf = kernel_cast(b, kFloat32);
+        gemm(af, bf, cf, alpha, beta, op);
+      }
       dispatch_float(t, op, [&](auto z) {
         using T = decltype(z);
         cpu_kernel<T, float>(c, {&cf}, [](float x) { return x; });

@@ -76,8 +76,11 @@ void register_nn_ops() {
                .save_outputs = out(1),
                .rng_seed_attr = int(DropoutAttrs::index<"seed">()),
                .contiguous_inputs = kEveryInput});
+  // linear takes float16/bfloat16 operands itself (no kWidens16Bit): cpu::gemm accumulates
+  // them in float32 (bfloat16 on the AVX512-BF16 kernel, NOTE [bfloat16 GEMM]), as the CUDA
+  // kernel does in cuBLASLt, rounding the output once
   register_op({.name = "linear",
-               .traits = kWidens16Bit,
+               .traits = 0,
                .attr_names = {},
                .infer_meta = linear_meta,
                .cpu = cpu::linear,

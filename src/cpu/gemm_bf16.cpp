@@ -1,0 +1,197 @@
+// gemm_bf16.cpp: a bfloat16 GEMM on AVX512-BF16 (vdpbf16ps), float32 accumulation.
+// NOTE [bfloat16 GEMM]: Debian's OpenBLAS (0.3.21) is built without sbgemm, so a bfloat16 GEMM
+// widened every operand to float32 and ran sgemm: bfloat16 saved memory, never time. On a CPU
+// with AVX512-BF16 (Zen 4, Cooper Lake and later) vdpbf16ps multiplies 16 pairs of bfloat16 and
+// adds both products to 16 float32 accumulators in one instruction: twice sgemm's multiply-adds
+// per instruction. The kernel:
+//   - packs B, one strip of kNr = 32 columns at a time, k in pairs: strip[p][j][2] holds
+//     B(2p, j), B(2p + 1, j) (zero past n and past k), the layout vdpbf16ps reads (packed per
+//     call: prepacking constant weights once is issue 26's next step);
+//   - reads A as rows of k pairs, so a pair is one 32-bit broadcast: a row-major A with an even
+//     k in place, any other A packed first;
+//   - runs a kMr x 32 register tile (kMr = 12: 24 accumulators) over blocks of kKc pairs, the
+//     B strip (kKc * 128 bytes) reused by every row tile while it sits in L1;
+//   - splits the strips over the thread pool (each task packs its strips and owns their
+//     output columns: no shared writes, and the sums do not depend on the thread count).
+// Products of two bfloat16 are exact in float32; each k pair is summed into the accumulator
+// with one rounding (the instruction's), k blocks are added into C in order. c = alpha * AB +
+// beta * c (beta = 0: c is not read). Results differ from the widened sgemm's in the last bits
+// (another summation order), as any two GEMMs do.
+#include "cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "oneflow/error.h"
+
+#include "thread_pool.h"
+
+namespace oneflow::cpu {
+
+namespace {
+std::atomic<bool> g_enabled{true};
+}  // namespace
+
+bool gemm_bf16_supported() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool cpu = __builtin_cpu_supports("avx512bf16") &&
+                          __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return cpu && g_enabled.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+bool set_gemm_bf16_enabled(bool on) { return g_enabled.exchange(on); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+constexpr int64_t kNr = 32;   // columns per strip (two zmm of float32)
+constexpr int kMr = 12;       // rows per register tile
+constexpr int64_t kKc = 256;  // k pairs per block (a strip block: 32 KiB)
+
+#define OF_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// One kMr (or fewer) x 32 tile over `kp` k pairs: acc = A rows (packed pairs, `arow` uint32 per
+// pair, rows `lda2` pairs apart) times the strip block (kp x 32 pairs); then
+// c = alpha * acc + beta * c for the `nc` valid columns.
+template <int R>
+OF_BF16_TARGET void tile(const uint32_t* a, int64_t lda2, const uint16_t* bs, int64_t kp, float* c,
+                         int64_t ldc, int64_t nc, float alpha, float beta) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bs + p * 64);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bs + p * 64 + 32);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r * lda2 + p]));
+      // the broadcast as the last operand: it folds into the instruction ({1to16}), no
+      // separate shuffle (a0*b0 + a1*b1 is symmetric in its operands)
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], b0, av);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], b1, av);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
+  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
+                       : nc <= 16 ? __mmask16(0)
+                                  : __mmask16((1u << (nc - 16)) - 1);
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    __m512 v0 = _mm512_mul_ps(acc[r][0], va), v1 = _mm512_mul_ps(acc[r][1], va);
+    if (beta != 0.f) {
+      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, v0);
+      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, v1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+using TileFn = void (*)(const uint32_t*, int64_t, const uint16_t*, int64_t, float*, int64_t,
+                        int64_t, float, float);
+template <int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
+  return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
+}
+constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMr>{});
+
+// Element (i, j) of an operand stored row-major (trans = false: at i * ld + j) or as the
+// transpose of one (trans = true: at j * ld + i).
+inline uint16_t at(const uint16_t* p, bool trans, int64_t ld, int64_t i, int64_t j) {
+  return trans ? p[j * ld + i] : p[i * ld + j];
+}
+
+// Packs strip s of B (columns s*kNr ...) as [pair][kNr][2] for pairs [0, kp): zero past n and
+// past k. linear's B is wᵀ (tb, k contiguous in memory): each pair is one 32-bit word of a
+// row of w, so the strip is a transpose of 32-bit words.
+void pack_strip(const uint16_t* b, bool tb, int64_t ldb, int64_t k, int64_t n, int64_t s,
+                int64_t kp, uint32_t* dst) {
+  const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+  if (tb && k % 2 == 0 && ldb % 2 == 0 && reinterpret_cast<uintptr_t>(b) % 4 == 0) {
+    for (int64_t jj = 0; jj < nc; ++jj) {
+      const uint32_t* row = reinterpret_cast<const uint32_t*>(b + (j0 + jj) * ldb);
+      for (int64_t p = 0; p < kp; ++p) dst[p * kNr + jj] = row[p];
+    }
+  } else {
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t jj = 0; jj < nc; ++jj) {
+        const uint32_t lo = at(b, tb, ldb, 2 * p, j0 + jj);
+        const uint32_t hi = 2 * p + 1 < k ? at(b, tb, ldb, 2 * p + 1, j0 + jj) : 0;
+        dst[p * kNr + jj] = lo | (hi << 16);
+      }
+  }
+  if (nc < kNr)
+    for (int64_t p = 0; p < kp; ++p)
+      std::fill(dst + p * kNr + nc, dst + (p + 1) * kNr, uint32_t(0));
+}
+
+// Per-thread scratch that keeps its memory between calls (no allocation, no page faults in a
+// steady state).
+uint32_t* scratch(std::vector<uint32_t>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
+               const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
+               int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t kp = (k + 1) / 2;  // k pairs (the last one zero-padded when k is odd)
+  const int64_t strips = (n + kNr - 1) / kNr;
+  // A as rows of k pairs: a row-major A with an even k is that already (read in place)
+  const uint32_t* ap = nullptr;
+  int64_t lda2 = kp;
+  if (!ta && k % 2 == 0 && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0) {
+    ap = reinterpret_cast<const uint32_t*>(a);
+    lda2 = lda / 2;
+  } else {
+    thread_local std::vector<uint32_t> abuf;
+    uint32_t* dst = scratch(abuf, size_t(m * kp));
+    parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
+                 [&](int64_t i0, int64_t i1) {
+                   for (int64_t i = i0; i < i1; ++i)
+                     for (int64_t p = 0; p < kp; ++p) {
+                       const uint32_t lo = at(a, ta, lda, i, 2 * p);
+                       const uint32_t hi = 2 * p + 1 < k ? at(a, ta, lda, i, 2 * p + 1) : 0;
+                       dst[i * kp + p] = lo | (hi << 16);
+                     }
+                 });
+    ap = dst;
+  }
+  // Each task packs its strips of B one at a time (the strip then stays in cache for every row
+  // tile) and owns their columns of C.
+  parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
+    thread_local std::vector<uint32_t> bbuf;
+    uint32_t* strip = scratch(bbuf, size_t(kp * kNr));
+    for (int64_t s = s0; s < s1; ++s) {
+      pack_strip(b, tb, ldb, k, n, s, kp, strip);
+      const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+      for (int64_t p0 = 0; p0 < kp; p0 += kKc) {
+        const int64_t pc = std::min(kKc, kp - p0);
+        const float bt = p0 == 0 ? beta : 1.f;  // later k blocks add to the first's sums
+        for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+          const int r = int(std::min<int64_t>(kMr, m - i0));
+          kTiles[size_t(r - 1)](ap + i0 * lda2 + p0, lda2,
+                                reinterpret_cast<const uint16_t*>(strip + p0 * kNr), pc,
+                                c + i0 * ldc + j0, ldc, nc, alpha, bt);
+        }
+      }
+    }
+  });
+}
+#else
+void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, bool, int64_t, const uint16_t*, bool,
+               int64_t, float, float, float*, int64_t) {
+  fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");
+}
+#endif
+
+}  // namespace oneflow::cpu

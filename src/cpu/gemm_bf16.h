@@ -1,0 +1,22 @@
+// gemm_bf16.h (internal): the bfloat16 GEMM of cpu::gemm on CPUs with AVX512-BF16 (NOTE
+// [bfloat16 GEMM] in cpu/gemm_bf16.cpp).
+#pragma once
+#include <cstdint>
+
+namespace oneflow::cpu {
+
+// Whether cpu::gemm runs bfloat16 GEMMs here: the CPU has AVX512-BF16 and the kernel is enabled
+// (it widens to sgemm otherwise).
+bool gemm_bf16_supported();
+// Turns the kernel off (tests and benchmarks compare it with the widened sgemm); returns the
+// previous setting.
+bool set_gemm_bf16_enabled(bool on);
+
+// c [m, n] (float32, rows ldc apart) = alpha * a @ b + beta * c (beta = 0: c is not read), a
+// [m, k] and b [k, n] bfloat16 bit patterns, each row-major with leading dimension ld (trans:
+// the transpose of such a matrix is given, element (i, j) at j * ld + i). m, n, k > 0.
+void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
+               const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
+               int64_t ldc);
+
+}  // namespace oneflow::cpu
