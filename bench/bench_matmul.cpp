@@ -98,8 +98,9 @@ int main() {
       "cblas_sgemm on float32 copies",
       {"bf16 widened (before)", "kernel/widened", "check"});
   const bool kernel = of::cpu::gemm_bf16_supported();
-  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{
+  for (const auto& shape : std::vector<std::array<int64_t, 3>>{
            {128, 384, 1536}, {128, 1536, 384}, {4096, 384, 1536}, {1024, 1024, 1024}}) {
+    const int64_t m = shape[0], k = shape[1], n = shape[2];  // (lambdas capture them below)
     const of::Tensor x = of::randn({m, k}), w = of::randn({n, k});
     const of::Tensor xb = x.to(of::kBFloat16), wb = w.to(of::kBFloat16);
     const of::Tensor xf = xb.to(of::kFloat32), wf = wb.to(of::kFloat32);

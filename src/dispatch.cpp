@@ -88,6 +88,15 @@ OpTable& table() {
 
 }  // namespace
 
+namespace {
+thread_local const StorageImpl* t_constant_operand = nullptr;
+}  // namespace
+const StorageImpl* constant_operand_storage() { return t_constant_operand; }
+ConstantOperandScope::ConstantOperandScope(const StorageImpl* s) : prev_(t_constant_operand) {
+  t_constant_operand = s;
+}
+ConstantOperandScope::~ConstantOperandScope() { t_constant_operand = prev_; }
+
 const OpDef* register_op(OpDef def) {
   OpTable* t = OpTable::current();
   if (!t) throw Error("[register_op] ops are registered only while the op table is built");

@@ -190,6 +190,10 @@ struct OpDef {
   // does not widen them for it (NOTE [Reduced-precision fallback]). Set by the CUDA module.
   bool cuda_16bit = false;
   AutocastPolicy autocast = AutocastPolicy::kNone;
+  // The input that is usually a weight (linear's, mm's right operand): where a traced graph
+  // only reads it, a replay names its storage to the kernel, which may keep work derived from
+  // it between calls (NOTE [Prepacked weights]); -1: none.
+  int weight_input = -1;
   std::vector<FoldIdentity> fold_identities;
   FusedForm fused_form = FusedForm::kFunctor;
   bool has(OpTrait t) const { return (traits & t) != 0; }
@@ -200,6 +204,27 @@ bool scalar_equal(const Scalar& a, const Scalar& b);
 size_t hash_scalar(const Scalar& s);
 bool operator==(const Attrs& a, const Attrs& b);
 size_t hash_attrs(const Attrs& a);
+
+// NOTE [Prepacked weights]: a replayed step whose op has a weight_input that is a root of the
+// graph (a parameter or constant) no node of the graph writes runs its kernel inside a
+// ConstantOperandScope naming that input's storage. A kernel may then keep a transformed copy
+// of the operand (the bfloat16 GEMM's packed strips, cpu/gemm_bf16.cpp) keyed by the storage,
+// the view and the storage's version, and reuse it while the version is unchanged: every write
+// through the library (in-place ops, copy_, an optimizer step, a replay's in-place write)
+// bumps the version. Memory written behind the library's back (through data_ptr) is not seen,
+// as ONNX Runtime's and a frozen TorchScript module's prepacked weights do not see it. Eager
+// calls never name a constant operand.
+const StorageImpl* constant_operand_storage();
+class ConstantOperandScope {
+ public:
+  explicit ConstantOperandScope(const StorageImpl* s);
+  ~ConstantOperandScope();
+  ConstantOperandScope(const ConstantOperandScope&) = delete;
+  ConstantOperandScope& operator=(const ConstantOperandScope&) = delete;
+
+ private:
+  const StorageImpl* prev_;
+};
 
 // Registers an op (called from the register_*_ops functions); names are unique.
 const OpDef* register_op(OpDef def);

@@ -531,7 +531,8 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
                                                       {13, 33, 64}, {30, 70, 1100}, {128, 96, 384}};
   for (bool use_kernel : {true, false}) {
     const bool prev = of::cpu::set_gemm_bf16_enabled(use_kernel);
-    for (const auto& [m, n, k] : shapes) {
+    for (const auto& shape : shapes) {  // (no structured binding: clang 14's doctest lambdas)
+      const int64_t m = shape[0], n = shape[1], k = shape[2];
       INFO("kernel " << use_kernel << " m " << m << " n " << n << " k " << k);
       const of::Tensor a = of::randn({m, k}).to(of::kBFloat16);
       const of::Tensor b = of::randn({k, n}).to(of::kBFloat16);

@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "oneflow/runtime.h"
+#include "cpu/gemm_bf16.h"
 #include "trace/graph.h"
 
 namespace F = of::nn::functional;
@@ -359,6 +360,48 @@ TEST_CASE("trace footgun: captured constants are frozen at recording") {
   // documented: the replay adds the captured constant, not the new host value
   CHECK(f(x).to_vector<float>()[0] == 1.0f);
   CHECK(f.graph().find("external") != std::string::npos);
+}
+
+TEST_CASE("trace footgun: a weight changed between replays reaches prepacked GEMMs") {
+  // NOTE [Prepacked weights]: a bfloat16 linear's weight that the inference graph only reads is
+  // packed once and reused while its version stands; writes through the library (an in-place
+  // op, copy_, an optimizer step, a traced training step's fused update) must reach the replay.
+  of::manual_seed(12);
+  of::nn::Linear lin(of::nn::LinearOptions(512, 256));  // large enough to fuse the update
+  lin->to(of::kBFloat16);
+  const of::Tensor x = of::randn({16, 512}).to(of::kBFloat16);
+  auto infer = of::jit::trace([&](const of::Tensor& in) { return lin(in); });
+  auto eager = [&] {
+    of::NoGradGuard ng;
+    return lin(x);
+  };
+  of::NoGradGuard ng;
+  CHECK(of::equal(infer(x), eager()));  // records
+  CHECK(of::equal(infer(x), eager()));  // replays (packing the weight once)
+  if (of::cpu::gemm_bf16_supported()) CHECK(of::cpu::packed_constant_operands() >= 1);
+  lin->weight.add_(0.5);  // eager in-place write: the version moves
+  CHECK(of::equal(infer(x), eager()));
+  lin->weight.copy_(of::randn({256, 512}).to(of::kBFloat16));
+  CHECK(of::equal(infer(x), eager()));
+  // a traced Adam step writes the weight in place (in a fused group on the CPU)
+  {
+    of::EnableGradGuard on;
+    of::optim::Adam opt(lin->parameters(), of::optim::AdamOptions(0.05));
+    auto step = of::jit::trace([&](const of::Tensor& in) {
+      opt.zero_grad();
+      of::Tensor loss = lin(in).to(of::kFloat32).pow(2.0).mean();
+      loss.backward();
+      opt.step();
+      return loss;
+    });
+    for (int i = 0; i < 3; ++i) {
+      step(x);
+      of::NoGradGuard off;
+      CHECK(of::equal(infer(x), eager()));
+    }
+    // the update ran as a fused group (whose in-place writes bump versions too)
+    CHECK(step.graph().find("fused group 0") != std::string::npos);
+  }
 }
 
 TEST_CASE("trace footgun: lr and step changed after capture reach the replay") {

@@ -8,6 +8,8 @@
 #include <climits>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "cpu/gemm_bf16.h"
@@ -172,6 +174,54 @@ void gemm_int(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, 
   });
 }
 
+// NOTE [Prepacked weights] for the bfloat16 kernel: B packed once per constant operand (its
+// storage, view and version); a changed version repacks it, a dead storage's entry goes.
+struct PackedB {
+  std::weak_ptr<StorageImpl> storage;
+  const StorageImpl* key = nullptr;
+  uint32_t version = 0;
+  int64_t offset = 0;
+  DimVector sizes, strides;
+  std::shared_ptr<const std::vector<uint32_t>> packed;
+};
+std::mutex g_packs_mu;
+std::vector<PackedB> g_packs;
+constexpr size_t kMaxPackedBytes = size_t(4) << 30;
+
+std::shared_ptr<const std::vector<uint32_t>> packed_constant_b(const Tensor& b, const Operand& ob,
+                                                               int64_t k, int64_t n) {
+  const TensorImpl& t = *b.impl();
+  const uint32_t version = t.storage->version.load(std::memory_order_relaxed);
+  auto same = [&](const PackedB& e) {
+    return e.key == t.storage.get() && e.offset == t.offset &&
+           IntArrayRef(e.sizes) == IntArrayRef(t.sizes) &&
+           IntArrayRef(e.strides) == IntArrayRef(t.strides);
+  };
+  {
+    std::lock_guard<std::mutex> lock(g_packs_mu);
+    for (const PackedB& e : g_packs)
+      if (same(e) && e.version == version && e.storage.lock() == t.storage) return e.packed;
+  }
+  auto packed = std::make_shared<const std::vector<uint32_t>>(
+      pack_b_bf16(k, n, reinterpret_cast<const uint16_t*>(ob.data), ob.trans, ob.ld));
+  std::lock_guard<std::mutex> lock(g_packs_mu);
+  size_t bytes = packed->size() * 4;
+  std::erase_if(g_packs, [&](const PackedB& e) { return e.storage.expired() || same(e); });
+  for (const PackedB& e : g_packs) bytes += e.packed->size() * 4;
+  if (bytes > kMaxPackedBytes) g_packs.clear();
+  g_packs.push_back({t.storage, t.storage.get(), version, t.offset, t.sizes, t.strides, packed});
+  return packed;
+}
+
+}  // namespace
+
+size_t packed_constant_operands() {
+  std::lock_guard<std::mutex> lock(g_packs_mu);
+  return g_packs.size();
+}
+
+namespace {
+
 bool same_storage(const Tensor& x, const Tensor& y) {
   return x.impl()->storage.get() == y.impl()->storage.get();
 }
@@ -237,10 +287,14 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
         const auto* ad = reinterpret_cast<const uint16_t*>(oa.data);
         const auto* bd = reinterpret_cast<const uint16_t*>(ob.data);
         float* cp = static_cast<float*>(cf.data_ptr());
+        // a replay's constant weight: packed once (NOTE [Prepacked weights])
+        std::shared_ptr<const std::vector<uint32_t>> packed;
+        if (batch == 1 && constant_operand_storage() == b.impl()->storage.get())
+          packed = packed_constant_b(b, ob, k, n);
         for (int64_t i = 0; i < batch; ++i)
           gemm_bf16(m, n, k, ad + i * oa.bstride, oa.trans, oa.ld, bd + i * ob.bstride, ob.trans,
-                    ob.ld, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), cp + i * m * n,
-                    n);
+                    ob.ld, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), cp + i * m * n, n,
+                    packed ? packed->data() : nullptr);
       } else {
         const Tensor af = kernel_cast(a, kFloat32), bf = kernel_cast(b, kFloat32);
         gemm(af, bf, cf, alpha, beta, op);

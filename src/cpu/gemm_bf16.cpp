@@ -5,8 +5,8 @@
 // adds both products to 16 float32 accumulators in one instruction: twice sgemm's multiply-adds
 // per instruction. The kernel:
 //   - packs B, one strip of kNr = 32 columns at a time, k in pairs: strip[p][j][2] holds
-//     B(2p, j), B(2p + 1, j) (zero past n and past k), the layout vdpbf16ps reads (packed per
-//     call: prepacking constant weights once is issue 26's next step);
+//     B(2p, j), B(2p + 1, j) (zero past n and past k), the layout vdpbf16ps reads; a traced
+//     graph's constant weight is packed once (NOTE [Prepacked weights], cpu/blas.cpp's cache);
 //   - reads A as rows of k pairs, so a pair is one 32-bit broadcast: a row-major A with an even
 //     k in place, any other A packed first;
 //   - runs a kMr x 32 register tile (kMr = 12: 24 accumulators) over blocks of kKc pairs, the
@@ -140,9 +140,19 @@ uint32_t* scratch(std::vector<uint32_t>& v, size_t n) {
 
 }  // namespace
 
+std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb) {
+  const int64_t kp = (k + 1) / 2, strips = (n + kNr - 1) / kNr;
+  std::vector<uint32_t> packed(size_t(strips * kp * kNr));
+  parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s)
+      pack_strip(b, tb, ldb, k, n, s, kp, packed.data() + s * kp * kNr);
+  });
+  return packed;
+}
+
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
                const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
-               int64_t ldc) {
+               int64_t ldc, const uint32_t* packed_b) {
   if (m <= 0 || n <= 0) return;
   const int64_t kp = (k + 1) / 2;  // k pairs (the last one zero-padded when k is odd)
   const int64_t strips = (n + kNr - 1) / kNr;
@@ -170,9 +180,10 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
   // tile) and owns their columns of C.
   parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
     thread_local std::vector<uint32_t> bbuf;
-    uint32_t* strip = scratch(bbuf, size_t(kp * kNr));
+    uint32_t* own = packed_b ? nullptr : scratch(bbuf, size_t(kp * kNr));
     for (int64_t s = s0; s < s1; ++s) {
-      pack_strip(b, tb, ldb, k, n, s, kp, strip);
+      const uint32_t* strip = packed_b ? packed_b + s * kp * kNr : own;
+      if (!packed_b) pack_strip(b, tb, ldb, k, n, s, kp, own);
       const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
       for (int64_t p0 = 0; p0 < kp; p0 += kKc) {
         const int64_t pc = std::min(kKc, kp - p0);
@@ -189,7 +200,10 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
 }
 #else
 void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, bool, int64_t, const uint16_t*, bool,
-               int64_t, float, float, float*, int64_t) {
+               int64_t, float, float, float*, int64_t, const uint32_t*) {
+  fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");
+}
+std::vector<uint32_t> pack_b_bf16(int64_t, int64_t, const uint16_t*, bool, int64_t) {
   fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");
 }
 #endif

@@ -1,7 +1,9 @@
 // gemm_bf16.h (internal): the bfloat16 GEMM of cpu::gemm on CPUs with AVX512-BF16 (NOTE
 // [bfloat16 GEMM] in cpu/gemm_bf16.cpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace oneflow::cpu {
 
@@ -15,8 +17,16 @@ bool set_gemm_bf16_enabled(bool on);
 // c [m, n] (float32, rows ldc apart) = alpha * a @ b + beta * c (beta = 0: c is not read), a
 // [m, k] and b [k, n] bfloat16 bit patterns, each row-major with leading dimension ld (trans:
 // the transpose of such a matrix is given, element (i, j) at j * ld + i). m, n, k > 0.
+// packed_b: B as pack_b_bf16 packed it (b, tb, ldb are then not read), or null.
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
                const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
-               int64_t ldc);
+               int64_t ldc, const uint32_t* packed_b = nullptr);
+
+// B [k, n] packed once for gemm_bf16 (the strips it packs per call otherwise): a constant
+// operand's (NOTE [Prepacked weights]).
+std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb);
+
+// Constant operands packed so far and held (cpu/blas.cpp's cache; tests).
+size_t packed_constant_operands();
 
 }  // namespace oneflow::cpu

@@ -511,7 +511,8 @@ void register_linalg_ops() {
                .vjp = mm_vjp,
                .save_inputs = in(0) | in(1),
                .sbp_rule = &sbp_rules::kMm,
-               .autocast = AutocastPolicy::kLower});
+               .autocast = AutocastPolicy::kLower,
+               .weight_input = 1});
   register_op({.name = "bmm",
                .traits = 0,
                .attr_names = {},
@@ -532,7 +533,8 @@ void register_linalg_ops() {
                .vjp = addmm_vjp<false>,
                .save_inputs = in(1) | in(2),
                .sbp_rule = &sbp_rules::kAddmm,
-               .autocast = AutocastPolicy::kLower});
+               .autocast = AutocastPolicy::kLower,
+               .weight_input = 2});
   register_op({.name = "baddbmm",
                .traits = 0,
                .attr_names = AddmmAttrs::names(),

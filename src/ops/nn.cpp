@@ -88,7 +88,8 @@ void register_nn_ops() {
                .save_inputs = in(0) | in(1),
                .sbp_rule = &sbp_rules::kLinear,
                .contiguous_inputs = kEveryInput,
-               .autocast = AutocastPolicy::kLower});
+               .autocast = AutocastPolicy::kLower,
+               .weight_input = 1});
   register_norm_ops();
   register_loss_ops();
   register_attention_ops();

@@ -463,6 +463,11 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
   }
   std::vector<int> last_of_group(g.groups.size(), -1);
   for (size_t k = 0; k < g.groups.size(); ++k) last_of_group[k] = g.groups[k].back();
+  // buffers some node writes in place (their contents change within a replay)
+  std::vector<bool> written(g.buffers.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.writes_existing)
+      for (int v : n.outputs) written[size_t(g.values[size_t(v)].buffer)] = true;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.op->has(kView)) continue;
@@ -471,6 +476,13 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
       Step s;
       s.group = int(p.groups.size());
       build_group(p, n.group);
+      for (int m : g.groups[size_t(n.group)]) {  // members writing a root in place
+        const Node& mn = g.nodes[size_t(m)];
+        if (!mn.writes_existing) continue;
+        const int buf = g.values[size_t(mn.outputs[0])].buffer;
+        if (g.buffers[size_t(buf)].kind != BufKind::Intermediate && p.buf_storage[size_t(buf)])
+          s.bumps.push_back(p.buf_storage[size_t(buf)].get());
+      }
       if (cuda) p.graph_steps.push_back(int(p.steps.size()));  // its members are CUDA nodes
       p.steps.push_back(std::move(s));
       continue;
@@ -500,11 +512,19 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
       s.rng = n.rng;
       s.seed_attr = n.op->rng_seed_attr;
     }
+    if (const int wi = n.op->weight_input;
+        !s.on_cuda && wi >= 0 && wi < int(n.inputs.size()) && n.inputs[size_t(wi)] >= 0) {
+      const int buf = g.values[size_t(n.inputs[size_t(wi)])].buffer;
+      const BufKind kind = g.buffers[size_t(buf)].kind;
+      if ((kind == BufKind::External || kind == BufKind::Constant) && !written[size_t(buf)] &&
+          p.buf_storage[size_t(buf)])
+        s.constant_operand = p.buf_storage[size_t(buf)].get();
+    }
     if (n.writes_existing) {
       const Buffer& b = g.buffers[size_t(g.values[size_t(n.outputs[0])].buffer)];
       if (b.kind != BufKind::Intermediate &&
           p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)])
-        s.bump = p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)].get();
+        s.bumps.push_back(p.buf_storage[size_t(g.values[size_t(n.outputs[0])].buffer)].get());
     }
     p.steps.push_back(std::move(s));
   }
@@ -613,6 +633,7 @@ void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
                      s.group >= 0 ? p.groups[size_t(s.group)].label.c_str() : s.op->name.c_str());
   if (s.group >= 0) {
     run_group(p, p.groups[size_t(s.group)]);
+    for (StorageImpl* b : s.bumps) b->version.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (s.rng >= 0) {
@@ -630,12 +651,15 @@ void run_step(Plan& p, Step& s, bool debug_allocs, bool profile) {
     s.op->infer_meta(s.ins, s.attrs, metas);
   }
   const uint64_t a0 = debug_allocs ? memory::stats().num_allocs : 0;
-  s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
+  {
+    ConstantOperandScope constant(s.constant_operand);  // NOTE [Prepacked weights]
+    s.kernel(KernelArgs{s.ins, s.attrs, s.outs});
+  }
   if (debug_allocs && memory::stats().num_allocs != a0)
     std::fprintf(stderr, "[jit.replay] step %zu (%s) allocated %llu times\n",
                  size_t(&s - p.steps.data()), s.op->name.c_str(),
                  (unsigned long long)(memory::stats().num_allocs - a0));
-  if (s.bump) s.bump->version.fetch_add(1, std::memory_order_relaxed);
+  for (StorageImpl* b : s.bumps) b->version.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {

@@ -59,7 +59,10 @@ struct Step {
   TensorList ins, outs;
   Attrs attrs;
   int rng = -1, seed_attr = -1;
-  StorageImpl* bump = nullptr;  // in-place writes to a root bump its version (as eager does)
+  // in-place writes to roots bump their versions (as eager does; a fused group: each member's)
+  SmallVector<StorageImpl*, 1> bumps;
+  // its weight input's storage when the graph only reads it (NOTE [Prepacked weights])
+  const StorageImpl* constant_operand = nullptr;
   int group = -1;
 };
 
