@@ -288,13 +288,14 @@ def cmd_table(args):
     peer_threads = sorted({k[3] for k in res if k[0] == "ort"})
     cases = [(k[1], k[2], k[3]) for k in res if k[0] == "ours_traced"]
     cases = sorted(set(cases), key=lambda c: (c[0], c[1], c[2]))
-    head = ["case (BxS, threads)", "ours eager", "ours traced", "ORT", "torch eager",
-            "torch.compile", "traced/ORT", "ORT best (thr)", "traced/ORT best", "limit (GEMM FLOPs "
-            "at raw sgemm peak)", "rounds"]
+    head = ["case (BxS, threads)", "ours eager", "ours traced", "ours traced bf16", "ORT",
+            "torch eager", "torch.compile", "traced/ORT", "bf16/ORT", "ORT best (thr)",
+            "traced/ORT best", "limit (GEMM FLOPs at raw sgemm peak)", "rounds"]
     rows = []
     for b, s, t in cases:
         oe, n = med("ours_eager", b, s, t)
         ot, _ = med("ours_traced", b, s, t)
+        ob, _ = med("ours_traced_bf16", b, s, t)
         ort_, _ = med("ort", b, s, t)
         te, _ = med("torch_eager", b, s, t)
         tc, _ = med("torch_compile", b, s, t)
@@ -305,8 +306,9 @@ def cmd_table(args):
         if lim:
             lim_cell = (f"{float(lim['bound_ms']):.2f} ms ({float(lim['gflop_per_seq']):.2f} "
                         f"GFLOP/seq x {b} at {float(lim['sgemm_gflops']):.0f} GFLOP/s)")
-        rows.append([f"{b}x{s}, {t} thr", cell(oe), cell(ot), cell(ort_), cell(te), cell(tc),
-                     f"{ot / ort_:.2f}x" if ot and ort_ else "-",
+        rows.append([f"{b}x{s}, {t} thr", cell(oe), cell(ot), cell(ob), cell(ort_), cell(te),
+                     cell(tc), f"{ot / ort_:.2f}x" if ot and ort_ else "-",
+                     f"{ob / ort_:.2f}x" if ob and ort_ else "-",
                      f"{best[0]:.2f} ({best[1]})" if best[0] else "-",
                      f"{ot / best[0]:.2f}x" if ot and best[0] else "-", lim_cell, str(n)])
     for k in ("machine", "versions"):

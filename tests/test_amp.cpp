@@ -448,7 +448,10 @@ TEST_CASE("autocast: the Fashion-MNIST CNN trained in bfloat16 reaches float32's
   MESSAGE("test accuracy after one epoch on ", n, " images: float32 ", fp32, ", bfloat16 autocast ",
           bf16);
   CHECK(fp32 > 0.75);
-  CHECK(std::abs(bf16 - fp32) <= 0.005);
+  // reaches: at most half a point below float32 (above it is fine: bfloat16 rounding shifts a
+  // one-epoch run either way; 0.8313 against 0.8263 on one build)
+  CHECK(bf16 >= fp32 - 0.005);
+  CHECK(bf16 <= fp32 + 0.02);
 }
 
 TEST_CASE("reduced-precision fallback: float32-only nn ops on bfloat16 run between two casts") {
