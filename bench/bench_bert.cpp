@@ -27,7 +27,6 @@
 #include <fstream>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,28 +37,6 @@
 namespace bench = of::bench;
 
 namespace {
-
-// Copies the checkpoint's tensors into the model's parameters by name (as examples/bert_embed.cpp
-// does); every parameter must be found.
-void load_weights(bert::Bert& model, const std::string& path) {
-  auto params = model->named_parameters();
-  std::set<std::string> missing;
-  for (const auto& item : params) missing.insert(item.key());
-  of::NoGradGuard ng;
-  for (auto& [raw, t] : of::load_tensors(path)) {
-    const std::string name = raw.rfind("bert.", 0) == 0 ? raw.substr(5) : raw;
-    const of::Tensor* p = params.find(name);
-    if (!p) continue;
-    if (!(p->sizes() == t.sizes()))
-      throw of::Error("[bench_bert] " + name + " has shape " + of::shape_str(t.sizes()) +
-                      " in the checkpoint, " + of::shape_str(p->sizes()) + " in the model");
-    of::Tensor(*p).copy_(t.to(p->dtype()));
-    missing.erase(name);
-  }
-  if (!missing.empty())
-    throw of::Error("[bench_bert] the checkpoint lacks " + *missing.begin() + " (and " +
-                    std::to_string(missing.size() - 1) + " more)");
-}
 
 struct Case {
   int64_t batch, seq;
@@ -157,7 +134,7 @@ int main(int argc, char** argv) {
 
     const bert::Config cfg = bert::read_config(dir + "/config.json");
     bert::Bert model(cfg);
-    load_weights(model, dir + "/model.safetensors");
+    bert::load_weights(model, dir + "/model.safetensors");
     model->eval();
     of::NoGradGuard ng;
     // Static shapes: each (batch, seq) records once, later calls replay.
@@ -166,7 +143,7 @@ int main(int argc, char** argv) {
     // the bfloat16 copy (--bf16): weights converted once, the mask given in bfloat16
     bert::Bert model_bf(cfg);
     if (bf16) {
-      load_weights(model_bf, dir + "/model.safetensors");
+      bert::load_weights(model_bf, dir + "/model.safetensors");
       model_bf->to(of::kBFloat16);
       model_bf->eval();
     }

@@ -1,13 +1,14 @@
 // bert.h: a BERT encoder written with of::nn whose parameter names are those of Hugging Face's
 // BertModel (embeddings.word_embeddings.weight, encoder.layer.0.attention.self.query.weight,
-// ...), a reader for its config.json, and mean pooling. Used by examples/bert_embed.cpp and its
-// test (tests/test_serving.cpp).
+// ...), readers for its config.json and its model.safetensors, and mean pooling. Used by
+// examples/bert_embed.cpp and its test (tests/test_serving.cpp), and bench/bench_bert.cpp.
 #pragma once
 #include <oneflow/oneflow.h>
 
 #include <cmath>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -169,6 +170,29 @@ OF_MODULE(Bert);
 inline of::Tensor mean_pool(const of::Tensor& hidden, const of::Tensor& mask) {
   const of::Tensor m = mask.unsqueeze(2);
   return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0);
+}
+
+// Copies a Hugging Face checkpoint's tensors (model.safetensors; "bert." prefixes dropped, dtypes
+// converted) into the model's parameters by name; every parameter must be found (the pooler,
+// task heads and position_ids buffers are skipped).
+inline void load_weights(Bert& model, const std::string& path) {
+  auto params = model->named_parameters();
+  std::set<std::string> missing;
+  for (const auto& item : params) missing.insert(item.key());
+  of::NoGradGuard ng;
+  for (auto& [raw, t] : of::load_tensors(path)) {
+    const std::string name = raw.rfind("bert.", 0) == 0 ? raw.substr(5) : raw;
+    const of::Tensor* p = params.find(name);
+    if (!p) continue;
+    if (!(p->sizes() == t.sizes()))
+      throw of::Error("[bert] " + name + " has shape " + of::shape_str(t.sizes()) +
+                      " in the checkpoint, " + of::shape_str(p->sizes()) + " in the model");
+    of::Tensor(*p).copy_(t.to(p->dtype()));
+    missing.erase(name);
+  }
+  if (!missing.empty())
+    throw of::Error("[bert] the checkpoint lacks " + *missing.begin() + " (and " +
+                    std::to_string(missing.size() - 1) + " more)");
 }
 
 }  // namespace bert

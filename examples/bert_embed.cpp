@@ -10,36 +10,9 @@
 // each sentence's mean-pooled embedding is printed as "emb FILE LINE v0 v1 ...".
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "bert.h"
-
-namespace {
-
-// Copies the checkpoint's tensors into the model's parameters by name (dtype converted);
-// every parameter must be found.
-void load_weights(bert::Bert& model, const std::string& path) {
-  auto params = model->named_parameters();
-  std::set<std::string> missing;
-  for (const auto& item : params) missing.insert(item.key());
-  of::NoGradGuard ng;
-  for (auto& [raw, t] : of::load_tensors(path)) {
-    std::string name = raw.rfind("bert.", 0) == 0 ? raw.substr(5) : raw;
-    const of::Tensor* p = params.find(name);
-    if (!p) continue;  // pooler, task heads, position_ids buffers
-    if (!(p->sizes() == t.sizes()))
-      throw of::Error("[bert_embed] " + name + " has shape " + of::shape_str(t.sizes()) +
-                      " in the checkpoint, " + of::shape_str(p->sizes()) + " in the model");
-    of::Tensor(*p).copy_(t.to(p->dtype()));
-    missing.erase(name);
-  }
-  if (!missing.empty())
-    throw of::Error("[bert_embed] the checkpoint lacks " + *missing.begin() + " (and " +
-                    std::to_string(missing.size() - 1) + " more)");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -50,7 +23,7 @@ int main(int argc, char** argv) {
     const std::string dir = argv[1];
     const bert::Config cfg = bert::read_config(dir + "/config.json");
     bert::Bert model(cfg);
-    load_weights(model, dir + "/model.safetensors");
+    bert::load_weights(model, dir + "/model.safetensors");
     model->eval();
     of::NoGradGuard ng;
     of::jit::Dim batch("batch", 1, 64), seq("seq", 1, cfg.max_position_embeddings);
