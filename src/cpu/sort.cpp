@@ -37,68 +37,55 @@ template <class F> void for_each_line(IntArrayRef shape, int64_t d, int64_t n_ou
                });
 }
 
-}  // namespace
-
-void sort(const KernelArgs& k) {
-  Tensor x = kernel_contiguous(k.inputs[0]);
-  const bool desc = SortAttrs::get<"descending">(k.attrs);
-  if (x.numel() == 0) return;
-  if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
-  const int64_t d = wrap_dim(SortAttrs::get<"dim">(k.attrs), x.dim(), "sort");
+// The first n_out entries of every line along dim d of x in order (descending: largest first;
+// NaN counts as the largest; ties: the lower index first, so the order is total and a full sort
+// equals a stable one), with their indices; sort takes whole lines, topk the first k.
+void sorted_lines(const Tensor& x, int64_t d, int64_t n_out, bool descending, const Tensor& values,
+                  const Tensor& indices) {
   const int64_t n = x.sizes()[d];
-  int64_t* ip = static_cast<int64_t*>(k.outputs[1].data_ptr());
+  int64_t* ip = static_cast<int64_t*>(indices.data_ptr());
   dispatch_dtype(x.dtype(), [&](auto z) {
     using T = decltype(z);
     using C = compute_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
-    T* vp = static_cast<T*>(k.outputs[0].data_ptr());
-    for_each_line(x.sizes(), d, n, [&](int64_t xo, int64_t oo, int64_t st) {
+    T* vp = static_cast<T*>(values.data_ptr());
+    for_each_line(x.sizes(), d, n_out, [&](int64_t xo, int64_t oo, int64_t st) {
       std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) buf[j] = {C(xp[xo + j * st]), j};
-      if (desc)
-        std::stable_sort(buf.begin(), buf.end(),
-                         [](const auto& a, const auto& b) { return less_nan(b.first, a.first); });
-      else
-        std::stable_sort(buf.begin(), buf.end(),
-                         [](const auto& a, const auto& b) { return less_nan(a.first, b.first); });
-      for (int64_t j = 0; j < n; ++j) {
+      auto cmp = [descending](const auto& a, const auto& b) {
+        if (descending ? less_nan(b.first, a.first) : less_nan(a.first, b.first)) return true;
+        if (descending ? less_nan(a.first, b.first) : less_nan(b.first, a.first)) return false;
+        return a.second < b.second;
+      };
+      if (n_out == n) std::sort(buf.begin(), buf.end(), cmp);
+      else std::partial_sort(buf.begin(), buf.begin() + n_out, buf.end(), cmp);
+      for (int64_t j = 0; j < n_out; ++j) {
         vp[oo + j * st] = T(buf[j].first);
         ip[oo + j * st] = buf[j].second;
       }
     });
   });
 }
+
+}  // namespace
+
+void sort(const KernelArgs& k) {
+  Tensor x = kernel_contiguous(k.inputs[0]);
+  if (x.numel() == 0) return;
+  if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
+  const int64_t d = wrap_dim(SortAttrs::get<"dim">(k.attrs), x.dim(), "sort");
+  sorted_lines(x, d, x.sizes()[d], SortAttrs::get<"descending">(k.attrs), k.outputs[0],
+               k.outputs[1]);
+}
 void topk(const KernelArgs& k) {
   Tensor x = kernel_contiguous(k.inputs[0]);
-  const int64_t kk = TopkAttrs::get<"k">(k.attrs);
-  const bool largest = TopkAttrs::get<"largest">(k.attrs);
-  // The "sorted" attribute is not read: the k results always come sorted (partial_sort), which
-  // also satisfies sorted=false (PyTorch leaves that order unspecified).
+  // The "sorted" attribute is not read: the k results always come sorted, which also
+  // satisfies sorted=false (PyTorch leaves that order unspecified).
   if (k.outputs[0].numel() == 0) return;
   if (x.dim() == 0) x = make_view(x, {1}, {1}, x.storage_offset());
   const int64_t d = wrap_dim(TopkAttrs::get<"dim">(k.attrs), x.dim(), "topk");
-  const int64_t n = x.sizes()[d];
-  int64_t* ip = static_cast<int64_t*>(k.outputs[1].data_ptr());
-  dispatch_dtype(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    using C = compute_t<T>;
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    T* vp = static_cast<T*>(k.outputs[0].data_ptr());
-    for_each_line(x.sizes(), d, kk, [&](int64_t xo, int64_t oo, int64_t st) {
-      std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) buf[j] = {C(xp[xo + j * st]), j};
-      auto cmp = [largest](const auto& a, const auto& b) {
-        if (largest ? less_nan(b.first, a.first) : less_nan(a.first, b.first)) return true;
-        if (largest ? less_nan(a.first, b.first) : less_nan(b.first, a.first)) return false;
-        return a.second < b.second;  // ties: lower index first (deterministic)
-      };
-      std::partial_sort(buf.begin(), buf.begin() + kk, buf.end(), cmp);
-      for (int64_t j = 0; j < kk; ++j) {
-        vp[oo + j * st] = T(buf[j].first);
-        ip[oo + j * st] = buf[j].second;
-      }
-    });
-  });
+  sorted_lines(x, d, TopkAttrs::get<"k">(k.attrs), TopkAttrs::get<"largest">(k.attrs), k.outputs[0],
+               k.outputs[1]);
 }
 
 }  // namespace oneflow::cpu
