@@ -128,6 +128,29 @@ void gemm_float(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch
   const Operand oa = make_operand(a), ob = make_operand(b);
   T* cp = static_cast<T*>(c.data_ptr());
   const int64_t sc = m * n;
+  if (batch == 1 && num_threads() > 1 && !in_parallel_region() && n >= 64 * num_threads() &&
+      double(m) * double(n) * double(k) >= 4.0 * kSmallGemm) {
+    // NOTE [GEMM threads]: one GEMM's column blocks run on our pool, each a single-threaded
+    // OpenBLAS call, instead of OpenBLAS's own threads: a replay then keeps one set of threads
+    // busy (OpenBLAS's threads and our pool's took turns sleeping and waking around every GEMM
+    // and every small op after it; bench/RESULTS.md, BERT at batch 1 on 2 threads). Each
+    // block's elements sum over k as the whole GEMM's would; block edges are multiples of 16.
+    const T* ap = reinterpret_cast<const T*>(oa.data);
+    const T* bp = reinterpret_cast<const T*>(ob.data);
+    const int64_t parts = num_threads();
+    SerialBlas serial;
+    parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = (n * p / parts) / 16 * 16;
+        const int64_t j1 = p + 1 == parts ? n : (n * (p + 1) / parts) / 16 * 16;
+        if (j1 <= j0) continue;
+        const T* bj = ob.trans ? bp + j0 * ob.ld : bp + j0;
+        blas_gemm(oa.trans, ob.trans, blasint(m), blasint(j1 - j0), blasint(k), alpha, ap,
+                  blasint(oa.ld), bj, blasint(ob.ld), beta, cp + j0, blasint(n));
+      }
+    });
+    return;
+  }
   sync_blas_threads();
   for_batches(batch, m, n, k, [&](int64_t i) {
     const T* ap = reinterpret_cast<const T*>(oa.data) + i * oa.bstride;
