@@ -16,6 +16,7 @@
 #include "cuda_backend.h"
 #include "oneflow/runtime.h"
 #include "autograd/node.h"
+#include "ops/attr_schema.h"
 #include "ops/core_attrs.h"
 
 namespace oneflow {
@@ -110,7 +111,7 @@ const OpDef* register_op(OpDef def) {
       OF_CHECK(def.attr_names[j] != def.attr_names[k],
                "[register_op] op '{}' names two attributes '{}'", def.name, def.attr_names[k]);
   for (uint8_t t : def.attr_types) {
-    const uint8_t base = t & 0x7f;  // without attr_schema.h's kOptionalAttr
+    const uint8_t base = t & uint8_t(~kOptionalAttr);  // an optional field: its value's
     OF_CHECK(base > 0 && base < std::variant_size_v<AttrValue>,
              "[register_op] op '{}' has an attribute of no type", def.name);
   }
