@@ -210,6 +210,11 @@ th::OpRow with_make(th::OpRow r, std::function<V(uint64_t)> m, std::vector<int> 
 }
 
 of::Tensor as(const of::Tensor& t, const of::Tensor& like) { return t.to(like.dtype()); }
+// A row of an op without a VJP (the trace's rewrite ops): no finite-difference check.
+th::OpRow no_grad(th::OpRow r) {
+  r.grad = false;
+  return r;
+}
 
 // ---------------------------------------------------------------- linear
 // clang-format off
@@ -325,6 +330,40 @@ TH_ROWS({
         [](const R& r) { return ln_ref(r[0], 2, nullptr, nullptr, 1e-6, true); }),
 });
 // clang-format on
+
+// add_layer_norm / add_rms_norm (the trace's add_norm rewrite makes them, NOTE [Add and norm]):
+// the norm of x + residual, and the sum itself when write_sum; no VJP (made in traced graphs
+// after autograd recorded its own nodes).
+of::TensorList add_norm(const char* op, const V& in, int64_t axis, double eps, bool write_sum) {
+  const bool rms = std::string(op) == "add_rms_norm";
+  of::TensorList args{in[0], in[1], in.size() > 2 ? in[2] : of::Tensor()};
+  if (!rms) args.push_back(in.size() > 3 ? in[3] : of::Tensor());
+  return of::dispatch(of::find_op(op), args,
+                      of::Attrs{axis, eps, in.size() > 2, !rms && in.size() > 3, write_sum});
+}
+Ref sum_ref(const R& r) {
+  return th::map_ref({r[0], r[1]}, [](const auto& v) { return v[0] + v[1]; });
+}
+TH_ROWS({
+    no_grad(row(
+        "add_layer_norm/affine", {"add_layer_norm"}, {{3, 4, 5}, {3, 4, 5}, {5}, {5}},
+        [](const V& in) { return add_norm("add_layer_norm", in, 2, 1e-5, false)[0]; },
+        [](const R& r) { return ln_ref(sum_ref(r), 1, &r[2], &r[3], 1e-5, false); })),
+    no_grad(row(
+        "add_layer_norm/sum_written", {"add_layer_norm"}, {{2, 6, 4}, {2, 6, 4}, {6, 4}, {6, 4}},
+        [](const V& in) {
+          const of::TensorList o = add_norm("add_layer_norm", in, 1, 1e-3, true);
+          return o[0] + o[1] * 0.5;
+        },
+        [](const R& r) {
+          const Ref s = sum_ref(r), y = ln_ref(s, 2, &r[2], &r[3], 1e-3, false);
+          return th::map_ref({y, s}, [](const auto& v) { return v[0] + 0.5 * v[1]; });
+        })),
+    no_grad(row(
+        "add_rms_norm/weight", {"add_rms_norm"}, {{2, 3, 4}, {2, 3, 4}, {4}},
+        [](const V& in) { return add_norm("add_rms_norm", in, 2, 1e-6, false)[0]; },
+        [](const R& r) { return ln_ref(sum_ref(r), 1, &r[2], nullptr, 1e-6, true); })),
+});
 
 // ---------------------------------------------------------------- dropout
 // Seeded inside fn (so gradcheck sees one mask): kept elements are x / (1 - p), dropped ones
@@ -654,6 +693,30 @@ TH_ROWS({
                   },
                   [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
               attn_inputs({2, 3, 4}, {2, 6, 4}, {2, 6, 3}, {2, 3, 6}, 2), {3}),
+});
+// fused_attention (the trace's attention pass makes it, NOTE [Fused attention]): q, k^T and v
+// as strided views (the harness also runs them non-contiguous: the kernel's copy path), two
+// batch dims, an additive mask; no VJP (inference graphs only).
+of::Tensor fused_attn(const V& in, double scale) {
+  const bool masked = in.size() > 3;
+  const of::Tensor o =
+      of::dispatch(of::find_op("fused_attention"),
+                   {in[0], in[1].transpose(-1, -2), in[2], masked ? as(in[3], in[0]) : of::Tensor()},
+                   of::Attrs{scale, int64_t(masked ? 2 : 0)})[0];  // [B, L, Ev]
+  of::DimVector shape(in[0].sizes().begin(), in[0].sizes().end());
+  shape.back() = in[2].size(-1);
+  return o.view(shape);
+}
+TH_ROWS({
+    no_grad(row(
+        "fused_attention/4d", {"fused_attention"}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 3}},
+        [](const V& in) { return fused_attn(in, 0.3); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.3); })),
+    no_grad(with_make(row(
+                  "fused_attention/additive_mask", {"fused_attention"}, {},
+                  [](const V& in) { return fused_attn(in, 0.5); },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
+              attn_inputs({2, 2, 3, 4}, {2, 2, 6, 4}, {2, 2, 6, 3}, {2, 2, 3, 6}, 2), {3})),
 });
 // clang-format on
 

@@ -86,6 +86,24 @@ struct TraceOptions {
     memplan_ = v;
     return *this;
   }
+  // Inference rewrites past elementwise fusion (docs/TRACING.md; each on by default, each
+  // reported in TraceStats::rewrites): `attention` makes matmul -> scale -> mask -> softmax ->
+  // matmul one blocked kernel reading the heads in place (NOTE [Fused attention]); `add_norm`
+  // makes a residual add and the LayerNorm after it one pass; `epilogue` runs a bias add and
+  // an activation after a GEMM in the GEMM's output pass. They sum in another order than the
+  // unfused ops (a documented tolerance); turn them off to keep the recorded order exactly.
+  TraceOptions& attention(bool v) {
+    attention_ = v;
+    return *this;
+  }
+  TraceOptions& add_norm(bool v) {
+    add_norm_ = v;
+    return *this;
+  }
+  TraceOptions& epilogue(bool v) {
+    epilogue_ = v;
+    return *this;
+  }
   // Return outputs backed by the graph's own buffers: no copy and no allocation per call, but
   // the next call overwrites them (for loops that consume each result before the next call).
   TraceOptions& arena_outputs(bool v) {
@@ -99,7 +117,7 @@ struct TraceOptions {
   size_t cache_size_ = 8;
   bool verbose_ = false;
   bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, schedule_ = true, fuse_ = true,
-       inplace_ = true, memplan_ = true;
+       inplace_ = true, memplan_ = true, attention_ = true, add_norm_ = true, epilogue_ = true;
   bool arena_outputs_ = false;
 };
 
@@ -113,6 +131,9 @@ struct PassStats {
 // before any replay runs).
 struct TraceStats {
   std::vector<PassStats> passes;
+  // The inference rewrites (attention, add_norm, epilogue): one line per rewrite made, and
+  // per candidate refused with why ("attention: refused at node 12: the scores are returned").
+  std::vector<std::string> rewrites;
   size_t nodes_recorded = 0;  // ops the recording saw
   size_t nodes_final = 0;     // ops left after the passes
   size_t steps = 0;           // kernel calls per replay (a fused group is one)

@@ -144,7 +144,135 @@ template <class T> T row_max(const T* s, int64_t n) {
   return r;
 }
 
+// One score row's softmax numerators: s[j] = exp(s[j] - m) for the row max m (not NaN), their
+// sum in `l`; returns m. A row with nothing to attend to (m = -inf) is zeroed (l = 0).
+template <class T> T exp_row(T* s, int64_t n, double& l) {
+  const T m = row_max(s, n);
+  if (m == T(-INFINITY)) {
+    std::fill(s, s + n, T(0));
+    l = 0;
+    return m;
+  }
+  for (int64_t j = 0; j < n; ++j) s[j] = fn::exp_(T(s[j] - m));
+  l = sum_d(s, n);
+  return m;
+}
+
+// A GEMM operand [rows, cols] at p with strides (rs, cs): as BLAS reads it (NOTE [CPU GEMM
+// operands]), else copied into `scratch` (strided in both dims).
+template <class T> struct GemmOperand {
+  const T* p;
+  bool trans;
+  int64_t ld;
+};
+template <class T>
+GemmOperand<T> gemm_operand(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                            std::vector<T>& scratch) {
+  GemmOperand<T> o{p, false, 0};
+  if (cpu::blas_layout(rows, cols, rs, cs, o.trans, o.ld)) return o;
+  scratch.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) scratch[size_t(r * cols + c)] = p[r * rs + c * cs];
+  return {scratch.data(), false, std::max<int64_t>(cols, 1)};
+}
+
+// Element offsets of each of the B = prod(lead) matrices of `t` (dims right-aligned with
+// lead + 2 trailing dims; a missing or size-1 dim of t broadcasts: stride 0).
+std::vector<int64_t> lead_offsets(const Tensor& t, IntArrayRef lead) {
+  const int64_t nl = int64_t(lead.size()), extra = nl + 2 - t.dim();
+  int64_t B = 1;
+  for (int64_t s : lead) B *= s;
+  std::vector<int64_t> off(size_t(B), t.impl()->offset);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t rest = b;
+    for (int64_t d = nl - 1; d >= 0; --d) {
+      const int64_t idx = rest % lead[size_t(d)];
+      rest /= lead[size_t(d)];
+      const int64_t td = d - extra;
+      if (td >= 0 && t.size(td) != 1) off[size_t(b)] += idx * t.stride(td);
+    }
+  }
+  return off;
+}
+
+// The stride of dim d (from the end, 1 or 2) of t as it broadcasts (0: size 1 or missing).
+int64_t bstride(const Tensor& t, int64_t d) {
+  return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
+}
+
 }  // namespace
+
+// NOTE [Fused attention]: the trace's attention pass (trace/passes.cpp) replaces
+// matmul(q, kt) * scale + mask -> softmax(-1) -> matmul(., v) of an inference graph by one
+// fused_attention node reading q, kt and v where the head split left them (strided views of
+// the projections' outputs: no copies) and the additive mask broadcast in place. Per task, a
+// batch matrix and a block of query rows (NOTE [CPU attention blocks]): one GEMM for the scores
+// (scale as its alpha), the mask, the row softmax as the attention kernel takes it, one GEMM
+// into the output rows. The scores never leave the block.
+void fused_attention(const KernelArgs& k) {
+  const Tensor &q = k.inputs[0], &kt = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
+  const IntArrayRef lead = q.sizes().slice(0, size_t(q.dim() - 2));
+  int64_t B = 1;
+  for (int64_t s : lead) B *= s;
+  const AttnGeom g{B, q.size(-2), kt.size(-1), q.size(-1), v.size(-1)};
+  const AttnBlocks blk = attn_blocks(g);
+  const double scale = FusedAttnAttrs::get<"scale">(k.attrs);
+  const bool masked = FusedAttnAttrs::get<"mask_kind">(k.attrs) == 2;
+  const std::vector<int64_t> oq = lead_offsets(q, lead), ok = lead_offsets(kt, lead),
+                             ov = lead_offsets(v, lead),
+                             om = masked ? lead_offsets(mask, lead) : std::vector<int64_t>{};
+  const int64_t mrs = masked ? bstride(mask, 2) : 0, mcs = masked ? bstride(mask, 1) : 0;
+  dispatch_f(q.dtype(), "fused_attention", [&](auto z) {
+    using T = decltype(z);
+    const T* pq = static_cast<const T*>(q.impl()->storage->data);
+    const T* pk = static_cast<const T*>(kt.impl()->storage->data);
+    const T* pv = static_cast<const T*>(v.impl()->storage->data);
+    const T* pm = masked ? static_cast<const T*>(mask.impl()->storage->data) : nullptr;
+    T* po = mptr<T>(k.outputs[0]);
+    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+      std::vector<T> sc(size_t(blk.rows * g.S)), qs, ks, vs;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+        const int64_t R = std::min(blk.rows, g.L - i0);
+        T* o = po + (b * g.L + i0) * g.Ev;
+        if (g.S == 0) {  // no keys: every row attends to nothing (NaN, as the softmax gives)
+          std::fill(o, o + R * g.Ev, T(NAN));
+          continue;
+        }
+        if (g.E == 0) {
+          std::fill(sc.begin(), sc.end(), T(0));
+        } else {
+          const auto a = gemm_operand(pq + oq[size_t(b)] + i0 * q.stride(-2), R, g.E, q.stride(-2),
+                                      q.stride(-1), qs);
+          const auto bt =
+              gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
+          cpu::gemm_raw(a.trans, bt.trans, R, g.S, g.E, T(scale), a.p, a.ld, bt.p, bt.ld, T(0),
+                        sc.data(), g.S);
+        }
+        for (int64_t r = 0; r < R; ++r) {
+          T* s = sc.data() + r * g.S;
+          if (masked) {
+            const T* m = pm + om[size_t(b)] + (i0 + r) * mrs;
+            for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * mcs];
+          }
+          double l = 0;
+          if (exp_row(s, g.S, l) == T(-INFINITY)) {
+            std::fill(s, s + g.S, T(NAN));
+            continue;
+          }
+          const T inv = T(1.0 / l);
+          for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
+        }
+        if (g.Ev == 0) continue;
+        const auto bv = gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
+        cpu::gemm_raw(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, T(0), o,
+                      g.Ev);
+      }
+    });
+  });
+}
 
 void scaled_dot_product_attention(const KernelArgs& k) {
   const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
@@ -174,14 +302,12 @@ void scaled_dot_product_attention(const KernelArgs& k) {
           const int64_t i = i0 + r;
           T* s = sc.data() + r * g.S;
           ar.apply_mask(s, b, i);
-          const T m = row_max(s, g.S);
+          double l = 0;
+          const T m = exp_row(s, g.S, l);
           if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
-            std::fill(s, s + g.S, T(0));
             plse[b * g.L + i] = T(-INFINITY);
             continue;
           }
-          for (int64_t j = 0; j < g.S; ++j) s[j] = fn::exp_(T(s[j] - m));
-          const double l = sum_d(s, g.S);
           plse[b * g.L + i] = T(double(m) + std::log(l));
           const T inv = T(1.0 / l);
           if (ar.dropout) {

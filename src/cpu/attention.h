@@ -7,5 +7,7 @@ namespace oneflow::cpu {
 
 void scaled_dot_product_attention(const KernelArgs& k);
 void scaled_dot_product_attention_backward(const KernelArgs& k);
+// fused_attention: made by the trace's attention pass (NOTE [Fused attention]).
+void fused_attention(const KernelArgs& k);
 
 }  // namespace oneflow::cpu

@@ -256,6 +256,9 @@ bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   int64_t ld;
   return map_inner(rows, cols, rs, cs, t, ld);
 }
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
+  return map_inner(rows, cols, rs, cs, trans, ld);
+}
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha,
           const Scalar& beta, const char* op) {

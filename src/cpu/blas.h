@@ -42,5 +42,7 @@ class SerialBlas {
 
 // Whether a [rows, cols] matrix with these strides can be handed to BLAS without a copy.
 bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+// The same, saying how: transposed or not, and the leading dimension.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld);
 
 }  // namespace oneflow::cpu

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "ops/functors.h"
 #include "ops/nn_common.h"
 
 namespace oneflow::cpu {
@@ -17,24 +19,41 @@ namespace {
 
 // ================================================================ row norms (layer/group/rms)
 
-template <int Mode> void norm_cpu(const KernelArgs& k) {
+// Add: the add_layer_norm / add_rms_norm kernels (NOTE [Add and norm] in trace/rewrites.cpp):
+// inputs x, residual, weight[, bias]; outputs y, sum, [mean,] rstd. Each row is x + residual,
+// summed as the add op does, into the sum output when it is wanted (write_sum) or a row
+// buffer, then normalized by the same code as the plain norm: bitwise the add, then the norm.
+template <int Mode, bool Add = false> void norm_cpu(const KernelArgs& k) {
+  constexpr int in0 = Add ? 1 : 0, out0 = Add ? 1 : 0;
   const Tensor x = kernel_contiguous(k.inputs[0]);
-  const Tensor w = kernel_contiguous(k.inputs[1]);
-  const Tensor b = Mode == kRms ? Tensor() : kernel_contiguous(k.inputs[2]);
+  const Tensor res = Add ? kernel_contiguous(k.inputs[1]) : Tensor();
+  const Tensor w = kernel_contiguous(k.inputs[in0 + 1]);
+  const Tensor b = Mode == kRms ? Tensor() : kernel_contiguous(k.inputs[in0 + 2]);
   const NormGeom g = norm_geom(Mode, x.sizes(), k.attrs);
   const double eps = NormAttrs::get<"eps">(k.attrs);
+  const bool write_sum = Add && AddNormAttrs::get<"write_sum">(k.attrs);
   dispatch_f(x.dtype(), norm_name(Mode), [&](auto z) {
     using T = decltype(z);
     const T* px = cptr<T>(x);
+    const T* pres = Add ? cptr<T>(res) : nullptr;
     const T* pw = cptr<T>(w);
     const T* pb = cptr<T>(b);
     T* py = mptr<T>(k.outputs[0]);
-    T* pmean = Mode == kRms ? nullptr : mptr<T>(k.outputs[1]);
-    T* prstd = mptr<T>(k.outputs[Mode == kRms ? 1 : 2]);
+    T* psum = write_sum ? mptr<T>(k.outputs[1]) : nullptr;
+    T* pmean = Mode == kRms ? nullptr : mptr<T>(k.outputs[out0 + 1]);
+    T* prstd = mptr<T>(k.outputs[out0 + (Mode == kRms ? 1 : 2)]);
     const int64_t N = g.N;
-    parallel_for(0, g.M, grain_for(2 * N), [&](int64_t r0, int64_t r1) {
+    parallel_for(0, g.M, grain_for(Add ? 3 * N : 2 * N), [&](int64_t r0, int64_t r1) {
+      std::vector<T> row(size_t(Add && !write_sum ? N : 0));
       for (int64_t r = r0; r < r1; ++r) {
         const T* __restrict p = px + r * N;
+        if constexpr (Add) {
+          T* __restrict s = write_sum ? psum + r * N : row.data();
+          const T* __restrict a = px + r * N;
+          const T* __restrict c = pres + r * N;
+          for (int64_t i = 0; i < N; ++i) s[i] = fn::Add{}(a[i], c[i]);
+          p = s;
+        }
         T* __restrict q = py + r * N;
         const double mu = Mode == kRms || N == 0 ? 0.0 : sum_d(p, N) / double(N);
         const double var = N == 0 ? 0.0 : sqdev_d(p, N, mu) / double(N);
@@ -205,6 +224,8 @@ void group_norm(const KernelArgs& k) { norm_cpu<kGroup>(k); }
 void group_norm_backward(const KernelArgs& k) { norm_bwd_cpu<kGroup>(k); }
 void rms_norm(const KernelArgs& k) { norm_cpu<kRms>(k); }
 void rms_norm_backward(const KernelArgs& k) { norm_bwd_cpu<kRms>(k); }
+void add_layer_norm(const KernelArgs& k) { norm_cpu<kLayer, true>(k); }
+void add_rms_norm(const KernelArgs& k) { norm_cpu<kRms, true>(k); }
 
 // ================================================================ batch norm
 

@@ -172,9 +172,55 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
 }
 
+// ================================================================ fused attention
+// inputs: q [..., L, E], kt [..., E, S], v [..., S, Ev] (the same batch dims, any strides),
+// mask (mask_kind 2: additive, of q's dtype, broadcasting to [..., L, S]; 0: none);
+// attrs: scale, mask_kind; output: softmax(scale * q kt + mask) v, contiguous [B, L, Ev] with B
+// the product of the batch dims (the shape of the bmm it replaces).
+// Made by the trace's attention pass (NOTE [Fused attention] in src/cpu/attention.cpp), which
+// gives it the operands where the head split left them.
+void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "fused_attention";
+  const Tensor &q = in[0], &kt = in[1], &v = in[2], &mask = in[3];
+  check_float(op, q, "query");
+  check_saved(kt, q, kt.sizes(), op, "key (transposed)");
+  check_saved(v, q, v.sizes(), op, "value");
+  const int64_t nd = q.dim();
+  const IntArrayRef lead = q.sizes().slice(0, size_t(std::max<int64_t>(nd - 2, 0)));
+  auto lead_of = [](const Tensor& t) { return t.sizes().slice(0, size_t(t.dim() - 2)); };
+  if (nd < 3 || kt.dim() != nd || v.dim() != nd || lead_of(kt) != lead || lead_of(v) != lead ||
+      kt.size(-2) != q.size(-1) || v.size(-2) != kt.size(-1))
+    fail(
+        "[{}] expected query [..., L, E], transposed key [..., E, S] and value [..., S, Ev] with "
+        "the same batch dims (at least one), got {}, {} and {}",
+        op, shape_str(q.sizes()), shape_str(kt.sizes()), shape_str(v.sizes()));
+  const int64_t kind = FusedAttnAttrs::get<"mask_kind">(a);
+  if (kind != 0 && kind != 2) fail("[{}] mask_kind {} is not 0 (none) or 2 (additive)", op, kind);
+  DimVector scores(lead.begin(), lead.end());
+  scores.push_back(q.size(-2));
+  scores.push_back(kt.size(-1));
+  if (kind == 2) {
+    check_defined(op, mask, "mask");
+    if (mask.dtype() != q.dtype() || mask.device() != q.device() ||
+        !broadcasts_to(mask.sizes(), scores))
+      fail(
+          "[{}] the additive mask must be {} on {} and broadcast to the scores {}, got {} {} on {}",
+          op, dtype_name(q.dtype()), q.device().str(), shape_str(scores), dtype_name(mask.dtype()),
+          shape_str(mask.sizes()), mask.device().str());
+  }
+  checked_numel(scores, op);
+  const DimVector o{prod_range(lead, 0, lead.size()), q.size(-2), v.size(-1)};
+  out.push_back({o, {}, 0, q.dtype(), q.device()});
+}
+
 }  // namespace
 
 void register_attention_ops() {
+  register_op({.name = "fused_attention",
+               .attr_names = FusedAttnAttrs::names(),
+               .attr_types = FusedAttnAttrs::types(),
+               .infer_meta = fused_attn_meta,
+               .cpu = cpu::fused_attention});  // CPU graphs only: no CUDA kernel
   register_op({.name = "scaled_dot_product_attention",
                .traits = kRandom | kWidens16Bit,
                .attr_names = SdpaDrawAttrs::names(),

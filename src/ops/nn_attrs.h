@@ -10,6 +10,8 @@ namespace oneflow::nn_detail {
 // schema differs in its first field only, so `eps` and the flags read alike for all three.
 using NormAttrs = AttrSchema<Attr<"axis", int64_t>, Attr<"eps", double>, Attr<"has_weight", bool>,
                              Attr<"has_bias", bool>>;
+// add_layer_norm / add_rms_norm: the norm's attributes, and whether the sum is an output
+using AddNormAttrs = NormAttrs::with<Attr<"write_sum", bool>>;
 using GroupNormAttrs = AttrSchema<Attr<"num_groups", int64_t>, Attr<"eps", double>,
                                   Attr<"has_weight", bool>, Attr<"has_bias", bool>>;
 using BatchNormAttrs =
@@ -23,6 +25,8 @@ using SdpaAttrs =
     AttrSchema<Attr<"scale", double>, Attr<"is_causal", bool>, Attr<"dropout_p", double>,
                Attr<"seed", int64_t>, Attr<"offset", int64_t>, Attr<"mask_kind", int64_t>>;
 using SdpaDrawAttrs = SdpaAttrs::with<Attr<"draw_map", DimVector>>;
+// fused_attention (NOTE [Fused attention]): mask_kind 0 (none) or 2 (additive)
+using FusedAttnAttrs = AttrSchema<Attr<"scale", double>, Attr<"mask_kind", int64_t>>;
 using DropoutAttrs = AttrSchema<Attr<"p", double>, Attr<"seed", int64_t>, Attr<"offset", int64_t>>;
 // lstm_layer and its backward: the number of equal-length steps and the direction
 using LstmLayerAttrs = AttrSchema<Attr<"steps", int64_t>, Attr<"reverse", bool>>;

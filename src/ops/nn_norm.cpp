@@ -69,6 +69,22 @@ template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
   return res;
 }
 
+// add_layer_norm / add_rms_norm (NOTE [Add and norm] in src/trace/rewrites.cpp, which makes
+// them): inputs x, residual (x's shape, dtype and device), weight[, bias]; attrs as the norm's
+// and write_sum; outputs y, sum (x's shape when write_sum, else empty), [mean,] rstd.
+template <int Mode> void add_norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = Mode == kLayer ? "add_layer_norm" : "add_rms_norm";
+  const Tensor& x = in[0];
+  check_float(op, x, "input");
+  check_saved(in[1], x, x.sizes(), op, "residual");
+  TensorList rest{x, in[2]};
+  if (Mode != kRms) rest.push_back(in[3]);
+  norm_meta<Mode>(rest, a, out);
+  const bool write_sum = AddNormAttrs::get<"write_sum">(a);
+  out.insert(out.begin() + 1,
+             {write_sum ? x.sizes().dims() : DimVector{0}, {}, 0, x.dtype(), x.device()});
+}
+
 // ================================================================ batch norm
 // inputs: x [N, C, *], weight, bias, running_mean, running_var (each optional [C]);
 // attrs: training, eps, has_weight; outputs: y, save_mean, save_invstd, batch var (unbiased).
@@ -143,6 +159,18 @@ void register_norm_ops() {
                .sbp_rule = &sbp_rules::kNorm,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "add_layer_norm",
+               .attr_names = AddNormAttrs::names(),
+               .attr_types = AddNormAttrs::types(),
+               .infer_meta = add_norm_meta<kLayer>,
+               .cpu = cpu::add_layer_norm,
+               .contiguous_inputs = kEveryInput});
+  register_op({.name = "add_rms_norm",
+               .attr_names = AddNormAttrs::names(),
+               .attr_types = AddNormAttrs::types(),
+               .infer_meta = add_norm_meta<kRms>,
+               .cpu = cpu::add_rms_norm,
+               .contiguous_inputs = kEveryInput});
   register_op({.name = "layer_norm_backward",
                .traits = kNonDifferentiable | kWidens16Bit,
                .attr_names = NormAttrs::names(),

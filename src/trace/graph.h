@@ -100,6 +100,8 @@ struct Graph {
   // its buffer because something outside the group reads it.
   std::vector<std::vector<int>> groups;
   std::vector<bool> materialized;
+  // What the inference rewrites did and refused (TraceStats::rewrites), in pass order.
+  std::vector<std::string> rewrites;
 
   int add_value(Value v) {
     values.push_back(std::move(v));
@@ -116,12 +118,31 @@ Graph remat(const Graph& g);
 // Moves nodes that free memory above independent nodes that allocate (NOTE [Memory-aware
 // scheduling]).
 Graph schedule(const Graph& g);
+// The inference rewrites (CPU graphs; NOTE [Fused attention], [Add and norm], [GEMM
+// epilogues] in passes.cpp): each leaves what it replaced dead for dce.
+Graph fuse_attention(const Graph& g);
+Graph fuse_add_norm(const Graph& g);
+Graph fuse_epilogue(const Graph& g);
 Graph fuse(const Graph& g);
 // The fuse pass for a graph of CUDA tensors: groups only nodes that have a generated kernel
 // (fused_unsupported in trace/fusion_codegen.h); the executor compiles each group with NVRTC.
 Graph fuse_cuda(const Graph& g);
 Graph inplace(const Graph& g);
 Graph memplan(const Graph& g);
+
+// ---- helpers the passes share (passes.cpp)
+// Removes the nodes marked dead; values keep their ids.
+Graph compact(Graph g, const std::vector<bool>& dead);
+// Whether v is returned or bound as a .grad.
+bool is_graph_output(const Graph& g, int v);
+// The value of a one-element constant as a double (false: v is not one).
+bool constant_scalar(const Graph& g, int v, double& out);
+struct Uses {
+  std::vector<std::vector<int>> of_value;  // node indices reading each value (sorted)
+  std::vector<int> last_of_buffer;         // last node touching each buffer
+  std::vector<std::vector<int>> writers;   // node indices writing each buffer (views excepted)
+};
+Uses uses_of(const Graph& g);
 
 // Bytes of every intermediate buffer (what eager allocates for them, one after another).
 size_t intermediate_bytes(const Graph& g);

@@ -169,6 +169,7 @@ std::string TraceStats::str() const {
   if (!replay_mode.empty() && replay_mode != "cpu") s += "replay: " + replay_mode + "\n";
   if (fused_kernels) s += fmt::format("fused kernels: {} generated with NVRTC\n", fused_kernels);
   if (!fuse_refused.empty()) s += "fusion refused (the graph runs unfused): " + fuse_refused + "\n";
+  for (const std::string& r : rewrites) s += "rewrite: " + r + "\n";
   return s;
 }
 
@@ -278,11 +279,12 @@ std::string explain(const Signature& before, const Signature& now) {
 }
 
 struct PassSwitches {
-  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan;
+  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan, attention, add_norm, epilogue;
 };
 
 PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{o.dce_, o.cse_, o.fold_, o.remat_, o.schedule_, o.fuse_, o.inplace_, o.memplan_};
+  PassSwitches s{o.dce_,     o.cse_,     o.fold_,      o.remat_,    o.schedule_, o.fuse_,
+                 o.inplace_, o.memplan_, o.attention_, o.add_norm_, o.epilogue_};
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
@@ -294,19 +296,22 @@ PassSwitches switches(const TraceOptions& o) {
       if (item.empty()) continue;
       const bool on = item[0] != '-';
       if (item[0] == '-' || item[0] == '+') item = item.substr(1);
-      bool* slot = item == "dce"        ? &s.dce
-                   : item == "cse"      ? &s.cse
-                   : item == "fold"     ? &s.fold
-                   : item == "remat"    ? &s.remat
-                   : item == "schedule" ? &s.schedule
-                   : item == "fuse"     ? &s.fuse
-                   : item == "inplace"  ? &s.inplace
-                   : item == "memplan"  ? &s.memplan
-                                        : nullptr;
+      bool* slot = item == "dce"         ? &s.dce
+                   : item == "cse"       ? &s.cse
+                   : item == "fold"      ? &s.fold
+                   : item == "remat"     ? &s.remat
+                   : item == "schedule"  ? &s.schedule
+                   : item == "fuse"      ? &s.fuse
+                   : item == "inplace"   ? &s.inplace
+                   : item == "memplan"   ? &s.memplan
+                   : item == "attention" ? &s.attention
+                   : item == "add_norm"  ? &s.add_norm
+                   : item == "epilogue"  ? &s.epilogue
+                                         : nullptr;
       if (!slot)
         fail(
             "[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
-            "schedule, fuse, inplace, memplan)",
+            "schedule, fuse, inplace, memplan, attention, add_norm, epilogue)",
             item);
       *slot = on;
     }
@@ -420,6 +425,16 @@ constexpr PassStep kRecipe[] = {
     {"fold", [](const PassSwitches& s) { return s.fold; }, trace::fold, trace::fold},
     {"dce", [](const PassSwitches& s) { return s.dce && (s.cse || s.fold); }, trace::dce,
      trace::dce},
+    // the inference rewrites match CPU values only (a CUDA graph passes through unchanged)
+    {"attention", [](const PassSwitches& s) { return s.attention; }, trace::fuse_attention,
+     trace::fuse_attention},
+    {"add_norm", [](const PassSwitches& s) { return s.add_norm; }, trace::fuse_add_norm,
+     trace::fuse_add_norm},
+    {"epilogue", [](const PassSwitches& s) { return s.epilogue; }, trace::fuse_epilogue,
+     trace::fuse_epilogue},
+    {"dce",
+     [](const PassSwitches& s) { return s.dce && (s.attention || s.add_norm || s.epilogue); },
+     trace::dce, trace::dce},
     {"remat", [](const PassSwitches& s) { return s.remat; }, trace::remat, trace::remat},
     {"schedule", [](const PassSwitches& s) { return s.schedule; }, trace::schedule,
      trace::schedule},
@@ -427,7 +442,7 @@ constexpr PassStep kRecipe[] = {
     {"inplace", [](const PassSwitches& s) { return s.inplace; }, trace::inplace, trace::inplace},
     {"memplan", [](const PassSwitches& s) { return s.memplan; }, trace::memplan, trace::memplan},
 };
-constexpr size_t kFuseStep = 6;
+constexpr size_t kFuseStep = 10;
 static_assert(std::string_view(kRecipe[kFuseStep].name) == "fuse");
 
 void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
@@ -473,6 +488,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
     finish();
   }
   st.nodes_final = g.nodes.size();
+  st.rewrites = g.rewrites;
   st.steps = trace::plan_steps(*entry.plan);
   st.fused_groups = g.groups.size();
   st.fused_kernels = trace::plan_fused_kernels(*entry.plan);

@@ -22,6 +22,8 @@ constexpr size_t kArenaAlign = 64;
 
 bool is_view_node(const Node& n) { return n.op->has(kView); }
 
+}  // namespace
+
 // Removes dead nodes; values they produced keep their ids (nothing reads them any more).
 Graph compact(Graph g, const std::vector<bool>& dead) {
   std::vector<int> new_id(g.nodes.size(), -1);
@@ -36,6 +38,8 @@ Graph compact(Graph g, const std::vector<bool>& dead) {
     if (v.producer >= 0) v.producer = new_id[size_t(v.producer)];
   return g;
 }
+
+namespace {
 
 void apply_remap(Graph& g, const std::vector<int>& remap) {
   auto r = [&](int& v) {
@@ -92,6 +96,8 @@ bool replaceable_outputs(const Graph& g, size_t i, const std::vector<int>& refs,
   return true;
 }
 
+}  // namespace
+
 bool is_graph_output(const Graph& g, int v) {
   if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return true;
   for (const GradEffect& e : g.grad_effects)
@@ -115,8 +121,6 @@ bool constant_scalar(const Graph& g, int v, double& out) {
   });
   return true;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- dead code
 
@@ -535,11 +539,7 @@ bool cheap_to_recompute(const Graph& g, const Node& n) {
   return false;
 }
 
-struct Uses {
-  std::vector<std::vector<int>> of_value;  // node indices reading each value (sorted)
-  std::vector<int> last_of_buffer;         // last node touching each buffer
-  std::vector<std::vector<int>> writers;   // node indices writing each buffer
-};
+}  // namespace
 
 Uses uses_of(const Graph& g) {
   Uses u;
@@ -560,6 +560,8 @@ Uses uses_of(const Graph& g) {
   }
   return u;
 }
+
+namespace {
 
 // Whether value v (read at node `at`) holds the same data at `at` as when it was made, and is
 // still alive there without help: a root, or an intermediate someone reads at or after `at`.

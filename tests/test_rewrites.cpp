@@ -1,0 +1,310 @@
+// The trace's inference rewrites (src/trace/rewrites.cpp): graphs that must and must not match,
+// what Graph::rewrites and stats() report, and the rewritten replay against the unfused replay
+// of the same function (the documented tolerance) and a float64 eager reference.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "harness.h"
+#include "trace/graph.h"
+
+namespace {
+
+using Fn = std::function<std::vector<of::Tensor>(const std::vector<of::Tensor>&)>;
+
+of::trace::Graph recorded(const Fn& fn, const std::vector<of::Tensor>& in) {
+  of::NoGradGuard ng;
+  return of::trace::record(fn, in).graph;
+}
+size_t count_op(const of::trace::Graph& g, const std::string& name) {
+  size_t n = 0;
+  for (auto& node : g.nodes) n += node.op->name == name;
+  return n;
+}
+bool has_line(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines)
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+double max_diff(const of::Tensor& a, const of::Tensor& b) {
+  return (a.to(of::kFloat64) - b.to(of::kFloat64)).abs().max().item<double>();
+}
+
+// BERT's self-attention as examples/bert.h writes it: x [B, S, H] -> [B, S, H], `heads` heads,
+// an additive mask [B, 1, 1, S].
+struct SelfAttn {
+  of::Tensor wq, wk, wv, bq, bk, bv;
+  int64_t heads;
+  SelfAttn(int64_t h, int64_t heads_, of::ScalarType dt) : heads(heads_) {
+    of::manual_seed(7);
+    wq = of::randn({h, h}, dt) * 0.3;
+    wk = of::randn({h, h}, dt) * 0.3;
+    wv = of::randn({h, h}, dt) * 0.3;
+    bq = of::randn({h}, dt) * 0.1;
+    bk = of::randn({h}, dt) * 0.1;
+    bv = of::randn({h}, dt) * 0.1;
+  }
+  // the same weights in another dtype
+  SelfAttn to(of::ScalarType dt) const {
+    SelfAttn r = *this;
+    for (of::Tensor* t : {&r.wq, &r.wk, &r.wv, &r.bq, &r.bk, &r.bv}) *t = t->to(dt);
+    return r;
+  }
+  of::Tensor operator()(const of::Tensor& x, const of::Tensor& mask_add) const {
+    const int64_t b = x.size(0), s = x.size(1), h = x.size(2), d = h / heads;
+    auto split = [&](const of::Tensor& t) { return t.view({b, s, heads, d}).transpose(1, 2); };
+    const of::Tensor q = split(of::linear(x, wq, bq)), k = split(of::linear(x, wk, bk)),
+                     v = split(of::linear(x, wv, bv));
+    const of::Tensor scores =
+        of::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(d))) + mask_add;
+    return of::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, h});
+  }
+};
+
+of::Tensor padding_mask(int64_t b, int64_t s, of::ScalarType dt) {
+  // sequence 1 has its last two positions padded
+  of::Tensor keep = of::ones({b, s}, dt);
+  if (b > 1) keep.select(0, 1).narrow(0, s - 2, 2).fill_(0);
+  return ((1.0 - keep) * -10000.0).unsqueeze(1).unsqueeze(2);
+}
+
+}  // namespace
+
+TEST_CASE("trace rewrite: attention fuses BERT's self-attention and matches the unfused replay") {
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    CAPTURE(dt);
+    const SelfAttn attn(16, 4, dt);
+    of::manual_seed(3);
+    const of::Tensor x = of::randn({2, 6, 16}, dt), mask = padding_mask(2, 6, dt);
+    const Fn fn = [&](const std::vector<of::Tensor>& in) {
+      return std::vector<of::Tensor>{attn(in[0], in[1])};
+    };
+    const of::trace::Graph g = recorded(fn, {x, mask});
+    CHECK(count_op(g, "softmax") == 1);
+    CHECK(count_op(g, "bmm") == 2);
+    const size_t copies = count_op(g, "copy");
+    CHECK(copies == 4);  // q, k^T and v for bmm, and the merge of the heads
+    const of::trace::Graph f = of::trace::dce(of::trace::fuse_attention(g));
+    CHECK(count_op(f, "fused_attention") == 1);
+    CHECK(count_op(f, "softmax") == 0);
+    CHECK(count_op(f, "bmm") == 0);
+    CHECK(count_op(f, "copy") == 1);  // the operands are read where the head split left them
+    REQUIRE(f.rewrites.size() == 1);
+    CHECK(f.rewrites[0].find("fused_attention (scale 0.5") != std::string::npos);
+    CHECK(f.rewrites[0].find("additive mask (2, 1, 1, 6)") != std::string::npos);
+
+    // replays: fused vs unfused (the same function, attention(false)) vs float64 eager
+    auto fused =
+        of::jit::trace([&](const of::Tensor& a, const of::Tensor& m) { return attn(a, m); });
+    auto plain =
+        of::jit::trace([&](const of::Tensor& a, const of::Tensor& m) { return attn(a, m); },
+                       of::jit::TraceOptions().attention(false));
+    of::NoGradGuard ng;
+    for (int call = 0; call < 3; ++call) {
+      const of::Tensor xi = of::randn({2, 6, 16}, dt);
+      const of::Tensor a = fused(xi, mask), p = plain(xi, mask);
+      const SelfAttn ref64 = attn.to(of::kFloat64);
+      const of::Tensor r = ref64(xi.to(of::kFloat64), mask.to(of::kFloat64));
+      const double tol = dt == of::kFloat32 ? 2e-6 : 1e-13;
+      CHECK(max_diff(a, p) <= tol);
+      CHECK(max_diff(a, r) <= (dt == of::kFloat32 ? 2e-5 : 1e-12));
+    }
+    CHECK(has_line(fused.stats().rewrites, "-> fused_attention"));
+    CHECK(plain.stats().rewrites.empty());
+    CHECK(fused.graph().find("fused_attention") != std::string::npos);
+    CHECK(plain.graph().find("fused_attention") == std::string::npos);
+  }
+}
+
+TEST_CASE("trace rewrite: attention without a mask or a scale, and with 3-D operands") {
+  of::manual_seed(5);
+  const of::Tensor q = of::randn({3, 4, 8}), k = of::randn({3, 7, 8}), v = of::randn({3, 7, 5});
+  const Fn fn = [](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::matmul(of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1), in[2])};
+  };
+  const of::trace::Graph f = of::trace::dce(of::trace::fuse_attention(recorded(fn, {q, k, v})));
+  CHECK(count_op(f, "fused_attention") == 1);
+  CHECK(count_op(f, "copy") == 0);  // k^T is read transposed in place
+  auto t = of::jit::trace([](const of::Tensor& a, const of::Tensor& b, const of::Tensor& c) {
+    return of::matmul(of::matmul(a, b.transpose(1, 2)).softmax(-1), c);
+  });
+  of::NoGradGuard ng;
+  (void)t(q, k, v);
+  const of::Tensor r =
+      of::matmul(of::matmul(q.to(of::kFloat64), k.to(of::kFloat64).transpose(1, 2)).softmax(-1),
+                 v.to(of::kFloat64));
+  CHECK(max_diff(t(q, k, v), r) <= 2e-6);
+  CHECK(has_line(t.stats().rewrites, "scale 1, no mask"));
+  // divided by a constant: the scale is its reciprocal
+  const Fn div = [](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::matmul((of::matmul(in[0], in[1].transpose(1, 2)) / 4.0).softmax(-1), in[2])};
+  };
+  const of::trace::Graph d = of::trace::fuse_attention(recorded(div, {q, k, v}));
+  CHECK(has_line(d.rewrites, "scale 0.25"));
+}
+
+TEST_CASE("trace rewrite: attention refuses what it must not fuse, saying why") {
+  of::manual_seed(9);
+  const of::Tensor q = of::randn({2, 4, 8}), k = of::randn({2, 5, 8}), v = of::randn({2, 5, 3});
+  auto fused_count = [](const Fn& fn, const std::vector<of::Tensor>& in) {
+    return count_op(of::trace::fuse_attention(recorded(fn, in)), "fused_attention");
+  };
+  // the probabilities are returned too (attention weights)
+  const Fn returned = [](const std::vector<of::Tensor>& in) {
+    const of::Tensor p = of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1);
+    return std::vector<of::Tensor>{of::matmul(p, in[2]), p};
+  };
+  const of::trace::Graph g1 = of::trace::fuse_attention(recorded(returned, {q, k, v}));
+  CHECK(count_op(g1, "fused_attention") == 0);
+  CHECK(has_line(g1.rewrites, "refused: the value made by node"));
+  // softmax over another dim: not attention
+  const Fn other_dim = [](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::matmul(of::matmul(in[0], in[1].transpose(1, 2)).softmax(1), in[2])};
+  };
+  const of::trace::Graph g2 = of::trace::fuse_attention(recorded(other_dim, {q, k, v}));
+  CHECK(count_op(g2, "fused_attention") == 0);
+  CHECK(has_line(g2.rewrites, "softmax over dim 1"));
+  // scores not made by a matmul
+  const Fn no_mm = [](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::matmul(in[0].exp().softmax(-1), in[1])};
+  };
+  CHECK(fused_count(no_mm, {of::randn({2, 4, 5}), v}) == 0);
+  // bfloat16: the fused kernel is float32/float64
+  const Fn plain = [](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::matmul(of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1), in[2])};
+  };
+  const of::trace::Graph g3 = of::trace::fuse_attention(
+      recorded(plain, {q.to(of::kBFloat16), k.to(of::kBFloat16), v.to(of::kBFloat16)}));
+  CHECK(count_op(g3, "fused_attention") == 0);
+  CHECK(has_line(g3.rewrites, "bfloat16"));
+  // an operand written in place between the copies and the second matmul: the copies read
+  // the old values, so reading the operand at the end would be wrong
+  const Fn written = [](const std::vector<of::Tensor>& in) {
+    of::Tensor x = in[0].clone();  // [2, 5, 8]: q and v are views of it
+    const of::Tensor p = of::matmul(x.narrow(1, 0, 4), in[1].transpose(1, 2)).softmax(-1);
+    x.mul_(2.0);
+    return std::vector<of::Tensor>{of::matmul(p, x.narrow(2, 0, 3))};
+  };
+  const of::trace::Graph g4 = of::trace::fuse_attention(recorded(written, {k, k}));
+  CHECK(count_op(g4, "fused_attention") == 0);
+  CHECK(has_line(g4.rewrites, "written between"));
+  // training: the probabilities are kept for backward
+  of::Tensor qg = q.clone().set_requires_grad(true);
+  auto step = of::jit::trace([](const of::Tensor& a, const of::Tensor& b, const of::Tensor& c) {
+    of::Tensor out = of::matmul(of::matmul(a, b.transpose(1, 2)).softmax(-1), c);
+    out.sum().backward();
+    return out.detach();
+  });
+  (void)step(qg, k, v);
+  CHECK(step.graph().find("fused_attention") == std::string::npos);
+}
+
+TEST_CASE("trace rewrite: fused_attention checks its operands") {
+  const of::OpDef& op = of::find_op("fused_attention");
+  auto call = [&](of::TensorList in, of::Attrs a) {
+    return [=, &op] { (void)of::dispatch(op, in, a); };
+  };
+  const of::Tensor q = of::randn({2, 3, 4}), kt = of::randn({2, 4, 5}), v = of::randn({2, 5, 6});
+  const of::Attrs none{0.5, int64_t(0)}, additive{0.5, int64_t(2)};
+  CHECK(of::dispatch(op, {q, kt, v, {}}, none)[0].sizes() ==
+        of::IntArrayRef(of::DimVector{2, 3, 6}));
+  CHECK(th::throws_with(call({q, of::randn({2, 5, 5}), v, {}}, none),
+                        {"[fused_attention]", "(2, 3, 4)", "(2, 5, 5)"}));
+  CHECK(th::throws_with(call({q, kt, of::randn({3, 5, 6}), {}}, none),
+                        {"[fused_attention]", "batch dims"}));
+  CHECK(th::throws_with(call({q.flatten(), kt, v, {}}, none), {"[fused_attention]"}));
+  CHECK(th::throws_with(call({q, kt.to(of::kFloat64), v, {}}, none), {"[fused_attention]"}));
+  CHECK(th::throws_with(call({q, kt, v, {}}, additive), {"[fused_attention]", "mask"}));
+  CHECK(th::throws_with(call({q, kt, v, of::zeros({2, 4, 5})}, additive),
+                        {"[fused_attention]", "broadcast to the scores (2, 3, 5)"}));
+  CHECK(th::throws_with(call({q, kt, v, of::zeros({3, 5}, of::kFloat64)}, additive),
+                        {"[fused_attention]", "float32"}));
+  CHECK(th::throws_with(call({q, kt, v, {}}, of::Attrs{0.5, int64_t(1)}),
+                        {"[fused_attention]", "mask_kind 1"}));
+  CHECK(th::throws_with(call({q.to(of::kInt64), kt, v, {}}, none), {"[fused_attention]"}));
+  // a row masked everywhere attends to nothing: NaN, as the unfused softmax gives
+  of::Tensor m = of::zeros({3, 5});
+  m.select(0, 1).fill_(-INFINITY);
+  const of::Tensor o = of::dispatch(op, {q, kt, v, m}, additive)[0];
+  CHECK(std::isnan(o.select(1, 1).sum().item<double>()));
+  CHECK(std::isfinite(o.select(1, 0).sum().item<double>()));
+}
+
+TEST_CASE("trace rewrite: add_norm makes a residual add and its LayerNorm/RMSNorm one pass") {
+  of::manual_seed(11);
+  const of::Tensor w = of::randn({8, 8}), lw = of::randn({8}), lb = of::randn({8});
+  const of::Tensor x = of::randn({3, 5, 8});
+  // BERT's DenseNorm: LayerNorm(dense(x) + x)
+  const Fn block = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::layer_norm(of::linear(in[0], w) + in[0], {8}, lw, lb)};
+  };
+  const of::trace::Graph g = recorded(block, {x});
+  const of::trace::Graph f = of::trace::dce(of::trace::fuse_add_norm(g));
+  CHECK(count_op(g, "add") == 1);
+  CHECK(count_op(f, "add") == 0);
+  CHECK(count_op(f, "layer_norm") == 0);
+  CHECK(count_op(f, "add_layer_norm") == 1);
+  REQUIRE(f.rewrites.size() == 1);
+  CHECK(f.rewrites[0].find("-> add_layer_norm ((3, 5, 8))") != std::string::npos);
+  // the sum read after the norm too: written by the fused op
+  const Fn reused = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor s = in[0] + in[1];
+    return std::vector<of::Tensor>{of::rms_norm(s, {8}, lw) * 2 + s};
+  };
+  const of::trace::Graph r = of::trace::dce(of::trace::fuse_add_norm(recorded(reused, {x, x * 3})));
+  CHECK(count_op(r, "add_rms_norm") == 1);
+  CHECK(has_line(r.rewrites, "the sum also written"));
+  // refused: the sum read before the norm, a broadcast add, a bias-only add of another shape
+  const Fn before = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor s = in[0] + in[1];
+    const of::Tensor e = s.exp();
+    return std::vector<of::Tensor>{of::layer_norm(s, {8}) + e};
+  };
+  const of::trace::Graph b = of::trace::fuse_add_norm(recorded(before, {x, x}));
+  CHECK(count_op(b, "add_layer_norm") == 0);
+  CHECK(has_line(b.rewrites, "reads the sum before the norm"));
+  const Fn bcast = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::layer_norm(in[0] + lb, {8})};
+  };
+  const of::trace::Graph c = of::trace::fuse_add_norm(recorded(bcast, {x}));
+  CHECK(count_op(c, "add_layer_norm") == 0);
+  CHECK(has_line(c.rewrites, "not both contiguous"));
+  // replays: bitwise the unfused replay and eager (the kernel is the add's and the norm's own
+  // arithmetic), float32 and float64, layer and RMS norms
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    CAPTURE(dt);
+    const of::Tensor wd = w.to(dt), lwd = lw.to(dt), lbd = lb.to(dt);
+    auto fn = [&](const of::Tensor& a, const of::Tensor& res) {
+      const of::Tensor s = of::linear(a, wd) + res;
+      return of::layer_norm(s, {8}, lwd, lbd) + of::rms_norm(of::layer_norm(s, {8}) + a, {8}, lwd);
+    };
+    auto fused = of::jit::trace(fn);
+    auto plain = of::jit::trace(fn, of::jit::TraceOptions().add_norm(false));
+    of::NoGradGuard ng;
+    for (int call = 0; call < 3; ++call) {
+      const of::Tensor a = of::randn({4, 6, 8}, dt), res = of::randn({4, 6, 8}, dt);
+      const of::Tensor y = fused(a, res);
+      CHECK(th::same_bits(y, plain(a, res)));
+      CHECK(th::same_bits(y, fn(a, res)));
+    }
+    CHECK(has_line(fused.stats().rewrites, "-> add_rms_norm"));
+    CHECK(has_line(fused.stats().rewrites, "-> add_layer_norm"));
+    CHECK(fused.graph().find("add_layer_norm") != std::string::npos);
+    CHECK(plain.graph().find("add_layer_norm") == std::string::npos);
+  }
+  // a training graph keeps the plain norm (its statistics feed the backward)
+  const of::Tensor lwg = lw.clone().set_requires_grad(true);
+  auto train = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor y = of::layer_norm(a + a * 2, {8}, lwg);
+    y.sum().backward();
+    return y.detach();
+  });
+  (void)train(x);
+  CHECK(train.graph().find("add_layer_norm") == std::string::npos);
+  CHECK(has_line(train.stats().rewrites, "statistics are read"));
+}
