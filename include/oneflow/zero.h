@@ -36,6 +36,17 @@ class ZeroRedundancyAdam : public optim::Optimizer {
   void drop_state(const Tensor& p) override;
   // Bytes of optimizer state (moments) this rank holds.
   int64_t local_state_bytes() const;
+  // The split state of each parameter group, for sharded checkpoints (dist_checkpoint.h): the
+  // parameters of the group's flat vector in order, the step count (0-d float64) and the
+  // buffers (global [total] tensors, S(0) on every mesh axis); empty for a group that has not
+  // stepped. set_split_state replaces every group's state (the loader has checked it).
+  struct SplitState {
+    std::vector<Tensor> params;
+    Tensor step;
+    std::vector<std::pair<std::string, Tensor>> buffers;
+  };
+  std::vector<SplitState> split_state() const;
+  void set_split_state(const std::vector<SplitState>& state);
 
  private:
   void keep_partial_grads();
