@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/gemm_bf16.h"
+#include "cpu/gemm_f32.h"
 #include "harness.h"
 
 namespace of = oneflow;
@@ -572,4 +573,57 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   const of::Tensor widened = of::mm(a, b);
   of::cpu::set_gemm_bf16_enabled(prev);
   CHECK(of::allclose(one.to(of::kFloat32), widened.to(of::kFloat32), 8e-3, 1e-3));
+}
+
+TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64 and sgemm") {
+  // 2-D float32 GEMMs (mm, matmul folded to 2-D, addmm, linear with its bias in the epilogue)
+  // through the AVX-512 kernel where the CPU has it, and through OpenBLAS's sgemm: shapes cross
+  // the kernel's tile (12 rows), strip (32 columns), k block (256) and row block (144) edges;
+  // operands come transposed (read in place) and strided in both dims (copied).
+  const bool kernel = of::cpu::gemm_f32_supported();
+  const std::string on_cpu = kernel ? "yes" : "no (sgemm only)";
+  MESSAGE("AVX-512 float32 kernel on this CPU: " << on_cpu);
+  of::manual_seed(43);
+  auto ref = [](const of::Tensor& a, const of::Tensor& b) {
+    return of::matmul(a.to(of::kFloat64), b.to(of::kFloat64));
+  };
+  auto close = [](const of::Tensor& got, const of::Tensor& want, int64_t k) {
+    const double atol = 4e-7 * double(k) * want.abs().max().item<double>() + 1e-30;
+    return of::allclose(got.to(of::kFloat64), want, 1e-5, atol);
+  };
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1}, {5, 17, 2}, {12, 32, 7}, {13, 33, 257}, {150, 70, 600}, {128, 96, 384}};
+  for (bool use_kernel : {true, false}) {
+    const bool prev = of::cpu::set_gemm_f32_enabled(use_kernel);
+    for (const auto& shape : shapes) {  // (no structured binding: clang 14's doctest lambdas)
+      const int64_t m = shape[0], n = shape[1], k = shape[2];
+      INFO("kernel " << use_kernel << " m " << m << " n " << n << " k " << k);
+      const of::Tensor a = of::randn({m, k}), b = of::randn({k, n}), w = of::randn({n, k});
+      const of::Tensor bias = of::randn({n});
+      CHECK(close(of::mm(a, b), ref(a, b), k));
+      CHECK(close(of::mm(a, w.t()), ref(a, w.t()), k));
+      CHECK(close(of::mm(b.t(), a.t()), ref(b.t(), a.t()), k));
+      const of::Tensor a2 = of::randn({m, 2 * k}).slice(1, 0, 2 * k, 2);
+      CHECK(close(of::mm(a2, b), ref(a2, b), k));
+      CHECK(close(of::linear(a, w, bias), ref(a, w.t()) + bias.to(of::kFloat64), k));
+      CHECK(close(of::linear(a, w), ref(a, w.t()), k));
+      const of::Tensor self = of::randn({m, n});
+      CHECK(
+          close(of::addmm(self, a, b, 0.5, 2.0), ref(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
+      // out= into a buffer holding garbage (beta = 0 never reads it)
+      of::Tensor out = of::full({m, n}, NAN);
+      of::mm_out(out, a, b);
+      CHECK(close(out, ref(a, b), k));
+    }
+    of::cpu::set_gemm_f32_enabled(prev);
+  }
+  // the sums do not depend on the thread count
+  const of::Tensor a = of::randn({300, 700}), b = of::randn({700, 200});
+  const int threads = of::get_num_threads();
+  of::set_num_threads(1);
+  const of::Tensor one = of::mm(a, b);
+  of::set_num_threads(2);
+  const of::Tensor two = of::mm(a, b);
+  of::set_num_threads(threads);
+  CHECK(of::equal(one, two));
 }

@@ -238,6 +238,51 @@ TH_ROWS({
 });
 // clang-format on
 
+// linear_act (the trace's epilogue rewrite makes it, NOTE [GEMM epilogues]): linear, then the
+// activation its attribute names; no VJP (inference graphs). Shapes cross the float32 kernel's
+// tile (12 rows) and strip (32 columns) edges.
+of::Tensor linear_act(const V& in, const char* act) {
+  return of::dispatch(of::find_op("linear_act"),
+                      {in[0], in[1], in.size() > 2 ? in[2] : of::Tensor()},
+                      of::Attrs{std::string(act)})[0];
+}
+Ref act_ref(const Ref& y, double (*f)(double)) {
+  return th::map_ref({y}, [f](const auto& v) { return f(v[0]); });
+}
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+TH_ROWS({
+    no_grad(row(
+        "linear_act/gelu", {"linear_act"}, {{13, 7}, {33, 7}, {33}},
+        [](const V& in) { return linear_act(in, "gelu"); },
+        [](const R& r) { return act_ref(linear_ref(r[0], r[1], &r[2]), gelu_erf); })),
+    no_grad(row(
+        "linear_act/gelu_tanh_no_bias", {"linear_act"}, {{5, 9}, {6, 9}},
+        [](const V& in) { return linear_act(in, "gelu_tanh"); },
+        [](const R& r) { return act_ref(linear_ref(r[0], r[1], nullptr), gelu_tanh); })),
+    no_grad(row(
+        "linear_act/relu", {"linear_act"}, {{4, 5}, {3, 5}, {3}},
+        [](const V& in) { return linear_act(in, "relu"); },
+        [](const R& r) {
+          return act_ref(linear_ref(r[0], r[1], &r[2]), [](double x) { return x > 0 ? x : 0.0; });
+        })),
+    no_grad(row(
+        "linear_act/silu", {"linear_act"}, {{12, 4}, {40, 4}, {40}},
+        [](const V& in) { return linear_act(in, "silu"); },
+        [](const R& r) {
+          return act_ref(linear_ref(r[0], r[1], &r[2]),
+                         [](double x) { return x / (1 + std::exp(-x)); });
+        })),
+    no_grad(row(
+        "linear_act/tanh", {"linear_act"}, {{3, 6}, {2, 6}, {2}},
+        [](const V& in) { return linear_act(in, "tanh"); },
+        [](const R& r) {
+          return act_ref(linear_ref(r[0], r[1], &r[2]), [](double x) { return std::tanh(x); });
+        })),
+});
+
 // ---------------------------------------------------------------- batch norm
 const std::vector<std::string> kBn = {"batch_norm", "batch_norm_backward"};
 // clang-format off

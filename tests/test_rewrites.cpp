@@ -308,3 +308,83 @@ TEST_CASE("trace rewrite: add_norm makes a residual add and its LayerNorm/RMSNor
   CHECK(train.graph().find("add_layer_norm") == std::string::npos);
   CHECK(has_line(train.stats().rewrites, "statistics are read"));
 }
+
+TEST_CASE("trace rewrite: epilogue runs the activation after a linear in the GEMM's output pass") {
+  of::manual_seed(13);
+  const of::Tensor w1 = of::randn({40, 16}), b1 = of::randn({40}), w2 = of::randn({16, 40});
+  const of::Tensor x = of::randn({3, 7, 16});
+  // BERT's FFN: gelu(dense(x)) through linear's batch folding (a reshape of its output)
+  const Fn ffn = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::linear(of::gelu(of::linear(in[0], w1, b1)), w2)};
+  };
+  const of::trace::Graph g = recorded(ffn, {x});
+  const of::trace::Graph f = of::trace::dce(of::trace::fuse_epilogue(g));
+  CHECK(count_op(g, "gelu") == 1);
+  CHECK(count_op(f, "gelu") == 0);
+  CHECK(count_op(f, "linear_act") == 1);
+  CHECK(count_op(f, "linear") == 1);
+  CHECK(has_line(f.rewrites, "-> linear_act (gelu, output (21, 40))"));
+  // refused: the linear's output read elsewhere, the activation's output returned
+  const Fn shared = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor y = of::linear(in[0], w1, b1);
+    return std::vector<of::Tensor>{of::linear(y.relu(), w2) + of::linear(y, w2)};
+  };
+  CHECK(count_op(of::trace::fuse_epilogue(recorded(shared, {x})), "linear_act") == 0);
+  const Fn returned = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::linear(in[0], w1, b1).tanh()};
+  };
+  const of::trace::Graph r = of::trace::fuse_epilogue(recorded(returned, {x}));
+  CHECK(count_op(r, "linear_act") == 0);
+  CHECK(has_line(r.rewrites, "returned"));
+  // replays: bitwise the unfused replay and eager, each activation, float32 (the kernel's
+  // epilogue where the CPU has AVX-512) and float64 (after the GEMM)
+  using Act = std::function<of::Tensor(const of::Tensor&)>;
+  const std::vector<std::pair<std::string, Act>> acts = {
+      {"relu", [](const of::Tensor& t) { return t.relu(); }},
+      {"gelu", [](const of::Tensor& t) { return of::gelu(t); }},
+      {"gelu_tanh", [](const of::Tensor& t) { return of::gelu(t, "tanh"); }},
+      {"silu", [](const of::Tensor& t) { return of::silu(t); }},
+      {"tanh", [](const of::Tensor& t) { return t.tanh(); }}};
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    for (const auto& act : acts) {
+      INFO(act.first << " " << of::dtype_name(dt));
+      const of::Tensor w = w1.to(dt), b = b1.to(dt), v = w2.to(dt);
+      auto fn = [&](const of::Tensor& a) { return of::linear(act.second(of::linear(a, w, b)), v); };
+      auto fused = of::jit::trace(fn);
+      auto plain = of::jit::trace(fn, of::jit::TraceOptions().epilogue(false));
+      of::NoGradGuard ng;
+      for (int call = 0; call < 2; ++call) {
+        const of::Tensor a = of::randn({5, 30, 16}, dt);
+        const of::Tensor y = fused(a);
+        CHECK(th::same_bits(y, plain(a)));
+        CHECK(th::same_bits(y, fn(a)));
+      }
+      CHECK(has_line(fused.stats().rewrites, "(" + act.first + ", output (150, 40))"));
+      CHECK(plain.graph().find("linear_act") == std::string::npos);
+    }
+  }
+  // a training graph keeps the activation's input for backward: no rewrite
+  const of::Tensor wg = w1.clone().set_requires_grad(true);
+  auto train = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor y = of::gelu(of::linear(a, wg, b1));
+    y.sum().backward();
+    return y.detach();
+  });
+  (void)train(x);
+  CHECK(train.graph().find("linear_act") == std::string::npos);
+}
+
+TEST_CASE("trace rewrite: linear_act checks its activation") {
+  const of::OpDef& op = of::find_op("linear_act");
+  const of::Tensor x = of::randn({2, 3}), w = of::randn({4, 3});
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(op, {x, w, {}}, of::Attrs{std::string("exp")});
+      },
+      {"[linear_act]", "unknown activation 'exp'"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(op, {x, of::randn({4, 2}), {}}, of::Attrs{std::string("relu")});
+      },
+      {"[linear]", "(2, 3)", "(4, 2)"}));
+}

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/gemm_bf16.h"
+#include "cpu/gemm_f32.h"
 #include "cpu/loops.h"
 #include "thread_pool.h"
 
@@ -199,20 +200,24 @@ void gemm_int(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, 
 
 // NOTE [Prepacked weights] for the bfloat16 kernel: B packed once per constant operand (its
 // storage, view and version); a changed version repacks it, a dead storage's entry goes.
+// The same cache serves the float32 kernel (NOTE [float32 GEMM]); an entry is one kernel's
+// packing of one view (the dtype of the storage tells which).
 struct PackedB {
   std::weak_ptr<StorageImpl> storage;
   const StorageImpl* key = nullptr;
   uint32_t version = 0;
   int64_t offset = 0;
   DimVector sizes, strides;
-  std::shared_ptr<const std::vector<uint32_t>> packed;
+  std::shared_ptr<const void> packed;
+  size_t bytes = 0;
 };
 std::mutex g_packs_mu;
 std::vector<PackedB> g_packs;
 constexpr size_t kMaxPackedBytes = size_t(4) << 30;
 
-std::shared_ptr<const std::vector<uint32_t>> packed_constant_b(const Tensor& b, const Operand& ob,
-                                                               int64_t k, int64_t n) {
+// B's packing for the kernel whose pack_b is `pack` (returning a std::vector<P>).
+template <class P, class Pack>
+std::shared_ptr<const std::vector<P>> packed_constant_b(const Tensor& b, Pack&& pack) {
   const TensorImpl& t = *b.impl();
   const uint32_t version = t.storage->version.load(std::memory_order_relaxed);
   auto same = [&](const PackedB& e) {
@@ -223,16 +228,18 @@ std::shared_ptr<const std::vector<uint32_t>> packed_constant_b(const Tensor& b, 
   {
     std::lock_guard<std::mutex> lock(g_packs_mu);
     for (const PackedB& e : g_packs)
-      if (same(e) && e.version == version && e.storage.lock() == t.storage) return e.packed;
+      if (same(e) && e.version == version && e.storage.lock() == t.storage)
+        return std::static_pointer_cast<const std::vector<P>>(e.packed);
   }
-  auto packed = std::make_shared<const std::vector<uint32_t>>(
-      pack_b_bf16(k, n, reinterpret_cast<const uint16_t*>(ob.data), ob.trans, ob.ld));
+  auto packed = std::make_shared<const std::vector<P>>(pack());
   std::lock_guard<std::mutex> lock(g_packs_mu);
-  size_t bytes = packed->size() * 4;
+  const size_t own = packed->size() * sizeof(P);
+  size_t bytes = own;
   std::erase_if(g_packs, [&](const PackedB& e) { return e.storage.expired() || same(e); });
-  for (const PackedB& e : g_packs) bytes += e.packed->size() * 4;
+  for (const PackedB& e : g_packs) bytes += e.bytes;
   if (bytes > kMaxPackedBytes) g_packs.clear();
-  g_packs.push_back({t.storage, t.storage.get(), version, t.offset, t.sizes, t.strides, packed});
+  g_packs.push_back(
+      {t.storage, t.storage.get(), version, t.offset, t.sizes, t.strides, packed, own});
   return packed;
 }
 
@@ -249,6 +256,21 @@ bool same_storage(const Tensor& x, const Tensor& y) {
   return x.impl()->storage.get() == y.impl()->storage.get();
 }
 
+// One float32 GEMM on the AVX-512 kernel (NOTE [float32 GEMM]): a 2-D c not aliasing a or b,
+// k > 0; a replay's constant B packed once (NOTE [Prepacked weights]).
+void gemm_f32_call(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta,
+                   const GemmEpilogueF32& ep) {
+  const int64_t m = c.size(-2), n = c.size(-1), k = a.size(-1);
+  const Operand oa = make_operand(a), ob = make_operand(b);
+  const auto* ad = reinterpret_cast<const float*>(oa.data);
+  const auto* bd = reinterpret_cast<const float*>(ob.data);
+  std::shared_ptr<const std::vector<float>> packed;
+  if (constant_operand_storage() == b.impl()->storage.get())
+    packed = packed_constant_b<float>(b, [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
+  gemm_f32(m, n, k, ad, oa.trans, oa.ld, bd, ob.trans, ob.ld, alpha, beta,
+           static_cast<float*>(c.data_ptr()), n, packed ? packed->data() : nullptr, ep);
+}
+
 }  // namespace
 
 bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
@@ -258,6 +280,20 @@ bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 }
 bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
   return map_inner(rows, cols, rs, cs, trans, ld);
+}
+
+bool gemm_epilogue(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
+                   void (*act)(float*, int64_t)) {
+  if (c.dtype() != kFloat32 || a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dim() != 2 ||
+      !c.is_contiguous() || !gemm_f32_supported() || a.size(-1) == 0 || c.numel() == 0 ||
+      same_storage(c, a) || same_storage(c, b) || (bias.defined() && same_storage(c, bias)))
+    return false;
+  const Tensor bc = bias.defined() ? kernel_contiguous(bias) : Tensor();
+  GemmEpilogueF32 ep;
+  ep.bias = bc.defined() ? static_cast<const float*>(bc.data_ptr()) : nullptr;
+  ep.act = act;
+  gemm_f32_call(a, b, c, 1.f, 0.f, ep);
+  return true;
 }
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha,
@@ -296,6 +332,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
   }
   switch (t) {
     case kFloat32:
+      if (batch == 1 && gemm_f32_supported()) {
+        gemm_f32_call(a, b, c, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), {});
+        return;
+      }
       gemm_float<float>(a, b, c, batch, m, n, k, alpha.to<float>(), beta.to<float>(), op);
       return;
     case kFloat64:
@@ -316,7 +356,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
         // a replay's constant weight: packed once (NOTE [Prepacked weights])
         std::shared_ptr<const std::vector<uint32_t>> packed;
         if (batch == 1 && constant_operand_storage() == b.impl()->storage.get())
-          packed = packed_constant_b(b, ob, k, n);
+          packed = packed_constant_b<uint32_t>(
+              b, [&] { return pack_b_bf16(k, n, bd, ob.trans, ob.ld); });
         for (int64_t i = 0; i < batch; ++i)
           gemm_bf16(m, n, k, ad + i * oa.bstride, oa.trans, oa.ld, bd + i * ob.bstride, ob.trans,
                     ob.ld, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), cp + i * m * n, n,

@@ -11,6 +11,46 @@
 
 namespace oneflow::cpu {
 
+namespace {
+// an activation's epilogue form: the loop cpu_kernel runs over a contiguous float32 tensor
+template <class F> void act_rows(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = F{}(p[i]);
+}
+template <class F> void act_tensor(const Tensor& t) {
+  dispatch_float(t.dtype(), "activation", [&](auto z) {
+    using T = decltype(z);
+    cpu_kernel<T, T>(t, {&t}, F{});
+  });
+}
+struct Act {
+  const char* act;
+  ActF32 f32;
+  void (*tensor)(const Tensor&);
+};
+constexpr Act kActs[] = {
+    {"relu", act_rows<fn::Relu>, act_tensor<fn::Relu>},
+    {"gelu", act_rows<fn::GeluErf>, act_tensor<fn::GeluErf>},
+    {"gelu_tanh", act_rows<fn::GeluTanh>, act_tensor<fn::GeluTanh>},
+    {"silu", act_rows<fn::Silu>, act_tensor<fn::Silu>},
+    {"tanh", act_rows<fn::Tanh>, act_tensor<fn::Tanh>},
+};
+const Act* find_act(std::string_view act) {
+  for (const Act& e : kActs)
+    if (act == e.act) return &e;
+  return nullptr;
+}
+}  // namespace
+
+ActF32 act_f32(std::string_view act) {
+  const Act* e = find_act(act);
+  return e ? e->f32 : nullptr;
+}
+void apply_act(std::string_view act, const Tensor& t) {
+  const Act* e = find_act(act);
+  OF_CHECK(e != nullptr, "[linear_act] unknown activation '{}'", act);
+  e->tensor(t);
+}
+
 void gelu(const KernelArgs& k) {
   if (elem_attrs::GeluAttrs::get<"approximate">(k.attrs) == "tanh")
     unary_kernel_float<fn::GeluTanh>(k);

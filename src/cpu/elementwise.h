@@ -4,12 +4,22 @@
 // (cpu/loops.h) per functor; the ops with attributes have kernels of their own
 // (cpu/elementwise.cpp).
 #pragma once
+#include <string_view>
+
 #include "cpu/loops.h"
 #include "dispatch.h"
 #include "ops/elem_kind.h"
 #include "ops/functors.h"
 
 namespace oneflow::cpu {
+
+// The activations a GEMM epilogue applies (NOTE [GEMM epilogues] in cpu/blas.h), by name:
+// "relu", "gelu", "gelu_tanh", "silu", "tanh": each as its op's own kernel computes it.
+// act_f32: the function over a float32 row segment in place (null: not an activation name);
+// apply_act: over a whole tensor of any float dtype, in place (the op's kernel loop).
+using ActF32 = void (*)(float* p, int64_t n);
+ActF32 act_f32(std::string_view act);
+void apply_act(std::string_view act, const Tensor& t);
 
 template <class F> void unary_kernel_all(const KernelArgs& k) {
   dispatch_dtype(k.inputs[0].dtype(), [&](auto z) {

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "cpu/blas.h"
+#include "cpu/elementwise.h"
 #include "generator.h"
 #include "ops/nn_common.h"
 
@@ -64,13 +65,19 @@ void dropout(const KernelArgs& k) {
 }
 
 // ================================================================ linear
-// One GEMM with the bias preloaded into the output (beta = 1), as addmm.
+// One GEMM: on the float32 kernel the bias enters in its epilogue (NOTE [GEMM epilogues]);
+// elsewhere it is preloaded into the output (beta = 1), as addmm. linear_act (the trace's
+// epilogue rewrite) applies its activation in the same epilogue, or after the GEMM.
 
-void linear(const KernelArgs& k) {
+namespace {
+void linear_then(const KernelArgs& k, std::string_view act) {
   const Tensor& x = k.inputs[0];
   const Tensor& w = k.inputs[1];
   const Tensor& out = k.outputs[0];
   const bool has_bias = k.inputs[2].defined();
+  if (cpu::gemm_epilogue(x, kernel_transpose(w), out, k.inputs[2],
+                         act.empty() ? nullptr : act_f32(act)))
+    return;
   if (has_bias && out.numel() > 0) {
     const Tensor b = kernel_contiguous(k.inputs[2]);
     const int64_t R = out.size(0), O = out.size(1);
@@ -79,6 +86,11 @@ void linear(const KernelArgs& k) {
     for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
   }
   cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
+  if (!act.empty()) apply_act(act, out);
 }
+}  // namespace
+
+void linear(const KernelArgs& k) { linear_then(k, {}); }
+void linear_act(const KernelArgs& k) { linear_then(k, LinearActAttrs::get<"act">(k.attrs)); }
 
 }  // namespace oneflow::cpu

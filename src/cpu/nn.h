@@ -7,5 +7,7 @@ namespace oneflow::cpu {
 
 void dropout(const KernelArgs& k);
 void linear(const KernelArgs& k);
+// linear then an activation (the trace's epilogue rewrite, NOTE [GEMM epilogues])
+void linear_act(const KernelArgs& k);
 
 }  // namespace oneflow::cpu

@@ -6,6 +6,7 @@
 // differentiable themselves: their VJP raises a clear error if a create_graph gradient is
 // differentiated again (see fused_backward_vjp), never a silently missing term. The losses other
 // than cross_entropy are compositions of public ops.
+#include "cpu/elementwise.h"
 #include "cpu/nn.h"
 #include "generator.h"
 #include "global/rules.h"
@@ -55,6 +56,15 @@ void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   out.push_back({{x.size(0), in[1].size(0)}, {}, 0, x.dtype(), x.device()});
 }
 
+// linear_act: linear's inputs, then the activation its attribute names (made by the trace's
+// epilogue rewrite, NOTE [GEMM epilogues] in cpu/blas.h; inference graphs: no VJP).
+void linear_act_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const std::string& act = LinearActAttrs::get<"act">(a);
+  if (!cpu::act_f32(act))
+    fail("[linear_act] unknown activation '{}' (relu, gelu, gelu_tanh, silu, tanh)", act);
+  linear_meta(in, a, out);
+}
+
 TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gx, gw, gb;
   if (c.needs_input_grad(0)) gx = g[0].mm(c.input(1));
@@ -89,6 +99,13 @@ void register_nn_ops() {
                .sbp_rule = &sbp_rules::kLinear,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower,
+               .weight_input = 1});
+  register_op({.name = "linear_act",
+               .attr_names = LinearActAttrs::names(),
+               .attr_types = LinearActAttrs::types(),
+               .infer_meta = linear_act_meta,
+               .cpu = cpu::linear_act,
+               .contiguous_inputs = kEveryInput,
                .weight_input = 1});
   register_norm_ops();
   register_loss_ops();

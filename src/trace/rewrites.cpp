@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ops/core_attrs.h"
+#include "ops/elementwise_attrs.h"
 #include "ops/nn_attrs.h"
 #include "ops/reduce_common.h"
 #include "trace/graph.h"
@@ -15,6 +16,7 @@ namespace oneflow::trace {
 using core_detail::CopyAttrs;
 using nn_detail::AddNormAttrs;
 using nn_detail::FusedAttnAttrs;
+using nn_detail::LinearActAttrs;
 using reduce_detail::SoftmaxAttrs;
 
 namespace {
@@ -354,9 +356,82 @@ Graph fuse_add_norm(const Graph& g0) {
   return compact(std::move(g), dead);
 }
 
-}  // namespace oneflow::trace
+// ---------------------------------------------------------------- GEMM epilogues
+// NOTE [GEMM epilogue rewrite] (the kernel side: NOTE [GEMM epilogues] in cpu/blas.h): a
+// linear whose output only an activation reads (relu, gelu in both forms, silu, tanh), directly
+// or through a reshape of the contiguous output (how linear folds a batch of rows)
+//   y = linear(x, w, b); [y' = view(y)]; z = act(y')
+// becomes linear_act(x, w, b) writing the activated y; the readers of z read y' instead. The
+// activation runs on each output tile right after the GEMM's sums (float32 on AVX-512; else
+// after the GEMM), with the op's own function: bitwise the unfused replay. Conditions: y (and
+// y') read by nothing else and not returned, z not returned, the CPU, a float dtype.
+Graph fuse_epilogue(const Graph& g0) {
+  Graph g = g0;
+  const Uses u = uses_of(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  std::vector<int> remap(g.values.size(), -1);
+  const OpDef* linear = &OF_OP("linear");
+  const OpDef* gelu = &OF_OP("gelu");
+  const std::pair<const OpDef*, const char*> acts[] = {
+      {&OF_OP("relu"), "relu"}, {&OF_OP("silu"), "silu"}, {&OF_OP("tanh"), "tanh"}, {gelu, ""}};
+  for (size_t li = 0; li < g.nodes.size(); ++li) {
+    const Node& l = g.nodes[li];
+    if (l.op != linear || l.writes_existing) continue;
+    const int y = l.outputs[0];
+    int x = y, c = single_use(g, u, y);
+    if (c >= 0 && is_view(g.nodes[size_t(c)])) {
+      const Node& v = g.nodes[size_t(c)];
+      const Value& in = g.values[size_t(y)];
+      const Value& o = g.values[size_t(v.outputs[0])];
+      if (v.inputs.size() != 1 || !in.contiguous() || !o.contiguous() || in.numel() != o.numel() ||
+          in.offset != o.offset)
+        continue;
+      x = v.outputs[0];
+      c = single_use(g, u, x);
+    }
+    if (c < 0) continue;
+    const Node& a = g.nodes[size_t(c)];
+    std::string act;
+    for (const auto& [op, name] : acts)
+      if (a.op == op)
+        act = op == gelu
+                  ? (elem_attrs::GeluAttrs::get<"approximate">(a.attrs) == "tanh" ? "gelu_tanh"
+                                                                                  : "gelu")
+                  : name;
+    if (act.empty() || a.inputs[0] != x) continue;
+    const int z = a.outputs[0];
+    const Value& yv = g.values[size_t(y)];
+    std::string why;
+    if (a.writes_existing) why = "the activation writes in place";
+    else if (!yv.device.is_cpu() || !is_floating_point(yv.dtype))
+      why = fmt::format("{} on {}", dtype_name(yv.dtype), yv.device.str());
+    else if (is_graph_output(g, z)) why = "the activation's output is returned";
+    else if (g.values[size_t(z)].sizes != g.values[size_t(x)].sizes ||
+             g.values[size_t(z)].dtype != yv.dtype || !g.values[size_t(z)].contiguous())
+      why = "the activation changes the geometry or the dtype";
+    else if (u.writers[size_t(yv.buffer)].size() != 1 ||
+             u.writers[size_t(g.values[size_t(z)].buffer)].size() != 1)
+      why = "the output buffers are written by other nodes";
+    if (!why.empty()) {
+      g.rewrites.push_back(
+          fmt::format("epilogue: linear at node {} + {} refused: {}", li, a.op->name, why));
+      continue;
+    }
+    g.rewrites.push_back(
+        fmt::format("epilogue: linear at node {} + {} at node {} -> linear_act "
+                    "({}, output {})",
+                    li, a.op->name, c, act, shape_str(yv.sizes)));
+    Node f = l;
+    f.op = &OF_OP("linear_act");
+    f.attrs = LinearActAttrs::make(act);
+    g.nodes[li] = std::move(f);
+    dead[size_t(c)] = true;
+    remap[size_t(z)] = x;
+  }
+  for (Node& n : g.nodes)
+    for (int& v : n.inputs)
+      if (v >= 0 && remap[size_t(v)] >= 0) v = remap[size_t(v)];
+  return compact(std::move(g), dead);
+}
 
-namespace oneflow::trace {
-// TEMPORARY (not committed like this): the epilogue pass is being written.
-Graph fuse_epilogue(const Graph& g) { return g; }
 }  // namespace oneflow::trace

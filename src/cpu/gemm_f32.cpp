@@ -1,0 +1,206 @@
+// gemm_f32.cpp: the float32 GEMM of cpu::gemm on CPUs with AVX-512.
+// NOTE [float32 GEMM]: OpenBLAS's sgemm packs both operands on every call. For the GEMMs of
+// transformer inference (a weight [k, n] of a few MiB against a few hundred activation rows)
+// packing the weight is a fifth of the time (perf on BERT at batch 1: sgemm_incopy 17%), and a
+// weight only changes when something writes it. This kernel:
+//   - packs B in strips of kNr = 32 columns, [k][32] floats per strip (zero past n); a traced
+//     graph's constant weight is packed once (NOTE [Prepacked weights], cpu/blas.cpp's cache);
+//   - reads A in place when it is row-major (packs a transposed or strided A first);
+//   - runs a kMr x 32 register tile (kMr = 12: 24 zmm accumulators, the A element broadcast
+//     from memory into each FMA) over blocks of kKc rows of k, the strip block (kKc * 128
+//     bytes) reused from L1 by every row tile of a block of kMc rows (kept in L2);
+//   - splits (row block, strip) tasks over the thread pool: each output element is summed over
+//     k by one task in one order, so results do not depend on the thread count, and the packed
+//     and the unpacked B give the same bits (an eager call equals its traced replay);
+//   - applies the epilogue (NOTE [GEMM epilogues]) to each output tile after its last k block,
+//     while the tile is in L1: the bias as the first block's C (what linear's preloaded bias
+//     with beta = 1 gives, without the pass that preloads it), then an elementwise function.
+// c = alpha * AB + beta * c (beta = 0: c is not read).
+#include "cpu/gemm_f32.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "oneflow/error.h"
+#include "thread_pool.h"
+
+namespace oneflow::cpu {
+
+namespace {
+std::atomic<bool> g_enabled{true};
+}  // namespace
+
+bool gemm_f32_supported() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool cpu = __builtin_cpu_supports("avx512f");
+  return cpu && g_enabled.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+bool set_gemm_f32_enabled(bool on) { return g_enabled.exchange(on); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+constexpr int64_t kNr = 32;   // columns per strip (two zmm)
+constexpr int kMr = 12;       // rows per register tile
+constexpr int64_t kKc = 256;  // k per block (a strip block: 32 KiB)
+constexpr int64_t kMc = 144;  // rows per row block (12 tiles; A block 144 KiB, in L2)
+
+#define OF_F32_TARGET __attribute__((target("avx512f")))
+
+// One R x 32 tile over kc: acc = A rows (lda apart) times the strip block ([kc][32]); then
+// c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c itself.
+template <int R>
+OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc, float* c,
+                        int64_t ldc, int64_t nc, float alpha, float beta, const float* bias) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(bs + p * kNr);
+    const __m512 b1 = _mm512_loadu_ps(bs + p * kNr + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
+  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
+                       : nc <= 16 ? __mmask16(0)
+                                  : __mmask16((1u << (nc - 16)) - 1);
+  __m512 i0 = _mm512_setzero_ps(), i1 = _mm512_setzero_ps();
+  if (bias) {
+    i0 = _mm512_maskz_loadu_ps(m0, bias);
+    i1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    __m512 v0 = _mm512_mul_ps(acc[r][0], va), v1 = _mm512_mul_ps(acc[r][1], va);
+    if (beta != 0.f) {
+      const __m512 c0 = bias ? i0 : _mm512_maskz_loadu_ps(m0, cr);
+      const __m512 c1 = bias ? i1 : _mm512_maskz_loadu_ps(m1, cr + 16);
+      v0 = _mm512_fmadd_ps(c0, vb, v0);
+      v1 = _mm512_fmadd_ps(c1, vb, v1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                        float, float, const float*);
+template <int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
+  return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
+}
+constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMr>{});
+
+// Packs strip s of B (columns s*kNr ...) as [k][kNr], zero past n. B [k, n] row-major with
+// leading dimension ldb, or (tb) its transpose given (element (p, j) at j * ldb + p).
+void pack_strip(const float* b, bool tb, int64_t ldb, int64_t k, int64_t n, int64_t s, float* dst) {
+  const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+  if (tb) {
+    for (int64_t jj = 0; jj < nc; ++jj) {
+      const float* col = b + (j0 + jj) * ldb;
+      for (int64_t p = 0; p < k; ++p) dst[p * kNr + jj] = col[p];
+    }
+  } else {
+    for (int64_t p = 0; p < k; ++p)
+      std::copy(b + p * ldb + j0, b + p * ldb + j0 + nc, dst + p * kNr);
+  }
+  if (nc < kNr)
+    for (int64_t p = 0; p < k; ++p) std::fill(dst + p * kNr + nc, dst + (p + 1) * kNr, 0.f);
+}
+
+// Per-thread scratch that keeps its memory between calls.
+float* scratch(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb) {
+  const int64_t strips = (n + kNr - 1) / kNr;
+  std::vector<float> packed(size_t(strips * k * kNr));
+  parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) pack_strip(b, tb, ldb, k, n, s, packed.data() + s * k * kNr);
+  });
+  return packed;
+}
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t lda, const float* b,
+              bool tb, int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
+              const float* packed_b, const GemmEpilogueF32& ep) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t strips = (n + kNr - 1) / kNr;
+  // A row-major in place, else packed [m, k]
+  const float* ap = a;
+  if (ta) {
+    thread_local std::vector<float> abuf;
+    float* dst = scratch(abuf, size_t(m * k));
+    parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
+                 [&](int64_t i0, int64_t i1) {
+                   for (int64_t i = i0; i < i1; ++i)
+                     for (int64_t p = 0; p < k; ++p) dst[i * k + p] = a[p * lda + i];
+                 });
+    ap = dst;
+    lda = k;
+  }
+  const int64_t mblocks = (m + kMc - 1) / kMc;
+  // B not packed yet: packed for this call up front (the strips in parallel), into scratch
+  // that stays allocated (a steady-state replay allocates nothing)
+  const float* bp = packed_b;
+  if (!bp) {
+    thread_local std::vector<float> bbuf;
+    float* dst = scratch(bbuf, size_t(strips * k * kNr));
+    parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) pack_strip(b, tb, ldb, k, n, s, dst + s * k * kNr);
+    });
+    bp = dst;
+  }
+  const double flops = double(m) * double(n) * double(k);
+  const int64_t tasks = mblocks * strips;
+  const int64_t grain = std::max<int64_t>(
+      1, int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)));  // ~256k FMAs per task
+  parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t mb = t / strips, s = t % strips;
+      const int64_t i_begin = mb * kMc, i_end = std::min(m, i_begin + kMc);
+      const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+      const float* strip = bp + s * k * kNr;
+      const float* bias = ep.bias ? ep.bias + j0 : nullptr;
+      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+        const int64_t pc = std::min(kKc, k - p0);
+        const bool first = p0 == 0;
+        const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += kMr) {
+          const int r = int(std::min<int64_t>(kMr, i_end - i0));
+          kTiles[size_t(r - 1)](ap + i0 * lda + p0, lda, strip + p0 * kNr, pc, c + i0 * ldc + j0,
+                                ldc, nc, alpha, bt, first ? bias : nullptr);
+        }
+      }
+      if (ep.act)
+        for (int64_t i = i_begin; i < i_end; ++i) ep.act(c + i * ldc + j0, nc);
+    }
+  });
+}
+#else
+void gemm_f32(int64_t, int64_t, int64_t, const float*, bool, int64_t, const float*, bool, int64_t,
+              float, float, float*, int64_t, const float*, const GemmEpilogueF32&) {
+  fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");
+}
+std::vector<float> pack_b_f32(int64_t, int64_t, const float*, bool, int64_t) {
+  fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");
+}
+#endif
+
+}  // namespace oneflow::cpu
