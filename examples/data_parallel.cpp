@@ -13,25 +13,59 @@
 // With "zero" the optimizer is ZeRO's Adam (NOTE [ZeRO]): its moments split over the ranks, the
 // gradients left as partial sums by backward and reduce-scattered by the step:
 //   mpirun -np 2 ./build/examples/data_parallel 300 "" zero
+// Checkpoints (docs/GLOBAL.md, "Sharded checkpoints"): `--ckpt-every K --ckpt DIR` saves the
+// model, the optimizer, the step, the data order and the generator state every K steps
+// (asynchronously: the files are written while training goes on, and published at the next
+// save); `--resume DIR` continues from the last complete checkpoint there, so a run killed at
+// any point and restarted ends with the same parameters, bitwise, as one never interrupted.
+// `--final PATH` writes the final parameters (rank 0, safetensors).
+//   mpirun -np 2 ./build/examples/data_parallel 600 "" --ckpt-every 100 --ckpt /tmp/ck
+//   mpirun -np 2 ./build/examples/data_parallel 600 "" --ckpt-every 100 --ckpt /tmp/ck \
+//     --resume /tmp/ck
+#include <oneflow/dist_checkpoint.h>
 #include <oneflow/oneflow.h>
 #include <oneflow/zero.h>
-
-#include <memory>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace nn = of::nn;
 
 int main(int argc, char** argv) {
-  const int64_t steps = argc > 1 ? std::stoll(argv[1]) : 300;
-  const std::string dir = argc > 2 && *argv[2] ? argv[2] : of::data::kFashionMnistDir;
-  const bool hybrid = argc > 3 && std::string(argv[3]) == "hybrid";
-  const bool traced = argc > 3 && std::string(argv[3]) == "traced";
-  const bool zero = argc > 3 && std::string(argv[3]) == "zero";
+  std::vector<std::string> args;  // the positional arguments; the --options are taken out
+  int64_t ckpt_every = 0;
+  std::string ckpt_dir, resume_dir, final_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--ckpt-every" && has_value) ckpt_every = std::stoll(argv[++i]);
+    else if (a == "--ckpt" && has_value) ckpt_dir = argv[++i];
+    else if (a == "--resume" && has_value) resume_dir = argv[++i];
+    else if (a == "--final" && has_value) final_path = argv[++i];
+    else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "unknown or incomplete option %s\n", a.c_str());
+      return 2;
+    } else args.push_back(a);
+  }
+  if (ckpt_every > 0 && ckpt_dir.empty()) {
+    std::fprintf(stderr, "--ckpt-every needs --ckpt DIR\n");
+    return 2;
+  }
+  const int64_t steps = args.size() > 0 ? std::stoll(args[0]) : 300;
+  const std::string dir =
+      args.size() > 1 && !args[1].empty() ? args[1] : of::data::kFashionMnistDir;
+  const std::string mode = args.size() > 2 ? args[2] : "";
+  const bool hybrid = mode == "hybrid", traced = mode == "traced", zero = mode == "zero";
   of::distributed::init();
   const int rank = of::distributed::rank(), world = of::distributed::world_size();
+  if (!ckpt_dir.empty()) {  // so that a test can stop one rank mid-run
+    std::printf("rank %d pid %d\n", rank, int(getpid()));
+    std::fflush(stdout);
+  }
   if (hybrid && world != 4) {
     if (rank == 0)
       std::fprintf(stderr, "hybrid runs on a 2 x 2 mesh: start it with mpirun -np 4\n");
@@ -91,20 +125,43 @@ int main(int argc, char** argv) {
   const int64_t start = data_rank * base + std::min<int64_t>(data_rank, extra),
                 len = base + (data_rank < extra);
   of::Tensor order = of::randperm(n);
+  int64_t first_step = 0;
+  double loss_sum = 0;
+  if (!resume_dir.empty()) {
+    // the step, the order and the loss sum come back with the model and the optimizer; the
+    // generators too (nothing draws here after the order, but a model with dropout would)
+    auto extra = of::distributed::load_checkpoint(resume_dir, net, opt, {.random_state = true});
+    first_step = extra.at("step").item<int64_t>();
+    order = extra.at("order");
+    loss_sum = extra.at("loss_sum").item<double>();
+    if (rank == 0)
+      std::printf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)first_step);
+  }
+  of::distributed::CheckpointHandle pending;  // the save being written
   auto t0 = std::chrono::steady_clock::now();
   uint64_t comm_before = of::distributed::collectives_issued(), comm_per_step = 0;
-  double loss_sum = 0;
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first_step; step < steps; ++step) {
     const int64_t off = (step * batch) % (n - batch);
     of::Tensor idx = order.narrow(0, off + start, len);
     of::Tensor x = xs.index_select(0, idx).to_global(pl, batch_sbp);
     of::Tensor y = ys.index_select(0, idx).to_global(pl, batch_sbp);
     of::Tensor loss = traced ? traced_step(x, y) : train_step(x, y);
-    if (step == 0) comm_per_step = of::distributed::collectives_issued() - comm_before;
+    if (step == first_step) comm_per_step = of::distributed::collectives_issued() - comm_before;
     loss_sum += loss.item<double>();
-    if ((step + 1) % 100 == 0 && rank == 0)
-      std::printf("  step %4lld  loss %.4f\n", (long long)step + 1, loss_sum / 100), loss_sum = 0;
+    if ((step + 1) % 100 == 0) {
+      if (rank == 0) std::printf("  step %4lld  loss %.4f\n", (long long)step + 1, loss_sum / 100);
+      std::fflush(stdout);
+      loss_sum = 0;
+    }
+    if (ckpt_every > 0 && (step + 1) % ckpt_every == 0)  // publishes the previous one first
+      pending = of::distributed::save_checkpoint(
+          ckpt_dir, net, opt,
+          {.async = true,
+           .extra = {{"step", of::full({}, step + 1, of::dtype(of::kInt64))},
+                     {"order", order},
+                     {"loss_sum", of::full({}, loss_sum, of::dtype(of::kFloat64))}}});
   }
+  pending.wait();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // evaluate locally on every rank with the whole parameters (gathered from their pieces)
   int64_t correct = 0;
@@ -112,7 +169,12 @@ int main(int argc, char** argv) {
     of::NoGradGuard ng;
     of::Tensor xt = ((test.data() - mean) / stdev).reshape({-1, 784});
     std::vector<of::Tensor> p;
-    for (const of::Tensor& t : net->parameters()) p.push_back(t.to_global(pl, whole).to_local());
+    std::vector<std::pair<std::string, of::Tensor>> named;
+    for (const auto& kv : net->named_parameters()) {
+      p.push_back(kv.value().to_global(pl, whole).to_local());
+      named.emplace_back(kv.key(), p.back());
+    }
+    if (!final_path.empty() && rank == 0) of::save_tensors(named, final_path);
     of::Tensor h = of::relu(of::linear(xt, p[0], p[1]));
     of::Tensor pred = of::linear(h, p[2], p[3]).argmax(1);
     correct = pred.eq(test.targets()).sum().item<int64_t>();
@@ -121,7 +183,7 @@ int main(int argc, char** argv) {
     std::printf(
         "%lld steps in %.2f s: %.0f samples/s over %d rank(s), %llu collectives per "
         "step, test accuracy %.4f\n",
-        (long long)steps, secs, double(steps * batch) / secs, world,
+        (long long)(steps - first_step), secs, double((steps - first_step) * batch) / secs, world,
         (unsigned long long)comm_per_step, double(correct) / double(test.size()));
   return 0;
 }

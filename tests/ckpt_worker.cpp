@@ -306,6 +306,32 @@ TEST_CASE("sharded checkpoint: an asynchronous save keeps the values of the mome
   }
 }
 
+TEST_CASE("sharded checkpoint: extra values come back, and the generator state on request") {
+  const std::string dir = test_dir("extra");
+  Run a = make_run("dp", 1);
+  train_step(a, 0);
+  of::manual_seed(77);
+  (void)of::rand({3});
+  const of::Tensor step = of::full({}, 41, of::dtype(of::kInt64)), order = of::randperm(20);
+  dist::save_checkpoint(dir, a.net, *a.opt,
+                        {.async = true, .extra = {{"step", step}, {"order", order}}});
+  const of::Tensor next = of::rand({5});  // what the saved generator draws next
+  (void)of::rand({100});
+  Run b = make_run("dp", 2);
+  auto extra = dist::load_checkpoint(dir, b.net, *b.opt);
+  CHECK(extra.size() == 2);
+  CHECK(bitwise_equal(extra.at("step"), step));
+  CHECK(bitwise_equal(extra.at("order"), order));
+  const of::Tensor unrestored = of::rand({5});
+  CHECK(!bitwise_equal(unrestored, next));
+  dist::load_checkpoint(dir, b.net, *b.opt, {.random_state = true});
+  CHECK(bitwise_equal(of::rand({5}), next));
+  std::string e = error_of([&] {
+    dist::save_checkpoint(dir, a.net, *a.opt, {.extra = {{"bad", of::Tensor()}}});
+  });
+  CHECK(has(e, "extra value 'bad'"));
+}
+
 TEST_CASE("sharded checkpoint: bad input raises on every rank before anything changes") {
   const std::string dir = test_dir("errors");
   Run a = make_run("tp", 1);

@@ -5,7 +5,11 @@
 #include <fmt/format.h>
 #include <sys/wait.h>
 
+#include <oneflow/oneflow.h>
+#include <signal.h>
+
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -17,11 +21,24 @@ std::string ckpt_worker() {
   return path.substr(0, path.rfind('/') + 1) + "ckpt_worker";
 }
 
-int launch(int n, const std::string& args, std::string* out, int deadline_s = 240) {
-  const std::string cmd = fmt::format(
+// examples/data_parallel, built beside the tests.
+std::string data_parallel_example() {
+  std::string path = ONEFLOW_GLOBAL_WORKER;
+  path = path.substr(0, path.rfind('/'));
+  return path.substr(0, path.rfind('/') + 1) + "examples/data_parallel";
+}
+
+std::string mpirun_command(int n, const std::string& program, const std::string& args,
+                           int deadline_s) {
+  return fmt::format(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
       "timeout -k 5 {} mpirun --oversubscribe -np {} {} {} 2>&1",
-      deadline_s, n, ckpt_worker(), args);
+      deadline_s, n, program, args);
+}
+
+int launch(int n, const std::string& args, std::string* out, int deadline_s = 240,
+           const std::string& program = ckpt_worker()) {
+  const std::string cmd = mpirun_command(n, program, args, deadline_s);
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
@@ -112,6 +129,78 @@ TEST_CASE("dist checkpoint: a save killed before its index leaves the previous c
   }
   std::filesystem::remove_all(dir);
   std::filesystem::remove(dir + ".ref.safetensors");
+#elif ONEFLOW_STATIC_CORE
+  MESSAGE("static core (the sanitized build): the multi-rank cases run in the regular build");
+#else
+  FAIL("built without Open MPI's development files (libopenmpi-dev); ./run installs them");
+#endif
+}
+
+TEST_CASE("dist checkpoint: data_parallel killed mid-run resumes to the uninterrupted parameters") {
+#if ONEFLOW_HAVE_MPI
+  namespace of = oneflow;
+  const std::string example = data_parallel_example();
+  REQUIRE_MESSAGE(std::filesystem::exists(example), example << " is not built");
+  if (!std::filesystem::exists(of::data::kFashionMnistDir)) {
+    MESSAGE("Fashion-MNIST is not at " << of::data::kFashionMnistDir << ": skipped");
+    return;
+  }
+  for (std::string mode : {"", "zero"}) {
+    CAPTURE(mode);
+    const std::string base = "/tmp/of_ckpt_resume" + mode;
+    const std::string common = fmt::format("1000 '' {} --ckpt-every 100", mode);
+    std::filesystem::remove_all(base + ".ref");
+    std::filesystem::remove_all(base + ".run");
+    // the uninterrupted run (checkpointing too: saving must not change the training)
+    std::string out;
+    CHECK(launch(2, fmt::format("{} --ckpt {}.ref --final {}.ref.final", common, base, base), &out,
+                 240, example) == 0);
+    INFO(out);
+    // the same run, rank 1 killed once step 300 is logged
+    const std::string run_args =
+        fmt::format("{} --ckpt {}.run --final {}.run.final", common, base, base);
+    FILE* p = popen(mpirun_command(2, example, run_args, 240).c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string log;
+    int victim = -1;
+    bool killed = false;
+    char line[4096];
+    while (std::fgets(line, sizeof line, p)) {
+      log += line;
+      std::sscanf(line, "rank 1 pid %d", &victim);
+      if (!killed && victim > 0 && std::strstr(line, "step  300"))
+        killed = ::kill(victim, SIGKILL) == 0;
+    }
+    const int st = pclose(p);
+    INFO(log);
+    CHECK(killed);
+    CHECK((!WIFEXITED(st) || WEXITSTATUS(st) != 0));   // the job ends non-zero
+    CHECK(log.find("steps in") == std::string::npos);  // it did not finish
+    // rerun with --resume: from the last complete checkpoint, to the same final parameters
+    out.clear();
+    CHECK(launch(2, fmt::format("{} --resume {}.run", run_args, base), &out, 240, example) == 0);
+    INFO(out);
+    long long resumed_at = -1;
+    if (const size_t at = out.find("at step "); at != std::string::npos)
+      resumed_at = std::atoll(out.c_str() + at + 8);
+    CHECK(resumed_at >= 100);
+    CHECK(resumed_at <= 300);
+    const auto ref = of::load_tensors(base + ".ref.final");
+    const auto got = of::load_tensors(base + ".run.final");
+    REQUIRE(ref.size() == got.size());
+    CHECK(ref.size() == 4);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(ref[i].first);
+      CHECK(ref[i].first == got[i].first);
+      CHECK(ref[i].second.sizes() == got[i].second.sizes());
+      CHECK(std::memcmp(ref[i].second.data_ptr(), got[i].second.data_ptr(),
+                        ref[i].second.nbytes()) == 0);
+    }
+    std::filesystem::remove_all(base + ".ref");
+    std::filesystem::remove_all(base + ".run");
+    std::filesystem::remove(base + ".ref.final");
+    std::filesystem::remove(base + ".run.final");
+  }
 #elif ONEFLOW_STATIC_CORE
   MESSAGE("static core (the sanitized build): the multi-rank cases run in the regular build");
 #else

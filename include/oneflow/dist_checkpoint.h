@@ -11,8 +11,11 @@
 //
 // Local (non-global) modules keep using of::save / of::load (checkpoint.h).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "oneflow/nn/module.h"
 #include "oneflow/optim.h"
@@ -24,6 +27,17 @@ struct CheckpointOptions {
   // pieces to host buffers and returns; a background thread writes them, and the handle's
   // wait() (collective) publishes the index once every rank's file is written.
   bool async = false;
+  // Named values saved beside the model (a training loop's step, its data order): local
+  // tensors holding the same value on every rank, written by rank 0 (copied at the call);
+  // load_checkpoint returns them.
+  std::vector<std::pair<std::string, Tensor>> extra;
+};
+
+struct RestoreOptions {
+  // Also set each rank's default random generator (of::manual_seed's) to the state it had when
+  // the checkpoint was saved (every save records it): a resumed run draws what the interrupted
+  // one would have. Only onto the world size the checkpoint was saved on.
+  bool random_state = false;
 };
 
 // A save in progress. wait() is collective (every rank calls it): it waits for this rank's file,
@@ -73,15 +87,19 @@ inline CheckpointHandle save_checkpoint(const std::string& dir, const nn::Module
 // given) on their current placements and SBPs: each rank reads only the saved pieces that
 // overlap the pieces it holds. Every check (index, files and their checksums, key sets,
 // shapes, dtypes) passes on every rank before anything changes; otherwise every rank raises an
-// of::Error naming the tensor. A local tensor of the module receives the whole value.
-// Collective over the world.
-void load_checkpoint(const std::string& dir, nn::Module& module, optim::Optimizer* optimizer);
-inline void load_checkpoint(const std::string& dir, nn::Module& module,
-                            optim::Optimizer& optimizer) {
-  load_checkpoint(dir, module, &optimizer);
+// of::Error naming the tensor. A local tensor of the module receives the whole value. Returns
+// the values saved with CheckpointOptions::extra, by name. Collective over the world.
+std::map<std::string, Tensor> load_checkpoint(const std::string& dir, nn::Module& module,
+                                              optim::Optimizer* optimizer,
+                                              RestoreOptions options = {});
+inline std::map<std::string, Tensor> load_checkpoint(const std::string& dir, nn::Module& module,
+                                                     optim::Optimizer& optimizer,
+                                                     RestoreOptions options = {}) {
+  return load_checkpoint(dir, module, &optimizer, options);
 }
-inline void load_checkpoint(const std::string& dir, nn::Module& module) {
-  load_checkpoint(dir, module, nullptr);
+inline std::map<std::string, Tensor> load_checkpoint(const std::string& dir, nn::Module& module,
+                                                     RestoreOptions options = {}) {
+  return load_checkpoint(dir, module, nullptr, options);
 }
 
 // The same for module holders (nn::Sequential, nn::Linear, ...) and shared pointers to modules.
@@ -101,11 +119,15 @@ CheckpointHandle save_checkpoint(const std::string& dir, const H& module,
   return save_checkpoint(dir, static_cast<const nn::Module&>(*module), nullptr, options);
 }
 template <ModuleHandle H>
-void load_checkpoint(const std::string& dir, H& module, optim::Optimizer& optimizer) {
-  load_checkpoint(dir, static_cast<nn::Module&>(*module), &optimizer);
+std::map<std::string, Tensor> load_checkpoint(const std::string& dir, H& module,
+                                              optim::Optimizer& optimizer,
+                                              RestoreOptions options = {}) {
+  return load_checkpoint(dir, static_cast<nn::Module&>(*module), &optimizer, options);
 }
-template <ModuleHandle H> void load_checkpoint(const std::string& dir, H& module) {
-  load_checkpoint(dir, static_cast<nn::Module&>(*module), nullptr);
+template <ModuleHandle H>
+std::map<std::string, Tensor> load_checkpoint(const std::string& dir, H& module,
+                                              RestoreOptions options = {}) {
+  return load_checkpoint(dir, static_cast<nn::Module&>(*module), nullptr, options);
 }
 
 }  // namespace oneflow::distributed

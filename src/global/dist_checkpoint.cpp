@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "atomic_file.h"
+#include "generator.h"
 #include "global/dist_checkpoint_testing.h"
 #include "global/global.h"
 #include "oneflow/serialize.h"
@@ -799,6 +800,28 @@ CheckpointHandle save_checkpoint(const std::string& dir, const nn::Module& modul
   for (const auto& kv : module.state_dict())
     add_global(list, "param/" + kv.key(), kv.value(), "module tensor");
   if (optimizer) add_optimizer(list, *optimizer);
+  for (const auto& [name, t] : options.extra) {
+    OF_CHECK(
+        !name.empty() && t.defined() && !t.is_global(),
+        "[{}] extra value '{}' must be a named, defined, local tensor (the same on every rank)",
+        kSaveOp, name);
+    add_replicated(list, "extra/" + name, t);
+  }
+  // every rank's default generator, each in its own file (RestoreOptions::random_state)
+  for (int r = 0; r < world_size(); ++r)
+    list.entries.push_back(EntryDesc{fmt::format("rng/{}", r),
+                                     kInt64,
+                                     {2},
+                                     fmt::format("rank {}'s default generator", r),
+                                     "-",
+                                     {}});
+  {
+    const GeneratorState g = random_state();
+    Tensor state = empty({2}, TensorOptions(kInt64));
+    state.data_ptr<int64_t>()[0] = int64_t(g.seed);
+    state.data_ptr<int64_t>()[1] = int64_t(g.offset);
+    list.mine.emplace_back(PieceDesc{fmt::format("rng/{}", list.rank), false, {0}, {2}, -1}, state);
+  }
 
   auto s = std::make_shared<State>();
   s->dir = dir;
@@ -1279,9 +1302,12 @@ void plan_optimizer(const Index& idx, optim::Optimizer& opt, std::vector<Want>& 
 
 }  // namespace
 
-void load_checkpoint(const std::string& dir, nn::Module& module, optim::Optimizer* optimizer) {
+std::map<std::string, Tensor> load_checkpoint(const std::string& dir, nn::Module& module,
+                                              optim::Optimizer* optimizer, RestoreOptions options) {
   finish_pending();
   init();
+  std::map<std::string, Tensor> extras;
+  Tensor rng;
   struct ModuleTarget {
     Tensor dst, piece;
   };
@@ -1311,6 +1337,21 @@ void load_checkpoint(const std::string& dir, nn::Module& module, optim::Optimize
       if (piece.defined()) targets.push_back({kv.value(), piece});
     }
     if (optimizer) plan_optimizer(idx, *optimizer, wants, plan);
+    for (const EntryDesc& e : idx.entries)
+      if (e.name.rfind("extra/", 0) == 0)
+        extras[e.name.substr(6)] =
+            want_piece(wants, e, zeros(e.shape, TensorOptions(e.dtype)), "the extra value");
+    if (options.random_state) {
+      if (idx.world_size != world_size())
+        fail(
+            "[{}] {}: the random generators were saved by {} ranks; they are restored only onto "
+            "as many (this world has {})",
+            kLoadOp, dir, idx.world_size, world_size());
+      const EntryDesc* e = idx.find(fmt::format("rng/{}", rank()));
+      if (!e || e->dtype != kInt64 || e->shape != DimVector{2})
+        fail("[{}] {}: the checkpoint holds no generator state of rank {}", kLoadOp, dir, rank());
+      rng = want_piece(wants, *e, zeros({2}, TensorOptions(kInt64)), "the generator state");
+    }
     read_wants(idx, wants);
     for (size_t g = 0; g < plan.zero_steps.size(); ++g) {
       const auto& steps = plan.zero_steps[g];
@@ -1331,7 +1372,10 @@ void load_checkpoint(const std::string& dir, nn::Module& module, optim::Optimize
     Tensor dst = t.dst.is_global() ? global::meta(t.dst).local : t.dst;
     dst.copy_(t.piece);
   }
-  if (!optimizer) return;
+  if (rng.defined())
+    set_random_state(
+        GeneratorState{uint64_t(rng.data_ptr<int64_t>()[0]), uint64_t(rng.data_ptr<int64_t>()[1])});
+  if (!optimizer) return extras;
   const std::vector<Tensor> params = optimizer->parameters();
   OrderedDict<std::string, Tensor> dict;
   for (auto& item : plan.items) {
@@ -1362,6 +1406,7 @@ void load_checkpoint(const std::string& dir, nn::Module& module, optim::Optimize
     }
     zero->set_split_state(plan.split);
   }
+  return extras;
 }
 
 // ---------------------------------------------------------------- ZeRO's split state
