@@ -967,8 +967,9 @@ Index read_index(const std::string& dir) {
     d.sbp = field(e, "sbp", Json::String, path).s;
     int64_t numel = 1;
     for (int64_t n : d.shape) {
-      if (n < 0) fail("[{}] {}: '{}' has a negative size", kLoadOp, path, d.name);
-      numel *= n;
+      if (n < 0 || __builtin_mul_overflow(numel, n, &numel))
+        fail("[{}] {}: '{}' has the impossible shape {}", kLoadOp, path, d.name,
+             json_ints(d.shape));
     }
     int64_t covered = 0;
     for (const Json& pj : field(e, "pieces", Json::Array, path).items) {
