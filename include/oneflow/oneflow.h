@@ -18,6 +18,7 @@
 #include "oneflow/cuda.h"
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"
+#include "oneflow/generate.h"
 #include "oneflow/global.h"
 #include "oneflow/nn/graph.h"
 #include "oneflow/nn/extra.h"

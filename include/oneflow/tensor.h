@@ -470,6 +470,9 @@ class Tensor {
   std::vector<Tensor> unbind(int64_t dim = 0) const;
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  // In place: writes src's elements into this tensor at the index positions along dim (a
+  // traced graph reads the index at each replay: a KV cache written at a position tensor).
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source,

@@ -108,10 +108,12 @@ constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMr>{});
 void pack_strip(const float* b, bool tb, int64_t ldb, int64_t k, int64_t n, int64_t s, float* dst) {
   const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
   if (tb) {
-    for (int64_t jj = 0; jj < nc; ++jj) {
-      const float* col = b + (j0 + jj) * ldb;
-      for (int64_t p = 0; p < k; ++p) dst[p * kNr + jj] = col[p];
-    }
+    // a transpose: k outer, so each output row of 32 is written once, in order, while the 32
+    // source rows' current cache lines stay in L1 (k inner wrote each line 16 times, the whole
+    // strip apart)
+    const float* col = b + j0 * ldb;
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t jj = 0; jj < nc; ++jj) dst[p * kNr + jj] = col[jj * ldb + p];
   } else {
     for (int64_t p = 0; p < k; ++p)
       std::copy(b + p * ldb + j0, b + p * ldb + j0 + nc, dst + p * kNr);

@@ -510,6 +510,13 @@ Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
 Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
   return oneflow::scatter(*this, dim, index, src);
 }
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined("scatter_", *this);
+  check_defined("scatter_", index, "index");
+  check_defined("scatter_", src, "src");
+  dispatch(OF_OP("scatter"), {*this, index, src}, DimAttrs::make(dim), this);
+  return *this;
+}
 Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
   return oneflow::scatter_add(*this, dim, index, src);
 }

@@ -35,31 +35,35 @@ bool is_lead_reshape(const Graph& g, const Node& n) {
          in.sizes[a - 2] == out.sizes[b - 2];
 }
 
-// The tensor a bmm operand holds, where it was before matmul's batch folding copied it: back
-// through lead reshapes and same-dtype copies (a copy's input may have any strides).
-int operand_source(const Graph& g, int v, std::vector<int>& through) {
+// What a bmm operand holds, back through lead reshapes and same-dtype copies (a copy's input
+// may have any strides): vals[0] is the operand, vals[i + 1] the value nodes[i] made vals[i]
+// from. The fused node reads one of them in place of the copies.
+struct OperandChain {
+  std::vector<int> vals, nodes;
+};
+OperandChain operand_chain(const Graph& g, int v) {
+  OperandChain c{{v}, {}};
   for (;;) {
     const Value& val = g.values[size_t(v)];
-    if (val.producer < 0) return v;
+    if (val.producer < 0) return c;
     const Node& n = g.nodes[size_t(val.producer)];
-    if (n.writes_existing || n.outputs.size() != 1) return v;
-    if (is_lead_reshape(g, n)) {
-      through.push_back(val.producer);
-      v = n.inputs[0];
-      continue;
-    }
-    if (n.op == &OF_OP("copy") && n.inputs.size() == 1 && n.inputs[0] >= 0 &&
-        CopyAttrs::get<"dtype">(n.attrs) == g.values[size_t(n.inputs[0])].dtype &&
-        g.values[size_t(n.inputs[0])].sizes == val.sizes) {
-      through.push_back(val.producer);
-      v = n.inputs[0];
-      continue;
-    }
-    return v;
+    if (n.writes_existing || n.outputs.size() != 1) return c;
+    const bool copy = n.op == &OF_OP("copy") && n.inputs.size() == 1 && n.inputs[0] >= 0 &&
+                      CopyAttrs::get<"dtype">(n.attrs) == g.values[size_t(n.inputs[0])].dtype &&
+                      g.values[size_t(n.inputs[0])].sizes == val.sizes;
+    if (!copy && !is_lead_reshape(g, n)) return c;
+    c.nodes.push_back(val.producer);
+    v = n.inputs[0];
+    c.vals.push_back(v);
   }
 }
 
 DimVector lead_of(const Value& v) { return DimVector(v.sizes.begin(), v.sizes.end() - 2); }
+int64_t prod_of(const DimVector& d) {
+  int64_t p = 1;
+  for (int64_t x : d) p *= x;
+  return p;
+}
 
 // The single node reading v (-1: none, several, or v is returned).
 int single_use(const Graph& g, const Uses& u, int v) {
@@ -209,9 +213,34 @@ Graph fuse_attention(const Graph& g0) {
     std::vector<int> through;
     int q = -1, kt = -1, v = -1;
     if (why.empty()) {
-      q = operand_source(g, g.nodes[size_t(n1)].inputs[0], through);
-      kt = operand_source(g, g.nodes[size_t(n1)].inputs[1], through);
-      v = operand_source(g, g.nodes[size_t(n2)].inputs[1], through);
+      // per operand the deepest value of its chain whose batch dims all three share
+      const OperandChain cq = operand_chain(g, g.nodes[size_t(n1)].inputs[0]),
+                         ck = operand_chain(g, g.nodes[size_t(n1)].inputs[1]),
+                         cv = operand_chain(g, g.nodes[size_t(n2)].inputs[1]);
+      auto deepest = [&](const OperandChain& c, const DimVector& lead) {
+        for (size_t i = c.vals.size(); i-- > 0;)
+          if (g.values[size_t(c.vals[i])].sizes.size() >= 3 &&
+              lead_of(g.values[size_t(c.vals[i])]) == lead)
+            return int(i);
+        return -1;
+      };
+      int iq = 0, ik = deepest(ck, lead_of(g.values[size_t(cq.vals[0])])),
+          iv = deepest(cv, lead_of(g.values[size_t(cq.vals[0])]));
+      for (size_t i = cq.vals.size(); i-- > 0;) {
+        if (g.values[size_t(cq.vals[i])].sizes.size() < 3) continue;
+        const DimVector lead = lead_of(g.values[size_t(cq.vals[i])]);
+        const int a = deepest(ck, lead), b = deepest(cv, lead);
+        if (a >= 0 && b >= 0) {
+          iq = int(i), ik = a, iv = b;
+          break;
+        }
+      }
+      q = cq.vals[size_t(iq)];
+      kt = ck.vals[size_t(std::max(ik, 0))];
+      v = cv.vals[size_t(std::max(iv, 0))];
+      through.insert(through.end(), cq.nodes.begin(), cq.nodes.begin() + iq);
+      through.insert(through.end(), ck.nodes.begin(), ck.nodes.begin() + std::max(ik, 0));
+      through.insert(through.end(), cv.nodes.begin(), cv.nodes.begin() + std::max(iv, 0));
       const DimVector lead = lead_of(g.values[size_t(q)]);
       DimVector want = lead;
       want.push_back(g.values[size_t(q)].sizes.back());
@@ -221,7 +250,10 @@ Graph fuse_attention(const Graph& g0) {
             fmt::format("query {}, key {} and value {} do not share their batch dims",
                         shape_str(g.values[size_t(q)].sizes), shape_str(g.values[size_t(kt)].sizes),
                         shape_str(g.values[size_t(v)].sizes));
-      else if (lead_of(uv) != lead)
+      else if (lead_of(uv) != lead && (prod_of(lead_of(uv)) != prod_of(lead) ||
+                                       (mask >= 0 && g.values[size_t(mask)].sizes.size() > 2)))
+        // (scores batched otherwise, [1, H] against the query's [H], say, are the same
+        // batches in the same order; a mask with batch dims of its own must follow them)
         why = fmt::format("the scores {} are not batched as the query {}", shape_str(uv.sizes),
                           shape_str(g.values[size_t(q)].sizes));
       else if (!g.values[size_t(out)].contiguous()) why = "the attention output is not contiguous";
