@@ -332,6 +332,29 @@ TEST_CASE("sharded checkpoint: extra values come back, and the generator state o
   CHECK(has(e, "extra value 'bad'"));
 }
 
+TEST_CASE("sharded checkpoint: a rank reads only the saved pieces its own pieces overlap") {
+  const std::string dir = test_dir("partial_read");
+  Run a = make_run("tp", 1);
+  train_step(a, 0);
+  dist::save_checkpoint(dir, a.net, *a.opt);
+  Run b = make_run("tp", 2);
+  dist::load_checkpoint(dir, b.net, *b.opt);
+  const auto tp = dist::testing::last_load_stats();
+  Run c = make_run("dp", 2);
+  dist::load_checkpoint(dir, c.net, *c.opt);
+  const auto dp = dist::testing::last_load_stats();
+  // everything saved: the parameters and Adam's two moments, 4 step counts, 6 options
+  int64_t param_bytes = 0;
+  for (const auto& p : a.net->parameters()) param_bytes += p.numel() * 4;
+  const int64_t total = 3 * param_bytes + 8 * (4 + 6);
+  CAPTURE(tp.piece_bytes);
+  CHECK(dp.piece_bytes == total);  // data parallel needs every piece
+  CHECK(tp.files <= dist::world_size());
+  // tensor parallel: its own rows and columns and the broadcast bias, about 1 / ranks
+  if (dist::world_size() == 4) CHECK(tp.piece_bytes < total / 2);
+  if (dist::world_size() == 1) CHECK(tp.piece_bytes == total);
+}
+
 TEST_CASE("sharded checkpoint: bad input raises on every rank before anything changes") {
   const std::string dir = test_dir("errors");
   Run a = make_run("tp", 1);
@@ -396,12 +419,16 @@ TEST_CASE("sharded checkpoint: bad input raises on every rank before anything ch
     CAPTURE(damage);
     if (dist::rank() == 0) {
       std::filesystem::copy_file(keep, file, std::filesystem::copy_options::overwrite_existing);
-      if (damage == "flip") {
+      if (damage == "flip") {  // a byte in the middle of the data, after the header
         std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(-3, std::ios::end);
+        uint64_t header = 0;
+        f.read(reinterpret_cast<char*>(&header), 8);
+        const auto size = std::filesystem::file_size(file);
+        const auto at = std::streamoff(8 + header + (size - 8 - header) / 2);
         char c = 0;
+        f.seekg(at);
         f.get(c);
-        f.seekp(-3, std::ios::end);
+        f.seekp(at);
         f.put(char(c ^ 0x40));
       } else if (damage == "truncate") {
         std::filesystem::resize_file(file, std::filesystem::file_size(file) - 8);
@@ -414,7 +441,7 @@ TEST_CASE("sharded checkpoint: bad input raises on every rank before anything ch
     std::string e = unchanged(b, [&] { dist::load_checkpoint(dir, b.net, *b.opt); });
     CHECK(has(e, "rank-0.gen-1.safetensors"));
     CHECK(has(e, "saved on Placement(cpu"));
-    if (damage == "flip") CHECK(has(e, "is corrupt: its CRC-32"));
+    if (damage == "flip") CHECK(has(e, "is corrupt: the piece's CRC-32"));
     if (damage == "truncate") CHECK(has(e, "bytes where the index says"));
     if (damage == "delete") CHECK(has(e, "cannot be read"));
     dist::barrier();

@@ -29,33 +29,36 @@
 // NOTE [Sharded checkpoints]: a checkpoint is a directory holding one safetensors file per
 // rank, `rank-<R>.gen-<G>.safetensors`, with the pieces that rank holds of every tensor (one
 // copy of each broadcast piece, the copies' holders taking turns by bytes so that data-parallel
-// ranks share the writing; partial sums are reduced to broadcast before saving), and `index.json`,
-// which rank 0 writes last, once every rank's file is complete: the format, the generation G, the
-// world size, each file's size and CRC-32, and per tensor its dtype, logical shape, saved placement
-// and SBP and the pieces (file, and the box [start, end) per dim of the logical tensor, or a range
-// of its row-major elements for ZeRO's flat state). Every file is replaced atomically (NOTE [Atomic
-// file replacement]) and a new save writes generation G + 1 beside the files of G, so until the new
-// index is renamed into place the old one names complete files: a save that fails or is killed
-// leaves the previous checkpoint loadable. After publishing, rank 0 removes the other generations'
-// rank files.
+// ranks share the writing; partial sums are reduced to broadcast before saving), and
+// `index.json`, which rank 0 writes last, once every rank's file is complete: the format, the
+// generation G, the world size, each file's size and CRC-32, and per tensor its dtype, logical
+// shape, saved placement and SBP and its pieces (file, CRC-32 of the piece's bytes, and the box
+// [start, end) per dim of the logical tensor, or a range of its row-major elements for ZeRO's
+// flat state). Every file is replaced atomically (NOTE [Atomic file replacement]) and a new save
+// writes generation G + 1 beside the files of G, so until the new index is renamed into place
+// the old one names complete files: a save that fails or is killed leaves the previous
+// checkpoint loadable. After publishing, rank 0 removes the other generations' rank files.
 //
 // Loading needs no communication but an agreement at the end: each rank computes the box (or
-// the flat range, for ZeRO's state) of its current pieces, reads only the files holding saved
-// pieces that overlap it, checks their size and CRC-32 and assembles its pieces from the runs of
-// elements the saved and the wanted regions share. Every rank then all-gathers its error (if
-// any), so all raise the same of::Error before any tensor changes, or all apply their pieces.
-// Optimizer state is saved per parameter (`optim/state.<i>.<buffer>`, the parameter's logical
-// shape, i counting the optimizer's parameters in group order): a ZeroRedundancyAdam's flat
-// split state becomes flat ranges of those entries, so Adam and ZeRO load each other's
-// checkpoints on any number of ranks.
+// the flat range, for ZeRO's state) of its current pieces, maps only the files holding saved
+// pieces that overlap it (their sizes checked against the index), checks each piece it uses
+// against its CRC-32 (so the pages of the other pieces are never read) and assembles its pieces
+// from the runs of elements the saved and the wanted regions share. Every rank then all-gathers
+// its error (if any), so all raise the same of::Error before any tensor changes, or all apply
+// their pieces. Optimizer state is saved per parameter (`optim/state.<i>.<buffer>`, the
+// parameter's logical shape, i counting the optimizer's parameters in group order): a
+// ZeroRedundancyAdam's flat split state becomes flat ranges of those entries, so Adam and ZeRO
+// load each other's checkpoints on any number of ranks.
 
 namespace oneflow::distributed {
 
 namespace testing {
 namespace {
 IndexFault g_index_fault = IndexFault::kNone;
-}
+LoadStats g_load_stats;
+}  // namespace
 IndexFault set_index_fault(IndexFault fault) { return std::exchange(g_index_fault, fault); }
+LoadStats last_load_stats() { return g_load_stats; }
 }  // namespace testing
 
 namespace {
@@ -246,6 +249,7 @@ struct PieceDesc {
   bool flat = false;
   DimVector start, end;
   int64_t file = -1;  // the rank whose file holds it
+  uint32_t crc = 0;   // CRC-32 of its bytes
   int64_t numel() const {
     int64_t n = 1;
     for (size_t d = 0; d < start.size(); ++d) n *= end[d] - start[d];
@@ -268,9 +272,21 @@ struct EntryDesc {
 std::string piece_json(const PieceDesc& p) {
   std::string s = "{\"entry\":";
   append_json_string(s, p.entry);
+  s += fmt::format(",\"crc32\":{}", p.crc);
   if (p.flat) s += fmt::format(",\"flat\":[{},{}]}}", p.start[0], p.end[0]);
   else s += ",\"start\":" + json_ints(p.start) + ",\"end\":" + json_ints(p.end) + "}";
   return s;
+}
+
+uint32_t bytes_crc32(const void* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t done = 0; done < n;) {  // crc32 takes at most 4 GiB at a time
+    const size_t k = std::min<size_t>(n - done, size_t(1) << 30);
+    crc = crc32(crc, p + done, uInt(k));
+    done += k;
+  }
+  return uint32_t(crc);
 }
 
 // ---------------------------------------------------------------- runs of elements
@@ -663,9 +679,11 @@ void add_optimizer(SaveList& out, const optim::Optimizer& opt) {
   }
 }
 
-// This rank's file: its pieces, then its size and CRC-32 (read back from the disk).
+// This rank's file: its pieces (and their CRC-32s), then its size and CRC-32 (read back).
 void write_rank_file(State& s) {
   try {
+    for (size_t k = 0; k < s.data.size(); ++k)
+      s.pieces[k].crc = bytes_crc32(s.data[k].second.data_ptr(), s.data[k].second.nbytes());
     const std::string path = join_path(s.dir, s.file);
     save_tensors(s.data, path,
                  {{"content", "sharded-checkpoint"},
@@ -694,13 +712,12 @@ std::string index_json(const State& s, const std::vector<Json>& ranks) {
       auto it = at.find(entry);
       OF_CHECK(it != at.end(), "[{}] rank {} saved a piece of '{}', which rank 0 does not know",
                kSaveOp, r, entry);
-      std::string text;
+      std::string text = fmt::format("{{\"file\":{},\"crc32\":{}", r, p.find("crc32")->i);
       if (const Json* flat = p.find("flat"))
-        text =
-            fmt::format("{{\"file\":{},\"flat\":[{},{}]}}", r, flat->items[0].i, flat->items[1].i);
+        text += fmt::format(",\"flat\":[{},{}]}}", flat->items[0].i, flat->items[1].i);
       else
-        text = fmt::format("{{\"file\":{},\"start\":{},\"end\":{}}}", r,
-                           json_ints(int_list(p, "start", "")), json_ints(int_list(p, "end", "")));
+        text += fmt::format(",\"start\":{},\"end\":{}}}", json_ints(int_list(p, "start", "")),
+                            json_ints(int_list(p, "end", "")));
       pieces[it->second].push_back(std::move(text));
     }
   }
@@ -976,6 +993,7 @@ Index read_index(const std::string& dir) {
       PieceDesc p;
       p.entry = d.name;
       p.file = field(pj, "file", Json::Int, path).i;
+      p.crc = uint32_t(field(pj, "crc32", Json::Int, path).i);
       if (p.file < 0 || p.file >= idx.world_size)
         fail("[{}] {}: a piece of '{}' names file {} of {}", kLoadOp, path, d.name, p.file,
              idx.world_size);
@@ -1066,8 +1084,11 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 // Reads every wanted region: the files holding overlapping pieces (and only those) are
-// checked against the index (size, CRC-32, their own metadata) and mapped.
+// checked against the index (size, their own metadata) and mapped; each piece used is checked
+// against its CRC-32, so only the pages of the pieces this rank needs are read.
 void read_wants(const Index& idx, std::vector<Want>& wants) {
+  testing::LoadStats& stats = testing::g_load_stats;
+  stats = {};
   std::map<int64_t, const EntryDesc*> files;  // file -> the first entry needing it
   for (const Want& w : wants)
     for (const PieceDesc& p : w.entry->pieces)
@@ -1082,16 +1103,13 @@ void read_wants(const Index& idx, std::vector<Want>& wants) {
       fail("[{}] {}: {} has a piece in {}, which {}", kLoadOp, idx.dir, first->describe(), path,
            why);
     };
-    uint64_t bytes = 0;
-    uint32_t crc = 0;
-    try {
-      crc = file_crc32(path, &bytes);
-    } catch (const Error& e) { bad(fmt::format("cannot be read: {}", e.what())); }
-    if (bytes != file.bytes)
-      bad(fmt::format("has {} bytes where the index says {} (truncated or replaced)", bytes,
-                      file.bytes));
-    if (crc != file.crc)
-      bad(fmt::format("is corrupt: its CRC-32 is {:08x}, the index says {:08x}", crc, file.crc));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+      bad(fmt::format("cannot be read: {}", std::strerror(errno)));
+    if (uint64_t(st.st_size) != file.bytes)
+      bad(fmt::format("has {} bytes where the index says {} (truncated or replaced)",
+                      uint64_t(st.st_size), file.bytes));
+    ++stats.files;
     std::map<std::string, std::string> meta;
     std::vector<std::pair<std::string, Tensor>> tensors;
     try {
@@ -1103,6 +1121,7 @@ void read_wants(const Index& idx, std::vector<Want>& wants) {
     auto& m = loaded[f];
     for (auto& [name, t] : tensors) m.emplace(name, t);
   }
+  std::set<std::pair<int64_t, std::string>> verified;  // (file, entry) pieces checked
   for (Want& w : wants) {
     const EntryDesc& e = *w.entry;
     const size_t es = itemsize(e.dtype);
@@ -1125,6 +1144,16 @@ void read_wants(const Index& idx, std::vector<Want>& wants) {
              idx.dir, e.describe(), path, shape_str(src.sizes()), dtype_name(src.dtype()),
              p.numel(), dtype_name(e.dtype));
       const char* s = static_cast<const char*>(src.data_ptr());
+      if (intersect(w.runs, src_runs, [](int64_t, int64_t, int64_t) {}) == 0) continue;
+      if (verified.emplace(p.file, e.name).second) {
+        const uint32_t crc = bytes_crc32(s, src.nbytes());
+        if (crc != p.crc)
+          fail(
+              "[{}] {}: {} has a piece in {}, which is corrupt: the piece's CRC-32 is {:08x}, "
+              "the index says {:08x}",
+              kLoadOp, idx.dir, e.describe(), path, crc, p.crc);
+        stats.piece_bytes += int64_t(src.nbytes());
+      }
       covered += intersect(w.runs, src_runs, [&](int64_t d, int64_t o, int64_t n) {
         std::memcpy(dst + size_t(d) * es, s + size_t(o) * es, size_t(n) * es);
       });
