@@ -49,10 +49,11 @@ bool set_gemm_f32_enabled(bool on) { return g_enabled.exchange(on); }
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 
-constexpr int64_t kNr = 32;   // columns per strip (two zmm)
-constexpr int kMr = 12;       // rows per register tile
-constexpr int64_t kKc = 256;  // k per block (a strip block: 32 KiB)
-constexpr int64_t kMc = 144;  // rows per row block (12 tiles; A block 144 KiB, in L2)
+constexpr int64_t kNr = 32;        // columns per strip (two zmm)
+constexpr int kMr = 12;            // rows per register tile
+constexpr int64_t kKc = 256;       // k per block (a strip block: 32 KiB)
+constexpr int64_t kMc = 144;       // rows per row block (12 tiles; A block 144 KiB, in L2)
+constexpr int64_t kPrefetch = 16;  // k rows of the strip (2 KiB) ahead
 
 #define OF_F32_TARGET __attribute__((target("avx512f")))
 
@@ -64,6 +65,10 @@ OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
+    // the strip streams from memory when few rows share it (decoding: one row): ask for it
+    // ahead (past the block's end it runs into the next block, read next)
+    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr + 16), _MM_HINT_T0);
     const __m512 b0 = _mm512_loadu_ps(bs + p * kNr);
     const __m512 b1 = _mm512_loadu_ps(bs + p * kNr + 16);
     for (int r = 0; r < R; ++r) {
