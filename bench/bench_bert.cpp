@@ -192,6 +192,19 @@ int main(int argc, char** argv) {
       const of::Tensor mask = of::ones({c.batch, c.seq});
       traced(ids, mask);  // record this shape before timing
       if (bf16) traced_bf(ids, mask);
+      {  // kernel calls per forward with the inference rewrites and without (issue 26 section 4)
+        auto plain = of::jit::trace(
+            [&](const of::Tensor& a, const of::Tensor& m) { return model->forward(a, m); },
+            of::jit::TraceOptions().attention(false).add_norm(false).epilogue(false));
+        plain(ids, mask);
+        const of::jit::TraceStats on = traced.stats(), off = plain.stats();
+        std::printf(
+            "kernels batch=%lld seq=%lld layers=%lld rewritten=%zu plain=%zu "
+            "rewritten_per_layer=%.1f plain_per_layer=%.1f rewrites=%zu\n",
+            (long long)c.batch, (long long)c.seq, (long long)cfg.num_hidden_layers, on.steps,
+            off.steps, double(on.steps) / double(cfg.num_hidden_layers),
+            double(off.steps) / double(cfg.num_hidden_layers), on.rewrites.size());
+      }
       of::Tensor out_e, out_t, out_b;
       int runs = 0;
       std::vector<std::function<void()>> fs = {[&] {

@@ -19,7 +19,8 @@
 #    ORT and torch.compile against PyTorch eager's output (tolerance 1e-3); the script exits 3
 #    if one fails.
 #
-# Environment: CASES (ours, BxS@threads; default 1x128@1,1x128@2,32x128@2), PEER_THREADS
+# Environment: MODEL (small, the default, or base: BERT-base's 12 layers x hidden 768, in
+# build/bench_bert_base), CASES (ours, BxS@threads; default 1x128@1,1x128@2,32x128@2), PEER_THREADS
 # (default "1 2": every peer runs every BxS at each, so the table can show the peer at our thread
 # count and at its best), PEER_ARGS (extra bert_peers.py run arguments, e.g. --freezing or
 # --no-compile), BUILD_DIR (default build), BERT_BENCH_DIR, PIP_INSTALL_ARGS (extra pip args).
@@ -31,7 +32,14 @@ SECS=${2:-1.0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=$ROOT/.venv-bench
 BUILD=${BUILD_DIR:-$ROOT/build}
-WORK=${BERT_BENCH_DIR:-$ROOT/build/bench_bert}
+MODEL=${MODEL:-small}  # small: 6 x 384; base: BERT-base's 12 x 768
+if [ "$MODEL" = base ]; then
+  WORK=${BERT_BENCH_DIR:-$ROOT/build/bench_bert_base}
+  MAKE_ARGS=--base
+else
+  WORK=${BERT_BENCH_DIR:-$ROOT/build/bench_bert}
+  MAKE_ARGS=
+fi
 CASES=${CASES:-1x128@1,1x128@2,32x128@2}
 PEER_THREADS=${PEER_THREADS:-1 2}
 PY=$VENV/bin/python
@@ -52,7 +60,8 @@ mkdir -p "$WORK"
 if [ ! -f "$WORK/ref.safetensors" ] || [ ! -f "$WORK/model.onnx" ] ||
    [ "$ROOT/bench/bert_peers.py" -nt "$WORK/model.onnx" ]; then
   echo "== making the model in $WORK"
-  "$PY" bench/bert_peers.py make "$WORK"
+  # shellcheck disable=SC2086
+  "$PY" bench/bert_peers.py make "$WORK" $MAKE_ARGS
 fi
 
 # 3. our binary

@@ -28,6 +28,9 @@ CONFIG = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
               intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
               layer_norm_eps=1e-12, hidden_act="gelu", model_type="bert",
               architectures=["BertModel"])
+# `make DIR --base`: the BERT-base shape (12 layers, hidden 768, 12 heads, FFN 3072)
+BASE = dict(CONFIG, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+            intermediate_size=3072)
 SEED = 0
 
 
@@ -134,7 +137,8 @@ def cmd_make(args):
 
     os.makedirs(args.dir, exist_ok=True)
     torch.manual_seed(SEED)
-    model = build_model(CONFIG).eval()
+    config = BASE if args.base else CONFIG
+    model = build_model(config).eval()
     with torch.no_grad():  # seeded random weights; biases and norms random too, so a check sees them
         for name, p in model.named_parameters():
             if name.endswith("LayerNorm.weight"):
@@ -142,7 +146,7 @@ def cmd_make(args):
             else:
                 p.copy_(0.02 * torch.randn_like(p) if p.dim() > 1 else 0.05 * torch.randn_like(p))
     with open(os.path.join(args.dir, "config.json"), "w") as f:
-        json.dump(CONFIG, f, indent=2)
+        json.dump(config, f, indent=2)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()},
               os.path.join(args.dir, "model.safetensors"))
 
@@ -336,6 +340,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make")
     m.add_argument("dir")
+    m.add_argument("--base", action="store_true", help="the BERT-base shape (12 x 768)")
     r = sub.add_parser("run")
     r.add_argument("dir")
     r.add_argument("--threads", type=int, required=True)

@@ -112,6 +112,12 @@ TEST_CASE("trace rewrite: attention fuses BERT's self-attention and matches the 
     }
     CHECK(has_line(fused.stats().rewrites, "-> fused_attention"));
     CHECK(plain.stats().rewrites.empty());
+    // batch 1: the scores [1, H, L, S] against the query's [H, L, E] (matmul folded the 1
+    // away), the mask [1, 1, 1, S]
+    const of::Tensor x1 = of::randn({1, 6, 16}, dt), m1 = padding_mask(1, 6, dt);
+    const of::Tensor one = fused(x1, m1);
+    CHECK(max_diff(one, plain(x1, m1)) <= (dt == of::kFloat32 ? 2e-6 : 1e-13));
+    CHECK(fused.graph().find("fused_attention") != std::string::npos);
     CHECK(fused.graph().find("fused_attention") != std::string::npos);
     CHECK(plain.graph().find("fused_attention") == std::string::npos);
   }

@@ -177,7 +177,8 @@ GemmOperand<T> gemm_operand(const T* p, int64_t rows, int64_t cols, int64_t rs, 
 }
 
 // Element offsets of each of the B = prod(lead) matrices of `t` (dims right-aligned with
-// lead + 2 trailing dims; a missing or size-1 dim of t broadcasts: stride 0).
+// lead + 2 trailing dims; a missing or size-1 dim of t broadcasts: stride 0; dims of t past
+// that rank are size 1 (the op's check) and never indexed).
 std::vector<int64_t> lead_offsets(const Tensor& t, IntArrayRef lead) {
   const int64_t nl = int64_t(lead.size()), extra = nl + 2 - t.dim();
   int64_t B = 1;

@@ -174,7 +174,8 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
 
 // ================================================================ fused attention
 // inputs: q [..., L, E], kt [..., E, S], v [..., S, Ev] (the same batch dims, any strides),
-// mask (mask_kind 2: additive, of q's dtype, broadcasting to [..., L, S]; 0: none);
+// mask (mask_kind 2: additive, of q's dtype, broadcasting to [..., L, S], leading size-1 dims
+// past that rank allowed; 0: none);
 // attrs: scale, mask_kind; output: softmax(scale * q kt + mask) v, contiguous [B, L, Ev] with B
 // the product of the batch dims (the shape of the bmm it replaces).
 // Made by the trace's attention pass (NOTE [Fused attention] in src/cpu/attention.cpp), which
@@ -201,8 +202,13 @@ void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   scores.push_back(kt.size(-1));
   if (kind == 2) {
     check_defined(op, mask, "mask");
+    // (leading size-1 dims past the scores' rank broadcast too: a [1, 1, 1, S] mask against
+    // scores [H, L, S])
+    size_t skip = 0;
+    while (mask.dim() - int64_t(skip) > int64_t(scores.size()) && mask.size(int64_t(skip)) == 1)
+      ++skip;
     if (mask.dtype() != q.dtype() || mask.device() != q.device() ||
-        !broadcasts_to(mask.sizes(), scores))
+        !broadcasts_to(mask.sizes().slice(skip), scores))
       fail(
           "[{}] the additive mask must be {} on {} and broadcast to the scores {}, got {} {} on {}",
           op, dtype_name(q.dtype()), q.device().str(), shape_str(scores), dtype_name(mask.dtype()),

@@ -251,7 +251,8 @@ Graph fuse_attention(const Graph& g0) {
                         shape_str(g.values[size_t(q)].sizes), shape_str(g.values[size_t(kt)].sizes),
                         shape_str(g.values[size_t(v)].sizes));
       else if (lead_of(uv) != lead && (prod_of(lead_of(uv)) != prod_of(lead) ||
-                                       (mask >= 0 && g.values[size_t(mask)].sizes.size() > 2)))
+                                       (mask >= 0 && g.values[size_t(mask)].sizes.size() > 2 &&
+                                        prod_of(lead_of(g.values[size_t(mask)])) != 1)))
         // (scores batched otherwise, [1, H] against the query's [H], say, are the same
         // batches in the same order; a mask with batch dims of its own must follow them)
         why = fmt::format("the scores {} are not batched as the query {}", shape_str(uv.sizes),
