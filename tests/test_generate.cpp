@@ -47,6 +47,15 @@ struct TinyGpt {
     for (auto& b : blocks) h = b(h, mask);
     return head(norm(h)).view({L, -1});
   }
+  // the prompt ids [L] at positions 0..L-1 -> the logits after its last token, through `cache`
+  of::Tensor prefill(const of::Tensor& ids, gen::KVCache& cache) {
+    const int64_t L = ids.size(0);
+    const of::Tensor p0 = of::zeros({}, of::TensorOptions(of::kInt64));
+    of::Tensor h = tok(ids.view({L, 1})) + pos(of::arange(L, of::kInt64)).unsqueeze(1);
+    for (size_t l = 0; l < blocks.size(); ++l)
+      h = gen::cached_encoder_layer(*blocks[l], h, cache, int64_t(l), p0);
+    return head(norm(h.select(0, L - 1))).view({-1});
+  }
   // one token [1] at pos (0-d) -> logits [vocab], through `cache`
   of::Tensor step(const of::Tensor& token, const of::Tensor& p, gen::KVCache& cache) {
     of::Tensor h = tok(token.view({1, 1})) + pos(p.view({1})).unsqueeze(1);
@@ -119,6 +128,52 @@ TEST_CASE(
     (void)traced(token, p);
   }
   CHECK(of::memory::stats().num_allocs == before);
+}
+
+TEST_CASE(
+    "generate: a prefill writes the cache the decode steps would; traced with a symbolic length") {
+  TinyGpt m(17, 16, 4, 2, 40, true);
+  of::NoGradGuard ng;
+  const of::Tensor ids =
+      of::tensor(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, {10}, of::kInt64);
+  gen::KVCache a(2, 1, 4, 40, 4), b(2, 1, 4, 40, 4);
+  const of::Tensor last = m.prefill(ids, a);
+  of::Tensor lg;
+  for (int64_t i = 0; i < 10; ++i) lg = m.step(ids.narrow(0, i, 1), pos_tensor(i), b);
+  CHECK(of::allclose(last, lg, 1e-4, 1e-5));
+  CHECK(of::allclose(a.k, b.k, 1e-5, 1e-6));
+  CHECK(of::allclose(a.v, b.v, 1e-5, 1e-6));
+  CHECK(of::allclose(last, m.forward(ids).select(0, 9), 1e-4, 1e-5));
+  // traced: one symbolic recording serves every prompt length; generation through it gives the
+  // tokens the token-by-token prompt gives
+  gen::KVCache c(2, 1, 4, 40, 4), d(2, 1, 4, 40, 4);
+  auto pre = of::jit::trace(
+      [&](const of::Tensor& x) { return m.prefill(x, c); },
+      of::jit::TraceOptions().dynamic(0, {{0, of::jit::Dim("L", 2, 24)}}).arena_outputs(true));
+  auto step_c =
+      of::jit::trace([&](const of::Tensor& t, const of::Tensor& p) { return m.step(t, p, c); },
+                     of::jit::TraceOptions().arena_outputs(true));
+  auto step_d = [&](const of::Tensor& t, const of::Tensor& p) { return m.step(t, p, d); };
+  const gen::GenerateOptions o{.max_new_tokens = 12, .temperature = 0};
+  size_t recordings = 0;
+  for (int64_t len : {5, 9, 17, 3}) {
+    CAPTURE(len);
+    std::vector<int64_t> prompt;
+    for (int64_t i = 0; i < len; ++i) prompt.push_back((i * 5 + 2) % 17);
+    for (gen::KVCache* k : {&c, &d}) {
+      k->k.zero_();
+      k->v.zero_();
+    }
+    const auto with = gen::generate(step_c, prompt, o, {},
+                                    [&](const of::Tensor& x) -> of::Tensor { return pre(x); });
+    const auto without = gen::generate(step_d, prompt, o);
+    CHECK(with == without);
+    if (len == 5) recordings = pre.stats().recordings;
+  }
+  CHECK(pre.stats().recordings == recordings);  // lengths 9, 17 and 3 recorded nothing
+  CHECK(pre.stats().instantiations >= 3);
+  CHECK(th::throws_with([&] { (void)pre(of::zeros({30}, of::TensorOptions(of::kInt64))); },
+                        {"L", "30"}));
 }
 
 TEST_CASE("generate: sampling is seeded, greedy takes the first largest, top-k/top-p restrict") {

@@ -24,33 +24,39 @@ KVCache::KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, 
 Tensor cached_self_attention(nn::MultiheadAttentionImpl& mha, const Tensor& x, KVCache& cache,
                              int64_t layer, const Tensor& pos) {
   const int64_t E = mha.options.embed_dim(), H = mha.options.num_heads(), D = E / H;
-  const int64_t L = cache.k.size(0), N = cache.k.size(1), T = cache.max_len();
-  OF_CHECK(
-      x.dim() == 3 && x.size(0) == 1 && x.size(1) == N && x.size(2) == E,
-      "[cached_self_attention] expected x [1, {}, {}] (one token of the cache's batch), got {}", N,
-      E, shape_str(x.sizes()));
+  const int64_t Ly = cache.k.size(0), N = cache.k.size(1), T = cache.max_len();
+  OF_CHECK(x.dim() == 3 && x.size(0) >= 1 && x.size(1) == N && x.size(2) == E,
+           "[cached_self_attention] expected x [L, {}, {}] (tokens of the cache's batch), got {}",
+           N, E, shape_str(x.sizes()));
+  const int64_t L = x.size(0);
+  OF_CHECK(L <= T, "[cached_self_attention] {} tokens do not fit a cache of {} positions", L, T);
   OF_CHECK(cache.k.size(2) == H && cache.k.size(4) == D,
            "[cached_self_attention] the cache holds {} heads of {}, the attention has {} of {}",
            cache.k.size(2), cache.k.size(4), H, D);
-  OF_CHECK(layer >= 0 && layer < L, "[cached_self_attention] layer {} is outside the cache's {}",
-           layer, L);
+  OF_CHECK(layer >= 0 && layer < Ly, "[cached_self_attention] layer {} is outside the cache's {}",
+           layer, Ly);
   OF_CHECK(pos.dim() == 0 && pos.dtype() == kInt64,
            "[cached_self_attention] the position must be a 0-d int64 tensor, got {} {}",
            dtype_name(pos.dtype()), shape_str(pos.sizes()));
-  const Tensor qkv = linear(x, mha.in_proj_weight, mha.in_proj_bias);  // [1, N, 3E]
-  auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).reshape({N, H, 1, D}); };
+  const Tensor qkv = linear(x, mha.in_proj_weight, mha.in_proj_bias);  // [L, N, 3E]
+  auto heads = [&](int64_t part) {                                     // [N, H, L, D]
+    return qkv.narrow(2, part * E, E).reshape({L, N, H, D}).permute({1, 2, 0, 3});
+  };
   Tensor kc = cache.k.select(0, layer), vc = cache.v.select(0, layer);  // [N, H, T, D]
-  // the position's slot of every (batch, head) row: the index scatter_ reads at each call
-  const Tensor at = pos.view({1, 1, 1, 1}).expand({N, H, 1, D});
-  kc.scatter_(2, at, heads(1));
-  vc.scatter_(2, at, heads(2));
-  // positions after pos are masked out (their slots hold other tokens' or zero keys)
+  // the tokens' positions: the slots scatter_ writes (an index read at each call)
+  const Tensor at = pos + arange(L, TensorOptions(kInt64));  // [L]
+  const Tensor slots = at.view({1, 1, L, 1}).expand({N, H, L, D});
+  kc.scatter_(2, slots, heads(1));
+  vc.scatter_(2, slots, heads(2));
+  // token i attends to the positions up to its own (later slots hold other tokens' or zero
+  // keys): an additive mask [L, T]
   const Tensor future =
-      zeros({T}, x.options()).masked_fill(arange(T, TensorOptions(kInt64)) > pos, -INFINITY);
+      zeros({L, T}, x.options())
+          .masked_fill(arange(T, TensorOptions(kInt64)).view({1, T}) > at.view({L, 1}), -INFINITY);
   const Tensor scores =
       matmul(heads(0), kc.transpose(2, 3)) * (1.0 / std::sqrt(double(D))) + future;
-  const Tensor o = matmul(scores.softmax(-1), vc);  // [N, H, 1, D]
-  return mha.out_proj(o.permute({2, 0, 1, 3}).reshape({1, N, E}));
+  const Tensor o = matmul(scores.softmax(-1), vc);  // [N, H, L, D]
+  return mha.out_proj(o.permute({2, 0, 1, 3}).reshape({L, N, E}));
 }
 
 Tensor cached_encoder_layer(nn::TransformerEncoderLayerImpl& layer, const Tensor& x, KVCache& cache,
@@ -133,7 +139,8 @@ int64_t sample(const Tensor& logits, const GenerateOptions& o, uint64_t& state) 
 
 std::vector<int64_t> generate(const DecodeStep& step, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options,
-                              const std::function<bool(int64_t)>& on_token) {
+                              const std::function<bool(int64_t)>& on_token,
+                              const PrefillStep& prefill) {
   OF_CHECK(!prompt.empty(), "[generate] the prompt is empty (it needs at least one token)");
   OF_CHECK(options.max_new_tokens >= 0, "[generate] max_new_tokens {} is negative",
            options.max_new_tokens);
@@ -143,10 +150,15 @@ std::vector<int64_t> generate(const DecodeStep& step, const std::vector<int64_t>
   uint64_t state = options.seed;
   int64_t at = 0;
   Tensor logits;
-  for (int64_t t : prompt) {
-    *tp = t;
-    *pp = at++;
-    logits = step(token, pos);
+  if (prefill) {  // the whole prompt in one call
+    logits = prefill(tensor(prompt, {int64_t(prompt.size())}, kInt64));
+    at = int64_t(prompt.size());
+  } else {
+    for (int64_t t : prompt) {
+      *tp = t;
+      *pp = at++;
+      logits = step(token, pos);
+    }
   }
   std::vector<int64_t> out;
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
