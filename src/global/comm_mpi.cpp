@@ -2,7 +2,14 @@
 // The core dlopen's this module only when the process was started by an MPI launcher, so a
 // single-process program maps no MPI library. Every MPI return code is checked (the world
 // communicator returns errors instead of aborting) and becomes an of::Error naming the call.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <mpi.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
@@ -11,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "global/comm.h"
@@ -32,35 +41,208 @@ void check(int rc, const char* call) {
 // watchdog thread ends this rank (exit status 3; mpirun then ends the others) when one has not
 // finished within $OF_COLLECTIVE_TIMEOUT seconds (default 300; 0 disables), saying which call
 // and which collective number it was, so a dead, diverged or stuck rank never hangs the job.
+//
+// NOTE [Peer heartbeat]: across hosts the collective timeout is the wrong tool. A host that is
+// cut off (its link down, a switch gone) resets no connection: MPI's TCP sockets retransmit for
+// ~15 minutes, so each rank waits in its collective until the 300 s watchdog, and the ranks of
+// the two sides cannot tell a partition from a slow peer. So when the world spans more than one
+// host (MPI_COMM_TYPE_SHARED splits it), the watchdog thread also sends a UDP datagram every
+// second to each rank on another host (to every IPv4 address that rank's host has, exchanged at
+// start-up) and notes when each one was last heard from. The thread runs whatever the main
+// thread does, so a rank that is busy (a long step, a checkpoint write) still beats; silence
+// means the process is gone, stopped, or unreachable. A rank waiting in a collective while a
+// peer has been silent for $OF_PEER_TIMEOUT seconds (default 40 on several hosts, 0 disables;
+// set, it applies on one host too) ends with exit status 3, naming the call, the silent rank
+// and its host. Only a rank waiting in a collective ends: a peer that finished and exited
+// normally falls silent too. The launcher's own lifeline (mpirun's TCP keepalive to its remote
+// daemons, docs/GLOBAL.md "Multi-host launching") ends mpirun; it should be set to detect the
+// loss first, since mpirun no longer watches for lost daemons once a rank has failed.
+struct PeerInfo {
+  static constexpr int kMaxAddrs = 8;
+  uint32_t addrs[kMaxAddrs];  // IPv4, network order
+  int32_t n_addrs;
+  int32_t host;   // the lowest world rank on the same host
+  uint16_t port;  // the heartbeat socket's, network order
+  char name[64];  // the host name, for messages
+};
+
+struct Heartbeat {
+  static constexpr uint32_t kMagic = 0x4f464842;  // "OFHB"
+  struct Datagram {
+    uint32_t magic;
+    uint32_t nonce;  // the job's, from rank 0: ignores another job's beats
+    int32_t rank;
+  };
+  int fd = -1;
+  uint32_t nonce = 0;
+  std::vector<PeerInfo> peers;
+  std::vector<int> remote;  // the ranks on other hosts
+  std::unique_ptr<std::atomic<int64_t>[]> last_heard_ms;
+};
+
 struct Watchdog {
   std::atomic<const char*> call{nullptr};
   std::atomic<int64_t> started_ms{0};
   std::atomic<uint64_t> sequence{0};
   double timeout_s = 300;
+  double peer_timeout_s = 0;
   int rank = 0;
+  Heartbeat hb;
+
   void start() {
     if (const char* e = std::getenv("OF_COLLECTIVE_TIMEOUT")) timeout_s = std::atof(e);
-    if (timeout_s <= 0) return;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    start_heartbeat();
+    if (timeout_s <= 0 && peer_timeout_s <= 0) return;
     std::thread([this] {
+      int64_t last_beat = 0;
       for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const int64_t now = now_ms();
+        if (peer_timeout_s > 0) {
+          if (now - last_beat >= 1000) {
+            beat();
+            last_beat = now;
+          }
+          listen(now);
+        }
         const char* c = call.load();
         if (!c) continue;
-        const double waited = double(now_ms() - started_ms.load()) / 1e3;
-        if (waited > timeout_s && call.load() == c) {
+        const double waited = double(now - started_ms.load()) / 1e3;
+        if (timeout_s > 0 && waited > timeout_s && call.load() == c) {
           std::fprintf(stderr,
                        "[mpi] rank %d: %s (collective #%llu of this rank) did not complete "
                        "within %.0f s (OF_COLLECTIVE_TIMEOUT): another rank died, took another "
                        "path or is stuck; aborting every rank\n",
                        rank, c, (unsigned long long)sequence.load(), timeout_s);
-          std::fflush(stderr);
-          // Not MPI_Abort: under MPI_THREAD_FUNNELED only the main thread may call MPI. A
-          // rank that exits non-zero makes mpirun end the others.
-          std::_Exit(3);
+          abort_rank();
         }
+        if (peer_timeout_s > 0) check_peers(c, now);
       }
     }).detach();
+  }
+
+  // Exchanges the heartbeat addresses (main thread, collective over the world) and decides
+  // whether the heartbeat runs (NOTE [Peer heartbeat]).
+  void start_heartbeat() {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm node = MPI_COMM_NULL;
+    int host = rank;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Allreduce(&rank, &host, 1, MPI_INT, MPI_MIN, node);
+      MPI_Comm_free(&node);
+    }
+    int is_leader = host == rank ? 1 : 0, hosts = 1;
+    MPI_Allreduce(&is_leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    peer_timeout_s = hosts > 1 ? 40 : 0;
+    if (const char* e = std::getenv("OF_PEER_TIMEOUT")) peer_timeout_s = std::atof(e);
+    int want = peer_timeout_s > 0 && world > 1 ? 1 : 0, all_want = 0;
+    MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    PeerInfo me{};
+    me.host = host;
+    gethostname(me.name, sizeof me.name - 1);
+    if (all_want) open_socket(&me);
+    // every rank takes part in the exchange, so the ranks agree on whether it happened
+    int ok = hb.fd >= 0 ? 1 : 0, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_want || !all_ok) {
+      if (all_want)
+        std::fprintf(stderr,
+                     "[mpi] rank %d: no UDP socket for the peer heartbeat on some rank; silent "
+                     "hosts are caught by the collective watchdog only\n",
+                     rank);
+      if (hb.fd >= 0) close(hb.fd), hb.fd = -1;
+      peer_timeout_s = 0;
+      return;
+    }
+    uint32_t nonce = std::random_device{}();
+    MPI_Bcast(&nonce, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+    hb.nonce = nonce;
+    hb.peers.resize(size_t(world));
+    MPI_Allgather(&me, int(sizeof me), MPI_BYTE, hb.peers.data(), int(sizeof me), MPI_BYTE,
+                  MPI_COMM_WORLD);
+    for (int r = 0; r < world; ++r)
+      if (hb.peers[size_t(r)].host != host) hb.remote.push_back(r);
+    hb.last_heard_ms.reset(new std::atomic<int64_t>[size_t(world)]);
+    for (int r = 0; r < world; ++r) hb.last_heard_ms[size_t(r)].store(now_ms());
+  }
+
+  // A non-blocking UDP socket on every interface, and this host's IPv4 addresses but loopback.
+  void open_socket(PeerInfo* me) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      close(fd);
+      return;
+    }
+    me->port = a.sin_port;
+    ifaddrs* ifs = nullptr;
+    if (getifaddrs(&ifs) == 0) {
+      for (ifaddrs* i = ifs; i && me->n_addrs < PeerInfo::kMaxAddrs; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK))
+          me->addrs[me->n_addrs++] = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+      freeifaddrs(ifs);
+    }
+    hb.fd = fd;
+  }
+
+  void beat() {
+    const Heartbeat::Datagram d{Heartbeat::kMagic, hb.nonce, rank};
+    for (int r : hb.remote) {
+      const PeerInfo& p = hb.peers[size_t(r)];
+      for (int k = 0; k < p.n_addrs; ++k) {
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = p.port;
+        to.sin_addr.s_addr = p.addrs[k];
+        // errors (no route while a link is down) are what the silence then reports
+        (void)sendto(hb.fd, &d, sizeof d, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to),
+                     sizeof to);
+      }
+    }
+  }
+
+  void listen(int64_t now) {
+    Heartbeat::Datagram d{};
+    for (;;) {
+      const ssize_t n = recv(hb.fd, &d, sizeof d, MSG_DONTWAIT);
+      if (n < 0) return;
+      if (n == ssize_t(sizeof d) && d.magic == Heartbeat::kMagic && d.nonce == hb.nonce &&
+          d.rank >= 0 && size_t(d.rank) < hb.peers.size())
+        hb.last_heard_ms[size_t(d.rank)].store(now);
+    }
+  }
+
+  void check_peers(const char* c, int64_t now) {
+    for (int r : hb.remote) {
+      const double silent = double(now - hb.last_heard_ms[size_t(r)].load()) / 1e3;
+      if (silent <= peer_timeout_s || call.load() != c) continue;
+      const PeerInfo& p = hb.peers[size_t(r)];
+      char addr[INET_ADDRSTRLEN] = "?";
+      if (p.n_addrs > 0) inet_ntop(AF_INET, &p.addrs[0], addr, sizeof addr);
+      std::fprintf(stderr,
+                   "[mpi] rank %d (host %s): in %s (collective #%llu of this rank) and rank %d "
+                   "on host %s (%s) has been silent for %.0f s (OF_PEER_TIMEOUT): that host "
+                   "died, stopped or is cut off from this one; aborting every rank\n",
+                   rank, hb.peers[size_t(rank)].name, c, (unsigned long long)sequence.load(), r,
+                   p.name, addr, silent);
+      abort_rank();
+    }
+  }
+
+  [[noreturn]] static void abort_rank() {
+    std::fflush(stderr);
+    // Not MPI_Abort: under MPI_THREAD_FUNNELED only the main thread may call MPI, and the main
+    // thread is blocked in the call. A rank that exits non-zero makes mpirun end the others.
+    std::_Exit(3);
   }
   static int64_t now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
