@@ -61,8 +61,10 @@ int main(int argc, char** argv) {
   auto normalized = [&](const of::data::MNIST& d) {
     return std::make_shared<of::data::TensorDataset>((d.data() - mean) / stdev, d.targets());
   };
-  of::data::DataLoader train_loader(normalized(*train_set),
-                                    of::data::DataLoaderOptions(128).shuffle(true).seed(1));
+  // full batches only: the saved training step (below) takes one batch shape
+  of::data::DataLoader train_loader(
+      normalized(*train_set),
+      of::data::DataLoaderOptions(128).shuffle(true).seed(1).drop_last(true));
   of::data::DataLoader test_loader(normalized(*test_set), of::data::DataLoaderOptions(1000));
 
   Net net;
@@ -73,15 +75,16 @@ int main(int argc, char** argv) {
 
   of::optim::Adam optimizer(net->parameters(), of::optim::AdamOptions(2e-3));
   of::optim::StepLR scheduler(optimizer, 1, 0.5);
-  // One training step. Epoch 1 calls it eagerly; later epochs call its traced form, which
-  // records the step (forward, backward and the Adam update) once per batch shape and then
-  // replays the optimized graph.
+  // One training step: the loss and how many of the batch it classified right. Epoch 1 calls it
+  // eagerly; later epochs call its traced form, which records the step (forward, backward and
+  // the Adam update) once per batch shape and then replays the optimized graph.
   auto train_step = [&](const of::Tensor& x, const of::Tensor& y) {
     optimizer.zero_grad();
-    of::Tensor loss = of::nn::functional::cross_entropy(net(x), y);
+    of::Tensor logits = net(x);
+    of::Tensor loss = of::nn::functional::cross_entropy(logits, y);
     loss.backward();
     optimizer.step();
-    return loss;
+    return std::pair<of::Tensor, of::Tensor>{loss, logits.argmax(1).eq(y).sum()};
   };
   auto traced_step = of::jit::trace(train_step);
   std::vector<double> rates;
@@ -91,8 +94,8 @@ int main(int argc, char** argv) {
     double loss_sum = 0;
     int64_t seen = 0, step = 0;
     for (auto& batch : train_loader) {
-      of::Tensor loss =
-          traced ? traced_step(batch.data, batch.target) : train_step(batch.data, batch.target);
+      of::Tensor loss = traced ? traced_step(batch.data, batch.target).first
+                               : train_step(batch.data, batch.target).first;
       loss_sum += loss.item<float>() * double(batch.target.size(0));
       seen += batch.target.size(0);
       if (++step % 100 == 0)
@@ -113,6 +116,12 @@ int main(int argc, char** argv) {
     std::printf("traced training: %.0f samples/s vs %.0f eager: %.2fx\n", rates.back(), rates[0],
                 rates.back() / rates[0]);
     std::printf("%s", traced_step.stats().str().c_str());
+    // The traced training step with its state (parameters, BatchNorm statistics, Adam's
+    // moments and step counts, the learning rate, the generator): examples/train_graph
+    // continues training from this file without this file's model code.
+    const std::string step_path = "fashion_mnist_step.oftrace";
+    of::jit::save(traced_step, step_path, of::jit::state_names(*net, optimizer));
+    std::printf("saved the traced training step and its state to %s\n", step_path.c_str());
   }
 
   // The inference graph: traced in eval mode on a test batch, saved for of::jit::load (the

@@ -14,7 +14,17 @@
 
 #include "oneflow/tensor.h"
 
+namespace oneflow::nn {
+class Module;
+}
+namespace oneflow::optim {
+class Optimizer;
+}
+
 namespace oneflow::jit {
+
+// Tensors by name: a training step's state (NOTE [Saved training steps] in trace/serialize.cpp).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // A symbolic dimension: a name and an inclusive range of sizes (NOTE [Symbolic shapes]).
 struct Dim {
@@ -183,6 +193,7 @@ inline void flatten_arg(const std::vector<Tensor>& v, std::vector<Tensor>& flat,
                         std::vector<int>& st) {
   flat.insert(flat.end(), v.begin(), v.end());
   st.push_back(int(v.size()));
+void save(const Engine& e, const std::string& path, const NamedTensors& names);
 }
 template <class A> A take_arg(const std::vector<Tensor>& in, size_t pos, int len) {
   if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
@@ -315,6 +326,14 @@ class LoadedGraph {
 // captured (weights, buffers, constants) in the format of docs/TRACING.md.
 template <class F> void save(const TracedFunction<F>& fn, const std::string& path) {
   detail::save(fn.engine(), path);
+  // A saved training step (docs/TRACING.md, "Saved training steps"): each run() trains one step
+  // on its inputs and updates the state the graph holds in place. state() lists the named
+  // state tensors (parameters by module name, "optimizer.*", "lr", "generator", ...): they
+  // share memory with the graph, so writing one (state("lr").fill_(1e-4)) changes what the
+  // next call reads, and reading them between calls gives a checkpoint. Empty for inference.
+  bool trains() const;
+  NamedTensors state() const;
+  Tensor state(const std::string& name) const;  // raises naming a missing name
 }
 // Reads a saved graph, checking the format version, every size and the checksum first.
 LoadedGraph load(const std::string& path);
@@ -322,4 +341,18 @@ LoadedGraph load(const std::string& path);
 // Whether this thread is recording a trace right now.
 bool is_recording();
 
+// A training step (one that reads or sets the .grad of tensors) is saved with its state: the
+// parameters, buffers, optimizer state, gradient scaler state, the learning rates it reads
+// (as writable state, not constants) and the generator state its random draws continue from.
+// `names` names that state (state_names below); tensors it does not name get generic names.
 }  // namespace oneflow::jit
+template <class F>
+void save(const TracedFunction<F>& fn, const std::string& path, const NamedTensors& names) {
+  detail::save(fn.engine(), path, names);
+}
+// Saves a loaded graph again (a training step with its state as it is now).
+void save(const LoadedGraph& graph, const std::string& path);
+// The names a training step's state is saved under: the module's parameters and buffers by
+// their dotted names, and the optimizer's state as "optimizer.<parameter name>.<key>" (key:
+// "step", "exp_avg", "exp_avg_sq", "momentum_buffer", ...).
+NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer);

@@ -707,13 +707,29 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& inputs) {
     *static_cast<double*>(buf.impls[0]->storage->data) = buf.getter();
   }
   p.draws.resize(g.rng_counters.size());
-  for (size_t d = 0; d < g.rng_counters.size(); ++d) {
-    if (d < g.rng_reset.size() && g.rng_reset[d].set)
-      set_random_state({g.rng_reset[d].seed, g.rng_reset[d].offset});
-    p.draws[d] = reserve_random(g.rng_counters[d]);
+  if (g.rng_state) {  // a loaded training step's own generator (NOTE [Saved training steps])
+    uint64_t* st = static_cast<uint64_t*>(g.rng_state->data);
+    for (size_t d = 0; d < g.rng_counters.size(); ++d) {
+      if (d < g.rng_reset.size() && g.rng_reset[d].set) {
+        st[0] = g.rng_reset[d].seed;
+        st[1] = g.rng_reset[d].offset;
+      }
+      p.draws[d] = {st[0], st[1]};
+      st[1] += g.rng_counters[d];
+    }
+    if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set) {
+      st[0] = g.rng_reset.back().seed;
+      st[1] = g.rng_reset.back().offset;
+    }
+  } else {
+    for (size_t d = 0; d < g.rng_counters.size(); ++d) {
+      if (d < g.rng_reset.size() && g.rng_reset[d].set)
+        set_random_state({g.rng_reset[d].seed, g.rng_reset[d].offset});
+      p.draws[d] = reserve_random(g.rng_counters[d]);
+    }
+    if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set)
+      set_random_state({g.rng_reset.back().seed, g.rng_reset.back().offset});
   }
-  if (g.rng_reset.size() > g.rng_counters.size() && g.rng_reset.back().set)
-    set_random_state({g.rng_reset.back().seed, g.rng_reset.back().offset});
   if (graph) write_graph_draws(p);
   // 3. escaping buffers the caller still holds get fresh memory (never overwrite a result)
   if (!p.arena_outputs) {

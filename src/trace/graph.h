@@ -96,6 +96,9 @@ struct Graph {
     bool set = false;
   };
   std::vector<RngReset> rng_reset;
+  // A loaded training step's own generator ({seed, offset} as two uint64; NOTE [Saved training
+  // steps] in serialize.cpp): its draws advance this state instead of the default generator's.
+  Storage rng_state;
   // Fused groups (node ids, in execution order); materialized[v] = a group value written to
   // its buffer because something outside the group reads it.
   std::vector<std::vector<int>> groups;
@@ -238,4 +241,10 @@ Tensor host_scalar(double value, std::function<double()> getter, std::weak_ptr<v
 void save_graph(const Graph& g, const std::string& path);
 Graph load_graph(const std::string& path);
 
+// Whether a graph is a training step (it reads or sets the .grad of tensors).
+bool is_training_step(const Graph& g);
+// Saves a training step with its state (NOTE [Saved training steps]); `names` name the
+// tensors it reads or updates (parameters, buffers, optimizer state), the rest get generic ones.
+void save_training(const Graph& g, const std::string& path,
+                   const std::vector<std::pair<std::string, Tensor>>& names);
 }  // namespace oneflow::trace

@@ -5,9 +5,12 @@
 #include <list>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <algorithm>
 
 #include "autocast.h"
+#include "oneflow/nn/module.h"
+#include "oneflow/optim.h"
 #include "trace/graph.h"
 #include "trace/symbolic.h"
 
@@ -741,7 +744,9 @@ void save(const Engine& e, const std::string& path) {
   std::lock_guard<std::mutex> lk(e.mu);
   if (!e.dynamic.empty()) return trace::save_symbolic(e.dynamic.front().structures, path);
   for (const Entry& x : e.lru)
-    if (x.plan) return trace::save_graph(x.graph, path);
+    if (x.plan)
+      return trace::is_training_step(x.graph) ? trace::save_training(x.graph, path, {})
+                                              : trace::save_graph(x.graph, path);
   fail("[jit.save] the traced function has not recorded a graph yet (call it once first)");
 }
 
@@ -749,6 +754,61 @@ void save(const Engine& e, const std::string& path) {
 }  // namespace oneflow::jit
 
 namespace oneflow::trace {
+void save(const Engine& e, const std::string& path, const NamedTensors& names) {
+  std::lock_guard<std::mutex> lk(e.mu);
+  for (const Entry& x : e.lru)
+    if (x.plan) {
+      if (!trace::is_training_step(x.graph))
+        fail(
+            "[jit.save] state names are for a training step; this graph reads and sets no .grad "
+            "(save it without names)");
+      return trace::save_training(x.graph, path, names);
+    }
+  fail("[jit.save] the traced function has not recorded a training step yet (call it first)");
+}
+
+
+
+NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer) {
+  NamedTensors out;
+  std::unordered_map<const TensorImpl*, std::string> param_name;
+  for (const auto& kv : module.named_parameters()) {
+    out.emplace_back(kv.key(), kv.value());
+    param_name.emplace(kv.value().impl(), kv.key());
+  }
+  for (const auto& kv : module.named_buffers())
+    if (kv.value().defined()) out.emplace_back(kv.key(), kv.value());
+  const std::vector<Tensor> params = optimizer.parameters();
+  auto name_of = [&](size_t i) {
+    auto it = param_name.find(params[i].impl());
+    return it != param_name.end() ? it->second : fmt::format("param{}", i);
+  };
+  // "state.<i>.<key>": the buffers themselves; the step count is a copy there, so it is found
+  // in update_targets() (each parameter, then its step, then its buffers)
+  std::vector<bool> has_step(params.size(), false);
+  for (const auto& kv : optimizer.state_dict()) {
+    const std::string& key = kv.key();
+    if (key.rfind("state.", 0) != 0) continue;
+    const size_t dot = key.find('.', 6);
+    if (dot == std::string::npos) continue;
+    const size_t i = size_t(std::stoull(key.substr(6, dot - 6)));
+    const std::string buf = key.substr(dot + 1);
+    if (i >= params.size()) continue;
+    if (buf == "step") {
+      has_step[i] = true;
+      continue;
+    }
+    out.emplace_back(fmt::format("optimizer.{}.{}", name_of(i), buf), kv.value());
+  }
+  const std::vector<Tensor> targets = optimizer.update_targets();
+  for (size_t k = 0; k + 1 < targets.size(); ++k)
+    for (size_t i = 0; i < params.size(); ++i)
+      if (targets[k].impl() == params[i].impl() && has_step[i]) {
+        out.emplace_back(fmt::format("optimizer.{}.step", name_of(i)), targets[k + 1]);
+        break;
+      }
+  return out;
+}
 
 Graph optimize(const Graph& g0) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
   const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions());

@@ -11,10 +11,12 @@
 #include <string_view>
 
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "allocator.h"
+#include "generator.h"
 #include "atomic_file.h"
 #include "mapped_file.h"
 #include "op_signatures.h"
@@ -424,8 +426,9 @@ void check_semantics(const Graph& g, const Reader& r) {
 
 namespace {
 
-// Refuses graphs a file cannot hold.
-void check_savable(const Graph& g) {
+// Refuses graphs a file cannot hold (`training`: a training step's .grad reads and writes
+// become state, NOTE [Saved training steps]).
+void check_savable(const Graph& g, bool training = false) {
   for (const Node& n : g.nodes)
     if (n.op->has(kCollective))
       fail(
@@ -437,6 +440,7 @@ void check_savable(const Graph& g) {
       fail(
           "[jit.save] the graph returns a global tensor; a saved graph runs in one process: "
           "save a function of local tensors");
+  if (training) return;
   for (const Buffer& b : g.buffers)
     if (b.kind == BufKind::GradOf)
       fail(
@@ -603,6 +607,176 @@ void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::stri
   Writer w;
   write_symbolic_parts(w, structures, blobs);
   write_file(path, 1, blobs, w.buf);
+}
+
+// NOTE [Saved training steps]: a traced training step (forward, backward and the optimizer's
+// update: a graph that reads or sets the .grad of tensors) is saved as a file of kind 2: the
+// graph as kind 0 holds it, then its state table, then the generator state its draws start
+// from. Everything the step reads or updates from one call to the next becomes a captured
+// (External) tensor of the file: parameters, buffers (BatchNorm's running statistics),
+// optimizer state (Adam's moments and its step counts, 0-d float64 tensors the graph
+// increments; bias corrections are computed from them inside the graph), GradScaler state,
+// the .grad a step reads (gradients zeroed in place rather than set to None), and the host
+// scalars it reads (the learning rate of each parameter group), each saved with its current
+// value as a writable 0-d float64 tensor instead of a constant. The state table names them:
+// by the names the caller gives (jit::state_names: module names, "optimizer.<param>.<key>"),
+// else "param.<k>" (a tensor whose .grad the step uses), "state.<k>" (written by the step),
+// "const.<k>" (read only), "grad.<param>", and "lr" ("lr.<k>" for several parameter groups).
+// The .grad effects themselves are dropped: a loaded step has no leaves to bind them to, and
+// the update inside the graph reads the gradients it computed. A step that reads on one call a
+// .grad it set on the previous one (accumulation across calls) is refused. A loaded step owns
+// its generator ("generator": {seed, offset}) and advances it as the default generator would
+// have advanced, so that its dropout masks continue the saved run's.
+bool is_training_step(const Graph& g) {
+  if (!g.grad_effects.empty()) return true;
+  for (const Buffer& b : g.buffers)
+    if (b.kind == BufKind::GradOf) return true;
+  return false;
+}
+
+namespace {
+
+struct StateEntry {
+  std::string name;
+  int buffer = -1;
+  ScalarType dtype = kFloat32;
+  DimVector sizes, strides;
+  int64_t offset = 0;
+};
+
+void write_training_file(const std::string& path, const Graph& g,
+                         const std::vector<StateEntry>& state, bool has_rng, GeneratorState rng) {
+  BlobTable blobs;
+  Writer w;
+  write_graph(w, g, blobs);
+  w.pod(uint32_t(state.size()));
+  for (const StateEntry& e : state) {
+    w.str(e.name);
+    w.pod(int32_t(e.buffer));
+    w.pod(uint8_t(e.dtype));
+    w.dims(e.sizes);
+    w.dims(e.strides);
+    w.pod(int64_t(e.offset));
+  }
+  w.pod(uint8_t(has_rng));
+  if (has_rng) {
+    w.pod(rng.seed);
+    w.pod(rng.offset);
+  }
+  write_file(path, 2, blobs, w.buf);
+}
+
+StateEntry entry_of(std::string name, int buffer, const TensorImpl& t) {
+  return {std::move(name), buffer, t.dtype, t.sizes, t.strides, t.offset};
+}
+
+}  // namespace
+
+void save_training(const Graph& g0, const std::string& path,
+                   const std::vector<std::pair<std::string, Tensor>>& names) {
+  check_savable(g0, true);
+  Graph g = g0;
+  std::unordered_map<const StorageImpl*, std::pair<std::string, Tensor>> named;
+  for (const auto& [name, t] : names) {
+    if (name.empty()) fail("[jit.save] a state name is empty");
+    if (name == "generator")
+      fail("[jit.save] the state name 'generator' is the saved step's generator's");
+    if (!t.defined()) fail("[jit.save] state tensor '{}' is undefined", name);
+    if (t.is_global()) fail("[jit.save] state tensor '{}' is a global tensor", name);
+    named.try_emplace(t.impl()->storage.get(), name, t);  // tied tensors: the first name
+  }
+  std::unordered_map<const StorageImpl*, int> leaf_index;  // parameters: storage -> k
+  auto note_leaf = [&](const TensorImpl& leaf) {
+    leaf_index.try_emplace(leaf.storage.get(), int(leaf_index.size()));
+  };
+  for (const GradEffect& e : g.grad_effects) note_leaf(*e.leaf);
+  for (const Buffer& b : g.buffers)
+    if (b.kind == BufKind::GradOf) note_leaf(*b.impls[0]);
+  for (const GradEffect& e : g.grad_effects) {
+    if (e.value < 0) continue;
+    for (const Buffer& b : g.buffers)
+      if (b.kind == BufKind::GradOf && b.impls[0] == e.leaf)
+        fail(
+            "[jit.save] the step reads the .grad of a tensor of shape {} that it set on the "
+            "previous call (gradients accumulated across calls); zero the gradients in place "
+            "(zero_grad(false)) or set them to None inside the step to save it",
+            shape_str(e.leaf->sizes));
+  }
+  std::vector<bool> written(g.buffers.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.writes_existing)
+      for (int v : n.outputs) written[size_t(g.values[size_t(v)].buffer)] = true;
+  auto param_name = [&](const StorageImpl* s) {
+    auto it = named.find(s);
+    if (it != named.end()) return it->second.first;
+    auto li = leaf_index.find(s);
+    return li != leaf_index.end() ? fmt::format("param.{}", li->second) : std::string("?");
+  };
+  size_t host_scalars = 0;
+  for (const Buffer& b : g.buffers) host_scalars += b.kind == BufKind::HostScalar;
+  std::vector<StateEntry> state;
+  int lr_k = 0, state_k = 0, const_k = 0;
+  for (size_t bi = 0; bi < g.buffers.size(); ++bi) {
+    Buffer& b = g.buffers[bi];
+    const int id = int(bi);
+    if (b.kind == BufKind::HostScalar) {
+      // the value the next call would read (a schedule may have changed it since the last)
+      double v = *static_cast<const double*>(b.impls[0]->storage->data);
+      if (b.getter && !b.owner.expired()) v = b.getter();
+      Tensor t = make_empty({}, kFloat64, Device(kCPU));
+      *static_cast<double*>(t.data_ptr()) = v;
+      b.kind = BufKind::External;
+      b.impls = {t.impl_ptr()};
+      b.recorded_storage = t.impl()->storage.get();
+      b.getter = nullptr;
+      b.owner.reset();
+      state.push_back(
+          entry_of(host_scalars == 1 ? "lr" : fmt::format("lr.{}", lr_k++), id, *t.impl()));
+    } else if (b.kind == BufKind::GradOf) {
+      const std::shared_ptr<TensorImpl> leaf = b.impls[0];
+      const Tensor& gr = grad_slot(leaf.get());
+      if (!gr.defined() || gr.is_global() || gr.impl()->storage->nbytes != b.nbytes)
+        fail(
+            "[jit.save] the .grad of a tensor of shape {} that the step reads changed since "
+            "the last call (call the step once more, then save)",
+            shape_str(leaf->sizes));
+      b.kind = BufKind::External;
+      b.impls = {gr.impl_ptr()};
+      b.recorded_storage = gr.impl()->storage.get();
+      state.push_back(entry_of("grad." + param_name(leaf->storage.get()), id, *gr.impl()));
+    } else if (b.kind == BufKind::External) {
+      const StorageImpl* s = b.impls[0]->storage.get();
+      auto it = named.find(s);
+      if (it != named.end()) {
+        state.push_back(entry_of(it->second.first, id, *it->second.second.impl()));
+        continue;
+      }
+      const TensorImpl* geom = b.impls[0].get();  // the whole storage where a tensor has it
+      for (const auto& impl : b.impls) {
+        int64_t n = 1;
+        for (int64_t x : impl->sizes) n *= x;
+        if (impl->is_contiguous && impl->offset == 0 &&
+            size_t(n) * itemsize(impl->dtype) == b.nbytes) {
+          geom = impl.get();
+          break;
+        }
+      }
+      std::string name = leaf_index.count(s) ? param_name(s)
+                         : written[bi]       ? fmt::format("state.{}", state_k++)
+                                             : fmt::format("const.{}", const_k++);
+      state.push_back(entry_of(std::move(name), id, *geom));
+    }
+  }
+  // (a host scalar's buffer names no root value: the first value on it)
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    Buffer& b = g.buffers[size_t(g.values[v].buffer)];
+    if (b.kind == BufKind::External && b.root_value < 0) b.root_value = int(v);
+  }
+  std::set<std::string> seen;
+  for (const StateEntry& e : state)
+    if (!seen.insert(e.name).second) fail("[jit.save] two state tensors are named '{}'", e.name);
+  g.grad_effects.clear();
+  write_training_file(path, g, state, !g.rng_counters.empty(), random_state());
 }
 
 namespace {
@@ -820,10 +994,64 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
 }
 
 struct GraphFile {
-  uint8_t kind = 0;  // 0: one graph; 1: the structures of a symbolic graph
+  uint8_t kind = 0;  // 0: one graph; 1: the structures of a symbolic graph; 2: a training step
   Graph graph;
   std::vector<SymbolicGraph> structures;
+  std::vector<StateEntry> state;  // kind 2 (NOTE [Saved training steps])
+  bool has_rng = false;
+  GeneratorState rng{0, 0};
 };
+
+// A training step's state table, checked against its graph: each entry names a captured
+// tensor's buffer once, with a geometry inside it; the generator state is there exactly when
+// the graph draws.
+void read_state(Reader& r, GraphFile& file) {
+  const Graph& g = file.graph;
+  const uint32_t ns = r.pod<uint32_t>();
+  if (ns > g.buffers.size()) r.bad("more state tensors than buffers");
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < ns; ++i) {
+    StateEntry e;
+    e.name = r.str();
+    if (e.name.empty() || e.name.size() > 4096) r.bad("a state tensor with a bad name");
+    if (!names.insert(e.name).second || e.name == "generator")
+      r.bad(fmt::format("two state tensors are named '{}'", e.name));
+    e.buffer = r.pod<int32_t>();
+    if (e.buffer < 0 || size_t(e.buffer) >= g.buffers.size() ||
+        g.buffers[size_t(e.buffer)].kind != BufKind::External)
+      r.bad(fmt::format("state tensor '{}' names a buffer that holds no captured tensor", e.name));
+    const uint8_t dt = r.pod<uint8_t>();
+    if (dt > uint8_t(kBool)) r.bad(fmt::format("state tensor '{}' has an unknown dtype", e.name));
+    e.dtype = ScalarType(dt);
+    e.sizes = r.dims();
+    e.strides = r.dims();
+    e.offset = r.pod<int64_t>();
+    if (e.sizes.size() != e.strides.size() || e.offset < 0)
+      r.bad(fmt::format("state tensor '{}' has a bad geometry", e.name));
+    Value v;
+    v.sizes = e.sizes;
+    v.strides = e.strides;
+    v.offset = e.offset;
+    int64_t count = 1;
+    for (int64_t sz : v.sizes)
+      if (sz < 0 || __builtin_mul_overflow(count, sz, &count) || count > (int64_t(1) << 56))
+        r.bad(fmt::format("state tensor '{}' has a bad geometry", e.name));
+    int64_t lo = 0, hi = 0;
+    if (value_extent(v, lo, hi) &&
+        (lo < 0 || hi >= int64_t(g.buffers[size_t(e.buffer)].nbytes / itemsize(e.dtype))))
+      r.bad(fmt::format("state tensor '{}' reaches outside its buffer", e.name));
+    file.state.push_back(std::move(e));
+  }
+  const uint8_t has = r.pod<uint8_t>();
+  if (has > 1 || bool(has) != !g.rng_counters.empty())
+    r.bad(has ? "a generator state for a graph that draws nothing"
+              : "the graph draws from a generator whose state the file lacks");
+  file.has_rng = has != 0;
+  if (file.has_rng) {
+    file.rng.seed = r.pod<uint64_t>();
+    file.rng.offset = r.pod<uint64_t>();
+  }
+}
 
 SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
                              const std::vector<std::vector<int>>& input_dims,
@@ -919,7 +1147,7 @@ GraphFile read_file(const std::string& path) {
     return file;
   }
   file.kind = r.pod<uint8_t>();
-  if (file.kind > 1) r.bad("an unknown kind of graph file");
+  if (file.kind > 2 || (file.kind == 2 && version < 3)) r.bad("an unknown kind of graph file");
   const uint32_t nblobs = r.pod<uint32_t>();
   if (nblobs > r.remaining() / 8) r.bad("more blobs than the file has bytes for");
   std::vector<Storage> table;
@@ -934,6 +1162,9 @@ GraphFile read_file(const std::string& path) {
   }
   if (file.kind == 0) {
     file.graph = read_graph(r, &table, version);
+  } else if (file.kind == 2) {
+    file.graph = read_graph(r, &table, version);
+    read_state(r, file);
   } else {
     const uint32_t ns = r.pod<uint32_t>();
     if (ns == 0 || ns > 6) r.bad("a bad number of symbols");
@@ -971,8 +1202,10 @@ GraphFile read_file(const std::string& path) {
 
 Graph load_graph(const std::string& path) {
   GraphFile f = read_file(path);
-  if (f.kind != 0)
+  if (f.kind == 1)
     fail("[jit.load] {} holds a graph with symbolic dims (load it with of::jit::load)", path);
+  if (f.kind == 2)
+    fail("[jit.load] {} holds a training step with its state (load it with of::jit::load)", path);
   return std::move(f.graph);
 }
 
@@ -991,6 +1224,10 @@ struct LoadedGraph::Impl {
   std::mutex mu;
   std::list<std::pair<std::vector<int64_t>, std::shared_ptr<trace::PlanPool>>> shapes;
   static constexpr size_t kShapes = 8;
+  // a training step (NOTE [Saved training steps]): its state table and named tensors
+  bool trains = false;
+  std::vector<trace::StateEntry> state_entries;
+  NamedTensors state;
   std::shared_ptr<trace::PlanPool> pool_for(const std::vector<int64_t>& vals);
 };
 
@@ -1114,6 +1351,36 @@ std::string LoadedGraph::serialized() const {
 }
 std::string LoadedGraph::graph() const { return impl_ ? trace::to_string(impl_->graph) : ""; }
 
+bool LoadedGraph::trains() const { return impl_ && impl_->trains; }
+
+NamedTensors LoadedGraph::state() const { return impl_ ? impl_->state : NamedTensors(); }
+
+Tensor LoadedGraph::state(const std::string& name) const {
+  if (impl_)
+    for (const auto& [n, t] : impl_->state)
+      if (n == name) return t;
+  std::string have;
+  if (impl_)
+    for (const auto& kv : impl_->state) have += (have.empty() ? "" : ", ") + kv.first;
+  fail("[jit.load] the graph has no state tensor '{}' ({})", name,
+       have.empty() ? "it holds no state: not a saved training step" : "it has " + have);
+}
+
+void save(const LoadedGraph& graph, const std::string& path) {
+  if (!graph.impl_) fail("[jit.save] this LoadedGraph is empty");
+  const LoadedGraph::Impl& im = *graph.impl_;
+  if (!im.structures.empty()) return trace::save_symbolic(im.structures, path);
+  if (!im.trains) return trace::save_graph(im.graph, path);
+  // NOTE [Concurrent replay]: a training step's calls take turns on one plan; saving between
+  // calls sees the state one call left
+  GeneratorState rng{0, 0};
+  if (im.graph.rng_state) {
+    rng.seed = static_cast<const uint64_t*>(im.graph.rng_state->data)[0];
+    rng.offset = static_cast<const uint64_t*>(im.graph.rng_state->data)[1];
+  }
+  trace::write_training_file(path, im.graph, im.state_entries, bool(im.graph.rng_state), rng);
+}
+
 LoadedGraph load(const std::string& path) {
   ensure_op_table();
   LoadedGraph lg;
@@ -1129,6 +1396,46 @@ LoadedGraph load(const std::string& path) {
       trace::check_semantics(trace::instantiate(sg, sg.recorded), r);
     }
     return lg;
+  }
+  if (file.kind == 2) {
+    // NOTE [Saved training steps]: the state lives in memory of its own (the step writes it
+    // at every call; the file's pages stay clean), shared with the tensors state() hands out
+    LoadedGraph::Impl& im = *lg.impl_;
+    im.trains = true;
+    for (trace::Buffer& b : file.graph.buffers) {
+      if (b.kind != trace::BufKind::External) continue;
+      Storage st = allocate_storage(b.nbytes, Device(kCPU));
+      if (b.nbytes) std::memcpy(st->data, b.impls[0]->storage->data, b.nbytes);
+      auto impl = new_tensor_impl();
+      impl->share_data_from(*b.impls[0]);
+      impl->storage = st;
+      b.impls = {impl};
+      b.recorded_storage = st.get();
+    }
+    auto tensor_over = [](const Storage& st, ScalarType dtype, const DimVector& sizes,
+                          const DimVector& strides, int64_t offset) {
+      auto impl = new_tensor_impl();
+      impl->storage = st;
+      impl->sizes = sizes;
+      impl->strides = strides;
+      impl->offset = offset;
+      impl->dtype = dtype;
+      impl->device = Device(kCPU);
+      impl->refresh_contiguous();
+      return Tensor(impl);
+    };
+    for (const trace::StateEntry& e : file.state)
+      im.state.emplace_back(
+          e.name, tensor_over(file.graph.buffers[size_t(e.buffer)].impls[0]->storage, e.dtype,
+                              e.sizes, e.strides, e.offset));
+    if (file.has_rng) {
+      Storage st = allocate_storage(16, Device(kCPU));
+      static_cast<uint64_t*>(st->data)[0] = file.rng.seed;
+      static_cast<uint64_t*>(st->data)[1] = file.rng.offset;
+      file.graph.rng_state = st;
+      im.state.emplace_back("generator", tensor_over(st, kInt64, {2}, {1}, 0));
+    }
+    im.state_entries = std::move(file.state);
   }
   // the arena is planned again (NOTE [Loaded buffer sizes])
   lg.impl_->graph = trace::memplan(std::move(file.graph));
