@@ -61,8 +61,13 @@ std::string why_no_hosts() {
       return std::string("no `unshare` command (util-linux)");
     const std::string tag = fmt::format("ofmhprobe{}", getpid());
     const int rc = shell(fmt::format("{} up {} >/dev/null 2>&1", kTool, tag));
+    // a host also needs its own UTS namespace (unshare: CAP_SYS_ADMIN)
+    const int exec_rc =
+        rc == 0 ? shell(fmt::format("{} exec {}_a true >/dev/null 2>&1", kTool, tag)) : 1;
     shell(fmt::format("{} down {} >/dev/null 2>&1", kTool, tag));
     if (rc != 0) return std::string("cannot make network namespaces and a veth pair here");
+    if (exec_rc != 0)
+      return std::string("cannot give a network namespace its own host name (unshare --uts)");
     return std::string();
   }();
   return why;

@@ -3,7 +3,6 @@
 // single-process program maps no MPI library. Every MPI return code is checked (the world
 // communicator returns errors instead of aborting) and becomes an of::Error naming the call.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <mpi.h>
 #include <net/if.h>
