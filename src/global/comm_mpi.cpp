@@ -50,12 +50,14 @@ void check(int rc, const char* call) {
 // start-up) and notes when each one was last heard from. The thread runs whatever the main
 // thread does, so a rank that is busy (a long step, a checkpoint write) still beats; silence
 // means the process is gone, stopped, or unreachable. A rank waiting in a collective while a
-// peer has been silent for $OF_PEER_TIMEOUT seconds (default 40 on several hosts, 0 disables;
-// set, it applies on one host too) ends with exit status 3, naming the call, the silent rank
-// and its host. Only a rank waiting in a collective ends: a peer that finished and exited
-// normally falls silent too. The launcher's own lifeline (mpirun's TCP keepalive to its remote
-// daemons, docs/GLOBAL.md "Multi-host launching") ends mpirun; it should be set to detect the
-// loss first, since mpirun no longer watches for lost daemons once a rank has failed.
+// peer has been silent for $OF_PEER_TIMEOUT seconds (default 40; 0 disables; one host has no
+// heartbeat, mpirun sees its ranks die) ends with exit status 3, naming the call, the silent
+// rank and its host. Only a rank waiting in a collective ends: a peer that finished and exited
+// normally falls silent too; and a peer never heard from (UDP blocked between the hosts, no
+// IPv4 address) is not watched, the collective watchdog still covering it. The launcher's own
+// lifeline (mpirun's TCP keepalive to its remote daemons, docs/GLOBAL.md "Multi-host
+// launching") ends mpirun; it should detect the loss first, since mpirun no longer treats a
+// lost daemon as ended once a rank has failed.
 struct PeerInfo {
   static constexpr int kMaxAddrs = 8;
   uint32_t addrs[kMaxAddrs];  // IPv4, network order
@@ -135,8 +137,9 @@ struct Watchdog {
     }
     int is_leader = host == rank ? 1 : 0, hosts = 1;
     MPI_Allreduce(&is_leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    peer_timeout_s = hosts > 1 ? 40 : 0;
+    peer_timeout_s = 40;
     if (const char* e = std::getenv("OF_PEER_TIMEOUT")) peer_timeout_s = std::atof(e);
+    if (hosts < 2) peer_timeout_s = 0;
     int want = peer_timeout_s > 0 && world > 1 ? 1 : 0, all_want = 0;
     MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     PeerInfo me{};
@@ -165,7 +168,7 @@ struct Watchdog {
     for (int r = 0; r < world; ++r)
       if (hb.peers[size_t(r)].host != host) hb.remote.push_back(r);
     hb.last_heard_ms.reset(new std::atomic<int64_t>[size_t(world)]);
-    for (int r = 0; r < world; ++r) hb.last_heard_ms[size_t(r)].store(now_ms());
+    for (int r = 0; r < world; ++r) hb.last_heard_ms[size_t(r)].store(0);  // not yet heard
   }
 
   // A non-blocking UDP socket on every interface, and this host's IPv4 addresses but loopback.
@@ -222,7 +225,10 @@ struct Watchdog {
 
   void check_peers(const char* c, int64_t now) {
     for (int r : hb.remote) {
-      const double silent = double(now - hb.last_heard_ms[size_t(r)].load()) / 1e3;
+      const int64_t heard = hb.last_heard_ms[size_t(r)].load();
+      // a peer never heard from (UDP blocked between the hosts, no IPv4) is not watched
+      if (heard == 0) continue;
+      const double silent = double(now - heard) / 1e3;
       if (silent <= peer_timeout_s || call.load() != c) continue;
       const PeerInfo& p = hb.peers[size_t(r)];
       char addr[INET_ADDRSTRLEN] = "?";
