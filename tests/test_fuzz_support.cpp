@@ -216,6 +216,26 @@ TEST_CASE("fuzz support: seed corpora of the file readers") {
     const size_t head = 8 + 4 + 8 + 4;
     std::ofstream(root + "jit_load/matmul_relu", std::ios::binary) << file.substr(head);
     std::ofstream(root + "jit_load/whole_file", std::ios::binary) << std::string(1, '\xFF') + file;
+    // a saved training step with its state (kind 2; NOTE [Saved training steps]): SGD with
+    // momentum over a linear layer with dropout, behind a version-3 header (0xFC)
+    {
+      of::EnableGradGuard eg;
+      of::nn::Linear fc(4, 2);
+      of::optim::SGD opt(fc->parameters(), of::optim::SGDOptions(0.1).momentum(0.9));
+      auto step = of::jit::trace([&](const of::Tensor& x) {
+        opt.zero_grad();
+        of::Tensor loss = of::dropout(fc(x), 0.5, true).square().mean();
+        loss.backward();
+        opt.step();
+        return loss;
+      });
+      for (int i = 0; i < 3; ++i) (void)step(of::randn({3, 4}));
+      of::jit::save(step, tmp, of::jit::state_names(*fc, opt));
+      const std::string train = read_file(tmp);
+      std::remove(tmp.c_str());
+      std::ofstream(root + "jit_load/train_step", std::ios::binary)
+          << std::string(1, '\xFC') + train.substr(head);
+    }
   }
   for (const char* t : {"checkpoint", "idx", "jit_load", "ops"}) {
     size_t n = 0;
