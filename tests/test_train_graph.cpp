@@ -359,3 +359,29 @@ TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as 
   CHECK(tracker);
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("train graph: an inference graph has no state and saves again as it loaded") {
+  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  of::manual_seed(5);
+  TinyCnn net;
+  net->eval();
+  of::NoGradGuard ng;
+  auto infer = of::jit::trace([&](const of::Tensor& x) { return net(x).softmax(1); });
+  const of::Tensor x = of::randn({2, 1, 12, 12});
+  const of::Tensor y = infer(x);
+  of::jit::save(infer, dir + "/infer.oftrace");
+  of::jit::LoadedGraph g = of::jit::load(dir + "/infer.oftrace");
+  CHECK(!g.trains());
+  CHECK(g.state().empty());
+  CHECK(th::throws_with([&] { g.state("lr"); }, {"[jit.load]", "not a saved training step"}));
+  CHECK(th::throws_with(
+      [&] {
+        of::jit::save(infer, dir + "/x.oftrace", {{"w", x}});
+      },
+      {"[jit.save]", "training step"}));
+  of::jit::save(g, dir + "/again.oftrace");
+  CHECK(same_bits(of::jit::load(dir + "/again.oftrace")(x), y));
+  std::system(("rm -rf " + dir).c_str());
+}
