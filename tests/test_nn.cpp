@@ -238,6 +238,29 @@ TH_ROWS({
 });
 // clang-format on
 
+// linear_dynamic_int8 (the trace's quantize rewrite makes it, NOTE [Dynamic int8 linear]):
+// float32 only, so the row casts; its result is linear's within the quantization error
+// (per-channel int8 weights, per-row uint8 activations: about 1% of the output's scale).
+th::OpRow int8_row(std::string name, std::vector<th::Shape> shapes, bool bias) {
+  th::OpRow r = th::make_row(
+      std::move(name), {"linear_dynamic_int8"}, std::move(shapes),
+      [bias](const V& in) {
+        return of::dispatch(of::find_op("linear_dynamic_int8"),
+                            {in[0].to(of::kFloat32), in[1].to(of::kFloat32),
+                             bias ? in[2].to(of::kFloat32) : of::Tensor()})[0]
+            .to(in[0].dtype());
+      },
+      [bias](const R& r) { return linear_ref(r[0], r[1], bias ? &r[2] : nullptr); });
+  r.grad = false;
+  r.rtol = r.rtol64 = 0.03;
+  r.atol = r.atol64 = 0.08;
+  return r;
+}
+TH_ROWS({
+    int8_row("linear_dynamic_int8/bias", {{13, 9}, {33, 9}, {33}}, true),
+    int8_row("linear_dynamic_int8/no_bias", {{4, 5}, {3, 5}}, false),
+});
+
 // linear_act (the trace's epilogue rewrite makes it, NOTE [GEMM epilogues]): linear, then the
 // activation its attribute names; no VJP (inference graphs). Shapes cross the float32 kernel's
 // tile (12 rows) and strip (32 columns) edges.

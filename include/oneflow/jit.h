@@ -114,6 +114,14 @@ struct TraceOptions {
     epilogue_ = v;
     return *this;
   }
+  // Off by default: `linear` ops whose float32 weight the graph only reads run with int8
+  // weights (per output channel, quantized once) and activations quantized per row at each
+  // call (NOTE [Dynamic int8 linear]; PyTorch's quantize_dynamic for Linear). Results change
+  // by the quantization error (about 1% of a logit's scale); TraceStats::rewrites lists them.
+  TraceOptions& quantize_int8(bool v) {
+    quantize_int8_ = v;
+    return *this;
+  }
   // Return outputs backed by the graph's own buffers: no copy and no allocation per call, but
   // the next call overwrites them (for loops that consume each result before the next call).
   TraceOptions& arena_outputs(bool v) {
@@ -127,7 +135,8 @@ struct TraceOptions {
   size_t cache_size_ = 8;
   bool verbose_ = false;
   bool dce_ = true, cse_ = true, fold_ = true, remat_ = true, schedule_ = true, fuse_ = true,
-       inplace_ = true, memplan_ = true, attention_ = true, add_norm_ = true, epilogue_ = true;
+       inplace_ = true, memplan_ = true, attention_ = true, add_norm_ = true, epilogue_ = true,
+       quantize_int8_ = false;
   bool arena_outputs_ = false;
 };
 

@@ -205,6 +205,7 @@ void gemm_int(const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch, 
 struct PackedB {
   std::weak_ptr<StorageImpl> storage;
   const StorageImpl* key = nullptr;
+  int kind = 0;  // which kernel's form (ConstantForm)
   uint32_t version = 0;
   int64_t offset = 0;
   DimVector sizes, strides;
@@ -215,32 +216,45 @@ std::mutex g_packs_mu;
 std::vector<PackedB> g_packs;
 constexpr size_t kMaxPackedBytes = size_t(4) << 30;
 
-// B's packing for the kernel whose pack_b is `pack` (returning a std::vector<P>).
-template <class P, class Pack>
-std::shared_ptr<const std::vector<P>> packed_constant_b(const Tensor& b, Pack&& pack) {
+}  // namespace
+
+std::shared_ptr<const void> cached_form(const Tensor& b, ConstantForm kind,
+                                        const std::function<std::shared_ptr<const void>()>& make,
+                                        const std::function<size_t(const void*)>& bytes_of) {
   const TensorImpl& t = *b.impl();
   const uint32_t version = t.storage->version.load(std::memory_order_relaxed);
   auto same = [&](const PackedB& e) {
-    return e.key == t.storage.get() && e.offset == t.offset &&
+    return e.key == t.storage.get() && e.kind == int(kind) && e.offset == t.offset &&
            IntArrayRef(e.sizes) == IntArrayRef(t.sizes) &&
            IntArrayRef(e.strides) == IntArrayRef(t.strides);
   };
   {
     std::lock_guard<std::mutex> lock(g_packs_mu);
     for (const PackedB& e : g_packs)
-      if (same(e) && e.version == version && e.storage.lock() == t.storage)
-        return std::static_pointer_cast<const std::vector<P>>(e.packed);
+      if (same(e) && e.version == version && e.storage.lock() == t.storage) return e.packed;
   }
-  auto packed = std::make_shared<const std::vector<P>>(pack());
+  std::shared_ptr<const void> packed = make();
   std::lock_guard<std::mutex> lock(g_packs_mu);
-  const size_t own = packed->size() * sizeof(P);
+  const size_t own = bytes_of(packed.get());
   size_t bytes = own;
   std::erase_if(g_packs, [&](const PackedB& e) { return e.storage.expired() || same(e); });
   for (const PackedB& e : g_packs) bytes += e.bytes;
   if (bytes > kMaxPackedBytes) g_packs.clear();
   g_packs.push_back(
-      {t.storage, t.storage.get(), version, t.offset, t.sizes, t.strides, packed, own});
+      {t.storage, t.storage.get(), int(kind), version, t.offset, t.sizes, t.strides, packed, own});
   return packed;
+}
+
+namespace {
+
+// B's packing for the kernel whose pack_b is `pack` (returning a std::vector<P>).
+template <class P, class Pack>
+std::shared_ptr<const std::vector<P>> packed_constant_b(const Tensor& b, ConstantForm kind,
+                                                        Pack&& pack) {
+  return std::static_pointer_cast<const std::vector<P>>(cached_form(
+      b, kind,
+      [&] { return std::shared_ptr<const void>(std::make_shared<const std::vector<P>>(pack())); },
+      [](const void* p) { return static_cast<const std::vector<P>*>(p)->size() * sizeof(P); }));
 }
 
 }  // namespace
@@ -266,7 +280,8 @@ void gemm_f32_call(const Tensor& a, const Tensor& b, const Tensor& c, float alph
   const auto* bd = reinterpret_cast<const float*>(ob.data);
   std::shared_ptr<const std::vector<float>> packed;
   if (constant_operand_storage() == b.impl()->storage.get())
-    packed = packed_constant_b<float>(b, [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
+    packed = packed_constant_b<float>(b, ConstantForm::kF32Strips,
+                                      [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
   gemm_f32(m, n, k, ad, oa.trans, oa.ld, bd, ob.trans, ob.ld, alpha, beta,
            static_cast<float*>(c.data_ptr()), n, packed ? packed->data() : nullptr, ep);
 }
@@ -357,7 +372,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
         std::shared_ptr<const std::vector<uint32_t>> packed;
         if (batch == 1 && constant_operand_storage() == b.impl()->storage.get())
           packed = packed_constant_b<uint32_t>(
-              b, [&] { return pack_b_bf16(k, n, bd, ob.trans, ob.ld); });
+              b, ConstantForm::kBf16Strips, [&] { return pack_b_bf16(k, n, bd, ob.trans, ob.ld); });
         for (int64_t i = 0; i < batch; ++i)
           gemm_bf16(m, n, k, ad + i * oa.bstride, oa.trans, oa.ld, bd + i * ob.bstride, ob.trans,
                     ob.ld, alpha.to<float>(), beta_zero ? 0.f : beta.to<float>(), cp + i * m * n, n,

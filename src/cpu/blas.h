@@ -6,6 +6,9 @@
 // float16/bfloat16 are widened to float32 and run through sgemm (float accumulation);
 // integer dtypes run a plain loop accumulating in int64.
 #pragma once
+#include <functional>
+#include <memory>
+
 #include "dispatch.h"
 
 namespace oneflow::cpu {
@@ -51,6 +54,14 @@ class SerialBlas {
  private:
   bool active_;
 };
+
+// NOTE [Prepacked weights]: a kernel's transformed form of a constant operand (a replay names
+// it: constant_operand_storage()), made by make() once per storage, view, storage version and
+// kind, held (up to 4 GiB in all) while the storage lives and its version is unchanged.
+enum class ConstantForm { kBf16Strips, kF32Strips, kInt8Weight };
+std::shared_ptr<const void> cached_form(const Tensor& b, ConstantForm kind,
+                                        const std::function<std::shared_ptr<const void>()>& make,
+                                        const std::function<size_t(const void*)>& bytes_of);
 
 // Whether a [rows, cols] matrix with these strides can be handed to BLAS without a copy.
 bool blas_compatible(int64_t rows, int64_t cols, int64_t rs, int64_t cs);

@@ -12,11 +12,13 @@
 #include "cpu/nn.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "cpu/blas.h"
 #include "cpu/elementwise.h"
+#include "cpu/gemm_s8.h"
 #include "generator.h"
 #include "ops/nn_common.h"
 
@@ -91,6 +93,39 @@ void linear_then(const KernelArgs& k, std::string_view act) {
 }  // namespace
 
 void linear(const KernelArgs& k) { linear_then(k, {}); }
+
+namespace {
+std::atomic<bool> g_vnni{true};
+}  // namespace
+bool set_linear_int8_vnni(bool on) { return g_vnni.exchange(on); }
+
+// linear_dynamic_int8 (NOTE [Dynamic int8 linear] in cpu/gemm_s8.cpp): the weight quantized per
+// call, or once for a replay's constant weight (NOTE [Prepacked weights]).
+void linear_dynamic_int8(const KernelArgs& k) {
+  const Tensor& x = k.inputs[0];
+  const Tensor& w = k.inputs[1];
+  const Tensor& out = k.outputs[0];
+  if (out.numel() == 0) return;
+  const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
+  const int64_t n = w.size(0), kk = w.size(1);
+  auto quantize = [&] {
+    return std::shared_ptr<const void>(std::make_shared<const QuantizedWeight>(
+        quantize_weight(static_cast<const float*>(w.data_ptr()), n, kk, w.stride(0))));
+  };
+  std::shared_ptr<const void> q =
+      constant_operand_storage() == w.impl()->storage.get()
+          ? cached_form(w, ConstantForm::kInt8Weight, quantize,
+                        [](const void* p) {
+                          const auto* qw = static_cast<const QuantizedWeight*>(p);
+                          return qw->packed.size() + 8 * qw->scale.size();
+                        })
+          : quantize();
+  linear_s8(static_cast<const float*>(x.data_ptr()), x.size(0), x.stride(0),
+            *static_cast<const QuantizedWeight*>(q.get()),
+            b.defined() ? static_cast<const float*>(b.data_ptr()) : nullptr,
+            static_cast<float*>(out.data_ptr()), out.stride(0),
+            gemm_s8_vnni() && g_vnni.load(std::memory_order_relaxed));
+}
 void linear_act(const KernelArgs& k) { linear_then(k, LinearActAttrs::get<"act">(k.attrs)); }
 
 }  // namespace oneflow::cpu

@@ -65,6 +65,19 @@ void linear_act_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   linear_meta(in, a, out);
 }
 
+// linear_dynamic_int8 (NOTE [Dynamic int8 linear] in src/cpu/gemm_s8.cpp; made by the trace's
+// quantize rewrite): linear's operands, float32 only; inference (no VJP).
+void linear_int8_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "linear_dynamic_int8";
+  check_defined(op, in[0], "input");
+  check_defined(op, in[1], "weight");
+  if (in[0].dtype() != kFloat32 || in[1].dtype() != kFloat32 ||
+      (in[2].defined() && in[2].dtype() != kFloat32))
+    fail("[{}] expects float32 input, weight and bias, got {} and {}", op,
+         dtype_name(in[0].dtype()), dtype_name(in[1].dtype()));
+  linear_meta(in, a, out);
+}
+
 TensorList linear_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gx, gw, gb;
   if (c.needs_input_grad(0)) gx = g[0].mm(c.input(1));
@@ -105,6 +118,11 @@ void register_nn_ops() {
                .attr_types = LinearActAttrs::types(),
                .infer_meta = linear_act_meta,
                .cpu = cpu::linear_act,
+               .contiguous_inputs = kEveryInput,
+               .weight_input = 1});
+  register_op({.name = "linear_dynamic_int8",
+               .infer_meta = linear_int8_meta,
+               .cpu = cpu::linear_dynamic_int8,
                .contiguous_inputs = kEveryInput,
                .weight_input = 1});
   register_norm_ops();

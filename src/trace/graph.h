@@ -126,6 +126,8 @@ Graph schedule(const Graph& g);
 Graph fuse_attention(const Graph& g);
 Graph fuse_add_norm(const Graph& g);
 Graph fuse_epilogue(const Graph& g);
+// TraceOptions::quantize_int8 (off by default; NOTE [Dynamic int8 linear]).
+Graph quantize_int8(const Graph& g);
 Graph fuse(const Graph& g);
 // The fuse pass for a graph of CUDA tensors: groups only nodes that have a generated kernel
 // (fused_unsupported in trace/fusion_codegen.h); the executor compiles each group with NVRTC.

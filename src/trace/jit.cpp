@@ -282,12 +282,13 @@ std::string explain(const Signature& before, const Signature& now) {
 }
 
 struct PassSwitches {
-  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan, attention, add_norm, epilogue;
+  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan, attention, add_norm, epilogue,
+      quantize;
 };
 
 PassSwitches switches(const TraceOptions& o) {
   PassSwitches s{o.dce_,     o.cse_,     o.fold_,      o.remat_,    o.schedule_, o.fuse_,
-                 o.inplace_, o.memplan_, o.attention_, o.add_norm_, o.epilogue_};
+                 o.inplace_, o.memplan_, o.attention_, o.add_norm_, o.epilogue_,  o.quantize_int8_};
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
@@ -310,11 +311,12 @@ PassSwitches switches(const TraceOptions& o) {
                    : item == "attention" ? &s.attention
                    : item == "add_norm"  ? &s.add_norm
                    : item == "epilogue"  ? &s.epilogue
+                   : item == "quantize"  ? &s.quantize
                                          : nullptr;
       if (!slot)
         fail(
             "[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
-            "schedule, fuse, inplace, memplan, attention, add_norm, epilogue)",
+            "schedule, fuse, inplace, memplan, attention, add_norm, epilogue, quantize)",
             item);
       *slot = on;
     }
@@ -433,10 +435,12 @@ constexpr PassStep kRecipe[] = {
      trace::fuse_attention},
     {"add_norm", [](const PassSwitches& s) { return s.add_norm; }, trace::fuse_add_norm,
      trace::fuse_add_norm},
+    {"quantize", [](const PassSwitches& s) { return s.quantize; }, trace::quantize_int8,
+     trace::quantize_int8},
     {"epilogue", [](const PassSwitches& s) { return s.epilogue; }, trace::fuse_epilogue,
      trace::fuse_epilogue},
     {"dce",
-     [](const PassSwitches& s) { return s.dce && (s.attention || s.add_norm || s.epilogue); },
+     [](const PassSwitches& s) { return s.dce && (s.attention || s.add_norm || s.epilogue || s.quantize); },
      trace::dce, trace::dce},
     {"remat", [](const PassSwitches& s) { return s.remat; }, trace::remat, trace::remat},
     {"schedule", [](const PassSwitches& s) { return s.schedule; }, trace::schedule,
