@@ -11,6 +11,7 @@
 #include "cpu/gemm_s8.h"
 #include "cpu/nn.h"
 #include "harness.h"
+#include "oneflow/quantize.h"
 #include "trace/graph.h"
 
 namespace {
@@ -134,6 +135,26 @@ TEST_CASE("quantize: a trained classifier's predictions survive int8 weights (tr
   CHECK(err <= 0.05 * scale);
   CHECK(q8.graph().find("linear_dynamic_int8") != std::string::npos);
   CHECK(fp.graph().find("linear_dynamic_int8") == std::string::npos);
+  // quantize_dynamic on the module itself: eager calls run the int8 op, equal to the traced
+  // rewrite's result bitwise (the same quantization of the same weights)
+  const of::Tensor ref = b;
+  of::nn::Sequential copy(of::nn::Linear(d, 64), of::nn::ReLU(), of::nn::Linear(64, 64),
+                          of::nn::ReLU(), of::nn::Linear(64, classes));
+  {
+    auto src = mlp->parameters(), dst = copy->parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  copy->eval();
+  CHECK(of::quantize_dynamic(copy) == 3);
+  CHECK(of::quantized_weight(copy->parameters()[0]));
+  CHECK(!of::quantized_weight(mlp->parameters()[0]));
+  CHECK(th::same_bits(copy->forward(xtest), ref));
+  CHECK(th::same_bits(mlp->forward(xtest), a));  // the original stays float32
+  {
+    of::EnableGradGuard grad;
+    const of::Tensor xg = xtest.clone().set_requires_grad(true);
+    CHECK(th::throws_with([&] { (void)copy->forward(xg); }, {"[linear]", "quantize_dynamic"}));
+  }
   // the weights are quantized once: later replays reuse them
   const size_t held = of::cpu::packed_constant_operands();
   for (int i = 0; i < 3; ++i) (void)q8(xtest);

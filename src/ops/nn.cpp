@@ -6,11 +6,16 @@
 // differentiable themselves: their VJP raises a clear error if a create_graph gradient is
 // differentiated again (see fused_backward_vjp), never a silently missing term. The losses other
 // than cross_entropy are compositions of public ops.
+#include <atomic>
+#include <mutex>
+
 #include "cpu/elementwise.h"
 #include "cpu/nn.h"
 #include "generator.h"
 #include "global/rules.h"
+#include "oneflow/nn.h"
 #include "oneflow/ops_nn.h"
+#include "oneflow/quantize.h"
 #include "ops/nn_common.h"
 
 namespace oneflow {
@@ -150,8 +155,64 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const int64_t rows = prod_range(input.sizes(), 0, size_t(input.dim() - 1));
   const Tensor x2 = input.dim() == 2 ? input : input.reshape({rows, in});
   // one op on every device: the CUDA module's kernel is cuBLASLt with the bias epilogue
-  const Tensor r = dispatch1(OF_OP("linear"), {x2, weight, bias});
+  Tensor r;
+  if (quantized_weight(weight)) {
+    // quantize_dynamic marked this weight (NOTE [Dynamic int8 linear]): inference only, the
+    // weight quantized once per version (named to the kernel as a constant operand)
+    if (is_grad_enabled() && (input.requires_grad() || weight.requires_grad() ||
+                              (bias.defined() && bias.requires_grad())))
+      fail(
+          "[linear] the weight {} was quantized by quantize_dynamic (int8, inference only): "
+          "run it under NoGradGuard, or keep a float copy of the module to train",
+          shape_str(weight.sizes()));
+    ConstantOperandScope constant(weight.impl()->storage.get());
+    r = dispatch1(OF_OP("linear_dynamic_int8"), {x2, weight, bias});
+  } else {
+    r = dispatch1(OF_OP("linear"), {x2, weight, bias});
+  }
   return input.dim() == 2 ? r : r.reshape(out_shape);
+}
+
+namespace {
+std::mutex g_quantized_mu;
+std::vector<std::weak_ptr<StorageImpl>> g_quantized;  // weights quantize_dynamic marked
+std::atomic<bool> g_any_quantized{false};             // (every linear call asks)
+}  // namespace
+
+bool quantized_weight(const Tensor& w) {
+  if (!g_any_quantized.load(std::memory_order_acquire) || !w.defined() || !w.impl()->storage)
+    return false;
+  std::lock_guard<std::mutex> lock(g_quantized_mu);
+  if (g_quantized.empty()) return false;
+  for (const auto& s : g_quantized)
+    if (s.lock() == w.impl()->storage) return true;
+  return false;
+}
+
+size_t quantize_dynamic(nn::Module& module) {
+  size_t n = 0;
+  std::lock_guard<std::mutex> lock(g_quantized_mu);
+  std::erase_if(g_quantized, [](const auto& s) { return s.expired(); });
+  std::vector<Tensor> weights;
+  for (const auto& m : module.modules()) {
+    auto* lin = dynamic_cast<nn::LinearImpl*>(m.get());
+    if (!lin) continue;
+    const Tensor& w = lin->weight;
+    if (w.dtype() != kFloat32 || !w.device().is_cpu())
+      fail(
+          "[quantize_dynamic] Linear weight {} is {} on {}: int8 weights replace float32 ones "
+          "on the CPU",
+          shape_str(w.sizes()), dtype_name(w.dtype()), w.device().str());
+    weights.push_back(w);
+  }
+  for (const Tensor& w : weights) {
+    bool seen = false;
+    for (const auto& s : g_quantized) seen = seen || s.lock() == w.impl()->storage;
+    if (!seen) g_quantized.push_back(w.impl()->storage);
+    ++n;
+  }
+  if (n > 0) g_any_quantized.store(true, std::memory_order_release);
+  return n;
 }
 
 Tensor dropout(const Tensor& input, double p, bool train) {
