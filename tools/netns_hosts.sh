@@ -17,8 +17,13 @@ set -euo pipefail
 subnet_prefix=10.231.0
 
 ns_holding() {  # the namespace with address $1, or nothing
-  local ns
-  for ns in $(ip netns list | awk '{print $1}'); do
+  # every pair uses the same addresses: look among the caller's own pair first (the agent runs in
+  # mpirun's namespace, TAG_a), then among all
+  local ns self candidates
+  self="$(ip netns identify $$ 2>/dev/null || true)"
+  candidates="$(ip netns list | awk '{print $1}')"
+  [ -n "$self" ] && candidates="${self%_*}_a ${self%_*}_b $candidates"
+  for ns in $candidates; do
     if ip -n "$ns" -4 -o addr show 2>/dev/null | grep -q " inet $1/"; then
       echo "$ns"
       return 0
