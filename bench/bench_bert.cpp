@@ -11,14 +11,16 @@
 // With --bf16, a copy of the model converted to bfloat16 (weights and activations; the GEMMs
 // run the AVX512-BF16 kernel where the CPU has it, NOTE [bfloat16 GEMM]) is traced and timed
 // too (impl=ours_traced_bf16), its check against the same float32 reference with --bf16-tol
-// (bfloat16 keeps 8 bits: the hidden states differ by about 1e-2).
+// (bfloat16 keeps 8 bits: the hidden states differ by about 1e-2). With --int8 the float32
+// model is traced with TraceOptions::quantize_int8 (impl=ours_traced_int8, its error against
+// the reference reported, not held to a tolerance: ONNX Runtime's int8 row is reported alike).
 // The check compares the last hidden state on ref.safetensors' inputs (input_ids, attention_mask)
 // with the PyTorch output stored there (last_hidden_state). The limit counts the model's GEMM
 // FLOPs only (Q/K/V/output projections, FFN, QK^T and PV): elementwise work, LayerNorm,
 // softmax and the embedding gathers add time above it, never below.
 //
 //   build/bench/bench_bert [DIR] [--cases 1x128@1,1x128@2,32x128@2] [--secs 1.0] [--no-check]
-//                              [--tol 1e-3] [--bf16] [--bf16-tol 0.25]
+//                              [--tol 1e-3] [--bf16] [--bf16-tol 0.25] [--int8]
 #include <cblas.h>
 #include <oneflow/oneflow.h>
 
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
   }
   std::string cases_arg = "1x128@1,1x128@2,32x128@2";
   double secs = 1.0, tol = 1e-3, bf16_tol = 0.25;
-  bool check = true, bf16 = false;
+  bool check = true, bf16 = false, int8 = false;
   for (int i = generic ? argc : given ? 2 : 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) cases_arg = argv[++i];
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
     else if (a == "--tol" && i + 1 < argc) tol = std::atof(argv[++i]);
     else if (a == "--no-check") check = false;
     else if (a == "--bf16") bf16 = true;
+    else if (a == "--int8") int8 = true;
     else if (a == "--bf16-tol" && i + 1 < argc) bf16_tol = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "bench_bert: unknown argument %s\n", a.c_str());
@@ -150,6 +153,10 @@ int main(int argc, char** argv) {
     auto traced_bf = of::jit::trace([&](const of::Tensor& ids, const of::Tensor& mask) {
       return model_bf->forward(ids, mask.to(of::kBFloat16));
     });
+    // int8 (--int8): the float32 model traced with int8 weights (NOTE [Dynamic int8 linear])
+    auto traced_i8 = of::jit::trace(
+        [&](const of::Tensor& ids, const of::Tensor& mask) { return model->forward(ids, mask); },
+        of::jit::TraceOptions().quantize_int8(true));
 
     bool ok = true;
     if (check) {
@@ -166,6 +173,16 @@ int main(int argc, char** argv) {
         std::printf("check impl=%s batch=%lld seq=%lld max_abs_diff=%.6g tol=%g %s\n",
                     k == 0 ? "ours_eager" : "ours_traced", (long long)ids.size(0),
                     (long long)ids.size(1), d, tol, good ? "ok" : "FAIL");
+      }
+      if (int8) {
+        traced_i8(ids, mask);  // (the recording call runs float32 eagerly)
+        const of::Tensor got = traced_i8(ids, mask);
+        const double d = (got - want).abs().max().item<float>();
+        const double mean = (got - want).abs().mean().item<float>();
+        std::printf(
+            "check impl=ours_traced_int8 batch=%lld seq=%lld max_abs_diff=%.6g "
+            "mean_abs_diff=%.6g info\n",
+            (long long)ids.size(0), (long long)ids.size(1), d, mean);
       }
       if (bf16) {
         const of::Tensor got = traced_bf(ids, mask).to(of::kFloat32);
@@ -192,6 +209,7 @@ int main(int argc, char** argv) {
       const of::Tensor mask = of::ones({c.batch, c.seq});
       traced(ids, mask);  // record this shape before timing
       if (bf16) traced_bf(ids, mask);
+      if (int8) traced_i8(ids, mask);
       {  // kernel calls per forward with the inference rewrites and without (issue 26 section 4)
         auto plain = of::jit::trace(
             [&](const of::Tensor& a, const of::Tensor& m) { return model->forward(a, m); },
@@ -213,6 +231,7 @@ int main(int argc, char** argv) {
                                                },
                                                [&] { out_t = traced(ids, mask); }};
       if (bf16) fs.push_back([&] { out_b = traced_bf(ids, mask); });
+      if (int8) fs.push_back([&] { out_b = traced_i8(ids, mask); });
       const std::vector<double> t = bench::interleaved_median_times(fs, 1, 3, 2.0 * secs);
       runs -= 1;  // the warm-up call
       std::printf("result impl=ours_eager batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
@@ -222,6 +241,9 @@ int main(int argc, char** argv) {
       if (bf16)
         std::printf("result impl=ours_traced_bf16 batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
                     (long long)c.batch, (long long)c.seq, c.threads, t[2] * 1e3, runs);
+      if (int8)
+        std::printf("result impl=ours_traced_int8 batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
+                    (long long)c.batch, (long long)c.seq, c.threads, t[bf16 ? 3 : 2] * 1e3, runs);
       std::fflush(stdout);
 
       // The limit: the case's GEMM FLOPs at the best raw sgemm rate (a 1024^3 square, and the

@@ -176,6 +176,11 @@ def cmd_make(args):
     print(f"made {args.dir}: torch {torch.__version__}, onnxruntime {ort.__version__}, "
           f"onnx {onnx.__version__}; ORT vs torch max abs diff {d:.3g}")
     print(f"check impl=ort_vs_torch max_abs_diff={d:.6g}")
+    # ONNX Runtime's int8 row: its dynamic quantization of the same model (int8 weights,
+    # activations quantized at run time), what a user of ORT would pick for int8 on the CPU
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(onnx_path, os.path.join(args.dir, "model.int8.onnx"),
+                     weight_type=QuantType.QInt8)
 
 
 def timed(f, secs, min_runs=3, warmup=1, max_runs=200):
@@ -210,6 +215,9 @@ def cmd_run(args):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(os.path.join(args.dir, "model.onnx"), so,
                                 providers=["CPUExecutionProvider"])
+    int8_path = os.path.join(args.dir, "model.int8.onnx")
+    sess8 = (ort.InferenceSession(int8_path, so, providers=["CPUExecutionProvider"])
+             if os.path.exists(int8_path) else None)
     if args.freezing:  # constant-fold the weights into the graph (inductor's CPU inference mode)
         import torch._inductor.config as inductor_config
         inductor_config.freezing = True
@@ -232,6 +240,13 @@ def cmd_run(args):
         d = float(np.abs(o - ref["last_hidden_state"].numpy()).max())
         print(f"check impl=ort threads={t} max_abs_diff={d:.6g} tol={args.tol:g} "
               f"{'ok' if d <= args.tol else 'FAIL'}", flush=True)
+        if sess8 is not None:  # int8: reported, not held to the float32 tolerance
+            o = sess8.run(None, {"input_ids": ref["input_ids"].numpy(),
+                                 "attention_mask": ref["attention_mask"].numpy()})[0]
+            d = float(np.abs(o - ref["last_hidden_state"].numpy()).max())
+            mean = float(np.abs(o - ref["last_hidden_state"].numpy()).mean())
+            print(f"check impl=ort_int8 threads={t} max_abs_diff={d:.6g} mean_abs_diff={mean:.6g} "
+                  f"info", flush=True)
 
         for case in args.cases.split(","):
             b, s = (int(x) for x in case.split("x"))
@@ -241,6 +256,9 @@ def cmd_run(args):
             feed = {"input_ids": ids_np, "attention_mask": mask_np}
             names = ["ort", "torch_eager"]
             fns = [lambda: sess.run(None, feed), lambda: model(ids, mask)]
+            if sess8 is not None:
+                names.append("ort_int8")
+                fns.append(lambda: sess8.run(None, feed))
             if compiled is not None:
                 compiled(ids, mask)  # compile this shape before timing
                 names.append("torch_compile")
