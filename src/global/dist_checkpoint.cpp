@@ -1096,7 +1096,9 @@ void read_wants(const Index& idx, std::vector<Want>& wants) {
           intersect(w.runs, piece_runs(p, w.entry->shape), [](int64_t, int64_t, int64_t) {}) > 0)
         files.emplace(p.file, w.entry);
   std::map<int64_t, std::map<std::string, Tensor>> loaded;
-  for (const auto& [f, first] : files) {
+  for (const auto& fe : files) {  // (no structured binding: clang 14 lambdas cannot capture one)
+    const int64_t f = fe.first;
+    const EntryDesc* first = fe.second;
     const Index::File& file = idx.files[size_t(f)];
     const std::string path = join_path(idx.dir, file.name);
     auto bad = [&](const std::string& why) {
