@@ -193,6 +193,7 @@ std::string graph_text(const Engine& e);
 std::string graph_dot(const Engine& e);
 TraceStats stats(const Engine& e);
 void save(const Engine& e, const std::string& path);
+void save(const Engine& e, const std::string& path, const NamedTensors& names);
 
 inline void flatten_arg(const Tensor& t, std::vector<Tensor>& flat, std::vector<int>& st) {
   flat.push_back(t);
@@ -202,7 +203,6 @@ inline void flatten_arg(const std::vector<Tensor>& v, std::vector<Tensor>& flat,
                         std::vector<int>& st) {
   flat.insert(flat.end(), v.begin(), v.end());
   st.push_back(int(v.size()));
-void save(const Engine& e, const std::string& path, const NamedTensors& names);
 }
 template <class A> A take_arg(const std::vector<Tensor>& in, size_t pos, int len) {
   if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
@@ -326,15 +326,6 @@ class LoadedGraph {
   // Whether concurrent run() calls execute at once ("" ) or take turns (why).
   std::string serialized() const;
   std::string graph() const;
-
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Writes the optimized graph of `fn`'s most recently used signature plus the tensors it
-// captured (weights, buffers, constants) in the format of docs/TRACING.md.
-template <class F> void save(const TracedFunction<F>& fn, const std::string& path) {
-  detail::save(fn.engine(), path);
   // A saved training step (docs/TRACING.md, "Saved training steps"): each run() trains one step
   // on its inputs and updates the state the graph holds in place. state() lists the named
   // state tensors (parameters by module name, "optimizer.*", "lr", "generator", ...): they
@@ -343,18 +334,20 @@ template <class F> void save(const TracedFunction<F>& fn, const std::string& pat
   bool trains() const;
   NamedTensors state() const;
   Tensor state(const std::string& name) const;  // raises naming a missing name
-}
-// Reads a saved graph, checking the format version, every size and the checksum first.
-LoadedGraph load(const std::string& path);
 
-// Whether this thread is recording a trace right now.
-bool is_recording();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
+// Writes the optimized graph of `fn`'s most recently used signature plus the tensors it
+// captured (weights, buffers, constants) in the format of docs/TRACING.md.
 // A training step (one that reads or sets the .grad of tensors) is saved with its state: the
 // parameters, buffers, optimizer state, gradient scaler state, the learning rates it reads
 // (as writable state, not constants) and the generator state its random draws continue from.
 // `names` names that state (state_names below); tensors it does not name get generic names.
-}  // namespace oneflow::jit
+template <class F> void save(const TracedFunction<F>& fn, const std::string& path) {
+  detail::save(fn.engine(), path);
+}
 template <class F>
 void save(const TracedFunction<F>& fn, const std::string& path, const NamedTensors& names) {
   detail::save(fn.engine(), path, names);
@@ -365,3 +358,10 @@ void save(const LoadedGraph& graph, const std::string& path);
 // their dotted names, and the optimizer's state as "optimizer.<parameter name>.<key>" (key:
 // "step", "exp_avg", "exp_avg_sq", "momentum_buffer", ...).
 NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer);
+// Reads a saved graph, checking the format version, every size and the checksum first.
+LoadedGraph load(const std::string& path);
+
+// Whether this thread is recording a trace right now.
+bool is_recording();
+
+}  // namespace oneflow::jit

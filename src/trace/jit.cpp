@@ -754,10 +754,6 @@ void save(const Engine& e, const std::string& path) {
   fail("[jit.save] the traced function has not recorded a graph yet (call it once first)");
 }
 
-}  // namespace detail
-}  // namespace oneflow::jit
-
-namespace oneflow::trace {
 void save(const Engine& e, const std::string& path, const NamedTensors& names) {
   std::lock_guard<std::mutex> lk(e.mu);
   for (const Entry& x : e.lru)
@@ -771,7 +767,7 @@ void save(const Engine& e, const std::string& path, const NamedTensors& names) {
   fail("[jit.save] the traced function has not recorded a training step yet (call it first)");
 }
 
-
+}  // namespace detail
 
 NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer) {
   NamedTensors out;
@@ -813,6 +809,10 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
       }
   return out;
 }
+
+}  // namespace oneflow::jit
+
+namespace oneflow::trace {
 
 Graph optimize(const Graph& g0) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
   const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions());
