@@ -449,7 +449,7 @@ constexpr PassStep kRecipe[] = {
     {"inplace", [](const PassSwitches& s) { return s.inplace; }, trace::inplace, trace::inplace},
     {"memplan", [](const PassSwitches& s) { return s.memplan; }, trace::memplan, trace::memplan},
 };
-constexpr size_t kFuseStep = 10;
+constexpr size_t kFuseStep = 11;
 static_assert(std::string_view(kRecipe[kFuseStep].name) == "fuse");
 
 void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
