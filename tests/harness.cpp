@@ -1,7 +1,10 @@
-#include <cstring>
 #include "harness.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
 namespace th {
@@ -212,6 +215,16 @@ bool throws_with(const std::function<void()>& fn, const std::vector<std::string>
   }
   if (msg) *msg = "no exception";
   return false;
+}
+
+int run_capture(const std::string& cmd, std::string* out, size_t tail) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return 128;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, p)) out->append(buf, k);
+  const int st = pclose(p);
+  if (out->size() > tail) *out = out->substr(out->size() - tail);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 }  // namespace th

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <oneflow/oneflow.h>
+
+#include "harness.h"
 #include <signal.h>
 
 #include <cstdio>
@@ -38,14 +40,7 @@ std::string mpirun_command(int n, const std::string& program, const std::string&
 
 int launch(int n, const std::string& args, std::string* out, int deadline_s = 240,
            const std::string& program = ckpt_worker()) {
-  const std::string cmd = mpirun_command(n, program, args, deadline_s);
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t k = fread(buf, 1, sizeof buf, p)) out->append(buf, k);
-  const int st = pclose(p);
-  if (out->size() > 8000) *out = out->substr(out->size() - 8000);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return th::run_capture(mpirun_command(n, program, args, deadline_s), out);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <oneflow/oneflow.h>
 
 #include "global/global.h"
+#include "harness.h"
 
 namespace of = oneflow;
 using of::NdSbp;
@@ -143,13 +144,7 @@ int run_ranks(int n, std::string* out, const std::string& env = "", int deadline
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {} "
       "timeout -k 5 {} mpirun --oversubscribe -np {} {} 2>&1",
       env, deadline_s, n, ONEFLOW_GLOBAL_WORKER);
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t k = fread(buf, 1, sizeof buf, p)) out->append(buf, k);
-  const int st = pclose(p);
-  if (out->size() > 8000) *out = out->substr(out->size() - 8000);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return th::run_capture(cmd, out);
 }
 
 }  // namespace
