@@ -161,7 +161,9 @@ TEST_CASE("train graph: 25 live + save + load in a fresh process + 25 equals 50 
     CHECK(same_bits(child.at("loss." + std::to_string(i)), losses[size_t(i)]));
   }
   size_t optimizer_state = 0;
-  for (const auto& [name, t] : live) {
+  for (const auto& nt : live) {  // (no structured binding: clang 14's doctest INFO)
+    const std::string& name = nt.first;
+    const of::Tensor& t = nt.second;
     INFO("state tensor " << name);
     REQUIRE(child.count(name));
     CHECK(same_bits(child.at(name), t.detach()));
@@ -343,7 +345,9 @@ TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as 
     CHECK(same_bits(loaded(input(s), y), losses[size_t(s - 5)]));
   }
   const auto state = as_map(loaded.state());
-  for (const auto& [name, t] : of::jit::state_names(*net, opt)) {
+  for (const auto& nt : of::jit::state_names(*net, opt)) {
+    const std::string& name = nt.first;
+    const of::Tensor& t = nt.second;
     INFO("state tensor " << name);
     REQUIRE(state.count(name));
     CHECK(same_bits(state.at(name), t.detach()));
