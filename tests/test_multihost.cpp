@@ -83,7 +83,11 @@ class Hosts {
   }
   ~Hosts() {
     shell(fmt::format("{} down {} >/dev/null 2>&1", kTool, tag_));
-    std::filesystem::remove(hostfile_);
+    std::error_code ec;
+    std::filesystem::remove(hostfile_, ec);
+    // Open MPI's session directories, left behind by a job that was killed
+    for (char h : {'a', 'b'})
+      std::filesystem::remove_all(fmt::format("/tmp/ompi.{}.{}", host_name(h), getuid()), ec);
   }
   Hosts(const Hosts&) = delete;
   Hosts& operator=(const Hosts&) = delete;
@@ -182,6 +186,15 @@ class Job {
   std::optional<int> status_;
 };
 
+// Removes the paths when the case ends, passed or not.
+struct RemovedAtEnd {
+  std::vector<std::string> paths;
+  ~RemovedAtEnd() {
+    std::error_code ec;
+    for (const std::string& p : paths) std::filesystem::remove_all(p, ec);
+  }
+};
+
 // Runs a command to its end (it carries its own deadline), returning the exit code and output.
 int run(const std::string& cmd, std::string* out) {
   Job job(cmd);
@@ -255,6 +268,7 @@ TEST_CASE("multihost: data parallel on 2 hosts x 2 ranks equals 1 host x 4 ranks
   CHECK(on_b == 2);
 
   const std::string base = fmt::format("/tmp/ofmh_dp{}", getpid());
+  RemovedAtEnd removed{{base + ".2h", base + ".1h"}};
   const std::string example = data_parallel_example();
   std::string two, one;
   CHECK(run(hosts.mpirun(example, fmt::format("200 '' --final {}.2h", base), 120), &two) == 0);
@@ -263,8 +277,6 @@ TEST_CASE("multihost: data parallel on 2 hosts x 2 ranks equals 1 host x 4 ranks
   CHECK(run(one_host_mpirun(example, fmt::format("200 '' --final {}.1h", base), 120), &one) == 0);
   INFO(one);
   check_same_bits(base + ".2h", base + ".1h");
-  std::filesystem::remove(base + ".2h");
-  std::filesystem::remove(base + ".1h");
 }
 
 TEST_CASE("multihost: killing every rank of one host ends the job non-zero within 20 s") {
@@ -387,6 +399,7 @@ TEST_CASE("multihost: a checkpoint written on 2 hosts resumes on 1 to the same p
   Hosts hosts;
   const std::string base = fmt::format("/tmp/ofmh_ckpt{}", getpid());
   const std::string example = data_parallel_example();
+  RemovedAtEnd removed{{base + ".ref", base + ".run", base + ".ref.final", base + ".run.final"}};
   std::filesystem::remove_all(base + ".ref");
   std::filesystem::remove_all(base + ".run");
   // the reference: 300 steps on one host, checkpointing every 100
@@ -413,8 +426,4 @@ TEST_CASE("multihost: a checkpoint written on 2 hosts resumes on 1 to the same p
   INFO(resumed);
   CHECK(resumed.find("at step 200") != std::string::npos);
   check_same_bits(base + ".ref.final", base + ".run.final");
-  std::filesystem::remove_all(base + ".ref");
-  std::filesystem::remove_all(base + ".run");
-  std::filesystem::remove(base + ".ref.final");
-  std::filesystem::remove(base + ".run.final");
 }
