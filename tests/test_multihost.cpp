@@ -52,7 +52,7 @@ std::string read_file(const std::string& path) {
 }
 
 // Why two hosts cannot be made here, or "" when they can (a probe pair is made and removed).
-std::string why_no_hosts() {
+[[maybe_unused]] std::string why_no_hosts() {
   static const std::string why = [] {
     if (geteuid() != 0) return std::string("not root (network namespaces need CAP_NET_ADMIN)");
     if (shell("command -v ip >/dev/null 2>&1") != 0)
