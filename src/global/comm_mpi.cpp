@@ -127,44 +127,44 @@ struct Watchdog {
   // whether the heartbeat runs (NOTE [Peer heartbeat]).
   void start_heartbeat() {
     int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    check(MPI_Comm_size(MPI_COMM_WORLD, &world), "MPI_Comm_size");
     MPI_Comm node = MPI_COMM_NULL;
     int host = rank;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
-      MPI_Allreduce(&rank, &host, 1, MPI_INT, MPI_MIN, node);
+      check(MPI_Allreduce(&rank, &host, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
       MPI_Comm_free(&node);
     }
     int is_leader = host == rank ? 1 : 0, hosts = 1;
-    MPI_Allreduce(&is_leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    check(MPI_Allreduce(&is_leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
     peer_timeout_s = 40;
     if (const char* e = std::getenv("OF_PEER_TIMEOUT")) peer_timeout_s = std::atof(e);
     if (hosts < 2) peer_timeout_s = 0;
     int want = peer_timeout_s > 0 && world > 1 ? 1 : 0, all_want = 0;
-    MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    check(MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     PeerInfo me{};
     me.host = host;
     gethostname(me.name, sizeof me.name - 1);
     if (all_want) open_socket(&me);
     // every rank takes part in the exchange, so the ranks agree on whether it happened
     int ok = hb.fd >= 0 ? 1 : 0, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    check(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     if (!all_want || !all_ok) {
-      if (all_want)
+      if (all_want && rank == 0)
         std::fprintf(stderr,
-                     "[mpi] rank %d: no UDP socket for the peer heartbeat on some rank; silent "
-                     "hosts are caught by the collective watchdog only\n",
-                     rank);
+                     "[mpi] no UDP socket for the peer heartbeat on some rank: silent hosts are "
+                     "caught by the collective watchdog only\n");
       if (hb.fd >= 0) close(hb.fd), hb.fd = -1;
       peer_timeout_s = 0;
       return;
     }
     uint32_t nonce = std::random_device{}();
-    MPI_Bcast(&nonce, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+    check(MPI_Bcast(&nonce, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
     hb.nonce = nonce;
     hb.peers.resize(size_t(world));
-    MPI_Allgather(&me, int(sizeof me), MPI_BYTE, hb.peers.data(), int(sizeof me), MPI_BYTE,
-                  MPI_COMM_WORLD);
+    check(MPI_Allgather(&me, int(sizeof me), MPI_BYTE, hb.peers.data(), int(sizeof me), MPI_BYTE,
+                        MPI_COMM_WORLD),
+          "MPI_Allgather");
     for (int r = 0; r < world; ++r)
       if (hb.peers[size_t(r)].host != host) hb.remote.push_back(r);
     hb.last_heard_ms.reset(new std::atomic<int64_t>[size_t(world)]);
