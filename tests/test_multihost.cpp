@@ -251,7 +251,9 @@ bool can_run() {
 
 }  // namespace
 
-TEST_CASE("multihost: data parallel on 2 hosts x 2 ranks equals 1 host x 4 ranks bitwise") {
+TEST_CASE(
+    "multihost: data parallel (Adam, ZeRO) on 2 hosts x 2 ranks equals 1 host x 4 ranks "
+    "bitwise") {
   if (!can_run()) return;
   Hosts hosts;
   // the ranks are where the hostfile says: two on each host, each host under its own name
@@ -270,13 +272,22 @@ TEST_CASE("multihost: data parallel on 2 hosts x 2 ranks equals 1 host x 4 ranks
   const std::string base = fmt::format("/tmp/ofmh_dp{}", getpid());
   RemovedAtEnd removed{{base + ".2h", base + ".1h"}};
   const std::string example = data_parallel_example();
-  std::string two, one;
-  CHECK(run(hosts.mpirun(example, fmt::format("200 '' --final {}.2h", base), 120), &two) == 0);
-  INFO(two);
-  CHECK(two.find("over 4 rank(s)") != std::string::npos);
-  CHECK(run(one_host_mpirun(example, fmt::format("200 '' --final {}.1h", base), 120), &one) == 0);
-  INFO(one);
-  check_same_bits(base + ".2h", base + ".1h");
+  // plain Adam (all-reduced gradients) and ZeRO's (reduce-scattered gradients, all-gathered
+  // parameters)
+  for (std::string mode : {"", "zero"}) {
+    CAPTURE(mode);
+    std::filesystem::remove(base + ".2h");
+    std::filesystem::remove(base + ".1h");
+    std::string two, one;
+    CHECK(run(hosts.mpirun(example, fmt::format("200 '' {} --final {}.2h", mode, base), 120),
+              &two) == 0);
+    INFO(two);
+    CHECK(two.find("over 4 rank(s)") != std::string::npos);
+    CHECK(run(one_host_mpirun(example, fmt::format("200 '' {} --final {}.1h", mode, base), 120),
+              &one) == 0);
+    INFO(one);
+    check_same_bits(base + ".2h", base + ".1h");
+  }
 }
 
 TEST_CASE("multihost: killing every rank of one host ends the job non-zero within 20 s") {
