@@ -80,7 +80,7 @@ run_ours() {  # round
   local check=--no-check
   if [ "$1" = 1 ]; then check=; fi
   # shellcheck disable=SC2086
-  "$OURS" "$WORK" --cases "$CASES" --secs "$SECS" --bf16 $check >>"$LOG" 2>&1 || {
+  "$OURS" "$WORK" --cases "$CASES" --secs "$SECS" --bf16 --int8 $check >>"$LOG" 2>&1 || {
     rc=$?; [ $rc = 3 ] || { echo "bench_bert failed ($rc); see $LOG"; tail -5 "$LOG"; exit 1; }; }
 }
 run_peers() {  # round

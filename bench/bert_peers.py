@@ -312,7 +312,8 @@ def cmd_table(args):
     cases = sorted(set(cases), key=lambda c: (c[0], c[1], c[2]))
     head = ["case (BxS, threads)", "ours eager", "ours traced", "ours traced bf16", "ORT",
             "torch eager", "torch.compile", "traced/ORT", "bf16/ORT", "ORT best (thr)",
-            "traced/ORT best", "limit (GEMM FLOPs at raw sgemm peak)", "rounds"]
+            "traced/ORT best", "ours traced int8", "ORT int8", "int8/ORT int8",
+            "limit (GEMM FLOPs at raw sgemm peak)", "rounds"]
     rows = []
     for b, s, t in cases:
         oe, n = med("ours_eager", b, s, t)
@@ -321,6 +322,8 @@ def cmd_table(args):
         ort_, _ = med("ort", b, s, t)
         te, _ = med("torch_eager", b, s, t)
         tc, _ = med("torch_compile", b, s, t)
+        oi, _ = med("ours_traced_int8", b, s, t)
+        oq, _ = med("ort_int8", b, s, t)
         best = [(med("ort", b, s, pt)[0], pt) for pt in peer_threads]
         best = min([x for x in best if x[0] is not None], default=(None, None))
         lim = info.get(("limit", b, s, t))
@@ -332,7 +335,8 @@ def cmd_table(args):
                      cell(tc), f"{ot / ort_:.2f}x" if ot and ort_ else "-",
                      f"{ob / ort_:.2f}x" if ob and ort_ else "-",
                      f"{best[0]:.2f} ({best[1]})" if best[0] else "-",
-                     f"{ot / best[0]:.2f}x" if ot and best[0] else "-", lim_cell, str(n)])
+                     f"{ot / best[0]:.2f}x" if ot and best[0] else "-", cell(oi), cell(oq),
+                     f"{oi / oq:.2f}x" if oi and oq else "-", lim_cell, str(n)])
     for k in ("machine", "versions"):
         if k in info:
             print(info[k])
