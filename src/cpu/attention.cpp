@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/blas.h"
+#include "cpu/gemm_f32.h"
 #include "generator.h"
 #include "ops/functors.h"
 #include "ops/nn_common.h"
@@ -196,6 +198,20 @@ std::vector<int64_t> lead_offsets(const Tensor& t, IntArrayRef lead) {
   return off;
 }
 
+// The fused kernel's block GEMMs: float32 on our AVX-512 kernel where the CPU has it (NOTE
+// [float32 GEMM]: no per-call packing of the whole operand by OpenBLAS), float64 on BLAS.
+template <class T>
+void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::gemm_f32_supported()) {
+      cpu::gemm_f32(m, n, k, a, ta, lda, b, tb, ldb, alpha, 0.f, c, ldc);
+      return;
+    }
+  }
+  cpu::gemm_raw(ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
+}
+
 // The stride of dim d (from the end, 1 or 2) of t as it broadcasts (0: size 1 or missing).
 int64_t bstride(const Tensor& t, int64_t d) {
   return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
@@ -249,8 +265,8 @@ void fused_attention(const KernelArgs& k) {
                                       q.stride(-1), qs);
           const auto bt =
               gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
-          cpu::gemm_raw(a.trans, bt.trans, R, g.S, g.E, T(scale), a.p, a.ld, bt.p, bt.ld, T(0),
-                        sc.data(), g.S);
+          block_gemm(a.trans, bt.trans, R, g.S, g.E, T(scale), a.p, a.ld, bt.p, bt.ld, sc.data(),
+                     g.S);
         }
         for (int64_t r = 0; r < R; ++r) {
           T* s = sc.data() + r * g.S;
@@ -268,8 +284,7 @@ void fused_attention(const KernelArgs& k) {
         }
         if (g.Ev == 0) continue;
         const auto bv = gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
-        cpu::gemm_raw(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, T(0), o,
-                      g.Ev);
+        block_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, o, g.Ev);
       }
     });
   });
