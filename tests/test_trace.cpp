@@ -1295,3 +1295,32 @@ TEST_CASE(
     CHECK(same_bits(f(a, b), fn(a, b)));
   }
 }
+
+TEST_CASE("trace footgun: a step without zero_grad accumulates .grad across calls, as eager") {
+  // NOTE [Traced fresh .grad]: recorded while .grad is undefined, backward sets it; the next
+  // call starts with a .grad, which eager adds to: that call records again (accumulating)
+  auto run = [](bool traced) {
+    of::manual_seed(4);
+    of::Tensor w = of::randn({3, 2}).set_requires_grad(true);
+    const of::Tensor x = of::randn({5, 3});
+    auto fn = [&](const of::Tensor& a) {
+      of::Tensor loss = of::matmul(a, w).square().sum();
+      loss.backward();
+      return loss.detach();
+    };
+    auto step = of::jit::trace(fn);
+    std::vector<of::Tensor> grads;
+    for (int i = 0; i < 4; ++i) {
+      (void)(traced ? step(x) : fn(x));
+      grads.push_back(w.grad().clone());
+    }
+    return std::make_pair(grads, step.stats().recordings);
+  };
+  const auto eager = run(false), traced = run(true);
+  for (size_t i = 0; i < eager.first.size(); ++i) {
+    CAPTURE(i);
+    CHECK(th::same_bits(traced.first[i], eager.first[i]));
+  }
+  CHECK(of::allclose(eager.first[3], eager.first[0] * 4, 1e-5, 1e-6));  // it does accumulate
+  CHECK(traced.second == 2);  // the set-from-nothing recording, then the accumulating one
+}

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "autocast.h"
+#include "autograd/accumulate.h"
 #include "autograd/node.h"
 #include "global/global.h"
 #include "oneflow/autograd.h"
@@ -168,10 +169,23 @@ TensorList OpNode::apply(TensorList&& grads) {
 }
 
 namespace {
+thread_local bool t_accumulating = false;
+// The tracer's notice of a .grad the engine is about to read or rebind.
+void notify_accumulation(const std::shared_ptr<TensorImpl>& leaf) {
+  if (!g_tracer) return;
+  t_accumulating = true;
+  g_tracer->on_grad_access(leaf);
+  t_accumulating = false;
+}
+}  // namespace
+
+bool accumulating_grad() { return t_accumulating; }
+
+namespace {
 // Accumulates a leaf's gradient (already in the leaf's SBP) into its .grad.
 void accumulate_into_grad(const std::shared_ptr<TensorImpl>& var, Tensor g) {
   const bool create = grad_mode_enabled();
-  if (g_tracer) g_tracer->on_grad_access(var);  // .grad is read or rebound below
+  notify_accumulation(var);  // .grad is read or rebound below
   Tensor& slot = grad_slot(var.get());
   if (!slot.defined()) {
     if (create) {
@@ -349,7 +363,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       for (auto& [slot, weak] : node->retained) {
         if (auto impl = weak.lock(); impl && slot < in.size() && in[slot].defined()) {
           Tensor g = create_graph ? in[slot] : in[slot].detach();
-          if (g_tracer) g_tracer->on_grad_access(impl);
+          notify_accumulation(impl);
           Tensor& slot = grad_slot(impl.get());
           slot = slot.defined() ? slot + g : g.clone();
         }

@@ -540,6 +540,12 @@ std::shared_ptr<Plan> lower(const Graph& graph, bool arena_outputs) {
 
 std::string check_externals(const Plan& p) {
   const Graph& g = p.g;
+  for (const auto& leaf : g.fresh_grads)
+    if (grad_slot(leaf.get()).defined())
+      return fmt::format(
+          "the .grad of a tensor of shape {} was undefined when the call was recorded (its "
+          "backward set it) and is defined now (backward adds to it)",
+          shape_str(leaf->sizes));
   for (const Buffer& b : g.buffers) {
     if (b.kind == BufKind::External) {
       for (const auto& impl : b.impls)

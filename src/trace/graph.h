@@ -88,6 +88,9 @@ struct Graph {
   std::vector<int> outputs;              // returned values, in order
   std::vector<GlobalWrap> output_wraps;  // per output (NOTE [Traced boxing])
   std::vector<GradEffect> grad_effects;
+  // Leaves whose .grad the recorded call's backward set from nothing (NOTE [Traced fresh .grad]
+  // in recorder.cpp): a replay that finds one defined records again.
+  std::vector<std::shared_ptr<TensorImpl>> fresh_grads;
   std::vector<uint64_t> rng_counters;  // generator draws in eager order (counters each)
   // rng_reset[d]: the generator state set (manual_seed inside the call) before draw d;
   // rng_reset[draws]: the state set after the last draw. {0, 0, false}: none.

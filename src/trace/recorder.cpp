@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "allocator.h"
+#include "autograd/accumulate.h"
 #include "generator.h"
 #include "oneflow/runtime.h"
 #include "global/global.h"
@@ -240,6 +241,12 @@ class Recorder final : public TraceObserver {
     if (!grad_leaves_.count(leaf.get())) {
       grad_leaves_[leaf.get()] = leaf;
       grad_order_.push_back(leaf);
+      // NOTE [Traced fresh .grad]: backward is the first to touch an undefined .grad (nothing
+      // in the call read or cleared it before): the recorded call sets it, where a call that
+      // starts with a .grad adds to it. The graph remembers the leaf; a replay that finds its
+      // .grad defined records again (check_externals), so that accumulating loops without a
+      // zero_grad inside the step stay exact.
+      if (!grad_slot(leaf.get()).defined() && autograd::accumulating_grad()) fresh_.push_back(leaf);
     }
     const Tensor& gr = grad_slot(leaf.get());
     if (gr.defined() && find_buffer(gr) < 0)
@@ -292,6 +299,8 @@ class Recorder final : public TraceObserver {
       r.outputs.push_back(outs[k].detach());
     }
     outs.clear();  // drops the autograd graph hanging off the eager outputs
+    for (auto& leaf : fresh_)
+      if (grad_slot(leaf.get()).defined()) g.fresh_grads.push_back(leaf);
     for (auto& leaf : grad_order_) {
       const Tensor& gr = grad_slot(leaf.get());
       if (!gr.defined()) {
@@ -329,6 +338,7 @@ class Recorder final : public TraceObserver {
   std::unordered_map<ValueKey, int, ValueKeyHash> value_of_;
   std::unordered_map<const TensorImpl*, std::shared_ptr<TensorImpl>> grad_leaves_;
   std::vector<std::shared_ptr<TensorImpl>> grad_order_;
+  std::vector<std::shared_ptr<TensorImpl>> fresh_;  // NOTE [Traced fresh .grad]
   std::unordered_map<const StorageImpl*,
                      std::pair<std::weak_ptr<StorageImpl>, std::shared_ptr<TensorImpl>>>
       grad_storage_;
