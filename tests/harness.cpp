@@ -1,6 +1,9 @@
 #include "harness.h"
 
+#include <doctest/doctest.h>
+
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -215,6 +218,14 @@ bool throws_with(const std::function<void()>& fn, const std::vector<std::string>
   }
   if (msg) *msg = "no exception";
   return false;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  REQUIRE(n > 0);
+  buf[n] = 0;
+  return buf;
 }
 
 int run_capture(const std::string& cmd, std::string* out, size_t tail) {

@@ -116,6 +116,8 @@ std::string gradcheck(const std::function<of::Tensor(const std::vector<of::Tenso
                       double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
 // Compares t with a reference; returns an empty string on success.
 std::string compare(const of::Tensor& t, const Ref& r, double rtol, double atol);
+// This test program's own path (tests that run a case in a fresh process of it).
+std::string self_exe();
 // Runs a shell command, appending its output to *out (the last `tail` bytes kept); returns its
 // exit status (128 when it did not exit normally). Multi-process tests wrap mpirun in it.
 int run_capture(const std::string& cmd, std::string* out, size_t tail = 8000);

@@ -1,5 +1,6 @@
-// serialize_util.h: helpers of the checkpoint tests (test_serialize.cpp, test_checkpoint.cpp):
-// scratch directories, whole-file reads and writes, and what /proc says about mappings.
+// serialize_util.h: helpers of the file tests (test_serialize.cpp, test_checkpoint.cpp,
+// test_train_graph.cpp): scratch directories, whole-file reads and writes, and what /proc says
+// about mappings.
 #pragma once
 #include <doctest/doctest.h>
 #include <stdlib.h>

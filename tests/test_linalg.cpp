@@ -511,6 +511,13 @@ TEST_CASE("linalg: error messages name the op, shapes and dtypes") {
       {"[einsum]", "float32", "float64"}));
 }
 
+namespace {
+// The product of the same (rounded) operands in float64: what the GEMM kernels are held to.
+of::Tensor matmul64(const of::Tensor& a, const of::Tensor& b) {
+  return of::matmul(a.to(of::kFloat64), b.to(of::kFloat64));
+}
+}  // namespace
+
 TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match float64") {
   // mm / bmm / addmm / linear on bfloat16 operands: against a float64 product of the same
   // (rounded) operands, through the AVX512-BF16 kernel where the CPU has it and through the
@@ -520,9 +527,6 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   const std::string on_cpu = kernel ? "yes" : "no (the widened path only)";
   MESSAGE("AVX512-BF16 kernel on this CPU: " << on_cpu);
   of::manual_seed(41);
-  auto ref = [](const of::Tensor& a, const of::Tensor& b) {
-    return of::matmul(a.to(of::kFloat64), b.to(of::kFloat64));
-  };
   auto close = [](const of::Tensor& got, const of::Tensor& want, int64_t k) {
     // the output is rounded to bfloat16 once (2^-8 relative); float32 sums add ~k * 2^-24
     const double atol = 1e-6 * double(k) * want.abs().max().item<double>() + 1e-30;
@@ -541,21 +545,21 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
       const of::Tensor bias = of::randn({n}).to(of::kBFloat16);
       const of::Tensor got = of::mm(a, b);
       CHECK(got.dtype() == of::kBFloat16);
-      CHECK(close(got, ref(a, b), k));
+      CHECK(close(got, matmul64(a, b), k));
       // a transposed operand (read in place) and a copied one (strided in both dims)
-      CHECK(close(of::mm(a, w.t()), ref(a, w.t()), k));
-      CHECK(close(of::mm(b.t(), a.t()), ref(b.t(), a.t()), k));
+      CHECK(close(of::mm(a, w.t()), matmul64(a, w.t()), k));
+      CHECK(close(of::mm(b.t(), a.t()), matmul64(b.t(), a.t()), k));
       const of::Tensor a2 = of::randn({m, 2 * k}).to(of::kBFloat16).slice(1, 0, 2 * k, 2);
-      CHECK(close(of::mm(a2, b), ref(a2, b), k));
+      CHECK(close(of::mm(a2, b), matmul64(a2, b), k));
       // linear (bias preloaded, beta = 1) and addmm (alpha, beta)
-      CHECK(close(of::linear(a, w, bias), ref(a, w.t()) + bias.to(of::kFloat64), k));
+      CHECK(close(of::linear(a, w, bias), matmul64(a, w.t()) + bias.to(of::kFloat64), k));
       const of::Tensor self = of::randn({m, n}).to(of::kBFloat16);
-      CHECK(
-          close(of::addmm(self, a, b, 0.5, 2.0), ref(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
+      CHECK(close(of::addmm(self, a, b, 0.5, 2.0),
+                  matmul64(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
       // bmm, one operand's batch broadcast
       const of::Tensor ab = of::randn({3, m, k}).to(of::kBFloat16);
-      CHECK(close(of::matmul(ab, b), ref(ab, b), k));
-      CHECK(close(of::bmm(ab, b.unsqueeze(0).expand({3, k, n})), ref(ab, b), k));
+      CHECK(close(of::matmul(ab, b), matmul64(ab, b), k));
+      CHECK(close(of::bmm(ab, b.unsqueeze(0).expand({3, k, n})), matmul64(ab, b), k));
     }
     of::cpu::set_gemm_bf16_enabled(prev);
   }
@@ -584,9 +588,6 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
   const std::string on_cpu = kernel ? "yes" : "no (sgemm only)";
   MESSAGE("AVX-512 float32 kernel on this CPU: " << on_cpu);
   of::manual_seed(43);
-  auto ref = [](const of::Tensor& a, const of::Tensor& b) {
-    return of::matmul(a.to(of::kFloat64), b.to(of::kFloat64));
-  };
   auto close = [](const of::Tensor& got, const of::Tensor& want, int64_t k) {
     const double atol = 4e-7 * double(k) * want.abs().max().item<double>() + 1e-30;
     return of::allclose(got.to(of::kFloat64), want, 1e-5, atol);
@@ -600,20 +601,20 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
       INFO("kernel " << use_kernel << " m " << m << " n " << n << " k " << k);
       const of::Tensor a = of::randn({m, k}), b = of::randn({k, n}), w = of::randn({n, k});
       const of::Tensor bias = of::randn({n});
-      CHECK(close(of::mm(a, b), ref(a, b), k));
-      CHECK(close(of::mm(a, w.t()), ref(a, w.t()), k));
-      CHECK(close(of::mm(b.t(), a.t()), ref(b.t(), a.t()), k));
+      CHECK(close(of::mm(a, b), matmul64(a, b), k));
+      CHECK(close(of::mm(a, w.t()), matmul64(a, w.t()), k));
+      CHECK(close(of::mm(b.t(), a.t()), matmul64(b.t(), a.t()), k));
       const of::Tensor a2 = of::randn({m, 2 * k}).slice(1, 0, 2 * k, 2);
-      CHECK(close(of::mm(a2, b), ref(a2, b), k));
-      CHECK(close(of::linear(a, w, bias), ref(a, w.t()) + bias.to(of::kFloat64), k));
-      CHECK(close(of::linear(a, w), ref(a, w.t()), k));
+      CHECK(close(of::mm(a2, b), matmul64(a2, b), k));
+      CHECK(close(of::linear(a, w, bias), matmul64(a, w.t()) + bias.to(of::kFloat64), k));
+      CHECK(close(of::linear(a, w), matmul64(a, w.t()), k));
       const of::Tensor self = of::randn({m, n});
-      CHECK(
-          close(of::addmm(self, a, b, 0.5, 2.0), ref(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
+      CHECK(close(of::addmm(self, a, b, 0.5, 2.0),
+                  matmul64(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
       // out= into a buffer holding garbage (beta = 0 never reads it)
       of::Tensor out = of::full({m, n}, NAN);
       of::mm_out(out, a, b);
-      CHECK(close(out, ref(a, b), k));
+      CHECK(close(out, matmul64(a, b), k));
     }
     of::cpu::set_gemm_f32_enabled(prev);
   }

@@ -892,13 +892,6 @@ struct TrainGraph : of::nn::Graph<TrainGraph> {
   of::nn::Linear lin;
 };
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  REQUIRE(n > 0);
-  buf[n] = 0;
-  return buf;
-}
 }  // namespace
 
 TEST_CASE("trace: nn::Graph (build + add_optimizer) trains like the eager loop") {
@@ -989,7 +982,7 @@ TEST_CASE("trace: save -> load in a fresh process is bitwise equal; bad files fa
   CHECK(same_bits(g(x), y));
   CHECK(g.graph().find("conv2d") != std::string::npos);
   // in a fresh process
-  const std::string cmd = "OF_TRACE_CHILD=" + dir + " " + self_exe() +
+  const std::string cmd = "OF_TRACE_CHILD=" + dir + " " + th::self_exe() +
                           " -tc='trace: (child process)*' > " + dir + "/child.log 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   of::Tensor yc;

@@ -4,6 +4,7 @@
 // counts; dropout draws from the saved generator state); the learning rate is state a driver
 // sets; wrong inputs and lying files are refused.
 #include <doctest/doctest.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <map>
 
 #include "harness.h"
+#include "serialize_util.h"
 
 namespace F = of::nn::functional;
 namespace nn = of::nn;
@@ -55,38 +57,17 @@ std::vector<std::pair<of::Tensor, of::Tensor>> batches() {
 // What StepLR(step 10, gamma 0.5) gives call i: the schedule a driver runs through "lr".
 double lr_at(int i) { return kLr * std::pow(0.5, i / 10); }
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  REQUIRE(n > 0);
-  buf[n] = 0;
-  return buf;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string write_bytes(const std::string& path, const std::string& b) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(b.data(), std::streamsize(b.size()));
+// a file written, for of::jit::load's argument
+std::string written(const std::string& path, const std::string& bytes) {
+  ser::write_bytes(path, bytes);
   return path;
-}
-
-uint32_t crc32_of(const char* p, size_t n) {
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; ++i) {
-    c ^= uint8_t(p[i]);
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-  }
-  return ~c;
 }
 
 // A graph file edited inside its payload, with its checksum made right again: a file that
 // lies rather than one that is damaged. Header: magic (8), version (4), size (8), CRC (4).
 std::string relabel(std::string bytes) {
-  const uint32_t crc = crc32_of(bytes.data() + 24, bytes.size() - 24);
+  const uint32_t crc = uint32_t(
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + 24), uInt(bytes.size() - 24)));
   std::memcpy(&bytes[20], &crc, 4);
   return bytes;
 }
@@ -120,9 +101,8 @@ TEST_CASE("train graph: (child process) load a saved training step and train 25 
 }
 
 TEST_CASE("train graph: 25 live + save + load in a fresh process + 25 equals 50 live, bitwise") {
-  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const ser::TmpDir tmp;  // removed at the end, whatever happens
+  const std::string& dir = tmp.path;
   const auto data = batches();
   of::manual_seed(7);
   TinyCnn net;
@@ -149,10 +129,10 @@ TEST_CASE("train graph: 25 live + save + load in a fresh process + 25 equals 50 
   const auto live = of::jit::state_names(*net, opt);
 
   // the fresh process
-  const std::string cmd = "OF_TRAIN_GRAPH_CHILD=" + dir + " " + self_exe() +
+  const std::string cmd = "OF_TRAIN_GRAPH_CHILD=" + dir + " " + th::self_exe() +
                           " -tc='train graph: (child process)*' > " + dir + "/child.log 2>&1";
   const int rc = std::system(cmd.c_str());
-  if (rc != 0) MESSAGE(read_bytes(dir + "/child.log"));
+  if (rc != 0) MESSAGE(ser::read_bytes(dir + "/child.log"));
   REQUIRE(rc == 0);
   const auto child = as_map(of::load_tensors(dir + "/child.safetensors"));
   for (int i = kSaveAt; i < kSteps; ++i) {
@@ -200,13 +180,11 @@ TEST_CASE("train graph: 25 live + save + load in a fresh process + 25 equals 50 
   CHECK(th::throws_with([&] { loaded(data[0].first, data[0].second.to(of::kFloat32)); },
                         {"[jit.load]", "input 1", "int64"}));
   CHECK(loaded.state("optimizer.conv.weight.step").item<double>() == double(kSaveAt));
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("train graph: truncated, corrupted and lying training-step files are refused") {
-  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const ser::TmpDir tmp;  // removed at the end, whatever happens
+  const std::string& dir = tmp.path;
   of::manual_seed(3);
   TinyCnn net;
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(kLr));
@@ -221,21 +199,21 @@ TEST_CASE("train graph: truncated, corrupted and lying training-step files are r
   for (int i = 0; i < 3; ++i) step(data[size_t(i)].first, data[size_t(i)].second);
   const std::string path = dir + "/step.oftrace";
   of::jit::save(step, path, of::jit::state_names(*net, opt));
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = ser::read_bytes(path);
   REQUIRE(bytes.size() > 200);
-  of::jit::load(write_bytes(dir + "/same.oftrace", relabel(bytes)));  // the editor is faithful
+  of::jit::load(written(dir + "/same.oftrace", relabel(bytes)));  // the editor is faithful
 
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/t", bytes.substr(0, 300))); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/t", bytes.substr(0, 300))); },
                         {"[jit.load]", "truncated"}));
   std::string flipped = bytes;
   flipped[flipped.size() - 30] ^= 0x21;  // inside the state table
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/c", flipped)); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/c", flipped)); },
                         {"[jit.load]", "checksum"}));
   // the generator state said absent for a graph that draws (dropout)
   std::string no_rng = bytes;
   REQUIRE(no_rng[no_rng.size() - 17] == 1);
   no_rng[no_rng.size() - 17] = 0;
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/r", relabel(no_rng))); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/r", relabel(no_rng))); },
                         {"[jit.load]", "generator"}));
   // a state entry: u64 name length, the name, i32 buffer, u8 dtype, u32 rank, i64 sizes...
   auto entry = [&](const std::string& name) {
@@ -251,19 +229,19 @@ TEST_CASE("train graph: truncated, corrupted and lying training-step files are r
   std::string other = bytes;
   const int32_t zero = 0;
   std::memcpy(&other[entry("fc2.weight")], &zero, 4);
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/b", relabel(other))); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/b", relabel(other))); },
                         {"[jit.load]", "'fc2.weight'", "no captured tensor"}));
   // a geometry larger than its buffer
   std::string big = bytes;
   const int64_t rows = 1000;
   std::memcpy(&big[entry("fc2.weight") + 4 + 1 + 4], &rows, 8);
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/g", relabel(big))); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/g", relabel(big))); },
                         {"[jit.load]", "'fc2.weight'", "outside its buffer"}));
   // two entries of one name
   std::string twice = bytes;
   const size_t w = entry("fc2.bias");
   twice[w - 6] = '1';  // "fc2.bias" -> "fc1.bias"
-  CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/d", relabel(twice))); },
+  CHECK(th::throws_with([&] { of::jit::load(written(dir + "/d", relabel(twice))); },
                         {"[jit.load]", "'fc1.bias'"}));
   // a saved training step loaded as a plain graph by the internal loader is refused, and the
   // inference-only loader checks run on its graph as on any other (an op table lie)
@@ -271,16 +249,14 @@ TEST_CASE("train graph: truncated, corrupted and lying training-step files are r
   const size_t at = op.find("cross_entropy");
   if (at != std::string::npos) {
     op[at] = 'X';
-    CHECK(th::throws_with([&] { of::jit::load(write_bytes(dir + "/o", relabel(op))); },
+    CHECK(th::throws_with([&] { of::jit::load(written(dir + "/o", relabel(op))); },
                           {"[jit.load]", "an op this library does not have"}));
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("train graph: gradients accumulated across calls are state; fresh ones are not") {
-  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const ser::TmpDir tmp;  // removed at the end, whatever happens
+  const std::string& dir = tmp.path;
   of::Tensor w = of::ones({3}).requires_grad_(true);
   auto accumulate = [&](const of::Tensor& in) {
     of::EnableGradGuard eg;
@@ -311,13 +287,11 @@ TEST_CASE("train graph: gradients accumulated across calls are state; fresh ones
   CHECK(f.trains());
   CHECK(as_map(f.state()).count("param.0"));
   CHECK(!as_map(f.state()).count("grad.param.0"));
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as state") {
-  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const ser::TmpDir tmp;  // removed at the end, whatever happens
+  const std::string& dir = tmp.path;
   of::manual_seed(7);
   nn::Sequential net(nn::Linear(4, 8), nn::Tanh(), nn::Linear(8, 1));
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-2));
@@ -361,13 +335,11 @@ TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as 
   }
   CHECK(scale);
   CHECK(tracker);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("train graph: an inference graph has no state and saves again as it loaded") {
-  char tmpl[] = "/tmp/oneflow-train-graph-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const ser::TmpDir tmp;  // removed at the end, whatever happens
+  const std::string& dir = tmp.path;
   of::manual_seed(5);
   TinyCnn net;
   net->eval();
@@ -387,5 +359,4 @@ TEST_CASE("train graph: an inference graph has no state and saves again as it lo
       {"[jit.save]", "training step"}));
   of::jit::save(g, dir + "/again.oftrace");
   CHECK(same_bits(of::jit::load(dir + "/again.oftrace")(x), y));
-  std::system(("rm -rf " + dir).c_str());
 }

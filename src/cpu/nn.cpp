@@ -107,10 +107,11 @@ void linear_dynamic_int8(const KernelArgs& k) {
   const Tensor& out = k.outputs[0];
   if (out.numel() == 0) return;
   const Tensor b = k.inputs[2].defined() ? kernel_contiguous(k.inputs[2]) : Tensor();
-  const int64_t n = w.size(0), kk = w.size(1);
-  auto quantize = [&] {
-    return std::shared_ptr<const void>(std::make_shared<const QuantizedWeight>(
-        quantize_weight(static_cast<const float*>(w.data_ptr()), n, kk, w.stride(0))));
+  // (one captured reference: the std::function cached_form takes holds it without allocating,
+  // at every replay call)
+  auto quantize = [&w] {
+    return std::shared_ptr<const void>(std::make_shared<const QuantizedWeight>(quantize_weight(
+        static_cast<const float*>(w.data_ptr()), w.size(0), w.size(1), w.stride(0))));
   };
   std::shared_ptr<const void> q =
       constant_operand_storage() == w.impl()->storage.get()
