@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_s8.h"
@@ -89,6 +90,65 @@ TEST_CASE("quantize: int8 sums are exact (VNNI and plain loops give the formulas
   CHECK(th::throws_with([&] { int8_linear(x.to(of::kFloat64), w, b); },
                         {"[linear_dynamic_int8]", "float32"}));
   CHECK(th::throws_with([&] { int8_linear(x, of::randn({3, 5}), b); }, {"(3, 8)", "(3, 5)"}));
+}
+
+// fuzz_ops found the NaN row (tests/fuzz/regressions/ops_linear_int8_nan_row.bin): NaN converted
+// to uint8, undefined behaviour.
+TEST_CASE("quantize: an inf or a NaN in a row of x reaches the output; in the weight, an error") {
+  of::manual_seed(23);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t n = 37, k = 19;
+  const of::Tensor w = of::randn({n, k}) * 0.1, b = of::randn({n});
+  of::Tensor x = of::randn({4, k});
+  x.index_put_({1, 3}, inf);
+  x.index_put_({2, 0}, nan);
+  x.index_put_({3, 5}, 1.8e38f);  // a finite row whose range, 3.6e38, overflows a float
+  x.index_put_({3, 6}, -1.8e38f);
+  for (const bool vnni : {true, false}) {
+    INFO("vnni " << vnni);
+    const bool prev = of::cpu::set_linear_int8_vnni(vnni);
+    const of::Tensor y = int8_linear(x, w, b);
+    of::cpu::set_linear_int8_vnni(prev);
+    // row 0 as the formulas give it
+    const std::vector<float> want0 = emulate(x.select(0, 0).contiguous().to_vector<float>(),
+                                             w.to_vector<float>(), b.to_vector<float>(), 1, n, k);
+    CHECK(y.select(0, 0).to_vector<float>() == want0);
+    // rows 1-3: the sums against the dequantized weight (float64 here): inf where the column's
+    // int8 weight at the inf is not zero, NaN in the NaN row, and the wide row within rounding
+    const std::vector<float> wv = w.to_vector<float>(), bv = b.to_vector<float>();
+    for (int64_t i = 1; i < 4; ++i) {
+      const std::vector<float> xi = x.select(0, i).contiguous().to_vector<float>();
+      const std::vector<float> yi = y.select(0, i).to_vector<float>();
+      for (int64_t j = 0; j < n; ++j) {
+        float mx = 0;
+        for (int64_t p = 0; p < k; ++p) mx = std::max(mx, std::fabs(wv[size_t(j * k + p)]));
+        const float s = mx / 127.f;
+        double want = bv[size_t(j)], mag = std::fabs(want);
+        for (int64_t p = 0; p < k; ++p) {
+          const double d =
+              double(std::clamp(std::nearbyint(wv[size_t(j * k + p)] / s), -127.f, 127.f) * s);
+          want += double(xi[size_t(p)]) * d;
+          mag += std::fabs(double(xi[size_t(p)]) * d);
+        }
+        const double got = yi[size_t(j)];
+        INFO("row " << i << " col " << j << " want " << want << " got " << got);
+        if (std::isnan(want)) CHECK(std::isnan(got));
+        else if (std::isinf(want)) CHECK(got == want);
+        else CHECK(std::fabs(got - want) <= 1e-6 * mag);
+      }
+    }
+    // the inf row is ±inf wherever the column's weight at [3] is not zero; the NaN row is NaN
+    CHECK(std::isinf(y.select(0, 1).abs().max().item<double>()));
+    CHECK(std::isnan(y.select(0, 2).sum().item<double>()));
+  }
+  // a weight that is not finite has no int8 form: a clear error, the output untouched
+  for (const float bad : {inf, -inf, nan}) {
+    of::Tensor wb = w.clone();
+    wb.index_put_({7, 2}, bad);
+    CHECK(th::throws_with([&] { int8_linear(x.select(0, 0).unsqueeze(0), wb, b); },
+                          {"[linear_dynamic_int8]", "[37, 19]", "[7, 2]", "not finite"}));
+  }
 }
 
 TEST_CASE("quantize: a trained classifier's predictions survive int8 weights (traced)") {

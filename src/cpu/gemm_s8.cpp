@@ -7,6 +7,9 @@
 //      255);
 //   acc_ij = sum_k u_ik q_jk in int32 (exact: |acc| < 255 * 127 * k, k < 66000);
 //   y_ij = float(acc_ij - z_i * c_j) * (a_i * s_j) + b_j, c_j = sum_k q_jk.
+// A weight with an inf or a NaN is an error (it has no int8 form); a row of x with one (or with a
+// range wider than float's) is summed in floats against the dequantized weight instead, so the
+// inf or NaN reaches y as it would unquantized.
 // The products run on AVX512-VNNI (vpdpbusd: four u8 x s8 products into each int32 lane) where
 // the CPU has it, as a 12 x 32 register tile over strips of 32 columns packed [k/4][32][4];
 // elsewhere the same sums in plain loops. Integer sums are exact, so both give the same bits.
@@ -17,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "oneflow/error.h"
@@ -40,6 +44,12 @@ bool gemm_s8_vnni() {
 }
 
 QuantizedWeight quantize_weight(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = 0; p < k; ++p)
+      OF_CHECK(std::isfinite(w[j * ldw + p]),
+               "[linear_dynamic_int8] weight [{}, {}] has a value that is not finite at [{}, {}] "
+               "({}); int8 quantization needs finite weights",
+               n, k, j, p, w[j * ldw + p]);
   QuantizedWeight q;
   q.n = n;
   q.k = k;
@@ -72,14 +82,22 @@ QuantizedWeight quantize_weight(const float* w, int64_t n, int64_t k, int64_t ld
 
 namespace {
 
-// Row i of x quantized to uint8 (kq bytes, zero past k); returns (a_i, z_i).
+// Row i of x quantized to uint8 (kq bytes, zero past k); returns (a_i, z_i), or a_i = NaN when
+// the row has a value that is not finite or a range too wide for a float scale (the row is then
+// computed in floats, see linear_s8).
 std::pair<float, int32_t> quantize_row(const float* x, int64_t k, int64_t kq, uint8_t* u) {
   float lo = 0, hi = 0;
+  bool finite = true;
   for (int64_t p = 0; p < k; ++p) {
+    finite = finite && std::isfinite(x[p]);
     lo = std::min(lo, x[p]);
     hi = std::max(hi, x[p]);
   }
   const float a = hi > lo ? (hi - lo) / 255.f : 1.f;
+  if (!finite || !std::isfinite(a)) {
+    std::fill(u, u + kq, uint8_t(0));
+    return {std::numeric_limits<float>::quiet_NaN(), 0};
+  }
   const int32_t z = int32_t(std::clamp(std::nearbyint(-lo / a), 0.f, 255.f));
   for (int64_t p = 0; p < k; ++p)
     u[p] = uint8_t(std::clamp(std::nearbyint(x[p] / a) + float(z), 0.f, 255.f));
@@ -176,6 +194,7 @@ void linear_s8(const float* x, int64_t m, int64_t ldx, const QuantizedWeight& w,
       const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
       for (int r = 0; r < R; ++r) {
         const int64_t i = i0 + r;
+        if (std::isnan(a[i])) continue;  // a float row, below
         float* yr = y + i * ldy + j0;
         for (int64_t j = 0; j < nc; ++j) {
           const int32_t v = acc[r * kNr + j] - z[i] * w.col_sum[size_t(j0 + j)];
@@ -185,6 +204,22 @@ void linear_s8(const float* x, int64_t m, int64_t ldx, const QuantizedWeight& w,
       }
     }
   });
+  // Rows that could not be quantized (an inf or a NaN in x, or a range past float's): their sums
+  // in floats against the dequantized weight, so a non-finite value reaches the output as it
+  // would without quantization.
+  for (int64_t i = 0; i < m; ++i) {
+    if (!std::isnan(a[i])) continue;
+    const float* xi = x + i * ldx;
+    float* yr = y + i * ldy;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* strip = w.packed.data() + (j / kNr) * kq * kNr;
+      const int64_t jj = j % kNr;
+      float acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += xi[p] * (float(strip[(p / 4) * kNr * 4 + jj * 4 + p % 4]) * w.scale[size_t(j)]);
+      yr[j] = bias ? acc + bias[j] : acc;
+    }
+  }
 }
 
 }  // namespace oneflow::cpu
