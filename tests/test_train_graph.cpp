@@ -309,7 +309,7 @@ TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as 
   });
   auto input = [&](int s) { return s == 7 || s == 8 ? bad : x; };  // two overflowing steps
   for (int s = 0; s < 5; ++s) step(input(s), y);
-  of::jit::save(step, dir + "/scaled.oftrace", of::jit::state_names(*net, opt));
+  of::jit::save(step, dir + "/scaled.oftrace", of::jit::state_names(*net, opt, scaler));
   std::vector<of::Tensor> losses;
   for (int s = 5; s < 12; ++s) losses.push_back(step(input(s), y).clone());
   CHECK(scaler.get_scale() != 1024);  // the schedule moved (grew, backed off)
@@ -319,22 +319,31 @@ TEST_CASE("train graph: a GradScaler step saves its scale and growth tracker as 
     CHECK(same_bits(loaded(input(s), y), losses[size_t(s - 5)]));
   }
   const auto state = as_map(loaded.state());
-  for (const auto& nt : of::jit::state_names(*net, opt)) {
+  for (const auto& nt : of::jit::state_names(*net, opt, scaler)) {
     const std::string& name = nt.first;
     const of::Tensor& t = nt.second;
     INFO("state tensor " << name);
     REQUIRE(state.count(name));
     CHECK(same_bits(state.at(name), t.detach()));
   }
-  // the scale and the growth tracker: unnamed state the step writes
-  bool scale = false, tracker = false;
-  for (const auto& [name, t] : state) {
-    if (name.rfind("state.", 0) != 0 || t.dim() != 0) continue;
-    if (t.dtype() == of::kFloat32 && t.item<double>() == scaler.get_scale()) scale = true;
-    if (t.dtype() == of::kInt64 && t.item<int64_t>() == scaler.get_growth_tracker()) tracker = true;
+  // the scale and the growth tracker, named, hold the scaler's values now, and a driver can set
+  // the scale between calls (the next step's loss is scaled by it)
+  REQUIRE(state.count("scaler.scale"));
+  REQUIRE(state.count("scaler.growth_tracker"));
+  CHECK(state.at("scaler.scale").dtype() == of::kFloat32);
+  CHECK(state.at("scaler.scale").item<double>() == scaler.get_scale());
+  CHECK(state.at("scaler.growth_tracker").dtype() == of::kInt64);
+  CHECK(state.at("scaler.growth_tracker").item<int64_t>() == scaler.get_growth_tracker());
+  {
+    of::NoGradGuard no_grad;
+    loaded.state("scaler.scale").fill_(8.0);
+    scaler.update(8.0);
   }
-  CHECK(scale);
-  CHECK(tracker);
+  const of::Tensor a = loaded(x, y), b = step(x, y);
+  CHECK(same_bits(a, b));
+  CHECK(loaded.state("scaler.scale").item<double>() == scaler.get_scale());
+  CHECK(loaded.state("scaler.growth_tracker").item<int64_t>() == scaler.get_growth_tracker());
+  CHECK(loaded.state("scaler.growth_tracker").item<int64_t>() > 0);
 }
 
 TEST_CASE("train graph: an inference graph has no state and saves again as it loaded") {

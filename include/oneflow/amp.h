@@ -92,6 +92,7 @@ class GradScaler {
   double get_scale() const;
   const Tensor& scale_tensor() const { return scale_; }
   int64_t get_growth_tracker() const;
+  const Tensor& growth_tracker_tensor() const { return growth_tracker_; }
   double get_growth_factor() const { return options_.growth_factor(); }
   double get_backoff_factor() const { return options_.backoff_factor(); }
   int64_t get_growth_interval() const { return options_.growth_interval(); }

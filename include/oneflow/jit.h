@@ -20,6 +20,9 @@ class Module;
 namespace oneflow::optim {
 class Optimizer;
 }
+namespace oneflow::amp {
+class GradScaler;
+}
 
 namespace oneflow::jit {
 
@@ -358,6 +361,10 @@ void save(const LoadedGraph& graph, const std::string& path);
 // their dotted names, and the optimizer's state as "optimizer.<parameter name>.<key>" (key:
 // "step", "exp_avg", "exp_avg_sq", "momentum_buffer", ...).
 NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer);
+// The same plus a GradScaler's state: "scaler.scale" (0-d float32) and "scaler.growth_tracker"
+// (0-d int64, the clean steps since the scale last changed); nothing more when it is disabled.
+NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer,
+                         const amp::GradScaler& scaler);
 // Reads a saved graph, checking the format version, every size and the checksum first.
 LoadedGraph load(const std::string& path);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "autocast.h"
+#include "oneflow/amp.h"
 #include "oneflow/nn/module.h"
 #include "oneflow/optim.h"
 #include "trace/graph.h"
@@ -807,6 +808,16 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
         out.emplace_back(fmt::format("optimizer.{}.step", name_of(i)), targets[k + 1]);
         break;
       }
+  return out;
+}
+
+NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer,
+                         const amp::GradScaler& scaler) {
+  NamedTensors out = state_names(module, optimizer);
+  if (scaler.is_enabled()) {
+    out.emplace_back("scaler.scale", scaler.scale_tensor());
+    out.emplace_back("scaler.growth_tracker", scaler.growth_tracker_tensor());
+  }
   return out;
 }
 

@@ -619,7 +619,8 @@ void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::stri
 // the .grad a step reads (gradients zeroed in place rather than set to None), and the host
 // scalars it reads (the learning rate of each parameter group), each saved with its current
 // value as a writable 0-d float64 tensor instead of a constant. The state table names them:
-// by the names the caller gives (jit::state_names: module names, "optimizer.<param>.<key>"),
+// by the names the caller gives (jit::state_names: module names, "optimizer.<param>.<key>",
+// "scaler.scale", "scaler.growth_tracker"),
 // else "param.<k>" (a tensor whose .grad the step uses), "state.<k>" (written by the step),
 // "const.<k>" (read only), "grad.<param>", and "lr" ("lr.<k>" for several parameter groups).
 // The .grad effects themselves are dropped: a loaded step has no leaves to bind them to, and
