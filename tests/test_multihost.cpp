@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -96,14 +97,16 @@ class Hosts {
   // mpirun on host a over both hosts (2 ranks each), `extra` after the common options. The two
   // hosts share this machine's cores, which mpirun cannot see: without mpi_yield_when_idle the
   // 4 ranks' busy polling makes training ~15x slower.
+  // `launcher`: mpirun itself, or the project's tools/oneflow-mpirun.
   std::string mpirun(const std::string& program, const std::string& args, int deadline_s,
-                     const std::string& extra = "") const {
+                     const std::string& extra = "",
+                     const std::string& launcher = "mpirun") const {
     return fmt::format(
         "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 {} {} exec {} "
-        "mpirun --hostfile {} -np 4 --mca plm_rsh_agent '{} agent' --mca btl self,vader,tcp "
+        "{} --hostfile {} -np 4 --mca plm_rsh_agent '{} agent' --mca btl self,vader,tcp "
         "--mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 "
         "--mca mpi_yield_when_idle 1 {} {} {}",
-        deadline_s, kTool, ns('a'), hostfile_, kTool, extra, program, args);
+        deadline_s, kTool, ns('a'), launcher, hostfile_, kTool, extra, program, args);
   }
   // The pids of the processes named `comm` in host h's namespace.
   std::vector<int> pids(char h, const std::string& comm) const {
@@ -125,11 +128,10 @@ class Hosts {
   std::string tag_, hostfile_;
 };
 
-// mpirun's recommended lifeline to its remote daemons (docs/GLOBAL.md): TCP keepalive probes on
-// the idle daemon connections, so a cut-off host is detected in ~25 s instead of ~8 minutes.
-const std::string kKeepalive =
-    "--mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 5 "
-    "--mca oob_tcp_keepalive_probes 3";
+// The project's launcher (tools/oneflow-mpirun): mpirun with TCP keepalive probes on the idle
+// connections to its remote daemons, so a cut-off host is detected in ~25 s instead of ~8
+// minutes (docs/GLOBAL.md "Multi-host launching").
+const std::string kLauncher = std::string(ONEFLOW_SOURCE_ROOT) + "/tools/oneflow-mpirun";
 
 // A command run in the background (its own process group), its output into a file.
 class Job {
@@ -311,10 +313,16 @@ TEST_CASE("multihost: killing every rank of one host ends the job non-zero withi
   CHECK(hosts.pids('a', "data_parallel").empty());
 }
 
-TEST_CASE("multihost: a host cut off ends every rank non-zero and mpirun within 60 s") {
+TEST_CASE(
+    "multihost: a host cut off ends every rank non-zero and the launcher (oneflow-mpirun, no "
+    "settings given) within 60 s") {
   if (!can_run()) return;
   Hosts hosts;
-  Job job(hosts.mpirun(data_parallel_example(), "50000 ''", 240, kKeepalive));
+  // OMPI_MCA_* settings of the caller's environment would override the launcher's defaults
+  for (const char* v : {"OMPI_MCA_oob_tcp_keepalive_time", "OMPI_MCA_oob_tcp_keepalive_intvl",
+                        "OMPI_MCA_oob_tcp_keepalive_probes"})
+    REQUIRE_MESSAGE(std::getenv(v) == nullptr, v);
+  Job job(hosts.mpirun(data_parallel_example(), "50000 ''", 240, "", kLauncher));
   REQUIRE_MESSAGE(job.wait_for_output("step  100", 120), job.output());
   const auto t0 = Clock::now();
   REQUIRE(shell(fmt::format("ip -n {} link set veth_a down", hosts.ns('a'))) == 0);
