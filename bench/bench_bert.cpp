@@ -20,7 +20,7 @@
 // softmax and the embedding gathers add time above it, never below.
 //
 //   build/bench/bench_bert [DIR] [--cases 1x128@1,1x128@2,32x128@2] [--secs 1.0] [--no-check]
-//                              [--tol 1e-3] [--bf16] [--bf16-tol 0.25] [--int8]
+//                              [--tol 1e-3] [--bf16] [--bf16-tol 0.25] [--int8] [--no-eager]
 #include <cblas.h>
 #include <oneflow/oneflow.h>
 
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   }
   std::string cases_arg = "1x128@1,1x128@2,32x128@2";
   double secs = 1.0, tol = 1e-3, bf16_tol = 0.25;
-  bool check = true, bf16 = false, int8 = false;
+  bool check = true, bf16 = false, int8 = false, eager = true;
   for (int i = generic ? argc : given ? 2 : 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) cases_arg = argv[++i];
@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-check") check = false;
     else if (a == "--bf16") bf16 = true;
     else if (a == "--int8") int8 = true;
+    else if (a == "--no-eager") eager = false;  // (for profiling the replay alone)
     else if (a == "--bf16-tol" && i + 1 < argc) bf16_tol = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "bench_bert: unknown argument %s\n", a.c_str());
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
       of::Tensor out_e, out_t, out_b;
       int runs = 0;
       std::vector<std::function<void()>> fs = {[&] {
-                                                 out_e = model->forward(ids, mask);
+                                                 if (eager) out_e = model->forward(ids, mask);
                                                  ++runs;
                                                },
                                                [&] { out_t = traced(ids, mask); }};
@@ -234,8 +235,9 @@ int main(int argc, char** argv) {
       if (int8) fs.push_back([&] { out_b = traced_i8(ids, mask); });
       const std::vector<double> t = bench::interleaved_median_times(fs, 1, 3, 2.0 * secs);
       runs -= 1;  // the warm-up call
-      std::printf("result impl=ours_eager batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
-                  (long long)c.batch, (long long)c.seq, c.threads, t[0] * 1e3, runs);
+      if (eager)
+        std::printf("result impl=ours_eager batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
+                    (long long)c.batch, (long long)c.seq, c.threads, t[0] * 1e3, runs);
       std::printf("result impl=ours_traced batch=%lld seq=%lld threads=%d ms=%.4f runs=%d\n",
                   (long long)c.batch, (long long)c.seq, c.threads, t[1] * 1e3, runs);
       if (bf16)

@@ -51,28 +51,40 @@ std::vector<float> emulate(const std::vector<float>& x, const std::vector<float>
             int32_t(std::clamp(std::nearbyint(x[size_t(i * k + p)] / a) + float(z), 0.f, 255.f));
         acc += u * q[size_t(j * k + p)];
       }
-      y[size_t(i * n + j)] = float(acc - z * c[size_t(j)]) * (a * s[size_t(j)]) + b[size_t(j)];
+      y[size_t(i * n + j)] = std::fma(float(acc - z * c[size_t(j)]), a * s[size_t(j)], b[size_t(j)]);
     }
   }
   return y;
 }
 
+// The int8 kernels this CPU has (plain loops always).
+std::vector<of::cpu::S8Path> s8_paths() {
+  std::vector<of::cpu::S8Path> out = {of::cpu::S8Path::kPlain};
+  if (of::cpu::gemm_s8_vnni()) out.push_back(of::cpu::S8Path::kVnni);
+  if (of::cpu::gemm_s8_amx()) out.push_back(of::cpu::S8Path::kAmx);
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("quantize: int8 sums are exact (VNNI and plain loops give the formulas' bits)") {
-  const std::string vnni_here = of::cpu::gemm_s8_vnni() ? "yes" : "no (plain loops)";
-  MESSAGE("AVX512-VNNI on this CPU: " << vnni_here);
+TEST_CASE("quantize: int8 sums are exact (AMX, VNNI and plain loops give the formulas' bits)") {
+  const std::string best = of::cpu::s8_path_name(of::cpu::gemm_s8_best());
+  MESSAGE("int8 products on this CPU: " << best);
   of::manual_seed(17);
   for (const auto& shape : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {5, 7, 3}, {13, 33, 70}, {37, 45, 130}, {128, 96, 384}}) {
+           {1, 1, 1}, {5, 7, 3}, {13, 33, 70}, {16, 32, 64}, {17, 31, 65}, {37, 45, 130},
+           {128, 96, 384}}) {
     const int64_t m = shape[0], n = shape[1], k = shape[2];
     INFO("m " << m << " n " << n << " k " << k);
     const of::Tensor x = of::randn({m, k}), w = of::randn({n, k}) * 0.2, b = of::randn({n});
-    const of::Tensor vnni = int8_linear(x, w, b);
-    const bool prev = of::cpu::set_linear_int8_vnni(false);
-    const of::Tensor plain = int8_linear(x, w, b);
-    of::cpu::set_linear_int8_vnni(prev);
-    CHECK(th::same_bits(vnni, plain));
+    const of::Tensor vnni = int8_linear(x, w, b);  // (the best path)
+    for (const of::cpu::S8Path p : s8_paths()) {
+      INFO("path " << of::cpu::s8_path_name(p));
+      const of::cpu::S8Path prev = of::cpu::set_linear_int8_path(p);
+      const of::Tensor other = int8_linear(x, w, b);
+      of::cpu::set_linear_int8_path(prev);
+      CHECK(th::same_bits(vnni, other));
+    }
     const std::vector<float> want =
         emulate(x.to_vector<float>(), w.to_vector<float>(), b.to_vector<float>(), m, n, k);
     CHECK(vnni.to_vector<float>() == want);
@@ -105,11 +117,11 @@ TEST_CASE("quantize: an inf or a NaN in a row of x reaches the output; in the we
   x.index_put_({2, 0}, nan);
   x.index_put_({3, 5}, 1.8e38f);  // a finite row whose range, 3.6e38, overflows a float
   x.index_put_({3, 6}, -1.8e38f);
-  for (const bool vnni : {true, false}) {
-    INFO("vnni " << vnni);
-    const bool prev = of::cpu::set_linear_int8_vnni(vnni);
+  for (const of::cpu::S8Path path : s8_paths()) {
+    INFO("path " << of::cpu::s8_path_name(path));
+    const of::cpu::S8Path prev = of::cpu::set_linear_int8_path(path);
     const of::Tensor y = int8_linear(x, w, b);
-    of::cpu::set_linear_int8_vnni(prev);
+    of::cpu::set_linear_int8_path(prev);
     // row 0 as the formulas give it
     const std::vector<float> want0 = emulate(x.select(0, 0).contiguous().to_vector<float>(),
                                              w.to_vector<float>(), b.to_vector<float>(), 1, n, k);

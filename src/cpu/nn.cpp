@@ -95,9 +95,9 @@ void linear_then(const KernelArgs& k, std::string_view act) {
 void linear(const KernelArgs& k) { linear_then(k, {}); }
 
 namespace {
-std::atomic<bool> g_vnni{true};
+std::atomic<int> g_s8_path{int(gemm_s8_best())};
 }  // namespace
-bool set_linear_int8_vnni(bool on) { return g_vnni.exchange(on); }
+S8Path set_linear_int8_path(S8Path p) { return S8Path(g_s8_path.exchange(int(p))); }
 
 // linear_dynamic_int8 (NOTE [Dynamic int8 linear] in cpu/gemm_s8.cpp): the weight quantized per
 // call, or once for a replay's constant weight (NOTE [Prepacked weights]).
@@ -125,7 +125,7 @@ void linear_dynamic_int8(const KernelArgs& k) {
             *static_cast<const QuantizedWeight*>(q.get()),
             b.defined() ? static_cast<const float*>(b.data_ptr()) : nullptr,
             static_cast<float*>(out.data_ptr()), out.stride(0),
-            gemm_s8_vnni() && g_vnni.load(std::memory_order_relaxed));
+            S8Path(g_s8_path.load(std::memory_order_relaxed)));
 }
 void linear_act(const KernelArgs& k) { linear_then(k, LinearActAttrs::get<"act">(k.attrs)); }
 
