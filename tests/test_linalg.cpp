@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <string>
@@ -524,21 +525,28 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   // widened sgemm; shapes cross the kernel's tile (12 rows), strip (32 columns) and k-block (512)
   // edges, operands come transposed, batched and broadcast.
   const bool kernel = of::cpu::gemm_bf16_supported();
+  const bool amx = of::cpu::gemm_bf16_amx();
   const std::string on_cpu = kernel ? "yes" : "no (the widened path only)";
-  MESSAGE("AVX512-BF16 kernel on this CPU: " << on_cpu);
+  const std::string amx_here = amx ? "yes (k a multiple of 32)" : "no";
+  MESSAGE("AVX512-BF16 kernel on this CPU: " << on_cpu << "; AMX-BF16: " << amx_here);
   of::manual_seed(41);
   auto close = [](const of::Tensor& got, const of::Tensor& want, int64_t k) {
     // the output is rounded to bfloat16 once (2^-8 relative); float32 sums add ~k * 2^-24
     const double atol = 1e-6 * double(k) * want.abs().max().item<double>() + 1e-30;
     return of::allclose(got.to(of::kFloat64), want, 8e-3, atol);
   };
-  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {5, 17, 2},     {12, 32, 7},
-                                                      {13, 33, 64}, {30, 70, 1100}, {128, 96, 384}};
-  for (bool use_kernel : {true, false}) {
+  // (k = 32, 64, 384, 1024: AMX where the CPU has it; m crosses its 32-row blocks)
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1},     {5, 17, 2},     {12, 32, 7},    {13, 33, 64},  {30, 70, 1100},
+      {128, 96, 384}, {17, 31, 32},  {33, 65, 1024}, {64, 32, 96}};
+  // the kernel with AMX, the kernel without (AVX512-BF16 only), the widened sgemm
+  for (int path = 0; path < 3; ++path) {
+    const bool use_kernel = path < 2;
     const bool prev = of::cpu::set_gemm_bf16_enabled(use_kernel);
+    const bool prev_amx = of::cpu::set_gemm_bf16_amx(path == 0);
     for (const auto& shape : shapes) {  // (no structured binding: clang 14's doctest lambdas)
       const int64_t m = shape[0], n = shape[1], k = shape[2];
-      INFO("kernel " << use_kernel << " m " << m << " n " << n << " k " << k);
+      INFO("path " << path << " m " << m << " n " << n << " k " << k);
       const of::Tensor a = of::randn({m, k}).to(of::kBFloat16);
       const of::Tensor b = of::randn({k, n}).to(of::kBFloat16);
       const of::Tensor w = of::randn({n, k}).to(of::kBFloat16);  // linear's [out, in]
@@ -562,6 +570,17 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
       CHECK(close(of::bmm(ab, b.unsqueeze(0).expand({3, k, n})), matmul64(ab, b), k));
     }
     of::cpu::set_gemm_bf16_enabled(prev);
+    of::cpu::set_gemm_bf16_amx(prev_amx);
+  }
+  if (amx) {  // inf and NaN reach the output on the tile unit too
+    of::Tensor a = of::randn({40, 64}).to(of::kBFloat16), b = of::randn({64, 20}).to(of::kBFloat16);
+    a.index_put_({3, 5}, std::numeric_limits<float>::infinity());
+    a.index_put_({35, 7}, std::numeric_limits<float>::quiet_NaN());
+    const of::Tensor got = of::mm(a, b).to(of::kFloat32);
+    CHECK(of::isinf(got.select(0, 3)).any().item<bool>());
+    CHECK(of::isnan(got.select(0, 35)).all().item<bool>());
+    CHECK(!of::isnan(got.select(0, 4)).any().item<bool>());
+    CHECK(!of::isinf(got.select(0, 4)).any().item<bool>());
   }
   // the sums do not depend on the thread count; both paths agree to bfloat16 rounding
   const of::Tensor a = of::randn({64, 640}).to(of::kBFloat16),

@@ -17,6 +17,15 @@
 // with one rounding (the instruction's), k blocks are added into C in order. c = alpha * AB +
 // beta * c (beta = 0: c is not read). Results differ from the widened sgemm's in the last bits
 // (another summation order), as any two GEMMs do.
+// On a CPU with AMX-BF16 (Sapphire Rapids and later) a GEMM whose k pairs come in whole tiles
+// (k a multiple of 32) runs on the tile unit instead: tdpbf16ps adds a 16 x 32 bfloat16 A tile
+// times a 32 x 16 B tile into a 16 x 16 float32 tile (512 multiply-adds an instruction, 16 times
+// vdpbf16ps's). B's strips are the same packing (a B tile is 16 columns of a strip, 128 bytes a
+// pair apart: prepacked weights serve both paths); a block of 32 rows times one strip is four C
+// tiles summed over all of k, then c = alpha * acc + beta * c; the last rows of A, when fewer
+// than 32, are copied into a zeroed block first. The tile unit sums k pairs in its own order
+// (its sums differ from vdpbf16ps's in the last bits); the path is chosen by the shape alone, so
+// a product's bits do not depend on packing or on the thread count.
 #include "cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -27,14 +36,15 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "oneflow/error.h"
-
 #include "thread_pool.h"
 
 namespace oneflow::cpu {
 
 namespace {
 std::atomic<bool> g_enabled{true};
+std::atomic<bool> g_amx{true};
 }  // namespace
 
 bool gemm_bf16_supported() {
@@ -48,6 +58,13 @@ bool gemm_bf16_supported() {
 }
 
 bool set_gemm_bf16_enabled(bool on) { return g_enabled.exchange(on); }
+
+bool gemm_bf16_amx() {
+  static const bool cpu = amx_usable(AmxUnit::kBf16);
+  return cpu && g_amx.load(std::memory_order_relaxed) && gemm_bf16_supported();
+}
+
+bool set_gemm_bf16_amx(bool on) { return g_amx.exchange(on); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
@@ -100,6 +117,66 @@ template <int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) 
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
 }
 constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMr>{});
+
+// AMX: all eight tiles 16 rows x 64 bytes (C 0-3: 16 float32 a row; A 4-5: 16 k pairs a row;
+// B 6-7: 16 columns' pairs a row).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+#define OF_AMX_BF16_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw")))
+OF_AMX_BF16_TARGET void amx_begin() {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+}
+OF_AMX_BF16_TARGET void amx_end() { _tile_release(); }
+
+// acc (32 x 32 float32, rows kNr apart) = 32 rows of A (pairs, rows lda2 apart) times the strip
+// (kp pairs, a multiple of 16).
+OF_AMX_BF16_TARGET void block_amx(const uint32_t* a, int64_t lda2, const uint32_t* strip,
+                                  int64_t kp, float* acc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t p = 0; p < kp; p += 16) {
+    _tile_loadd(6, strip + p * kNr, kNr * 4);
+    _tile_loadd(7, strip + p * kNr + 16, kNr * 4);
+    _tile_loadd(4, a + p, lda2 * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a + 16 * lda2 + p, lda2 * 4);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, acc, kNr * 4);
+  _tile_stored(1, acc + 16, kNr * 4);
+  _tile_stored(2, acc + 16 * kNr, kNr * 4);
+  _tile_stored(3, acc + 16 * kNr + 16, kNr * 4);
+}
+
+// c = alpha * acc + beta * c for R rows and the nc valid columns (the register tile's formula).
+OF_BF16_TARGET void store_block(const float* acc, int R, float* c, int64_t ldc, int64_t nc,
+                                float alpha, float beta) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
+  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
+                       : nc <= 16 ? __mmask16(0)
+                                  : __mmask16((1u << (nc - 16)) - 1);
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(acc + r * kNr), va);
+    __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(acc + r * kNr + 16), va);
+    if (beta != 0.f) {
+      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, v0);
+      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, v1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
 
 // Element (i, j) of an operand stored row-major (trans = false: at i * ld + j) or as the
 // transpose of one (trans = true: at j * ld + i).
@@ -175,6 +252,40 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
                      }
                  });
     ap = dst;
+  }
+  if (kp % 16 == 0 && gemm_bf16_amx()) {
+    // AMX: each task packs its strips one at a time and owns their columns of C; 32-row blocks,
+    // the last (fewer rows) from a zeroed copy
+    const int64_t full = m / 32 * 32, tail = m - full;
+    parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
+      thread_local std::vector<uint32_t> bbuf, tbuf;
+      thread_local std::vector<float> accbuf;
+      uint32_t* own = packed_b ? nullptr : scratch(bbuf, size_t(kp * kNr));
+      uint32_t* last = tail ? scratch(tbuf, size_t(32 * kp)) : nullptr;
+      if (accbuf.size() < size_t(32 * kNr)) accbuf.resize(size_t(32 * kNr));
+      float* acc = accbuf.data();
+      if (tail) {
+        std::fill(last, last + 32 * kp, uint32_t(0));
+        for (int64_t r = 0; r < tail; ++r)
+          std::copy(ap + (full + r) * lda2, ap + (full + r) * lda2 + kp, last + r * kp);
+      }
+      amx_begin();
+      for (int64_t s = s0; s < s1; ++s) {
+        const uint32_t* strip = packed_b ? packed_b + s * kp * kNr : own;
+        if (!packed_b) pack_strip(b, tb, ldb, k, n, s, kp, own);
+        const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+        for (int64_t i0 = 0; i0 < full; i0 += 32) {
+          block_amx(ap + i0 * lda2, lda2, strip, kp, acc);
+          store_block(acc, 32, c + i0 * ldc + j0, ldc, nc, alpha, beta);
+        }
+        if (tail) {
+          block_amx(last, kp, strip, kp, acc);
+          store_block(acc, int(tail), c + full * ldc + j0, ldc, nc, alpha, beta);
+        }
+      }
+      amx_end();
+    });
+    return;
   }
   // Each task packs its strips of B one at a time (the strip then stays in cache for every row
   // tile) and owns their columns of C.

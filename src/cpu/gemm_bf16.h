@@ -13,6 +13,11 @@ bool gemm_bf16_supported();
 // Turns the kernel off (tests and benchmarks compare it with the widened sgemm); returns the
 // previous setting.
 bool set_gemm_bf16_enabled(bool on);
+// Whether it runs GEMMs whose k is a multiple of 32 on AMX-BF16 here (the CPU has it, Linux lets
+// this process use the tiles, and it is not turned off); set_gemm_bf16_amx(false) keeps them on
+// AVX512-BF16 (tests); returns the previous setting.
+bool gemm_bf16_amx();
+bool set_gemm_bf16_amx(bool on);
 
 // c [m, n] (float32, rows ldc apart) = alpha * a @ b + beta * c (beta = 0: c is not read), a
 // [m, k] and b [k, n] bfloat16 bit patterns, each row-major with leading dimension ld (trans:

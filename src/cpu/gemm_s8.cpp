@@ -32,6 +32,7 @@
 #include <limits>
 #include <utility>
 
+#include "cpu/amx.h"
 #include "oneflow/error.h"
 #include "thread_pool.h"
 
@@ -52,22 +53,30 @@ bool gemm_s8_vnni() {
 #endif
 }
 
-bool gemm_s8_amx() {
+bool amx_usable(AmxUnit unit) {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static const bool ok = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-    const bool tile = (edx >> 24) & 1, int8 = (edx >> 25) & 1;
-    if (!tile || !int8 || !gemm_s8_vnni()) return false;  // (the output pass uses AVX-512)
-    // Linux hands out the tile registers' state only on request (ARCH_REQ_XCOMP_PERM for
-    // XFEATURE_XTILEDATA), once per process; without it the first tile instruction faults.
+  static const unsigned edx = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, d = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &d) ? d : 0u;
+  }();
+  const bool tile = (edx >> 24) & 1;
+  const bool has = unit == AmxUnit::kInt8 ? (edx >> 25) & 1 : (edx >> 22) & 1;
+  if (!tile || !has) return false;
+  static const bool permitted = [] {
     constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
   }();
-  return ok;
+  return permitted;
 #else
+  (void)unit;
   return false;
 #endif
+}
+
+bool gemm_s8_amx() {
+  // (the output pass and the quantization use AVX-512)
+  static const bool ok = gemm_s8_vnni() && amx_usable(AmxUnit::kInt8);
+  return ok;
 }
 
 S8Path gemm_s8_best() {
