@@ -6,13 +6,15 @@
 // must read (every weight matrix, the tied head, the LayerNorms, and the KV cache up to the
 // position) at the STREAM-triad rate measured in the same run, at the same thread count.
 // Prints machine-readable lines:
-//   result impl=ours_traced|ours_eager|ours_traced_bf16 threads=T prompt=P tokens=N
+//   result impl=ours_traced|ours_eager|ours_traced_bf16|ours_traced_int8 threads=T prompt=P tokens=N
 //   ms_per_token=<median>
 //          tokens_per_s=<1000 / ms>
 //   limit threads=T triad_gbs=<GB/s> bytes_per_token=<MB> bound_tokens_per_s=<...>
 //
 //   build/bench/bench_gpt_decode [--threads 1,2] [--prompt 128] [--tokens 64] [--rounds 3]
-//                                [--layers 12] [--bf16] [--no-eager]
+//                                [--layers 12] [--bf16] [--int8] [--no-eager]
+// --int8 traces the float32 model with TraceOptions::quantize_int8 (the linears' weights int8,
+// NOTE [Dynamic int8 linear]; the tied head too: it is a linear of the embedding's weight).
 #include <oneflow/oneflow.h>
 
 #include <cstdio>
@@ -109,7 +111,7 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int64_t prompt_len = 128, tokens = 64, layers = 12;
   int rounds = 3;
-  bool bf16 = false, eager = true;
+  bool bf16 = false, int8 = false, eager = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = std::stoi(next());
     else if (a == "--layers") layers = std::stoll(next());
     else if (a == "--bf16") bf16 = true;
+    else if (a == "--int8") int8 = true;
     else if (a == "--no-eager") eager = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -134,10 +137,12 @@ int main(int argc, char** argv) {
     std::string name;
     of::ScalarType dt;
     bool traced;
+    bool int8 = false;  // TraceOptions::quantize_int8: the linears' weights int8
   };
   std::vector<Impl> impls = {{"ours_traced", of::kFloat32, true}};
   if (eager) impls.push_back({"ours_eager", of::kFloat32, false});
   if (bf16) impls.push_back({"ours_traced_bf16", of::kBFloat16, true});
+  if (int8) impls.push_back({"ours_traced_int8", of::kFloat32, true, true});
   for (int t : threads) {
     of::set_num_threads(t);
     const double gbs = triad_gbs(t);
@@ -150,7 +155,8 @@ int main(int argc, char** argv) {
       auto fn = [&](const of::Tensor& token, const of::Tensor& p) {
         return m.step(token, p, cache);
       };
-      auto traced = of::jit::trace(fn, of::jit::TraceOptions().arena_outputs(true));
+      auto traced =
+          of::jit::trace(fn, of::jit::TraceOptions().arena_outputs(true).quantize_int8(im.int8));
       std::vector<double> per_token;
       for (int r = 0; r < rounds; ++r) {
         cache.k.zero_();

@@ -17,8 +17,9 @@
 // with one rounding (the instruction's), k blocks are added into C in order. c = alpha * AB +
 // beta * c (beta = 0: c is not read). Results differ from the widened sgemm's in the last bits
 // (another summation order), as any two GEMMs do.
-// On a CPU with AMX-BF16 (Sapphire Rapids and later) a GEMM whose k pairs come in whole tiles
-// (k a multiple of 32) runs on the tile unit instead: tdpbf16ps adds a 16 x 32 bfloat16 A tile
+// On a CPU with AMX-BF16 (Sapphire Rapids and later) a GEMM of at least 16 rows whose k pairs
+// come in whole tiles (k a multiple of 32) runs on the tile unit instead (fewer rows, a decoding
+// step's, are bound by reading B, which the register tile does as fast): tdpbf16ps adds a 16 x 32 bfloat16 A tile
 // times a 32 x 16 B tile into a 16 x 16 float32 tile (512 multiply-adds an instruction, 16 times
 // vdpbf16ps's). B's strips are the same packing (a B tile is 16 columns of a strip, 128 bytes a
 // pair apart: prepacked weights serve both paths); a block of 32 rows times one strip is four C
@@ -72,6 +73,7 @@ namespace {
 constexpr int64_t kNr = 32;   // columns per strip (two zmm of float32)
 constexpr int kMr = 12;       // rows per register tile
 constexpr int64_t kKc = 256;  // k pairs per block (a strip block: 32 KiB)
+constexpr int64_t kPrefetch = 16;  // k pairs ahead (2 KiB of the strip)
 
 #define OF_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -84,6 +86,11 @@ OF_BF16_TARGET void tile(const uint32_t* a, int64_t lda2, const uint16_t* bs, in
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kp; ++p) {
+    // the strip streams from memory when few rows share it (decoding: one row): ask for it
+    // ahead (past the block's end it runs into the next block, read next; a prefetch past the
+    // end of the packing is dropped, never faults)
+    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * 64), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * 64 + 32), _MM_HINT_T0);
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bs + p * 64);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bs + p * 64 + 32);
     for (int r = 0; r < R; ++r) {
@@ -253,7 +260,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
                  });
     ap = dst;
   }
-  if (kp % 16 == 0 && gemm_bf16_amx()) {
+  if (m >= 16 && kp % 16 == 0 && gemm_bf16_amx()) {
     // AMX: each task packs its strips one at a time and owns their columns of C; 32-row blocks,
     // the last (fewer rows) from a zeroed copy
     const int64_t full = m / 32 * 32, tail = m - full;

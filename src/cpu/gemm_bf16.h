@@ -13,7 +13,7 @@ bool gemm_bf16_supported();
 // Turns the kernel off (tests and benchmarks compare it with the widened sgemm); returns the
 // previous setting.
 bool set_gemm_bf16_enabled(bool on);
-// Whether it runs GEMMs whose k is a multiple of 32 on AMX-BF16 here (the CPU has it, Linux lets
+// Whether it runs GEMMs of 16 rows or more whose k is a multiple of 32 on AMX-BF16 here (the CPU has it, Linux lets
 // this process use the tiles, and it is not turned off); set_gemm_bf16_amx(false) keeps them on
 // AVX512-BF16 (tests); returns the previous setting.
 bool gemm_bf16_amx();
