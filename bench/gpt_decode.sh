@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpt_decode.sh: GPT-2-small-shaped decoding at batch 1 (issue 26 section 4): our traced
-# KV-cache decode step (bench/bench_gpt_decode.cpp, float32 and bfloat16) beside PyTorch eager
-# with a hand-written KV cache (bench/gpt_decode_peer.py, float32 and bfloat16), and the bound:
+# KV-cache decode step (bench/bench_gpt_decode.cpp, float32, bfloat16 and int8 weights) beside
+# PyTorch eager with a hand-written KV cache (bench/gpt_decode_peer.py, float32, bfloat16 and its
+# quantize_dynamic int8), and the bound:
 # the bytes a token reads at the STREAM-triad rate measured in the same run.
 #
 #   bench/gpt_decode.sh [rounds, default 3] [tokens per round, default 64]
@@ -35,12 +36,12 @@ LOG=$BUILD/gpt_decode-$(date +%Y%m%d-%H%M%S).log
 csv_threads=$(echo "$THREADS" | tr ' ' ',')
 ours() {
   "$BUILD/bench/bench_gpt_decode" --threads "$csv_threads" --prompt "$PROMPT" --tokens "$TOKENS" \
-    --rounds 1 --bf16 --no-eager | tee -a "$LOG"
+    --rounds 1 --bf16 --int8 --no-eager | tee -a "$LOG"
 }
 peer() {
   for t in $THREADS; do
     "$PY" bench/gpt_decode_peer.py --threads "$t" --prompt "$PROMPT" --tokens "$TOKENS" \
-      --rounds 1 --bf16 | tee -a "$LOG"
+      --rounds 1 --bf16 --int8 | tee -a "$LOG"
   done
 }
 for r in $(seq 1 "$ROUNDS"); do
@@ -60,17 +61,23 @@ for line in open(sys.argv[1]):
     elif line.startswith("limit"):
         bound[int(kv["threads"])].append((float(kv["triad_gbs"]), float(kv["bytes_per_token_mb"])))
 threads = sorted({t for _, t in ms})
-impls = ["ours_traced", "ours_traced_bf16", "torch_eager", "torch_eager_bf16"]
+impls = ["ours_traced", "ours_traced_bf16", "ours_traced_int8", "torch_eager", "torch_eager_bf16",
+         "torch_eager_int8"]
 print("| threads | " + " | ".join(f"{i} tokens/s" for i in impls) +
-      " | ours / torch (float32) | ours bf16 / torch float32 | triad GB/s | float32 bound tokens/s | ours / bound |")
-print("|---" * (len(impls) + 6) + "|")
+      " | ours / torch (float32) | ours bf16 / torch float32 | ours int8 / torch float32 |"
+      " ours int8 / torch int8 | triad GB/s | float32 bound tokens/s | ours / bound |")
+print("|---" * (len(impls) + 8) + "|")
 for t in threads:
     tps = {i: 1e3 / statistics.median(ms[(i, t)]) for i in impls if ms[(i, t)]}
+    nan = float("nan")
     gbs = statistics.median(b[0] for b in bound[t])
     mb = bound[t][0][1]
     b = gbs * 1e3 / mb
-    print(f"| {t} | " + " | ".join(f"{tps.get(i, float('nan')):.1f}" for i in impls) +
-          f" | {tps['ours_traced'] / tps['torch_eager']:.2f}x | {tps['ours_traced_bf16'] / tps['torch_eager']:.2f}x"
+    print(f"| {t} | " + " | ".join(f"{tps.get(i, nan):.1f}" for i in impls) +
+          f" | {tps['ours_traced'] / tps['torch_eager']:.2f}x"
+          f" | {tps['ours_traced_bf16'] / tps['torch_eager']:.2f}x"
+          f" | {tps.get('ours_traced_int8', nan) / tps['torch_eager']:.2f}x"
+          f" | {tps.get('ours_traced_int8', nan) / tps.get('torch_eager_int8', nan):.2f}x"
           f" | {gbs:.1f} | {b:.1f} | {tps['ours_traced'] / b:.2f} |")
 print(f"(log: {sys.argv[1]})")
 EOF

@@ -8,15 +8,21 @@ weights. Decoding at batch 1 with a preallocated KV cache written in place at ea
 under torch.inference_mode: a 128-token prompt fed one token at a time, then greedy tokens; the
 median ms per token over rounds. Prints the lines bench_gpt_decode prints:
 
-    result impl=torch_eager|torch_eager_bf16 threads=T prompt=P tokens=N ms_per_token=<median>
-           tokens_per_s=<1000 / ms>
+    result impl=torch_eager|torch_eager_bf16|torch_eager_int8 threads=T prompt=P tokens=N
+           ms_per_token=<median> tokens_per_s=<1000 / ms>
 
     python bench/gpt_decode_peer.py --threads 1 [--prompt 128] [--tokens 64] [--rounds 3] [--bf16]
+                                    [--int8]
+
+--int8: torch.ao.quantization.quantize_dynamic(model, {Linear}, qint8), PyTorch's dynamic int8
+linear (per-tensor weight scales, fbgemm), with the tied head as a Linear sharing the embedding's
+weight so that it is quantized too, as our quantize_int8 pass does.
 """
 import argparse
 import math
 import statistics
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +62,8 @@ class Gpt(torch.nn.Module):
             o = att.softmax(-1) @ vv  # [h, 1, hd]
             x = x + b.proj(o.reshape(1, d))
             x = x + b.fc2(F.gelu(b.fc1(b.norm2(x))))
+        if hasattr(self, "head"):
+            return self.head(self.norm(x)).view(-1)
         return F.linear(self.norm(x), self.tok.weight).view(-1)
 
 
@@ -67,6 +75,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--int8", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -75,8 +84,19 @@ def main():
     impls = [("torch_eager", torch.float32)]
     if a.bf16:
         impls.append(("torch_eager_bf16", torch.bfloat16))
+    if a.int8:
+        impls.append(("torch_eager_int8", torch.qint8))
     for name, dt in impls:
-        m = m.to(dt)
+        if dt == torch.qint8:
+            m = m.to(torch.float32)
+            m.head = torch.nn.Linear(m.d, m.tok.num_embeddings, bias=False)
+            m.head.weight = m.tok.weight
+            with warnings.catch_warnings():  # (quiet its deprecation notices: the API works)
+                warnings.simplefilter("ignore")
+                m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+            dt = torch.float32
+        else:
+            m = m.to(dt)
         k_cache = torch.zeros(a.layers, 1, m.heads, a.prompt + a.tokens, m.d // m.heads, dtype=dt)
         v_cache = torch.zeros_like(k_cache)
         per_token = []
