@@ -269,6 +269,12 @@ of::Tensor linear_act(const V& in, const char* act) {
                       {in[0], in[1], in.size() > 2 ? in[2] : of::Tensor()},
                       of::Attrs{std::string(act)})[0];
 }
+// with a scale and a residual (the last input; `bias`: whether in[2] is the bias)
+of::Tensor linear_act_sr(const V& in, const char* act, double scale, bool bias) {
+  return of::dispatch(of::find_op("linear_act"),
+                      {in[0], in[1], bias ? in[2] : of::Tensor(), in.back()},
+                      of::Attrs{std::string(act), scale})[0];
+}
 Ref act_ref(const Ref& y, double (*f)(double)) {
   return th::map_ref({y}, [f](const auto& v) { return f(v[0]); });
 }
@@ -303,6 +309,21 @@ TH_ROWS({
         [](const V& in) { return linear_act(in, "tanh"); },
         [](const R& r) {
           return act_ref(linear_ref(r[0], r[1], &r[2]), [](double x) { return std::tanh(x); });
+        })),
+    // act(x wᵀ + b) * scale + residual
+    no_grad(row(
+        "linear_act/gelu_scale_residual", {"linear_act"}, {{13, 7}, {33, 7}, {33}, {13, 33}},
+        [](const V& in) { return linear_act_sr(in, "gelu", 0.75, true); },
+        [](const R& r) {
+          return th::map_ref({act_ref(linear_ref(r[0], r[1], &r[2]), gelu_erf), r[3]},
+                             [](const auto& v) { return v[0] * 0.75 + v[1]; });
+        })),
+    no_grad(row(
+        "linear_act/residual_no_bias", {"linear_act"}, {{5, 9}, {6, 9}, {5, 6}},
+        [](const V& in) { return linear_act_sr(in, "none", 1.0, false); },
+        [](const R& r) {
+          return th::map_ref({linear_ref(r[0], r[1], nullptr), r[2]},
+                             [](const auto& v) { return v[0] + v[1]; });
         })),
 });
 

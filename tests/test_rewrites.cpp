@@ -380,6 +380,79 @@ TEST_CASE("trace rewrite: epilogue runs the activation after a linear in the GEM
   CHECK(train.graph().find("linear_act") == std::string::npos);
 }
 
+TEST_CASE("trace rewrite: epilogue folds a constant scale and a residual add into the GEMM") {
+  of::manual_seed(17);
+  const of::Tensor w1 = of::randn({16, 16}) * 0.3, b1 = of::randn({16}), w2 = of::randn({40, 16});
+  const of::Tensor x = of::randn({3, 7, 16});
+  // a pre-norm block's residual: h = x + proj(a); the activation, scale and residual together
+  const Fn block = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor h = in[0] + of::linear(of::layer_norm(in[0], {16}), w1, b1);
+    return std::vector<of::Tensor>{of::linear(of::gelu(of::linear(h, w2)) * 0.5, w2.t()) + h};
+  };
+  const of::trace::Graph g = recorded(block, {x});
+  const of::trace::Graph f = of::trace::dce(of::trace::fuse_epilogue(g));
+  CHECK(count_op(f, "linear_act") == 2);
+  CHECK(count_op(f, "linear") == 1);  // the last: its residual add is what the graph returns
+  CHECK(count_op(f, "add") == 1);
+  CHECK(count_op(f, "mul") == 0);
+  CHECK(has_line(f.rewrites, "-> linear_act (no activation, residual, output (21, 16))"));
+  CHECK(has_line(f.rewrites, "-> linear_act (gelu, scale 0.5, output (21, 40))"));
+  CHECK(has_line(f.rewrites, "refused: the last step's output is returned"));
+  // replays: bitwise the unfused replay and eager, float32 (the kernel's epilogue where the CPU
+  // has AVX-512) and float64 (after the GEMM). Chained rewrites: a linear reads the previous
+  // one's residual sum through a view, and a draw between them takes arena memory (the view's
+  // reads must keep the first linear's output alive: a dropped add's buffer once misled the
+  // memory plan into reusing it)
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    INFO(of::dtype_name(dt));
+    const of::Tensor a1 = w1.to(dt), c1 = b1.to(dt), a2 = w2.to(dt);
+    auto fn = [&](const of::Tensor& in) {
+      const of::Tensor h = in + of::linear(of::layer_norm(in, {16}), a1, c1);
+      const of::Tensor r = of::randn({3, 7, 40}, dt);  // (drawn: computed before the linear)
+      return of::linear(of::silu(of::linear(h, a2)) * 1.7, a2.t()) + h +
+             (of::linear(h, a2, {}) * 3.0 + r).sum();
+    };
+    auto fused = of::jit::trace(fn);
+    auto plain = of::jit::trace(fn, of::jit::TraceOptions().epilogue(false));
+    of::NoGradGuard ng;
+    for (int call = 0; call < 2; ++call) {
+      const of::Tensor in = of::randn({3, 7, 16}, dt);
+      of::manual_seed(100 + call);
+      const of::Tensor y = fused(in);
+      of::manual_seed(100 + call);
+      CHECK(th::same_bits(y, plain(in)));
+      of::manual_seed(100 + call);
+      CHECK(th::same_bits(y, fn(in)));
+    }
+    CHECK(has_line(fused.stats().rewrites, "(silu, scale 1.7, output (21, 40))"));
+    CHECK(has_line(fused.stats().rewrites, "(no activation, scale 3, residual, output (21, 40))"));
+    CHECK(plain.graph().find("linear_act") == std::string::npos);
+  }
+  // refused, saying why: a residual computed after the linear; one written in place in between;
+  // a scale that is a tensor, not a constant (no rewrite at all)
+  const Fn late = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor y = of::linear(in[0], w1, b1);
+    return std::vector<of::Tensor>{y + in[0].exp()};
+  };
+  const of::trace::Graph l = of::trace::fuse_epilogue(recorded(late, {x}));
+  CHECK(count_op(l, "linear_act") == 0);
+  CHECK(has_line(l.rewrites, "the residual is computed after the linear"));
+  const Fn written = [&](const std::vector<of::Tensor>& in) {
+    of::Tensor r = in[0].exp();
+    const of::Tensor y = of::linear(in[0], w1, b1);
+    r.mul_(2.0);
+    return std::vector<of::Tensor>{y + r};
+  };
+  const of::trace::Graph wr = of::trace::fuse_epilogue(recorded(written, {x}));
+  CHECK(count_op(wr, "linear_act") == 0);
+  CHECK(has_line(wr.rewrites, "written between the linear and the add"));
+  const Fn tensor_scale = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{of::linear(in[0], w1, b1) * in[1]};
+  };
+  CHECK(count_op(of::trace::fuse_epilogue(recorded(tensor_scale, {x, of::randn({16})})),
+                 "linear_act") == 0);
+}
+
 TEST_CASE("trace rewrite: linear_act checks its activation") {
   const of::OpDef& op = of::find_op("linear_act");
   const of::Tensor x = of::randn({2, 3}), w = of::randn({4, 3});
@@ -393,4 +466,26 @@ TEST_CASE("trace rewrite: linear_act checks its activation") {
         (void)of::dispatch(op, {x, of::randn({4, 2}), {}}, of::Attrs{std::string("relu")});
       },
       {"[linear]", "(2, 3)", "(4, 2)"}));
+  // the residual must have the output's shape and dtype; the scale must be finite
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(op, {x, w, {}, of::randn({2, 5})}, of::Attrs{std::string("none"), 1.0});
+      },
+      {"[linear_act]", "residual", "(2, 4)", "(2, 5)"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(op, {x, w, {}, of::randn({2, 4}, of::kFloat64)},
+                           of::Attrs{std::string("none"), 1.0});
+      },
+      {"[linear_act]", "residual", "float64"}));
+  CHECK(th::throws_with(
+      [&] {
+        (void)of::dispatch(op, {x, w, {}}, of::Attrs{std::string("relu"), INFINITY});
+      },
+      {"[linear_act]", "scale", "inf"}));
+  // called directly: act(x wᵀ + b) * scale + residual, each step rounded as its op
+  const of::Tensor b = of::randn({4}), r = of::randn({2, 4});
+  const of::Tensor got =
+      of::dispatch(op, {x, w, b, r}, of::Attrs{std::string("tanh"), 0.25})[0];
+  CHECK(th::same_bits(got, of::linear(x, w, b).tanh() * 0.25 + r));
 }

@@ -298,15 +298,22 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans
 }
 
 bool gemm_epilogue(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
-                   void (*act)(float*, int64_t)) {
+                   void (*act)(float*, int64_t), float scale, const Tensor& residual) {
   if (c.dtype() != kFloat32 || a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dim() != 2 ||
       !c.is_contiguous() || !gemm_f32_supported() || a.size(-1) == 0 || c.numel() == 0 ||
-      same_storage(c, a) || same_storage(c, b) || (bias.defined() && same_storage(c, bias)))
+      same_storage(c, a) || same_storage(c, b) || (bias.defined() && same_storage(c, bias)) ||
+      (residual.defined() && (residual.dtype() != kFloat32 || !residual.is_contiguous() ||
+                              same_storage(c, residual))))
     return false;
   const Tensor bc = bias.defined() ? kernel_contiguous(bias) : Tensor();
   GemmEpilogueF32 ep;
   ep.bias = bc.defined() ? static_cast<const float*>(bc.data_ptr()) : nullptr;
   ep.act = act;
+  ep.scale = scale;
+  if (residual.defined()) {
+    ep.residual = static_cast<const float*>(residual.data_ptr());
+    ep.ldr = c.size(1);
+  }
   gemm_f32_call(a, b, c, 1.f, 0.f, ep);
   return true;
 }

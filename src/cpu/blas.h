@@ -23,14 +23,18 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
 // NOTE [GEMM epilogues]: c = act(a @ b + bias) with the bias and the activation applied to each
 // output tile of the float32 kernel (NOTE [float32 GEMM]) right after its sums, while it is in
 // cache: linear's bias without a pass that preloads it into c, and the trace's epilogue rewrite
-// (linear_act) without a pass over the output for the activation. The bias enters as the
+// (linear_act) without a pass over the output for the activation, a constant scale and a
+// residual add (each of those rounded apart, as the unfused mul and add). The bias enters as the
 // first k block's C with beta 1, as a preloaded bias does, and `act` is the elementwise op's
 // own function (cpu/elementwise.h, act_fn), so the result is bitwise the unfused one. Returns
 // false, doing nothing, where the float32 kernel does not run this GEMM (another dtype, no
 // AVX-512, a batch, aliasing): the caller then preloads the bias, runs gemm() and the
 // activation's kernel. bias: [n] or undefined; act: null for none.
+// Then (linear_act's scale and residual) c = c * scale (unless 1) and c = c + residual (a
+// tensor of c's shape, or undefined), each rounded as the unfused mul and add round.
 bool gemm_epilogue(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
-                   void (*act)(float*, int64_t));
+                   void (*act)(float*, int64_t), float scale = 1.f,
+                   const Tensor& residual = Tensor());
 
 // Row-major GEMM on dense buffers, for kernels that loop over GEMMs (the fused LSTM layer):
 // c = alpha * op(a) @ op(b) + beta * c with op(x) = x^T when its flag is set; m, n, k > 0.

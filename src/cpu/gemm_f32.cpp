@@ -133,6 +133,16 @@ float* scratch(std::vector<float>& v, size_t n) {
   return v.data();
 }
 
+// p *= scale (unless 1), then p += r (unless null): two passes, so that the multiply and the add
+// round separately, as the unfused mul and add ops do (a compiler contracts a multiply feeding an
+// add in one expression into a fused multiply-add).
+void scale_add_row(float* p, int64_t n, float scale, const float* r) {
+  if (scale != 1.f)
+    for (int64_t j = 0; j < n; ++j) p[j] *= scale;
+  if (r)
+    for (int64_t j = 0; j < n; ++j) p[j] += r[j];
+}
+
 }  // namespace
 
 std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb) {
@@ -197,6 +207,10 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
       }
       if (ep.act)
         for (int64_t i = i_begin; i < i_end; ++i) ep.act(c + i * ldc + j0, nc);
+      if (ep.scale != 1.f || ep.residual)
+        for (int64_t i = i_begin; i < i_end; ++i)
+          scale_add_row(c + i * ldc + j0, nc, ep.scale,
+                        ep.residual ? ep.residual + i * ep.ldr + j0 : nullptr);
     }
   });
 }

@@ -14,10 +14,14 @@ bool set_gemm_f32_enabled(bool on);
 
 // What runs on each output tile after its sums: `bias` (n floats, or null) is the first k
 // block's C input with beta 1 (alpha * AB + bias); `act` (or null) then maps each row segment
-// of the tile in place.
+// of the tile in place; then each value is multiplied by `scale` (unless 1) and `residual`
+// (rows ldr apart, or null) is added: each a rounding of its own, as the unfused ops round.
 struct GemmEpilogueF32 {
   const float* bias = nullptr;
   void (*act)(float* p, int64_t n) = nullptr;
+  float scale = 1.f;
+  const float* residual = nullptr;
+  int64_t ldr = 0;
 };
 
 // c [m, n] (rows ldc apart) = alpha * a @ b + beta * c (beta = 0: c is not read; a bias in the

@@ -72,13 +72,16 @@ void dropout(const KernelArgs& k) {
 // epilogue rewrite) applies its activation in the same epilogue, or after the GEMM.
 
 namespace {
-void linear_then(const KernelArgs& k, std::string_view act) {
+// linear, then `act` (empty: none), then * scale (unless 1), then + residual (k.inputs[3] when
+// there is one): each step rounded as its unfused op rounds.
+void linear_then(const KernelArgs& k, std::string_view act, double scale = 1.0) {
   const Tensor& x = k.inputs[0];
   const Tensor& w = k.inputs[1];
   const Tensor& out = k.outputs[0];
   const bool has_bias = k.inputs[2].defined();
+  const Tensor residual = k.inputs.size() > 3 ? k.inputs[3] : Tensor();
   if (cpu::gemm_epilogue(x, kernel_transpose(w), out, k.inputs[2],
-                         act.empty() ? nullptr : act_f32(act)))
+                         act.empty() ? nullptr : act_f32(act), float(scale), residual))
     return;
   if (has_bias && out.numel() > 0) {
     const Tensor b = kernel_contiguous(k.inputs[2]);
@@ -89,6 +92,22 @@ void linear_then(const KernelArgs& k, std::string_view act) {
   }
   cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
   if (!act.empty()) apply_act(act, out);
+  if (scale == 1.0 && !residual.defined()) return;
+  dispatch_float(out.dtype(), "linear_act", [&](auto z) {
+    using T = decltype(z);
+    using C = compute_t<T>;
+    T* p = static_cast<T*>(out.data_ptr());
+    const int64_t n = out.numel();
+    const C s = C(scale);
+    // separate passes: the multiply and the add round apart (see cpu/gemm_f32.cpp)
+    if (scale != 1.0)
+      for (int64_t i = 0; i < n; ++i) p[i] = T(C(p[i]) * s);
+    if (residual.defined()) {
+      const Tensor r = kernel_contiguous(residual);
+      const T* q = static_cast<const T*>(r.data_ptr());
+      for (int64_t i = 0; i < n; ++i) p[i] = T(C(p[i]) + C(q[i]));
+    }
+  });
 }
 }  // namespace
 
@@ -127,6 +146,10 @@ void linear_dynamic_int8(const KernelArgs& k) {
             static_cast<float*>(out.data_ptr()), out.stride(0),
             S8Path(g_s8_path.load(std::memory_order_relaxed)));
 }
-void linear_act(const KernelArgs& k) { linear_then(k, LinearActAttrs::get<"act">(k.attrs)); }
+void linear_act(const KernelArgs& k) {
+  const std::string& act = LinearActAttrs::get<"act">(k.attrs);
+  linear_then(k, act == "none" ? std::string_view() : std::string_view(act),
+              LinearActAttrs::has<"scale">(k.attrs) ? LinearActAttrs::get<"scale">(k.attrs) : 1.0);
+}
 
 }  // namespace oneflow::cpu

@@ -61,13 +61,24 @@ void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
   out.push_back({{x.size(0), in[1].size(0)}, {}, 0, x.dtype(), x.device()});
 }
 
-// linear_act: linear's inputs, then the activation its attribute names (made by the trace's
-// epilogue rewrite, NOTE [GEMM epilogues] in cpu/blas.h; inference graphs: no VJP).
+// linear_act: linear's inputs and optionally a residual; y = act(x wᵀ + b) * scale + residual,
+// each step rounded as its own op (made by the trace's epilogue rewrite, NOTE [GEMM epilogues]
+// in cpu/blas.h; inference graphs: no VJP). act "none": no activation.
 void linear_act_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const std::string& act = LinearActAttrs::get<"act">(a);
-  if (!cpu::act_f32(act))
-    fail("[linear_act] unknown activation '{}' (relu, gelu, gelu_tanh, silu, tanh)", act);
+  if (act != "none" && !cpu::act_f32(act))
+    fail("[linear_act] unknown activation '{}' (relu, gelu, gelu_tanh, silu, tanh, or none)", act);
+  if (LinearActAttrs::has<"scale">(a) && !std::isfinite(LinearActAttrs::get<"scale">(a)))
+    fail("[linear_act] the scale must be finite, got {}", LinearActAttrs::get<"scale">(a));
   linear_meta(in, a, out);
+  if (in.size() > 3 && in[3].defined()) {
+    const Tensor& r = in[3];
+    if (!(r.sizes() == IntArrayRef(out[0].sizes)) || r.dtype() != out[0].dtype ||
+        r.device() != out[0].device)
+      fail("[linear_act] the residual must be {} {} on {} like the output, got {} {} on {}",
+           dtype_name(out[0].dtype), shape_str(out[0].sizes), out[0].device.str(),
+           dtype_name(r.dtype()), shape_str(r.sizes()), r.device().str());
+  }
 }
 
 // linear_dynamic_int8 (NOTE [Dynamic int8 linear] in src/cpu/gemm_s8.cpp; made by the trace's

@@ -10,8 +10,9 @@ namespace oneflow::nn_detail {
 // schema differs in its first field only, so `eps` and the flags read alike for all three.
 using NormAttrs = AttrSchema<Attr<"axis", int64_t>, Attr<"eps", double>, Attr<"has_weight", bool>,
                              Attr<"has_bias", bool>>;
-// linear_act (NOTE [GEMM epilogues] in cpu/blas.h): the activation's name
-using LinearActAttrs = AttrSchema<Attr<"act", std::string>>;
+// linear_act (NOTE [GEMM epilogues] in cpu/blas.h): the activation's name ("none" for none), then a
+// scale the activated output is multiplied by (left out by graphs saved before it: 1)
+using LinearActAttrs = AttrSchema<Attr<"act", std::string>, Attr<"scale", double>>;
 // add_layer_norm / add_rms_norm: the norm's attributes, and whether the sum is an output
 using AddNormAttrs = NormAttrs::with<Attr<"write_sum", bool>>;
 using GroupNormAttrs = AttrSchema<Attr<"num_groups", int64_t>, Attr<"eps", double>,
