@@ -611,8 +611,11 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
     const double atol = 4e-7 * double(k) * want.abs().max().item<double>() + 1e-30;
     return of::allclose(got.to(of::kFloat64), want, 1e-5, atol);
   };
+  // (at most 4 rows against a transposed B, linear's: dot products, NOTE [float32 GEMV]; k
+  // crosses its 16 lanes, n its 4 rows)
   const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1}, {5, 17, 2}, {12, 32, 7}, {13, 33, 257}, {150, 70, 600}, {128, 96, 384}};
+      {1, 1, 1},     {5, 17, 2},     {12, 32, 7},  {13, 33, 257}, {150, 70, 600},
+      {128, 96, 384}, {1, 50, 100},  {3, 37, 33},  {4, 5, 16},    {2, 300, 1}};
   for (bool use_kernel : {true, false}) {
     const bool prev = of::cpu::set_gemm_f32_enabled(use_kernel);
     for (const auto& shape : shapes) {  // (no structured binding: clang 14's doctest lambdas)
@@ -630,6 +633,8 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
       const of::Tensor self = of::randn({m, n});
       CHECK(close(of::addmm(self, a, b, 0.5, 2.0),
                   matmul64(a, b) * 2.0 + self.to(of::kFloat64) * 0.5, k));
+      CHECK(close(of::addmm(self, a, w.t(), 0.5, 2.0),
+                  matmul64(a, w.t()) * 2.0 + self.to(of::kFloat64) * 0.5, k));
       // out= into a buffer holding garbage (beta = 0 never reads it)
       of::Tensor out = of::full({m, n}, NAN);
       of::mm_out(out, a, b);
@@ -646,4 +651,19 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
   const of::Tensor two = of::mm(a, b);
   of::set_num_threads(threads);
   CHECK(of::equal(one, two));
+  // the same for the dot products of a decoding step (one row against a weight), and a traced
+  // replay (its weight a constant: not packed for this shape) gives eager's bits
+  const of::Tensor x = of::randn({1, 700}), w = of::randn({300, 700}), bias = of::randn({300});
+  of::set_num_threads(1);
+  const of::Tensor g1 = of::linear(x, w, bias);
+  of::set_num_threads(2);
+  const of::Tensor g2 = of::linear(x, w, bias);
+  of::set_num_threads(threads);
+  CHECK(of::equal(g1, g2));
+  auto step = of::jit::trace([&](const of::Tensor& in) { return of::linear(in, w, bias).relu(); });
+  of::NoGradGuard ng;
+  for (int call = 0; call < 3; ++call) {
+    const of::Tensor in = of::randn({call + 1, 700});
+    CHECK(th::same_bits(step(in), of::linear(in, w, bias).relu()));
+  }
 }

@@ -279,7 +279,7 @@ void gemm_f32_call(const Tensor& a, const Tensor& b, const Tensor& c, float alph
   const auto* ad = reinterpret_cast<const float*>(oa.data);
   const auto* bd = reinterpret_cast<const float*>(ob.data);
   std::shared_ptr<const std::vector<float>> packed;
-  if (constant_operand_storage() == b.impl()->storage.get())
+  if (constant_operand_storage() == b.impl()->storage.get() && !gemm_f32_gemv(m, oa.trans, ob.trans))
     packed = packed_constant_b<float>(b, ConstantForm::kF32Strips,
                                       [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
   gemm_f32(m, n, k, ad, oa.trans, oa.ld, bd, ob.trans, ob.ld, alpha, beta,

@@ -16,6 +16,14 @@
 //     while the tile is in L1: the bias as the first block's C (what linear's preloaded bias
 //     with beta = 1 gives, without the pass that preloads it), then an elementwise function.
 // c = alpha * AB + beta * c (beta = 0: c is not read).
+// NOTE [float32 GEMV]: a GEMM of at most kGemvRows rows against B = Wᵀ (W row-major [n, k]: a
+// linear's weight) packs nothing: each output is a dot product of an A row with a W row, 16
+// lanes at a time over all of k (4 W rows per step, every A row against each), the lanes then
+// summed in a fixed order (lane_sum), then alpha, the bias or beta * c, the epilogue.
+// Packing B per call cost a decoding step (one row) a whole extra pass over every weight: eager
+// decoding ran at a quarter of its traced speed. The path depends on the shape alone (packed or
+// not, eager or replayed, any thread count: the same bits), and a replay does not pack such a
+// weight at all (cpu/blas.cpp).
 #include "cpu/gemm_f32.h"
 
 #include <immintrin.h>
@@ -23,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -54,8 +63,68 @@ constexpr int kMr = 12;            // rows per register tile
 constexpr int64_t kKc = 256;       // k per block (a strip block: 32 KiB)
 constexpr int64_t kMc = 144;       // rows per row block (12 tiles; A block 144 KiB, in L2)
 constexpr int64_t kPrefetch = 16;  // k rows of the strip (2 KiB) ahead
+constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [float32 GEMV]
 
 #define OF_F32_TARGET __attribute__((target("avx512f")))
+
+// The 16 lanes' sum, halves added pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a fixed order.
+OF_F32_TARGET inline float lane_sum(__m512 v) {
+  // (the halves through the zero-masked extract: GCC 12 warns on the plain one's undefined
+  // source, which the cast uses too)
+  const __m512d d = _mm512_castps_pd(v);
+  const __m256 h =
+      _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 0)),
+                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 1)));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
+}
+
+// NOTE [float32 GEMV]: R rows of A (lda apart) against W rows j0 .. j1 (ldw apart, k each).
+template <int R>
+OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_t ldw, int64_t k,
+                             int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha,
+                             float beta, const float* bias) {
+  for (int64_t j = j0; j < j1; j += 4) {
+    const int J = int(std::min<int64_t>(4, j1 - j));
+    const float* wr[4];
+    for (int q = 0; q < 4; ++q) wr[q] = w + (j + std::min(q, J - 1)) * ldw;  // (tail: repeats)
+    __m512 acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+      for (int q = 0; q < 4; ++q)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[q] + p + 256), _MM_HINT_T0);
+      const __m512 w0 = _mm512_loadu_ps(wr[0] + p), w1 = _mm512_loadu_ps(wr[1] + p);
+      const __m512 w2 = _mm512_loadu_ps(wr[2] + p), w3 = _mm512_loadu_ps(wr[3] + p);
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_loadu_ps(a + r * lda + p);
+        acc[r][0] = _mm512_fmadd_ps(av, w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(av, w1, acc[r][1]);
+        acc[r][2] = _mm512_fmadd_ps(av, w2, acc[r][2]);
+        acc[r][3] = _mm512_fmadd_ps(av, w3, acc[r][3]);
+      }
+    }
+    if (p < k) {
+      const __mmask16 mk = __mmask16((1u << (k - p)) - 1);
+      __m512 wv[4];
+      for (int q = 0; q < 4; ++q) wv[q] = _mm512_maskz_loadu_ps(mk, wr[q] + p);
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_maskz_loadu_ps(mk, a + r * lda + p);
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_fmadd_ps(av, wv[q], acc[r][q]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < J; ++q) {
+        float* out = c + r * ldc + j + q;
+        const float v = alpha * lane_sum(acc[r][q]);
+        if (bias) *out = v + bias[j + q];
+        else *out = beta != 0.f ? std::fma(beta, *out, v) : v;
+      }
+  }
+}
 
 // One R x 32 tile over kc: acc = A rows (lda apart) times the strip block ([kc][32]); then
 // c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c itself.
@@ -154,10 +223,30 @@ std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int
   return packed;
 }
 
+bool gemm_f32_gemv(int64_t m, bool ta, bool tb) { return m <= kGemvRows && !ta && tb; }
+
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t lda, const float* b,
               bool tb, int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
               const float* packed_b, const GemmEpilogueF32& ep) {
   if (m <= 0 || n <= 0) return;
+  if (gemm_f32_gemv(m, ta, tb)) {  // NOTE [float32 GEMV]: B = Wᵀ read in place
+    using Rows = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                          int64_t, float*, int64_t, float, float, const float*);
+    static constexpr Rows kRows[kGemvRows] = {&gemv_rows<1>, &gemv_rows<2>, &gemv_rows<3>,
+                                              &gemv_rows<4>};
+    const int64_t grain = std::max<int64_t>(16, 131072 / std::max<int64_t>(k * m, 1)) / 4 * 4;
+    parallel_for(0, (n + 3) / 4, std::max<int64_t>(1, grain / 4), [&](int64_t q0, int64_t q1) {
+      const int64_t j0 = q0 * 4, j1 = std::min(n, q1 * 4);
+      kRows[size_t(m - 1)](a, lda, b, ldb, k, j0, j1, c, ldc, alpha, beta, ep.bias);
+      for (int64_t i = 0; i < m; ++i) {
+        if (ep.act) ep.act(c + i * ldc + j0, j1 - j0);
+        if (ep.scale != 1.f || ep.residual)
+          scale_add_row(c + i * ldc + j0, j1 - j0, ep.scale,
+                        ep.residual ? ep.residual + i * ep.ldr + j0 : nullptr);
+      }
+    });
+    return;
+  }
   const int64_t strips = (n + kNr - 1) / kNr;
   // A row-major in place, else packed [m, k]
   const float* ap = a;
@@ -215,6 +304,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   });
 }
 #else
+bool gemm_f32_gemv(int64_t, bool, bool) { return false; }
 void gemm_f32(int64_t, int64_t, int64_t, const float*, bool, int64_t, const float*, bool, int64_t,
               float, float, float*, int64_t, const float*, const GemmEpilogueF32&) {
   fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");

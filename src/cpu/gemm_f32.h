@@ -32,6 +32,10 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
               bool tb, int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
               const float* packed_b = nullptr, const GemmEpilogueF32& ep = {});
 
+// Whether gemm_f32 runs this shape as dot products against B = Wᵀ in place (few rows, B given
+// transposed: NOTE [float32 GEMV]); packing B is then wasted.
+bool gemm_f32_gemv(int64_t m, bool ta, bool tb);
+
 // B [k, n] packed once for gemm_f32: a constant operand's (NOTE [Prepacked weights]).
 std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb);
 
