@@ -36,7 +36,7 @@ LOG=$BUILD/gpt_decode-$(date +%Y%m%d-%H%M%S).log
 csv_threads=$(echo "$THREADS" | tr ' ' ',')
 ours() {
   "$BUILD/bench/bench_gpt_decode" --threads "$csv_threads" --prompt "$PROMPT" --tokens "$TOKENS" \
-    --rounds 1 --bf16 --int8 --no-eager | tee -a "$LOG"
+    --rounds 1 --bf16 --int8 | tee -a "$LOG"
 }
 peer() {
   for t in $THREADS; do
@@ -61,12 +61,13 @@ for line in open(sys.argv[1]):
     elif line.startswith("limit"):
         bound[int(kv["threads"])].append((float(kv["triad_gbs"]), float(kv["bytes_per_token_mb"])))
 threads = sorted({t for _, t in ms})
-impls = ["ours_traced", "ours_traced_bf16", "ours_traced_int8", "torch_eager", "torch_eager_bf16",
-         "torch_eager_int8"]
+impls = ["ours_traced", "ours_eager", "ours_traced_bf16", "ours_traced_int8", "torch_eager",
+         "torch_eager_bf16", "torch_eager_int8"]
 print("| threads | " + " | ".join(f"{i} tokens/s" for i in impls) +
-      " | ours / torch (float32) | ours bf16 / torch float32 | ours int8 / torch float32 |"
+      " | ours / torch (float32) | ours eager / torch (float32) | ours bf16 / torch float32 |"
+      " ours int8 / torch float32 |"
       " ours int8 / torch int8 | triad GB/s | float32 bound tokens/s | ours / bound |")
-print("|---" * (len(impls) + 8) + "|")
+print("|---" * (len(impls) + 9) + "|")
 for t in threads:
     tps = {i: 1e3 / statistics.median(ms[(i, t)]) for i in impls if ms[(i, t)]}
     nan = float("nan")
@@ -75,6 +76,7 @@ for t in threads:
     b = gbs * 1e3 / mb
     print(f"| {t} | " + " | ".join(f"{tps.get(i, nan):.1f}" for i in impls) +
           f" | {tps['ours_traced'] / tps['torch_eager']:.2f}x"
+          f" | {tps.get('ours_eager', nan) / tps['torch_eager']:.2f}x"
           f" | {tps['ours_traced_bf16'] / tps['torch_eager']:.2f}x"
           f" | {tps.get('ours_traced_int8', nan) / tps['torch_eager']:.2f}x"
           f" | {tps.get('ours_traced_int8', nan) / tps.get('torch_eager_int8', nan):.2f}x"
