@@ -535,10 +535,12 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
     const double atol = 1e-6 * double(k) * want.abs().max().item<double>() + 1e-30;
     return of::allclose(got.to(of::kFloat64), want, 8e-3, atol);
   };
-  // (k = 32, 64, 384, 1024: AMX where the CPU has it; m crosses its 32-row blocks)
+  // (k = 32, 64, 384, 1024: AMX where the CPU has it; m crosses its 32-row blocks; at most 4
+  // rows against a transposed B: dot products, NOTE [bfloat16 GEMV], k crossing its 32 values)
   const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1},     {5, 17, 2},     {12, 32, 7},    {13, 33, 64},  {30, 70, 1100},
-      {128, 96, 384}, {17, 31, 32},  {33, 65, 1024}, {64, 32, 96}};
+      {1, 1, 1},      {5, 17, 2},    {12, 32, 7},    {13, 33, 64}, {30, 70, 1100},
+      {128, 96, 384}, {17, 31, 32},  {33, 65, 1024}, {64, 32, 96}, {1, 50, 100},
+      {3, 37, 33},    {4, 5, 64},    {2, 300, 1}};
   // the kernel with AMX, the kernel without (AVX512-BF16 only), the widened sgemm
   for (int path = 0; path < 3; ++path) {
     const bool use_kernel = path < 2;
@@ -596,6 +598,21 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   const of::Tensor widened = of::mm(a, b);
   of::cpu::set_gemm_bf16_enabled(prev);
   CHECK(of::allclose(one.to(of::kFloat32), widened.to(of::kFloat32), 8e-3, 1e-3));
+  // a decoding step's dot products: thread count and replay (the weight not packed) give
+  // eager's bits
+  const of::Tensor x = of::randn({1, 640}).to(of::kBFloat16), w = of::randn({300, 640}).to(of::kBFloat16);
+  of::set_num_threads(1);
+  const of::Tensor g1 = of::linear(x, w);
+  of::set_num_threads(2);
+  const of::Tensor g2 = of::linear(x, w);
+  of::set_num_threads(threads);
+  CHECK(of::equal(g1, g2));
+  auto step = of::jit::trace([&](const of::Tensor& in) { return of::linear(in, w); });
+  of::NoGradGuard ng;
+  for (int call = 0; call < 3; ++call) {
+    const of::Tensor in = of::randn({call + 1, 640}).to(of::kBFloat16);
+    CHECK(th::same_bits(step(in), of::linear(in, w)));
+  }
 }
 
 TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64 and sgemm") {

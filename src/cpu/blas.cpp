@@ -377,7 +377,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
         float* cp = static_cast<float*>(cf.data_ptr());
         // a replay's constant weight: packed once (NOTE [Prepacked weights])
         std::shared_ptr<const std::vector<uint32_t>> packed;
-        if (batch == 1 && constant_operand_storage() == b.impl()->storage.get())
+        if (batch == 1 && constant_operand_storage() == b.impl()->storage.get() &&
+            !gemm_bf16_gemv(m, oa.trans, ob.trans))
           packed = packed_constant_b<uint32_t>(
               b, ConstantForm::kBf16Strips, [&] { return pack_b_bf16(k, n, bd, ob.trans, ob.ld); });
         for (int64_t i = 0; i < batch; ++i)

@@ -27,6 +27,10 @@
 // than 32, are copied into a zeroed block first. The tile unit sums k pairs in its own order
 // (its sums differ from vdpbf16ps's in the last bits); the path is chosen by the shape alone, so
 // a product's bits do not depend on packing or on the thread count.
+// NOTE [bfloat16 GEMV]: at most kGemvRows rows against B = Wᵀ (W row-major [n, k], a linear's
+// weight) pack nothing, as NOTE [float32 GEMV]: each output a dot product of an A row and a W row,
+// 32 values (16 pairs) a vdpbf16ps, 4 W rows a step, the 16 lanes summed in a fixed order, then
+// alpha and beta * c. Packing per call made eager decoding pass over every weight twice.
 #include "cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -34,6 +38,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -74,6 +79,7 @@ constexpr int64_t kNr = 32;   // columns per strip (two zmm of float32)
 constexpr int kMr = 12;       // rows per register tile
 constexpr int64_t kKc = 256;  // k pairs per block (a strip block: 32 KiB)
 constexpr int64_t kPrefetch = 16;  // k pairs ahead (2 KiB of the strip)
+constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [bfloat16 GEMV]
 
 #define OF_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -115,6 +121,53 @@ OF_BF16_TARGET void tile(const uint32_t* a, int64_t lda2, const uint16_t* bs, in
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
     _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+// The 16 lanes' sum, halves added pairwise: a fixed order (the zero-masked extracts: GCC 12
+// warns on the plain ones' undefined source).
+OF_BF16_TARGET inline float lane_sum(__m512 v) {
+  const __m512d d = _mm512_castps_pd(v);
+  const __m256 h =
+      _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 0)),
+                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 1)));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
+}
+
+// NOTE [bfloat16 GEMV]: R rows of A (lda apart) against W rows j0 .. j1 (ldw apart, k each).
+template <int R>
+OF_BF16_TARGET void gemv_rows(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                              int64_t k, int64_t j0, int64_t j1, float* c, int64_t ldc,
+                              float alpha, float beta) {
+  for (int64_t j = j0; j < j1; j += 4) {
+    const int J = int(std::min<int64_t>(4, j1 - j));
+    const uint16_t* wr[4];
+    for (int q = 0; q < 4; ++q) wr[q] = w + (j + std::min(q, J - 1)) * ldw;  // (tail: repeats)
+    __m512 acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p += 32) {
+      const __mmask32 mk = k - p >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << (k - p)) - 1);
+      __m512bh wv[4];
+      for (int q = 0; q < 4; ++q) {
+        // (the next group's rows, at this column: a whole group ahead)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[q] + 4 * ldw + p), _MM_HINT_T0);
+        wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, wr[q] + p);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512bh av = (__m512bh)_mm512_maskz_loadu_epi16(mk, a + r * lda + p);
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, wv[q]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < J; ++q) {
+        float* out = c + r * ldc + j + q;
+        const float v = alpha * lane_sum(acc[r][q]);
+        *out = beta != 0.f ? std::fma(beta, *out, v) : v;
+      }
   }
 }
 
@@ -234,10 +287,23 @@ std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool 
   return packed;
 }
 
+bool gemm_bf16_gemv(int64_t m, bool ta, bool tb) { return false && m <= kGemvRows && !ta && tb; }
+
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
                const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
                int64_t ldc, const uint32_t* packed_b) {
   if (m <= 0 || n <= 0) return;
+  if (gemm_bf16_gemv(m, ta, tb)) {  // NOTE [bfloat16 GEMV]: B = Wᵀ read in place
+    using Rows = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t,
+                          int64_t, float*, int64_t, float, float);
+    static constexpr Rows kRows[kGemvRows] = {&gemv_rows<1>, &gemv_rows<2>, &gemv_rows<3>,
+                                              &gemv_rows<4>};
+    const int64_t groups = std::max<int64_t>(4, 262144 / std::max<int64_t>(k * m, 1)) / 4;
+    parallel_for(0, (n + 3) / 4, groups, [&](int64_t q0, int64_t q1) {
+      kRows[size_t(m - 1)](a, lda, b, ldb, k, q0 * 4, std::min(n, q1 * 4), c, ldc, alpha, beta);
+    });
+    return;
+  }
   const int64_t kp = (k + 1) / 2;  // k pairs (the last one zero-padded when k is odd)
   const int64_t strips = (n + kNr - 1) / kNr;
   // A as rows of k pairs: a row-major A with an even k is that already (read in place)
@@ -317,6 +383,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
   });
 }
 #else
+bool gemm_bf16_gemv(int64_t, bool, bool) { return false; }
 void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, bool, int64_t, const uint16_t*, bool,
                int64_t, float, float, float*, int64_t, const uint32_t*) {
   fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");

@@ -27,6 +27,10 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int6
                const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
                int64_t ldc, const uint32_t* packed_b = nullptr);
 
+// Whether gemm_bf16 runs this shape as dot products against B = Wᵀ in place (few rows, B given
+// transposed: NOTE [bfloat16 GEMV]); packing B is then wasted.
+bool gemm_bf16_gemv(int64_t m, bool ta, bool tb);
+
 // B [k, n] packed once for gemm_bf16 (the strips it packs per call otherwise): a constant
 // operand's (NOTE [Prepacked weights]).
 std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb);
