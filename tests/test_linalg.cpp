@@ -538,9 +538,9 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   // (k = 32, 64, 384, 1024: AMX where the CPU has it; m crosses its 32-row blocks; at most 4
   // rows against a transposed B: dot products, NOTE [bfloat16 GEMV], k crossing its 32 values)
   const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1},      {5, 17, 2},    {12, 32, 7},    {13, 33, 64}, {30, 70, 1100},
-      {128, 96, 384}, {17, 31, 32},  {33, 65, 1024}, {64, 32, 96}, {1, 50, 100},
-      {3, 37, 33},    {4, 5, 64},    {2, 300, 1}};
+      {1, 1, 1},      {5, 17, 2},   {12, 32, 7},    {13, 33, 64}, {30, 70, 1100},
+      {128, 96, 384}, {17, 31, 32}, {33, 65, 1024}, {64, 32, 96}, {1, 50, 100},
+      {3, 37, 33},    {4, 5, 64},   {2, 300, 1}};
   // the kernel with AMX, the kernel without (AVX512-BF16 only), the widened sgemm
   for (int path = 0; path < 3; ++path) {
     const bool use_kernel = path < 2;
@@ -600,7 +600,8 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   CHECK(of::allclose(one.to(of::kFloat32), widened.to(of::kFloat32), 8e-3, 1e-3));
   // a decoding step's dot products: thread count and replay (the weight not packed) give
   // eager's bits
-  const of::Tensor x = of::randn({1, 640}).to(of::kBFloat16), w = of::randn({300, 640}).to(of::kBFloat16);
+  const of::Tensor x = of::randn({1, 640}).to(of::kBFloat16),
+                   w = of::randn({300, 640}).to(of::kBFloat16);
   of::set_num_threads(1);
   const of::Tensor g1 = of::linear(x, w);
   of::set_num_threads(2);
@@ -631,8 +632,8 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
   // (at most 4 rows against a transposed B, linear's: dot products, NOTE [float32 GEMV]; k
   // crosses its 16 lanes, n its 4 rows)
   const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1},     {5, 17, 2},     {12, 32, 7},  {13, 33, 257}, {150, 70, 600},
-      {128, 96, 384}, {1, 50, 100},  {3, 37, 33},  {4, 5, 16},    {2, 300, 1}};
+      {1, 1, 1},      {5, 17, 2},   {12, 32, 7}, {13, 33, 257}, {150, 70, 600},
+      {128, 96, 384}, {1, 50, 100}, {3, 37, 33}, {4, 5, 16},    {2, 300, 1}};
   for (bool use_kernel : {true, false}) {
     const bool prev = of::cpu::set_gemm_f32_enabled(use_kernel);
     for (const auto& shape : shapes) {  // (no structured binding: clang 14's doctest lambdas)

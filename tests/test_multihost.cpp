@@ -99,8 +99,7 @@ class Hosts {
   // 4 ranks' busy polling makes training ~15x slower.
   // `launcher`: mpirun itself, or the project's tools/oneflow-mpirun.
   std::string mpirun(const std::string& program, const std::string& args, int deadline_s,
-                     const std::string& extra = "",
-                     const std::string& launcher = "mpirun") const {
+                     const std::string& extra = "", const std::string& launcher = "mpirun") const {
     return fmt::format(
         "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 {} {} exec {} "
         "{} --hostfile {} -np 4 --mca plm_rsh_agent '{} agent' --mca btl self,vader,tcp "

@@ -51,7 +51,8 @@ std::vector<float> emulate(const std::vector<float>& x, const std::vector<float>
             int32_t(std::clamp(std::nearbyint(x[size_t(i * k + p)] / a) + float(z), 0.f, 255.f));
         acc += u * q[size_t(j * k + p)];
       }
-      y[size_t(i * n + j)] = std::fma(float(acc - z * c[size_t(j)]), a * s[size_t(j)], b[size_t(j)]);
+      y[size_t(i * n + j)] =
+          std::fma(float(acc - z * c[size_t(j)]), a * s[size_t(j)], b[size_t(j)]);
     }
   }
   return y;
@@ -71,9 +72,13 @@ TEST_CASE("quantize: int8 sums are exact (AMX, VNNI and plain loops give the for
   const std::string best = of::cpu::s8_path_name(of::cpu::gemm_s8_best());
   MESSAGE("int8 products on this CPU: " << best);
   of::manual_seed(17);
-  for (const auto& shape : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {5, 7, 3}, {13, 33, 70}, {16, 32, 64}, {17, 31, 65}, {37, 45, 130},
-           {128, 96, 384}}) {
+  for (const auto& shape : std::vector<std::array<int64_t, 3>>{{1, 1, 1},
+                                                               {5, 7, 3},
+                                                               {13, 33, 70},
+                                                               {16, 32, 64},
+                                                               {17, 31, 65},
+                                                               {37, 45, 130},
+                                                               {128, 96, 384}}) {
     const int64_t m = shape[0], n = shape[1], k = shape[2];
     INFO("m " << m << " n " << n << " k " << k);
     const of::Tensor x = of::randn({m, k}), w = of::randn({n, k}) * 0.2, b = of::randn({n});

@@ -485,7 +485,6 @@ TEST_CASE("trace rewrite: linear_act checks its activation") {
       {"[linear_act]", "scale", "inf"}));
   // called directly: act(x wᵀ + b) * scale + residual, each step rounded as its op
   const of::Tensor b = of::randn({4}), r = of::randn({2, 4});
-  const of::Tensor got =
-      of::dispatch(op, {x, w, b, r}, of::Attrs{std::string("tanh"), 0.25})[0];
+  const of::Tensor got = of::dispatch(op, {x, w, b, r}, of::Attrs{std::string("tanh"), 0.25})[0];
   CHECK(th::same_bits(got, of::linear(x, w, b).tanh() * 0.25 + r));
 }

@@ -19,18 +19,19 @@
 // (another summation order), as any two GEMMs do.
 // On a CPU with AMX-BF16 (Sapphire Rapids and later) a GEMM of at least 16 rows whose k pairs
 // come in whole tiles (k a multiple of 32) runs on the tile unit instead (fewer rows, a decoding
-// step's, are bound by reading B, which the register tile does as fast): tdpbf16ps adds a 16 x 32 bfloat16 A tile
-// times a 32 x 16 B tile into a 16 x 16 float32 tile (512 multiply-adds an instruction, 16 times
-// vdpbf16ps's). B's strips are the same packing (a B tile is 16 columns of a strip, 128 bytes a
-// pair apart: prepacked weights serve both paths); a block of 32 rows times one strip is four C
-// tiles summed over all of k, then c = alpha * acc + beta * c; the last rows of A, when fewer
-// than 32, are copied into a zeroed block first. The tile unit sums k pairs in its own order
-// (its sums differ from vdpbf16ps's in the last bits); the path is chosen by the shape alone, so
-// a product's bits do not depend on packing or on the thread count.
+// step's, are bound by reading B, which the register tile does as fast): tdpbf16ps adds a 16 x 32
+// bfloat16 A tile times a 32 x 16 B tile into a 16 x 16 float32 tile (512 multiply-adds an
+// instruction, 16 times vdpbf16ps's). B's strips are the same packing (a B tile is 16 columns of a
+// strip, 128 bytes a pair apart: prepacked weights serve both paths); a block of 32 rows times one
+// strip is four C tiles summed over all of k, then c = alpha * acc + beta * c; the last rows of A,
+// when fewer than 32, are copied into a zeroed block first. The tile unit sums k pairs in its own
+// order (its sums differ from vdpbf16ps's in the last bits); the path is chosen by the shape alone,
+// so a product's bits do not depend on packing or on the thread count.
+//
 // NOTE [bfloat16 GEMV]: at most kGemvRows rows against B = Wᵀ (W row-major [n, k], a linear's
-// weight) pack nothing, as NOTE [float32 GEMV]: each output a dot product of an A row and a W row,
-// 32 values (16 pairs) a vdpbf16ps, 4 W rows a step, the 16 lanes summed in a fixed order, then
-// alpha and beta * c. Packing per call made eager decoding pass over every weight twice.
+// weight) pack nothing, as NOTE [float32 GEMV]: each output a dot product of an A row and a W
+// row, 32 values (16 pairs) a vdpbf16ps, 4 W rows a step, the 16 lanes summed in a fixed order,
+// then alpha and beta * c. Packing per call made eager decoding pass over every weight twice.
 #include "cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "cpu/amx.h"
+#include "cpu/simd.h"
 #include "oneflow/error.h"
 #include "thread_pool.h"
 
@@ -75,9 +77,9 @@ bool set_gemm_bf16_amx(bool on) { return g_amx.exchange(on); }
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 
-constexpr int64_t kNr = 32;   // columns per strip (two zmm of float32)
-constexpr int kMr = 12;       // rows per register tile
-constexpr int64_t kKc = 256;  // k pairs per block (a strip block: 32 KiB)
+constexpr int64_t kNr = 32;        // columns per strip (two zmm of float32)
+constexpr int kMr = 12;            // rows per register tile
+constexpr int64_t kKc = 256;       // k pairs per block (a strip block: 32 KiB)
 constexpr int64_t kPrefetch = 16;  // k pairs ahead (2 KiB of the strip)
 constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [bfloat16 GEMV]
 
@@ -107,41 +109,14 @@ OF_BF16_TARGET void tile(const uint32_t* a, int64_t lda2, const uint16_t* bs, in
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], b1, av);
     }
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
-  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
-                       : nc <= 16 ? __mmask16(0)
-                                  : __mmask16((1u << (nc - 16)) - 1);
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    __m512 v0 = _mm512_mul_ps(acc[r][0], va), v1 = _mm512_mul_ps(acc[r][1], va);
-    if (beta != 0.f) {
-      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, v0);
-      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, v1);
-    }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
-  }
-}
-
-// The 16 lanes' sum, halves added pairwise: a fixed order (the zero-masked extracts: GCC 12
-// warns on the plain ones' undefined source).
-OF_BF16_TARGET inline float lane_sum(__m512 v) {
-  const __m512d d = _mm512_castps_pd(v);
-  const __m256 h =
-      _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 0)),
-                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 1)));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-  return _mm_cvtss_f32(q);
+  for (int r = 0; r < R; ++r) store_row32(acc[r][0], acc[r][1], c + r * ldc, nc, alpha, beta);
 }
 
 // NOTE [bfloat16 GEMV]: R rows of A (lda apart) against W rows j0 .. j1 (ldw apart, k each).
 template <int R>
 OF_BF16_TARGET void gemv_rows(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-                              int64_t k, int64_t j0, int64_t j1, float* c, int64_t ldc,
-                              float alpha, float beta) {
+                              int64_t k, int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha,
+                              float beta) {
   for (int64_t j = j0; j < j1; j += 4) {
     const int J = int(std::min<int64_t>(4, j1 - j));
     const uint16_t* wr[4];
@@ -163,11 +138,7 @@ OF_BF16_TARGET void gemv_rows(const uint16_t* a, int64_t lda, const uint16_t* w,
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int q = 0; q < J; ++q) {
-        float* out = c + r * ldc + j + q;
-        const float v = alpha * lane_sum(acc[r][q]);
-        *out = beta != 0.f ? std::fma(beta, *out, v) : v;
-      }
+      for (int q = 0; q < J; ++q) gemv_store(c + r * ldc + j + q, acc[r][q], alpha, beta, nullptr);
   }
 }
 
@@ -220,22 +191,9 @@ OF_AMX_BF16_TARGET void block_amx(const uint32_t* a, int64_t lda2, const uint32_
 // c = alpha * acc + beta * c for R rows and the nc valid columns (the register tile's formula).
 OF_BF16_TARGET void store_block(const float* acc, int R, float* c, int64_t ldc, int64_t nc,
                                 float alpha, float beta) {
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
-  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
-                       : nc <= 16 ? __mmask16(0)
-                                  : __mmask16((1u << (nc - 16)) - 1);
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(acc + r * kNr), va);
-    __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(acc + r * kNr + 16), va);
-    if (beta != 0.f) {
-      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, v0);
-      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, v1);
-    }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
-  }
+  for (int r = 0; r < R; ++r)
+    store_row32(_mm512_loadu_ps(acc + r * kNr), _mm512_loadu_ps(acc + r * kNr + 16), c + r * ldc,
+                nc, alpha, beta);
 }
 
 // Element (i, j) of an operand stored row-major (trans = false: at i * ld + j) or as the

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/simd.h"
 #include "oneflow/error.h"
 #include "thread_pool.h"
 
@@ -67,25 +68,11 @@ constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [float32 GEMV
 
 #define OF_F32_TARGET __attribute__((target("avx512f")))
 
-// The 16 lanes' sum, halves added pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a fixed order.
-OF_F32_TARGET inline float lane_sum(__m512 v) {
-  // (the halves through the zero-masked extract: GCC 12 warns on the plain one's undefined
-  // source, which the cast uses too)
-  const __m512d d = _mm512_castps_pd(v);
-  const __m256 h =
-      _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 0)),
-                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xff), d, 1)));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-  return _mm_cvtss_f32(q);
-}
-
 // NOTE [float32 GEMV]: R rows of A (lda apart) against W rows j0 .. j1 (ldw apart, k each).
 template <int R>
 OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_t ldw, int64_t k,
-                             int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha,
-                             float beta, const float* bias) {
+                             int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, float beta,
+                             const float* bias) {
   for (int64_t j = j0; j < j1; j += 4) {
     const int J = int(std::min<int64_t>(4, j1 - j));
     const float* wr[4];
@@ -117,12 +104,8 @@ OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int q = 0; q < J; ++q) {
-        float* out = c + r * ldc + j + q;
-        const float v = alpha * lane_sum(acc[r][q]);
-        if (bias) *out = v + bias[j + q];
-        else *out = beta != 0.f ? std::fma(beta, *out, v) : v;
-      }
+      for (int q = 0; q < J; ++q)
+        gemv_store(c + r * ldc + j + q, acc[r][q], alpha, beta, bias ? bias + j + q : nullptr);
   }
 }
 
@@ -146,28 +129,7 @@ OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
-  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
-                       : nc <= 16 ? __mmask16(0)
-                                  : __mmask16((1u << (nc - 16)) - 1);
-  __m512 i0 = _mm512_setzero_ps(), i1 = _mm512_setzero_ps();
-  if (bias) {
-    i0 = _mm512_maskz_loadu_ps(m0, bias);
-    i1 = _mm512_maskz_loadu_ps(m1, bias + 16);
-  }
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    __m512 v0 = _mm512_mul_ps(acc[r][0], va), v1 = _mm512_mul_ps(acc[r][1], va);
-    if (beta != 0.f) {
-      const __m512 c0 = bias ? i0 : _mm512_maskz_loadu_ps(m0, cr);
-      const __m512 c1 = bias ? i1 : _mm512_maskz_loadu_ps(m1, cr + 16);
-      v0 = _mm512_fmadd_ps(c0, vb, v0);
-      v1 = _mm512_fmadd_ps(c1, vb, v1);
-    }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
-  }
+  for (int r = 0; r < R; ++r) store_row32(acc[r][0], acc[r][1], c + r * ldc, nc, alpha, beta, bias);
 }
 
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
@@ -230,8 +192,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
               const float* packed_b, const GemmEpilogueF32& ep) {
   if (m <= 0 || n <= 0) return;
   if (gemm_f32_gemv(m, ta, tb)) {  // NOTE [float32 GEMV]: B = Wᵀ read in place
-    using Rows = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t,
-                          int64_t, float*, int64_t, float, float, const float*);
+    using Rows = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
+                          float*, int64_t, float, float, const float*);
     static constexpr Rows kRows[kGemvRows] = {&gemv_rows<1>, &gemv_rows<2>, &gemv_rows<3>,
                                               &gemv_rows<4>};
     const int64_t grain = std::max<int64_t>(16, 131072 / std::max<int64_t>(k * m, 1)) / 4 * 4;

@@ -352,20 +352,19 @@ void linear_s8(const float* x, int64_t m, int64_t ldx, const QuantizedWeight& w,
   int32_t* z = zbuf.data();
   std::fill(u + m * kq, u + mpad * kq, uint8_t(0));
   const bool avx512 = gemm_s8_vnni();  // (AVX512-VNNI implies F and BW)
-  parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
-               [&](int64_t i0, int64_t i1) {
-                 for (int64_t i = i0; i < i1; ++i) {
+  parallel_for(
+      0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
 #if defined(__x86_64__) && defined(__GNUC__)
-                   const auto [ai, zi] =
-                       avx512 ? quantize_row_avx512(x + i * ldx, k, kq, u + i * kq)
-                              : quantize_row_plain(x + i * ldx, k, kq, u + i * kq);
+          const auto [ai, zi] = avx512 ? quantize_row_avx512(x + i * ldx, k, kq, u + i * kq)
+                                       : quantize_row_plain(x + i * ldx, k, kq, u + i * kq);
 #else
                    const auto [ai, zi] = quantize_row_plain(x + i * ldx, k, kq, u + i * kq);
 #endif
-                   a[i] = ai;
-                   z[i] = zi;
-                 }
-               });
+          a[i] = ai;
+          z[i] = zi;
+        }
+      });
   const int64_t strips = (n + kNr - 1) / kNr, mtiles = mpad / block;
   const int64_t tasks = strips * mtiles;
   const double work = double(m) * double(n) * double(k);

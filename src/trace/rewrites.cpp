@@ -496,8 +496,7 @@ Graph fuse_epilogue(const Graph& g0) {
         const Value& rv = g.values[size_t(r)];
         if (rv.sizes != xv.sizes || rv.dtype != yv.dtype || rv.device != yv.device)
           why = "the add's other operand is not a residual of the output's shape and dtype";
-        else if (rv.producer >= int(li))
-          why = "the residual is computed after the linear";
+        else if (rv.producer >= int(li)) why = "the residual is computed after the linear";
         else if (written_between(u, rv.buffer, int(li) - 1, c + 1) || rv.buffer == yv.buffer)
           why = "the residual's buffer is written between the linear and the add";
         else if (step_ok(a)) {
@@ -524,11 +523,11 @@ Graph fuse_epilogue(const Graph& g0) {
     for (int sidx : steps)
       what += fmt::format("{}{} at node {}", what.empty() ? "" : " + ",
                           g.nodes[size_t(sidx)].op->name, sidx);
-    g.rewrites.push_back(fmt::format(
-        "epilogue: linear at node {} + {} -> linear_act ({}{}{}, output {})", li, what,
-        act.empty() ? "no activation" : act,
-        scale != 1.0 ? fmt::format(", scale {:.6g}", scale) : std::string(),
-        residual >= 0 ? ", residual" : "", shape_str(yv.sizes)));
+    g.rewrites.push_back(
+        fmt::format("epilogue: linear at node {} + {} -> linear_act ({}{}{}, output {})", li, what,
+                    act.empty() ? "no activation" : act,
+                    scale != 1.0 ? fmt::format(", scale {:.6g}", scale) : std::string(),
+                    residual >= 0 ? ", residual" : "", shape_str(yv.sizes)));
     Node f = l;
     f.op = &OF_OP("linear_act");
     f.attrs = LinearActAttrs::make(act.empty() ? "none" : act, scale);
