@@ -3,14 +3,16 @@
 // 128 x 1 x 28 x 28; Adam) in float32 and under bfloat16 autocast, eager and traced, beside
 // libtorch 1.13 doing the same (at::autocast::set_cpu_enabled). Each (case, library) runs as its
 // own program (NOTE [Bench side process] in bench_util.h); the step time is the median of
-// timed steps. Our bfloat16 matmuls widen to float32 and call sgemm (Debian's OpenBLAS has no
-// sbgemm), so bfloat16 costs the casts on top of the float32 work; libtorch's oneDNN uses the
-// CPU's AVX512-BF16 dot products where it has them.
+// timed steps. Our bfloat16 GEMMs run on AMX-BF16 / AVX512-BF16 where the CPU has them (NOTE
+// [bfloat16 GEMM]); the convolutions widen to float32 (kWidens16Bit), so the CNN's bfloat16
+// step costs the casts on top of the float32 work, while a transformer's (the second model,
+// ours only) is GEMM-bound; libtorch's oneDNN uses the CPU's bfloat16 instructions for both.
 #include <oneflow/oneflow.h>
 
 #include <cstdio>
 #include <functional>
 #include <thread>
+#include <type_traits>
 
 #include "bench_util.h"
 
@@ -42,12 +44,39 @@ struct NetImpl : nn::Module {
 };
 OF_MODULE(Net);
 
+// A transformer encoder (2 layers, d_model 256, 4 heads, FFN 1024) over batch 8 x 128 tokens
+// with a linear head, classifying each sequence by its mean: linear-heavy, where bfloat16
+// autocast reaches the GEMMs (AMX-BF16 / AVX512-BF16 where the CPU has them), unlike the CNN's
+// convolutions, which widen to float32.
+constexpr int64_t kTBatch = 8, kTSeq = 128, kTModel = 256;
+struct EncImpl : nn::Module {
+  EncImpl() {
+    for (int l = 0; l < 2; ++l)
+      layers.push_back(register_module(
+          "layer" + std::to_string(l),
+          nn::TransformerEncoderLayer(
+              nn::TransformerEncoderLayerOptions(kTModel, 4).dim_feedforward(1024).dropout(0.0))));
+    head = register_module("head", nn::Linear(kTModel, 10));
+  }
+  of::Tensor forward(const of::Tensor& x) {
+    of::Tensor h = x;
+    for (auto& l : layers) h = l->forward(h);
+    return head->forward(h.mean({0}));  // (sequence-first, as libtorch 1.13's layer)
+  }
+  std::vector<nn::TransformerEncoderLayer> layers;
+  nn::Linear head{nullptr};
+};
+OF_MODULE(Enc);
+
+template <class M>
 double ours_step_time(bool amp, bool traced) {
   of::manual_seed(0);
-  Net net;
+  M net;
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-3));
-  const of::Tensor x = of::randn({kBatch, 1, 28, 28});
-  const of::Tensor y = of::randint(0, 10, {kBatch}, of::kInt64);
+  constexpr bool cnn = std::is_same_v<M, Net>;
+  const of::Tensor x =
+      cnn ? of::randn({kBatch, 1, 28, 28}) : of::randn({kTSeq, kTBatch, kTModel});
+  const of::Tensor y = of::randint(0, 10, {cnn ? int64_t(kBatch) : kTBatch}, of::kInt64);
   auto step = [&](const of::Tensor& in, const of::Tensor& tgt) {
     opt.zero_grad();
     of::Tensor loss;
@@ -60,7 +89,8 @@ double ours_step_time(bool amp, bool traced) {
     return loss;
   };
   auto tstep = of::jit::trace(step);
-  return ob::median_time([&] { ob::keep((traced ? tstep(x, y) : step(x, y)).item<float>()); },
+  return ob::median_time(
+      [&] { ob::keep((traced ? tstep(x, y) : step(x, y)).template item<float>()); },
                          kWarmup, kSteps, 1.0, kSteps);
 }
 
@@ -118,15 +148,23 @@ int main(int argc, char** argv) {
     std::function<double()> ours, torch;
   };
   std::vector<Case> cs = {
-      {"float32, eager", [] { return ours_step_time(false, false); }, {}},
-      {"bfloat16 autocast, eager", [] { return ours_step_time(true, false); }, {}},
-      {"float32, traced (peer: libtorch eager)", [] { return ours_step_time(false, true); }, {}},
+      {"float32, eager", [] { return ours_step_time<Net>(false, false); }, {}},
+      {"bfloat16 autocast, eager", [] { return ours_step_time<Net>(true, false); }, {}},
+      {"float32, traced (peer: libtorch eager)", [] { return ours_step_time<Net>(false, true); },
+       {}},
       {"bfloat16 autocast, traced (peer: libtorch eager)",
-       [] { return ours_step_time(true, true); },
+       [] { return ours_step_time<Net>(true, true); },
+       {}},
+      // the transformer: ours only (bfloat16 against our float32)
+      {"transformer float32, eager", [] { return ours_step_time<Enc>(false, false); }, {}},
+      {"transformer bfloat16 autocast, eager", [] { return ours_step_time<Enc>(true, false); },
+       {}},
+      {"transformer float32, traced", [] { return ours_step_time<Enc>(false, true); }, {}},
+      {"transformer bfloat16 autocast, traced", [] { return ours_step_time<Enc>(true, true); },
        {}},
   };
 #ifdef OF_BENCH_WITH_LIBTORCH
-  for (size_t k = 0; k < cs.size(); ++k) {
+  for (size_t k = 0; k < 4; ++k) {
     const bool amp = k % 2 == 1;
     cs[k].torch = [amp, threads] { return torch_step_time(amp, threads); };
   }
@@ -165,5 +203,9 @@ int main(int argc, char** argv) {
   table.print();
   fmt::print("\nours, bfloat16 / float32 step time: eager {:.2f}x, traced {:.2f}x\n",
              ours_s[1] / ours_s[0], ours_s[3] / ours_s[2]);
+  fmt::print(
+      "transformer (2 encoder layers, d_model {}, batch {} x {} tokens), bfloat16 / float32 step "
+      "time: eager {:.2f}x, traced {:.2f}x\n",
+      kTModel, kTBatch, kTSeq, ours_s[5] / ours_s[4], ours_s[7] / ours_s[6]);
   return 0;
 }
