@@ -9,6 +9,8 @@
 //   - runs a kMr x 32 register tile (kMr = 12: 24 zmm accumulators, the A element broadcast
 //     from memory into each FMA) over blocks of kKc rows of k, the strip block (kKc * 128
 //     bytes) reused from L1 by every row tile of a block of kMc rows (kept in L2);
+//   - while a task's tiles run, fetches the next task's strip into L2, a cache line per k step
+//     (a replay's weights come from L3 or memory: ~4% of BERT's batch-1 time);
 //   - splits (row block, strip) tasks over the thread pool: each output element is summed over
 //     k by one task in one order, so results do not depend on the thread count, and the packed
 //     and the unpacked B give the same bits (an eager call equals its traced replay);
@@ -113,10 +115,12 @@ OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_
 // c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c itself.
 template <int R>
 OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc, float* c,
-                        int64_t ldc, int64_t nc, float alpha, float beta, const float* bias) {
+                        int64_t ldc, int64_t nc, float alpha, float beta, const float* bias,
+                        const float* pf) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(pf + p * 16), _MM_HINT_T1);
     // the strip streams from memory when few rows share it (decoding: one row): ask for it
     // ahead (past the block's end it runs into the next block, read next)
     _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr), _MM_HINT_T0);
@@ -133,7 +137,7 @@ OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc
 }
 
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
-                        float, float, const float*);
+                        float, float, const float*, const float*);
 template <int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
 }
@@ -246,14 +250,19 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
       const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
       const float* strip = bp + s * k * kNr;
       const float* bias = ep.bias ? ep.bias + j0 : nullptr;
+      // the next task's strip, fetched into L2 a line per k step while this one's tiles run
+      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : nullptr;
+      int64_t next_at = 0;  // floats of it asked for so far
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
         const int64_t pc = std::min(kKc, k - p0);
         const bool first = p0 == 0;
         const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
         for (int64_t i0 = i_begin; i0 < i_end; i0 += kMr) {
           const int r = int(std::min<int64_t>(kMr, i_end - i0));
+          const float* pf = next && next_at < k * kNr ? next + next_at : nullptr;
+          if (pf) next_at += pc * 16;
           kTiles[size_t(r - 1)](ap + i0 * lda + p0, lda, strip + p0 * kNr, pc, c + i0 * ldc + j0,
-                                ldc, nc, alpha, bt, first ? bias : nullptr);
+                                ldc, nc, alpha, bt, first ? bias : nullptr, pf);
         }
       }
       if (ep.act)
