@@ -796,11 +796,24 @@ of::Tensor fused_attn(const V& in, double scale) {
   shape.back() = in[2].size(-1);
   return o.view(shape);
 }
+// with the heads merged in the output (NOTE [Merged heads]): [b, L, h, Ev], back to [b, h, L, Ev]
+of::Tensor fused_attn_merged(const V& in, double scale) {
+  const int64_t h = in[0].size(1);
+  const of::Tensor o = of::dispatch(of::find_op("fused_attention"),
+                                    {in[0], in[1].transpose(-1, -2), in[2], of::Tensor()},
+                                    of::Attrs{scale, int64_t(0), h})[0];  // [b, L, h, Ev]
+  return o.transpose(1, 2);
+}
 TH_ROWS({
     no_grad(row(
         "fused_attention/4d", {"fused_attention"}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 3}},
         [](const V& in) { return fused_attn(in, 0.3); },
         [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.3); })),
+    no_grad(row(
+        "fused_attention/heads_merged", {"fused_attention"},
+        {{2, 3, 4, 5}, {2, 3, 6, 5}, {2, 3, 6, 2}},
+        [](const V& in) { return fused_attn_merged(in, 0.7); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.7); })),
     no_grad(with_make(row(
                   "fused_attention/additive_mask", {"fused_attention"}, {},
                   [](const V& in) { return fused_attn(in, 0.5); },

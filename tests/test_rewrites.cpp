@@ -89,10 +89,13 @@ TEST_CASE("trace rewrite: attention fuses BERT's self-attention and matches the 
     CHECK(count_op(f, "fused_attention") == 1);
     CHECK(count_op(f, "softmax") == 0);
     CHECK(count_op(f, "bmm") == 0);
-    CHECK(count_op(f, "copy") == 1);  // the operands are read where the head split left them
+    // the operands are read where the head split left them, and the merge of the heads is the
+    // kernel's own output layout (NOTE [Merged heads])
+    CHECK(count_op(f, "copy") == 0);
     REQUIRE(f.rewrites.size() == 1);
     CHECK(f.rewrites[0].find("fused_attention (scale 0.5") != std::string::npos);
-    CHECK(f.rewrites[0].find("additive mask (2, 1, 1, 6)") != std::string::npos);
+    CHECK(f.rewrites[0].find("additive mask (2, 1, 1, 6), 4 heads merged in the output") !=
+          std::string::npos);
 
     // replays: fused vs unfused (the same function, attention(false)) vs float64 eager
     auto fused =
@@ -233,6 +236,13 @@ TEST_CASE("trace rewrite: fused_attention checks its operands") {
   CHECK(th::throws_with(call({q, kt, v, {}}, of::Attrs{0.5, int64_t(1)}),
                         {"[fused_attention]", "mask_kind 1"}));
   CHECK(th::throws_with(call({q.to(of::kInt64), kt, v, {}}, none), {"[fused_attention]"}));
+  // heads merged in the output: [B / heads, L, heads, Ev], heads dividing B
+  CHECK(of::dispatch(op, {q, kt, v, {}}, of::Attrs{0.5, int64_t(0), int64_t(2)})[0].sizes() ==
+        of::IntArrayRef(of::DimVector{1, 3, 2, 6}));
+  CHECK(th::throws_with(call({q, kt, v, {}}, of::Attrs{0.5, int64_t(0), int64_t(3)}),
+                        {"[fused_attention]", "heads 3", "2 batch matrices"}));
+  CHECK(th::throws_with(call({q, kt, v, {}}, of::Attrs{0.5, int64_t(0), int64_t(0)}),
+                        {"[fused_attention]", "heads 0"}));
   // a row masked everywhere attends to nothing: NaN, as the unfused softmax gives
   of::Tensor m = of::zeros({3, 5});
   m.select(0, 1).fill_(-INFINITY);

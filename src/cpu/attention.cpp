@@ -235,6 +235,10 @@ void fused_attention(const KernelArgs& k) {
   const AttnBlocks blk = attn_blocks(g);
   const double scale = FusedAttnAttrs::get<"scale">(k.attrs);
   const bool masked = FusedAttnAttrs::get<"mask_kind">(k.attrs) == 2;
+  // NOTE [Merged heads]: batch b's rows go to [b / H, :, b % H, :] of an [B / H, L, H, Ev] output
+  // (H = 1: [B, L, Ev]), a row H * Ev apart
+  const int64_t H =
+      FusedAttnAttrs::has<"heads">(k.attrs) ? FusedAttnAttrs::get<"heads">(k.attrs) : 1;
   const std::vector<int64_t> oq = lead_offsets(q, lead), ok = lead_offsets(kt, lead),
                              ov = lead_offsets(v, lead),
                              om = masked ? lead_offsets(mask, lead) : std::vector<int64_t>{};
@@ -253,9 +257,10 @@ void fused_attention(const KernelArgs& k) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
         const int64_t R = std::min(blk.rows, g.L - i0);
-        T* o = po + (b * g.L + i0) * g.Ev;
+        const int64_t ldo = H * g.Ev;
+        T* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
         if (g.S == 0) {  // no keys: every row attends to nothing (NaN, as the softmax gives)
-          std::fill(o, o + R * g.Ev, T(NAN));
+          for (int64_t r = 0; r < R; ++r) std::fill(o + r * ldo, o + r * ldo + g.Ev, T(NAN));
           continue;
         }
         if (g.E == 0) {
@@ -284,7 +289,7 @@ void fused_attention(const KernelArgs& k) {
         }
         if (g.Ev == 0) continue;
         const auto bv = gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
-        block_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, o, g.Ev);
+        block_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, o, ldo);
       }
     });
   });

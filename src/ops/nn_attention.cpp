@@ -215,7 +215,13 @@ void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
           shape_str(mask.sizes()), mask.device().str());
   }
   checked_numel(scores, op);
-  const DimVector o{prod_range(lead, 0, lead.size()), q.size(-2), v.size(-1)};
+  const int64_t B = prod_range(lead, 0, lead.size());
+  const int64_t heads = FusedAttnAttrs::has<"heads">(a) ? FusedAttnAttrs::get<"heads">(a) : 1;
+  if (heads < 1 || B % heads != 0)
+    fail("[{}] heads {} must be at least 1 and divide the {} batch matrices", op, heads, B);
+  // NOTE [Merged heads]: heads > 1 writes batch b * heads + h at [b, :, h, :]
+  const DimVector o = heads == 1 ? DimVector{B, q.size(-2), v.size(-1)}
+                                 : DimVector{B / heads, q.size(-2), heads, v.size(-1)};
   out.push_back({o, {}, 0, q.dtype(), q.device()});
 }
 

@@ -28,8 +28,10 @@ using SdpaAttrs =
     AttrSchema<Attr<"scale", double>, Attr<"is_causal", bool>, Attr<"dropout_p", double>,
                Attr<"seed", int64_t>, Attr<"offset", int64_t>, Attr<"mask_kind", int64_t>>;
 using SdpaDrawAttrs = SdpaAttrs::with<Attr<"draw_map", DimVector>>;
-// fused_attention (NOTE [Fused attention]): mask_kind 0 (none) or 2 (additive)
-using FusedAttnAttrs = AttrSchema<Attr<"scale", double>, Attr<"mask_kind", int64_t>>;
+// fused_attention (NOTE [Fused attention]): mask_kind 0 (none) or 2 (additive); heads (left
+// out: 1): the output written with the heads merged, NOTE [Merged heads]
+using FusedAttnAttrs =
+    AttrSchema<Attr<"scale", double>, Attr<"mask_kind", int64_t>, Attr<"heads", int64_t>>;
 using DropoutAttrs = AttrSchema<Attr<"p", double>, Attr<"seed", int64_t>, Attr<"offset", int64_t>>;
 // lstm_layer and its backward: the number of equal-length steps and the direction
 using LstmLayerAttrs = AttrSchema<Attr<"steps", int64_t>, Attr<"reverse", bool>>;

@@ -97,6 +97,10 @@ bool written_between(const Uses& u, int b, int from, int to) {
 // node. The fused kernel applies the scale as the GEMM's alpha and sums the softmax in double:
 // results differ from the unfused replay by rounding (tests/test_trace.cpp states the tolerance);
 // attention(false) keeps the chain.
+// NOTE [Merged heads]: when the output's only reader is the merge of the heads — a view chain to
+// [b, L, h, Ev] (batch b * h + j at [b, :, j, :]) and a copy of it into a contiguous value, as
+// `o.transpose(1, 2).reshape({b, L, h * Ev})` records — the fused node takes `heads = h` and
+// writes the copy's value itself, each row h * Ev apart (the copy goes; the bits are the same).
 Graph fuse_attention(const Graph& g0) {
   Graph g = g0;
   const Uses u = uses_of(g);
@@ -271,18 +275,55 @@ Graph fuse_attention(const Graph& g0) {
       refuse(why);
       continue;
     }
+    // NOTE [Merged heads]: the output's only reader a view chain to [b, L, h, Ev] (the heads
+    // moved next to the features) and a copy of it: the kernel writes the copy's value itself
+    int64_t heads = 1;
+    int merged = -1;
+    std::vector<int> merge_nodes;
+    {
+      const Value& ov = g.values[size_t(out)];
+      int val = out, c = single_use(g, u, out);
+      std::vector<int> views;
+      while (c >= 0 && is_view(g.nodes[size_t(c)]) && g.nodes[size_t(c)].outputs.size() == 1) {
+        views.push_back(c);
+        val = g.nodes[size_t(c)].outputs[0];
+        c = single_use(g, u, val);
+      }
+      const Value& vv = g.values[size_t(val)];
+      if (c >= 0 && !views.empty() && g.nodes[size_t(c)].op == &OF_OP("copy") &&
+          !g.nodes[size_t(c)].writes_existing && g.nodes[size_t(c)].inputs[0] == val &&
+          ov.contiguous() && ov.sizes.size() == 3 && vv.buffer == ov.buffer &&
+          vv.offset == ov.offset && vv.sizes.size() == 4) {
+        const int64_t L = ov.sizes[1], E = ov.sizes[2], h = vv.sizes[2];
+        const Value& cv = g.values[size_t(g.nodes[size_t(c)].outputs[0])];
+        if (h > 1 && vv.sizes[0] * h == ov.sizes[0] && vv.sizes[1] == L && vv.sizes[3] == E &&
+            vv.strides == DimVector{h * L * E, E, L * E, 1} && cv.sizes == vv.sizes &&
+            cv.contiguous() && cv.dtype == ov.dtype && u.writers[size_t(cv.buffer)].size() == 1) {
+          heads = h;
+          merged = g.nodes[size_t(c)].outputs[0];
+          merge_nodes = views;
+          merge_nodes.push_back(c);
+        }
+      }
+    }
     Node f;
     f.op = &OF_OP("fused_attention");
-    f.attrs = FusedAttnAttrs::make(scale, int64_t(mask >= 0 ? 2 : 0));
+    f.attrs = FusedAttnAttrs::make(scale, int64_t(mask >= 0 ? 2 : 0), heads);
     f.inputs = {q, kt, v, mask};
-    f.outputs = {out};
+    f.outputs = {merged >= 0 ? merged : out};
     for (int k : chain) dead[size_t(k)] = true;
     dead[size_t(out_node)] = false;
     g.nodes[size_t(out_node)] = std::move(f);
+    if (merged >= 0) {
+      for (int k : merge_nodes) dead[size_t(k)] = true;
+      g.values[size_t(merged)].producer = out_node;
+      g.values[size_t(out)].producer = -1;
+    }
     g.rewrites.push_back(fmt::format(
-        "attention: softmax at node {} over scores {} -> fused_attention (scale {:.6g}, {})", si,
+        "attention: softmax at node {} over scores {} -> fused_attention (scale {:.6g}, {}{})", si,
         shape_str(uv.sizes), scale,
-        mask >= 0 ? "additive mask " + shape_str(g.values[size_t(mask)].sizes) : "no mask"));
+        mask >= 0 ? "additive mask " + shape_str(g.values[size_t(mask)].sizes) : "no mask",
+        merged >= 0 ? fmt::format(", {} heads merged in the output", heads) : std::string()));
   }
   return compact(std::move(g), dead);
 }
