@@ -245,7 +245,7 @@ std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool 
   return packed;
 }
 
-bool gemm_bf16_gemv(int64_t m, bool ta, bool tb) { return false && m <= kGemvRows && !ta && tb; }
+bool gemm_bf16_gemv(int64_t m, bool ta, bool tb) { return m <= kGemvRows && !ta && tb; }
 
 void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, bool ta, int64_t lda,
                const uint16_t* b, bool tb, int64_t ldb, float alpha, float beta, float* c,
