@@ -97,7 +97,7 @@ OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_
       }
     }
     if (p < k) {
-      const __mmask16 mk = __mmask16((1u << (k - p)) - 1);
+      const __mmask16 mk = tail_mask16(k - p);
       __m512 wv[4];
       for (int q = 0; q < 4; ++q) wv[q] = _mm512_maskz_loadu_ps(mk, wr[q] + p);
       for (int r = 0; r < R; ++r) {
@@ -178,6 +178,18 @@ void scale_add_row(float* p, int64_t n, float scale, const float* r) {
     for (int64_t j = 0; j < n; ++j) p[j] += r[j];
 }
 
+// The epilogue's elementwise steps (activation, scale, residual) over rows [i0, i1), columns
+// [j0, j0 + nc) of c, once their sums are final.
+void epilogue_rows(float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t nc,
+                   const GemmEpilogueF32& ep) {
+  for (int64_t i = i0; i < i1; ++i) {
+    float* row = c + i * ldc + j0;
+    if (ep.act) ep.act(row, nc);
+    if (ep.scale != 1.f || ep.residual)
+      scale_add_row(row, nc, ep.scale, ep.residual ? ep.residual + i * ep.ldr + j0 : nullptr);
+  }
+}
+
 }  // namespace
 
 std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb) {
@@ -204,12 +216,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
     parallel_for(0, (n + 3) / 4, std::max<int64_t>(1, grain / 4), [&](int64_t q0, int64_t q1) {
       const int64_t j0 = q0 * 4, j1 = std::min(n, q1 * 4);
       kRows[size_t(m - 1)](a, lda, b, ldb, k, j0, j1, c, ldc, alpha, beta, ep.bias);
-      for (int64_t i = 0; i < m; ++i) {
-        if (ep.act) ep.act(c + i * ldc + j0, j1 - j0);
-        if (ep.scale != 1.f || ep.residual)
-          scale_add_row(c + i * ldc + j0, j1 - j0, ep.scale,
-                        ep.residual ? ep.residual + i * ep.ldr + j0 : nullptr);
-      }
+      epilogue_rows(c, ldc, 0, m, j0, j1 - j0, ep);
     });
     return;
   }
@@ -265,12 +272,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
                                 ldc, nc, alpha, bt, first ? bias : nullptr, pf);
         }
       }
-      if (ep.act)
-        for (int64_t i = i_begin; i < i_end; ++i) ep.act(c + i * ldc + j0, nc);
-      if (ep.scale != 1.f || ep.residual)
-        for (int64_t i = i_begin; i < i_end; ++i)
-          scale_add_row(c + i * ldc + j0, nc, ep.scale,
-                        ep.residual ? ep.residual + i * ep.ldr + j0 : nullptr);
+      epilogue_rows(c, ldc, i_begin, i_end, j0, nc, ep);
     }
   });
 }

@@ -21,10 +21,7 @@
 // has it, the same float operations in the same order) is shared.
 #include "cpu/gemm_s8.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -33,6 +30,7 @@
 #include <utility>
 
 #include "cpu/amx.h"
+#include "cpu/simd.h"
 #include "oneflow/error.h"
 #include "thread_pool.h"
 
@@ -41,6 +39,8 @@ namespace oneflow::cpu {
 namespace {
 constexpr int64_t kNr = 32;  // columns per strip
 constexpr int kMr = 12;      // rows per register tile
+// Where q_jk lives in column jj's strip ([kq/4][32][4]).
+inline int64_t packed_at(int64_t p, int64_t jj) { return (p / 4) * kNr * 4 + jj * 4 + p % 4; }
 }  // namespace
 
 bool gemm_s8_vnni() {
@@ -49,26 +49,6 @@ bool gemm_s8_vnni() {
                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f");
   return cpu;
 #else
-  return false;
-#endif
-}
-
-bool amx_usable(AmxUnit unit) {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static const unsigned edx = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, d = 0;
-    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &d) ? d : 0u;
-  }();
-  const bool tile = (edx >> 24) & 1;
-  const bool has = unit == AmxUnit::kInt8 ? (edx >> 25) & 1 : (edx >> 22) & 1;
-  if (!tile || !has) return false;
-  static const bool permitted = [] {
-    constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
-  }();
-  return permitted;
-#else
-  (void)unit;
   return false;
 #endif
 }
@@ -116,7 +96,7 @@ QuantizedWeight quantize_weight(const float* w, int64_t n, int64_t k, int64_t ld
                    for (int64_t p = 0; p < k; ++p) {
                      const int v = int(std::clamp(std::nearbyint(row[p] / s), -127.f, 127.f));
                      sum += v;
-                     strip[(p / 4) * kNr * 4 + jj * 4 + p % 4] = int8_t(v);
+                     strip[packed_at(p, jj)] = int8_t(v);
                    }
                    q.col_sum[size_t(j)] = sum;
                  }
@@ -160,11 +140,8 @@ __attribute__((target("avx512f,avx512bw"))) std::pair<float, int32_t> quantize_r
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   __mmask16 bad = 0;
   int64_t p = 0;
-  auto mask_of = [](int64_t left) {
-    return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-  };
   for (; p < k; p += 16) {
-    const __mmask16 mk = mask_of(k - p);
+    const __mmask16 mk = tail_mask16(k - p);
     const __m512 v = _mm512_maskz_loadu_ps(mk, x + p);
     // x - x is 0 for a finite x, NaN for an inf or a NaN
     bad |= _mm512_mask_cmp_ps_mask(mk, _mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
@@ -181,7 +158,7 @@ __attribute__((target("avx512f,avx512bw"))) std::pair<float, int32_t> quantize_r
   const __m512 av = _mm512_set1_ps(a), zv = _mm512_set1_ps(float(z));
   const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.f);
   for (p = 0; p < k; p += 16) {
-    const __mmask16 mk = mask_of(k - p);
+    const __mmask16 mk = tail_mask16(k - p);
     const __m512 q = _mm512_roundscale_ps(_mm512_div_ps(_mm512_maskz_loadu_ps(mk, x + p), av),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 c = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, zv), zero), top);
@@ -284,7 +261,7 @@ OF_VNNI_TARGET void output_avx512(const int32_t* acc, int R, int64_t i0, int64_t
     const __m512 ai = _mm512_set1_ps(a[i]);
     float* yr = y + i * ldy + j0;
     for (int64_t j = 0; j < nc; j += 16) {
-      const __mmask16 mk = nc - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (nc - j)) - 1);
+      const __mmask16 mk = tail_mask16(nc - j);
       const __m512i c = _mm512_maskz_loadu_epi32(mk, w.col_sum.data() + j0 + j);
       const __m512 sj = _mm512_maskz_loadu_ps(mk, w.scale.data() + j0 + j);
       const __m512i v =
@@ -320,8 +297,7 @@ void tile_plain(int R, const uint8_t* u, int64_t lda, const int8_t* bs, int64_t 
   for (int r = 0; r < R; ++r)
     for (int64_t j = 0; j < kNr; ++j) {
       int32_t s = 0;
-      for (int64_t p = 0; p < kq; ++p)
-        s += int32_t(u[r * lda + p]) * int32_t(bs[(p / 4) * kNr * 4 + j * 4 + p % 4]);
+      for (int64_t p = 0; p < kq; ++p) s += int32_t(u[r * lda + p]) * int32_t(bs[packed_at(p, j)]);
       acc_out[r * kNr + j] = s;
     }
 }
@@ -413,7 +389,7 @@ void linear_s8(const float* x, int64_t m, int64_t ldx, const QuantizedWeight& w,
       const int64_t jj = j % kNr;
       float acc = 0;
       for (int64_t p = 0; p < k; ++p)
-        acc += xi[p] * (float(strip[(p / 4) * kNr * 4 + jj * 4 + p % 4]) * w.scale[size_t(j)]);
+        acc += xi[p] * (float(strip[packed_at(p, jj)]) * w.scale[size_t(j)]);
       yr[j] = bias ? acc + bias[j] : acc;
     }
   }

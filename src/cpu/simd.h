@@ -1,5 +1,6 @@
 // simd.h (internal): AVX-512 helpers the GEMM kernels share (cpu/gemm_f32.cpp,
-// cpu/gemm_bf16.cpp). Call them from functions compiled for AVX-512 (target attributes).
+// cpu/gemm_bf16.cpp, cpu/gemm_s8.cpp). Call them from functions compiled for AVX-512 (target
+// attributes).
 #pragma once
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -7,6 +8,11 @@
 #include <cmath>
 
 namespace oneflow::cpu {
+
+// The mask of the first min(left, 16) lanes.
+inline __mmask16 tail_mask16(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
 
 // The 16 lanes' sum, halves added pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a fixed order. (The
 // zero-masked extracts: GCC 12 warns on the plain ones' undefined source.)
@@ -35,10 +41,7 @@ __attribute__((target("avx512f"))) inline void gemv_store(float* out, __m512 acc
 __attribute__((target("avx512f"))) inline void store_row32(__m512 v0, __m512 v1, float* c,
                                                            int64_t nc, float alpha, float beta,
                                                            const float* cin = nullptr) {
-  const __mmask16 m0 = nc >= 16 ? __mmask16(0xffff) : __mmask16((1u << nc) - 1);
-  const __mmask16 m1 = nc >= 32   ? __mmask16(0xffff)
-                       : nc <= 16 ? __mmask16(0)
-                                  : __mmask16((1u << (nc - 16)) - 1);
+  const __mmask16 m0 = tail_mask16(nc), m1 = tail_mask16(nc - 16);
   const __m512 va = _mm512_set1_ps(alpha);
   v0 = _mm512_mul_ps(v0, va);
   v1 = _mm512_mul_ps(v1, va);
