@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <array>
 #include <limits>
 
 #include <zlib.h>
@@ -809,4 +810,20 @@ TEST_CASE("fuzz regressions: max pooling of an empty batch with a huge output si
                                          of::DimVector{0, 0, 0}, of::DimVector{1, 1, 1}, false});
   CHECK(m[0].numel() == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+}
+
+TEST_CASE("fuzz regressions: a convolution with a stride near INT64_MAX") {
+  // fuzz_ops (ops_conv_stride_max.bin): the kernel's valid-range ceiling added the stride to an
+  // offset (5 + INT64_MAX, signed overflow); one output row is what any stride past the input
+  // gives, so a stride of 100 is the reference (the range is the width's: im2col and col2im)
+  of::manual_seed(5);
+  const of::Tensor x = of::randn({1, 2, 5, 6}), w = of::randn({3, 2, 3, 3});
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  for (const auto& pad : std::vector<std::array<int64_t, 2>>{{0, 0}, {2, 1}}) {
+    CAPTURE(pad[0]);
+    const of::Tensor got = of::conv2d(x, w, {}, {1, big}, {pad[0], pad[1]});
+    const of::Tensor want = of::conv2d(x, w, {}, {1, 100}, {pad[0], pad[1]});
+    CHECK(got.sizes() == want.sizes());
+    CHECK(th::same_bits(got, want));
+  }
 }

@@ -50,9 +50,12 @@ struct BlasThreads {
 };
 
 // Valid output range [o0, o1) for a kernel tap at offset `off` (input index = o * s + off).
+// (The ceilings without `a + s - 1`: a stride near INT64_MAX, which the geometry accepts, would
+// overflow it; fuzz_ops, tests/fuzz/regressions/ops_conv_stride_max.bin.)
 inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& o0, int64_t& o1) {
-  o0 = off >= 0 ? 0 : (-off + s - 1) / s;
-  o1 = in - off > 0 ? (in - off + s - 1) / s : 0;
+  auto ceil_div = [s](int64_t a) { return a / s + (a % s != 0 ? 1 : 0); };  // a > 0
+  o0 = off >= 0 ? 0 : ceil_div(-off);
+  o1 = in - off > 0 ? ceil_div(in - off) : 0;
   o0 = std::min(o0, out);
   o1 = std::clamp(o1, o0, out);
 }
