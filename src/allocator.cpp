@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_backend.h"
+#include "large_pages.h"
 
 // Under AddressSanitizer (./run test --sanitize) the blocks this allocator caches are poisoned
 // while they sit in a free list, and the rounding tail of a block past the requested size is
@@ -94,10 +95,10 @@ class CpuAllocator {
       }
       empty_cache();
     }
-    void* p = std::aligned_alloc(64, b);
+    void* p = alloc_maybe_large(b);  // NOTE [Large pages]
     if (!p) {
       empty_cache();
-      p = std::aligned_alloc(64, b);
+      p = alloc_maybe_large(b);
     }
     if (!p) {
       std::lock_guard<SpinLock> lk(mu_);

@@ -249,12 +249,12 @@ namespace {
 
 // B's packing for the kernel whose pack_b is `pack` (returning a std::vector<P>).
 template <class P, class Pack>
-std::shared_ptr<const std::vector<P>> packed_constant_b(const Tensor& b, ConstantForm kind,
-                                                        Pack&& pack) {
-  return std::static_pointer_cast<const std::vector<P>>(cached_form(
+std::shared_ptr<const LargePageVector<P>> packed_constant_b(const Tensor& b, ConstantForm kind,
+                                                            Pack&& pack) {
+  return std::static_pointer_cast<const LargePageVector<P>>(cached_form(
       b, kind,
-      [&] { return std::shared_ptr<const void>(std::make_shared<const std::vector<P>>(pack())); },
-      [](const void* p) { return static_cast<const std::vector<P>*>(p)->size() * sizeof(P); }));
+      [&] { return std::shared_ptr<const void>(std::make_shared<const LargePageVector<P>>(pack())); },
+      [](const void* p) { return static_cast<const LargePageVector<P>*>(p)->size() * sizeof(P); }));
 }
 
 }  // namespace
@@ -278,7 +278,7 @@ void gemm_f32_call(const Tensor& a, const Tensor& b, const Tensor& c, float alph
   const Operand oa = make_operand(a), ob = make_operand(b);
   const auto* ad = reinterpret_cast<const float*>(oa.data);
   const auto* bd = reinterpret_cast<const float*>(ob.data);
-  std::shared_ptr<const std::vector<float>> packed;
+  std::shared_ptr<const LargePageVector<float>> packed;
   if (constant_operand_storage() == b.impl()->storage.get() && !gemm_f32_gemv(m, oa.trans, ob.trans))
     packed = packed_constant_b<float>(b, ConstantForm::kF32Strips,
                                       [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
@@ -376,7 +376,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Scalar& alpha
         const auto* bd = reinterpret_cast<const uint16_t*>(ob.data);
         float* cp = static_cast<float*>(cf.data_ptr());
         // a replay's constant weight: packed once (NOTE [Prepacked weights])
-        std::shared_ptr<const std::vector<uint32_t>> packed;
+        std::shared_ptr<const LargePageVector<uint32_t>> packed;
         if (batch == 1 && constant_operand_storage() == b.impl()->storage.get() &&
             !gemm_bf16_gemv(m, oa.trans, ob.trans))
           packed = packed_constant_b<uint32_t>(

@@ -235,9 +235,9 @@ uint32_t* scratch(std::vector<uint32_t>& v, size_t n) {
 
 }  // namespace
 
-std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb) {
+LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb) {
   const int64_t kp = (k + 1) / 2, strips = (n + kNr - 1) / kNr;
-  std::vector<uint32_t> packed(size_t(strips * kp * kNr));
+  LargePageVector<uint32_t> packed(size_t(strips * kp * kNr));
   parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
       pack_strip(b, tb, ldb, k, n, s, kp, packed.data() + s * kp * kNr);
@@ -346,7 +346,7 @@ void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, bool, int64_t, const 
                int64_t, float, float, float*, int64_t, const uint32_t*) {
   fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");
 }
-std::vector<uint32_t> pack_b_bf16(int64_t, int64_t, const uint16_t*, bool, int64_t) {
+LargePageVector<uint32_t> pack_b_bf16(int64_t, int64_t, const uint16_t*, bool, int64_t) {
   fail("[gemm] internal: the bfloat16 GEMM needs an x86-64 CPU with AVX512-BF16");
 }
 #endif

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "large_pages.h"
+
 namespace oneflow::cpu {
 
 // Whether cpu::gemm runs bfloat16 GEMMs here: the CPU has AVX512-BF16 and the kernel is enabled
@@ -33,7 +35,7 @@ bool gemm_bf16_gemv(int64_t m, bool ta, bool tb);
 
 // B [k, n] packed once for gemm_bf16 (the strips it packs per call otherwise): a constant
 // operand's (NOTE [Prepacked weights]).
-std::vector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb);
+LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb);
 
 // Constant operands packed so far and held (cpu/blas.cpp's cache; tests).
 size_t packed_constant_operands();

@@ -65,7 +65,8 @@ constexpr int64_t kNr = 32;        // columns per strip (two zmm)
 constexpr int kMr = 12;            // rows per register tile
 constexpr int64_t kKc = 256;       // k per block (a strip block: 32 KiB)
 constexpr int64_t kMc = 144;       // rows per row block (12 tiles; A block 144 KiB, in L2)
-constexpr int64_t kPrefetch = 16;  // k rows of the strip (2 KiB) ahead
+constexpr int64_t kLda = kKc + 16;  // packed A: a row block's rows this many floats apart
+constexpr int64_t kPrefetch = 16;   // k rows of the strip (2 KiB) ahead
 constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [float32 GEMV]
 
 #define OF_F32_TARGET __attribute__((target("avx512f")))
@@ -111,24 +112,29 @@ OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_
   }
 }
 
-// One R x 32 tile over kc: acc = A rows (lda apart) times the strip block ([kc][32]); then
-// c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c itself.
-template <int R>
-OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc, float* c,
-                        int64_t ldc, int64_t nc, float alpha, float beta, const float* bias,
-                        const float* pf) {
+// One R x 32 tile over kc: acc = the packed A rows (kLda apart) times the strip block
+// ([kc][32]); then c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c
+// itself. PF (the first row tile of a block): also asks for the block's strip kPrefetch k rows
+// ahead into L1 (the strip comes from L2 or further: decoding's single row streams it) and for
+// the next task's strip block, both of its lines per k row, into L2 (pf; the strip itself when
+// there is no next task). The other row tiles find the strip block in L1.
+template <int R, bool PF>
+OF_F32_TARGET void tile(const float* a, const float* bs, int64_t kc, float* c, int64_t ldc,
+                        int64_t nc, float alpha, float beta, const float* bias, const float* pf) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    if (pf) _mm_prefetch(reinterpret_cast<const char*>(pf + p * 16), _MM_HINT_T1);
-    // the strip streams from memory when few rows share it (decoding: one row): ask for it
-    // ahead (past the block's end it runs into the next block, read next)
-    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr + 16), _MM_HINT_T0);
+    if constexpr (PF) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + p * kNr), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + p * kNr + 16), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr + 16), _MM_HINT_T0);
+    }
     const __m512 b0 = _mm512_loadu_ps(bs + p * kNr);
     const __m512 b1 = _mm512_loadu_ps(bs + p * kNr + 16);
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+      const __m512 av = _mm512_set1_ps(a[r * kLda + p]);
       acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
@@ -136,12 +142,33 @@ OF_F32_TARGET void tile(const float* a, int64_t lda, const float* bs, int64_t kc
   for (int r = 0; r < R; ++r) store_row32(acc[r][0], acc[r][1], c + r * ldc, nc, alpha, beta, bias);
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
-                        float, float, const float*, const float*);
-template <int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
-  return std::array<TileFn, sizeof...(R)>{&tile<R + 1>...};
+using TileFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, float, float,
+                        const float*, const float*);
+template <bool PF, int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
+  return std::array<TileFn, sizeof...(R)>{&tile<R + 1, PF>...};
 }
-constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTiles = make_tiles<false>(std::make_integer_sequence<int, kMr>{});
+constexpr auto kTilesPf = make_tiles<true>(std::make_integer_sequence<int, kMr>{});
+
+// Packs rows [i0, i1) of A (all of k) for the tiles: k block kb of row i at
+// (kb * (i1 - i0) + (i - i0)) * kLda, the block's pc values contiguous. A row-major [m, k] with
+// leading dimension lda, or (ta) its transpose given (element (i, p) at p * lda + i).
+void pack_a_rows(const float* a, bool ta, int64_t lda, int64_t k, int64_t i0, int64_t i1,
+                 float* dst) {
+  const int64_t rows = i1 - i0;
+  for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
+    const int64_t pc = std::min(kKc, k - p0);
+    float* blk = dst + kb * rows * kLda;
+    if (!ta) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::copy(a + i * lda + p0, a + i * lda + p0 + pc, blk + (i - i0) * kLda);
+    } else {
+      // p outer: each source row's values go to rows' consecutive slots (lines stay in L1)
+      for (int64_t p = p0; p < p0 + pc; ++p)
+        for (int64_t i = i0; i < i1; ++i) blk[(i - i0) * kLda + (p - p0)] = a[p * lda + i];
+    }
+  }
+}
 
 // Packs strip s of B (columns s*kNr ...) as [k][kNr], zero past n. B [k, n] row-major with
 // leading dimension ldb, or (tb) its transpose given (element (p, j) at j * ldb + p).
@@ -192,9 +219,9 @@ void epilogue_rows(float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, in
 
 }  // namespace
 
-std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb) {
+LargePageVector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb) {
   const int64_t strips = (n + kNr - 1) / kNr;
-  std::vector<float> packed(size_t(strips * k * kNr));
+  LargePageVector<float> packed(size_t(strips * k * kNr));
   parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) pack_strip(b, tb, ldb, k, n, s, packed.data() + s * k * kNr);
   });
@@ -221,19 +248,6 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
     return;
   }
   const int64_t strips = (n + kNr - 1) / kNr;
-  // A row-major in place, else packed [m, k]
-  const float* ap = a;
-  if (ta) {
-    thread_local std::vector<float> abuf;
-    float* dst = scratch(abuf, size_t(m * k));
-    parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
-                 [&](int64_t i0, int64_t i1) {
-                   for (int64_t i = i0; i < i1; ++i)
-                     for (int64_t p = 0; p < k; ++p) dst[i * k + p] = a[p * lda + i];
-                 });
-    ap = dst;
-    lda = k;
-  }
   const int64_t mblocks = (m + kMc - 1) / kMc;
   // B not packed yet: packed for this call up front (the strips in parallel), into scratch
   // that stays allocated (a steady-state replay allocates nothing)
@@ -246,30 +260,46 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
     });
     bp = dst;
   }
+  const int64_t kblocks = (k + kKc - 1) / kKc;
   const double flops = double(m) * double(n) * double(k);
   const int64_t tasks = mblocks * strips;
   const int64_t grain = std::max<int64_t>(
       1, int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)));  // ~256k FMAs per task
+  // each call packs A anew: a thread's packed row block is this call's only while `call` matches
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
+    // the row block's A packed once per thread (a thread's tasks are consecutive: the strips
+    // of one row block in a row), read by every strip's tiles from L2
+    thread_local std::vector<float> abuf;
+    thread_local uint64_t a_call = 0;
+    thread_local int64_t a_block = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t mb = t / strips, s = t % strips;
       const int64_t i_begin = mb * kMc, i_end = std::min(m, i_begin + kMc);
+      const int64_t rows = i_end - i_begin;
+      float* apk = scratch(abuf, size_t(kblocks * kMc * kLda));
+      if (a_call != call || a_block != mb) {
+        pack_a_rows(a, ta, lda, k, i_begin, i_end, apk);
+        a_call = call;
+        a_block = mb;
+      }
       const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
       const float* strip = bp + s * k * kNr;
       const float* bias = ep.bias ? ep.bias + j0 : nullptr;
-      // the next task's strip, fetched into L2 a line per k step while this one's tiles run
-      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : nullptr;
-      int64_t next_at = 0;  // floats of it asked for so far
-      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      // the next task's strip, fetched into L2 by each block's first row tile
+      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : strip;
+      for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
         const int64_t pc = std::min(kKc, k - p0);
         const bool first = p0 == 0;
         const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
+        const float* ablk = apk + kb * rows * kLda;
         for (int64_t i0 = i_begin; i0 < i_end; i0 += kMr) {
           const int r = int(std::min<int64_t>(kMr, i_end - i0));
-          const float* pf = next && next_at < k * kNr ? next + next_at : nullptr;
-          if (pf) next_at += pc * 16;
-          kTiles[size_t(r - 1)](ap + i0 * lda + p0, lda, strip + p0 * kNr, pc, c + i0 * ldc + j0,
-                                ldc, nc, alpha, bt, first ? bias : nullptr, pf);
+          const auto& fns = i0 == i_begin ? kTilesPf : kTiles;
+          fns[size_t(r - 1)](ablk + (i0 - i_begin) * kLda, strip + p0 * kNr, pc,
+                             c + i0 * ldc + j0, ldc, nc, alpha, bt, first ? bias : nullptr,
+                             next + p0 * kNr);
         }
       }
       epilogue_rows(c, ldc, i_begin, i_end, j0, nc, ep);
@@ -282,7 +312,7 @@ void gemm_f32(int64_t, int64_t, int64_t, const float*, bool, int64_t, const floa
               float, float, float*, int64_t, const float*, const GemmEpilogueF32&) {
   fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");
 }
-std::vector<float> pack_b_f32(int64_t, int64_t, const float*, bool, int64_t) {
+LargePageVector<float> pack_b_f32(int64_t, int64_t, const float*, bool, int64_t) {
   fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");
 }
 #endif

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "large_pages.h"
+
 namespace oneflow::cpu {
 
 // Whether cpu::gemm runs float32 GEMMs on this kernel here: the CPU has AVX-512F and the kernel
@@ -37,6 +39,6 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
 bool gemm_f32_gemv(int64_t m, bool ta, bool tb);
 
 // B [k, n] packed once for gemm_f32: a constant operand's (NOTE [Prepacked weights]).
-std::vector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb);
+LargePageVector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb, int64_t ldb);
 
 }  // namespace oneflow::cpu
