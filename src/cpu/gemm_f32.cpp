@@ -114,20 +114,28 @@ OF_F32_TARGET void gemv_rows(const float* a, int64_t lda, const float* w, int64_
 
 // One R x 32 tile over kc: acc = the packed A rows (kLda apart) times the strip block
 // ([kc][32]); then c = alpha * acc + beta * cin, cin the bias row (first block, bias given) or c
-// itself. PF (the first row tile of a block): also asks for the block's strip kPrefetch k rows
-// ahead into L1 (the strip comes from L2 or further: decoding's single row streams it) and for
-// the next task's strip block, both of its lines per k row, into L2 (pf; the strip itself when
-// there is no next task). The other row tiles find the strip block in L1.
+// itself. Meanwhile it asks for pf_lines cache lines from pf into L2, one every pf_gap k rows:
+// its share of the next task's strip block (the block's row tiles share it out, so the lines
+// arrive spread over the whole block's time, not as a burst that fills the line-fill buffers).
+// PF (the first row tile of a block): also asks for the block's own strip kPrefetch k rows ahead
+// into L1 (the strip comes from L2 or further: decoding's single row streams it); the other row
+// tiles find the strip block in L1.
 template <int R, bool PF>
 OF_F32_TARGET void tile(const float* a, const float* bs, int64_t kc, float* c, int64_t ldc,
-                        int64_t nc, float alpha, float beta, const float* bias, const float* pf) {
+                        int64_t nc, float alpha, float beta, const float* bias, const float* pf,
+                        int64_t pf_lines, int64_t pf_gap) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  int64_t pf_at = 0;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
+    if (p == pf_at && pf_lines > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+      pf += 16;
+      --pf_lines;
+      pf_at += pf_gap;
+    }
     if constexpr (PF) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf + p * kNr), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + p * kNr + 16), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(bs + (p + kPrefetch) * kNr + 16), _MM_HINT_T0);
     }
@@ -143,7 +151,7 @@ OF_F32_TARGET void tile(const float* a, const float* bs, int64_t kc, float* c, i
 }
 
 using TileFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, float, float,
-                        const float*, const float*);
+                        const float*, const float*, int64_t, int64_t);
 template <bool PF, int... R> constexpr auto make_tiles(std::integer_sequence<int, R...>) {
   return std::array<TileFn, sizeof...(R)>{&tile<R + 1, PF>...};
 }
@@ -287,19 +295,23 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
       const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
       const float* strip = bp + s * k * kNr;
       const float* bias = ep.bias ? ep.bias + j0 : nullptr;
-      // the next task's strip, fetched into L2 by each block's first row tile
-      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : strip;
+      // the next task's strip, fetched into L2 by the row tiles of each block, a share each
+      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : nullptr;
+      const int64_t ntiles = (rows + kMr - 1) / kMr;
       for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
         const int64_t pc = std::min(kKc, k - p0);
         const bool first = p0 == 0;
         const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
         const float* ablk = apk + kb * rows * kLda;
-        for (int64_t i0 = i_begin; i0 < i_end; i0 += kMr) {
+        const int64_t lines = next ? pc * (kNr / 16) : 0;  // the next strip's block
+        for (int64_t i0 = i_begin, ti = 0; i0 < i_end; i0 += kMr, ++ti) {
           const int r = int(std::min<int64_t>(kMr, i_end - i0));
+          const int64_t l0 = lines * ti / ntiles, l1 = lines * (ti + 1) / ntiles;
           const auto& fns = i0 == i_begin ? kTilesPf : kTiles;
           fns[size_t(r - 1)](ablk + (i0 - i_begin) * kLda, strip + p0 * kNr, pc,
                              c + i0 * ldc + j0, ldc, nc, alpha, bt, first ? bias : nullptr,
-                             next + p0 * kNr);
+                             next ? next + p0 * kNr + l0 * 16 : nullptr, l1 - l0,
+                             l1 > l0 ? std::max<int64_t>(1, pc / (l1 - l0)) : pc);
         }
       }
       epilogue_rows(c, ldc, i_begin, i_end, j0, nc, ep);
