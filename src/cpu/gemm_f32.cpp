@@ -271,8 +271,13 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   const int64_t kblocks = (k + kKc - 1) / kKc;
   const double flops = double(m) * double(n) * double(k);
   const int64_t tasks = mblocks * strips;
+  // Few row blocks: each thread's share of the tasks is one chunk of consecutive tasks (a
+  // thread prefetches its next task's strip, and the chain breaks at a chunk's end; 12 strips
+  // in chunks of 2 started every other task cold). Many: the pool's chunks (NOTE [Thread pool]).
+  const int64_t nt = std::max(1, num_threads());
   const int64_t grain = std::max<int64_t>(
-      1, int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)));  // ~256k FMAs per task
+      {int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)),  // ~256k FMAs per task
+       mblocks < 4 * nt ? (tasks + nt - 1) / nt : 1, int64_t(1)});
   // each call packs A anew: a thread's packed row block is this call's only while `call` matches
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
