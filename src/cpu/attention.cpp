@@ -18,6 +18,7 @@
 
 #include "cpu/blas.h"
 #include "cpu/gemm_f32.h"
+#include "cpu/simd.h"
 #include "generator.h"
 #include "ops/functors.h"
 #include "ops/nn_common.h"
@@ -217,6 +218,95 @@ int64_t bstride(const Tensor& t, int64_t d) {
   return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OF_ATTN_AVX512 1
+// GCC 12 warns that the plain AVX-512 intrinsics' _mm512_undefined_* source may be uninitialized
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define OF_ATTN_TARGET __attribute__((target("avx512f")))
+// fast_exp (ops/functors.h) on 16 lanes: the same reduction and polynomial; FMAs where the
+// scalar form rounds twice, so a value may differ from it in the last bit.
+OF_ATTN_TARGET inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.33f);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);  // (a NaN lane becomes lo)
+  const __m512 n = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
+  const __m512i bits = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 res = _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+  res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res,
+                             _mm512_set1_ps(INFINITY));
+  res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(nan, res, x);
+}
+
+// NOTE [Attention softmax, float32]: one score row of the fused kernel: the mask added (mask
+// values mcs apart, or none), the row max over the values that are not NaN, s = exp(s - max) in
+// place, their sum in 16 float lanes (lane_sum's order); returns 1 / sum, by which the caller
+// scales the row's output (P V, Ev values) instead of P (S values). A row with nothing to
+// attend to (max -inf) is zeroed and returns NaN: its output row is NaN, as the softmax gives.
+OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64_t mcs) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 t = tail_mask16(n - j);
+    __m512 v = _mm512_maskz_loadu_ps(t, s + j);
+    if (mk) {
+      __m512 mv;
+      if (mcs == 1) {
+        mv = _mm512_maskz_loadu_ps(t, mk + j);
+      } else {
+        alignas(64) float tmp[16] = {};
+        for (int64_t q = 0; q < std::min<int64_t>(16, n - j); ++q) tmp[q] = mk[(j + q) * mcs];
+        mv = _mm512_load_ps(tmp);
+      }
+      v = _mm512_add_ps(v, mv);
+      _mm512_mask_storeu_ps(s + j, t, v);
+    }
+    // (max_ps returns its second operand when the first is NaN: NaN scores are skipped)
+    vmax = _mm512_mask_max_ps(vmax, t, v, vmax);
+  }
+  const float m = _mm512_reduce_max_ps(vmax);
+  if (m == -INFINITY) {
+    std::fill(s, s + n, 0.f);
+    return NAN;
+  }
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 t = tail_mask16(n - j);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, t, e);
+    sum = _mm512_mask_add_ps(sum, t, sum, e);
+  }
+  return 1.f / lane_sum(sum);
+}
+
+// Row r of the output (n values) times inv[r].
+OF_ATTN_TARGET void scale_rows_f32(float* o, int64_t rows, int64_t n, int64_t ld, const float* inv) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m512 f = _mm512_set1_ps(inv[r]);
+    float* p = o + r * ld;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 t = tail_mask16(n - j);
+      _mm512_mask_storeu_ps(p + j, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, p + j), f));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 }  // namespace
 
 // NOTE [Fused attention]: the trace's attention pass (trace/passes.cpp) replaces
@@ -252,6 +342,43 @@ void fused_attention(const KernelArgs& k) {
     T* po = mptr<T>(k.outputs[0]);
     const int64_t work = blk.rows * g.S * (g.E + g.Ev);
     cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+#ifdef OF_ATTN_AVX512
+    if constexpr (std::is_same_v<T, float>) {
+      if (cpu::gemm_f32_supported() && g.S > 0 && g.E > 0 && g.Ev > 0) {
+        // NOTE [Attention softmax, float32]: the scores' rows as the float32 GEMM reads its A
+        // in place (no copy before P V), the softmax on 16 lanes, 1 / sum applied to the output
+        const int64_t lds = std::max(cpu::gemm_f32_inplace_lda(g.S), g.S);
+        parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+          thread_local std::vector<float> sc, inv, qs, ks, vs;
+          if (sc.size() < size_t(blk.rows * lds)) sc.resize(size_t(blk.rows * lds));
+          if (inv.size() < size_t(blk.rows)) inv.resize(size_t(blk.rows));
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+            const int64_t R = std::min(blk.rows, g.L - i0);
+            const int64_t ldo = H * g.Ev;
+            float* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
+            const auto a = gemm_operand(pq + oq[size_t(b)] + i0 * q.stride(-2), R, g.E,
+                                        q.stride(-2), q.stride(-1), qs);
+            const auto bt =
+                gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
+            cpu::gemm_f32(R, g.S, g.E, a.p, a.trans, a.ld, bt.p, bt.trans, bt.ld, float(scale),
+                          0.f, sc.data(), lds);
+            for (int64_t r = 0; r < R; ++r)
+              inv[size_t(r)] = softmax_row_f32(sc.data() + r * lds, g.S,
+                                               masked ? pm + om[size_t(b)] + (i0 + r) * mrs
+                                                      : nullptr,
+                                               mcs);
+            const auto bv =
+                gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
+            cpu::gemm_f32(R, g.Ev, g.S, sc.data(), false, lds, bv.p, bv.trans, bv.ld, 1.f, 0.f,
+                          o, ldo);
+            scale_rows_f32(o, R, g.Ev, ldo, inv.data());
+          }
+        });
+        return;
+      }
+    }
+#endif
     parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
       std::vector<T> sc(size_t(blk.rows * g.S)), qs, ks, vs;
       for (int64_t t = t0; t < t1; ++t) {

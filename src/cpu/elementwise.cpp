@@ -12,8 +12,16 @@
 namespace oneflow::cpu {
 
 namespace {
-// an activation's epilogue form: the loop cpu_kernel runs over a contiguous float32 tensor
-template <class F> void act_rows(float* p, int64_t n) {
+// an activation's epilogue form: the loop cpu_kernel runs over a contiguous float32 tensor.
+// Built for this CPU's AVX-512 (-march=native), it runs 16 lanes at a time (GCC's default for
+// these cores is 8): the same operations per element as the op's own loop, so the same bits
+// (NOTE [GEMM epilogues]); GELU's epilogue cost 1.5 ns a value on 8 lanes.
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define OF_ACT_ROWS_TARGET __attribute__((target("prefer-vector-width=512")))
+#else
+#define OF_ACT_ROWS_TARGET
+#endif
+template <class F> OF_ACT_ROWS_TARGET void act_rows(float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = F{}(p[i]);
 }
 template <class F> void act_tensor(const Tensor& t) {

@@ -238,6 +238,8 @@ LargePageVector<float> pack_b_f32(int64_t k, int64_t n, const float* b, bool tb,
 
 bool gemm_f32_gemv(int64_t m, bool ta, bool tb) { return m <= kGemvRows && !ta && tb; }
 
+int64_t gemm_f32_inplace_lda(int64_t k) { return k <= kKc ? kLda : 0; }
+
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t lda, const float* b,
               bool tb, int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
               const float* packed_b, const GemmEpilogueF32& ep) {
@@ -278,6 +280,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   const int64_t grain = std::max<int64_t>(
       {int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)),  // ~256k FMAs per task
        mblocks < 4 * nt ? (tasks + nt - 1) / nt : 1, int64_t(1)});
+  // A already in the packed layout (one k block, rows kLda apart): read where it is
+  const bool a_ready = !ta && k <= kKc && lda == kLda;
   // each call packs A anew: a thread's packed row block is this call's only while `call` matches
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -291,8 +295,9 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
       const int64_t mb = t / strips, s = t % strips;
       const int64_t i_begin = mb * kMc, i_end = std::min(m, i_begin + kMc);
       const int64_t rows = i_end - i_begin;
-      float* apk = scratch(abuf, size_t(kblocks * kMc * kLda));
-      if (a_call != call || a_block != mb) {
+      float* apk = a_ready ? const_cast<float*>(a) + i_begin * kLda
+                           : scratch(abuf, size_t(kblocks * kMc * kLda));
+      if (!a_ready && (a_call != call || a_block != mb)) {
         pack_a_rows(a, ta, lda, k, i_begin, i_end, apk);
         a_call = call;
         a_block = mb;
@@ -325,6 +330,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
 }
 #else
 bool gemm_f32_gemv(int64_t, bool, bool) { return false; }
+int64_t gemm_f32_inplace_lda(int64_t) { return 0; }
 void gemm_f32(int64_t, int64_t, int64_t, const float*, bool, int64_t, const float*, bool, int64_t,
               float, float, float*, int64_t, const float*, const GemmEpilogueF32&) {
   fail("[gemm] internal: the float32 GEMM kernel needs an x86-64 CPU with AVX-512");

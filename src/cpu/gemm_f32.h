@@ -34,6 +34,11 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
               bool tb, int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
               const float* packed_b = nullptr, const GemmEpilogueF32& ep = {});
 
+// The leading dimension at which gemm_f32 reads a row-major A of this k without copying it (its
+// packed layout: k <= 256, rows 272 floats apart); 0 when every A is copied. A caller that makes
+// A (attention's probabilities) can write it so.
+int64_t gemm_f32_inplace_lda(int64_t k);
+
 // Whether gemm_f32 runs this shape as dot products against B = Wᵀ in place (few rows, B given
 // transposed: NOTE [float32 GEMV]); packing B is then wasted.
 bool gemm_f32_gemv(int64_t m, bool ta, bool tb);
