@@ -819,8 +819,73 @@ TH_ROWS({
                   [](const V& in) { return fused_attn(in, 0.5); },
                   [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
               attn_inputs({2, 2, 3, 4}, {2, 2, 6, 4}, {2, 2, 6, 3}, {2, 2, 3, 6}, 2), {3})),
+    // float32 on AVX-512 (NOTE [Attention softmax, float32]): 37 keys (two 16-lane steps and a
+    // tail) with a mask; 300 keys, more than the GEMM's k block (the scores copied for P V)
+    no_grad(with_make(row(
+                  "fused_attention/37_keys_masked", {"fused_attention"}, {},
+                  [](const V& in) { return fused_attn(in, 0.4); },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.4); }),
+              attn_inputs({1, 2, 5, 8}, {1, 2, 37, 8}, {1, 2, 37, 17}, {1, 2, 5, 37}, 2), {3})),
+    no_grad(row(
+        "fused_attention/300_keys", {"fused_attention"}, {{1, 2, 13, 8}, {1, 2, 300, 8}, {1, 2, 300, 5}},
+        [](const V& in) { return fused_attn(in, 0.25); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.25); })),
 });
 // clang-format on
+
+// A row whose keys are all masked out (-inf) gives NaN outputs, as the softmax does; a row with
+// some keys masked attends to the rest; a NaN score makes its row NaN. float32 and float64.
+TEST_CASE("nn: fused_attention rows with every key masked are NaN, partly masked rows exact") {
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    CAPTURE(of::dtype_name(dt));
+    of::manual_seed(11);
+    const int64_t L = 4, S = 40, E = 8, Ev = 6;
+    const of::Tensor q = of::rand({1, L, E}, of::kFloat64) - 0.5;
+    const of::Tensor k = of::rand({1, S, E}, of::kFloat64) - 0.5;
+    const of::Tensor v = of::rand({1, S, Ev}, of::kFloat64) - 0.5;
+    std::vector<double> mv(size_t(L * S), 0.0);
+    for (int64_t j = 0; j < S; ++j) mv[size_t(1 * S + j)] = -INFINITY;          // row 1: all
+    for (int64_t j = 0; j < S; j += 3) mv[size_t(2 * S + j)] = -INFINITY;       // row 2: some
+    const of::Tensor mask = of::tensor(mv, of::IntArrayRef({1, L, S}), of::kFloat64);
+    of::Tensor qn = q.clone();
+    qn.index_put_({0, 3, 2}, of::scalar_tensor(NAN, of::kFloat64));             // row 3: NaN
+    const of::Tensor o =
+        of::dispatch(of::find_op("fused_attention"),
+                     {qn.to(dt), k.to(dt).transpose(-1, -2), v.to(dt), mask.to(dt)},
+                     of::Attrs{0.5, int64_t(2)})[0]
+            .to(of::kFloat64);
+    const std::vector<double> got = o.contiguous().to_vector<double>();
+    const Ref ref = attn_ref(th::to_ref(q), th::to_ref(k), th::to_ref(v), nullptr, 0, false, 0.5);
+    // the reference of the masked rows: row 0 unmasked, row 2 without every third key
+    const std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
+                              vv = v.to_vector<double>();
+    for (int64_t i : {0, 2}) {
+      std::vector<double> sc;
+      std::vector<int64_t> keys;
+      for (int64_t j = 0; j < S; ++j) {
+        if (i == 2 && j % 3 == 0) continue;
+        double d = 0;
+        for (int64_t e = 0; e < E; ++e) d += qv[size_t(i * E + e)] * kv[size_t(j * E + e)];
+        sc.push_back(0.5 * d);
+        keys.push_back(j);
+      }
+      const double m = *std::max_element(sc.begin(), sc.end());
+      double tot = 0;
+      for (double x : sc) tot += std::exp(x - m);
+      for (int64_t c = 0; c < Ev; ++c) {
+        double acc = 0;
+        for (size_t n = 0; n < keys.size(); ++n)
+          acc += std::exp(sc[n] - m) / tot * vv[size_t(keys[n] * Ev + c)];
+        CHECK(got[size_t(i * Ev + c)] == doctest::Approx(acc).epsilon(1e-5));
+        if (i == 0) CHECK(acc == doctest::Approx(ref.v[size_t(c)]).epsilon(1e-12));
+      }
+    }
+    for (int64_t c = 0; c < Ev; ++c) {
+      CHECK(std::isnan(got[size_t(1 * Ev + c)]));
+      CHECK(std::isnan(got[size_t(3 * Ev + c)]));
+    }
+  }
+}
 
 of::Tensor T64(std::vector<double> v, std::vector<int64_t> shape) {
   return of::tensor(v, of::IntArrayRef(shape), of::kFloat64);
