@@ -273,58 +273,82 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   const int64_t kblocks = (k + kKc - 1) / kKc;
   const double flops = double(m) * double(n) * double(k);
   const int64_t tasks = mblocks * strips;
-  // Few row blocks: each thread's share of the tasks is one chunk of consecutive tasks (a
-  // thread prefetches its next task's strip, and the chain breaks at a chunk's end; 12 strips
-  // in chunks of 2 started every other task cold). Many: the pool's chunks (NOTE [Thread pool]).
-  const int64_t nt = std::max(1, num_threads());
-  const int64_t grain = std::max<int64_t>(
-      {int64_t(double(tasks) * 262144.0 / std::max(flops, 1.0)),  // ~256k FMAs per task
-       mblocks < 4 * nt ? (tasks + nt - 1) / nt : 1, int64_t(1)});
+  // NOTE [GEMM task regions]: the tasks are cut into one region of consecutive tasks per
+  // thread (the strips of a row block in a row: a thread packs each row block's A once and
+  // fetches its next task's strip while the current one runs; the pool's small chunks broke that
+  // chain every other task). Tasks are claimed one at a time from a region's atomic cursor: a
+  // thread done with its own region takes the remaining tasks of the others from their fronts,
+  // so a worker the OS deschedules mid-region (NOTE [Thread pool]) delays one task, not its
+  // region. Each output element is still summed by one task in one order: the bits do not
+  // depend on who ran it.
+  constexpr int64_t kMaxRegions = 64;
+  const int64_t per_task = int64_t(flops / double(tasks)) + 1;
+  const int64_t min_tasks = std::max<int64_t>(1, 262144 / per_task);  // ~256k FMAs a region
+  const int64_t regions =
+      std::clamp<int64_t>(tasks / min_tasks, 1, std::min<int64_t>(num_threads(), kMaxRegions));
+  std::array<std::atomic<int64_t>, kMaxRegions> cursor;
+  for (int64_t r = 0; r < regions; ++r) cursor[size_t(r)].store(tasks * r / regions);
+  auto region_end = [&](int64_t r) { return tasks * (r + 1) / regions; };
   // A already in the packed layout (one k block, rows kLda apart): read where it is
   const bool a_ready = !ta && k <= kKc && lda == kLda;
   // each call packs A anew: a thread's packed row block is this call's only while `call` matches
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
-    // the row block's A packed once per thread (a thread's tasks are consecutive: the strips
-    // of one row block in a row), read by every strip's tiles from L2
+  // task t (row block t / strips, strip t % strips); `after`: the task this thread likely runs
+  // next (its strip is prefetched), or -1
+  auto run_task = [&](int64_t t, int64_t after) {
+    // the row block's A packed once per thread, read by every strip's tiles from L2
     thread_local std::vector<float> abuf;
     thread_local uint64_t a_call = 0;
     thread_local int64_t a_block = -1;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t mb = t / strips, s = t % strips;
-      const int64_t i_begin = mb * kMc, i_end = std::min(m, i_begin + kMc);
-      const int64_t rows = i_end - i_begin;
-      float* apk = a_ready ? const_cast<float*>(a) + i_begin * kLda
-                           : scratch(abuf, size_t(kblocks * kMc * kLda));
-      if (!a_ready && (a_call != call || a_block != mb)) {
-        pack_a_rows(a, ta, lda, k, i_begin, i_end, apk);
+    const int64_t mb = t / strips, s = t % strips;
+    const int64_t i_begin = mb * kMc, i_end = std::min(m, i_begin + kMc);
+    const int64_t rows = i_end - i_begin;
+    const float* apk = a + i_begin * kLda;
+    if (!a_ready) {
+      float* dst = scratch(abuf, size_t(kblocks * kMc * kLda));
+      if (a_call != call || a_block != mb) {
+        pack_a_rows(a, ta, lda, k, i_begin, i_end, dst);
         a_call = call;
         a_block = mb;
       }
-      const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
-      const float* strip = bp + s * k * kNr;
-      const float* bias = ep.bias ? ep.bias + j0 : nullptr;
-      // the next task's strip, fetched into L2 by the row tiles of each block, a share each
-      const float* next = t + 1 < t1 ? bp + ((t + 1) % strips) * k * kNr : nullptr;
-      const int64_t ntiles = (rows + kMr - 1) / kMr;
-      for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
-        const int64_t pc = std::min(kKc, k - p0);
-        const bool first = p0 == 0;
-        const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
-        const float* ablk = apk + kb * rows * kLda;
-        const int64_t lines = next ? pc * (kNr / 16) : 0;  // the next strip's block
-        for (int64_t i0 = i_begin, ti = 0; i0 < i_end; i0 += kMr, ++ti) {
-          const int r = int(std::min<int64_t>(kMr, i_end - i0));
-          const int64_t l0 = lines * ti / ntiles, l1 = lines * (ti + 1) / ntiles;
-          const auto& fns = i0 == i_begin ? kTilesPf : kTiles;
-          fns[size_t(r - 1)](ablk + (i0 - i_begin) * kLda, strip + p0 * kNr, pc,
-                             c + i0 * ldc + j0, ldc, nc, alpha, bt, first ? bias : nullptr,
-                             next ? next + p0 * kNr + l0 * 16 : nullptr, l1 - l0,
-                             l1 > l0 ? std::max<int64_t>(1, pc / (l1 - l0)) : pc);
-        }
+      apk = dst;
+    }
+    const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
+    const float* strip = bp + s * k * kNr;
+    const float* bias = ep.bias ? ep.bias + j0 : nullptr;
+    // the next task's strip, fetched into L2 by the row tiles of each block, a share each
+    const float* next = after >= 0 ? bp + (after % strips) * k * kNr : nullptr;
+    const int64_t ntiles = (rows + kMr - 1) / kMr;
+    for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
+      const int64_t pc = std::min(kKc, k - p0);
+      const bool first = p0 == 0;
+      const float bt = first ? (ep.bias ? 1.f : beta) : 1.f;  // later blocks add
+      const float* ablk = apk + kb * rows * kLda;
+      const int64_t lines = next ? pc * (kNr / 16) : 0;  // the next strip's block
+      for (int64_t i0 = i_begin, ti = 0; i0 < i_end; i0 += kMr, ++ti) {
+        const int r = int(std::min<int64_t>(kMr, i_end - i0));
+        const int64_t l0 = lines * ti / ntiles, l1 = lines * (ti + 1) / ntiles;
+        const auto& fns = i0 == i_begin ? kTilesPf : kTiles;
+        fns[size_t(r - 1)](ablk + (i0 - i_begin) * kLda, strip + p0 * kNr, pc, c + i0 * ldc + j0,
+                           ldc, nc, alpha, bt, first ? bias : nullptr,
+                           next ? next + p0 * kNr + l0 * 16 : nullptr, l1 - l0,
+                           l1 > l0 ? std::max<int64_t>(1, pc / (l1 - l0)) : pc);
       }
-      epilogue_rows(c, ldc, i_begin, i_end, j0, nc, ep);
+    }
+    epilogue_rows(c, ldc, i_begin, i_end, j0, nc, ep);
+  };
+  parallel_for(0, regions, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t end = region_end(r);
+      for (int64_t t; (t = cursor[size_t(r)].fetch_add(1, std::memory_order_relaxed)) < end;)
+        run_task(t, t + 1 < end ? t + 1 : -1);
+    }
+    for (int64_t q = 0; q < regions; ++q) {  // what the others have not taken yet
+      if (q >= r0 && q < r1) continue;
+      const int64_t end = region_end(q);
+      for (int64_t t; (t = cursor[size_t(q)].fetch_add(1, std::memory_order_relaxed)) < end;)
+        run_task(t, -1);
     }
   });
 }
