@@ -592,6 +592,10 @@ TEST_CASE("linalg: bfloat16 GEMMs on AVX512-BF16 (NOTE [bfloat16 GEMM]) match fl
   const of::Tensor one = of::mm(a, b);
   of::set_num_threads(2);
   const of::Tensor two = of::mm(a, b);
+  // more threads than cores: a thread done with its region takes tasks of the others (NOTE
+  // [GEMM task regions]) whenever one is descheduled
+  of::set_num_threads(5);
+  for (int rep = 0; rep < 20; ++rep) CHECK(of::equal(of::mm(a, b), one));
   of::set_num_threads(threads);
   CHECK(of::equal(one, two));
   const bool prev = of::cpu::set_gemm_bf16_enabled(false);
@@ -650,6 +654,10 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
       CHECK(close(of::mm(b.t(), a.t()), matmul64(b.t(), a.t()), k));
       const of::Tensor a2 = of::randn({m, 2 * k}).slice(1, 0, 2 * k, 2);
       CHECK(close(of::mm(a2, b), matmul64(a2, b), k));
+      if (k <= 256) {  // rows 272 floats apart: the kernel's packed layout, read without a copy
+        const of::Tensor a3 = of::randn({m, 272}).slice(1, 0, k);
+        CHECK(close(of::mm(a3, b), matmul64(a3, b), k));
+      }
       CHECK(close(of::linear(a, w, bias), matmul64(a, w.t()) + bias.to(of::kFloat64), k));
       CHECK(close(of::linear(a, w), matmul64(a, w.t()), k));
       const of::Tensor self = of::randn({m, n});
@@ -671,6 +679,10 @@ TEST_CASE("linalg: the float32 GEMM kernel (NOTE [float32 GEMM]) matches float64
   const of::Tensor one = of::mm(a, b);
   of::set_num_threads(2);
   const of::Tensor two = of::mm(a, b);
+  // more threads than cores: a thread done with its region takes tasks of the others (NOTE
+  // [GEMM task regions]) whenever one is descheduled
+  of::set_num_threads(5);
+  for (int rep = 0; rep < 20; ++rep) CHECK(of::equal(of::mm(a, b), one));
   of::set_num_threads(threads);
   CHECK(of::equal(one, two));
   // the same for the dot products of a decoding step (one row against a weight), and a traced
