@@ -5,15 +5,22 @@
 // weight only changes when something writes it. This kernel:
 //   - packs B in strips of kNr = 32 columns, [k][32] floats per strip (zero past n); a traced
 //     graph's constant weight is packed once (NOTE [Prepacked weights], cpu/blas.cpp's cache);
-//   - reads A in place when it is row-major (packs a transposed or strided A first);
+//   - packs A once per row block of kMc rows and thread (rows kLda = kKc + 16 floats apart,
+//     each k block's values contiguous: one base pointer and immediate offsets for the 12 row
+//     broadcasts; read in place when it already has that layout, gemm_f32_inplace_lda). Read in
+//     place with a runtime lda the tile spent its registers on 12 row pointers and ran 5-10%
+//     slower (163 -> 172-181 GFLOP/s on 128 x 384 x 384, one core);
 //   - runs a kMr x 32 register tile (kMr = 12: 24 zmm accumulators, the A element broadcast
-//     from memory into each FMA) over blocks of kKc rows of k, the strip block (kKc * 128
-//     bytes) reused from L1 by every row tile of a block of kMc rows (kept in L2);
-//   - while a task's tiles run, fetches the next task's strip into L2, a cache line per k step
-//     (a replay's weights come from L3 or memory: ~4% of BERT's batch-1 time);
-//   - splits (row block, strip) tasks over the thread pool: each output element is summed over
-//     k by one task in one order, so results do not depend on the thread count, and the packed
-//     and the unpacked B give the same bits (an eager call equals its traced replay);
+//     from memory) over blocks of kKc rows of k, the k loop unrolled by 4, the strip block
+//     (kKc * 128 bytes) reused from L1 by every row tile of the row block (kept in L2);
+//   - while a task's tiles run, fetches the next task's strip into L2, shared out over the
+//     block's row tiles (a line every few k steps; a burst in one tile filled the line-fill
+//     buffers and stalled it): a replay's weights come from L3 or memory, and with this and
+//     large pages (NOTE [Large pages]) a cold-weight GEMM runs as fast as a hot one;
+//   - splits (row block, strip) tasks over the threads in regions (NOTE [GEMM task regions]):
+//     each output element is summed over k by one task in one order, so results do not depend
+//     on the thread count, and the packed and the unpacked B give the same bits (an eager call
+//     equals its traced replay);
 //   - applies the epilogue (NOTE [GEMM epilogues]) to each output tile after its last k block,
 //     while the tile is in L1: the bias as the first block's C (what linear's preloaded bias
 //     with beta = 1 gives, without the pass that preloads it), then an elementwise function.
