@@ -187,14 +187,54 @@ void pack_a_rows(const float* a, bool ta, int64_t lda, int64_t k, int64_t i0, in
 
 // Packs strip s of B (columns s*kNr ...) as [k][kNr], zero past n. B [k, n] row-major with
 // leading dimension ldb, or (tb) its transpose given (element (p, j) at j * ldb + p).
+// 16 rows of 16 floats (src, rows lds apart) -> their transpose (dst, rows ldd apart). (GCC 12
+// takes the shuffles' _mm512_undefined_ps() sources for uninitialized values.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+OF_F32_TARGET void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of single values
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  // now r[4g + c]'s 128-bit lane l holds column 4l + c of rows 4g .. 4g + 3: output row 4l + c
+  // gathers lane l of r[c], r[4 + c], r[8 + c], r[12 + c] (a 4 x 4 transpose of lanes)
+  for (int c = 0; c < 4; ++c) {
+    const __m512 t0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
+    const __m512 t1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+    const __m512 t2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512 t3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+    t[c] = _mm512_shuffle_f32x4(t0, t2, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(t0, t2, 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(t1, t3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(t1, t3, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, t[i]);
+}
+#pragma GCC diagnostic pop
+
 void pack_strip(const float* b, bool tb, int64_t ldb, int64_t k, int64_t n, int64_t s, float* dst) {
   const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
   if (tb) {
-    // a transpose: k outer, so each output row of 32 is written once, in order, while the 32
-    // source rows' current cache lines stay in L1 (k inner wrote each line 16 times, the whole
-    // strip apart)
+    // a transpose: 16 x 16 blocks in registers while they are whole (a linear's weight: every
+    // eager call packs it), then k outer, so each output row of 32 is written once, in order,
+    // while the source rows' current cache lines stay in L1
     const float* col = b + j0 * ldb;
-    for (int64_t p = 0; p < k; ++p)
+    int64_t p0 = 0;
+    if (nc == kNr)
+      for (; p0 + 16 <= k; p0 += 16)
+        for (int64_t h = 0; h < kNr; h += 16)
+          transpose16(col + h * ldb + p0, ldb, dst + p0 * kNr + h, kNr);
+    for (int64_t p = p0; p < k; ++p)
       for (int64_t jj = 0; jj < nc; ++jj) dst[p * kNr + jj] = col[jj * ldb + p];
   } else {
     for (int64_t p = 0; p < k; ++p)
