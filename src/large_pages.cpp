@@ -9,12 +9,17 @@
 namespace oneflow {
 
 void* alloc_maybe_large(size_t bytes) {
-  if (bytes < kLargePage) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  // (aligned_alloc wants a multiple of the alignment)
-  const size_t rounded = (bytes + kLargePage - 1) / kLargePage * kLargePage;
-  void* p = std::aligned_alloc(kLargePage, rounded);
+  if (bytes == 0) bytes = 1;
+  void* p = nullptr;
+  if (bytes < kLargePage) {
+    if (posix_memalign(&p, 64, bytes) != 0) return nullptr;
+    return p;
+  }
+  if (posix_memalign(&p, kLargePage, bytes) != 0) return nullptr;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p) (void)::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: refused, pages stay small
+  // the whole 2 MiB pages of the block only: a huge page over its tail would hold memory past
+  // the block (advice: where it is refused, the pages stay small)
+  (void)::madvise(p, bytes / kLargePage * kLargePage, MADV_HUGEPAGE);
 #endif
   return p;
 }

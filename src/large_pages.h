@@ -5,10 +5,10 @@
 // TLB holds, and each strip of it walks the page tables again. On 2 MiB pages the same GEMM ran
 // 10-20% faster (a throwaway driver over gemm_f32, weights cycled through 40 MB: 128 x 1536 x 384
 // at 142 -> 170 GFLOP/s on one core). Linux's transparent huge pages are usually in "madvise"
-// mode: a block of at least kLargePage bytes is therefore aligned to 2 MiB and advised
-// MADV_HUGEPAGE (the kernel may still decline; the memory is then ordinary). Smaller blocks are
-// 64-byte aligned as before. A large block is rounded up to whole 2 MiB pages (its last page may
-// hold up to 2 MiB more than asked for). Either is released with free_maybe_large (std::free).
+// mode: a block of at least kLargePage bytes is therefore aligned to 2 MiB and its whole 2 MiB
+// pages are advised MADV_HUGEPAGE (the kernel may still decline; the memory is then ordinary);
+// its tail stays on small pages, so no huge page holds memory past the block. Smaller blocks
+// are 64-byte aligned as before. Either is released with free_maybe_large (std::free).
 #pragma once
 #include <cstddef>
 #include <new>
