@@ -147,82 +147,12 @@ template <class T> T row_max(const T* s, int64_t n) {
   return r;
 }
 
-// One score row's softmax numerators: s[j] = exp(s[j] - m) for the row max m (not NaN), their
-// sum in `l`; returns m. A row with nothing to attend to (m = -inf) is zeroed (l = 0).
-template <class T> T exp_row(T* s, int64_t n, double& l) {
-  const T m = row_max(s, n);
-  if (m == T(-INFINITY)) {
-    std::fill(s, s + n, T(0));
-    l = 0;
-    return m;
-  }
-  for (int64_t j = 0; j < n; ++j) s[j] = fn::exp_(T(s[j] - m));
-  l = sum_d(s, n);
-  return m;
-}
-
-// A GEMM operand [rows, cols] at p with strides (rs, cs): as BLAS reads it (NOTE [CPU GEMM
-// operands]), else copied into `scratch` (strided in both dims).
-template <class T> struct GemmOperand {
-  const T* p;
-  bool trans;
-  int64_t ld;
-};
-template <class T>
-GemmOperand<T> gemm_operand(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
-                            std::vector<T>& scratch) {
-  GemmOperand<T> o{p, false, 0};
-  if (cpu::blas_layout(rows, cols, rs, cs, o.trans, o.ld)) return o;
-  scratch.resize(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) scratch[size_t(r * cols + c)] = p[r * rs + c * cs];
-  return {scratch.data(), false, std::max<int64_t>(cols, 1)};
-}
-
-// Element offsets of each of the B = prod(lead) matrices of `t` (dims right-aligned with
-// lead + 2 trailing dims; a missing or size-1 dim of t broadcasts: stride 0; dims of t past
-// that rank are size 1 (the op's check) and never indexed).
-std::vector<int64_t> lead_offsets(const Tensor& t, IntArrayRef lead) {
-  const int64_t nl = int64_t(lead.size()), extra = nl + 2 - t.dim();
-  int64_t B = 1;
-  for (int64_t s : lead) B *= s;
-  std::vector<int64_t> off(size_t(B), t.impl()->offset);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t rest = b;
-    for (int64_t d = nl - 1; d >= 0; --d) {
-      const int64_t idx = rest % lead[size_t(d)];
-      rest /= lead[size_t(d)];
-      const int64_t td = d - extra;
-      if (td >= 0 && t.size(td) != 1) off[size_t(b)] += idx * t.stride(td);
-    }
-  }
-  return off;
-}
-
-// The fused kernel's block GEMMs: float32 on our AVX-512 kernel where the CPU has it (NOTE
-// [float32 GEMM]: no per-call packing of the whole operand by OpenBLAS), float64 on BLAS.
-template <class T>
-void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (cpu::gemm_f32_supported()) {
-      cpu::gemm_f32(m, n, k, a, ta, lda, b, tb, ldb, alpha, 0.f, c, ldc);
-      return;
-    }
-  }
-  cpu::gemm_raw(ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
-}
-
-// The stride of dim d (from the end, 1 or 2) of t as it broadcasts (0: size 1 or missing).
-int64_t bstride(const Tensor& t, int64_t d) {
-  return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OF_ATTN_AVX512 1
 // GCC 12 warns that the plain AVX-512 intrinsics' _mm512_undefined_* source may be uninitialized
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define OF_ATTN_TARGET __attribute__((target("avx512f")))
 // fast_exp (ops/functors.h) on 16 lanes: the same reduction and polynomial; FMAs where the
@@ -304,8 +234,125 @@ OF_ATTN_TARGET void scale_rows_f32(float* o, int64_t rows, int64_t n, int64_t ld
     }
   }
 }
+// exp_row on 16 lanes (float32): s = exp(s - max) in place, the max over the values that are
+// not NaN, the sum in 16 float lanes (lane_sum's order) into l; returns the max (-inf: the row
+// is zeroed, l = 0).
+OF_ATTN_TARGET float exp_row_f32(float* s, int64_t n, double& l) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 t = tail_mask16(n - j);
+    vmax = _mm512_mask_max_ps(vmax, t, _mm512_maskz_loadu_ps(t, s + j), vmax);
+  }
+  const float m = _mm512_reduce_max_ps(vmax);
+  if (m == -INFINITY) {
+    std::fill(s, s + n, 0.f);
+    l = 0;
+    return m;
+  }
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 t = tail_mask16(n - j);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, t, e);
+    sum = _mm512_mask_add_ps(sum, t, sum, e);
+  }
+  l = double(lane_sum(sum));
+  return m;
+}
+
+// p = exp(p - shift) in place, 16 lanes at a time (the backward's probabilities from the lse).
+OF_ATTN_TARGET void exp_shift_f32(float* p, int64_t n, float shift) {
+  const __m512 vs = _mm512_set1_ps(shift);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 t = tail_mask16(n - j);
+    _mm512_mask_storeu_ps(p + j, t, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, p + j), vs)));
+  }
+}
 #pragma GCC diagnostic pop
 #endif
+
+// One score row's softmax numerators: s[j] = exp(s[j] - m) for the row max m (not NaN), their
+// sum in `l`; returns m. A row with nothing to attend to (m = -inf) is zeroed (l = 0).
+template <class T> T exp_row(T* s, int64_t n, double& l) {
+#ifdef OF_ATTN_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu::gemm_f32_supported()) return exp_row_f32(s, n, l);  // (the sum in float lanes)
+#endif
+  const T m = row_max(s, n);
+  if (m == T(-INFINITY)) {
+    std::fill(s, s + n, T(0));
+    l = 0;
+    return m;
+  }
+  for (int64_t j = 0; j < n; ++j) s[j] = fn::exp_(T(s[j] - m));
+  l = sum_d(s, n);
+  return m;
+}
+
+// A GEMM operand [rows, cols] at p with strides (rs, cs): as BLAS reads it (NOTE [CPU GEMM
+// operands]), else copied into `scratch` (strided in both dims).
+template <class T> struct GemmOperand {
+  const T* p;
+  bool trans;
+  int64_t ld;
+};
+template <class T>
+GemmOperand<T> gemm_operand(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                            std::vector<T>& scratch) {
+  GemmOperand<T> o{p, false, 0};
+  if (cpu::blas_layout(rows, cols, rs, cs, o.trans, o.ld)) return o;
+  scratch.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) scratch[size_t(r * cols + c)] = p[r * rs + c * cs];
+  return {scratch.data(), false, std::max<int64_t>(cols, 1)};
+}
+
+// Element offsets of each of the B = prod(lead) matrices of `t` (dims right-aligned with
+// lead + 2 trailing dims; a missing or size-1 dim of t broadcasts: stride 0; dims of t past
+// that rank are size 1 (the op's check) and never indexed).
+std::vector<int64_t> lead_offsets(const Tensor& t, IntArrayRef lead) {
+  const int64_t nl = int64_t(lead.size()), extra = nl + 2 - t.dim();
+  int64_t B = 1;
+  for (int64_t s : lead) B *= s;
+  std::vector<int64_t> off(size_t(B), t.impl()->offset);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t rest = b;
+    for (int64_t d = nl - 1; d >= 0; --d) {
+      const int64_t idx = rest % lead[size_t(d)];
+      rest /= lead[size_t(d)];
+      const int64_t td = d - extra;
+      if (td >= 0 && t.size(td) != 1) off[size_t(b)] += idx * t.stride(td);
+    }
+  }
+  return off;
+}
+
+// The attention kernels' block GEMMs (gemm_raw's arguments): float32 on our AVX-512 kernel where
+// the CPU has it (NOTE [float32 GEMM]: no per-call packing of the whole operand by OpenBLAS),
+// float64 on BLAS.
+template <class T>
+void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::gemm_f32_supported()) {
+      cpu::gemm_f32(m, n, k, a, ta, lda, b, tb, ldb, alpha, beta, c, ldc);
+      return;
+    }
+  }
+  cpu::gemm_raw(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+template <class T>
+void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T* c, int64_t ldc) {
+  attn_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
+}
+
+// The stride of dim d (from the end, 1 or 2) of t as it broadcasts (0: size 1 or missing).
+int64_t bstride(const Tensor& t, int64_t d) {
+  return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
+}
+
 
 }  // namespace
 
@@ -444,7 +491,7 @@ void scaled_dot_product_attention(const KernelArgs& k) {
         const int64_t R = std::min(blk.rows, g.L - i0);
         if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
         else
-          cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
+          attn_gemm(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
                         pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
         for (int64_t r = 0; r < R; ++r) {
           const int64_t i = i0 + r;
@@ -468,7 +515,7 @@ void scaled_dot_product_attention(const KernelArgs& k) {
         T* o = po + (b * g.L + i0) * g.Ev;
         if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
         else
-          cpu::gemm_raw(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
+          attn_gemm(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
                         T(0), o, g.Ev);
         for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
           if (plse[b * g.L + i0 + r] == T(-INFINITY))
@@ -516,11 +563,11 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
           const T* dob = pdo + (b * g.L + i0) * g.Ev;
           if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
           else
-            cpu::gemm_raw(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
+            attn_gemm(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
                           T(0), ps.data(), g.S);
           if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
           else
-            cpu::gemm_raw(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
+            attn_gemm(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
                           T(0), ds.data(), g.S);
           for (int64_t r = 0; r < R; ++r) {
             const int64_t i = i0 + r;
@@ -535,7 +582,14 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
             ar.apply_mask(p, b, i);
             const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
             const T sc = T(ar.scale);
-            for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
+#ifdef OF_ATTN_AVX512
+            if constexpr (std::is_same_v<T, float>) {
+              if (cpu::gemm_f32_supported()) exp_shift_f32(p, g.S, li);
+              else
+                for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
+            } else
+#endif
+              for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
             if (ar.dropout) {
               ar.draw_row(b, i);
               for (int64_t j = 0; j < g.S; ++j) {
@@ -549,12 +603,12 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
           }
           // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
           if (g.Ev > 0)
-            cpu::gemm_raw(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
+            attn_gemm(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
                           g.Ev);
           if (g.E > 0) {
-            cpu::gemm_raw(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
+            attn_gemm(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
                           T(0), pdq + (b * g.L + i0) * g.E, g.E);
-            cpu::gemm_raw(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
+            attn_gemm(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
           }
         }
       }
