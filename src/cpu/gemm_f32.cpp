@@ -309,7 +309,12 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   // B not packed yet: packed for this call up front (the strips in parallel), into scratch
   // that stays allocated (a steady-state replay allocates nothing)
   const float* bp = packed_b;
-  if (!bp) {
+  // One row block: each strip is used by one task, which packs it itself right before its tiles
+  // read it (from L2, its source prefetched by the task before), instead of one pass packing
+  // all of B into memory that the tasks then read back (eager linears at batch 1: every call
+  // packs its weight)
+  const bool pack_in_task = !bp && mblocks == 1;
+  if (!bp && !pack_in_task) {
     thread_local std::vector<float> bbuf;
     float* dst = scratch(bbuf, size_t(strips * k * kNr));
     parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {
@@ -362,10 +367,22 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
       apk = dst;
     }
     const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
-    const float* strip = bp + s * k * kNr;
+    const float* strip;
+    const float* next = nullptr;  // the next task's strip (or its source), fetched into L2 by
+                                  // the row tiles of each block, a share each
+    if (pack_in_task) {
+      thread_local std::vector<float> sbuf;
+      float* dst = scratch(sbuf, size_t(k * kNr));
+      pack_strip(b, tb, ldb, k, n, s, dst);
+      strip = dst;
+      // the next strip's source: its kNr rows of a transposed B (a linear's weight) are one
+      // run of kNr * k floats when they are contiguous, as many lines as a packed strip
+      if (after >= 0 && tb && ldb == k) next = b + (after % strips) * kNr * ldb;
+    } else {
+      strip = bp + s * k * kNr;
+      if (after >= 0) next = bp + (after % strips) * k * kNr;
+    }
     const float* bias = ep.bias ? ep.bias + j0 : nullptr;
-    // the next task's strip, fetched into L2 by the row tiles of each block, a share each
-    const float* next = after >= 0 ? bp + (after % strips) * k * kNr : nullptr;
     const int64_t ntiles = (rows + kMr - 1) / kMr;
     for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
       const int64_t pc = std::min(kKc, k - p0);
