@@ -165,28 +165,6 @@ template <bool PF, int... R> constexpr auto make_tiles(std::integer_sequence<int
 constexpr auto kTiles = make_tiles<false>(std::make_integer_sequence<int, kMr>{});
 constexpr auto kTilesPf = make_tiles<true>(std::make_integer_sequence<int, kMr>{});
 
-// Packs rows [i0, i1) of A (all of k) for the tiles: k block kb of row i at
-// (kb * (i1 - i0) + (i - i0)) * kLda, the block's pc values contiguous. A row-major [m, k] with
-// leading dimension lda, or (ta) its transpose given (element (i, p) at p * lda + i).
-void pack_a_rows(const float* a, bool ta, int64_t lda, int64_t k, int64_t i0, int64_t i1,
-                 float* dst) {
-  const int64_t rows = i1 - i0;
-  for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
-    const int64_t pc = std::min(kKc, k - p0);
-    float* blk = dst + kb * rows * kLda;
-    if (!ta) {
-      for (int64_t i = i0; i < i1; ++i)
-        std::copy(a + i * lda + p0, a + i * lda + p0 + pc, blk + (i - i0) * kLda);
-    } else {
-      // p outer: each source row's values go to rows' consecutive slots (lines stay in L1)
-      for (int64_t p = p0; p < p0 + pc; ++p)
-        for (int64_t i = i0; i < i1; ++i) blk[(i - i0) * kLda + (p - p0)] = a[p * lda + i];
-    }
-  }
-}
-
-// Packs strip s of B (columns s*kNr ...) as [k][kNr], zero past n. B [k, n] row-major with
-// leading dimension ldb, or (tb) its transpose given (element (p, j) at j * ldb + p).
 // 16 rows of 16 floats (src, rows lds apart) -> their transpose (dst, rows ldd apart). (GCC 12
 // takes the shuffles' _mm512_undefined_ps() sources for uninitialized values.)
 #pragma GCC diagnostic push
@@ -222,6 +200,34 @@ OF_F32_TARGET void transpose16(const float* src, int64_t lds, float* dst, int64_
 }
 #pragma GCC diagnostic pop
 
+// Packs rows [i0, i1) of A (all of k) for the tiles: k block kb of row i at
+// (kb * (i1 - i0) + (i - i0)) * kLda, the block's pc values contiguous. A row-major [m, k] with
+// leading dimension lda, or (ta) its transpose given (element (i, p) at p * lda + i).
+void pack_a_rows(const float* a, bool ta, int64_t lda, int64_t k, int64_t i0, int64_t i1,
+                 float* dst) {
+  const int64_t rows = i1 - i0;
+  for (int64_t p0 = 0, kb = 0; p0 < k; p0 += kKc, ++kb) {
+    const int64_t pc = std::min(kKc, k - p0);
+    float* blk = dst + kb * rows * kLda;
+    if (!ta) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::copy(a + i * lda + p0, a + i * lda + p0 + pc, blk + (i - i0) * kLda);
+    } else {
+      // a transpose: 16 x 16 blocks through registers (a weight gradient's dY^T), then the
+      // edges with p outer (each source row's values go to consecutive slots)
+      const int64_t ie = i0 + rows / 16 * 16, pe = p0 + pc / 16 * 16;
+      for (int64_t p = p0; p < pe; p += 16)
+        for (int64_t i = i0; i < ie; i += 16)
+          transpose16(a + p * lda + i, lda, blk + (i - i0) * kLda + (p - p0), kLda);
+      for (int64_t p = p0; p < p0 + pc; ++p)
+        for (int64_t i = p < pe ? ie : i0; i < i1; ++i)
+          blk[(i - i0) * kLda + (p - p0)] = a[p * lda + i];
+    }
+  }
+}
+
+// Packs strip s of B (columns s*kNr ...) as [k][kNr], zero past n. B [k, n] row-major with
+// leading dimension ldb, or (tb) its transpose given (element (p, j) at j * ldb + p).
 void pack_strip(const float* b, bool tb, int64_t ldb, int64_t k, int64_t n, int64_t s, float* dst) {
   const int64_t j0 = s * kNr, nc = std::min(kNr, n - j0);
   if (tb) {
