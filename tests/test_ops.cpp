@@ -526,9 +526,12 @@ TEST_CASE("decompositions: addmm and baddbmm match their kernels (the CUDA path,
   }
 }
 
-TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward and backward") {
-  of::manual_seed(5);
-  const int64_t B = 2, L = 5, S = 6, E = 4;
+namespace {
+// Calls f(mask, causal, dropout_p) for every attention case the public function takes: no mask,
+// a bool mask (every row attends to its first key), an additive float64 mask, causal, and
+// dropout 0 and 0.25.
+void for_attention_cases(int64_t B, int64_t L, int64_t S,
+                         const std::function<void(const of::Tensor&, bool, double)>& f) {
   for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
     for (bool causal : {false, true}) {
       if (causal && mask_kind != 0) continue;  // the public function takes one or the other
@@ -536,10 +539,6 @@ TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward
         CAPTURE(mask_kind);
         CAPTURE(causal);
         CAPTURE(p);
-        const of::Tensor q = of::randn({B, L, E}, of::kFloat64),
-                         k = of::randn({B, S, E}, of::kFloat64),
-                         v = of::randn({B, S, E}, of::kFloat64),
-                         g = of::randn({B, L, E}, of::kFloat64);
         of::Tensor mask;
         if (mask_kind == 1) {
           mask = of::rand({B, L, S}) > 0.3;
@@ -547,24 +546,35 @@ TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward
         } else if (mask_kind == 2) {
           mask = of::randn({B, L, S}, of::kFloat64);
         }
-        auto run = [&](bool decompose) {
-          std::optional<of::PreferDecompositions> use;
-          if (decompose) use.emplace();
-          of::manual_seed(9);  // the same dropout draw on both sides
-          const of::Tensor qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(),
-                           vv = v.clone().requires_grad_();
-          const of::Tensor o = of::scaled_dot_product_attention(qq, kk, vv, mask, p, causal);
-          (o * g).sum().backward();
-          return std::vector<of::Tensor>{o, qq.grad(), kk.grad(), vv.grad()};
-        };
-        const auto kern = run(false), dec = run(true);
-        for (size_t i = 0; i < kern.size(); ++i) {
-          CAPTURE(i);
-          CHECK(of::allclose(dec[i], kern[i], 1e-10, 1e-10));
-        }
+        f(mask, causal, p);
       }
     }
   }
+}
+}  // namespace
+
+TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward and backward") {
+  of::manual_seed(5);
+  const int64_t B = 2, L = 5, S = 6, E = 4;
+  for_attention_cases(B, L, S, [&](const of::Tensor& mask, bool causal, double p) {
+    const of::Tensor q = of::randn({B, L, E}, of::kFloat64), k = of::randn({B, S, E}, of::kFloat64),
+                     v = of::randn({B, S, E}, of::kFloat64), g = of::randn({B, L, E}, of::kFloat64);
+    auto run = [&](bool decompose) {
+      std::optional<of::PreferDecompositions> use;
+      if (decompose) use.emplace();
+      of::manual_seed(9);  // the same dropout draw on both sides
+      const of::Tensor qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(),
+                       vv = v.clone().requires_grad_();
+      const of::Tensor o = of::scaled_dot_product_attention(qq, kk, vv, mask, p, causal);
+      (o * g).sum().backward();
+      return std::vector<of::Tensor>{o, qq.grad(), kk.grad(), vv.grad()};
+    };
+    const auto kern = run(false), dec = run(true);
+    for (size_t i = 0; i < kern.size(); ++i) {
+      CAPTURE(i);
+      CHECK(of::allclose(dec[i], kern[i], 1e-10, 1e-10));
+    }
+  });
 }
 
 // The float32 attention kernels (their block GEMMs on the float32 kernel, the exponentials and
@@ -573,42 +583,26 @@ TEST_CASE("decompositions: attention (the CUDA path) matches the kernel, forward
 TEST_CASE("attention: the float32 kernels match float64, forward and backward") {
   of::manual_seed(15);
   const int64_t B = 2, L = 19, S = 37, E = 8, Ev = 5;
-  for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
-    for (bool causal : {false, true}) {
-      if (causal && mask_kind != 0) continue;
-      for (double p : {0.0, 0.25}) {
-        CAPTURE(mask_kind);
-        CAPTURE(causal);
-        CAPTURE(p);
-        const of::Tensor q = of::randn({B, L, E}, of::kFloat64),
-                         k = of::randn({B, S, E}, of::kFloat64),
-                         v = of::randn({B, S, Ev}, of::kFloat64),
-                         g = of::randn({B, L, Ev}, of::kFloat64);
-        of::Tensor mask;
-        if (mask_kind == 1) {
-          mask = of::rand({B, L, S}) > 0.3;
-          mask.select(2, 0).fill_(true);
-        } else if (mask_kind == 2) {
-          mask = of::randn({B, L, S}, of::kFloat64);
-        }
-        auto run = [&](of::ScalarType dt) {
-          of::manual_seed(9);  // the same dropout draw in both dtypes
-          const of::Tensor qq = q.to(dt).requires_grad_(), kk = k.to(dt).requires_grad_(),
-                           vv = v.to(dt).requires_grad_();
-          const of::Tensor m = mask.defined() && mask.is_floating_point() ? mask.to(dt) : mask;
-          const of::Tensor o = of::scaled_dot_product_attention(qq, kk, vv, m, p, causal);
-          (o * g.to(dt)).sum().backward();
-          return std::vector<of::Tensor>{o, qq.grad(), kk.grad(), vv.grad()};
-        };
-        const auto f32 = run(of::kFloat32), f64 = run(of::kFloat64);
-        for (size_t i = 0; i < f32.size(); ++i) {
-          CAPTURE(i);
-          CHECK(f32[i].dtype() == of::kFloat32);
-          CHECK(of::allclose(f32[i].to(of::kFloat64), f64[i], 1e-4, 1e-4));
-        }
-      }
+  for_attention_cases(B, L, S, [&](const of::Tensor& mask, bool causal, double p) {
+    const of::Tensor q = of::randn({B, L, E}, of::kFloat64), k = of::randn({B, S, E}, of::kFloat64),
+                     v = of::randn({B, S, Ev}, of::kFloat64),
+                     g = of::randn({B, L, Ev}, of::kFloat64);
+    auto run = [&](of::ScalarType dt) {
+      of::manual_seed(9);  // the same dropout draw in both dtypes
+      const of::Tensor qq = q.to(dt).requires_grad_(), kk = k.to(dt).requires_grad_(),
+                       vv = v.to(dt).requires_grad_();
+      const of::Tensor m = mask.defined() && mask.is_floating_point() ? mask.to(dt) : mask;
+      const of::Tensor o = of::scaled_dot_product_attention(qq, kk, vv, m, p, causal);
+      (o * g.to(dt)).sum().backward();
+      return std::vector<of::Tensor>{o, qq.grad(), kk.grad(), vv.grad()};
+    };
+    const auto f32 = run(of::kFloat32), f64 = run(of::kFloat64);
+    for (size_t i = 0; i < f32.size(); ++i) {
+      CAPTURE(i);
+      CHECK(f32[i].dtype() == of::kFloat32);
+      CHECK(of::allclose(f32[i].to(of::kFloat64), f64[i], 1e-4, 1e-4));
     }
-  }
+  });
 }
 
 TEST_CASE("decompositions: traced, the inner ops are recorded and replay bitwise") {

@@ -173,58 +173,17 @@ OF_ATTN_TARGET inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
-  const __m512i bits = _mm512_slli_epi32(
-      _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   __m512 res = _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
-  res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res,
-                             _mm512_set1_ps(INFINITY));
+  res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res, _mm512_set1_ps(INFINITY));
   res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
   return _mm512_mask_blend_ps(nan, res, x);
 }
 
-// NOTE [Attention softmax, float32]: one score row of the fused kernel: the mask added (mask
-// values mcs apart, or none), the row max over the values that are not NaN, s = exp(s - max) in
-// place, their sum in 16 float lanes (lane_sum's order); returns 1 / sum, by which the caller
-// scales the row's output (P V, Ev values) instead of P (S values). A row with nothing to
-// attend to (max -inf) is zeroed and returns NaN: its output row is NaN, as the softmax gives.
-OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64_t mcs) {
-  __m512 vmax = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 t = tail_mask16(n - j);
-    __m512 v = _mm512_maskz_loadu_ps(t, s + j);
-    if (mk) {
-      __m512 mv;
-      if (mcs == 1) {
-        mv = _mm512_maskz_loadu_ps(t, mk + j);
-      } else {
-        alignas(64) float tmp[16] = {};
-        for (int64_t q = 0; q < std::min<int64_t>(16, n - j); ++q) tmp[q] = mk[(j + q) * mcs];
-        mv = _mm512_load_ps(tmp);
-      }
-      v = _mm512_add_ps(v, mv);
-      _mm512_mask_storeu_ps(s + j, t, v);
-    }
-    // (max_ps returns its second operand when the first is NaN: NaN scores are skipped)
-    vmax = _mm512_mask_max_ps(vmax, t, v, vmax);
-  }
-  const float m = _mm512_reduce_max_ps(vmax);
-  if (m == -INFINITY) {
-    std::fill(s, s + n, 0.f);
-    return NAN;
-  }
-  const __m512 vm = _mm512_set1_ps(m);
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 t = tail_mask16(n - j);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, s + j), vm));
-    _mm512_mask_storeu_ps(s + j, t, e);
-    sum = _mm512_mask_add_ps(sum, t, sum, e);
-  }
-  return 1.f / lane_sum(sum);
-}
-
 // Row r of the output (n values) times inv[r].
-OF_ATTN_TARGET void scale_rows_f32(float* o, int64_t rows, int64_t n, int64_t ld, const float* inv) {
+OF_ATTN_TARGET void scale_rows_f32(float* o, int64_t rows, int64_t n, int64_t ld,
+                                   const float* inv) {
   for (int64_t r = 0; r < rows; ++r) {
     const __m512 f = _mm512_set1_ps(inv[r]);
     float* p = o + r * ld;
@@ -259,6 +218,30 @@ OF_ATTN_TARGET float exp_row_f32(float* s, int64_t n, double& l) {
   }
   l = double(lane_sum(sum));
   return m;
+}
+
+// NOTE [Attention softmax, float32]: one score row of the fused kernel: the mask added (mask
+// values mcs apart, or none), then exp_row_f32 (max over the values that are not NaN, exp, sum
+// in float lanes); returns 1 / sum, by which the caller scales the row's output (P V, Ev
+// values) instead of P (S values). A row with nothing to attend to (max -inf) is zeroed and
+// returns NaN: its output row is NaN, as the softmax gives.
+OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64_t mcs) {
+  if (mk) {
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 t = tail_mask16(n - j);
+      __m512 mv;
+      if (mcs == 1) {
+        mv = _mm512_maskz_loadu_ps(t, mk + j);
+      } else {
+        alignas(64) float tmp[16] = {};
+        for (int64_t q = 0; q < std::min<int64_t>(16, n - j); ++q) tmp[q] = mk[(j + q) * mcs];
+        mv = _mm512_load_ps(tmp);
+      }
+      _mm512_mask_storeu_ps(s + j, t, _mm512_add_ps(_mm512_maskz_loadu_ps(t, s + j), mv));
+    }
+  }
+  double l = 0;
+  return exp_row_f32(s, n, l) == -INFINITY ? NAN : float(1.0 / l);
 }
 
 // p = exp(p - shift) in place, 16 lanes at a time (the backward's probabilities from the lse).
@@ -353,7 +336,6 @@ int64_t bstride(const Tensor& t, int64_t d) {
   return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
 }
 
-
 }  // namespace
 
 // NOTE [Fused attention]: the trace's attention pass (trace/passes.cpp) replaces
@@ -408,17 +390,16 @@ void fused_attention(const KernelArgs& k) {
                                         q.stride(-2), q.stride(-1), qs);
             const auto bt =
                 gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
-            cpu::gemm_f32(R, g.S, g.E, a.p, a.trans, a.ld, bt.p, bt.trans, bt.ld, float(scale),
-                          0.f, sc.data(), lds);
+            cpu::gemm_f32(R, g.S, g.E, a.p, a.trans, a.ld, bt.p, bt.trans, bt.ld, float(scale), 0.f,
+                          sc.data(), lds);
             for (int64_t r = 0; r < R; ++r)
-              inv[size_t(r)] = softmax_row_f32(sc.data() + r * lds, g.S,
-                                               masked ? pm + om[size_t(b)] + (i0 + r) * mrs
-                                                      : nullptr,
-                                               mcs);
+              inv[size_t(r)] =
+                  softmax_row_f32(sc.data() + r * lds, g.S,
+                                  masked ? pm + om[size_t(b)] + (i0 + r) * mrs : nullptr, mcs);
             const auto bv =
                 gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
-            cpu::gemm_f32(R, g.Ev, g.S, sc.data(), false, lds, bv.p, bv.trans, bv.ld, 1.f, 0.f,
-                          o, ldo);
+            cpu::gemm_f32(R, g.Ev, g.S, sc.data(), false, lds, bv.p, bv.trans, bv.ld, 1.f, 0.f, o,
+                          ldo);
             scale_rows_f32(o, R, g.Ev, ldo, inv.data());
           }
         });
@@ -492,7 +473,7 @@ void scaled_dot_product_attention(const KernelArgs& k) {
         if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
         else
           attn_gemm(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
-                        pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
+                    pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
         for (int64_t r = 0; r < R; ++r) {
           const int64_t i = i0 + r;
           T* s = sc.data() + r * g.S;
@@ -516,7 +497,7 @@ void scaled_dot_product_attention(const KernelArgs& k) {
         if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
         else
           attn_gemm(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
-                        T(0), o, g.Ev);
+                    T(0), o, g.Ev);
         for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
           if (plse[b * g.L + i0 + r] == T(-INFINITY))
             std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
@@ -563,12 +544,12 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
           const T* dob = pdo + (b * g.L + i0) * g.Ev;
           if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
           else
-            attn_gemm(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E,
-                          T(0), ps.data(), g.S);
+            attn_gemm(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E, T(0),
+                      ps.data(), g.S);
           if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
           else
-            attn_gemm(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev,
-                          T(0), ds.data(), g.S);
+            attn_gemm(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev, T(0),
+                      ds.data(), g.S);
           for (int64_t r = 0; r < R; ++r) {
             const int64_t i = i0 + r;
             T* p = ps.data() + r * g.S;
@@ -603,11 +584,10 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
           }
           // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
           if (g.Ev > 0)
-            attn_gemm(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv,
-                          g.Ev);
+            attn_gemm(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv, g.Ev);
           if (g.E > 0) {
             attn_gemm(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
-                          T(0), pdq + (b * g.L + i0) * g.E, g.E);
+                      T(0), pdq + (b * g.L + i0) * g.E, g.E);
             attn_gemm(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
           }
         }

@@ -68,13 +68,13 @@ bool set_gemm_f32_enabled(bool on) { return g_enabled.exchange(on); }
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 
-constexpr int64_t kNr = 32;        // columns per strip (two zmm)
-constexpr int kMr = 12;            // rows per register tile
-constexpr int64_t kKc = 256;       // k per block (a strip block: 32 KiB)
-constexpr int64_t kMc = 144;       // rows per row block (12 tiles; A block 144 KiB, in L2)
+constexpr int64_t kNr = 32;         // columns per strip (two zmm)
+constexpr int kMr = 12;             // rows per register tile
+constexpr int64_t kKc = 256;        // k per block (a strip block: 32 KiB)
+constexpr int64_t kMc = 144;        // rows per row block (12 tiles; A block 144 KiB, in L2)
 constexpr int64_t kLda = kKc + 16;  // packed A: a row block's rows this many floats apart
 constexpr int64_t kPrefetch = 16;   // k rows of the strip (2 KiB) ahead
-constexpr int64_t kGemvRows = 4;   // at most this many rows: NOTE [float32 GEMV]
+constexpr int64_t kGemvRows = 4;    // at most this many rows: NOTE [float32 GEMV]
 
 #define OF_F32_TARGET __attribute__((target("avx512f")))
 
