@@ -18,8 +18,9 @@ namespace oneflow {
 
 inline constexpr size_t kLargePage = size_t(2) << 20;
 
-// bytes > 0; null when the system has no memory left.
+// Null when the system has no memory left (0 bytes: a 1-byte block).
 void* alloc_maybe_large(size_t bytes);
+void free_maybe_large(void* p) noexcept;
 
 // std::vector's allocator for the packed GEMM operands (NOTE [Large pages]).
 template <class T> struct LargePageAllocator {
@@ -31,14 +32,9 @@ template <class T> struct LargePageAllocator {
     if (!p) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t) noexcept;
+  void deallocate(T* p, size_t) noexcept { free_maybe_large(p); }
   template <class U> bool operator==(const LargePageAllocator<U>&) const noexcept { return true; }
 };
-
-void free_maybe_large(void* p) noexcept;
-template <class T> void LargePageAllocator<T>::deallocate(T* p, size_t) noexcept {
-  free_maybe_large(p);
-}
 
 template <class T> using LargePageVector = std::vector<T, LargePageAllocator<T>>;
 

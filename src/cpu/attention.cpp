@@ -244,7 +244,7 @@ OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64
   return exp_row_f32(s, n, l) == -INFINITY ? NAN : float(1.0 / l);
 }
 
-// p = exp(p - shift) in place, 16 lanes at a time (the backward's probabilities from the lse).
+// exp_shift on 16 lanes (float32).
 OF_ATTN_TARGET void exp_shift_f32(float* p, int64_t n, float shift) {
   const __m512 vs = _mm512_set1_ps(shift);
   for (int64_t j = 0; j < n; j += 16) {
@@ -271,6 +271,15 @@ template <class T> T exp_row(T* s, int64_t n, double& l) {
   for (int64_t j = 0; j < n; ++j) s[j] = fn::exp_(T(s[j] - m));
   l = sum_d(s, n);
   return m;
+}
+
+// p[j] = exp(p[j] - shift) (the backward's probabilities from the saved lse).
+template <class T> void exp_shift(T* p, int64_t n, T shift) {
+#ifdef OF_ATTN_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu::gemm_f32_supported()) return exp_shift_f32(p, n, shift);
+#endif
+  for (int64_t j = 0; j < n; ++j) p[j] = fn::exp_(T(p[j] - shift));
 }
 
 // A GEMM operand [rows, cols] at p with strides (rs, cs): as BLAS reads it (NOTE [CPU GEMM
@@ -563,14 +572,7 @@ void scaled_dot_product_attention_backward(const KernelArgs& k) {
             ar.apply_mask(p, b, i);
             const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
             const T sc = T(ar.scale);
-#ifdef OF_ATTN_AVX512
-            if constexpr (std::is_same_v<T, float>) {
-              if (cpu::gemm_f32_supported()) exp_shift_f32(p, g.S, li);
-              else
-                for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
-            } else
-#endif
-              for (int64_t j = 0; j < g.S; ++j) p[j] = fn::exp_(T(p[j] - li));
+            exp_shift(p, g.S, li);
             if (ar.dropout) {
               ar.draw_row(b, i);
               for (int64_t j = 0; j < g.S; ++j) {

@@ -312,13 +312,13 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, int64_t 
   }
   const int64_t strips = (n + kNr - 1) / kNr;
   const int64_t mblocks = (m + kMc - 1) / kMc;
-  // B not packed yet: packed for this call up front (the strips in parallel), into scratch
-  // that stays allocated (a steady-state replay allocates nothing)
   const float* bp = packed_b;
-  // One row block: each strip is used by one task, which packs it itself right before its tiles
-  // read it (from L2, its source prefetched by the task before), instead of one pass packing
-  // all of B into memory that the tasks then read back (eager linears at batch 1: every call
-  // packs its weight)
+  // B not packed yet. One row block: each strip is used by one task, which packs it itself
+  // right before its tiles read it (from L2, its source prefetched by the task before), instead
+  // of one pass packing all of B into memory that the tasks then read back (eager linears at
+  // batch 1: every call packs its weight). Several: packed for this call up front (the strips
+  // in parallel). Either into scratch that stays allocated (a steady-state replay allocates
+  // nothing).
   const bool pack_in_task = !bp && mblocks == 1;
   if (!bp && !pack_in_task) {
     thread_local std::vector<float> bbuf;
