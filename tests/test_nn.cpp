@@ -831,6 +831,42 @@ TH_ROWS({
         [](const V& in) { return fused_attn(in, 0.25); },
         [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.25); })),
 });
+// fused_attention_forward / _backward (the attention pass's training form, NOTE [Fused
+// attention, training]): scaled_dot_product_attention's semantics over q, k^T and v as strided
+// views; the harness checks the backward op against finite differences through the forward's
+// VJP, on contiguous and non-contiguous operands.
+of::Tensor fused_train(const V& in, double scale, int64_t kind, bool causal) {
+  const of::Tensor mask = kind == 0 ? of::Tensor() : kind == 2 ? as(in[3], in[0]) : in[3];
+  const of::TensorList o =
+      of::dispatch(of::find_op("fused_attention_forward"),
+                   {in[0], in[1].transpose(-1, -2), in[2], mask},
+                   of::Attrs{scale, causal, 0.0, int64_t(0), int64_t(0), kind});  // [B, L, Ev]
+  of::DimVector shape(in[0].sizes().begin(), in[0].sizes().end());
+  shape.back() = in[2].size(-1);
+  return o[0].view(shape);
+}
+const std::vector<std::string> kFusedTrain = {"fused_attention_forward",
+                                              "fused_attention_backward"};
+TH_ROWS({
+    row(
+        "fused_attention_forward/4d", kFusedTrain, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 3}},
+        [](const V& in) { return fused_train(in, 0.3, 0, false); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, false, 0.3); }),
+    row(
+        "fused_attention_forward/causal", kFusedTrain, {{1, 2, 4, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}},
+        [](const V& in) { return fused_train(in, 0.6, 0, true); },
+        [](const R& r) { return attn_ref(r[0], r[1], r[2], nullptr, 0, true, 0.6); }),
+    with_make(row(
+                  "fused_attention_forward/additive_mask", kFusedTrain, {},
+                  [](const V& in) { return fused_train(in, 0.5, 2, false); },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 2, false, 0.5); }),
+              attn_inputs({2, 2, 3, 4}, {2, 2, 6, 4}, {2, 2, 6, 3}, {2, 2, 3, 6}, 2), {3}),
+    with_make(row(
+                  "fused_attention_forward/bool_mask_broadcast", kFusedTrain, {},
+                  [](const V& in) { return fused_train(in, 0.5, 1, false); },
+                  [](const R& r) { return attn_ref(r[0], r[1], r[2], &r[3], 1, false, 0.5); }),
+              attn_inputs({2, 3, 4}, {2, 5, 4}, {2, 5, 2}, {3, 5}, 1), {3}),
+});
 // clang-format on
 
 // A row whose keys are all masked out (-inf) gives NaN outputs, as the softmax does; a row with

@@ -48,12 +48,13 @@ std::vector<int64_t> draw_batches(const AttnGeom& g, const Attrs& a) {
   return r;
 }
 
-template <class T> double dot_d(const T* a, const T* b, int64_t n) {
+// sum of a[k * as] * b[k * bs] over k < n, in double (4 partial sums)
+template <class T> double dot_d(const T* a, int64_t as, const T* b, int64_t bs, int64_t n) {
   double s[4] = {};
   int64_t k = 0;
   for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) s[l] += double(a[k + l]) * double(b[k + l]);
-  for (; k < n; ++k) s[0] += double(a[k]) * double(b[k]);
+    for (int l = 0; l < 4; ++l) s[l] += double(a[(k + l) * as]) * double(b[(k + l) * bs]);
+  for (; k < n; ++k) s[0] += double(a[k * as]) * double(b[k * bs]);
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
@@ -77,6 +78,15 @@ AttnBlocks attn_blocks(const AttnGeom& g) {
   return {r, (g.L + r - 1) / r};
 }
 
+// Where the batch matrices of an operand lie (NOTE [Attention operands]): per batch an element
+// offset into the storage, and the strides of rows and columns (0: broadcast).
+template <class T> struct BatchMats {
+  const T* base = nullptr;
+  std::vector<int64_t> off;
+  int64_t rs = 0, cs = 0;
+  const T* at(int64_t b) const { return base + off[size_t(b)]; }
+};
+
 // What a score row needs besides Q K^T: the mask, causality, the dropout elements.
 struct AttnRows {
   const AttnGeom& g;
@@ -86,12 +96,12 @@ struct AttnRows {
   uint32_t thr;
   uint64_t seed, offset;
   bool dropout;
-  const int64_t* batch_of;  // NOTE [Attention draw map] (null: b itself)
-  const Tensor& mask;       // [B, L, S] (any strides) or undefined
+  const int64_t* batch_of;      // NOTE [Attention draw map] (null: b itself)
+  const BatchMats<char>& mask;  // [L, S] per batch (bool or T; base null: none)
   std::vector<uint32_t> words;
 
   AttnRows(const AttnGeom& geom, const Attrs& a, const std::vector<int64_t>& batches,
-           const Tensor& m)
+           const BatchMats<char>& m)
       : g(geom),
         scale(SdpaAttrs::get<"scale">(a)),
         keep_scale(SdpaAttrs::get<"dropout_p">(a) >= 1.0
@@ -110,13 +120,13 @@ struct AttnRows {
   // Adds the mask to the scores of row (b, i) and sets what it may not attend to -inf.
   template <class T> void apply_mask(T* s, int64_t b, int64_t i) const {
     if (mask_kind != 0) {
-      const int64_t ms = mask.stride(2);
+      const int64_t ms = mask.cs;
       if (mask_kind == 1) {
-        const bool* m = cptr<bool>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        const bool* m = reinterpret_cast<const bool*>(mask.base) + mask.off[size_t(b)] + i * mask.rs;
         for (int64_t j = 0; j < g.S; ++j)
           if (!m[j * ms]) s[j] = T(-INFINITY);
       } else {
-        const T* m = cptr<T>(mask) + b * mask.stride(0) + i * mask.stride(1);
+        const T* m = reinterpret_cast<const T*>(mask.base) + mask.off[size_t(b)] + i * mask.rs;
         for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * ms];
       }
     }
@@ -459,143 +469,226 @@ void fused_attention(const KernelArgs& k) {
   });
 }
 
-void scaled_dot_product_attention(const KernelArgs& k) {
-  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
-  const AttnGeom g = attn_geom(k.inputs);
+namespace {
+
+// NOTE [Attention operands]: the attention kernels read each operand as a batch of matrices
+// (BatchMats: an offset per batch, row and column strides), so one forward and one backward
+// serve scaled_dot_product_attention (contiguous q, k, v of [B, L, E] etc.; its k read as the
+// transposed key k^T) and the trace's training rewrite (fused_attention_forward/_backward:
+// q, k^T and v as the head split left them, the mask broadcast in place). A block operand
+// that BLAS cannot read as it lies is copied per task (gemm_operand).
+template <class T> BatchMats<T> batch_mats(const Tensor& t, IntArrayRef lead, bool transposed) {
+  BatchMats<T> m{static_cast<const T*>(t.impl()->storage->data), lead_offsets(t, lead),
+                 bstride(t, 2), bstride(t, 1)};
+  if (transposed) std::swap(m.rs, m.cs);
+  return m;
+}
+BatchMats<char> mask_mats(const Tensor& mask, IntArrayRef lead) {
+  if (!mask.defined()) return {};
+  BatchMats<char> m{static_cast<const char*>(mask.impl()->storage->data), lead_offsets(mask, lead),
+                    bstride(mask, 2), bstride(mask, 1)};
+  return m;
+}
+
+// The forward: o [B, L, Ev] and lse [B, L], contiguous.
+template <class T>
+void attn_forward(const AttnGeom& g, const Attrs& attrs, const std::vector<int64_t>& batches,
+                  const BatchMats<T>& q, const BatchMats<T>& kt, const BatchMats<T>& v,
+                  const BatchMats<char>& mask, T* po, T* plse) {
   const AttnBlocks blk = attn_blocks(g);
-  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
-  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
-    using T = decltype(z);
-    const T* pq = cptr<T>(q);
-    const T* pk = cptr<T>(kk);
-    const T* pv = cptr<T>(v);
-    T* po = mptr<T>(k.outputs[0]);
-    T* plse = mptr<T>(k.outputs[1]);
-    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
-    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
-    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
-      AttnRows ar(g, k.attrs, batches, mask);
-      std::vector<T> sc(size_t(blk.rows * g.S));
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
-        const int64_t R = std::min(blk.rows, g.L - i0);
-        if (g.S == 0 || g.E == 0) std::fill(sc.begin(), sc.end(), T(0));
-        else
-          attn_gemm(false, true, R, g.S, g.E, T(ar.scale), pq + (b * g.L + i0) * g.E, g.E,
-                    pk + b * g.S * g.E, g.E, T(0), sc.data(), g.S);
-        for (int64_t r = 0; r < R; ++r) {
-          const int64_t i = i0 + r;
-          T* s = sc.data() + r * g.S;
-          ar.apply_mask(s, b, i);
-          double l = 0;
-          const T m = exp_row(s, g.S, l);
-          if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
-            plse[b * g.L + i] = T(-INFINITY);
-            continue;
-          }
-          plse[b * g.L + i] = T(double(m) + std::log(l));
-          const T inv = T(1.0 / l);
-          if (ar.dropout) {
-            ar.draw_row(b, i);
-            for (int64_t j = 0; j < g.S; ++j) s[j] = s[j] * inv * ar.template keep<T>(j);
-          } else {
-            for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
-          }
-        }
-        T* o = po + (b * g.L + i0) * g.Ev;
-        if (g.S == 0) std::fill(o, o + R * g.Ev, T(0));
-        else
-          attn_gemm(false, false, R, g.Ev, g.S, T(1), sc.data(), g.S, pv + b * g.S * g.Ev, g.Ev,
-                    T(0), o, g.Ev);
-        for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
-          if (plse[b * g.L + i0 + r] == T(-INFINITY))
-            std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
+  const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+  cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+  parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+    AttnRows ar(g, attrs, batches, mask);
+    std::vector<T> sc(size_t(blk.rows * g.S)), qs, ks, vs;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+      const int64_t R = std::min(blk.rows, g.L - i0);
+      if (g.S == 0 || g.E == 0) {
+        std::fill(sc.begin(), sc.end(), T(0));
+      } else {
+        const auto a = gemm_operand(q.at(b) + i0 * q.rs, R, g.E, q.rs, q.cs, qs);
+        const auto bt = gemm_operand(kt.at(b), g.E, g.S, kt.rs, kt.cs, ks);
+        attn_gemm(a.trans, bt.trans, R, g.S, g.E, T(ar.scale), a.p, a.ld, bt.p, bt.ld, T(0),
+                  sc.data(), g.S);
       }
-    });
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t i = i0 + r;
+        T* s = sc.data() + r * g.S;
+        ar.apply_mask(s, b, i);
+        double l = 0;
+        const T m = exp_row(s, g.S, l);
+        if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
+          plse[b * g.L + i] = T(-INFINITY);
+          continue;
+        }
+        plse[b * g.L + i] = T(double(m) + std::log(l));
+        const T inv = T(1.0 / l);
+        if (ar.dropout) {
+          ar.draw_row(b, i);
+          for (int64_t j = 0; j < g.S; ++j) s[j] = s[j] * inv * ar.template keep<T>(j);
+        } else {
+          for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
+        }
+      }
+      T* o = po + (b * g.L + i0) * g.Ev;
+      if (g.S == 0) {
+        std::fill(o, o + R * g.Ev, T(0));
+      } else if (g.Ev > 0) {
+        const auto bv = gemm_operand(v.at(b), g.S, g.Ev, v.rs, v.cs, vs);
+        attn_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, T(0), o, g.Ev);
+      }
+      for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
+        if (plse[b * g.L + i0 + r] == T(-INFINITY))
+          std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
+    }
   });
 }
 
-void scaled_dot_product_attention_backward(const KernelArgs& k) {
-  const Tensor &dout = k.inputs[0], &q = k.inputs[1], &kk = k.inputs[2], &v = k.inputs[3];
-  const Tensor &mask = k.inputs[4], &o = k.inputs[5], &lse = k.inputs[6];
-  const AttnGeom g = attn_geom({q, kk, v});
+// The backward: dq [B, L, E], dk [B, S, E] (dk_t: dk^T, [B, E, S]) and dv [B, S, Ev],
+// contiguous; lse read at lse.at(b)[i * lse.cs].
+template <class T>
+void attn_backward(const AttnGeom& g, const Attrs& attrs, const std::vector<int64_t>& batches,
+                   const BatchMats<T>& dout, const BatchMats<T>& q, const BatchMats<T>& kt,
+                   const BatchMats<T>& v, const BatchMats<char>& mask, const BatchMats<T>& out,
+                   const BatchMats<T>& lse, T* pdq, T* pdk, bool dk_t, T* pdv) {
   const AttnBlocks blk = attn_blocks(g);
-  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
-  dispatch_f(q.dtype(), "scaled_dot_product_attention", [&](auto z) {
-    using T = decltype(z);
-    const T* pdo = cptr<T>(dout);
-    const T* pq = cptr<T>(q);
-    const T* pk = cptr<T>(kk);
-    const T* pv = cptr<T>(v);
-    const T* po = cptr<T>(o);
-    const T* pl = cptr<T>(lse);
-    T* pdq = mptr<T>(k.outputs[0]);
-    T* pdk = mptr<T>(k.outputs[1]);
-    T* pdv = mptr<T>(k.outputs[2]);
-    // one batch per task: dK and dV accumulate over its row blocks in order
-    const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
-    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
-    parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
-      AttnRows ar(g, k.attrs, batches, mask);
-      std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S));
-      for (int64_t b = b0; b < b1; ++b) {
-        T* dk = pdk + b * g.S * g.E;
-        T* dv = pdv + b * g.S * g.Ev;
-        std::fill(dk, dk + g.S * g.E, T(0));
-        std::fill(dv, dv + g.S * g.Ev, T(0));
-        if (g.S == 0) {
-          std::fill(pdq + b * g.L * g.E, pdq + (b + 1) * g.L * g.E, T(0));
-          continue;
+  // one batch per task: dK and dV accumulate over its row blocks in order
+  const int64_t work = g.L * g.S * (2 * g.E + 2 * g.Ev);
+  cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+  parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
+    AttnRows ar(g, attrs, batches, mask);
+    std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S)), qs, dos, ks, vs;
+    for (int64_t b = b0; b < b1; ++b) {
+      T* dk = pdk + b * g.S * g.E;
+      T* dv = pdv + b * g.S * g.Ev;
+      std::fill(dk, dk + g.S * g.E, T(0));
+      std::fill(dv, dv + g.S * g.Ev, T(0));
+      if (g.S == 0) {
+        std::fill(pdq + b * g.L * g.E, pdq + (b + 1) * g.L * g.E, T(0));
+        continue;
+      }
+      const auto bk = gemm_operand(kt.at(b), g.E, g.S, kt.rs, kt.cs, ks);
+      const auto bv = gemm_operand(v.at(b), g.S, g.Ev, v.rs, v.cs, vs);
+      for (int64_t i0 = 0; i0 < g.L; i0 += blk.rows) {
+        const int64_t R = std::min(blk.rows, g.L - i0);
+        const auto aq = gemm_operand(q.at(b) + i0 * q.rs, R, g.E, q.rs, q.cs, qs);
+        const T* dorow = dout.at(b) + i0 * dout.rs;
+        const auto ado = gemm_operand(dorow, R, g.Ev, dout.rs, dout.cs, dos);
+        if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
+        else
+          attn_gemm(aq.trans, bk.trans, R, g.S, g.E, T(ar.scale), aq.p, aq.ld, bk.p, bk.ld, T(0),
+                    ps.data(), g.S);
+        if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
+        else
+          attn_gemm(ado.trans, !bv.trans, R, g.S, g.Ev, T(1), ado.p, ado.ld, bv.p, bv.ld, T(0),
+                    ds.data(), g.S);
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t i = i0 + r;
+          T* p = ps.data() + r * g.S;
+          T* d = ds.data() + r * g.S;
+          const T li = lse.at(b)[i * lse.cs];
+          if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
+            std::fill(p, p + g.S, T(0));
+            std::fill(d, d + g.S, T(0));
+            continue;
+          }
+          ar.apply_mask(p, b, i);
+          const T D = T(dot_d(dorow + r * dout.rs, dout.cs, out.at(b) + i * out.rs, out.cs, g.Ev));
+          const T sc = T(ar.scale);
+          exp_shift(p, g.S, li);
+          if (ar.dropout) {
+            ar.draw_row(b, i);
+            for (int64_t j = 0; j < g.S; ++j) {
+              const T zf = ar.template keep<T>(j);
+              d[j] = p[j] * (zf * d[j] - D) * sc;
+              p[j] *= zf;
+            }
+          } else {
+            for (int64_t j = 0; j < g.S; ++j) d[j] = p[j] * (d[j] - D) * sc;
+          }
         }
-        for (int64_t i0 = 0; i0 < g.L; i0 += blk.rows) {
-          const int64_t R = std::min(blk.rows, g.L - i0);
-          const T* qb = pq + (b * g.L + i0) * g.E;
-          const T* dob = pdo + (b * g.L + i0) * g.Ev;
-          if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
+        // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q (dK^T += Q^T dS)
+        if (g.Ev > 0)
+          attn_gemm(true, ado.trans, g.S, g.Ev, R, T(1), ps.data(), g.S, ado.p, ado.ld, T(1), dv,
+                    g.Ev);
+        if (g.E > 0) {
+          attn_gemm(false, !bk.trans, R, g.E, g.S, T(1), ds.data(), g.S, bk.p, bk.ld, T(0),
+                    pdq + (b * g.L + i0) * g.E, g.E);
+          if (dk_t)
+            attn_gemm(!aq.trans, false, g.E, g.S, R, T(1), aq.p, aq.ld, ds.data(), g.S, T(1), dk,
+                      g.S);
           else
-            attn_gemm(false, true, R, g.S, g.E, T(ar.scale), qb, g.E, pk + b * g.S * g.E, g.E, T(0),
-                      ps.data(), g.S);
-          if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
-          else
-            attn_gemm(false, true, R, g.S, g.Ev, T(1), dob, g.Ev, pv + b * g.S * g.Ev, g.Ev, T(0),
-                      ds.data(), g.S);
-          for (int64_t r = 0; r < R; ++r) {
-            const int64_t i = i0 + r;
-            T* p = ps.data() + r * g.S;
-            T* d = ds.data() + r * g.S;
-            const T li = pl[b * g.L + i];
-            if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
-              std::fill(p, p + g.S, T(0));
-              std::fill(d, d + g.S, T(0));
-              continue;
-            }
-            ar.apply_mask(p, b, i);
-            const T D = T(dot_d(dob + r * g.Ev, po + (b * g.L + i) * g.Ev, g.Ev));
-            const T sc = T(ar.scale);
-            exp_shift(p, g.S, li);
-            if (ar.dropout) {
-              ar.draw_row(b, i);
-              for (int64_t j = 0; j < g.S; ++j) {
-                const T zf = ar.template keep<T>(j);
-                d[j] = p[j] * (zf * d[j] - D) * sc;
-                p[j] *= zf;
-              }
-            } else {
-              for (int64_t j = 0; j < g.S; ++j) d[j] = p[j] * (d[j] - D) * sc;
-            }
-          }
-          // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q
-          if (g.Ev > 0)
-            attn_gemm(true, false, g.S, g.Ev, R, T(1), ps.data(), g.S, dob, g.Ev, T(1), dv, g.Ev);
-          if (g.E > 0) {
-            attn_gemm(false, false, R, g.E, g.S, T(1), ds.data(), g.S, pk + b * g.S * g.E, g.E,
-                      T(0), pdq + (b * g.L + i0) * g.E, g.E);
-            attn_gemm(true, false, g.S, g.E, R, T(1), ds.data(), g.S, qb, g.E, T(1), dk, g.E);
-          }
+            attn_gemm(true, aq.trans, g.S, g.E, R, T(1), ds.data(), g.S, aq.p, aq.ld, T(1), dk,
+                      g.E);
         }
       }
-    });
+    }
   });
+}
+
+// The batch dims of an attention op's query (scaled_dot_product_attention: [B]).
+IntArrayRef query_lead(const Tensor& q) { return q.sizes().slice(0, size_t(q.dim() - 2)); }
+// (k_is_kt: the key input is k^T [..., E, S], else k [..., S, E])
+AttnGeom attn_geom_of(const Tensor& q, const Tensor& k, bool k_is_kt, const Tensor& v) {
+  int64_t B = 1;
+  for (int64_t s : query_lead(q)) B *= s;
+  return {B, q.size(-2), k_is_kt ? k.size(-1) : k.size(-2), q.size(-1), v.size(-1)};
+}
+// lse [B, L] as B rows of one [1, L] matrix each
+template <class T> BatchMats<T> lse_mats(const Tensor& lse) {
+  BatchMats<T> m{static_cast<const T*>(lse.impl()->storage->data),
+                 std::vector<int64_t>(size_t(lse.size(0))), 0, bstride(lse, 1)};
+  for (int64_t b = 0; b < lse.size(0); ++b)
+    m.off[size_t(b)] = lse.impl()->offset + (lse.size(0) == 1 ? 0 : b * lse.stride(0));
+  return m;
+}
+
+void attention_forward(const KernelArgs& k, bool k_is_kt, const char* op) {
+  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
+  const IntArrayRef lead = query_lead(q);
+  const AttnGeom g = attn_geom_of(q, kk, k_is_kt, v);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
+  const BatchMats<char> mm = mask_mats(mask, lead);
+  dispatch_f(q.dtype(), op, [&](auto z) {
+    using T = decltype(z);
+    attn_forward<T>(g, k.attrs, batches, batch_mats<T>(q, lead, false),
+                    batch_mats<T>(kk, lead, !k_is_kt), batch_mats<T>(v, lead, false), mm,
+                    mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]));
+  });
+}
+// inputs dout, q, k (or k^T), v, mask, out, lse; outputs dq, dk (or dk^T), dv
+void attention_backward(const KernelArgs& k, bool k_is_kt, const char* op) {
+  const Tensor &dout = k.inputs[0], &q = k.inputs[1], &kk = k.inputs[2], &v = k.inputs[3];
+  const Tensor &mask = k.inputs[4], &o = k.inputs[5], &lse = k.inputs[6];
+  const IntArrayRef lead = query_lead(q);
+  const AttnGeom g = attn_geom_of(q, kk, k_is_kt, v);
+  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
+  const BatchMats<char> mm = mask_mats(mask, lead);
+  const DimVector flat{g.B};  // dout and out [B, L, Ev]
+  dispatch_f(q.dtype(), op, [&](auto z) {
+    using T = decltype(z);
+    attn_backward<T>(g, k.attrs, batches, batch_mats<T>(dout, flat, false),
+                     batch_mats<T>(q, lead, false), batch_mats<T>(kk, lead, !k_is_kt),
+                     batch_mats<T>(v, lead, false), mm, batch_mats<T>(o, flat, false),
+                     lse_mats<T>(lse), mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]), k_is_kt,
+                     mptr<T>(k.outputs[2]));
+  });
+}
+
+}  // namespace
+
+void scaled_dot_product_attention(const KernelArgs& k) {
+  attention_forward(k, false, "scaled_dot_product_attention");
+}
+void scaled_dot_product_attention_backward(const KernelArgs& k) {
+  attention_backward(k, false, "scaled_dot_product_attention_backward");
+}
+void fused_attention_forward(const KernelArgs& k) {
+  attention_forward(k, true, "fused_attention_forward");
+}
+void fused_attention_backward(const KernelArgs& k) {
+  attention_backward(k, true, "fused_attention_backward");
 }
 
 }  // namespace oneflow::cpu

@@ -180,9 +180,13 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
 // the product of the batch dims (the shape of the bmm it replaces).
 // Made by the trace's attention pass (NOTE [Fused attention] in src/cpu/attention.cpp), which
 // gives it the operands where the head split left them.
-void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  const char* op = "fused_attention";
-  const Tensor &q = in[0], &kt = in[1], &v = in[2], &mask = in[3];
+// The operands of the fused attention ops: q [..., L, E], kt [..., E, S], v [..., S, Ev] of one
+// float dtype and the same batch dims (at least one), and the mask of `kind` (0 none, 1 bool,
+// 2 additive of q's dtype) broadcasting to the scores [..., L, S] (leading size-1 dims past
+// that rank allowed: a [1, 1, 1, S] mask against scores [H, L, S]). Returns the geometry, B
+// the product of the batch dims.
+AttnGeom fused_operands(const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor& mask,
+                        int64_t kind, const char* op) {
   check_float(op, q, "query");
   check_saved(kt, q, kt.sizes(), op, "key (transposed)");
   check_saved(v, q, v.sizes(), op, "value");
@@ -195,34 +199,89 @@ void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
         "[{}] expected query [..., L, E], transposed key [..., E, S] and value [..., S, Ev] with "
         "the same batch dims (at least one), got {}, {} and {}",
         op, shape_str(q.sizes()), shape_str(kt.sizes()), shape_str(v.sizes()));
-  const int64_t kind = FusedAttnAttrs::get<"mask_kind">(a);
-  if (kind != 0 && kind != 2) fail("[{}] mask_kind {} is not 0 (none) or 2 (additive)", op, kind);
   DimVector scores(lead.begin(), lead.end());
   scores.push_back(q.size(-2));
   scores.push_back(kt.size(-1));
-  if (kind == 2) {
+  if (kind != 0) {
     check_defined(op, mask, "mask");
-    // (leading size-1 dims past the scores' rank broadcast too: a [1, 1, 1, S] mask against
-    // scores [H, L, S])
+    const ScalarType mt = kind == 1 ? kBool : q.dtype();
     size_t skip = 0;
     while (mask.dim() - int64_t(skip) > int64_t(scores.size()) && mask.size(int64_t(skip)) == 1)
       ++skip;
-    if (mask.dtype() != q.dtype() || mask.device() != q.device() ||
+    if (mask.dtype() != mt || mask.device() != q.device() ||
         !broadcasts_to(mask.sizes().slice(skip), scores))
-      fail(
-          "[{}] the additive mask must be {} on {} and broadcast to the scores {}, got {} {} on {}",
-          op, dtype_name(q.dtype()), q.device().str(), shape_str(scores), dtype_name(mask.dtype()),
-          shape_str(mask.sizes()), mask.device().str());
+      fail("[{}] the {} mask must be {} on {} and broadcast to the scores {}, got {} {} on {}", op,
+           kind == 1 ? "boolean" : "additive", dtype_name(mt), q.device().str(), shape_str(scores),
+           dtype_name(mask.dtype()), shape_str(mask.sizes()), mask.device().str());
   }
   checked_numel(scores, op);
-  const int64_t B = prod_range(lead, 0, lead.size());
+  return {prod_range(lead, 0, lead.size()), q.size(-2), kt.size(-1), q.size(-1), v.size(-1)};
+}
+
+// ================================================================ fused attention
+// inputs: q [..., L, E], kt [..., E, S], v [..., S, Ev] (fused_operands), mask (mask_kind 2:
+// additive; 0: none); attrs: scale, mask_kind; output: softmax(scale * q kt + mask) v,
+// contiguous [B, L, Ev] with B the product of the batch dims (the shape of the bmm it replaces).
+// Made by the trace's attention pass (NOTE [Fused attention] in src/cpu/attention.cpp), which
+// gives it the operands where the head split left them.
+void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "fused_attention";
+  const int64_t kind = FusedAttnAttrs::get<"mask_kind">(a);
+  if (kind != 0 && kind != 2) fail("[{}] mask_kind {} is not 0 (none) or 2 (additive)", op, kind);
+  const AttnGeom g = fused_operands(in[0], in[1], in[2], in[3], kind, op);
+  const Tensor& q = in[0];
   const int64_t heads = FusedAttnAttrs::has<"heads">(a) ? FusedAttnAttrs::get<"heads">(a) : 1;
-  if (heads < 1 || B % heads != 0)
-    fail("[{}] heads {} must be at least 1 and divide the {} batch matrices", op, heads, B);
+  if (heads < 1 || g.B % heads != 0)
+    fail("[{}] heads {} must be at least 1 and divide the {} batch matrices", op, heads, g.B);
   // NOTE [Merged heads]: heads > 1 writes batch b * heads + h at [b, :, h, :]
-  const DimVector o = heads == 1 ? DimVector{B, q.size(-2), v.size(-1)}
-                                 : DimVector{B / heads, q.size(-2), heads, v.size(-1)};
+  const DimVector o = heads == 1 ? DimVector{g.B, g.L, g.Ev} : DimVector{g.B / heads, g.L, heads, g.Ev};
   out.push_back({o, {}, 0, q.dtype(), q.device()});
+}
+
+// ================================================================ fused attention, training
+// NOTE [Fused attention, training]: fused_attention_forward(q, kt, v, mask) -> out [B, L, Ev],
+// lse [B, L] and fused_attention_backward(dout, q, kt, v, mask, out, lse) -> dq [B, L, E],
+// dkt [B, E, S], dv [B, S, Ev] are scaled_dot_product_attention and its backward (the same
+// attrs: scale, is_causal, dropout_p, seed, offset, mask_kind; the same kernels, NOTE
+// [Attention operands]) over the fused operands: the transposed key, the head split's strided
+// views, a mask broadcast in place. Outputs and gradients are contiguous with B flat, the
+// shapes of the bmm outputs the trace's attention pass replaces in a training graph.
+AttnGeom fused_train_check(const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor& mask,
+                           const Attrs& a, const char* op) {
+  const int64_t kind = SdpaAttrs::get<"mask_kind">(a);
+  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
+  const AttnGeom g = fused_operands(q, kt, v, mask, kind, op);
+  const double p = SdpaAttrs::get<"dropout_p">(a);
+  if (!(p >= 0.0 && p < 1.0)) fail("[{}] dropout_p must be in [0, 1), got {}", op, p);
+  return g;
+}
+void fused_fwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const AttnGeom g = fused_train_check(in[0], in[1], in[2], in[3], a, "fused_attention_forward");
+  const Tensor& q = in[0];
+  out.push_back({{g.B, g.L, g.Ev}, {}, 0, q.dtype(), q.device()});
+  out.push_back({{g.B, g.L}, {}, 0, q.dtype(), q.device()});
+}
+// inputs: dout, q, kt, v, mask, out, lse; outputs: dq, dkt, dv
+void fused_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "fused_attention_backward";
+  const AttnGeom g = fused_train_check(in[1], in[2], in[3], in[4], a, op);
+  const Tensor& q = in[1];
+  check_saved(in[0], q, DimVector{g.B, g.L, g.Ev}, op, "grad_output");
+  check_saved(in[5], q, DimVector{g.B, g.L, g.Ev}, op, "output");
+  check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
+  for (const DimVector& d : {DimVector{g.B, g.L, g.E}, DimVector{g.B, g.E, g.S},
+                             DimVector{g.B, g.S, g.Ev}})
+    out.push_back({d, {}, 0, q.dtype(), q.device()});
+}
+TensorList fused_fwd_vjp(const VjpCtx& c, const TensorList& g) {
+  const Tensor mask = SdpaAttrs::get<"mask_kind">(c.attrs()) != 0 ? c.input(3) : Tensor();
+  TensorList r = dispatch(OF_OP("fused_attention_backward"),
+                          {g[0], c.input(0), c.input(1), c.input(2), mask, c.output(0), c.output(1)},
+                          c.attrs());
+  Tensor grads[3];
+  for (int i = 0; i < 3; ++i)
+    if (c.needs_input_grad(size_t(i))) grads[i] = r[size_t(i)].view(c.input(size_t(i)).sizes());
+  return {grads[0], grads[1], grads[2], Tensor()};
 }
 
 }  // namespace
@@ -233,6 +292,24 @@ void register_attention_ops() {
                .attr_types = FusedAttnAttrs::types(),
                .infer_meta = fused_attn_meta,
                .cpu = cpu::fused_attention});  // CPU graphs only: no CUDA kernel
+  register_op({.name = "fused_attention_forward",
+               .traits = kRandom,
+               .attr_names = SdpaAttrs::names(),
+               .attr_types = SdpaAttrs::types(),
+               .infer_meta = fused_fwd_meta,
+               .cpu = cpu::fused_attention_forward,  // CPU graphs only: no CUDA kernel
+               .vjp = fused_fwd_vjp,
+               .save_inputs = in(0) | in(1) | in(2) | in(3),
+               .save_outputs = out(0) | out(1),
+               .nondiff_inputs = in(3),
+               .rng_seed_attr = int(SdpaAttrs::index<"seed">())});
+  register_op({.name = "fused_attention_backward",
+               .attr_names = SdpaAttrs::names(),
+               .attr_types = SdpaAttrs::types(),
+               .infer_meta = fused_bwd_meta,
+               .cpu = cpu::fused_attention_backward,
+               .vjp = fused_backward_vjp,
+               .rng_seed_attr = int(SdpaAttrs::index<"seed">())});
   register_op({.name = "scaled_dot_product_attention",
                .traits = kRandom | kWidens16Bit,
                .attr_names = SdpaDrawAttrs::names(),
