@@ -6,12 +6,16 @@
 //     each input and one write of the output at the STREAM-triad rate measured here);
 //  3. per-node cost of a 1,000-op chain of tiny ops, replay vs eager dispatch;
 //  4. the Fashion-MNIST CNN training step (batch 64) and 5. a GPT 2-block training step, with
-//     the planned arena against the eager peak of live intermediates and the record+compile time.
+//     the planned arena against the eager peak of live intermediates and the record+compile time;
+//  6. a BERT encoder's training step with its attention written out (examples/bert.h): the
+//     replay with the attention rewrite (NOTE [Fused attention, training]) against the replay
+//     of the same step without it, and eager.
 #include <oneflow/oneflow.h>
 
 #include <cmath>
 #include <cstring>
 
+#include "../examples/bert.h"
 #include "bench_util.h"
 
 #ifdef OF_BENCH_WITH_LIBTORCH
@@ -267,10 +271,57 @@ void bench_gpt(ob::Table& t) {
   bench_training(t, "GPT 2 blocks d128 seq64 b16 AdamW step", step, true, ids);
 }
 
+// 4 layers, hidden 256, 4 heads, FFN 1024; batch 8 x 128 tokens, half the sequences padded
+// from token 96; loss: the mean square of the last hidden states; Adam.
+void bench_bert_train(ob::Table& t) {
+  of::manual_seed(0);
+  bert::Config c;
+  c.hidden_size = 256;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 1024;
+  bert::Encoder enc(c);
+  of::optim::Adam opt(enc->parameters(), of::optim::AdamOptions(1e-4));
+  const of::Tensor x = of::randn({8, 128, 256});
+  of::Tensor keep = of::ones({8, 128});
+  keep.narrow(0, 0, 4).narrow(1, 96, 32).fill_(0.0);
+  const of::Tensor mask_add = ((1.0 - keep) * -10000.0).unsqueeze(1).unsqueeze(2);
+  auto step = [&](const of::Tensor& in, const of::Tensor& m) {
+    opt.zero_grad();
+    of::Tensor h = in;
+    for (size_t i = 0; i < enc->layer->size(); ++i)
+      h = enc->layer->ptr<bert::LayerImpl>(i)->forward(h, m);
+    of::Tensor loss = h.square().mean();
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto fused = of::jit::trace(step);
+  auto plain = of::jit::trace(step, of::jit::TraceOptions().attention(false));
+  for (int i = 0; i < 2; ++i) {
+    fused(x, mask_add);
+    plain(x, mask_add);
+  }
+  auto times = ob::interleaved_median_times({[&] { ob::keep(step(x, mask_add)); },
+                                             [&] { ob::keep(plain(x, mask_add)); },
+                                             [&] { ob::keep(fused(x, mask_add)); }},
+                                            2, 9, 4.0, 200);
+  const std::string name = "BERT 4x256 h4 b8x128 Adam step";
+  t.row({name + ": replay, attention fused vs not", ms(times[2]), ms(times[1]) + " (not fused)",
+         x_of(times[1] / times[2]) + " faster", "> 1x", ob::verdict(times[1] > times[2])});
+  t.row({"  the fused replay vs eager", ms(times[2]), ms(times[0]) + " (eager)",
+         x_of(times[0] / times[2]) + " faster", ">= 1.2x", ob::verdict(times[0] / times[2] >= 1.2)});
+  const of::jit::TraceStats sf = fused.stats(), sp = plain.stats();
+  t.row({"  planned arena, fused vs not", fmt::format("{:.1f} MiB", double(sf.arena_bytes) / 1048576.0),
+         fmt::format("{:.1f} MiB (not fused)", double(sp.arena_bytes) / 1048576.0),
+         x_of(double(sf.arena_bytes) / double(sp.arena_bytes)), "-", "-"});
+  fmt::print("{} (fused): {}", name, sf.str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // optional arguments pick cases: mlp chain nodes cnn gpt (default: all)
+  // optional arguments pick cases: mlp chain nodes cnn gpt bert (default: all)
   auto want = [&](const char* name) {
     if (argc < 2) return true;
     for (int i = 1; i < argc; ++i)
@@ -285,6 +336,7 @@ int main(int argc, char** argv) {
   if (want("nodes")) bench_nodes(t);
   if (want("cnn")) bench_cnn(t);
   if (want("gpt")) bench_gpt(t);
+  if (want("bert")) bench_bert_train(t);
   t.print();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness.h"
+#include "serialize_util.h"
 #include "trace/graph.h"
 
 namespace {
@@ -202,7 +203,8 @@ TEST_CASE("trace rewrite: attention refuses what it must not fuse, saying why") 
   const of::trace::Graph g4 = of::trace::fuse_attention(recorded(written, {k, k}));
   CHECK(count_op(g4, "fused_attention") == 0);
   CHECK(has_line(g4.rewrites, "written between"));
-  // training: the probabilities are kept for backward
+  // training: the chain and its backward become the training pair (NOTE [Fused attention,
+  // training]), never the inference kernel, which keeps nothing for backward
   of::Tensor qg = q.clone().set_requires_grad(true);
   auto step = of::jit::trace([](const of::Tensor& a, const of::Tensor& b, const of::Tensor& c) {
     of::Tensor out = of::matmul(of::matmul(a, b.transpose(1, 2)).softmax(-1), c);
@@ -210,7 +212,164 @@ TEST_CASE("trace rewrite: attention refuses what it must not fuse, saying why") 
     return out.detach();
   });
   (void)step(qg, k, v);
-  CHECK(step.graph().find("fused_attention") == std::string::npos);
+  CHECK(step.graph().find("fused_attention(") == std::string::npos);
+  CHECK(step.graph().find("fused_attention_forward") != std::string::npos);
+}
+
+// NOTE [Fused attention, training]: a training step through BERT's self-attention, written out
+// (matmul * scale + mask -> softmax -> matmul): the forward chain and the backward autograd
+// records for it become fused_attention_forward and fused_attention_backward.
+TEST_CASE("trace rewrite: attention fuses a training step's chain and its backward") {
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    CAPTURE(dt);
+    SelfAttn attn(16, 4, dt);
+    for (of::Tensor* w : {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv})
+      w->set_requires_grad(true);
+    of::manual_seed(3);
+    const of::Tensor mask = padding_mask(2, 6, dt);
+    const std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv,
+                                             &attn.bq, &attn.bk, &attn.bv};
+    // the loss weighs each output element differently (a plain sum's gradient would be uniform)
+    const of::Tensor wout = of::randn({2, 6, 16}, dt);
+    auto fn = [&](const of::Tensor& x, const of::Tensor& m) {
+      of::Tensor o = attn(x, m);
+      (o * wout).sum().backward();
+      return o.detach();
+    };
+    auto fused = of::jit::trace(fn);
+    auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
+    auto grads = [&] {
+      std::vector<of::Tensor> g;
+      for (of::Tensor* w : params) {
+        g.push_back(w->grad().clone());
+        w->mutable_grad() = of::Tensor();
+      }
+      return g;
+    };
+    for (int call = 0; call < 3; ++call) {
+      const of::Tensor x = of::randn({2, 6, 16}, dt);
+      const of::Tensor a = fused(x, mask);
+      const std::vector<of::Tensor> ga = grads();
+      const of::Tensor p = plain(x, mask);
+      const std::vector<of::Tensor> gp = grads();
+      // float64 eager reference
+      SelfAttn r64 = attn.to(of::kFloat64);
+      std::vector<of::Tensor*> p64 = {&r64.wq, &r64.wk, &r64.wv, &r64.bq, &r64.bk, &r64.bv};
+      for (of::Tensor* w : p64) *w = w->detach().set_requires_grad(true);
+      const of::Tensor r = r64(x.to(of::kFloat64), mask.to(of::kFloat64));
+      (r * wout.to(of::kFloat64)).sum().backward();
+      const double tol = dt == of::kFloat32 ? 2e-6 : 1e-13;
+      CHECK(max_diff(a, p) <= tol);
+      CHECK(max_diff(a, r) <= (dt == of::kFloat32 ? 2e-5 : 1e-12));
+      for (size_t i = 0; i < params.size(); ++i) {
+        CAPTURE(i);
+        const double scale = gp[i].abs().max().item<double>();
+        CHECK(max_diff(ga[i], gp[i]) <= (dt == of::kFloat32 ? 2e-6 : 1e-13) * std::max(scale, 1.0));
+        CHECK(max_diff(ga[i], p64[i]->grad()) <=
+              (dt == of::kFloat32 ? 2e-5 : 1e-12) * std::max(scale, 1.0));
+      }
+    }
+    CHECK(has_line(fused.stats().rewrites, "-> fused_attention_forward (scale 0.5, additive mask "
+                                           "(2, 1, 1, 6)) and its backward at node"));
+    const std::string gf = fused.graph();
+    CHECK(gf.find("fused_attention_backward") != std::string::npos);
+    CHECK(gf.find("softmax") == std::string::npos);
+    CHECK(gf.find("bmm") == std::string::npos);
+    CHECK(plain.graph().find("fused_attention") == std::string::npos);
+  }
+}
+
+TEST_CASE("trace rewrite: a training step with fused attention saves, loads and replays bitwise") {
+  const ser::TmpDir tmp;
+  SelfAttn attn(16, 4, of::kFloat32);
+  std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv};
+  of::jit::NamedTensors names;
+  const char* const nm[] = {"wq", "wk", "wv", "bq", "bk", "bv"};
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i]->set_requires_grad(true);
+    names.push_back({nm[i], *params[i]});
+  }
+  std::vector<of::Tensor> ps;
+  for (of::Tensor* w : params) ps.push_back(*w);
+  of::optim::SGD opt(ps, of::optim::SGDOptions(0.05));
+  const of::Tensor mask = padding_mask(2, 6, of::kFloat32);
+  auto step = of::jit::trace([&](const of::Tensor& x, const of::Tensor& m) {
+    opt.zero_grad();
+    of::Tensor loss = attn(x, m).square().mean();
+    loss.backward();
+    opt.step();
+    return loss;
+  });
+  of::manual_seed(5);
+  std::vector<of::Tensor> xs;
+  for (int i = 0; i < 6; ++i) xs.push_back(of::randn({2, 6, 16}));
+  for (int i = 0; i < 3; ++i) step(xs[size_t(i)], mask);
+  REQUIRE(step.graph().find("fused_attention_backward") != std::string::npos);
+  const std::string path = tmp.path + "/attn.oftrace";
+  of::jit::save(step, path, names);
+  of::jit::LoadedGraph loaded = of::jit::load(path);
+  for (int i = 3; i < 6; ++i) {
+    const of::Tensor a = step(xs[size_t(i)], mask), b = loaded(xs[size_t(i)], mask);
+    CHECK(th::same_bits(a, b));
+  }
+  for (size_t i = 0; i < params.size(); ++i) CHECK(th::same_bits(loaded.state(nm[i]), params[i]->detach()));
+}
+
+TEST_CASE("trace rewrite: attention in a training graph refuses what it must not fuse, saying why") {
+  of::manual_seed(9);
+  const of::Tensor k = of::randn({2, 5, 8}), v = of::randn({2, 5, 3});
+  of::Tensor q = of::randn({2, 4, 8}).set_requires_grad(true);
+  // the mask needs a gradient too: the scores' gradient is also reduced into the mask's
+  of::Tensor mask = (of::rand({2, 4, 5}) * -1.0).set_requires_grad(true);
+  auto masked = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor o = of::matmul((of::matmul(a, k.transpose(1, 2)) * 0.5 + mask).softmax(-1), v);
+    o.sum().backward();
+    return o.detach();
+  });
+  (void)masked(q);
+  (void)masked(q);
+  CHECK(has_line(masked.stats().rewrites, "refused: training graph: the scores' gradient is read "
+                                          "elsewhere (a mask that needs a gradient?)"));
+  CHECK(masked.graph().find("fused_attention") == std::string::npos);
+  // the probabilities returned as well
+  auto weights = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor p = of::matmul(a, k.transpose(1, 2)).softmax(-1);
+    of::Tensor o = of::matmul(p, v);
+    o.sum().backward();
+    return std::vector<of::Tensor>{o.detach(), p.detach()};
+  });
+  (void)weights(q);
+  (void)weights(q);
+  CHECK(weights.graph().find("fused_attention") == std::string::npos);
+  CHECK(has_line(weights.stats().rewrites, "refused"));
+  // the probabilities' gradient used elsewhere too (a second loss on the probabilities)
+  auto extra = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor p = of::matmul(a, k.transpose(1, 2)).softmax(-1);
+    of::Tensor o = of::matmul(p, v);
+    (o.sum() + p.square().sum()).backward();
+    return o.detach();
+  });
+  (void)extra(q);
+  (void)extra(q);
+  CHECK(extra.graph().find("fused_attention") == std::string::npos);
+  CHECK(has_line(extra.stats().rewrites, "refused: training graph"));
+  // without a scale or a mask, 3-D operands: fused
+  auto bare = of::jit::trace([&](const of::Tensor& a) {
+    of::Tensor o = of::matmul(of::matmul(a, k.transpose(1, 2)).softmax(-1), v);
+    o.sum().backward();
+    return o.detach();
+  });
+  (void)bare(q);
+  q.mutable_grad() = of::Tensor();
+  (void)bare(q);
+  const of::Tensor g1 = q.grad().clone();
+  CHECK(has_line(bare.stats().rewrites, "-> fused_attention_forward (scale 1, no mask)"));
+  q.mutable_grad() = of::Tensor();
+  of::Tensor q64 = q.detach().to(of::kFloat64).set_requires_grad(true);
+  of::matmul(of::matmul(q64, k.to(of::kFloat64).transpose(1, 2)).softmax(-1), v.to(of::kFloat64))
+      .sum()
+      .backward();
+  CHECK(max_diff(g1, q64.grad()) <= 2e-6);
 }
 
 TEST_CASE("trace rewrite: fused_attention checks its operands") {

@@ -80,6 +80,194 @@ bool written_between(const Uses& u, int b, int from, int to) {
   return false;
 }
 
+// Whether `val` is x with its last two dims swapped: a view of x's storage with that geometry,
+// or a same-dtype copy of one.
+bool is_transposed_of(const Graph& g, int val, int x) {
+  if (val < 0) return false;
+  const Value* w = &g.values[size_t(val)];
+  if (w->producer >= 0) {
+    const Node& c = g.nodes[size_t(w->producer)];
+    if (c.op == &OF_OP("copy") && !c.writes_existing && c.inputs.size() == 1 && c.inputs[0] >= 0 &&
+        g.values[size_t(c.inputs[0])].dtype == w->dtype)
+      w = &g.values[size_t(c.inputs[0])];
+  }
+  const Value& xv = g.values[size_t(x)];
+  const size_t n = xv.sizes.size();
+  if (n < 2 || w->sizes.size() != n || w->buffer != xv.buffer || w->offset != xv.offset ||
+      w->producer < 0 || !is_view(g.nodes[size_t(w->producer)]))
+    return false;
+  DimVector ts = xv.sizes, tt = xv.strides;
+  std::swap(ts[n - 1], ts[n - 2]);
+  std::swap(tt[n - 1], tt[n - 2]);
+  return w->sizes == ts && w->strides == tt;
+}
+// The nodes that made a transposed operand (is_transposed_of): its copy and its view.
+void transposed_nodes(const Graph& g, int val, std::vector<int>& nodes) {
+  for (int k = 0; k < 2 && val >= 0 && g.values[size_t(val)].producer >= 0; ++k) {
+    const int p = g.values[size_t(val)].producer;
+    nodes.push_back(p);
+    if (is_view(g.nodes[size_t(p)])) break;
+    val = g.nodes[size_t(p)].inputs[0];
+  }
+}
+
+// NOTE [Fused attention, training]: the backward that autograd records for the chain
+//   P = softmax(S), S = scale * (Q3 KT3) (+ mask), O = P3 V3 (P3, Q3, KT3, V3 the bmm operands)
+// is, from the output's gradient dO:
+//   dP = bmm(dO, V3^T) -> reshape to P's shape,
+//   dS = P * (dP - sum(dP * P, last dim, keepdim)) -> * scale (or / the divisor) -> reshape,
+//   and, for the operands that need them, dV = bmm(P3^T, dO), dQ = bmm(dS, KT3^T),
+//   dKT = bmm(Q3^T, dS)
+// (each transposed operand a view, usually copied). match_backward finds it from the softmax's
+// gradient, or says why what it found is not it; the pass then makes fused_attention_forward
+// (also writing the rows' log-sum-exp, a new value) and one fused_attention_backward writing
+// dQ, dKT and dV where the bmms wrote them (a gradient nothing needs: a new value).
+struct TrainBackward {
+  std::string why;     // empty: matched
+  bool found = false;  // P has a gradient (softmax's VJP reads it): a training graph
+  int pos = -1;        // the first of the backward's bmms: where the fused backward goes
+  int dout = -1, dq = -1, dkt = -1, dv = -1;  // (-1: not needed)
+  std::vector<int> nodes;    // what the fused backward replaces
+  std::vector<int> readers;  // nodes that may read P and P3 besides the forward chain
+};
+TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q3, int kt3,
+                             int v3, int scale_node, double scale_c, int scores3) {
+  TrainBackward tb;
+  const OpDef *bmm = &OF_OP("bmm"), *mul = &OF_OP("mul"), *sub = &OF_OP("sub"),
+              *sum = &OF_OP("sum");
+  auto op_is = [&](int node, const OpDef* op) {
+    return node >= 0 && g.nodes[size_t(node)].op == op && !g.nodes[size_t(node)].writes_existing;
+  };
+  auto fail = [&](const std::string& w) {
+    tb.why = w;
+    return tb;
+  };
+  auto out_of = [&](int node) { return g.nodes[size_t(node)].outputs[0]; };
+  // softmax's VJP: m1 = dP * P, s1 = sum(m1, last, keepdim), d = dP - s1, m2 = P * d
+  // (it reads P as autograd saved it: P, or P3 when that is P's geometry, as 3-D matmul views it)
+  const Value& pv = g.values[size_t(P)];
+  const Value& p3v = g.values[size_t(P3)];
+  const int Ps = p3v.sizes == pv.sizes && p3v.strides == pv.strides && p3v.offset == pv.offset
+                     ? P3
+                     : P;
+  auto is_p = [&](int val) { return val == P || val == Ps; };
+  int m1 = -1, s1 = -1, sb = -1, m2 = -1, dP = -1;
+  std::vector<int> preaders = u.of_value[size_t(P)];
+  if (Ps != P) preaders.insert(preaders.end(), u.of_value[size_t(P3)].begin(), u.of_value[size_t(P3)].end());
+  for (int r : preaders) {
+    if (!op_is(r, mul)) continue;
+    const Node& n = g.nodes[size_t(r)];
+    if (!is_p(n.inputs[0]) && !is_p(n.inputs[1])) continue;
+    const int y = is_p(n.inputs[0]) ? n.inputs[1] : n.inputs[0];
+    const int s = single_use(g, u, out_of(r));
+    if (y < 0 || !op_is(s, sum)) continue;
+    for (int r2 : u.of_value[size_t(y)])
+      if (op_is(r2, sub) && g.nodes[size_t(r2)].inputs[0] == y &&
+          g.nodes[size_t(r2)].inputs[1] == out_of(s))
+        m1 = r, s1 = s, sb = r2, dP = y;
+  }
+  if (m1 < 0) {
+    tb.why = "no backward";
+    return tb;
+  }
+  tb.found = true;
+  {
+    const Attrs& a = g.nodes[size_t(s1)].attrs;
+    const DimVector& dims = reduce_detail::ReduceAttrs::get<"dims">(a);
+    const int64_t last = int64_t(pv.sizes.size()) - 1;
+    m2 = single_use(g, u, out_of(sb));
+    if (dims.size() != 1 || (dims[0] != last && dims[0] != -1) ||
+        !reduce_detail::ReduceAttrs::get<"keepdim">(a) ||
+        g.values[size_t(out_of(s1))].dtype != pv.dtype || single_use(g, u, out_of(s1)) != sb ||
+        u.of_value[size_t(dP)].size() != 2 || !op_is(m2, mul) ||
+        !((is_p(g.nodes[size_t(m2)].inputs[0]) && g.nodes[size_t(m2)].inputs[1] == out_of(sb)) ||
+          (is_p(g.nodes[size_t(m2)].inputs[1]) && g.nodes[size_t(m2)].inputs[0] == out_of(sb))))
+      return fail("the softmax's gradient is not P * (dP - sum(dP * P, last dim)) read once");
+  }
+  tb.nodes = {m1, s1, sb, m2};
+  tb.readers = {m1, m2};
+  // dP: bmm(dO, V3^T), through a lead reshape
+  int dP3 = dP;
+  if (const int p = g.values[size_t(dP)].producer; p >= 0 && is_lead_reshape(g, g.nodes[size_t(p)])) {
+    tb.nodes.push_back(p);
+    dP3 = g.nodes[size_t(p)].inputs[0];
+  }
+  const int nP = g.values[size_t(dP3)].producer;
+  if (!op_is(nP, bmm) || !is_transposed_of(g, g.nodes[size_t(nP)].inputs[1], v3))
+    return fail("the probabilities' gradient is not made by one bmm(dO, V^T)");
+  tb.nodes.push_back(nP);
+  transposed_nodes(g, g.nodes[size_t(nP)].inputs[1], tb.nodes);
+  tb.dout = g.nodes[size_t(nP)].inputs[0];
+  int x = out_of(m2);
+  if (u.of_value[size_t(x)].size() != 1 || is_graph_output(g, x))
+    return fail("the scores' gradient is read elsewhere (a mask that needs a gradient?)");
+  if (scale_node >= 0) {  // the scale's VJP: the same constant, the same op
+    const int r = single_use(g, u, x);
+    double c = 0;
+    if (r < 0 || g.nodes[size_t(r)].op != g.nodes[size_t(scale_node)].op ||
+        g.nodes[size_t(r)].writes_existing || g.nodes[size_t(r)].inputs[0] != x ||
+        !constant_scalar(g, g.nodes[size_t(r)].inputs[1], c) || c != scale_c)
+      return fail("the scores' gradient is not scaled as the scores are");
+    tb.nodes.push_back(r);
+    x = out_of(r);
+  }
+  int dS = x;  // as the scores' bmm made them (through a lead reshape, maybe to the same shape)
+  if (const int r = single_use(g, u, x);
+      r >= 0 && is_lead_reshape(g, g.nodes[size_t(r)]) &&
+      g.values[size_t(out_of(r))].sizes == g.values[size_t(scores3)].sizes) {
+    tb.nodes.push_back(r);
+    dS = out_of(r);
+  }
+  if (g.values[size_t(dS)].sizes != g.values[size_t(scores3)].sizes)
+    return fail("the scores' gradient is read elsewhere (a mask that needs a gradient?)");
+  // the gradients the operands need: dQ = bmm(dS, KT3^T), dKT = bmm(Q3^T, dS), dV = bmm(P3^T, dO)
+  std::vector<int> bmms = {nP};
+  for (int r : u.of_value[size_t(dS)]) {
+    const Node& n = g.nodes[size_t(r)];
+    if (op_is(r, bmm) && n.inputs[0] == dS && tb.dq < 0 && is_transposed_of(g, n.inputs[1], kt3)) {
+      tb.dq = out_of(r);
+      transposed_nodes(g, n.inputs[1], tb.nodes);
+    } else if (op_is(r, bmm) && n.inputs[1] == dS && tb.dkt < 0 &&
+               is_transposed_of(g, n.inputs[0], q3)) {
+      tb.dkt = out_of(r);
+      transposed_nodes(g, n.inputs[0], tb.nodes);
+    } else {
+      return fail("the scores' gradient is read by something other than bmm(dS, K) and "
+                  "bmm(Q^T, dS)");
+    }
+    bmms.push_back(r);
+  }
+  for (int r : u.of_value[size_t(tb.dout)]) {
+    const Node& n = g.nodes[size_t(r)];
+    if (op_is(r, bmm) && n.inputs[1] == tb.dout && is_transposed_of(g, n.inputs[0], P3)) {
+      tb.dv = out_of(r);
+      std::vector<int> t;
+      transposed_nodes(g, n.inputs[0], t);
+      tb.nodes.insert(tb.nodes.end(), t.begin(), t.end());
+      tb.readers.insert(tb.readers.end(), t.begin(), t.end());
+      bmms.push_back(r);
+      break;
+    }
+  }
+  tb.nodes.insert(tb.nodes.end(), bmms.begin(), bmms.end());
+  tb.pos = *std::min_element(bmms.begin(), bmms.end());
+  // every value the replaced nodes make is read by them alone (the gradients excepted)
+  std::vector<bool> in_set(g.nodes.size(), false);
+  for (int k : tb.nodes) in_set[size_t(k)] = true;
+  for (int k : tb.nodes)
+    for (int o : g.nodes[size_t(k)].outputs) {
+      if (o == tb.dq || o == tb.dkt || o == tb.dv) continue;
+      if (is_graph_output(g, o)) return fail("a value of the backward is returned");
+      for (int r : u.of_value[size_t(o)])
+        if (!in_set[size_t(r)])
+          return fail(fmt::format("the value made by node {} ({}) is read elsewhere", k,
+                                  g.nodes[size_t(k)].op->name));
+    }
+  const int dop = g.values[size_t(tb.dout)].producer;
+  if (dop >= tb.pos) return fail("the output's gradient is made after the backward begins");
+  return tb;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- attention
@@ -153,8 +341,8 @@ Graph fuse_attention(const Graph& g0) {
     // the output: the bmm's [B, L, Ev] (B the product of the batch dims), as the fused op's
     const int out = g.nodes[size_t(n2)].outputs[0], out_node = n2;
     // back from the scores: add(mask), mul/div(constant), lead reshape, bmm
-    int x = U, mask = -1;
-    double scale = 1.0;
+    int x = U, mask = -1, scale_node = -1;
+    double scale = 1.0, scale_c = 1.0;
     std::string why;
     if (const Value& xv = g.values[size_t(x)];
         xv.producer >= 0 && g.nodes[size_t(xv.producer)].op == add) {
@@ -184,6 +372,8 @@ Graph fuse_attention(const Graph& g0) {
         else if (!is_div && constant_scalar(g, m.inputs[0], cval)) s = m.inputs[1];
         if (s >= 0 && g.values[size_t(s)].sizes == xv.sizes && single_use(g, u, s) == xv.producer) {
           scale = is_div ? 1.0 / cval : cval;
+          scale_node = xv.producer;
+          scale_c = cval;
           chain.push_back(xv.producer);
           x = s;
         }
@@ -205,14 +395,36 @@ Graph fuse_attention(const Graph& g0) {
         why = "the scores are not made by a matmul (times a constant, plus a mask)";
       }
     }
-    // every intermediate of the chain read once, by the chain
+    // a training graph: the chain's backward (NOTE [Fused attention, training])
+    const int P3 = g.nodes[size_t(n2)].inputs[0];
+    TrainBackward tb;
+    if (why.empty()) {
+      const Node& b1 = g.nodes[size_t(n1)];
+      tb = match_backward(g, u, P, P3, b1.inputs[0], b1.inputs[1], g.nodes[size_t(n2)].inputs[1],
+                          scale_node, scale_c, b1.outputs[0]);
+      if (tb.found && !tb.why.empty()) why = "training graph: " + tb.why;
+    }
+    const bool training = tb.found && tb.why.empty();
+    // every intermediate of the chain read once, by the chain (training: P and P3 also by the
+    // backward that goes with it)
+    std::vector<bool> in_chain(g.nodes.size(), false);
+    for (int k : chain) in_chain[size_t(k)] = true;
+    for (int k : tb.readers) in_chain[size_t(k)] = true;
     for (size_t k = 0; why.empty() && k < chain.size(); ++k) {
       const Node& n = g.nodes[size_t(chain[k])];
       if (n.writes_existing) why = fmt::format("node {} writes in place", chain[k]);
-      for (int o : n.outputs)
-        if (why.empty() && o != out && single_use(g, u, o) < 0)
+      for (int o : n.outputs) {
+        if (!why.empty() || o == out) continue;
+        bool ok = single_use(g, u, o) >= 0;
+        if (training && (o == P || o == P3)) {
+          ok = !is_graph_output(g, o) &&
+               g.buffers[size_t(g.values[size_t(o)].buffer)].kind == BufKind::Intermediate;
+          for (int r : u.of_value[size_t(o)]) ok = ok && in_chain[size_t(r)];
+        }
+        if (!ok)
           why = fmt::format("the value made by node {} ({}) is read elsewhere or returned",
                             chain[k], n.op->name);
+      }
     }
     std::vector<int> through;
     int q = -1, kt = -1, v = -1;
@@ -266,13 +478,86 @@ Graph fuse_attention(const Graph& g0) {
     if (why.empty()) {  // the operands hold at the fused node what the copies read
       int first = n1;
       for (int t : through) first = std::min(first, t);
+      const int last = training ? tb.pos : out_node;
       for (int val : {q, kt, v, mask})
-        if (val >= 0 && why.empty() &&
-            written_between(u, g.values[size_t(val)].buffer, first, out_node))
-          why = "an operand is written between the copies and the attention";
+        if (val >= 0 && why.empty() && written_between(u, g.values[size_t(val)].buffer, first, last))
+          why = training ? "an operand is written between the copies and the attention's backward"
+                         : "an operand is written between the copies and the attention";
+    }
+    if (why.empty() && training) {
+      const Value& qv = g.values[size_t(q)];
+      const int64_t B = prod_of(lead_of(qv)), L = qv.sizes.end()[-2];
+      const int64_t E = qv.sizes.back(), S = g.values[size_t(kt)].sizes.back(),
+                    Ev = g.values[size_t(v)].sizes.back();
+      auto is = [&](int val, const DimVector& d) {
+        return g.values[size_t(val)].sizes == d && g.values[size_t(val)].contiguous();
+      };
+      if ((tb.dq >= 0 && !is(tb.dq, {B, L, E})) || (tb.dkt >= 0 && !is(tb.dkt, {B, E, S})) ||
+          (tb.dv >= 0 && !is(tb.dv, {B, S, Ev})) ||
+          g.values[size_t(tb.dout)].sizes != DimVector{B, L, Ev})
+        why = "the gradients are not the contiguous [B, L, E], [B, E, S], [B, S, Ev] of the bmms";
+      else if (written_between(u, g.values[size_t(out)].buffer, out_node, tb.pos))
+        why = "the attention's output is written before its backward";
     }
     if (!why.empty()) {
       refuse(why);
+      continue;
+    }
+    const std::string scores_str = shape_str(uv.sizes);  // (uv: gone once a value is added)
+    if (training) {
+      // the forward also writes the rows' log-sum-exp (a new value on a new buffer), which
+      // the backward reads with the output
+      // (so does a gradient nothing needs, for the backward)
+      const ScalarType dt = g.values[size_t(out)].dtype;
+      const Device dev = g.values[size_t(out)].device;
+      auto fresh = [&](const DimVector& sizes, int producer) {
+        Buffer nb;
+        nb.kind = BufKind::Intermediate;
+        nb.nbytes = size_t(prod_of(sizes)) * itemsize(dt);
+        nb.device = dev;
+        g.buffers.push_back(std::move(nb));
+        Value nv;
+        nv.buffer = int(g.buffers.size()) - 1;
+        nv.sizes = sizes;
+        nv.strides = DimVector(sizes.size(), 1);
+        for (size_t d = sizes.size(); d-- > 1;) nv.strides[d - 1] = nv.strides[d] * sizes[d];
+        nv.dtype = dt;
+        nv.device = dev;
+        nv.producer = producer;
+        return g.add_value(std::move(nv));
+      };
+      const Value& qv = g.values[size_t(q)];
+      const int64_t B = prod_of(lead_of(qv)), L = qv.sizes.end()[-2], E = qv.sizes.back(),
+                    S = g.values[size_t(kt)].sizes.back(), Ev = g.values[size_t(v)].sizes.back();
+      const int lse = fresh({B, L}, out_node);
+      if (tb.dq < 0) tb.dq = fresh({B, L, E}, tb.pos);
+      if (tb.dkt < 0) tb.dkt = fresh({B, E, S}, tb.pos);
+      if (tb.dv < 0) tb.dv = fresh({B, S, Ev}, tb.pos);
+      const Attrs attrs = nn_detail::SdpaAttrs::make(scale, false, 0.0, int64_t(0), int64_t(0),
+                                                     int64_t(mask >= 0 ? 2 : 0));
+      Node f;
+      f.op = &OF_OP("fused_attention_forward");
+      f.attrs = attrs;
+      f.inputs = {q, kt, v, mask};
+      f.outputs = {out, lse};
+      Node b;
+      b.op = &OF_OP("fused_attention_backward");
+      b.attrs = attrs;
+      b.inputs = {tb.dout, q, kt, v, mask, out, lse};
+      b.outputs = {tb.dq, tb.dkt, tb.dv};
+      for (int k : chain) dead[size_t(k)] = true;
+      for (int k : tb.nodes) dead[size_t(k)] = true;
+      dead[size_t(out_node)] = dead[size_t(tb.pos)] = false;
+      for (int o : g.nodes[size_t(tb.pos)].outputs) g.values[size_t(o)].producer = -1;
+      g.nodes[size_t(out_node)] = std::move(f);
+      g.nodes[size_t(tb.pos)] = std::move(b);
+      for (int val : {tb.dq, tb.dkt, tb.dv}) g.values[size_t(val)].producer = tb.pos;
+      g.rewrites.push_back(fmt::format(
+          "attention: softmax at node {} over scores {} -> fused_attention_forward (scale {:.6g}, "
+          "{}) and its backward at node {} -> fused_attention_backward",
+          si, scores_str, scale,
+          mask >= 0 ? "additive mask " + shape_str(g.values[size_t(mask)].sizes) : "no mask",
+          tb.pos));
       continue;
     }
     // NOTE [Merged heads]: the output's only reader a view chain to [b, L, h, Ev] (the heads
