@@ -52,14 +52,19 @@ struct SelfAttn {
     for (of::Tensor* t : {&r.wq, &r.wk, &r.wv, &r.bq, &r.bk, &r.bv}) *t = t->to(dt);
     return r;
   }
-  of::Tensor operator()(const of::Tensor& x, const of::Tensor& mask_add) const {
+  // (dropout > 0: on the probabilities, as Hugging Face's BERT in training)
+  of::Tensor operator()(const of::Tensor& x, const of::Tensor& mask_add, double dropout = 0) const {
     const int64_t b = x.size(0), s = x.size(1), h = x.size(2), d = h / heads;
     auto split = [&](const of::Tensor& t) { return t.view({b, s, heads, d}).transpose(1, 2); };
     const of::Tensor q = split(of::linear(x, wq, bq)), k = split(of::linear(x, wk, bk)),
                      v = split(of::linear(x, wv, bv));
     const of::Tensor scores =
         of::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(d))) + mask_add;
-    return of::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, h});
+    of::Tensor p = scores.softmax(-1);
+    if (dropout > 0)
+      p = of::nn::functional::dropout(
+          p, of::nn::functional::DropoutFuncOptions().p(dropout).training(true));
+    return of::matmul(p, v).transpose(1, 2).reshape({b, s, h});
   }
 };
 
@@ -220,8 +225,10 @@ TEST_CASE("trace rewrite: attention refuses what it must not fuse, saying why") 
 // (matmul * scale + mask -> softmax -> matmul): the forward chain and the backward autograd
 // records for it become fused_attention_forward and fused_attention_backward.
 TEST_CASE("trace rewrite: attention fuses a training step's chain and its backward") {
+  for (const double drop : {0.0, 0.25})
   for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
     CAPTURE(dt);
+    CAPTURE(drop);
     SelfAttn attn(16, 4, dt);
     for (of::Tensor* w : {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv})
       w->set_requires_grad(true);
@@ -232,7 +239,7 @@ TEST_CASE("trace rewrite: attention fuses a training step's chain and its backwa
     // the loss weighs each output element differently (a plain sum's gradient would be uniform)
     const of::Tensor wout = of::randn({2, 6, 16}, dt);
     auto fn = [&](const of::Tensor& x, const of::Tensor& m) {
-      of::Tensor o = attn(x, m);
+      of::Tensor o = attn(x, m, drop);
       (o * wout).sum().backward();
       return o.detach();
     };
@@ -248,15 +255,19 @@ TEST_CASE("trace rewrite: attention fuses a training step's chain and its backwa
     };
     for (int call = 0; call < 3; ++call) {
       const of::Tensor x = of::randn({2, 6, 16}, dt);
+      // (each side draws the same dropout elements: the generator set alike before each)
+      of::manual_seed(uint64_t(100 + call));
       const of::Tensor a = fused(x, mask);
       const std::vector<of::Tensor> ga = grads();
+      of::manual_seed(uint64_t(100 + call));
       const of::Tensor p = plain(x, mask);
       const std::vector<of::Tensor> gp = grads();
       // float64 eager reference
       SelfAttn r64 = attn.to(of::kFloat64);
       std::vector<of::Tensor*> p64 = {&r64.wq, &r64.wk, &r64.wv, &r64.bq, &r64.bk, &r64.bv};
       for (of::Tensor* w : p64) *w = w->detach().set_requires_grad(true);
-      const of::Tensor r = r64(x.to(of::kFloat64), mask.to(of::kFloat64));
+      of::manual_seed(uint64_t(100 + call));
+      const of::Tensor r = r64(x.to(of::kFloat64), mask.to(of::kFloat64), drop);
       (r * wout.to(of::kFloat64)).sum().backward();
       const double tol = dt == of::kFloat32 ? 2e-6 : 1e-13;
       CHECK(max_diff(a, p) <= tol);
@@ -269,8 +280,11 @@ TEST_CASE("trace rewrite: attention fuses a training step's chain and its backwa
               (dt == of::kFloat32 ? 2e-5 : 1e-12) * std::max(scale, 1.0));
       }
     }
-    CHECK(has_line(fused.stats().rewrites, "-> fused_attention_forward (scale 0.5, additive mask "
-                                           "(2, 1, 1, 6)) and its backward at node"));
+    CHECK(has_line(fused.stats().rewrites,
+                   drop > 0 ? "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6), "
+                              "dropout 0.25) and its backward at node"
+                            : "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6)) "
+                              "and its backward at node"));
     const std::string gf = fused.graph();
     CHECK(gf.find("fused_attention_backward") != std::string::npos);
     CHECK(gf.find("softmax") == std::string::npos);
@@ -353,6 +367,17 @@ TEST_CASE("trace rewrite: attention in a training graph refuses what it must not
   (void)extra(q);
   CHECK(extra.graph().find("fused_attention") == std::string::npos);
   CHECK(has_line(extra.stats().rewrites, "refused: training graph"));
+  // a dropout on the probabilities outside a training graph: the inference kernel has none
+  const Fn dropped = [](const std::vector<of::Tensor>& in) {
+    const of::Tensor p = of::nn::functional::dropout(
+        of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1),
+        of::nn::functional::DropoutFuncOptions().p(0.1).training(true));
+    return std::vector<of::Tensor>{of::matmul(p, in[2])};
+  };
+  const of::trace::Graph gd = of::trace::fuse_attention(recorded(dropped, {q.detach(), k, v}));
+  CHECK(count_op(gd, "fused_attention") + count_op(gd, "fused_attention_forward") == 0);
+  CHECK(has_line(gd.rewrites, "refused: a dropout between the softmax and the matmul outside a "
+                              "training graph"));
   // without a scale or a mask, 3-D operands: fused
   auto bare = of::jit::trace([&](const of::Tensor& a) {
     of::Tensor o = of::matmul(of::matmul(a, k.transpose(1, 2)).softmax(-1), v);

@@ -1,5 +1,7 @@
-// cpu/attention.cpp: the CPU kernels of scaled_dot_product_attention and its backward
-// (ops/nn_attention.cpp: inputs, attributes and outputs; NOTE [Attention draw map] there).
+// cpu/attention.cpp: the CPU kernels of scaled_dot_product_attention and its backward, which
+// also serve the trace's fused_attention_forward/_backward (NOTE [Attention operands]), and of
+// the inference graphs' fused_attention (ops/nn_attention.cpp: inputs, attributes and outputs;
+// NOTE [Attention draw map] there).
 // NOTE [Attention kernel]: the softmax of each score row is taken over all its keys at once
 // (the row max, then exp and sum), in blocks of query rows whose scores stay in cache (NOTE
 // [CPU attention blocks]), so no [L, S] matrix of the whole batch is materialized. Backward

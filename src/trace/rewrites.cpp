@@ -131,7 +131,7 @@ struct TrainBackward {
   std::vector<int> readers;  // nodes that may read P and P3 besides the forward chain
 };
 TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q3, int kt3,
-                             int v3, int scale_node, double scale_c, int scores3) {
+                             int v3, int scale_node, double scale_c, int scores3, int drop) {
   TrainBackward tb;
   const OpDef *bmm = &OF_OP("bmm"), *mul = &OF_OP("mul"), *sub = &OF_OP("sub"),
               *sum = &OF_OP("sum");
@@ -186,9 +186,27 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
   }
   tb.nodes = {m1, s1, sb, m2};
   tb.readers = {m1, m2};
-  // dP: bmm(dO, V3^T), through a lead reshape
+  // dropout's VJP: dP = where(keep, dP' * (1 / (1 - p)), 0)
   int dP3 = dP;
-  if (const int p = g.values[size_t(dP)].producer; p >= 0 && is_lead_reshape(g, g.nodes[size_t(p)])) {
+  if (drop >= 0) {
+    const Node& dn = g.nodes[size_t(drop)];
+    const double p = nn_detail::DropoutAttrs::get<"p">(dn.attrs), want = 1.0 / (1.0 - p);
+    const int w = g.values[size_t(dP)].producer;
+    double zero = 1, c = 0;
+    const int x = op_is(w, &OF_OP("where")) && g.nodes[size_t(w)].inputs[0] == dn.outputs[1] &&
+                          constant_scalar(g, g.nodes[size_t(w)].inputs[2], zero) && zero == 0
+                      ? g.nodes[size_t(w)].inputs[1]
+                      : -1;
+    const int m = x >= 0 ? g.values[size_t(x)].producer : -1;
+    if (!op_is(m, mul) || !constant_scalar(g, g.nodes[size_t(m)].inputs[1], c) ||
+        std::abs(c - want) > 1e-6 * want)
+      return fail("the dropout's gradient is not where(kept, dP * (1 / (1 - p)), 0)");
+    tb.nodes.insert(tb.nodes.end(), {w, m});
+    dP3 = g.nodes[size_t(m)].inputs[0];
+  }
+  // dP: bmm(dO, V3^T), through a lead reshape
+
+  if (const int p = g.values[size_t(dP3)].producer; p >= 0 && is_lead_reshape(g, g.nodes[size_t(p)])) {
     tb.nodes.push_back(p);
     dP3 = g.nodes[size_t(p)].inputs[0];
   }
@@ -311,12 +329,27 @@ Graph fuse_attention(const Graph& g0) {
         if (g.nodes[size_t(r)].op == bmm && g.nodes[size_t(r)].inputs[0] == val) return r;
       return -1;
     };
-    int n2 = bmm_reading(P);
+    // (a dropout in between: its kept probabilities; NOTE [Fused attention, training])
+    auto bmm_after = [&](int val) {
+      int n = bmm_reading(val);
+      for (size_t k = 0; n < 0 && k < u.of_value[size_t(val)].size(); ++k) {
+        const int r = u.of_value[size_t(val)][k];
+        if (!is_lead_reshape(g, g.nodes[size_t(r)])) continue;
+        n = bmm_reading(g.nodes[size_t(r)].outputs[0]);
+        if (n >= 0) chain.push_back(r);
+      }
+      return n;
+    };
+    int n2 = bmm_after(P), drop = -1;
     for (size_t k = 0; n2 < 0 && k < u.of_value[size_t(P)].size(); ++k) {
       const int r = u.of_value[size_t(P)][k];
-      if (!is_lead_reshape(g, g.nodes[size_t(r)])) continue;
-      n2 = bmm_reading(g.nodes[size_t(r)].outputs[0]);
-      if (n2 >= 0) chain.push_back(r);
+      const Node& dn = g.nodes[size_t(r)];
+      if (dn.op != &OF_OP("dropout") || dn.writes_existing || dn.inputs[0] != P) continue;
+      n2 = bmm_after(dn.outputs[0]);
+      if (n2 >= 0) {
+        drop = r;
+        chain.push_back(r);
+      }
     }
     if (n2 < 0) continue;
     auto refuse = [&](const std::string& why) {
@@ -401,22 +434,32 @@ Graph fuse_attention(const Graph& g0) {
     if (why.empty()) {
       const Node& b1 = g.nodes[size_t(n1)];
       tb = match_backward(g, u, P, P3, b1.inputs[0], b1.inputs[1], g.nodes[size_t(n2)].inputs[1],
-                          scale_node, scale_c, b1.outputs[0]);
+                          scale_node, scale_c, b1.outputs[0], drop);
       if (tb.found && !tb.why.empty()) why = "training graph: " + tb.why;
     }
     const bool training = tb.found && tb.why.empty();
+    double drop_p = 0;
+    if (why.empty() && drop >= 0) {
+      drop_p = nn_detail::DropoutAttrs::get<"p">(g.nodes[size_t(drop)].attrs);
+      if (!training)
+        why = "a dropout between the softmax and the matmul outside a training graph (the "
+              "inference kernel has none)";
+      else if (g.nodes[size_t(drop)].rng < 0 || !(drop_p > 0 && drop_p < 1))
+        why = fmt::format("the dropout (p {}) draws no numbers the trace refreshes", drop_p);
+    }
     // every intermediate of the chain read once, by the chain (training: P and P3 also by the
     // backward that goes with it)
     std::vector<bool> in_chain(g.nodes.size(), false);
     for (int k : chain) in_chain[size_t(k)] = true;
     for (int k : tb.readers) in_chain[size_t(k)] = true;
+    for (int k : tb.nodes) in_chain[size_t(k)] = training;
     for (size_t k = 0; why.empty() && k < chain.size(); ++k) {
       const Node& n = g.nodes[size_t(chain[k])];
       if (n.writes_existing) why = fmt::format("node {} writes in place", chain[k]);
       for (int o : n.outputs) {
         if (!why.empty() || o == out) continue;
         bool ok = single_use(g, u, o) >= 0;
-        if (training && (o == P || o == P3)) {
+        if (training) {  // read by the chain and the backward that goes too
           ok = !is_graph_output(g, o) &&
                g.buffers[size_t(g.values[size_t(o)].buffer)].kind == BufKind::Intermediate;
           for (int r : u.of_value[size_t(o)]) ok = ok && in_chain[size_t(r)];
@@ -533,18 +576,24 @@ Graph fuse_attention(const Graph& g0) {
       if (tb.dq < 0) tb.dq = fresh({B, L, E}, tb.pos);
       if (tb.dkt < 0) tb.dkt = fresh({B, E, S}, tb.pos);
       if (tb.dv < 0) tb.dv = fresh({B, S, Ev}, tb.pos);
-      const Attrs attrs = nn_detail::SdpaAttrs::make(scale, false, 0.0, int64_t(0), int64_t(0),
-                                                     int64_t(mask >= 0 ? 2 : 0));
+      const Attrs* da = drop >= 0 ? &g.nodes[size_t(drop)].attrs : nullptr;
+      using DA = nn_detail::DropoutAttrs;
+      const Attrs attrs = nn_detail::SdpaAttrs::make(
+          scale, false, drop_p, da ? DA::get<"seed">(*da) : int64_t(0),
+          da ? DA::get<"offset">(*da) : int64_t(0), int64_t(mask >= 0 ? 2 : 0));
+      const int rng = drop >= 0 ? g.nodes[size_t(drop)].rng : -1;
       Node f;
       f.op = &OF_OP("fused_attention_forward");
       f.attrs = attrs;
       f.inputs = {q, kt, v, mask};
       f.outputs = {out, lse};
+      f.rng = rng;
       Node b;
       b.op = &OF_OP("fused_attention_backward");
       b.attrs = attrs;
       b.inputs = {tb.dout, q, kt, v, mask, out, lse};
       b.outputs = {tb.dq, tb.dkt, tb.dv};
+      b.rng = rng;
       for (int k : chain) dead[size_t(k)] = true;
       for (int k : tb.nodes) dead[size_t(k)] = true;
       dead[size_t(out_node)] = dead[size_t(tb.pos)] = false;
@@ -554,10 +603,10 @@ Graph fuse_attention(const Graph& g0) {
       for (int val : {tb.dq, tb.dkt, tb.dv}) g.values[size_t(val)].producer = tb.pos;
       g.rewrites.push_back(fmt::format(
           "attention: softmax at node {} over scores {} -> fused_attention_forward (scale {:.6g}, "
-          "{}) and its backward at node {} -> fused_attention_backward",
+          "{}{}) and its backward at node {} -> fused_attention_backward",
           si, scores_str, scale,
           mask >= 0 ? "additive mask " + shape_str(g.values[size_t(mask)].sizes) : "no mask",
-          tb.pos));
+          drop >= 0 ? fmt::format(", dropout {:.6g}", drop_p) : std::string(), tb.pos));
       continue;
     }
     // NOTE [Merged heads]: the output's only reader a view chain to [b, L, h, Ev] (the heads
