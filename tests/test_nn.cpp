@@ -454,6 +454,42 @@ TH_ROWS({
         [](const R& r) { return ln_ref(sum_ref(r), 1, &r[2], nullptr, 1e-6, true); })),
 });
 
+// embedding_layer_norm (the add_norm rewrite makes it, NOTE [Embeddings and norm]): three tables,
+// the second's ids broadcast over the rows (a position embedding), layer-normalized; no VJP.
+V emb_norm_inputs(uint64_t seed) {
+  of::manual_seed(seed);
+  auto table = [](int64_t n) { return of::rand({n, 4}, of::kFloat64) * 2.0 - 1.0; };
+  auto ids = [](std::vector<int64_t> v, of::IntArrayRef shape) { return of::tensor(v, shape); };
+  return {table(5), ids({4, 0, 4, 2, 1, 3}, {2, 3}), table(6), ids({5, 0, 2}, {3}),
+          table(2), ids({0, 1, 1, 0, 0, 1}, {2, 3}), of::rand({4}, of::kFloat64) + 0.5,
+          of::rand({4}, of::kFloat64) - 0.5};
+}
+Ref emb_sum_ref(const R& r) {
+  const int64_t H = r[0].shape[1], M = r[1].numel(), S1 = r[3].numel();
+  Shape os = r[1].shape;
+  os.push_back(H);
+  Ref o(os);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t h = 0; h < H; ++h)
+      o.v[size_t(m * H + h)] = r[0].v[size_t(int64_t(r[1].v[size_t(m)]) * H + h)] +
+                               r[2].v[size_t(int64_t(r[3].v[size_t(m % S1)]) * H + h)] +
+                               r[4].v[size_t(int64_t(r[5].v[size_t(m)]) * H + h)];
+  return o;
+}
+// clang-format off
+TH_ROWS({
+    no_grad(with_make(row(
+        "embedding_layer_norm/three_tables", {"embedding_layer_norm"}, {},
+        [](const V& in) {
+          return of::dispatch(of::find_op("embedding_layer_norm"),
+                              of::TensorList(in.begin(), in.end()),
+                              of::Attrs{int64_t(2), 1e-5, true, true})[0];
+        },
+        [](const R& r) { return ln_ref(emb_sum_ref(r), 1, &r[6], &r[7], 1e-5, false); }),
+        emb_norm_inputs, {1, 3, 5})),
+});
+// clang-format on
+
 // ---------------------------------------------------------------- dropout
 // Seeded inside fn (so gradcheck sees one mask): kept elements are x / (1 - p), dropped ones
 // are replaced by x, so the result equals x exactly when the scaling is right.

@@ -250,7 +250,7 @@ TEST_CASE("op table: autocast policy, 16-bit widening and index checks are field
                                         "embedding",     "index_select",
                                         "index_add",     "gather",
                                         "scatter",       "scatter_add",
-                                        "one_hot"};
+                                        "one_hot",       "embedding_layer_norm"};
   std::set<std::string> names;
   for (const of::OpDef* op : of::all_ops()) names.insert(op->name);
   for (const auto& kv : autocast)  // (no structured binding: clang 14's doctest lambdas)

@@ -509,6 +509,75 @@ TEST_CASE("trace rewrite: add_norm makes a residual add and its LayerNorm/RMSNor
   CHECK(has_line(train.stats().rewrites, "statistics are read"));
 }
 
+// NOTE [Embeddings and norm]: BERT's embeddings (word + position + token type, then LayerNorm).
+TEST_CASE("trace rewrite: add_norm makes embedding lookups, their sum and the LayerNorm one pass") {
+  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+    CAPTURE(dt);
+    of::manual_seed(4);
+    const of::Tensor word = of::randn({50, 16}, dt), pos = of::randn({20, 16}, dt),
+                     type = of::randn({2, 16}, dt), w = of::rand({16}, dt) + 0.5,
+                     b = of::randn({16}, dt);
+    auto bert = [&](const of::Tensor& ids, const of::Tensor& types) {
+      const of::Tensor p = of::arange(ids.size(1), of::TensorOptions(of::kInt64));
+      const of::Tensor h =
+          of::embedding(word, ids) + of::embedding(pos, p) + of::embedding(type, types);
+      return of::layer_norm(h, {16}, w, b, 1e-12);
+    };
+    const of::Tensor ids = of::randint(0, 50, {3, 7}, of::kInt64);
+    const of::Tensor types = of::randint(0, 2, {3, 7}, of::kInt64);
+    const Fn fn = [&](const std::vector<of::Tensor>& in) {
+      return std::vector<of::Tensor>{bert(in[0], in[1])};
+    };
+    const of::trace::Graph f = of::trace::dce(of::trace::fuse_add_norm(recorded(fn, {ids, types})));
+    CHECK(count_op(f, "embedding_layer_norm") == 1);
+    CHECK(count_op(f, "embedding") == 0);
+    CHECK(count_op(f, "add") == 0);
+    CHECK(has_line(f.rewrites, "3 embedding lookups + add + add_layer_norm at node"));
+    of::NoGradGuard ng;
+    auto fused = of::jit::trace(bert);
+    auto plain = of::jit::trace(bert, of::jit::TraceOptions().add_norm(false));
+    for (int call = 0; call < 3; ++call) {
+      const of::Tensor i2 = of::randint(0, 50, {3, 7}, of::kInt64);
+      const of::Tensor t2 = of::randint(0, 2, {3, 7}, of::kInt64);
+      const of::Tensor a = fused(i2, t2);
+      CHECK(th::same_bits(a, plain(i2, t2)));  // the recorded order of the sums: the same bits
+      CHECK(th::same_bits(a, bert(i2, t2)));
+    }
+    CHECK(fused.graph().find("embedding_layer_norm") != std::string::npos);
+    // an index out of range at a replay: the op's error, before it runs
+    const of::Tensor bad = of::full({3, 7}, 50, of::TensorOptions(of::kInt64));
+    CHECK(th::throws_with([&] { fused(bad, types); },
+                          {"[embedding_layer_norm]", "index 50", "out of range", "(50, 16)"}));
+  }
+  of::manual_seed(5);
+  const of::Tensor word = of::randn({30, 8}), type = of::randn({2, 8});
+  const of::Tensor ids = of::randint(0, 30, {2, 5}, of::kInt64);
+  const of::Tensor types = of::randint(0, 2, {2, 5}, of::kInt64);
+  // two tables
+  const Fn two = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::layer_norm(of::embedding(word, in[0]) + of::embedding(type, in[1]), {8})};
+  };
+  const of::trace::Graph g2 = of::trace::fuse_add_norm(recorded(two, {ids, types}));
+  CHECK(has_line(g2.rewrites, "2 embedding lookups + add_layer_norm at node"));
+  // refused: the norm over the last two dims
+  const Fn wide = [&](const std::vector<of::Tensor>& in) {
+    return std::vector<of::Tensor>{
+        of::layer_norm(of::embedding(word, in[0]) + of::embedding(type, in[1]), {5, 8})};
+  };
+  const of::trace::Graph g3 = of::trace::fuse_add_norm(recorded(wide, {ids, types}));
+  CHECK(count_op(g3, "embedding_layer_norm") == 0);
+  CHECK(has_line(g3.rewrites, "refused: the norm is not over the last dim"));
+  // a lookup also returned: not a candidate (the add_layer_norm stays)
+  const Fn shared = [&](const std::vector<of::Tensor>& in) {
+    const of::Tensor e = of::embedding(word, in[0]);
+    return std::vector<of::Tensor>{of::layer_norm(e + of::embedding(type, in[1]), {8}), e};
+  };
+  const of::trace::Graph g4 = of::trace::fuse_add_norm(recorded(shared, {ids, types}));
+  CHECK(count_op(g4, "embedding_layer_norm") == 0);
+  CHECK(count_op(g4, "add_layer_norm") == 1);
+}
+
 TEST_CASE("trace rewrite: epilogue runs the activation after a linear in the GEMM's output pass") {
   of::manual_seed(13);
   const of::Tensor w1 = of::randn({40, 16}), b1 = of::randn({40}), w2 = of::randn({16, 40});

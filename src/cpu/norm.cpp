@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/functors.h"
+#include "ops/index_common.h"
 #include "ops/nn_common.h"
 
 namespace oneflow::cpu {
@@ -18,6 +19,40 @@ using namespace nn_detail;
 namespace {
 
 // ================================================================ row norms (layer/group/rms)
+
+// One row of a row norm: p (g.N values) normalized into q, the row's mean and rstd stored.
+template <int Mode, class T>
+void norm_row(const T* __restrict p, T* __restrict q, int64_t r, const NormGeom& g, double eps,
+              const T* pw, const T* pb, T* pmean, T* prstd) {
+  const int64_t N = g.N;
+  const double mu = Mode == kRms || N == 0 ? 0.0 : sum_d(p, N) / double(N);
+  const double var = N == 0 ? 0.0 : sqdev_d(p, N, mu) / double(N);
+  const double rs = 1.0 / std::sqrt(var + eps);
+  if (Mode != kRms) pmean[r] = T(mu);
+  prstd[r] = T(rs);
+  const T m = T(mu), s = T(rs);
+  const int64_t c0 = (r % g.G) * g.cg;
+  if (g.hw == 1) {
+    const T* __restrict wr = pw ? pw + c0 : nullptr;
+    const T* __restrict br = pb ? pb + c0 : nullptr;
+    if (wr && br)
+      for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i] + br[i];
+    else if (wr)
+      for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i];
+    else if (br)
+      for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s + br[i];
+    else
+      for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s;
+  } else {
+    for (int64_t j = 0; j < g.cg; ++j) {
+      const T a = s * (pw ? pw[c0 + j] : T(1));
+      const T c = (pb ? pb[c0 + j] : T(0)) - m * a;
+      const T* __restrict pj = p + j * g.hw;
+      T* __restrict qj = q + j * g.hw;
+      for (int64_t i = 0; i < g.hw; ++i) qj[i] = pj[i] * a + c;
+    }
+  }
+}
 
 // Add: the add_layer_norm / add_rms_norm kernels (NOTE [Add and norm] in trace/rewrites.cpp):
 // inputs x, residual, weight[, bias]; outputs y, sum, [mean,] rstd. Each row is x + residual,
@@ -54,34 +89,7 @@ template <int Mode, bool Add = false> void norm_cpu(const KernelArgs& k) {
           for (int64_t i = 0; i < N; ++i) s[i] = fn::Add{}(a[i], c[i]);
           p = s;
         }
-        T* __restrict q = py + r * N;
-        const double mu = Mode == kRms || N == 0 ? 0.0 : sum_d(p, N) / double(N);
-        const double var = N == 0 ? 0.0 : sqdev_d(p, N, mu) / double(N);
-        const double rs = 1.0 / std::sqrt(var + eps);
-        if (Mode != kRms) pmean[r] = T(mu);
-        prstd[r] = T(rs);
-        const T m = T(mu), s = T(rs);
-        const int64_t c0 = (r % g.G) * g.cg;
-        if (g.hw == 1) {
-          const T* __restrict wr = pw ? pw + c0 : nullptr;
-          const T* __restrict br = pb ? pb + c0 : nullptr;
-          if (wr && br)
-            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i] + br[i];
-          else if (wr)
-            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s * wr[i];
-          else if (br)
-            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s + br[i];
-          else
-            for (int64_t i = 0; i < N; ++i) q[i] = (p[i] - m) * s;
-        } else {
-          for (int64_t j = 0; j < g.cg; ++j) {
-            const T a = s * (pw ? pw[c0 + j] : T(1));
-            const T c = (pb ? pb[c0 + j] : T(0)) - m * a;
-            const T* __restrict pj = p + j * g.hw;
-            T* __restrict qj = q + j * g.hw;
-            for (int64_t i = 0; i < g.hw; ++i) qj[i] = pj[i] * a + c;
-          }
-        }
+        norm_row<Mode>(p, py + r * N, r, g, eps, pw, pb, pmean, prstd);
       }
     });
   });
@@ -226,6 +234,70 @@ void rms_norm(const KernelArgs& k) { norm_cpu<kRms>(k); }
 void rms_norm_backward(const KernelArgs& k) { norm_bwd_cpu<kRms>(k); }
 void add_layer_norm(const KernelArgs& k) { norm_cpu<kLayer, true>(k); }
 void add_rms_norm(const KernelArgs& k) { norm_cpu<kRms, true>(k); }
+
+// NOTE [Embeddings and norm]: embedding_layer_norm (made by the add_norm rewrite from
+// embedding lookups summed and layer-normalized, as BERT's embeddings are): inputs table0,
+// ids0, table1, ids1[, table2, ids2], weight, bias; each output row r takes its row of every
+// table (ids broadcast to the output's rows), sums them as the recorded adds did,
+// ((e0 + e1) + e2), and normalizes the sum by layer_norm's code: bitwise the unfused lookups,
+// adds and norm, without writing the gathered rows or the sums.
+void embedding_layer_norm(const KernelArgs& k) {
+  const int n = k.inputs[4].defined() ? 3 : 2;
+  const Tensor& y = k.outputs[0];
+  const DimVector rows(y.sizes().begin(), y.sizes().end() - 1);
+  const NormGeom g = norm_geom(kLayer, y.sizes(), k.attrs);
+  const double eps = NormAttrs::get<"eps">(k.attrs);
+  // per table, the index of each output row (ids broadcast to `rows`)
+  std::vector<std::vector<int64_t>> idx(size_t(n), std::vector<int64_t>(size_t(g.M)));
+  for (int t = 0; t < n; ++t) {
+    const Tensor ids = k.inputs[size_t(2 * t + 1)];
+    const int64_t extra = int64_t(rows.size()) - ids.dim();
+    index_detail::dispatch_index(ids.dtype(), [&](auto zi) {
+      using I = decltype(zi);
+      const I* ip = static_cast<const I*>(ids.impl()->storage->data) + ids.impl()->offset;
+      for (int64_t r = 0; r < g.M; ++r) {
+        int64_t rest = r, off = 0;
+        for (int64_t d = int64_t(rows.size()) - 1; d >= 0; --d) {
+          const int64_t i = rest % rows[size_t(d)];
+          rest /= rows[size_t(d)];
+          if (d - extra >= 0 && ids.size(d - extra) != 1) off += i * ids.stride(d - extra);
+        }
+        idx[size_t(t)][size_t(r)] = int64_t(ip[off]);
+      }
+    });
+  }
+  const Tensor w = kernel_contiguous(k.inputs[6]), b = kernel_contiguous(k.inputs[7]);
+  dispatch_f(y.dtype(), "embedding_layer_norm", [&](auto z) {
+    using T = decltype(z);
+    const T* tab[3] = {};
+    int64_t rs[3] = {}, cs[3] = {};
+    for (int t = 0; t < n; ++t) {
+      const Tensor& tt = k.inputs[size_t(2 * t)];
+      tab[t] = static_cast<const T*>(tt.impl()->storage->data) + tt.impl()->offset;
+      rs[t] = tt.stride(0);
+      cs[t] = tt.stride(1);
+    }
+    const T* pw = cptr<T>(w);
+    const T* pb = cptr<T>(b);
+    T* py = mptr<T>(y);
+    T* pmean = mptr<T>(k.outputs[1]);
+    T* prstd = mptr<T>(k.outputs[2]);
+    const int64_t N = g.N;
+    parallel_for(0, g.M, grain_for(4 * N), [&](int64_t r0, int64_t r1) {
+      std::vector<T> sum(static_cast<size_t>(N));
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* e0 = tab[0] + idx[0][size_t(r)] * rs[0];
+        const T* e1 = tab[1] + idx[1][size_t(r)] * rs[1];
+        for (int64_t i = 0; i < N; ++i) sum[size_t(i)] = fn::Add{}(e0[i * cs[0]], e1[i * cs[1]]);
+        if (n == 3) {
+          const T* e2 = tab[2] + idx[2][size_t(r)] * rs[2];
+          for (int64_t i = 0; i < N; ++i) sum[size_t(i)] = fn::Add{}(sum[size_t(i)], e2[i * cs[2]]);
+        }
+        norm_row<kLayer>(sum.data(), py + r * N, r, g, eps, pw, pb, pmean, prstd);
+      }
+    });
+  });
+}
 
 // ================================================================ batch norm
 

@@ -10,6 +10,8 @@ void layer_norm_backward(const KernelArgs& k);
 // the trace's add + norm rewrites (NOTE [Add and norm] in trace/rewrites.cpp)
 void add_layer_norm(const KernelArgs& k);
 void add_rms_norm(const KernelArgs& k);
+// embedding_layer_norm (NOTE [Embeddings and norm] in cpu/norm.cpp)
+void embedding_layer_norm(const KernelArgs& k);
 void group_norm(const KernelArgs& k);
 void group_norm_backward(const KernelArgs& k);
 void rms_norm(const KernelArgs& k);

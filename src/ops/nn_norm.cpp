@@ -10,6 +10,7 @@
 #include "global/global.h"
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
+#include "ops/index_common.h"
 #include "ops/nn_common.h"
 
 namespace oneflow {
@@ -83,6 +84,65 @@ template <int Mode> void add_norm_meta(const TensorList& in, const Attrs& a, Met
   const bool write_sum = AddNormAttrs::get<"write_sum">(a);
   out.insert(out.begin() + 1,
              {write_sum ? x.sizes().dims() : DimVector{0}, {}, 0, x.dtype(), x.device()});
+}
+
+// embedding_layer_norm (NOTE [Embeddings and norm] in cpu/norm.cpp; the add_norm rewrite makes
+// it): inputs table0, ids0, table1, ids1[, table2, ids2] (tables [V_k, H] of one float dtype,
+// ids int64/int32 broadcasting together to the rows), weight, bias ([H], per has_weight /
+// has_bias); attrs as layer_norm's over the last dim; outputs y [rows..., H], mean, rstd.
+void emb_norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
+  const char* op = "embedding_layer_norm";
+  const Tensor& t0 = in[0];
+  check_defined(op, t0, "table 0");
+  check_float(op, t0, "table 0");
+  if (t0.dim() != 2) fail("[{}] table 0 must be 2-D [rows, dim], got {}", op, shape_str(t0.sizes()));
+  const int n = in[4].defined() || in[5].defined() ? 3 : 2;
+  DimVector rows;
+  for (int k = 0; k < n; ++k) {
+    const Tensor &t = in[size_t(2 * k)], &ids = in[size_t(2 * k + 1)];
+    const std::string tn = fmt::format("table {}", k), in_ = fmt::format("ids {}", k);
+    check_defined(op, t, tn.c_str());
+    check_defined(op, ids, in_.c_str());
+    if (t.dim() != 2 || t.size(1) != t0.size(1) || t.dtype() != t0.dtype() ||
+        t.device() != t0.device())
+      fail("[{}] {} must be a {} [rows, {}] table on {} as table 0, got {} {} on {}", op, tn,
+           dtype_name(t0.dtype()), t0.size(1), t0.device().str(), dtype_name(t.dtype()),
+           shape_str(t.sizes()), t.device().str());
+    index_detail::check_index_dtype(ids, op, true, in_.c_str());
+    if (ids.device() != t0.device())
+      fail("[{}] {} is on {}, the tables on {}", op, in_, ids.device().str(), t0.device().str());
+    // the rows: the ids' shapes broadcast together
+    const IntArrayRef is = ids.sizes();
+    const size_t nd = std::max(rows.size(), is.size());
+    DimVector b(nd, 1);
+    for (size_t d = 0; d < nd; ++d) {
+      const int64_t x = d + rows.size() >= nd ? rows[d + rows.size() - nd] : 1;
+      const int64_t y = d + is.size() >= nd ? is[d + is.size() - nd] : 1;
+      if (x != y && x != 1 && y != 1)
+        fail("[{}] {} of shape {} does not broadcast with the other ids, {}", op, in_,
+             shape_str(is), shape_str(rows));
+      b[d] = x == 1 ? y : x;
+    }
+    rows = k == 0 ? DimVector(is.begin(), is.end()) : b;
+    const int64_t num = t.size(0);
+    if (ids.is_cpu() && !ids.is_global() && ids.numel() > 0)  // global: checked on the pieces
+      index_detail::for_each_index(ids, [&](int64_t v) {
+        if (v < 0 || v >= num)
+          fail("[{}] index {} of {} is out of range for table {} of shape {} ({} rows)", op, v,
+               in_, k, shape_str(t.sizes()), num);
+      });
+  }
+  DimVector shape = rows;
+  shape.push_back(t0.size(1));
+  const NormGeom g = norm_geom(kLayer, shape, a);
+  if (g.param_shape != DimVector{t0.size(1)})
+    fail("[{}] normalizes over the last dim (axis {}), got axis {}", op, shape.size() - 1,
+         NormAttrs::get<"axis">(a));
+  check_param(in[6], t0, g.param_shape, op, "weight");
+  check_param(in[7], t0, g.param_shape, op, "bias");
+  out.push_back({shape, {}, 0, t0.dtype(), t0.device()});
+  out.push_back({{g.M}, {}, 0, t0.dtype(), t0.device()});
+  out.push_back({{g.M}, {}, 0, t0.dtype(), t0.device()});
 }
 
 // ================================================================ batch norm
@@ -159,6 +219,12 @@ void register_norm_ops() {
                .sbp_rule = &sbp_rules::kNorm,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
+  register_op({.name = "embedding_layer_norm",
+               .traits = kChecksIndices,
+               .attr_names = NormAttrs::names(),
+               .attr_types = NormAttrs::types(),
+               .infer_meta = emb_norm_meta,
+               .cpu = cpu::embedding_layer_norm});  // CPU graphs only: no CUDA kernel
   register_op({.name = "add_layer_norm",
                .attr_names = AddNormAttrs::names(),
                .attr_types = AddNormAttrs::types(),

@@ -15,6 +15,7 @@
 namespace oneflow::trace {
 using core_detail::CopyAttrs;
 using nn_detail::AddNormAttrs;
+using nn_detail::NormAttrs;
 using nn_detail::FusedAttnAttrs;
 using nn_detail::LinearActAttrs;
 using reduce_detail::SoftmaxAttrs;
@@ -673,6 +674,102 @@ Graph fuse_attention(const Graph& g0) {
 // reads s between the add and the norm, and nothing writes x or residual in between; nothing
 // reads the norm's mean and rstd (inference: a training graph keeps them for backward, and
 // there remat recomputes the plain norm instead of keeping its output).
+namespace {
+// NOTE [Embeddings and norm] (the kernel: src/cpu/norm.cpp): an add_layer_norm whose summands are
+// embedding lookups, or one lookup and the add of two, as BERT's embeddings are summed:
+//   e_k = embedding(table_k, ids_k); s = add(e0, e1); y = add_layer_norm(s, e2) (or (e0, e1))
+// becomes embedding_layer_norm(table0, ids0, table1, ids1[, table2, ids2], weight, bias), each
+// row gathered, summed in the recorded order ((e0 + e1) + e2) and normalized in one pass:
+// bitwise the unfused replay. Conditions: every lookup and the inner add read once, by the
+// chain; the sum not written (write_sum false); the norm over the last dim; float32/float64 on
+// the CPU; nothing writes a table or an index between its lookup and the norm.
+Graph fuse_embedding_norm(const Graph& g0) {
+  Graph g = g0;
+  const Uses u = uses_of(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  const OpDef *aln = &OF_OP("add_layer_norm"), *emb = &OF_OP("embedding"), *add = &OF_OP("add");
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (n.op != aln || n.writes_existing || AddNormAttrs::get<"write_sum">(n.attrs)) continue;
+    // a lookup read only by `reader`: its node (-1: none)
+    auto lookup = [&](int val, int reader) {
+      const int p = g.values[size_t(val)].producer;
+      return p >= 0 && g.nodes[size_t(p)].op == emb && !g.nodes[size_t(p)].writes_existing &&
+                     single_use(g, u, val) == reader
+                 ? p
+                 : -1;
+    };
+    std::vector<int> looks, chain;
+    int inner = -1;
+    for (int side = 0; side < 2 && looks.empty(); ++side) {
+      const int a = n.inputs[size_t(side)], b = n.inputs[size_t(1 - side)];
+      const int lb = lookup(b, int(ni));
+      if (lb < 0) continue;
+      if (const int la = lookup(a, int(ni)); la >= 0) {
+        looks = {la, lb};
+        break;
+      }
+      const int p = g.values[size_t(a)].producer;
+      if (p < 0 || g.nodes[size_t(p)].op != add || g.nodes[size_t(p)].writes_existing ||
+          single_use(g, u, a) != int(ni))
+        continue;
+      const int l0 = lookup(g.nodes[size_t(p)].inputs[0], p),
+                l1 = lookup(g.nodes[size_t(p)].inputs[1], p);
+      if (l0 >= 0 && l1 >= 0) {
+        looks = {l0, l1, lb};
+        inner = p;
+      }
+    }
+    if (looks.empty()) continue;
+    auto refuse = [&](const std::string& why) {
+      g.rewrites.push_back(
+          fmt::format("add_norm: embeddings into add_layer_norm at node {} refused: {}", ni, why));
+    };
+    const Value& yv = g.values[size_t(n.outputs[0])];
+    std::string why;
+    if (!yv.device.is_cpu() || (yv.dtype != kFloat32 && yv.dtype != kFloat64))
+      why = fmt::format("{} on {} (the fused kernel is float32/float64 on the CPU)",
+                        dtype_name(yv.dtype), yv.device.str());
+    else if (AddNormAttrs::get<"axis">(n.attrs) != int64_t(yv.sizes.size()) - 1)
+      why = "the norm is not over the last dim";
+    for (int l : looks) {
+      const Node& e = g.nodes[size_t(l)];
+      if (!why.empty()) break;
+      if (g.values[size_t(e.inputs[0])].dtype != yv.dtype)
+        why = "a table's dtype is not the norm's";
+      for (int val : {e.inputs[0], e.inputs[1]})
+        if (why.empty() && written_between(u, g.values[size_t(val)].buffer, l, int(ni)))
+          why = "a table or its indices are written between the lookup and the norm";
+    }
+    if (!why.empty()) {
+      refuse(why);
+      continue;
+    }
+    Node f;
+    f.op = &OF_OP("embedding_layer_norm");
+    f.attrs = NormAttrs::make(AddNormAttrs::get<"axis">(n.attrs), AddNormAttrs::get<"eps">(n.attrs),
+                              AddNormAttrs::get<"has_weight">(n.attrs),
+                              AddNormAttrs::get<"has_bias">(n.attrs));
+    for (int l : looks) {
+      f.inputs.push_back(g.nodes[size_t(l)].inputs[0]);
+      f.inputs.push_back(g.nodes[size_t(l)].inputs[1]);
+      dead[size_t(l)] = true;
+    }
+    for (size_t k = 2 * looks.size(); k < 6; ++k) f.inputs.push_back(-1);
+    f.inputs.push_back(n.inputs[2]);
+    f.inputs.push_back(n.inputs.size() > 3 ? n.inputs[3] : -1);
+    f.outputs = {n.outputs[0], n.outputs[2], n.outputs[3]};
+    g.values[size_t(n.outputs[1])].producer = -1;  // the empty sum
+    if (inner >= 0) dead[size_t(inner)] = true;
+    g.rewrites.push_back(fmt::format(
+        "add_norm: {} embedding lookups{} + add_layer_norm at node {} -> embedding_layer_norm ({})",
+        looks.size(), inner >= 0 ? " + add" : "", ni, shape_str(yv.sizes)));
+    g.nodes[ni] = std::move(f);
+  }
+  return compact(std::move(g), dead);
+}
+}  // namespace
+
 Graph fuse_add_norm(const Graph& g0) {
   Graph g = g0;
   const Uses u = uses_of(g);
@@ -761,7 +858,7 @@ Graph fuse_add_norm(const Graph& g0) {
                                      write_sum ? ", the sum also written" : ""));
     g.nodes[ni] = std::move(f);
   }
-  return compact(std::move(g), dead);
+  return fuse_embedding_norm(compact(std::move(g), dead));
 }
 
 // ---------------------------------------------------------------- GEMM epilogues
