@@ -305,7 +305,7 @@ void bench_bert_train(ob::Table& t) {
   auto times = ob::interleaved_median_times({[&] { ob::keep(step(x, mask_add)); },
                                              [&] { ob::keep(plain(x, mask_add)); },
                                              [&] { ob::keep(fused(x, mask_add)); }},
-                                            2, 9, 4.0, 200);
+                                            2, 15, 8.0, 200);
   const std::string name = "BERT 4x256 h4 b8x128 Adam step";
   t.row({name + ": replay, attention fused vs not", ms(times[2]), ms(times[1]) + " (not fused)",
          x_of(times[1] / times[2]) + " faster", "> 1x", ob::verdict(times[1] > times[2])});
