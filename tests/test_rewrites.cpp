@@ -397,6 +397,69 @@ TEST_CASE("trace rewrite: attention in a training graph refuses what it must not
   CHECK(max_diff(g1, q64.grad()) <= 2e-6);
 }
 
+TEST_CASE("trace rewrite: the training attention ops and embedding_layer_norm check their inputs") {
+  const of::OpDef &fwd = of::find_op("fused_attention_forward"),
+                  &bwd = of::find_op("fused_attention_backward"),
+                  &emb = of::find_op("embedding_layer_norm");
+  auto call = [](const of::OpDef& op, of::TensorList in, of::Attrs a) {
+    return [=, &op] { (void)of::dispatch(op, in, a); };
+  };
+  const of::Tensor q = of::randn({2, 2, 3, 4}), kt = of::randn({2, 2, 4, 5}),
+                   v = of::randn({2, 2, 5, 6});
+  auto attrs = [](double p, int64_t kind) {
+    return of::Attrs{0.5, false, p, int64_t(1), int64_t(0), kind};
+  };
+  const of::TensorList o = of::dispatch(fwd, {q, kt, v, {}}, attrs(0, 0));
+  CHECK(o[0].sizes() == of::IntArrayRef(of::DimVector{4, 3, 6}));
+  CHECK(o[1].sizes() == of::IntArrayRef(of::DimVector{4, 3}));
+  CHECK(th::throws_with(call(fwd, {q, kt.transpose(-1, -2), v, {}}, attrs(0, 0)),
+                        {"[fused_attention_forward]", "(2, 2, 3, 4)", "(2, 2, 5, 4)"}));
+  CHECK(th::throws_with(call(fwd, {q, kt, v, of::zeros({3, 5})}, attrs(0, 1)),
+                        {"[fused_attention_forward]", "boolean mask", "bool"}));
+  CHECK(th::throws_with(call(fwd, {q, kt, v, {}}, attrs(1.0, 0)),
+                        {"[fused_attention_forward]", "dropout_p must be in [0, 1)"}));
+  CHECK(th::throws_with(call(fwd, {q, kt, v, {}}, attrs(0, 3)),
+                        {"[fused_attention_forward]", "mask_kind 3"}));
+  // the backward: grad_output as [B, L, Ev] or with q's batch dims; out and lse as made
+  const of::Tensor dout = of::randn({4, 3, 6});
+  const of::TensorList g = of::dispatch(bwd, {dout, q, kt, v, {}, o[0], o[1]}, attrs(0, 0));
+  CHECK(g[1].sizes() == of::IntArrayRef(of::DimVector{4, 4, 5}));
+  const of::TensorList g4 =
+      of::dispatch(bwd, {dout.view({2, 2, 3, 6}), q, kt, v, {}, o[0], o[1]}, attrs(0, 0));
+  for (int i = 0; i < 3; ++i) CHECK(th::same_bits(g[size_t(i)], g4[size_t(i)]));
+  CHECK(th::throws_with(call(bwd, {of::randn({4, 3, 5}), q, kt, v, {}, o[0], o[1]}, attrs(0, 0)),
+                        {"[fused_attention_backward]", "grad_output", "(4, 3, 6)"}));
+  CHECK(th::throws_with(call(bwd, {dout, q, kt, v, {}, o[0], of::randn({4, 2})}, attrs(0, 0)),
+                        {"[fused_attention_backward]", "logsumexp"}));
+  // embedding_layer_norm
+  const of::Tensor t0 = of::randn({5, 4}), t1 = of::randn({3, 4}), w = of::ones({4}),
+                   b = of::zeros({4});
+  const of::Tensor i0 = of::tensor(std::vector<int64_t>{0, 4, 2}, {3}),
+                   i1 = of::tensor(std::vector<int64_t>{1, 2}, {2, 1});
+  const of::Attrs ln{int64_t(2), 1e-5, true, true};
+  CHECK(of::dispatch(emb, {t0, i0, t1, i1, {}, {}, w, b}, ln)[0].sizes() ==
+        of::IntArrayRef(of::DimVector{2, 3, 4}));
+  CHECK(th::throws_with(call(emb, {t0, i0, of::randn({3, 5}), i1, {}, {}, w, b}, ln),
+                        {"[embedding_layer_norm]", "table 1", "(3, 5)"}));
+  CHECK(th::throws_with(call(emb, {t0, i0.to(of::kFloat32), t1, i1, {}, {}, w, b}, ln),
+                        {"[embedding_layer_norm]", "ids 0", "int64"}));
+  CHECK(th::throws_with(call(emb, {t0, i0, t1, of::tensor(std::vector<int64_t>{0, 1}, {2}), {},
+                                   {}, w, b},
+                             ln),
+                        {"[embedding_layer_norm]", "ids 1", "does not broadcast"}));
+  CHECK(th::throws_with(call(emb, {t0, i0, t1, of::full({2, 1}, 3, of::TensorOptions(of::kInt64)),
+                                   {}, {}, w, b},
+                             ln),
+                        {"[embedding_layer_norm]", "index 3", "table 1", "(3 rows)"}));
+  CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, t1, {}, w, b}, ln),
+                        {"[embedding_layer_norm]", "ids 2"}));
+  CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, {}, {}, w, b},
+                             of::Attrs{int64_t(1), 1e-5, true, true}),
+                        {"[embedding_layer_norm]", "last dim"}));
+  CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, {}, {}, of::ones({3}), b}, ln),
+                        {"[embedding_layer_norm]", "weight"}));
+}
+
 TEST_CASE("trace rewrite: fused_attention checks its operands") {
   const of::OpDef& op = of::find_op("fused_attention");
   auto call = [&](of::TensorList in, of::Attrs a) {

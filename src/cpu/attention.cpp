@@ -667,10 +667,12 @@ void attention_backward(const KernelArgs& k, bool k_is_kt, const char* op) {
   const AttnGeom g = attn_geom_of(q, kk, k_is_kt, v);
   const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   const BatchMats<char> mm = mask_mats(mask, lead);
-  const DimVector flat{g.B};  // dout and out [B, L, Ev]
+  const DimVector flat{g.B};  // out [B, L, Ev]; dout too, or with q's batch dims
+  const bool dout_flat = dout.dim() == 3;
   dispatch_f(q.dtype(), op, [&](auto z) {
     using T = decltype(z);
-    attn_backward<T>(g, k.attrs, batches, batch_mats<T>(dout, flat, false),
+    attn_backward<T>(g, k.attrs, batches,
+                     batch_mats<T>(dout, dout_flat ? IntArrayRef(flat) : lead, false),
                      batch_mats<T>(q, lead, false), batch_mats<T>(kk, lead, !k_is_kt),
                      batch_mats<T>(v, lead, false), mm, batch_mats<T>(o, flat, false),
                      lse_mats<T>(lse), mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]), k_is_kt,

@@ -241,7 +241,7 @@ void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
 // ================================================================ fused attention, training
 // NOTE [Fused attention, training]: fused_attention_forward(q, kt, v, mask) -> out [B, L, Ev],
 // lse [B, L] and fused_attention_backward(dout, q, kt, v, mask, out, lse) -> dq [B, L, E],
-// dkt [B, E, S], dv [B, S, Ev] are scaled_dot_product_attention and its backward (the same
+// dkt [B, E, S], dv [B, S, Ev] (dout [B, L, Ev] or with q's batch dims, any strides) are scaled_dot_product_attention and its backward (the same
 // attrs: scale, is_causal, dropout_p, seed, offset, mask_kind; the same kernels, NOTE
 // [Attention operands]) over the fused operands: the transposed key, the head split's strided
 // views, a mask broadcast in place. Outputs and gradients are contiguous with B flat, the
@@ -266,7 +266,13 @@ void fused_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const char* op = "fused_attention_backward";
   const AttnGeom g = fused_train_check(in[1], in[2], in[3], in[4], a, op);
   const Tensor& q = in[1];
-  check_saved(in[0], q, DimVector{g.B, g.L, g.Ev}, op, "grad_output");
+  // grad_output: [B, L, Ev], or with q's batch dims (a head view of the merged gradient)
+  DimVector dshape{g.B, g.L, g.Ev};
+  if (in[0].defined() && in[0].dim() == q.dim() && q.dim() != 3) {
+    dshape = q.sizes().dims();
+    dshape.back() = g.Ev;
+  }
+  check_saved(in[0], q, dshape, op, "grad_output");
   check_saved(in[5], q, DimVector{g.B, g.L, g.Ev}, op, "output");
   check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
   for (const DimVector& d : {DimVector{g.B, g.L, g.E}, DimVector{g.B, g.E, g.S},

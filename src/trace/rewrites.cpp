@@ -570,9 +570,10 @@ Graph fuse_attention(const Graph& g0) {
         nv.producer = producer;
         return g.add_value(std::move(nv));
       };
-      const Value& qv = g.values[size_t(q)];
-      const int64_t B = prod_of(lead_of(qv)), L = qv.sizes.end()[-2], E = qv.sizes.back(),
-                    S = g.values[size_t(kt)].sizes.back(), Ev = g.values[size_t(v)].sizes.back();
+      const DimVector qlead = lead_of(g.values[size_t(q)]);  // (values grow below)
+      const int64_t B = prod_of(qlead), L = g.values[size_t(q)].sizes.end()[-2],
+                    E = g.values[size_t(q)].sizes.back(), S = g.values[size_t(kt)].sizes.back(),
+                    Ev = g.values[size_t(v)].sizes.back();
       const int lse = fresh({B, L}, out_node);
       if (tb.dq < 0) tb.dq = fresh({B, L, E}, tb.pos);
       if (tb.dkt < 0) tb.dkt = fresh({B, E, S}, tb.pos);
@@ -589,10 +590,25 @@ Graph fuse_attention(const Graph& g0) {
       f.inputs = {q, kt, v, mask};
       f.outputs = {out, lse};
       f.rng = rng;
+      // the output's gradient where the head split left it (a strided view of the merged
+      // gradient) instead of its copy, when nothing writes it up to the backward
+      int dout = tb.dout;
+      {
+        DimVector want = qlead;
+        want.push_back(L);
+        want.push_back(Ev);
+        const OperandChain c = operand_chain(g, tb.dout);
+        for (size_t i = c.vals.size(); i-- > 1;)
+          if (g.values[size_t(c.vals[i])].sizes == want &&
+              !written_between(u, g.values[size_t(c.vals[i])].buffer, c.nodes[i - 1], tb.pos)) {
+            dout = c.vals[i];
+            break;
+          }
+      }
       Node b;
       b.op = &OF_OP("fused_attention_backward");
       b.attrs = attrs;
-      b.inputs = {tb.dout, q, kt, v, mask, out, lse};
+      b.inputs = {dout, q, kt, v, mask, out, lse};
       b.outputs = {tb.dq, tb.dkt, tb.dv};
       b.rng = rng;
       for (int k : chain) dead[size_t(k)] = true;
