@@ -293,7 +293,7 @@ TEST_CASE("trace rewrite: attention fuses a training step's chain and its backwa
   }
 }
 
-TEST_CASE("trace rewrite: a training step with fused attention saves, loads and replays bitwise") {
+TEST_CASE("trace rewrite: a training step with fused attention and dropout saves, loads and replays bitwise") {
   const ser::TmpDir tmp;
   SelfAttn attn(16, 4, of::kFloat32);
   std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv};
@@ -309,7 +309,7 @@ TEST_CASE("trace rewrite: a training step with fused attention saves, loads and 
   const of::Tensor mask = padding_mask(2, 6, of::kFloat32);
   auto step = of::jit::trace([&](const of::Tensor& x, const of::Tensor& m) {
     opt.zero_grad();
-    of::Tensor loss = attn(x, m).square().mean();
+    of::Tensor loss = attn(x, m, 0.1).square().mean();  // (dropout: the saved generator state)
     loss.backward();
     opt.step();
     return loss;
@@ -319,6 +319,7 @@ TEST_CASE("trace rewrite: a training step with fused attention saves, loads and 
   for (int i = 0; i < 6; ++i) xs.push_back(of::randn({2, 6, 16}));
   for (int i = 0; i < 3; ++i) step(xs[size_t(i)], mask);
   REQUIRE(step.graph().find("fused_attention_backward") != std::string::npos);
+  REQUIRE(step.graph().find("dropout_p=0.1") != std::string::npos);
   const std::string path = tmp.path + "/attn.oftrace";
   of::jit::save(step, path, names);
   of::jit::LoadedGraph loaded = of::jit::load(path);
