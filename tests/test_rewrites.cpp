@@ -330,6 +330,94 @@ TEST_CASE("trace rewrite: a training step with fused attention and dropout saves
   for (size_t i = 0; i < params.size(); ++i) CHECK(th::same_bits(loaded.state(nm[i]), params[i]->detach()));
 }
 
+// Every combination the training rewrite meets: 3-D operands or 4-D head views, a scale by mul,
+// by div or none, no mask, a broadcast or a full additive mask, dropout or not, and gradients
+// for any subset of q, k, v: the replay (fused where the rewrite fires) against the unfused
+// replay of the same step, under the same generator state.
+TEST_CASE("trace rewrite: attention in training graphs in every form against the unfused replay") {
+  int fused_count = 0, cases = 0;
+  for (int four_d = 0; four_d < 2; ++four_d)
+    for (int scale_kind = 0; scale_kind < 3; ++scale_kind)
+      for (int mask_kind = 0; mask_kind < 3; ++mask_kind)
+        for (double drop : {0.0, 0.3})
+          for (int needs = 1; needs < 8; ++needs) {
+            CAPTURE(four_d);
+            CAPTURE(scale_kind);
+            CAPTURE(mask_kind);
+            CAPTURE(drop);
+            CAPTURE(needs);
+            of::manual_seed(uint64_t(11 + needs));
+            const of::DimVector lead = four_d ? of::DimVector{2, 3} : of::DimVector{4};
+            auto shape = [&](int64_t r, int64_t c) {
+              of::DimVector d = lead;
+              d.push_back(r);
+              d.push_back(c);
+              return d;
+            };
+            std::vector<of::Tensor> qkv = {of::randn(shape(5, 4)), of::randn(shape(7, 4)),
+                                           of::randn(shape(7, 3))};
+            for (int i = 0; i < 3; ++i)
+              if ((needs >> i) & 1) qkv[size_t(i)].set_requires_grad(true);
+            of::DimVector ms = shape(5, 7);
+            if (mask_kind == 1) {  // broadcast over the heads / query rows
+              for (size_t d = 1; d + 1 < ms.size(); ++d) ms[d] = 1;
+            }
+            const of::Tensor mask = of::rand(ms) * -3.0;
+            const of::Tensor wout = of::randn(shape(5, 3));
+            auto fn = [&](const of::Tensor& q) {
+              of::Tensor s = of::matmul(q, qkv[1].transpose(-1, -2));
+              if (scale_kind == 1) s = s * 0.4;
+              if (scale_kind == 2) s = s / 3.0;
+              if (mask_kind > 0) s = s + mask;
+              of::Tensor p = s.softmax(-1);
+              if (drop > 0)
+                p = of::nn::functional::dropout(
+                    p, of::nn::functional::DropoutFuncOptions().p(drop).training(true));
+              of::Tensor o = of::matmul(p, qkv[2]);
+              (o * wout).sum().backward();
+              return o.detach();
+            };
+            auto fused = of::jit::trace(fn);
+            auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
+            auto grads = [&] {
+              std::vector<of::Tensor> g;
+              for (of::Tensor& t : qkv) {
+                g.push_back(t.grad().defined() ? t.grad().clone() : of::Tensor());
+                if (t.requires_grad()) t.mutable_grad() = of::Tensor();
+              }
+              return g;
+            };
+            for (int call = 0; call < 3; ++call) {
+              of::manual_seed(uint64_t(50 + call));
+              const of::Tensor a = fused(qkv[0]);
+              const std::vector<of::Tensor> ga = grads();
+              of::manual_seed(uint64_t(50 + call));
+              const of::Tensor b = plain(qkv[0]);
+              const std::vector<of::Tensor> gb = grads();
+              CHECK(max_diff(a, b) <= 2e-6);
+              for (size_t i = 0; i < 3; ++i) {
+                CAPTURE(i);
+                REQUIRE(ga[i].defined() == gb[i].defined());
+                if (ga[i].defined()) CHECK(max_diff(ga[i], gb[i]) <= 1e-5);
+              }
+            }
+            const std::string gf = fused.graph();
+            const bool fused_here = gf.find("fused_attention_backward") != std::string::npos;
+            fused_count += fused_here;
+            ++cases;
+            // fused, except (refused, saying why): only v needs a gradient (no softmax
+            // backward: the probabilities are kept for dV alone); 4-D operands whose key
+            // transpose the trace folded to 3-D [6, 4, 7] with a 4-D mask (the mask's batch
+            // dims are not the operands', as in inference graphs)
+            const bool refused_4d = four_d && mask_kind > 0;
+            CHECK(fused_here == (needs != 4 && !refused_4d));
+            if (!fused_here) CHECK(has_line(fused.stats().rewrites, "refused"));
+            if (refused_4d && needs != 4)
+              CHECK(has_line(fused.stats().rewrites, "are not batched as the query (6, 5, 4)"));
+          }
+  MESSAGE("training attention forms: " << fused_count << " of " << cases << " fused");
+}
+
 TEST_CASE("trace rewrite: attention in a training graph refuses what it must not fuse, saying why") {
   of::manual_seed(9);
   const of::Tensor k = of::randn({2, 5, 8}), v = of::randn({2, 5, 3});
