@@ -236,8 +236,10 @@ OF_ATTN_TARGET float exp_row_f32(float* s, int64_t n, double& l) {
 // values mcs apart, or none), then exp_row_f32 (max over the values that are not NaN, exp, sum
 // in float lanes); returns 1 / sum, by which the caller scales the row's output (P V, Ev
 // values) instead of P (S values). A row with nothing to attend to (max -inf) is zeroed and
-// returns NaN: its output row is NaN, as the softmax gives.
-OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64_t mcs) {
+// returns NaN: its output row is NaN, as the softmax gives. `lse` (unless null) receives the
+// row's log-sum-exp (-inf for such a row), as the training forward saves it.
+OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64_t mcs,
+                                     float* lse) {
   if (mk) {
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 t = tail_mask16(n - j);
@@ -253,7 +255,9 @@ OF_ATTN_TARGET float softmax_row_f32(float* s, int64_t n, const float* mk, int64
     }
   }
   double l = 0;
-  return exp_row_f32(s, n, l) == -INFINITY ? NAN : float(1.0 / l);
+  const float m = exp_row_f32(s, n, l);
+  if (lse) *lse = m == -INFINITY ? -INFINITY : float(double(m) + std::log(l));
+  return m == -INFINITY ? NAN : float(1.0 / l);
 }
 
 // exp_shift on 16 lanes (float32).
@@ -357,6 +361,65 @@ int64_t bstride(const Tensor& t, int64_t d) {
   return t.dim() < d || t.size(-d) == 1 ? 0 : t.stride(-d);
 }
 
+// NOTE [Attention operands]: the attention kernels read each operand as a batch of matrices
+// (BatchMats: an offset per batch, row and column strides), so one forward and one backward
+// serve scaled_dot_product_attention (contiguous q, k, v of [B, L, E] etc.; its k read as the
+// transposed key k^T) and the trace's training rewrite (fused_attention_forward/_backward:
+// q, k^T and v as the head split left them, the mask broadcast in place). A block operand
+// that BLAS cannot read as it lies is copied per task (gemm_operand).
+template <class T> BatchMats<T> batch_mats(const Tensor& t, IntArrayRef lead, bool transposed) {
+  BatchMats<T> m{static_cast<const T*>(t.impl()->storage->data), lead_offsets(t, lead),
+                 bstride(t, 2), bstride(t, 1)};
+  if (transposed) std::swap(m.rs, m.cs);
+  return m;
+}
+BatchMats<char> mask_mats(const Tensor& mask, IntArrayRef lead) {
+  if (!mask.defined()) return {};
+  BatchMats<char> m{static_cast<const char*>(mask.impl()->storage->data), lead_offsets(mask, lead),
+                    bstride(mask, 2), bstride(mask, 1)};
+  return m;
+}
+
+#ifdef OF_ATTN_AVX512
+// NOTE [Attention softmax, float32]: the forward in float32 on AVX-512, without dropout,
+// causality or a boolean mask: per task a block of query rows, the scores' rows as the float32
+// GEMM reads its A in place (no copy before P V), the softmax on 16 lanes, 1 / sum applied to
+// the output rows. Output batch b's rows go to [b / H, :, b % H, :] of an [B / H, L, H, Ev]
+// output (NOTE [Merged heads]; H = 1: [B, L, Ev]); plse (unless null) gets each row's
+// log-sum-exp. The mask (base null: none) is additive, of q's dtype.
+void fused_forward_f32(const AttnGeom& g, double scale, int64_t H, const BatchMats<float>& q,
+                       const BatchMats<float>& kt, const BatchMats<float>& v,
+                       const BatchMats<char>& mask, float* po, float* plse) {
+  const AttnBlocks blk = attn_blocks(g);
+  const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+  const int64_t lds = std::max(cpu::gemm_f32_inplace_lda(g.S), g.S);
+  const float* pm = reinterpret_cast<const float*>(mask.base);
+  cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
+  parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> sc, inv, qs, ks, vs;
+    if (sc.size() < size_t(blk.rows * lds)) sc.resize(size_t(blk.rows * lds));
+    if (inv.size() < size_t(blk.rows)) inv.resize(size_t(blk.rows));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
+      const int64_t R = std::min(blk.rows, g.L - i0);
+      const int64_t ldo = H * g.Ev;
+      float* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
+      const auto a = gemm_operand(q.at(b) + i0 * q.rs, R, g.E, q.rs, q.cs, qs);
+      const auto bt = gemm_operand(kt.at(b), g.E, g.S, kt.rs, kt.cs, ks);
+      cpu::gemm_f32(R, g.S, g.E, a.p, a.trans, a.ld, bt.p, bt.trans, bt.ld, float(scale), 0.f,
+                    sc.data(), lds);
+      for (int64_t r = 0; r < R; ++r)
+        inv[size_t(r)] = softmax_row_f32(
+            sc.data() + r * lds, g.S, pm ? pm + mask.off[size_t(b)] + (i0 + r) * mask.rs : nullptr,
+            mask.cs, plse ? plse + b * g.L + i0 + r : nullptr);
+      const auto bv = gemm_operand(v.at(b), g.S, g.Ev, v.rs, v.cs, vs);
+      cpu::gemm_f32(R, g.Ev, g.S, sc.data(), false, lds, bv.p, bv.trans, bv.ld, 1.f, 0.f, o, ldo);
+      scale_rows_f32(o, R, g.Ev, ldo, inv.data());
+    }
+  });
+}
+#endif
+
 }  // namespace
 
 // NOTE [Fused attention]: the trace's attention pass (trace/passes.cpp) replaces
@@ -395,35 +458,9 @@ void fused_attention(const KernelArgs& k) {
 #ifdef OF_ATTN_AVX512
     if constexpr (std::is_same_v<T, float>) {
       if (cpu::gemm_f32_supported() && g.S > 0 && g.E > 0 && g.Ev > 0) {
-        // NOTE [Attention softmax, float32]: the scores' rows as the float32 GEMM reads its A
-        // in place (no copy before P V), the softmax on 16 lanes, 1 / sum applied to the output
-        const int64_t lds = std::max(cpu::gemm_f32_inplace_lda(g.S), g.S);
-        parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
-          thread_local std::vector<float> sc, inv, qs, ks, vs;
-          if (sc.size() < size_t(blk.rows * lds)) sc.resize(size_t(blk.rows * lds));
-          if (inv.size() < size_t(blk.rows)) inv.resize(size_t(blk.rows));
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
-            const int64_t R = std::min(blk.rows, g.L - i0);
-            const int64_t ldo = H * g.Ev;
-            float* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
-            const auto a = gemm_operand(pq + oq[size_t(b)] + i0 * q.stride(-2), R, g.E,
-                                        q.stride(-2), q.stride(-1), qs);
-            const auto bt =
-                gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
-            cpu::gemm_f32(R, g.S, g.E, a.p, a.trans, a.ld, bt.p, bt.trans, bt.ld, float(scale), 0.f,
-                          sc.data(), lds);
-            for (int64_t r = 0; r < R; ++r)
-              inv[size_t(r)] =
-                  softmax_row_f32(sc.data() + r * lds, g.S,
-                                  masked ? pm + om[size_t(b)] + (i0 + r) * mrs : nullptr, mcs);
-            const auto bv =
-                gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
-            cpu::gemm_f32(R, g.Ev, g.S, sc.data(), false, lds, bv.p, bv.trans, bv.ld, 1.f, 0.f, o,
-                          ldo);
-            scale_rows_f32(o, R, g.Ev, ldo, inv.data());
-          }
-        });
+        fused_forward_f32(g, scale, H, batch_mats<float>(q, lead, false),
+                          batch_mats<float>(kt, lead, false), batch_mats<float>(v, lead, false),
+                          masked ? mask_mats(mask, lead) : BatchMats<char>{}, po, nullptr);
         return;
       }
     }
@@ -472,25 +509,6 @@ void fused_attention(const KernelArgs& k) {
 }
 
 namespace {
-
-// NOTE [Attention operands]: the attention kernels read each operand as a batch of matrices
-// (BatchMats: an offset per batch, row and column strides), so one forward and one backward
-// serve scaled_dot_product_attention (contiguous q, k, v of [B, L, E] etc.; its k read as the
-// transposed key k^T) and the trace's training rewrite (fused_attention_forward/_backward:
-// q, k^T and v as the head split left them, the mask broadcast in place). A block operand
-// that BLAS cannot read as it lies is copied per task (gemm_operand).
-template <class T> BatchMats<T> batch_mats(const Tensor& t, IntArrayRef lead, bool transposed) {
-  BatchMats<T> m{static_cast<const T*>(t.impl()->storage->data), lead_offsets(t, lead),
-                 bstride(t, 2), bstride(t, 1)};
-  if (transposed) std::swap(m.rs, m.cs);
-  return m;
-}
-BatchMats<char> mask_mats(const Tensor& mask, IntArrayRef lead) {
-  if (!mask.defined()) return {};
-  BatchMats<char> m{static_cast<const char*>(mask.impl()->storage->data), lead_offsets(mask, lead),
-                    bstride(mask, 2), bstride(mask, 1)};
-  return m;
-}
 
 // The forward: o [B, L, Ev] and lse [B, L], contiguous.
 template <class T>
@@ -654,6 +672,18 @@ void attention_forward(const KernelArgs& k, bool k_is_kt, const char* op) {
   const BatchMats<char> mm = mask_mats(mask, lead);
   dispatch_f(q.dtype(), op, [&](auto z) {
     using T = decltype(z);
+#ifdef OF_ATTN_AVX512
+    if constexpr (std::is_same_v<T, float>) {  // (fused_attention's float32 forward, with lse)
+      if (cpu::gemm_f32_supported() && g.S > 0 && g.E > 0 && g.Ev > 0 &&
+          SdpaAttrs::get<"dropout_p">(k.attrs) == 0.0 && !SdpaAttrs::get<"is_causal">(k.attrs) &&
+          SdpaAttrs::get<"mask_kind">(k.attrs) != 1) {
+        fused_forward_f32(g, SdpaAttrs::get<"scale">(k.attrs), 1, batch_mats<float>(q, lead, false),
+                          batch_mats<float>(kk, lead, !k_is_kt), batch_mats<float>(v, lead, false),
+                          mm, mptr<float>(k.outputs[0]), mptr<float>(k.outputs[1]));
+        return;
+      }
+    }
+#endif
     attn_forward<T>(g, k.attrs, batches, batch_mats<T>(q, lead, false),
                     batch_mats<T>(kk, lead, !k_is_kt), batch_mats<T>(v, lead, false), mm,
                     mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]));
