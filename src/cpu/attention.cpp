@@ -578,7 +578,13 @@ void attn_backward(const AttnGeom& g, const Attrs& attrs, const std::vector<int6
   cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
   parallel_for(0, g.B, grain_for(work), [&](int64_t b0, int64_t b1) {
     AttnRows ar(g, attrs, batches, mask);
-    std::vector<T> ps(size_t(blk.rows * g.S)), ds(size_t(blk.rows * g.S)), qs, dos, ks, vs;
+    // dS's rows as the float32 GEMM reads its A in place (dQ = dS K without a copy)
+    int64_t ld = g.S;
+#ifdef OF_ATTN_AVX512
+    if constexpr (std::is_same_v<T, float>)
+      if (cpu::gemm_f32_supported()) ld = std::max(cpu::gemm_f32_inplace_lda(g.S), g.S);
+#endif
+    std::vector<T> ps(size_t(blk.rows * ld)), ds(size_t(blk.rows * ld)), qs, dos, ks, vs;
     for (int64_t b = b0; b < b1; ++b) {
       T* dk = pdk + b * g.S * g.E;
       T* dv = pdv + b * g.S * g.Ev;
@@ -598,15 +604,15 @@ void attn_backward(const AttnGeom& g, const Attrs& attrs, const std::vector<int6
         if (g.E == 0) std::fill(ps.begin(), ps.end(), T(0));
         else
           attn_gemm(aq.trans, bk.trans, R, g.S, g.E, T(ar.scale), aq.p, aq.ld, bk.p, bk.ld, T(0),
-                    ps.data(), g.S);
+                    ps.data(), ld);
         if (g.Ev == 0) std::fill(ds.begin(), ds.end(), T(0));
         else
           attn_gemm(ado.trans, !bv.trans, R, g.S, g.Ev, T(1), ado.p, ado.ld, bv.p, bv.ld, T(0),
-                    ds.data(), g.S);
+                    ds.data(), ld);
         for (int64_t r = 0; r < R; ++r) {
           const int64_t i = i0 + r;
-          T* p = ps.data() + r * g.S;
-          T* d = ds.data() + r * g.S;
+          T* p = ps.data() + r * ld;
+          T* d = ds.data() + r * ld;
           const T li = lse.at(b)[i * lse.cs];
           if (!std::isfinite(double(li))) {  // an empty row: no gradient flows through it
             std::fill(p, p + g.S, T(0));
@@ -630,16 +636,16 @@ void attn_backward(const AttnGeom& g, const Attrs& attrs, const std::vector<int6
         }
         // dV += (P z)^T dO, dQ = dS K, dK += dS^T Q (dK^T += Q^T dS)
         if (g.Ev > 0)
-          attn_gemm(true, ado.trans, g.S, g.Ev, R, T(1), ps.data(), g.S, ado.p, ado.ld, T(1), dv,
+          attn_gemm(true, ado.trans, g.S, g.Ev, R, T(1), ps.data(), ld, ado.p, ado.ld, T(1), dv,
                     g.Ev);
         if (g.E > 0) {
-          attn_gemm(false, !bk.trans, R, g.E, g.S, T(1), ds.data(), g.S, bk.p, bk.ld, T(0),
+          attn_gemm(false, !bk.trans, R, g.E, g.S, T(1), ds.data(), ld, bk.p, bk.ld, T(0),
                     pdq + (b * g.L + i0) * g.E, g.E);
           if (dk_t)
-            attn_gemm(!aq.trans, false, g.E, g.S, R, T(1), aq.p, aq.ld, ds.data(), g.S, T(1), dk,
+            attn_gemm(!aq.trans, false, g.E, g.S, R, T(1), aq.p, aq.ld, ds.data(), ld, T(1), dk,
                       g.S);
           else
-            attn_gemm(true, aq.trans, g.S, g.E, R, T(1), ds.data(), g.S, aq.p, aq.ld, T(1), dk,
+            attn_gemm(true, aq.trans, g.S, g.E, R, T(1), ds.data(), ld, aq.p, aq.ld, T(1), dk,
                       g.E);
         }
       }
