@@ -280,13 +280,16 @@ TEST_CASE(
     std::filesystem::remove(base + ".2h");
     std::filesystem::remove(base + ".1h");
     std::string two, one;
-    CHECK(run(hosts.mpirun(example, fmt::format("200 '' {} --final {}.2h", mode, base), 120),
-              &two) == 0);
+    // (each run's output logged before its exit status is checked: a crash shows its site)
+    const int rc_two =
+        run(hosts.mpirun(example, fmt::format("200 '' {} --final {}.2h", mode, base), 120), &two);
     INFO(two);
+    CHECK(rc_two == 0);
     CHECK(two.find("over 4 rank(s)") != std::string::npos);
-    CHECK(run(one_host_mpirun(example, fmt::format("200 '' {} --final {}.1h", mode, base), 120),
-              &one) == 0);
+    const int rc_one =
+        run(one_host_mpirun(example, fmt::format("200 '' {} --final {}.1h", mode, base), 120), &one);
     INFO(one);
+    CHECK(rc_one == 0);
     check_same_bits(base + ".2h", base + ".1h");
   }
 }
