@@ -31,6 +31,20 @@ bool has_line(const std::vector<std::string>& lines, const std::string& needle) 
 double max_diff(const of::Tensor& a, const of::Tensor& b) {
   return (a.to(of::kFloat64) - b.to(of::kFloat64)).abs().max().item<double>();
 }
+// Dropout in training mode (on attention's probabilities, as Hugging Face's BERT in training).
+of::Tensor train_dropout(const of::Tensor& p, double rate) {
+  return of::nn::functional::dropout(
+      p, of::nn::functional::DropoutFuncOptions().p(rate).training(true));
+}
+// The .grad of each tensor (undefined where none), taken away: the next call starts from none.
+std::vector<of::Tensor> take_grads(const std::vector<of::Tensor*>& ts) {
+  std::vector<of::Tensor> g;
+  for (of::Tensor* t : ts) {
+    g.push_back(t->grad().defined() ? t->grad().clone() : of::Tensor());
+    if (t->requires_grad()) t->mutable_grad() = of::Tensor();
+  }
+  return g;
+}
 
 // BERT's self-attention as examples/bert.h writes it: x [B, S, H] -> [B, S, H], `heads` heads,
 // an additive mask [B, 1, 1, S].
@@ -61,9 +75,7 @@ struct SelfAttn {
     const of::Tensor scores =
         of::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(d))) + mask_add;
     of::Tensor p = scores.softmax(-1);
-    if (dropout > 0)
-      p = of::nn::functional::dropout(
-          p, of::nn::functional::DropoutFuncOptions().p(dropout).training(true));
+    if (dropout > 0) p = train_dropout(p, dropout);
     return of::matmul(p, v).transpose(1, 2).reshape({b, s, h});
   }
 };
@@ -245,14 +257,7 @@ TEST_CASE("trace rewrite: attention fuses a training step's chain and its backwa
     };
     auto fused = of::jit::trace(fn);
     auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
-    auto grads = [&] {
-      std::vector<of::Tensor> g;
-      for (of::Tensor* w : params) {
-        g.push_back(w->grad().clone());
-        w->mutable_grad() = of::Tensor();
-      }
-      return g;
-    };
+    auto grads = [&] { return take_grads(params); };
     for (int call = 0; call < 3; ++call) {
       const of::Tensor x = of::randn({2, 6, 16}, dt);
       // (each side draws the same dropout elements: the generator set alike before each)
@@ -370,23 +375,14 @@ TEST_CASE("trace rewrite: attention in training graphs in every form against the
               if (scale_kind == 2) s = s / 3.0;
               if (mask_kind > 0) s = s + mask;
               of::Tensor p = s.softmax(-1);
-              if (drop > 0)
-                p = of::nn::functional::dropout(
-                    p, of::nn::functional::DropoutFuncOptions().p(drop).training(true));
+              if (drop > 0) p = train_dropout(p, drop);
               of::Tensor o = of::matmul(p, qkv[2]);
               (o * wout).sum().backward();
               return o.detach();
             };
             auto fused = of::jit::trace(fn);
             auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
-            auto grads = [&] {
-              std::vector<of::Tensor> g;
-              for (of::Tensor& t : qkv) {
-                g.push_back(t.grad().defined() ? t.grad().clone() : of::Tensor());
-                if (t.requires_grad()) t.mutable_grad() = of::Tensor();
-              }
-              return g;
-            };
+            auto grads = [&] { return take_grads({&qkv[0], &qkv[1], &qkv[2]}); };
             for (int call = 0; call < 3; ++call) {
               of::manual_seed(uint64_t(50 + call));
               const of::Tensor a = fused(qkv[0]);
@@ -458,9 +454,7 @@ TEST_CASE("trace rewrite: attention in a training graph refuses what it must not
   CHECK(has_line(extra.stats().rewrites, "refused: training graph"));
   // a dropout on the probabilities outside a training graph: the inference kernel has none
   const Fn dropped = [](const std::vector<of::Tensor>& in) {
-    const of::Tensor p = of::nn::functional::dropout(
-        of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1),
-        of::nn::functional::DropoutFuncOptions().p(0.1).training(true));
+    const of::Tensor p = train_dropout(of::matmul(in[0], in[1].transpose(1, 2)).softmax(-1), 0.1);
     return std::vector<of::Tensor>{of::matmul(p, in[2])};
   };
   const of::trace::Graph gd = of::trace::fuse_attention(recorded(dropped, {q.detach(), k, v}));

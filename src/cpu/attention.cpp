@@ -350,11 +350,6 @@ void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   }
   cpu::gemm_raw(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-template <class T>
-void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T* c, int64_t ldc) {
-  attn_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
-}
 
 // The stride of dim d (from the end, 1 or 2) of t as it broadcasts (0: size 1 or missing).
 int64_t bstride(const Tensor& t, int64_t d) {
@@ -373,11 +368,9 @@ template <class T> BatchMats<T> batch_mats(const Tensor& t, IntArrayRef lead, bo
   if (transposed) std::swap(m.rs, m.cs);
   return m;
 }
+// The mask's (bool or of q's dtype, offsets in its elements; base null: no mask).
 BatchMats<char> mask_mats(const Tensor& mask, IntArrayRef lead) {
-  if (!mask.defined()) return {};
-  BatchMats<char> m{static_cast<const char*>(mask.impl()->storage->data), lead_offsets(mask, lead),
-                    bstride(mask, 2), bstride(mask, 1)};
-  return m;
+  return mask.defined() ? batch_mats<char>(mask, lead, false) : BatchMats<char>{};
 }
 
 #ifdef OF_ATTN_AVX512
@@ -422,105 +415,21 @@ void fused_forward_f32(const AttnGeom& g, double scale, int64_t H, const BatchMa
 
 }  // namespace
 
-// NOTE [Fused attention]: the trace's attention pass (trace/passes.cpp) replaces
-// matmul(q, kt) * scale + mask -> softmax(-1) -> matmul(., v) of an inference graph by one
-// fused_attention node reading q, kt and v where the head split left them (strided views of
-// the projections' outputs: no copies) and the additive mask broadcast in place. Per task, a
-// batch matrix and a block of query rows (NOTE [CPU attention blocks]): one GEMM for the scores
-// (scale as its alpha), the mask, the row softmax as the attention kernel takes it, one GEMM
-// into the output rows. The scores never leave the block.
-void fused_attention(const KernelArgs& k) {
-  const Tensor &q = k.inputs[0], &kt = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
-  const IntArrayRef lead = q.sizes().slice(0, size_t(q.dim() - 2));
-  int64_t B = 1;
-  for (int64_t s : lead) B *= s;
-  const AttnGeom g{B, q.size(-2), kt.size(-1), q.size(-1), v.size(-1)};
-  const AttnBlocks blk = attn_blocks(g);
-  const double scale = FusedAttnAttrs::get<"scale">(k.attrs);
-  const bool masked = FusedAttnAttrs::get<"mask_kind">(k.attrs) == 2;
-  // NOTE [Merged heads]: batch b's rows go to [b / H, :, b % H, :] of an [B / H, L, H, Ev] output
-  // (H = 1: [B, L, Ev]), a row H * Ev apart
-  const int64_t H =
-      FusedAttnAttrs::has<"heads">(k.attrs) ? FusedAttnAttrs::get<"heads">(k.attrs) : 1;
-  const std::vector<int64_t> oq = lead_offsets(q, lead), ok = lead_offsets(kt, lead),
-                             ov = lead_offsets(v, lead),
-                             om = masked ? lead_offsets(mask, lead) : std::vector<int64_t>{};
-  const int64_t mrs = masked ? bstride(mask, 2) : 0, mcs = masked ? bstride(mask, 1) : 0;
-  dispatch_f(q.dtype(), "fused_attention", [&](auto z) {
-    using T = decltype(z);
-    const T* pq = static_cast<const T*>(q.impl()->storage->data);
-    const T* pk = static_cast<const T*>(kt.impl()->storage->data);
-    const T* pv = static_cast<const T*>(v.impl()->storage->data);
-    const T* pm = masked ? static_cast<const T*>(mask.impl()->storage->data) : nullptr;
-    T* po = mptr<T>(k.outputs[0]);
-    const int64_t work = blk.rows * g.S * (g.E + g.Ev);
-    cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
-#ifdef OF_ATTN_AVX512
-    if constexpr (std::is_same_v<T, float>) {
-      if (cpu::gemm_f32_supported() && g.S > 0 && g.E > 0 && g.Ev > 0) {
-        fused_forward_f32(g, scale, H, batch_mats<float>(q, lead, false),
-                          batch_mats<float>(kt, lead, false), batch_mats<float>(v, lead, false),
-                          masked ? mask_mats(mask, lead) : BatchMats<char>{}, po, nullptr);
-        return;
-      }
-    }
-#endif
-    parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
-      std::vector<T> sc(size_t(blk.rows * g.S)), qs, ks, vs;
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
-        const int64_t R = std::min(blk.rows, g.L - i0);
-        const int64_t ldo = H * g.Ev;
-        T* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
-        if (g.S == 0) {  // no keys: every row attends to nothing (NaN, as the softmax gives)
-          for (int64_t r = 0; r < R; ++r) std::fill(o + r * ldo, o + r * ldo + g.Ev, T(NAN));
-          continue;
-        }
-        if (g.E == 0) {
-          std::fill(sc.begin(), sc.end(), T(0));
-        } else {
-          const auto a = gemm_operand(pq + oq[size_t(b)] + i0 * q.stride(-2), R, g.E, q.stride(-2),
-                                      q.stride(-1), qs);
-          const auto bt =
-              gemm_operand(pk + ok[size_t(b)], g.E, g.S, kt.stride(-2), kt.stride(-1), ks);
-          block_gemm(a.trans, bt.trans, R, g.S, g.E, T(scale), a.p, a.ld, bt.p, bt.ld, sc.data(),
-                     g.S);
-        }
-        for (int64_t r = 0; r < R; ++r) {
-          T* s = sc.data() + r * g.S;
-          if (masked) {
-            const T* m = pm + om[size_t(b)] + (i0 + r) * mrs;
-            for (int64_t j = 0; j < g.S; ++j) s[j] += m[j * mcs];
-          }
-          double l = 0;
-          if (exp_row(s, g.S, l) == T(-INFINITY)) {
-            std::fill(s, s + g.S, T(NAN));
-            continue;
-          }
-          const T inv = T(1.0 / l);
-          for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
-        }
-        if (g.Ev == 0) continue;
-        const auto bv = gemm_operand(pv + ov[size_t(b)], g.S, g.Ev, v.stride(-2), v.stride(-1), vs);
-        block_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, o, ldo);
-      }
-    });
-  });
-}
-
 namespace {
 
-// The forward: o [B, L, Ev] and lse [B, L], contiguous.
+// The forward: o (heads H as fused_forward_f32 writes them) and lse [B, L] (plse null: none).
 template <class T>
 void attn_forward(const AttnGeom& g, const Attrs& attrs, const std::vector<int64_t>& batches,
                   const BatchMats<T>& q, const BatchMats<T>& kt, const BatchMats<T>& v,
-                  const BatchMats<char>& mask, T* po, T* plse) {
+                  const BatchMats<char>& mask, int64_t H, T* po, T* plse) {
   const AttnBlocks blk = attn_blocks(g);
   const int64_t work = blk.rows * g.S * (g.E + g.Ev);
+  const int64_t ldo = H * g.Ev;
   cpu::SerialBlas serial;  // the tasks' GEMMs run on the pool's threads
   parallel_for(0, g.B * blk.count, grain_for(work), [&](int64_t t0, int64_t t1) {
     AttnRows ar(g, attrs, batches, mask);
     std::vector<T> sc(size_t(blk.rows * g.S)), qs, ks, vs;
+    std::vector<char> empty(size_t(blk.rows));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / blk.count, i0 = (t % blk.count) * blk.rows;
       const int64_t R = std::min(blk.rows, g.L - i0);
@@ -538,11 +447,9 @@ void attn_forward(const AttnGeom& g, const Attrs& attrs, const std::vector<int64
         ar.apply_mask(s, b, i);
         double l = 0;
         const T m = exp_row(s, g.S, l);
-        if (m == T(-INFINITY)) {  // nothing to attend to: a NaN row (below), lse -inf
-          plse[b * g.L + i] = T(-INFINITY);
-          continue;
-        }
-        plse[b * g.L + i] = T(double(m) + std::log(l));
+        empty[size_t(r)] = m == T(-INFINITY);
+        if (plse) plse[b * g.L + i] = empty[size_t(r)] ? T(-INFINITY) : T(double(m) + std::log(l));
+        if (empty[size_t(r)]) continue;  // nothing to attend to: a NaN row (below)
         const T inv = T(1.0 / l);
         if (ar.dropout) {
           ar.draw_row(b, i);
@@ -551,16 +458,13 @@ void attn_forward(const AttnGeom& g, const Attrs& attrs, const std::vector<int64
           for (int64_t j = 0; j < g.S; ++j) s[j] *= inv;
         }
       }
-      T* o = po + (b * g.L + i0) * g.Ev;
-      if (g.S == 0) {
-        std::fill(o, o + R * g.Ev, T(0));
-      } else if (g.Ev > 0) {
+      T* o = po + ((b / H) * g.L + i0) * ldo + (b % H) * g.Ev;
+      if (g.S > 0 && g.Ev > 0) {
         const auto bv = gemm_operand(v.at(b), g.S, g.Ev, v.rs, v.cs, vs);
-        attn_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, T(0), o, g.Ev);
+        attn_gemm(false, bv.trans, R, g.Ev, g.S, T(1), sc.data(), g.S, bv.p, bv.ld, T(0), o, ldo);
       }
-      for (int64_t r = 0; r < R; ++r)  // an empty row's lse is -inf (a finite one never is)
-        if (plse[b * g.L + i0 + r] == T(-INFINITY))
-          std::fill(o + r * g.Ev, o + (r + 1) * g.Ev, T(NAN));
+      for (int64_t r = 0; r < R; ++r)
+        if (empty[size_t(r)]) std::fill(o + r * ldo, o + r * ldo + g.Ev, T(NAN));
     }
   });
 }
@@ -670,29 +574,33 @@ template <class T> BatchMats<T> lse_mats(const Tensor& lse) {
   return m;
 }
 
-void attention_forward(const KernelArgs& k, bool k_is_kt, const char* op) {
-  const Tensor &q = k.inputs[0], &kk = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
+// The forward of every attention op: q [..., L, E], k ([..., S, E], or k^T [..., E, S] when
+// k_is_kt), v, mask, SdpaAttrs; o with H heads merged (fused_forward_f32), lse (undefined: none).
+// float32 on AVX-512 without dropout, causality or a boolean mask takes fused_forward_f32.
+void attention_forward(const Tensor& q, const Tensor& kk, bool k_is_kt, const Tensor& v,
+                       const Tensor& mask, const Attrs& attrs, int64_t H, const Tensor& o,
+                       const Tensor& lse, const char* op) {
   const IntArrayRef lead = query_lead(q);
   const AttnGeom g = attn_geom_of(q, kk, k_is_kt, v);
-  const std::vector<int64_t> batches = draw_batches(g, k.attrs);
   const BatchMats<char> mm = mask_mats(mask, lead);
   dispatch_f(q.dtype(), op, [&](auto z) {
     using T = decltype(z);
+    T* plse = lse.defined() ? mptr<T>(lse) : nullptr;
 #ifdef OF_ATTN_AVX512
-    if constexpr (std::is_same_v<T, float>) {  // (fused_attention's float32 forward, with lse)
+    if constexpr (std::is_same_v<T, float>) {
       if (cpu::gemm_f32_supported() && g.S > 0 && g.E > 0 && g.Ev > 0 &&
-          SdpaAttrs::get<"dropout_p">(k.attrs) == 0.0 && !SdpaAttrs::get<"is_causal">(k.attrs) &&
-          SdpaAttrs::get<"mask_kind">(k.attrs) != 1) {
-        fused_forward_f32(g, SdpaAttrs::get<"scale">(k.attrs), 1, batch_mats<float>(q, lead, false),
+          SdpaAttrs::get<"dropout_p">(attrs) == 0.0 && !SdpaAttrs::get<"is_causal">(attrs) &&
+          SdpaAttrs::get<"mask_kind">(attrs) != 1) {
+        fused_forward_f32(g, SdpaAttrs::get<"scale">(attrs), H, batch_mats<float>(q, lead, false),
                           batch_mats<float>(kk, lead, !k_is_kt), batch_mats<float>(v, lead, false),
-                          mm, mptr<float>(k.outputs[0]), mptr<float>(k.outputs[1]));
+                          mm, mptr<float>(o), plse);
         return;
       }
     }
 #endif
-    attn_forward<T>(g, k.attrs, batches, batch_mats<T>(q, lead, false),
-                    batch_mats<T>(kk, lead, !k_is_kt), batch_mats<T>(v, lead, false), mm,
-                    mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]));
+    attn_forward<T>(g, attrs, draw_batches(g, attrs), batch_mats<T>(q, lead, false),
+                    batch_mats<T>(kk, lead, !k_is_kt), batch_mats<T>(v, lead, false), mm, H,
+                    mptr<T>(o), plse);
   });
 }
 // inputs dout, q, k (or k^T), v, mask, out, lse; outputs dq, dk (or dk^T), dv
@@ -718,14 +626,34 @@ void attention_backward(const KernelArgs& k, bool k_is_kt, const char* op) {
 
 }  // namespace
 
+// NOTE [Fused attention]: the trace's attention pass (trace/rewrites.cpp) replaces
+// matmul(q, kt) * scale + mask -> softmax(-1) -> matmul(., v) of an inference graph by one
+// fused_attention node reading q, kt and v where the head split left them (strided views of
+// the projections' outputs: no copies) and the additive mask broadcast in place. Per task, a
+// batch matrix and a block of query rows (NOTE [CPU attention blocks]): one GEMM for the scores
+// (scale as its alpha), the mask, the row softmax as the attention kernel takes it, one GEMM
+// into the output rows. The scores never leave the block.
+void fused_attention(const KernelArgs& k) {
+  const Tensor &q = k.inputs[0], &kt = k.inputs[1], &v = k.inputs[2], &mask = k.inputs[3];
+  // NOTE [Merged heads]: batch b's rows go to [b / H, :, b % H, :] of an [B / H, L, H, Ev] output
+  // (H = 1: [B, L, Ev]), a row H * Ev apart
+  const int64_t H =
+      FusedAttnAttrs::has<"heads">(k.attrs) ? FusedAttnAttrs::get<"heads">(k.attrs) : 1;
+  const Attrs a = SdpaAttrs::make(FusedAttnAttrs::get<"scale">(k.attrs), false, 0.0, int64_t(0),
+                                  int64_t(0), FusedAttnAttrs::get<"mask_kind">(k.attrs));
+  attention_forward(q, kt, true, v, mask, a, H, k.outputs[0], Tensor(), "fused_attention");
+}
+
 void scaled_dot_product_attention(const KernelArgs& k) {
-  attention_forward(k, false, "scaled_dot_product_attention");
+  attention_forward(k.inputs[0], k.inputs[1], false, k.inputs[2], k.inputs[3], k.attrs, 1,
+                    k.outputs[0], k.outputs[1], "scaled_dot_product_attention");
 }
 void scaled_dot_product_attention_backward(const KernelArgs& k) {
   attention_backward(k, false, "scaled_dot_product_attention_backward");
 }
 void fused_attention_forward(const KernelArgs& k) {
-  attention_forward(k, true, "fused_attention_forward");
+  attention_forward(k.inputs[0], k.inputs[1], true, k.inputs[2], k.inputs[3], k.attrs, 1,
+                    k.outputs[0], k.outputs[1], "fused_attention_forward");
 }
 void fused_attention_backward(const KernelArgs& k) {
   attention_backward(k, true, "fused_attention_backward");

@@ -7,6 +7,7 @@
 #include "cpu/norm.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -250,20 +251,19 @@ void embedding_layer_norm(const KernelArgs& k) {
   // per table, the index of each output row (ids broadcast to `rows`)
   std::vector<std::vector<int64_t>> idx(size_t(n), std::vector<int64_t>(size_t(g.M)));
   for (int t = 0; t < n; ++t) {
-    const Tensor ids = k.inputs[size_t(2 * t + 1)];
+    const Tensor& ids = k.inputs[size_t(2 * t + 1)];
     const int64_t extra = int64_t(rows.size()) - ids.dim();
+    std::array<DimVector, 1> st{DimVector(rows.size(), 0)};  // ids' strides over the rows
+    for (int64_t d = extra; d < int64_t(rows.size()); ++d)
+      if (ids.size(d - extra) != 1) st[0][size_t(d)] = ids.stride(d - extra);
     index_detail::dispatch_index(ids.dtype(), [&](auto zi) {
       using I = decltype(zi);
       const I* ip = static_cast<const I*>(ids.impl()->storage->data) + ids.impl()->offset;
-      for (int64_t r = 0; r < g.M; ++r) {
-        int64_t rest = r, off = 0;
-        for (int64_t d = int64_t(rows.size()) - 1; d >= 0; --d) {
-          const int64_t i = rest % rows[size_t(d)];
-          rest /= rows[size_t(d)];
-          if (d - extra >= 0 && ids.size(d - extra) != 1) off += i * ids.stride(d - extra);
-        }
-        idx[size_t(t)][size_t(r)] = int64_t(ip[off]);
-      }
+      int64_t* out = idx[size_t(t)].data();
+      index_detail::for_each_run<1>(rows, st, INT64_MAX, [&](const auto& off, int64_t len,
+                                                             const auto& in) {
+        for (int64_t j = 0; j < len; ++j) *out++ = int64_t(ip[off[0] + j * in[0]]);
+      });
     });
   }
   const Tensor w = kernel_contiguous(k.inputs[6]), b = kernel_contiguous(k.inputs[7]);

@@ -34,6 +34,14 @@ namespace {
 
 // (AttnGeom, attn_geom: ops/nn_common.h)
 
+// The attrs every attention op with SdpaAttrs checks: mask_kind 0, 1 or 2, dropout_p in [0, 1).
+void check_sdpa_attrs(const Attrs& a, const char* op) {
+  const int64_t kind = SdpaAttrs::get<"mask_kind">(a);
+  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
+  const double p = SdpaAttrs::get<"dropout_p">(a);
+  if (!(p >= 0.0 && p < 1.0)) fail("[{}] dropout_p must be in [0, 1), got {}", op, p);
+}
+
 // The op's own checks (its inputs come flattened from scaled_dot_product_attention(), or from
 // a direct dispatch or a loaded graph): q [B, L, E], k [B, S, E], v [B, S, Ev] of one float
 // dtype, the mask [B, L, S] of the kind mask_kind names, dropout_p in [0, 1).
@@ -47,8 +55,8 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
     fail("[{}] expected query [B, L, E], key [B, S, E] and value [B, S, Ev], got {}, {} and {}", op,
          shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
   const AttnGeom g = attn_geom(in);
+  check_sdpa_attrs(a, op);
   const int64_t kind = SdpaAttrs::get<"mask_kind">(a);
-  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
   if (kind != 0) {
     const ScalarType mt = kind == 1 ? kBool : q.dtype();
     if (!mask.defined()) fail("[{}] mask_kind {} needs an attn_mask, got none", op, kind);
@@ -60,8 +68,6 @@ AttnGeom attn_check(const TensorList& in, const Attrs& a, const char* op) {
            op, kind, dtype_name(mt), g.B, g.L, g.S, dtype_name(mask.dtype()),
            shape_str(mask.sizes()));
   }
-  const double p = SdpaAttrs::get<"dropout_p">(a);
-  if (!(p >= 0.0 && p < 1.0)) fail("[{}] dropout_p must be in [0, 1), got {}", op, p);
   if (SdpaDrawAttrs::has<"draw_map">(a)) {
     const DimVector& m = SdpaDrawAttrs::get<"draw_map">(a);
     int64_t n = 1;
@@ -172,14 +178,7 @@ TensorList sdpa_vjp(const VjpCtx& c, const TensorList& g) {
           c.needs_input_grad(2) ? r[2] : Tensor(), Tensor()};
 }
 
-// ================================================================ fused attention
-// inputs: q [..., L, E], kt [..., E, S], v [..., S, Ev] (the same batch dims, any strides),
-// mask (mask_kind 2: additive, of q's dtype, broadcasting to [..., L, S], leading size-1 dims
-// past that rank allowed; 0: none);
-// attrs: scale, mask_kind; output: softmax(scale * q kt + mask) v, contiguous [B, L, Ev] with B
-// the product of the batch dims (the shape of the bmm it replaces).
-// Made by the trace's attention pass (NOTE [Fused attention] in src/cpu/attention.cpp), which
-// gives it the operands where the head split left them.
+// ================================================================ fused attention operands
 // The operands of the fused attention ops: q [..., L, E], kt [..., E, S], v [..., S, Ev] of one
 // float dtype and the same batch dims (at least one), and the mask of `kind` (0 none, 1 bool,
 // 2 additive of q's dtype) broadcasting to the scores [..., L, S] (leading size-1 dims past
@@ -234,26 +233,24 @@ void fused_attn_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   if (heads < 1 || g.B % heads != 0)
     fail("[{}] heads {} must be at least 1 and divide the {} batch matrices", op, heads, g.B);
   // NOTE [Merged heads]: heads > 1 writes batch b * heads + h at [b, :, h, :]
-  const DimVector o = heads == 1 ? DimVector{g.B, g.L, g.Ev} : DimVector{g.B / heads, g.L, heads, g.Ev};
+  const DimVector o =
+      heads == 1 ? DimVector{g.B, g.L, g.Ev} : DimVector{g.B / heads, g.L, heads, g.Ev};
   out.push_back({o, {}, 0, q.dtype(), q.device()});
 }
 
 // ================================================================ fused attention, training
 // NOTE [Fused attention, training]: fused_attention_forward(q, kt, v, mask) -> out [B, L, Ev],
 // lse [B, L] and fused_attention_backward(dout, q, kt, v, mask, out, lse) -> dq [B, L, E],
-// dkt [B, E, S], dv [B, S, Ev] (dout [B, L, Ev] or with q's batch dims, any strides) are scaled_dot_product_attention and its backward (the same
+// dkt [B, E, S], dv [B, S, Ev] (dout [B, L, Ev] or with q's batch dims, any strides) are
+// scaled_dot_product_attention and its backward (the same
 // attrs: scale, is_causal, dropout_p, seed, offset, mask_kind; the same kernels, NOTE
 // [Attention operands]) over the fused operands: the transposed key, the head split's strided
 // views, a mask broadcast in place. Outputs and gradients are contiguous with B flat, the
 // shapes of the bmm outputs the trace's attention pass replaces in a training graph.
 AttnGeom fused_train_check(const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor& mask,
                            const Attrs& a, const char* op) {
-  const int64_t kind = SdpaAttrs::get<"mask_kind">(a);
-  if (kind < 0 || kind > 2) fail("[{}] mask_kind {} is not 0, 1 or 2", op, kind);
-  const AttnGeom g = fused_operands(q, kt, v, mask, kind, op);
-  const double p = SdpaAttrs::get<"dropout_p">(a);
-  if (!(p >= 0.0 && p < 1.0)) fail("[{}] dropout_p must be in [0, 1), got {}", op, p);
-  return g;
+  check_sdpa_attrs(a, op);
+  return fused_operands(q, kt, v, mask, SdpaAttrs::get<"mask_kind">(a), op);
 }
 void fused_fwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const AttnGeom g = fused_train_check(in[0], in[1], in[2], in[3], a, "fused_attention_forward");

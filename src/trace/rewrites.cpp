@@ -128,8 +128,7 @@ struct TrainBackward {
   bool found = false;  // P has a gradient (softmax's VJP reads it): a training graph
   int pos = -1;        // the first of the backward's bmms: where the fused backward goes
   int dout = -1, dq = -1, dkt = -1, dv = -1;  // (-1: not needed)
-  std::vector<int> nodes;    // what the fused backward replaces
-  std::vector<int> readers;  // nodes that may read P and P3 besides the forward chain
+  std::vector<int> nodes;  // what the fused backward replaces (the only other readers of P, P3)
 };
 TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q3, int kt3,
                              int v3, int scale_node, double scale_c, int scores3, int drop) {
@@ -154,7 +153,8 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
   auto is_p = [&](int val) { return val == P || val == Ps; };
   int m1 = -1, s1 = -1, sb = -1, m2 = -1, dP = -1;
   std::vector<int> preaders = u.of_value[size_t(P)];
-  if (Ps != P) preaders.insert(preaders.end(), u.of_value[size_t(P3)].begin(), u.of_value[size_t(P3)].end());
+  if (Ps != P)
+    preaders.insert(preaders.end(), u.of_value[size_t(P3)].begin(), u.of_value[size_t(P3)].end());
   for (int r : preaders) {
     if (!op_is(r, mul)) continue;
     const Node& n = g.nodes[size_t(r)];
@@ -186,7 +186,6 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
       return fail("the softmax's gradient is not P * (dP - sum(dP * P, last dim)) read once");
   }
   tb.nodes = {m1, s1, sb, m2};
-  tb.readers = {m1, m2};
   // dropout's VJP: dP = where(keep, dP' * (1 / (1 - p)), 0)
   int dP3 = dP;
   if (drop >= 0) {
@@ -206,8 +205,8 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
     dP3 = g.nodes[size_t(m)].inputs[0];
   }
   // dP: bmm(dO, V3^T), through a lead reshape
-
-  if (const int p = g.values[size_t(dP3)].producer; p >= 0 && is_lead_reshape(g, g.nodes[size_t(p)])) {
+  if (const int p = g.values[size_t(dP3)].producer;
+      p >= 0 && is_lead_reshape(g, g.nodes[size_t(p)])) {
     tb.nodes.push_back(p);
     dP3 = g.nodes[size_t(p)].inputs[0];
   }
@@ -260,10 +259,7 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
     const Node& n = g.nodes[size_t(r)];
     if (op_is(r, bmm) && n.inputs[1] == tb.dout && is_transposed_of(g, n.inputs[0], P3)) {
       tb.dv = out_of(r);
-      std::vector<int> t;
-      transposed_nodes(g, n.inputs[0], t);
-      tb.nodes.insert(tb.nodes.end(), t.begin(), t.end());
-      tb.readers.insert(tb.readers.end(), t.begin(), t.end());
+      transposed_nodes(g, n.inputs[0], tb.nodes);
       bmms.push_back(r);
       break;
     }
@@ -452,8 +448,8 @@ Graph fuse_attention(const Graph& g0) {
     // backward that goes with it)
     std::vector<bool> in_chain(g.nodes.size(), false);
     for (int k : chain) in_chain[size_t(k)] = true;
-    for (int k : tb.readers) in_chain[size_t(k)] = true;
-    for (int k : tb.nodes) in_chain[size_t(k)] = training;
+    if (training)
+      for (int k : tb.nodes) in_chain[size_t(k)] = true;
     for (size_t k = 0; why.empty() && k < chain.size(); ++k) {
       const Node& n = g.nodes[size_t(chain[k])];
       if (n.writes_existing) why = fmt::format("node {} writes in place", chain[k]);
@@ -715,7 +711,7 @@ Graph fuse_embedding_norm(const Graph& g0) {
                  ? p
                  : -1;
     };
-    std::vector<int> looks, chain;
+    std::vector<int> looks;
     int inner = -1;
     for (int side = 0; side < 2 && looks.empty(); ++side) {
       const int a = n.inputs[size_t(side)], b = n.inputs[size_t(1 - side)];
