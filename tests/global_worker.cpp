@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "dispatch.h"
+#include "global/global.h"
 
 namespace of = oneflow;
 using of::NdSbp;
@@ -714,6 +715,41 @@ TEST_CASE("traced global training steps replay their collectives and equal eager
   // a local tensor made global inside the traced function: a clear error, nothing cached
   auto bad = of::jit::trace([&](const of::Tensor& x) { return x.to_global(pl, S0).sum(); });
   CHECK_THROWS_WITH(bad(of::randn({2, 3})), doctest::Contains("make the inputs global"));
+}
+
+TEST_CASE("to_global compares the ranks' conversions: once per call, at recording when traced") {
+  // NOTE [Checked global meta]
+  of::Placement pl = of::Placement::all("cpu");
+  const int p = of::distributed::world_size();
+  const Sbp B = of::sbp::broadcast(), S0 = of::sbp::split(0);
+  const of::Tensor x = of::randn({4, 6}, pl, B);
+  uint64_t c0 = of::global::meta_checks();
+  const of::Tensor s = x.to_global(pl, S0);
+  CHECK(of::global::meta_checks() - c0 == (p > 1 ? 1u : 0u));
+  // a conversion to what the tensor is compares nothing (a rank may read its value alone)
+  c0 = of::global::meta_checks();
+  (void)x.to_global(pl, B);
+  CHECK(of::global::meta_checks() == c0);
+  // local -> global: one comparison
+  c0 = of::global::meta_checks();
+  (void)of::ones({2, 3}).to_global(pl, S0);
+  CHECK(of::global::meta_checks() - c0 == (p > 1 ? 1u : 0u));
+  // a traced function compares while it records; replays run the recorded boxing only
+  auto f = of::jit::trace([&](const of::Tensor& t) { return t.to_global(pl, B) * 2.0; });
+  c0 = of::global::meta_checks();
+  (void)f(s);
+  const uint64_t recorded = of::global::meta_checks() - c0;
+  CHECK(recorded == (p > 1 ? 1u : 0u));
+  for (int i = 0; i < 3; ++i) (void)f(s);
+  CHECK(f.stats().replays >= 2);
+  CHECK(of::global::meta_checks() - c0 == recorded);
+  // switched off: no comparison
+  of::distributed::set_check_global_meta(false);
+  c0 = of::global::meta_checks();
+  (void)x.to_global(pl, S0);
+  CHECK(of::global::meta_checks() == c0);
+  of::distributed::set_check_global_meta(true);
+  CHECK(of::distributed::check_global_meta());
 }
 
 TEST_CASE("tensor-parallel attention block: heads split over the ranks, equals one process") {
@@ -1507,6 +1543,42 @@ int main(int argc, char** argv) {
         std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
                     y.to_global(pl, of::sbp::partial_sum())
                         .to_global(pl, of::sbp::broadcast())
+                        .sum()
+                        .item<double>());
+        return 0;
+      } catch (const of::Error& e) {
+        std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
+        std::fflush(stdout);
+        return 3;
+      }
+    }
+    if (m.rfind("meta_", 0) == 0) {
+      // NOTE [Checked global meta]: rank 1 asks to_global for another conversion than the other
+      // ranks; every rank raises naming what differed, before any data moves
+      const bool odd = of::distributed::rank() == 1;
+      const int n = of::distributed::world_size();
+      try {
+        of::Tensor y;
+        if (m == "meta_sbp" || m == "meta_off") {
+          of::Tensor x = of::randn({8, 8}, pl, of::sbp::broadcast());
+          y = x.to_global(pl, of::sbp::split(odd ? 1 : 0));
+        } else if (m == "meta_local_shape") {
+          y = of::ones({4, odd ? 6 : 8}).to_global(pl, of::sbp::split(0));
+        } else if (m == "meta_dtype") {
+          y = of::ones({4, 8}, odd ? of::kFloat64 : of::kFloat32).to_global(pl, of::sbp::broadcast());
+        } else if (m == "meta_logical_shape") {
+          y = of::ones({odd ? 6 : 8, 8}, pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(0));
+        } else if (m == "meta_placement") {
+          // the same ranks as a 1 x n mesh on rank 1
+          std::vector<int> all;
+          for (int r = 0; r < n; ++r) all.push_back(r);
+          const of::Placement mesh("cpu", std::vector<std::vector<int>>{all});
+          y = odd ? of::ones({8, 8}).to_global(mesh, NdSbp{of::sbp::broadcast(), of::sbp::split(0)})
+                  : of::ones({8, 8}).to_global(pl, of::sbp::split(0));
+        }
+        std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
+                    y.to_global(y.placement(), NdSbp(size_t(y.placement().ndim()),
+                                                     of::sbp::broadcast()))
                         .sum()
                         .item<double>());
         return 0;

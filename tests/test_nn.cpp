@@ -666,12 +666,12 @@ TH_ROWS({
           return reduce_ref(map1(r, [](double a, double b) { return std::fabs(a - b); }), Red::Sum);
         }),
     with_make(row(
-                  "binary_cross_entropy/mean", {}, {},
+                  "binary_cross_entropy/mean", {"binary_cross_entropy"}, {},
                   [](const V& in) { return of::binary_cross_entropy(in[0], in[1]); },
                   [](const R& r) { return reduce_ref(map1(r, bce), Red::Mean); }),
               ranged({{3, 4}, {3, 4}}, {{0.05, 0.95}, {0, 1}})),
     with_make(row(
-                  "binary_cross_entropy/weight_none", {}, {},
+                  "binary_cross_entropy/weight_none", {"binary_cross_entropy"}, {},
                   [](const V& in) {
                     return of::binary_cross_entropy(in[0], in[1], in[2], Red::None);
                   },

@@ -236,7 +236,7 @@ TEST_CASE("train graph: truncated, corrupted and lying training-step files are r
   const int64_t rows = 1000;
   std::memcpy(&big[entry("fc2.weight") + 4 + 1 + 4], &rows, 8);
   CHECK(th::throws_with([&] { of::jit::load(written(dir + "/g", relabel(big))); },
-                        {"[jit.load]", "'fc2.weight'", "outside its buffer"}));
+                        {"[jit.load]", "'fc2.weight'", "the graph's tensor on its buffer"}));
   // two entries of one name
   std::string twice = bytes;
   const size_t w = entry("fc2.bias");

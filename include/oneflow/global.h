@@ -41,6 +41,15 @@ struct GradReductionStats {
 };
 GradReductionStats grad_reduction_stats();
 void reset_grad_reduction_stats();
+
+// NOTE [Checked global meta] (src/global/global.cpp): to_global and the conversions it runs
+// compare what every rank of the placement asked for (placement, SBP, logical shape, dtype:
+// a 64-bit hash, one small all-gather) before any data moves, and raise on every rank, naming
+// the ranks and what differed, when they disagree. On by default; set_check_global_meta(false)
+// (or OF_CHECK_GLOBAL_META=0) skips the check for speed. A traced step checks once, when it is
+// recorded.
+void set_check_global_meta(bool on);
+bool check_global_meta();
 }  // namespace distributed
 
 // Global factories: the same logical tensor for any SBP and any world size (drawn from the

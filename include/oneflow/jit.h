@@ -117,6 +117,14 @@ struct TraceOptions {
     epilogue_ = v;
     return *this;
   }
+  // exact(): turns off every rewrite that sums floats in another order than the recorded ops
+  // (today attention, add_norm and epilogue; any later one marked so in the pass table of
+  // src/trace/jit.cpp), so that a replay equals the eager call bitwise on the CPU. quantize_int8
+  // stays as set (it changes values by design).
+  TraceOptions& exact(bool v = true) {
+    exact_ = v;
+    return *this;
+  }
   // Off by default: `linear` ops whose float32 weight the graph only reads run with int8
   // weights (per output channel, quantized once) and activations quantized per row at each
   // call (NOTE [Dynamic int8 linear]; PyTorch's quantize_dynamic for Linear). Results change
@@ -141,6 +149,7 @@ struct TraceOptions {
        inplace_ = true, memplan_ = true, attention_ = true, add_norm_ = true, epilogue_ = true,
        quantize_int8_ = false;
   bool arena_outputs_ = false;
+  bool exact_ = false;
 };
 
 struct PassStats {
@@ -335,6 +344,10 @@ class LoadedGraph {
   // share memory with the graph, so writing one (state("lr").fill_(1e-4)) changes what the
   // next call reads, and reading them between calls gives a checkpoint. Empty for inference.
   bool trains() const;
+  // The largest arena (bytes of intermediates) a call can need: the planned arena, or for a
+  // graph with symbolic dims the largest over the corners of its declared ranges (a shape
+  // inside them that needs more than LoadOptions::max_arena_bytes is refused when called).
+  size_t max_arena_bytes() const;
   NamedTensors state() const;
   Tensor state(const std::string& name) const;  // raises naming a missing name
 
@@ -365,8 +378,16 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
 // (0-d int64, the clean steps since the scale last changed); nothing more when it is disabled.
 NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optimizer,
                          const amp::GradScaler& scaler);
+// Limits a loaded file must keep (docs/TRACING.md, "Loading files from others").
+struct LoadOptions {
+  // The largest arena a call may need, in bytes: a graph whose arena (at any corner of its
+  // symbolic ranges) exceeds it is refused at load, and a call whose shape needs more is
+  // refused before anything is allocated. 0: the machine's physical memory.
+  size_t max_arena_bytes = 0;
+};
 // Reads a saved graph, checking the format version, every size and the checksum first.
 LoadedGraph load(const std::string& path);
+LoadedGraph load(const std::string& path, const LoadOptions& options);
 
 // Whether this thread is recording a trace right now.
 bool is_recording();

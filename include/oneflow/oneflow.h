@@ -1,5 +1,35 @@
 // oneflow.h: everything. `#include <oneflow/oneflow.h>` and `namespace of = oneflow;`.
 #pragma once
+// The standard headers a libtorch program gets through <torch/torch.h> and relies on without
+// naming them (std::isnan, std::cout, std::vector, ...): ported programs compile unchanged.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
 #include "oneflow/device.h"
 #include "oneflow/dtype.h"
 #include "oneflow/error.h"

@@ -673,6 +673,92 @@ Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
 
 // ---------------------------------------------------------------- Tensor methods
 
+namespace global {
+namespace {
+
+// NOTE [Checked global meta]: SPMD code asks every rank of a placement for the same conversion;
+// a rank that asks for another SBP (or shape, dtype, placement) would run collectives that
+// still match the others' in count and size and give a wrong tensor with no error. So to_global
+// first compares what each rank asked for, as OneFlow's to_global(check_meta) does: each rank
+// contributes one record per field — a 64-bit FNV-1a hash of the field's text and the text's
+// first bytes — in one all-gather over the ranks taking part (the placement's; the source's and
+// the target's for a move), and when a hash differs every rank raises the same error naming the
+// field and what each rank asked for, before any data moves. A local tensor's own sizes are
+// compared except along split dims (its pieces may differ there). distributed::
+// set_check_global_meta(false) or OF_CHECK_GLOBAL_META=0 skips it; inside a traced function it
+// runs while recording, and a replay does not repeat it. Ranks that disagree on which ranks take
+// part cannot meet to compare (each waits for the ranks it names): that is not caught here.
+struct MetaField {
+  MetaField(const char* w, std::string t) : what(w), text(std::move(t)) {}
+  const char* what;
+  std::string text;
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void check_same_meta(const std::vector<MetaField>& fields, std::vector<int> ranks) {
+  if (!distributed::check_global_meta() || in_kernel()) return;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  const int me = this_rank();
+  if (ranks.size() < 2 || !std::binary_search(ranks.begin(), ranks.end(), me)) return;
+  constexpr size_t kText = 88, kField = 8 + kText;
+  const size_t rec = fields.size() * kField;
+  std::vector<char> mine(rec, 0), all(rec * ranks.size(), 0);
+  for (size_t f = 0; f < fields.size(); ++f) {
+    const uint64_t h = fnv1a(fields[f].text);
+    std::memcpy(mine.data() + f * kField, &h, 8);
+    std::memcpy(mine.data() + f * kField + 8, fields[f].text.data(),
+                std::min(fields[f].text.size(), kText - 1));
+  }
+  Communicator& c = ranks_data_comm(ranks, Device(kCPU));
+  c.allgatherv(mine.data(), all.data(), std::vector<int64_t>(ranks.size(), int64_t(rec)));
+  note_meta_check();
+  std::string diff;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    auto hash_of = [&](size_t r) {
+      uint64_t h;
+      std::memcpy(&h, all.data() + r * rec + f * kField, 8);
+      return h;
+    };
+    bool same = true;
+    for (size_t r = 1; r < ranks.size(); ++r) same = same && hash_of(r) == hash_of(0);
+    if (same) continue;
+    // ranks grouped by what they asked for, in rank order
+    std::vector<bool> told(ranks.size(), false);
+    std::string part;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (told[r]) continue;
+      std::vector<int> who;
+      for (size_t q = r; q < ranks.size(); ++q)
+        if (!told[q] && hash_of(q) == hash_of(r)) {
+          told[q] = true;
+          who.push_back(ranks[q]);
+        }
+      std::string names;
+      for (size_t k = 0; k < who.size(); ++k) names += (k ? ", " : "") + std::to_string(who[k]);
+      const char* text = all.data() + r * rec + f * kField + 8;
+      part += fmt::format("{}{} {} {}", part.empty() ? "" : "; ", who.size() > 1 ? "ranks" : "rank",
+                          names, std::string(text, strnlen(text, kText)));
+    }
+    diff += fmt::format("{}{}: {}", diff.empty() ? "" : "; ", fields[f].what, part);
+  }
+  if (!diff.empty())
+    fail(
+        "[to_global] the ranks disagree on the conversion they ask for: {} (every rank taking "
+        "part must call to_global with the same placement, SBP, logical shape and dtype)",
+        diff);
+}
+
+std::vector<int> ranks_of(const Placement& p) { return p.ranks(); }
+
+}  // namespace
+}  // namespace global
+
 Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
   check_impl();
   if (g_tracer && !in_kernel() && !is_global())
@@ -682,6 +768,19 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
         "global before the call (x.to_global(...)) and pass them in");
   if (is_global()) {
     const GlobalMeta& m = global::meta(*this);
+    // (a conversion to what the tensor already is moves nothing and is not compared: a rank may
+    // read a broadcast tensor's value alone)
+    if (m.placement != placement || m.sbp != sbp) {
+      std::vector<int> ranks = global::ranks_of(m.placement);
+      for (int r : placement.ranks()) ranks.push_back(r);
+      global::check_same_meta(std::vector<global::MetaField>{{"source placement", m.placement.str()},
+                               {"source SBP", sbp_str(m.sbp)},
+                               {"logical shape", shape_str(sizes())},
+                               {"dtype", std::string(dtype_name(dtype()))},
+                               {"placement", placement.str()},
+                               {"SBP", sbp_str(sbp)}},
+                              std::move(ranks));
+    }
     if (m.placement != placement) return global::move_placement(*this, placement, sbp);
     return global::boxing(*this, sbp);
   }
@@ -699,6 +798,21 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
             "broadcast, and move it with to_global(placement, sbp)",
             global::this_rank(), placement.str(), sbp_str(sbp));
     return global::make_handle(sizes(), dtype(), device(), placement, sbp);
+  }
+  {
+    // a piece's sizes, except along split dims (NOTE [Checked global meta])
+    std::string local = "(";
+    for (int64_t d = 0; d < dim(); ++d) {
+      bool split = false;
+      for (const Sbp& s : sbp) split = split || (s.is_split() && s.dim() == d);
+      local += (d ? ", " : "") + (split ? std::string("*") : std::to_string(size(d)));
+    }
+    local += dim() == 1 ? ",)" : ")";
+    global::check_same_meta(std::vector<global::MetaField>{{"placement", placement.str()},
+                             {"SBP", sbp_str(sbp)},
+                             {"local shape (split dims as *)", local},
+                             {"dtype", std::string(dtype_name(dtype()))}},
+                            global::ranks_of(placement));
   }
   DimVector L = global::logical_sizes(*this, placement, sbp);
   return global::local_to_global(contiguous(), placement, sbp, L);

@@ -2,6 +2,7 @@
 // NOTE [Global tensors] (placement.h) and docs/GLOBAL.md.
 #include "global/global.h"
 
+#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -275,14 +276,21 @@ bool world_initialized() {
 
 int this_rank() { return world().rank(); }
 
+std::atomic<uint64_t> g_meta_checks{0};
+
+// (the meta checks of to_global, NOTE [Checked global meta], are not counted: tests count the
+// collectives that move data)
 uint64_t collectives_issued() {
   Communicator& w = world();
   std::lock_guard<std::mutex> lk(g_world_mu);
   (void)w;
   uint64_t n = 0;
   for (const auto& c : g_all_comms) n += c->stats().total();
-  return n;
+  return n - g_meta_checks.load();
 }
+
+void note_meta_check() { g_meta_checks.fetch_add(1); }
+uint64_t meta_checks() { return g_meta_checks.load(); }
 
 namespace {
 void remember_comm(const std::shared_ptr<Communicator>& c) {
@@ -457,6 +465,21 @@ int world_size() { return global::world().size(); }
 void barrier() { global::world().barrier(); }
 std::string backend() { return global::world().backend(); }
 uint64_t collectives_issued() { return global::collectives_issued(); }
+
+namespace {
+// -1: not set yet (OF_CHECK_GLOBAL_META=0 turns the check off; on by default)
+std::atomic<int> g_check_meta{-1};
+}  // namespace
+void set_check_global_meta(bool on) { g_check_meta.store(on ? 1 : 0); }
+bool check_global_meta() {
+  int v = g_check_meta.load();
+  if (v < 0) {
+    const char* e = std::getenv("OF_CHECK_GLOBAL_META");
+    v = e && std::string(e) == "0" ? 0 : 1;
+    g_check_meta.store(v);
+  }
+  return v == 1;
+}
 }  // namespace distributed
 
 }  // namespace oneflow

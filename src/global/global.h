@@ -46,6 +46,9 @@ Box piece_box(IntArrayRef logical, const NdSbp& sbp, const Placement& pl,
               const std::vector<int64_t>& coord);
 // This process' rank in the world, and its mesh coordinate in `pl` ([op] error when absent).
 int this_rank();
+// A meta check of to_global (NOTE [Checked global meta]) issued one collective; how many so far.
+void note_meta_check();
+uint64_t meta_checks();
 // NOTE [Ranks outside a placement]: whether this rank holds pieces of tensors on `pl` (an
 // [op] error when pl names ranks beyond the world). On the other ranks a global tensor on pl
 // is a handle: its logical shape, dtype, placement and SBP, with an empty local piece; ops on

@@ -1,5 +1,6 @@
 // libtorch's root-namespace activations (include/oneflow/activations.h), as composites of
 // public ops (differentiable through them) or forwards to of::nn::functional.
+#include "nn/functional_detail.h"
 #include "oneflow/activations.h"
 
 #include "oneflow/nn/functional.h"
@@ -70,7 +71,8 @@ Tensor& hardtanh_(Tensor& x, const Scalar& lo, const Scalar& hi) {
 
 Tensor hardsigmoid(const Tensor& x) {
   check_float("hardsigmoid", x);
-  return (x + 3).clamp(Scalar(0), Scalar(6)) / 6;
+  // (libtorch's slope: 1/6 strictly inside (-3, 3), 0 at the ends; NOTE [Edge gradients])
+  return F::detail_hardtanh(x + 3, 0, 6) / 6;
 }
 Tensor& hardsigmoid_(Tensor& x) {
   return in_place(x, "hardsigmoid_", [](const Tensor& t) { return hardsigmoid(t); });

@@ -2,6 +2,7 @@
 // them (the composites get their gradients from the ops they use).
 #include <cmath>
 
+#include "nn/functional_detail.h"
 #include "oneflow/nn/functional.h"
 
 namespace oneflow::nn::functional {
@@ -257,7 +258,7 @@ Tensor relu(Tensor input, const ReLUFuncOptions& o) {
 }
 
 Tensor relu6(Tensor input, const ReLU6FuncOptions& o) {
-  return o.inplace() ? input.clamp_(0, 6) : oneflow::clamp(input, 0, 6);
+  return o.inplace() ? input.clamp_(0, 6) : detail_hardtanh(input, 0, 6);
 }
 
 Tensor leaky_relu(Tensor input, const LeakyReLUFuncOptions& o) {
@@ -284,11 +285,17 @@ Tensor selu(Tensor input, const SELUFuncOptions& o) {
   return write_back(input, elu_impl(input, kAlpha, kScale), o.inplace());
 }
 
+Tensor detail_hardtanh(const Tensor& x, double lo, double hi) {
+  const Tensor c = oneflow::clamp(x, Scalar(lo), Scalar(hi));
+  if (!x.requires_grad() || !is_grad_enabled()) return c;
+  return oneflow::where((x > lo) & (x < hi), x, c.detach());
+}
+
 Tensor hardtanh(Tensor input, const HardtanhFuncOptions& o) {
   OF_CHECK(o.max_val() >= o.min_val(), "[hardtanh] max_val {} must be at least min_val {}",
            o.max_val(), o.min_val());
-  return o.inplace() ? input.clamp_(o.min_val(), o.max_val())
-                     : oneflow::clamp(input, o.min_val(), o.max_val());
+  if (o.inplace()) return input.clamp_(o.min_val(), o.max_val());
+  return detail_hardtanh(input, o.min_val(), o.max_val());
 }
 
 Tensor softplus(const Tensor& input, const SoftplusFuncOptions& o) {
@@ -300,8 +307,10 @@ Tensor softplus(const Tensor& input, const SoftplusFuncOptions& o) {
 }
 
 Tensor logsigmoid(const Tensor& input) {
-  // min(x, 0) - log1p(exp(-|x|))
-  return input.clamp_max(0) - oneflow::log1p(oneflow::exp(-oneflow::abs(input)));
+  // min(x, 0) - log1p(exp(-|x|)); minimum's tie at x = 0 gives libtorch's slope 1/2 there (NOTE
+  // [Edge gradients], tests/test_edge_grads.cpp), where clamp_max's gave 1
+  return oneflow::minimum(input, Scalar(0)) -
+         oneflow::log1p(oneflow::exp(-oneflow::abs(input)));
 }
 
 Tensor mish(const Tensor& input) { return input * oneflow::tanh(softplus(input)); }

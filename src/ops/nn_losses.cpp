@@ -66,9 +66,69 @@ TensorList ce_vjp(const VjpCtx& c, const TensorList& g) {
   return {gx, Tensor(), Tensor()};
 }
 
+// ================================================================ binary cross entropy
+// inputs: x (probabilities), target (x's shape)[, weight (broadcast to x)]; no attrs;
+// output: the per-element loss -w (t log x + (1 - t) log(1 - x)), each log clamped at -100.
+// NOTE [BCE gradient]: the op decomposes into those public ops (every device), and autograd
+// records it with libtorch's gradient instead of the composite's: where x is exactly 0 or 1
+// (sigmoid saturates in float32) the composite's backward multiplies log's infinite slope by
+// the clamp's zero mask, a NaN that a GAN's discriminator reaches within a few hundred steps;
+// libtorch divides by max(x (1 - x), 1e-12) and stays finite. The target's gradient is
+// libtorch's -logit(x) (infinite at x = 0 or 1, as there); the weight takes none (as
+// in libtorch).
+
+void bce_meta(const TensorList& in, const Attrs&, MetaList& out) {
+  const char* op = "binary_cross_entropy";
+  if (in.size() < 2 || in.size() > 3) fail("[{}] takes 2 or 3 inputs, got {}", op, in.size());
+  const Tensor& x = in[0];
+  check_float(op, x, "input");
+  check_same_shape(x, in[1], op);
+  check_float(op, in[1], "target");
+  if (in[1].dtype() != x.dtype())
+    fail("[{}] target is {}, the input {}", op, dtype_name(in[1].dtype()), dtype_name(x.dtype()));
+  if (in.size() == 3) {
+    check_float(op, in[2], "weight");
+    if (in[2].dtype() != x.dtype())
+      fail("[{}] weight is {}, the input {}", op, dtype_name(in[2].dtype()), dtype_name(x.dtype()));
+    if (!broadcasts_to(in[2].sizes(), x.sizes()))
+      fail("[{}] weight of shape {} does not broadcast to the input shape {}", op,
+           shape_str(in[2].sizes()), shape_str(x.sizes()));
+  }
+  out.push_back({x.sizes().dims(), {}, 0, x.dtype(), x.device()});
+}
+
+Tensor bce_unweighted(const Tensor& x, const Tensor& t) {
+  return -(t * x.log().clamp_min(-100.0) + (1.0 - t) * (1.0 - x).log().clamp_min(-100.0));
+}
+
+TensorList bce_decompose(const TensorList& in, const Attrs&) {
+  Tensor l = bce_unweighted(in[0], in[1]);
+  if (in.size() == 3) l = l * in[2];
+  return {l};
+}
+
+TensorList bce_vjp(const VjpCtx& c, const TensorList& g) {
+  const Tensor& x = c.input(0);
+  const Tensor& t = c.input(1);
+  const Tensor gw_ = c.num_inputs() == 3 ? g[0] * c.input(2) : g[0];
+  Tensor gx, gt;
+  if (c.needs_input_grad(0)) gx = gw_ * (x - t) / (x * (1.0 - x)).clamp_min(double(1e-12f));
+  if (c.needs_input_grad(1)) gt = -gw_ * (x / (1.0 - x)).log();
+  if (c.num_inputs() == 3) return {gx, gt, Tensor()};
+  return {gx, gt};
+}
+
 }  // namespace
 
 void register_loss_ops() {
+  register_op({.name = "binary_cross_entropy",
+               .traits = 0,
+               .infer_meta = bce_meta,
+               .decompose = bce_decompose,
+               .vjp = bce_vjp,
+               .save_inputs = in(0) | in(1) | in(2),
+               .nondiff_inputs = in(2),
+               .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cross_entropy",
                .traits = kWidens16Bit | kChecksIndices,
                .attr_names = CrossEntropyAttrs::names(),
@@ -230,10 +290,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
     const Tensor bad = (input < 0) | (input > 1);
     if (bad.any().item<bool>()) fail("[{}] all elements of input should be between 0 and 1", op);
   }
-  Tensor l = -(target * input.log().clamp_min(-100.0) +
-               (1.0 - target) * (1.0 - input).log().clamp_min(-100.0));
-  if (weight.defined()) l = l * weight;
-  return reduce_loss(l, reduction);
+  // NOTE [BCE gradient]
+  TensorList ins{input, target};
+  if (weight.defined()) ins.push_back(weight);
+  return reduce_loss(dispatch1(OF_OP("binary_cross_entropy"), std::move(ins)), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
@@ -254,7 +314,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
            shape_str(t->sizes()), shape_str(input.sizes()));
   }
   // (1 - t) x + lw * (log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pos_weight - 1) t
-  const Tensor sp = (-input.abs()).exp().log1p() + (-input).relu();
+  // (maximum's tie at x = 0 gives the slope -1/2 there, as libtorch's (sigmoid(x) - 1); relu's
+  // 0 made the gradient at a logit of exactly 0 wrong: NOTE [Edge gradients])
+  const Tensor sp = (-input.abs()).exp().log1p() + maximum(-input, Scalar(0));
   Tensor l;
   if (pos_weight.defined()) l = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * sp;
   else l = (1.0 - target) * input + sp;

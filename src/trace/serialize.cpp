@@ -1,8 +1,10 @@
 // Saving and loading optimized graphs with their captured tensors (docs/TRACING.md, "File
 // format"). A file is checked completely (magic, version, sizes, checksum, every index) before
 // a graph is built from it.
-#include <algorithm>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <algorithm>
 
 #include <cstring>
 
@@ -20,6 +22,7 @@
 #include "atomic_file.h"
 #include "mapped_file.h"
 #include "op_signatures.h"
+#include "trace/file_format.h"
 #include "trace/graph.h"
 #include "trace/symbolic.h"
 
@@ -224,18 +227,121 @@ const std::unordered_map<std::string, LoadSig>& load_signatures() {
 }
 
 // [lo, hi] element range of a value's elements (relative to its storage); false when empty.
-bool value_extent(const Value& v, int64_t& lo, int64_t& hi) {
+// Overflow-checked (an instantiated symbolic graph's sizes come from its file's expressions):
+// `what` names the tensor in the error, which r raises naming the file.
+bool value_extent(const Value& v, int64_t& lo, int64_t& hi, const Reader& r,
+                  const std::string& what) {
   lo = hi = v.offset;
   for (size_t d = 0; d < v.sizes.size(); ++d)
     if (v.sizes[d] == 0) return false;
   for (size_t d = 0; d < v.sizes.size(); ++d) {
-    // overflow-checked: an instantiated symbolic graph's sizes come from its file's expressions
     int64_t reach = 0;
     if (__builtin_mul_overflow(v.sizes[d] - 1, v.strides[d], &reach) ||
         __builtin_add_overflow(reach >= 0 ? hi : lo, reach, reach >= 0 ? &hi : &lo))
-      fail("[jit.load] a tensor's extent overflows");
+      r.bad(fmt::format("{}: its extent overflows (sizes {}, strides {}, offset {})", what,
+                        shape_str(v.sizes), shape_str(v.strides), v.offset));
   }
   return true;
+}
+
+// The largest element count a loaded tensor may have (kernels and the executor multiply sizes).
+constexpr int64_t kMaxLoadedElements = int64_t(1) << 56;
+
+bool too_many_elements(const DimVector& sizes) {
+  int64_t count = 1;
+  for (int64_t sz : sizes)
+    if (sz < 0 || __builtin_mul_overflow(count, sz, &count) || count > kMaxLoadedElements)
+      return true;
+  return false;
+}
+
+// Whether v's elements are exactly the bytes [0, nbytes) of its buffer, each once (a dense
+// tensor in some order of its dims: what a kernel writing a fresh output fills).
+bool covers_buffer(const Value& v, size_t nbytes) {
+  if (v.offset != 0) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
+  int64_t n = 1;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    n *= v.sizes[d];
+    if (v.sizes[d] > 1) dims.emplace_back(v.strides[d], v.sizes[d]);
+  }
+  if (n == 0) return nbytes == 0;
+  if (size_t(n) * itemsize(v.dtype) != nbytes) return false;
+  std::sort(dims.begin(), dims.end());
+  int64_t expect = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
+// NOTE [Loaded node order]: a node runs on what is there when it runs. Every value it reads is
+// a root's (an input, a captured tensor, a constant) or lies on a buffer that an earlier node
+// wrote; a value made by a node is read after it, and a node reads its own output only as the
+// in-place op it is (outputs[0] of a writes_existing node). The first write of an intermediate
+// buffer covers it whole (a fresh dense output of the buffer's bytes), so nothing a graph reads
+// can be bytes that an earlier call left in the arena: one request's data never reaches another
+// request's answer. Values a fused group keeps in scratch are read only inside the group (the
+// group checks of check_semantics), and writing them writes no buffer.
+void check_order(const Graph& g, const Reader& r) {
+  std::vector<char> written(g.buffers.size(), 0);
+  for (size_t b = 0; b < g.buffers.size(); ++b)
+    written[b] = g.buffers[b].kind != BufKind::Intermediate;
+  auto scratch = [&](int v) {
+    const int p = g.values[size_t(v)].producer;
+    return !g.groups.empty() && p >= 0 && g.nodes[size_t(p)].group >= 0 &&
+           !g.materialized[size_t(v)];
+  };
+  auto geom = [&](int v) {
+    const Value& x = g.values[size_t(v)];
+    return fmt::format("{} {}", dtype_name(x.dtype), shape_str(x.sizes));
+  };
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    auto node_bad = [&](const std::string& what) {
+      r.bad(fmt::format("node {} ({}): {}", ni, n.op->name, what));
+    };
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int v = n.inputs[k];
+      if (v < 0) continue;
+      const Value& val = g.values[size_t(v)];
+      const bool own = std::find(n.outputs.begin(), n.outputs.end(), v) != n.outputs.end();
+      if (own && !(n.writes_existing && v == n.outputs[0]))
+        node_bad(fmt::format("input {} is its own output (value {}), and the op does not write in "
+                             "place",
+                             k, v));
+      if (val.producer > int(ni))
+        node_bad(fmt::format("input {} is value {} ({}), which node {} ({}) makes after it", k, v,
+                             geom(v), val.producer, g.nodes[size_t(val.producer)].op->name));
+      const bool in_group = scratch(v) && n.group >= 0 &&
+                            g.nodes[size_t(val.producer)].group == n.group &&
+                            val.producer < int(ni);
+      if (!written[size_t(val.buffer)] && !in_group)
+        node_bad(fmt::format("input {} is value {} ({}) on buffer {}, which no earlier node writes",
+                             k, v, geom(v), val.buffer));
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const int o = n.outputs[k];
+      const Value& val = g.values[size_t(o)];
+      if (k == 0 && n.writes_existing) {
+        if (!written[size_t(val.buffer)])
+          node_bad(fmt::format("it writes in place into value {} ({}) on buffer {}, which no "
+                               "earlier node writes",
+                               o, geom(o), val.buffer));
+        continue;
+      }
+      if (val.is_view || n.op->has(kView) || scratch(o) || written[size_t(val.buffer)]) continue;
+      if (!covers_buffer(val, g.buffers[size_t(val.buffer)].nbytes))
+        node_bad(fmt::format("output {} (value {}, {}) is the first write of buffer {} ({} bytes) "
+                             "and does not fill it",
+                             k, o, geom(o), val.buffer, g.buffers[size_t(val.buffer)].nbytes));
+      written[size_t(val.buffer)] = 1;
+    }
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (!written[size_t(g.values[size_t(g.outputs[i])].buffer)])
+      r.bad(fmt::format("output {} is value {}, which no node writes", i, g.outputs[i]));
 }
 
 bool same_dims(const DimVector& a, const DimVector& b) { return IntArrayRef(a) == IntArrayRef(b); }
@@ -261,13 +367,18 @@ void check_semantics(const Graph& g, const Reader& r) {
     if (b.kind != BufKind::Input) continue;
     const Value& root = g.values[size_t(g.inputs[size_t(b.input)])];
     if (root.buffer != int(bi)) r.bad("an input buffer whose input lives elsewhere");
-    if (!value_extent(root, in_lo[bi], in_hi[bi])) in_hi[bi] = in_lo[bi] - 1;  // empty input
+    if (!value_extent(root, in_lo[bi], in_hi[bi], r, fmt::format("input {}", b.input)))
+      in_hi[bi] = in_lo[bi] - 1;  // empty input
   }
-  for (const Value& v : g.values) {
+  for (size_t vi = 0; vi < nv; ++vi) {
+    const Value& v = g.values[vi];
     const Buffer& b = g.buffers[size_t(v.buffer)];
     if (v.device != Device(kCPU)) r.bad("a tensor off the CPU");
+    // (every size again: an instantiated symbolic graph's come from its file's expressions)
+    if (too_many_elements(v.sizes))
+      r.bad(fmt::format("value {} has sizes {}: more than 2^56 elements", vi, shape_str(v.sizes)));
     int64_t lo, hi;
-    if (b.kind == BufKind::Input && value_extent(v, lo, hi) &&
+    if (b.kind == BufKind::Input && value_extent(v, lo, hi, r, fmt::format("value {}", vi)) &&
         (lo < in_lo[size_t(v.buffer)] || hi > in_hi[size_t(v.buffer)]))
       r.bad("a view reaches outside the input it views");
   }
@@ -420,6 +531,7 @@ void check_semantics(const Graph& g, const Reader& r) {
     for (int v : g.outputs)
       if (scratch(v)) r.bad("a result kept in a fused group's scratch");
   }
+  check_order(g, r);
 }
 
 }  // namespace
@@ -637,14 +749,6 @@ bool is_training_step(const Graph& g) {
 
 namespace {
 
-struct StateEntry {
-  std::string name;
-  int buffer = -1;
-  ScalarType dtype = kFloat32;
-  DimVector sizes, strides;
-  int64_t offset = 0;
-};
-
 void write_training_file(const std::string& path, const Graph& g,
                          const std::vector<StateEntry>& state, bool has_rng, GeneratorState rng) {
   BlobTable blobs;
@@ -835,10 +939,7 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
     v.producer = r.pod<int32_t>();
     v.is_view = r.pod<uint8_t>() != 0;
     // the element count must be representable (kernels and the executor multiply sizes)
-    int64_t count = 1;
-    for (int64_t sz : v.sizes)
-      if (sz < 0 || __builtin_mul_overflow(count, sz, &count) || count > (int64_t(1) << 56))
-        r.bad("a tensor with too many elements");
+    if (too_many_elements(v.sizes)) r.bad("a tensor with too many elements");
     // every element of the value must lie inside its buffer
     int64_t hi = v.offset, lo = v.offset;
     bool empty = false;
@@ -855,6 +956,8 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
         r.bad("a tensor's extent overflows");
     }
     if (v.offset < 0) r.bad("a negative offset");
+    for (int64_t st : v.strides)  // (eager views refuse them too)
+      if (st < 0) r.bad(fmt::format("value {} has a negative stride ({})", i, shape_str(v.strides)));
     const Buffer& b = g.buffers[size_t(v.buffer)];
     if (!empty && b.kind != BufKind::Input &&
         (lo < 0 || hi >= int64_t(b.nbytes / itemsize(v.dtype))))
@@ -994,55 +1097,60 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
   return g;
 }
 
-struct GraphFile {
-  uint8_t kind = 0;  // 0: one graph; 1: the structures of a symbolic graph; 2: a training step
-  Graph graph;
-  std::vector<SymbolicGraph> structures;
-  std::vector<StateEntry> state;  // kind 2 (NOTE [Saved training steps])
-  bool has_rng = false;
-  GeneratorState rng{0, 0};
-};
-
-// A training step's state table, checked against its graph: each entry names a captured
-// tensor's buffer once, with a geometry inside it; the generator state is there exactly when
-// the graph draws.
+// A training step's state table, checked against its graph (NOTE [Saved training steps]):
+// every captured tensor of the graph is named exactly once, each entry with exactly the geometry
+// the graph records for the tensor on its buffer (its root value: dtype, sizes, strides,
+// offset), so that state() hands out the tensors the step reads and writes and nothing else;
+// the generator state is there exactly when the graph draws.
 void read_state(Reader& r, GraphFile& file) {
   const Graph& g = file.graph;
   const uint32_t ns = r.pod<uint32_t>();
   if (ns > g.buffers.size()) r.bad("more state tensors than buffers");
   std::set<std::string> names;
+  std::vector<int> named(g.buffers.size(), -1);  // per buffer: the entry naming it
+  auto geometry = [](ScalarType dt, const DimVector& sizes, const DimVector& strides,
+                     int64_t offset) {
+    return fmt::format("{} {} strides {} offset {}", dtype_name(dt), shape_str(sizes),
+                       shape_str(strides), offset);
+  };
   for (uint32_t i = 0; i < ns; ++i) {
     StateEntry e;
     e.name = r.str();
     if (e.name.empty() || e.name.size() > 4096) r.bad("a state tensor with a bad name");
-    if (!names.insert(e.name).second || e.name == "generator")
-      r.bad(fmt::format("two state tensors are named '{}'", e.name));
+    if (e.name == "generator")
+      r.bad("a state tensor is named 'generator', the name of the step's generator state");
+    if (!names.insert(e.name).second) r.bad(fmt::format("two state tensors are named '{}'", e.name));
     e.buffer = r.pod<int32_t>();
     if (e.buffer < 0 || size_t(e.buffer) >= g.buffers.size() ||
         g.buffers[size_t(e.buffer)].kind != BufKind::External)
       r.bad(fmt::format("state tensor '{}' names a buffer that holds no captured tensor", e.name));
+    if (named[size_t(e.buffer)] >= 0)
+      r.bad(fmt::format("state tensors '{}' and '{}' name one buffer ({})",
+                        file.state[size_t(named[size_t(e.buffer)])].name, e.name, e.buffer));
+    named[size_t(e.buffer)] = int(i);
     const uint8_t dt = r.pod<uint8_t>();
     if (dt > uint8_t(kBool)) r.bad(fmt::format("state tensor '{}' has an unknown dtype", e.name));
     e.dtype = ScalarType(dt);
     e.sizes = r.dims();
     e.strides = r.dims();
     e.offset = r.pod<int64_t>();
-    if (e.sizes.size() != e.strides.size() || e.offset < 0)
-      r.bad(fmt::format("state tensor '{}' has a bad geometry", e.name));
-    Value v;
-    v.sizes = e.sizes;
-    v.strides = e.strides;
-    v.offset = e.offset;
-    int64_t count = 1;
-    for (int64_t sz : v.sizes)
-      if (sz < 0 || __builtin_mul_overflow(count, sz, &count) || count > (int64_t(1) << 56))
-        r.bad(fmt::format("state tensor '{}' has a bad geometry", e.name));
-    int64_t lo = 0, hi = 0;
-    if (value_extent(v, lo, hi) &&
-        (lo < 0 || hi >= int64_t(g.buffers[size_t(e.buffer)].nbytes / itemsize(e.dtype))))
-      r.bad(fmt::format("state tensor '{}' reaches outside its buffer", e.name));
+    const Buffer& b = g.buffers[size_t(e.buffer)];
+    const Value& root = g.values[size_t(b.root_value)];  // (checked by read_graph)
+    if (root.dtype != e.dtype || !same_dims(root.sizes, e.sizes) ||
+        !same_dims(root.strides, e.strides) || root.offset != e.offset)
+      r.bad(fmt::format("state tensor '{}' is {}; the graph's tensor on its buffer ({}) is {}",
+                        e.name, geometry(e.dtype, e.sizes, e.strides, e.offset), e.buffer,
+                        geometry(root.dtype, root.sizes, root.strides, root.offset)));
     file.state.push_back(std::move(e));
   }
+  for (size_t bi = 0; bi < g.buffers.size(); ++bi)
+    if (g.buffers[bi].kind == BufKind::External && named[bi] < 0) {
+      const Value& root = g.values[size_t(g.buffers[bi].root_value)];
+      r.bad(fmt::format(
+          "the state table names no tensor for buffer {} (the step's {}): every tensor the step "
+          "reads or updates between calls must be in it",
+          bi, geometry(root.dtype, root.sizes, root.strides, root.offset)));
+    }
   const uint8_t has = r.pod<uint8_t>();
   if (has > 1 || bool(has) != !g.rng_counters.empty())
     r.bad(has ? "a generator state for a graph that draws nothing"
@@ -1111,6 +1219,8 @@ SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
   }
   return sg;
 }
+
+}  // namespace
 
 // NOTE [Mapped graph files]: a graph file is mapped (read-only pages, private: an in-place
 // write to a weight copies its page and never reaches the file) and format 2's blobs, which
@@ -1199,7 +1309,19 @@ GraphFile read_file(const std::string& path) {
   return file;
 }
 
-}  // namespace
+void write_file_for_testing(const GraphFile& file, const std::string& path) {
+  BlobTable blobs;
+  Writer w;
+  if (file.kind == 1) {
+    write_symbolic_parts(w, file.structures, blobs);
+    write_file(path, 1, blobs, w.buf);
+  } else if (file.kind == 2) {
+    write_training_file(path, file.graph, file.state, file.has_rng, file.rng);
+  } else {
+    write_graph(w, file.graph, blobs);
+    write_file(path, 0, blobs, w.buf);
+  }
+}
 
 Graph load_graph(const std::string& path) {
   GraphFile f = read_file(path);
@@ -1229,8 +1351,71 @@ struct LoadedGraph::Impl {
   bool trains = false;
   std::vector<trace::StateEntry> state_entries;
   NamedTensors state;
+  // NOTE [Loaded arena limit]: the memory a call may need (LoadOptions::max_arena_bytes,
+  // resolved) and the most any corner of the declared ranges needs
+  size_t limit = 0;
+  size_t max_need = 0;
   std::shared_ptr<trace::PlanPool> pool_for(const std::vector<int64_t>& vals);
 };
+
+namespace {
+
+// NOTE [Loaded arena limit]: what one call of a planned graph allocates: its arena (the
+// intermediates) and the results it hands out (allocated per call). A graph from a file is
+// refused at load when that exceeds the caller's limit (LoadOptions::max_arena_bytes; by
+// default the machine's physical memory) — for a graph with symbolic dims at any corner of its
+// declared ranges, where the sizes of real models are largest — and a call whose shape needs
+// more (a size inside the ranges that a forged expression makes larger) is refused before
+// anything is allocated.
+size_t call_bytes(const trace::Graph& g) {
+  size_t n = trace::arena_bytes(g);
+  for (const trace::Buffer& b : g.buffers)
+    if (b.kind == trace::BufKind::Intermediate && b.escapes) n += b.nbytes;
+  return n;
+}
+
+size_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(-1);
+}
+
+void check_need(size_t need, size_t limit, const std::string& path, const std::string& where) {
+  if (need > limit)
+    fail(
+        "[jit.load] {}: a call {}needs {} bytes (arena and results), more than the limit of {} "
+        "bytes (LoadOptions::max_arena_bytes)",
+        path, where, need, limit);
+}
+
+// The symbol values at the corners of the ranges `sg` serves (its one_mask symbols at 1).
+std::vector<std::vector<int64_t>> corners(const trace::SymbolicGraph& sg) {
+  std::vector<std::vector<int64_t>> out{{}};
+  for (size_t i = 0; i < sg.symbols.size(); ++i) {
+    const trace::SymDim& d = sg.symbols[i];
+    std::vector<int64_t> cand;
+    if ((sg.one_mask >> i) & 1u) cand = {1};
+    else if (d.min == 1 && d.max > 1) cand = {2, d.max};
+    else cand = {d.min, d.max};
+    if (cand.size() == 2 && cand[0] == cand[1]) cand.pop_back();
+    std::vector<std::vector<int64_t>> next;
+    for (const auto& c : out)
+      for (int64_t x : cand) {
+        next.push_back(c);
+        next.back().push_back(x);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string vals_text(const std::vector<trace::SymDim>& syms, const std::vector<int64_t>& vals) {
+  std::string s;
+  for (size_t i = 0; i < syms.size(); ++i)
+    s += fmt::format("{}{} = {}", i ? ", " : "", syms[i].name, vals[i]);
+  return s;
+}
+
+}  // namespace
 
 std::shared_ptr<trace::PlanPool> LoadedGraph::Impl::pool_for(const std::vector<int64_t>& vals) {
   {
@@ -1255,6 +1440,7 @@ std::shared_ptr<trace::PlanPool> LoadedGraph::Impl::pool_for(const std::vector<i
   trace::Reader r(nullptr, 0, path);
   trace::check_semantics(g, r);
   g = trace::optimize(g);
+  check_need(call_bytes(g), limit, path, "at " + vals_text(sg->symbols, vals) + " ");
   auto pool = std::make_shared<trace::PlanPool>(g, false, trace::lower(g, false));
   std::lock_guard<std::mutex> lk(mu);
   shapes.emplace_front(vals, pool);
@@ -1306,7 +1492,10 @@ std::vector<Tensor> LoadedGraph::run(const std::vector<Tensor>& inputs) const {
   return impl_->pool->replay(inputs);
 }
 
-size_t LoadedGraph::num_inputs() const { return impl_ ? impl_->graph.inputs.size() : 0; }
+size_t LoadedGraph::num_inputs() const {
+  if (!impl_) return 0;
+  return (impl_->structures.empty() ? impl_->graph : impl_->structures[0].tmpl).inputs.size();
+}
 
 std::string InputSpec::str() const {
   std::string s = std::string(dtype_name(dtype)) + " (";
@@ -1354,6 +1543,8 @@ std::string LoadedGraph::graph() const { return impl_ ? trace::to_string(impl_->
 
 bool LoadedGraph::trains() const { return impl_ && impl_->trains; }
 
+size_t LoadedGraph::max_arena_bytes() const { return impl_ ? impl_->max_need : 0; }
+
 NamedTensors LoadedGraph::state() const { return impl_ ? impl_->state : NamedTensors(); }
 
 Tensor LoadedGraph::state(const std::string& name) const {
@@ -1382,19 +1573,33 @@ void save(const LoadedGraph& graph, const std::string& path) {
   trace::write_training_file(path, im.graph, im.state_entries, bool(im.graph.rng_state), rng);
 }
 
-LoadedGraph load(const std::string& path) {
+LoadedGraph load(const std::string& path) { return load(path, LoadOptions{}); }
+
+LoadedGraph load(const std::string& path, const LoadOptions& options) {
   ensure_op_table();
   LoadedGraph lg;
   lg.impl_ = std::make_unique<LoadedGraph::Impl>();
   lg.impl_->path = path;
+  lg.impl_->limit = options.max_arena_bytes ? options.max_arena_bytes : physical_memory();
   trace::GraphFile file = trace::read_file(path);
   if (file.kind == 1) {
     lg.impl_->structures = std::move(file.structures);
     // each structure is checked as a loaded graph at its recorded sizes now (and every
-    // instantiation again before it runs)
+    // instantiation again before it runs), and planned at the corners of its ranges (NOTE
+    // [Loaded arena limit]); a corner where the graph cannot run is refused when called
     for (const trace::SymbolicGraph& sg : lg.impl_->structures) {
       trace::Reader r(nullptr, 0, path);
       trace::check_semantics(trace::instantiate(sg, sg.recorded), r);
+      for (const std::vector<int64_t>& at : corners(sg)) {
+        trace::Graph g;
+        try {
+          g = trace::instantiate(sg, at);
+          trace::check_semantics(g, r);
+        } catch (const Error&) { continue; }
+        const size_t need = call_bytes(trace::optimize(g));
+        check_need(need, lg.impl_->limit, path, "at " + vals_text(sg.symbols, at) + " ");
+        lg.impl_->max_need = std::max(lg.impl_->max_need, need);
+      }
     }
     return lg;
   }
@@ -1440,6 +1645,8 @@ LoadedGraph load(const std::string& path) {
   }
   // the arena is planned again (NOTE [Loaded buffer sizes])
   lg.impl_->graph = trace::memplan(std::move(file.graph));
+  lg.impl_->max_need = call_bytes(lg.impl_->graph);
+  check_need(lg.impl_->max_need, lg.impl_->limit, path, "");
   lg.impl_->pool = std::make_shared<trace::PlanPool>(lg.impl_->graph, false,
                                                      trace::lower(lg.impl_->graph, false));
   return lg;
