@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
     }
     const std::string graph_path = "fashion_mnist_cnn.oftrace";
     of::jit::save(infer, graph_path);
-    std::printf("saved the traced inference graph to %s (%s)", graph_path.c_str(),
+    // (the trace report is several lines, each ending in a newline)
+    std::printf("saved the traced inference graph to %s; its trace report:\n%s", graph_path.c_str(),
                 infer.stats().str().c_str());
     net->train();
   }

@@ -1568,6 +1568,10 @@ int main(int argc, char** argv) {
           y = of::ones({4, 8}, odd ? of::kFloat64 : of::kFloat32).to_global(pl, of::sbp::broadcast());
         } else if (m == "meta_logical_shape") {
           y = of::ones({odd ? 6 : 8, 8}, pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(0));
+        } else if (m == "meta_ranks") {
+          // rank 1 places the tensor on itself alone: the others wait for it to compare
+          y = odd ? of::ones({8, 8}).to_global(of::Placement("cpu", {1}), of::sbp::broadcast())
+                  : of::ones({8, 8}).to_global(pl, of::sbp::split(0));
         } else if (m == "meta_placement") {
           // the same ranks as a 1 x n mesh on rank 1
           std::vector<int> all;

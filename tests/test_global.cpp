@@ -226,6 +226,17 @@ TEST_CASE("global: ranks that ask to_global for different conversions all raise"
       if (n == 4 && mode == "meta_sbp") CHECK(out.find("ranks 0, 2, 3 (S(0))") != std::string::npos);
     }
   }
+  // ranks that disagree on who takes part cannot compare: the collective watchdog ends the
+  // ranks left waiting, in bounded time
+  {
+    std::string out;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = run_ranks(2, &out, "OF_WORKER_FAULT=meta_ranks OF_COLLECTIVE_TIMEOUT=3", 90);
+    INFO(out);
+    CHECK(rc != 0);
+    CHECK(rc != 124);  // not the test's own deadline
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+  }
   // switched off, the same disagreement goes through with a wrong tensor and no error
   std::string out;
   CHECK(run_ranks(2, &out, "OF_WORKER_FAULT=meta_off OF_CHECK_GLOBAL_META=0", 90) == 0);

@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <stdlib.h>
+
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -16,6 +18,7 @@
 
 #include "harness.h"
 #include "serialize_util.h"
+#include "../examples/bert.h"
 #include "trace/file_format.h"
 
 namespace nn = of::nn;
@@ -320,5 +323,111 @@ TEST_CASE("trust: the fuzz corpus of jit.load holds symbolic graphs and training
     of::jit::LoadedGraph g = of::jit::load(dir.file(name + ".oftrace"));
     CHECK(g.num_inputs() > 0);
     CHECK(g.trains() == (name == "v3_training_step"));
+  }
+}
+
+// ---------------------------------------------------------------- the README's bitwise claims
+
+namespace {
+bert::Config tiny_bert() {
+  bert::Config c;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 32;
+  return c;
+}
+of::Tensor keep_mask(int64_t b, int64_t s) {
+  of::Tensor m = of::ones({b, s});
+  if (b > 1) m.select(0, 1).narrow(0, s - 3, 3).fill_(0);
+  return m;
+}
+double max_abs_diff(const of::Tensor& a, const of::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+}  // namespace
+
+TEST_CASE("README: replays equal eager bitwise with exact(); the default rewrites stay close") {
+  // README "Trace, compile, replay" and "Serving": the inference rewrites (attention, add_norm,
+  // epilogue) sum in another order than the ops they replace; TraceOptions().exact() turns
+  // every such pass off (the pass table's rows that say so), and the replay is the eager call's
+  // bits again
+  of::manual_seed(3);
+  bert::Bert model(tiny_bert());
+  model->eval();
+  of::NoGradGuard ng;
+  const of::Tensor ids = of::randint(0, 64, {2, 9}, of::kInt64), mask = keep_mask(2, 9);
+  const of::Tensor eager = model->forward(ids, mask);
+  auto fwd = [&](const of::Tensor& i, const of::Tensor& m) { return model->forward(i, m); };
+  auto exact = of::jit::trace(fwd, of::jit::TraceOptions().exact());
+  auto fast = of::jit::trace(fwd);
+  for (int k = 0; k < 2; ++k) {
+    CHECK(th::same_bits(exact(ids, mask), eager));
+    CHECK(max_abs_diff(fast(ids, mask), eager) < 1e-5);
+  }
+  CHECK(exact.stats().replays >= 1);
+  CHECK(exact.stats().rewrites.empty());
+  bool fused = false;
+  for (const std::string& r : fast.stats().rewrites) fused |= r.find("refused") == std::string::npos;
+  CHECK(fused);  // (the default does rewrite this model: exact() is what makes the bits equal)
+  // OF_TRACE_PASSES cannot turn a reordering pass back on under exact()
+  {
+    setenv("OF_TRACE_PASSES", "+attention,+add_norm,+epilogue", 1);
+    auto again = of::jit::trace(fwd, of::jit::TraceOptions().exact());
+    (void)again(ids, mask);
+    const of::Tensor r = again(ids, mask);
+    unsetenv("OF_TRACE_PASSES");
+    CHECK(th::same_bits(r, eager));
+    CHECK(again.stats().rewrites.empty());
+  }
+  // a saved graph of symbolic shapes, served with LoadOptions::exact, gives at a new shape the
+  // eager model's bits at that shape
+  const ser::TmpDir dir;
+  of::jit::Dim batch("batch", 1, 4), seq("seq", 2, 16);
+  // (traced as the README's example is, without exact(): the file holds the recordings, and the
+  // loader optimizes each new shape)
+  auto encode = of::jit::trace(fwd, of::jit::TraceOptions()
+                                        .dynamic(0, {{0, batch}, {1, seq}})
+                                        .dynamic(1, {{0, batch}, {1, seq}}));
+  (void)encode(ids, mask);
+  const std::string path = dir.file("encoder.oftrace");
+  of::jit::save(encode, path);
+  of::jit::LoadOptions lo;
+  lo.exact = true;
+  const of::jit::LoadedGraph g = of::jit::load(path, lo);
+  const of::Tensor ids2 = of::randint(0, 64, {3, 13}, of::kInt64), mask2 = keep_mask(3, 13);
+  CHECK(th::same_bits(g(ids2, mask2), model->forward(ids2, mask2)));
+  // and without it, the rewrites' tolerance
+  CHECK(max_abs_diff(of::jit::load(path)(ids2, mask2), model->forward(ids2, mask2)) < 1e-5);
+}
+
+TEST_CASE("README: a traced training step with attention replays bitwise under exact()") {
+  // the training graph's attention rewrite (fused forward and backward) reorders floats too
+  auto run = [](bool traced, bool exact_on) {
+    of::manual_seed(11);
+    bert::Bert model(tiny_bert());
+    of::optim::Adam opt(model->parameters(), of::optim::AdamOptions(1e-3));
+    const of::Tensor ids = of::randint(0, 64, {2, 9}, of::kInt64), mask = keep_mask(2, 9);
+    auto step = [&](const of::Tensor& i, const of::Tensor& m) {
+      opt.zero_grad(false);
+      of::Tensor loss = model->forward(i, m).square().mean();
+      loss.backward();
+      opt.step();
+      return loss.detach();
+    };
+    auto t = of::jit::trace(step, of::jit::TraceOptions().exact(exact_on));
+    std::vector<of::Tensor> out;
+    for (int k = 0; k < 3; ++k) out.push_back(traced ? t(ids, mask) : step(ids, mask));
+    for (const of::Tensor& p : model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  const auto eager = run(false, false), exact = run(true, true), fast = run(true, false);
+  REQUIRE(eager.size() == exact.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    CAPTURE(i);
+    CHECK(th::same_bits(exact[i], eager[i]));
+    CHECK(max_abs_diff(fast[i], eager[i]) < 1e-4);
   }
 }

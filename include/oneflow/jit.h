@@ -344,9 +344,10 @@ class LoadedGraph {
   // share memory with the graph, so writing one (state("lr").fill_(1e-4)) changes what the
   // next call reads, and reading them between calls gives a checkpoint. Empty for inference.
   bool trains() const;
-  // The largest arena (bytes of intermediates) a call can need: the planned arena, or for a
-  // graph with symbolic dims the largest over the corners of its declared ranges (a shape
-  // inside them that needs more than LoadOptions::max_arena_bytes is refused when called).
+  // The most memory one call allocates (bytes: the planned arena of intermediates and the
+  // results it hands out), or for a graph with symbolic dims the most over the corners of its
+  // declared ranges (a shape inside them that needs more than LoadOptions::max_arena_bytes is
+  // refused when called).
   size_t max_arena_bytes() const;
   NamedTensors state() const;
   Tensor state(const std::string& name) const;  // raises naming a missing name
@@ -380,10 +381,14 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
                          const amp::GradScaler& scaler);
 // Limits a loaded file must keep (docs/TRACING.md, "Loading files from others").
 struct LoadOptions {
-  // The largest arena a call may need, in bytes: a graph whose arena (at any corner of its
-  // symbolic ranges) exceeds it is refused at load, and a call whose shape needs more is
-  // refused before anything is allocated. 0: the machine's physical memory.
+  // The most memory one call may allocate (arena and results), in bytes: a graph that needs
+  // more (at any corner of its symbolic ranges) is refused at load, and a call whose shape
+  // needs more is refused before anything is allocated. 0: the machine's physical memory.
   size_t max_arena_bytes = 0;
+  // A graph with symbolic dims is optimized at each new shape: without the rewrites that sum
+  // floats in another order (TraceOptions::exact()), so that it equals the eager function
+  // bitwise. (A graph of fixed shapes runs as it was saved.)
+  bool exact = false;
 };
 // Reads a saved graph, checking the format version, every size and the checksum first.
 LoadedGraph load(const std::string& path);

@@ -681,9 +681,11 @@ namespace {
 // still match the others' in count and size and give a wrong tensor with no error. So to_global
 // first compares what each rank asked for, as OneFlow's to_global(check_meta) does: each rank
 // contributes one record per field — a 64-bit FNV-1a hash of the field's text and the text's
-// first bytes — in one all-gather over the ranks taking part (the placement's; the source's and
-// the target's for a move), and when a hash differs every rank raises the same error naming the
-// field and what each rank asked for, before any data moves. A local tensor's own sizes are
+// first bytes — in one all-gather over the placement's ranks, and when a hash differs every
+// rank raises the same error naming the field and what each rank asked for, before any data
+// moves. A move between placements compares within the source placement, then within the
+// target's (the ranks of one placement run the same code; a pipeline's stages need not call
+// their moves in one order across the stages). A local tensor's own sizes are
 // compared except along split dims (its pieces may differ there). distributed::
 // set_check_global_meta(false) or OF_CHECK_GLOBAL_META=0 skips it; inside a traced function it
 // runs while recording, and a replay does not repeat it. Ranks that disagree on which ranks take
@@ -771,15 +773,19 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
     // (a conversion to what the tensor already is moves nothing and is not compared: a rank may
     // read a broadcast tensor's value alone)
     if (m.placement != placement || m.sbp != sbp) {
-      std::vector<int> ranks = global::ranks_of(m.placement);
-      for (int r : placement.ranks()) ranks.push_back(r);
-      global::check_same_meta(std::vector<global::MetaField>{{"source placement", m.placement.str()},
-                               {"source SBP", sbp_str(m.sbp)},
-                               {"logical shape", shape_str(sizes())},
-                               {"dtype", std::string(dtype_name(dtype()))},
-                               {"placement", placement.str()},
-                               {"SBP", sbp_str(sbp)}},
-                              std::move(ranks));
+      // the target is checked first (a rank beyond the world, a bad SBP: the error of its own);
+      // then the source placement's ranks compare, and the target's (a move: NOTE [Checked
+      // global meta])
+      global::check_sbp("to_global", placement, sbp, dim());
+      (void)global::holds_piece(placement, "to_global");
+      const std::vector<global::MetaField> fields{{"source placement", m.placement.str()},
+                                                  {"source SBP", sbp_str(m.sbp)},
+                                                  {"logical shape", shape_str(sizes())},
+                                                  {"dtype", std::string(dtype_name(dtype()))},
+                                                  {"placement", placement.str()},
+                                                  {"SBP", sbp_str(sbp)}};
+      global::check_same_meta(fields, global::ranks_of(m.placement));
+      if (m.placement != placement) global::check_same_meta(fields, global::ranks_of(placement));
     }
     if (m.placement != placement) return global::move_placement(*this, placement, sbp);
     return global::boxing(*this, sbp);

@@ -511,7 +511,11 @@ class MpiComm final : public Communicator {
     MPI_Comm c = MPI_COMM_NULL;
     // Collective over the group's members only (MPI-3), so disjoint placements need no
     // participation of the other ranks.
-    check(MPI_Comm_create_group(comm_, sub, 0, &c), "MPI_Comm_create_group");
+    {
+      // (ranks that disagree on the members wait here: the watchdog ends them)
+      Timed timed("MPI_Comm_create_group");
+      check(MPI_Comm_create_group(comm_, sub, 0, &c), "MPI_Comm_create_group");
+    }
     MPI_Group_free(&sub);
     MPI_Group_free(&all);
     if (c == MPI_COMM_NULL) fail("[mpi] rank {} is not among the group's ranks", rank_);

@@ -287,9 +287,35 @@ struct PassSwitches {
       quantize;
 };
 
+// NOTE [Pass switches]: one row per switchable pass: its name (OF_TRACE_PASSES, the error's
+// list), its switch in the recipe and in TraceOptions, and whether it sums floats in another
+// order than the recorded ops (TraceOptions::exact() turns those off: a replay then equals the
+// eager call bitwise on the CPU). A new pass that reorders float arithmetic says so here.
+struct PassRow {
+  const char* name;
+  bool PassSwitches::*slot;
+  bool TraceOptions::*option;
+  bool reorders_float;
+};
+constexpr PassRow kPassRows[] = {
+    {"dce", &PassSwitches::dce, &TraceOptions::dce_, false},
+    {"cse", &PassSwitches::cse, &TraceOptions::cse_, false},
+    {"fold", &PassSwitches::fold, &TraceOptions::fold_, false},
+    {"remat", &PassSwitches::remat, &TraceOptions::remat_, false},
+    {"schedule", &PassSwitches::schedule, &TraceOptions::schedule_, false},
+    {"fuse", &PassSwitches::fuse, &TraceOptions::fuse_, false},
+    {"inplace", &PassSwitches::inplace, &TraceOptions::inplace_, false},
+    {"memplan", &PassSwitches::memplan, &TraceOptions::memplan_, false},
+    {"attention", &PassSwitches::attention, &TraceOptions::attention_, true},
+    {"add_norm", &PassSwitches::add_norm, &TraceOptions::add_norm_, true},
+    {"epilogue", &PassSwitches::epilogue, &TraceOptions::epilogue_, true},
+    // (changes values by design, not their order: exact() leaves it as set)
+    {"quantize", &PassSwitches::quantize, &TraceOptions::quantize_int8_, false},
+};
+
 PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{o.dce_,     o.cse_,     o.fold_,      o.remat_,    o.schedule_, o.fuse_,
-                 o.inplace_, o.memplan_, o.attention_, o.add_norm_, o.epilogue_,  o.quantize_int8_};
+  PassSwitches s{};
+  for (const PassRow& row : kPassRows) s.*row.slot = o.*row.option;
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     std::string all = env;
     size_t pos = 0;
@@ -301,27 +327,21 @@ PassSwitches switches(const TraceOptions& o) {
       if (item.empty()) continue;
       const bool on = item[0] != '-';
       if (item[0] == '-' || item[0] == '+') item = item.substr(1);
-      bool* slot = item == "dce"         ? &s.dce
-                   : item == "cse"       ? &s.cse
-                   : item == "fold"      ? &s.fold
-                   : item == "remat"     ? &s.remat
-                   : item == "schedule"  ? &s.schedule
-                   : item == "fuse"      ? &s.fuse
-                   : item == "inplace"   ? &s.inplace
-                   : item == "memplan"   ? &s.memplan
-                   : item == "attention" ? &s.attention
-                   : item == "add_norm"  ? &s.add_norm
-                   : item == "epilogue"  ? &s.epilogue
-                   : item == "quantize"  ? &s.quantize
-                                         : nullptr;
-      if (!slot)
-        fail(
-            "[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' (dce, cse, fold, remat, "
-            "schedule, fuse, inplace, memplan, attention, add_norm, epilogue, quantize)",
-            item);
-      *slot = on;
+      const PassRow* found = nullptr;
+      for (const PassRow& row : kPassRows)
+        if (item == row.name) found = &row;
+      if (!found) {
+        std::string names;
+        for (const PassRow& row : kPassRows) names += (names.empty() ? "" : ", ") + std::string(row.name);
+        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' ({})", item, names);
+      }
+      s.*found->slot = on;
     }
   }
+  // the program's promise of exact replays wins over the environment
+  if (o.exact_)
+    for (const PassRow& row : kPassRows)
+      if (row.reorders_float) s.*row.slot = false;
   return s;
 }
 
@@ -825,8 +845,8 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
 
 namespace oneflow::trace {
 
-Graph optimize(const Graph& g0) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
-  const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions());
+Graph optimize(const Graph& g0, bool exact) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
+  const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions().exact(exact));
   Graph g = g0;
   for (const jit::detail::PassStep& p : jit::detail::kRecipe)
     if (p.on(sw)) g = p.run(g);

@@ -1355,6 +1355,7 @@ struct LoadedGraph::Impl {
   // resolved) and the most any corner of the declared ranges needs
   size_t limit = 0;
   size_t max_need = 0;
+  bool exact = false;  // LoadOptions::exact
   std::shared_ptr<trace::PlanPool> pool_for(const std::vector<int64_t>& vals);
 };
 
@@ -1439,7 +1440,7 @@ std::shared_ptr<trace::PlanPool> LoadedGraph::Impl::pool_for(const std::vector<i
   }
   trace::Reader r(nullptr, 0, path);
   trace::check_semantics(g, r);
-  g = trace::optimize(g);
+  g = trace::optimize(g, exact);
   check_need(call_bytes(g), limit, path, "at " + vals_text(sg->symbols, vals) + " ");
   auto pool = std::make_shared<trace::PlanPool>(g, false, trace::lower(g, false));
   std::lock_guard<std::mutex> lk(mu);
@@ -1581,6 +1582,7 @@ LoadedGraph load(const std::string& path, const LoadOptions& options) {
   lg.impl_ = std::make_unique<LoadedGraph::Impl>();
   lg.impl_->path = path;
   lg.impl_->limit = options.max_arena_bytes ? options.max_arena_bytes : physical_memory();
+  lg.impl_->exact = options.exact;
   trace::GraphFile file = trace::read_file(path);
   if (file.kind == 1) {
     lg.impl_->structures = std::move(file.structures);
@@ -1596,7 +1598,7 @@ LoadedGraph load(const std::string& path, const LoadOptions& options) {
           g = trace::instantiate(sg, at);
           trace::check_semantics(g, r);
         } catch (const Error&) { continue; }
-        const size_t need = call_bytes(trace::optimize(g));
+        const size_t need = call_bytes(trace::optimize(g, lg.impl_->exact));
         check_need(need, lg.impl_->limit, path, "at " + vals_text(sg.symbols, at) + " ");
         lg.impl_->max_need = std::max(lg.impl_->max_need, need);
       }

@@ -82,7 +82,8 @@ SymbolicGraph fit_symbolic(const std::vector<SymDim>& symbols,
 
 // Writes the structures of one symbolic signature (format version 2, NOTE [Graph file blobs]).
 void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::string& path);
-// The default pass recipe on a recorded CPU graph (what of::jit::trace runs), memplan included.
-Graph optimize(const Graph& g);
+// The default pass recipe on a recorded CPU graph (what of::jit::trace runs), memplan included;
+// `exact`: without the passes that reorder float arithmetic (TraceOptions::exact()).
+Graph optimize(const Graph& g, bool exact = false);
 
 }  // namespace oneflow::trace
