@@ -680,7 +680,8 @@ TH_ROWS({
                     for (int64_t i = 0; i < l.numel(); ++i) l.v[size_t(i)] *= r[2].v[size_t(i % 4)];
                     return l;
                   }),
-              ranged({{3, 4}, {3, 4}, {4}}, {{0.05, 0.95}, {0, 1}, {0.5, 1.5}})),
+              ranged({{3, 4}, {3, 4}, {4}}, {{0.05, 0.95}, {0, 1}, {0.5, 1.5}}),
+              {2}),  // (the weight takes no gradient, as in libtorch)
     with_make(row(
                   "bce_with_logits/mean", {}, {},
                   [](const V& in) { return of::binary_cross_entropy_with_logits(in[0], in[1]); },

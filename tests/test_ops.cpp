@@ -212,7 +212,8 @@ TEST_CASE("op table: autocast policy, 16-bit widening and index checks are field
          {"exp",        "expm1",      "log",       "log2",       "log1p",         "reciprocal",
           "rsqrt",      "tan",        "pow",       "pow_scalar", "sum",           "prod",
           "cumsum",     "cumprod",    "logsumexp", "norm",       "softmax",       "log_softmax",
-          "layer_norm", "group_norm", "rms_norm",  "batch_norm", "cross_entropy", "ctc_loss"})
+          "layer_norm", "group_norm", "rms_norm",  "batch_norm", "cross_entropy", "ctc_loss",
+          "binary_cross_entropy"})
       m[n] = P::kFloat32;
     for (const char* n : {"cat", "index_add", "scatter_add", "lstm_cell", "lstm_layer"})
       m[n] = P::kPromote;
@@ -634,7 +635,8 @@ TEST_CASE("decompositions: the ops that have one are the ones the tests above ch
   for (const of::OpDef* op : of::all_ops())
     if (op->decompose) with.push_back(op->name);
   std::sort(with.begin(), with.end());
-  CHECK(with == std::vector<std::string>{"addmm", "baddbmm", "scaled_dot_product_attention",
+  CHECK(with == std::vector<std::string>{"addmm", "baddbmm", "binary_cross_entropy",
+                                         "scaled_dot_product_attention",
                                          "scaled_dot_product_attention_backward", "view_scatter"});
 }
 

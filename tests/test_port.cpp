@@ -631,3 +631,13 @@ TEST_CASE("port: libtorch's distributed (c10d + DistributedRandomSampler) traini
   for (float l : losses) CHECK(std::isfinite(l));
   CHECK(losses.back() < 0.5f * losses.front());
 }
+
+TEST_CASE("port: a program that includes only <oneflow/oneflow.h> gets the standard headers") {
+  // pytorch/examples' cpp/mnist calls std::isnan with only <torch/torch.h> included; the
+  // umbrella header brings <cmath>, <iostream>, <iomanip>, <numeric>, ... too
+  // (tests/port_headers.cpp compiles only while it does)
+  std::string out;
+  CHECK(th::run_capture(ONEFLOW_PORT_HEADERS, &out) == 0);
+  INFO(out);
+  CHECK(out.find("mean loss, ok") != std::string::npos);
+}
