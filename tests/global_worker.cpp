@@ -1521,6 +1521,23 @@ TEST_CASE("c10d: bad calls raise before communicating, the same error on every r
   CHECK(values(ok[0]) == filled(2, p));
 }
 
+// The fault modes' end: the broadcast sum of what `make` gives, printed, and exit status 0; or
+// the of::Error every rank raised, printed, and exit status 3.
+int finish_or_report(const std::function<of::Tensor()>& make) {
+  try {
+    const of::Tensor y = make();
+    std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
+                y.to_global(y.placement(), NdSbp(size_t(y.placement().ndim()), Sbp::broadcast()))
+                    .sum()
+                    .item<double>());
+    return 0;
+  } catch (const of::Error& e) {
+    std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+}
+
 int main(int argc, char** argv) {
   of::distributed::init();
   of::set_num_threads(1);
@@ -1537,27 +1554,18 @@ int main(int argc, char** argv) {
       // rank 1 runs another op (or the same op on another shape): under OF_GLOBAL_CHECK=1 every
       // rank raises an of::Error naming the op and its sequence number before any collective
       const bool odd = of::distributed::rank() == 1;
-      try {
+      return finish_or_report([&] {
         of::Tensor x = of::ones({m == "diverge_shape" && odd ? 5 : 4}, pl, of::sbp::broadcast());
         of::Tensor y = m == "diverge" && odd ? x * 2.0 : x + 2.0;
-        std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
-                    y.to_global(pl, of::sbp::partial_sum())
-                        .to_global(pl, of::sbp::broadcast())
-                        .sum()
-                        .item<double>());
-        return 0;
-      } catch (const of::Error& e) {
-        std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
-        std::fflush(stdout);
-        return 3;
-      }
+        return y.to_global(pl, of::sbp::partial_sum());
+      });
     }
     if (m.rfind("meta_", 0) == 0) {
       // NOTE [Checked global meta]: rank 1 asks to_global for another conversion than the other
       // ranks; every rank raises naming what differed, before any data moves
       const bool odd = of::distributed::rank() == 1;
       const int n = of::distributed::world_size();
-      try {
+      return finish_or_report([&] {
         of::Tensor y;
         if (m == "meta_sbp" || m == "meta_off") {
           of::Tensor x = of::randn({8, 8}, pl, of::sbp::broadcast());
@@ -1580,17 +1588,8 @@ int main(int argc, char** argv) {
           y = odd ? of::ones({8, 8}).to_global(mesh, NdSbp{of::sbp::broadcast(), of::sbp::split(0)})
                   : of::ones({8, 8}).to_global(pl, of::sbp::split(0));
         }
-        std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),
-                    y.to_global(y.placement(), NdSbp(size_t(y.placement().ndim()),
-                                                     of::sbp::broadcast()))
-                        .sum()
-                        .item<double>());
-        return 0;
-      } catch (const of::Error& e) {
-        std::printf("rank %d caught: %s\n", of::distributed::rank(), e.what());
-        std::fflush(stdout);
-        return 3;
-      }
+        return y;
+      });
     }
     of::Tensor s = of::ones({4}, pl, of::sbp::partial_sum()).to_global(pl, of::sbp::broadcast());
     std::printf("rank %d finished the collective: %g\n", of::distributed::rank(),

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "dispatch.h"
+#include "forge_util.h"
 #include "harness.h"
 
 TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
@@ -78,20 +79,7 @@ TEST_CASE("fuzz regressions: an empty tensor with huge other sizes (stride produ
 
 namespace {
 
-// A traced-graph file around `payload`: the header and checksum jit.load expects (as
-// tests/fuzz/fuzz_jit_load.cpp writes them), so the payload's own checks are reached.
-std::string oftrace_file(const std::string& payload) {
-  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
-  const uint32_t version = 1;
-  const uint64_t n = payload.size();
-  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
-  std::string file(magic, 8);
-  file.append(reinterpret_cast<const char*>(&version), 4);
-  file.append(reinterpret_cast<const char*>(&n), 8);
-  file.append(reinterpret_cast<const char*>(&crc), 4);
-  file += payload;
-  return file;
-}
+using forge::oftrace_file;
 
 // Loads the fuzz_jit_load payload tests/fuzz/regressions/<name> wrapped as a traced-graph file;
 // returns the peak bytes allocated meanwhile, and in *msg "loaded" or the error raised.

@@ -211,7 +211,9 @@ TEST_CASE("global: ranks that ask to_global for different conversions all raise"
       {"meta_placement", {"placement: ", "SBP: ", "(B, S(0))"}},
   };
   for (int n : {2, 4}) {
-    for (const auto& [mode, needles] : modes) {
+    for (const auto& m : modes) {  // (no structured binding: clang 14's doctest lambdas)
+      const std::string& mode = m.first;
+      const std::vector<std::string>& needles = m.second;
       CAPTURE(n);
       CAPTURE(mode);
       std::string out;

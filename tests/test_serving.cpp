@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "forge_util.h"
 #include "harness.h"
 #include "trace/graph.h"
 #include "../examples/bert.h"
@@ -255,11 +256,7 @@ void load_edited(const std::string& dir, const tr::Graph& g,
   of::jit::load(dir + "/forged.oftrace");
 }
 
-int find_node(const tr::Graph& g, const std::string& op) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op->name == op) return int(i);
-  return -1;
-}
+using forge::find_node;
 
 }  // namespace
 

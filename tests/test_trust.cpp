@@ -7,7 +7,6 @@
 // (tests/fuzz/regressions/jit_load_<case>.bin; OF_FUZZ_WRITE=1 rewrites them), which this test
 // loads too.
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <stdlib.h>
 
@@ -16,6 +15,7 @@
 #include <functional>
 #include <map>
 
+#include "forge_util.h"
 #include "harness.h"
 #include "serialize_util.h"
 #include "../examples/bert.h"
@@ -31,17 +31,7 @@ namespace {
 std::string regression_input(const std::string& file) { return "\xFC" + file.substr(24); }
 
 // A payload wrapped as a version-3 file again (as fuzz_jit_load wraps it).
-std::string wrap_v3(const std::string& payload) {
-  const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
-  const uint32_t version = 3;
-  const uint64_t n = payload.size();
-  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), uInt(n)));
-  std::string f(magic, 8);
-  f.append(reinterpret_cast<const char*>(&version), 4);
-  f.append(reinterpret_cast<const char*>(&n), 8);
-  f.append(reinterpret_cast<const char*>(&crc), 4);
-  return f + payload;
-}
+std::string wrap_v3(const std::string& payload) { return forge::oftrace_file(payload, 3); }
 
 const std::string kRegressions = ONEFLOW_SOURCE_ROOT "/tests/fuzz/regressions/";
 
@@ -126,11 +116,7 @@ std::tuple<int, int, int> later_value(const tr::Graph& g) {
   return {-1, -1, -1};
 }
 
-int find_op(const tr::Graph& g, const std::string& name) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op->name == name) return int(i);
-  return -1;
-}
+using forge::find_node;
 
 }  // namespace
 
@@ -146,7 +132,8 @@ TEST_CASE("trust: a node that reads a later node's output, or bytes no node wrot
   // a node reads the output of a node after it
   {
     tr::GraphFile f = base;
-    const auto [ni, k, v] = later_value(f.graph);
+    int ni, k, v;
+    std::tie(ni, k, v) = later_value(f.graph);
     REQUIRE(ni >= 0);
     f.graph.nodes[size_t(ni)].inputs[size_t(k)] = v;
     expect_refused(dir, "order_later_output", f, {"[jit.load]", "node " + std::to_string(ni), "makes after it"});
@@ -156,7 +143,7 @@ TEST_CASE("trust: a node that reads a later node's output, or bytes no node wrot
   {
     tr::GraphFile f = base;
     tr::Graph& g = f.graph;
-    const int ni = find_op(g, "tanh");
+    const int ni = find_node(g, "tanh");
     REQUIRE(ni >= 0);
     const tr::Value in = g.values[size_t(g.nodes[size_t(ni)].inputs[0])];
     tr::Buffer b;
@@ -176,7 +163,7 @@ TEST_CASE("trust: a node that reads a later node's output, or bytes no node wrot
   // a node takes its own output as input (tanh does not write in place)
   {
     tr::GraphFile f = base;
-    tr::Node& n = f.graph.nodes[size_t(find_op(f.graph, "tanh"))];
+    tr::Node& n = f.graph.nodes[size_t(find_node(f.graph, "tanh"))];
     n.inputs[0] = n.outputs[0];
     expect_refused(dir, "order_own_output", f, {"[jit.load]", "(tanh)", "its own output"});
   }
@@ -184,7 +171,7 @@ TEST_CASE("trust: a node that reads a later node's output, or bytes no node wrot
   {
     tr::GraphFile f = base;
     tr::Graph& g = f.graph;
-    const tr::Node& n = g.nodes[size_t(find_op(g, "tanh"))];
+    const tr::Node& n = g.nodes[size_t(find_node(g, "tanh"))];
     tr::Value& o = g.values[size_t(n.outputs[0])];
     tr::Buffer& b = g.buffers[size_t(o.buffer)];
     REQUIRE(b.kind == tr::BufKind::Intermediate);
@@ -199,7 +186,8 @@ TEST_CASE("trust: a training step whose node reads a later node's output is refu
   const ser::TmpDir dir;
   tr::GraphFile f = train_file(dir);
   CHECK(of::jit::load(dir.file("step.oftrace")).trains());
-  const auto [ni, k, v] = later_value(f.graph);
+  int ni, k, v;
+  std::tie(ni, k, v) = later_value(f.graph);
   REQUIRE(ni >= 0);
   f.graph.nodes[size_t(ni)].inputs[size_t(k)] = v;
   expect_refused(dir, "order_train_later_output", f, {"[jit.load]", "makes after it"});
@@ -313,7 +301,9 @@ TEST_CASE("trust: the fuzz corpus of jit.load holds symbolic graphs and training
   const std::map<std::string, std::string> seeds = {
       {"v3_training_step", ser::read_bytes(dir.file("step.oftrace"))},
       {"v3_symbolic", ser::read_bytes(dir.file("sym.oftrace"))}};
-  for (const auto& [name, file] : seeds) {
+  for (const auto& seed_file : seeds) {  // (no structured binding: clang 14's doctest lambdas)
+    const std::string& name = seed_file.first;
+    const std::string& file = seed_file.second;
     if (const char* w = std::getenv("OF_FUZZ_WRITE"); w && std::string(w) == "1")
       ser::write_bytes(corpus + name, regression_input(file));
     REQUIRE_MESSAGE(ser::exists(corpus + name), "missing seed ", corpus + name);
