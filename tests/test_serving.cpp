@@ -620,16 +620,7 @@ TEST_CASE("serving: fuzz_jit_load's seeds of version-2 graphs load and run") {
     const std::string committed((std::istreambuf_iterator<char>(old)),
                                 std::istreambuf_iterator<char>());
     // the committed seed, wrapped as the fuzzer wraps it, loads and runs at its input specs
-    const std::string body = committed.substr(1);
-    const char magic[8] = {'O', 'F', 'T', 'R', 'A', 'C', 'E', '\0'};
-    const uint32_t version = 2;
-    const uint64_t n = body.size();
-    const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), uInt(n)));
-    std::string file(magic, 8);
-    file.append(reinterpret_cast<const char*>(&version), 4);
-    file.append(reinterpret_cast<const char*>(&n), 8);
-    file.append(reinterpret_cast<const char*>(&crc), 4);
-    file += body;
+    const std::string file = forge::oftrace_file(committed.substr(1), 2);
     std::ofstream(dir + "/seed.oftrace", std::ios::binary) << file;
     const of::jit::LoadedGraph g = of::jit::load(dir + "/seed.oftrace");
     std::vector<of::Tensor> inputs;
