@@ -68,14 +68,12 @@ struct EncImpl : nn::Module {
 };
 OF_MODULE(Enc);
 
-template <class M>
-double ours_step_time(bool amp, bool traced) {
+template <class M> double ours_step_time(bool amp, bool traced) {
   of::manual_seed(0);
   M net;
   of::optim::Adam opt(net->parameters(), of::optim::AdamOptions(1e-3));
   constexpr bool cnn = std::is_same_v<M, Net>;
-  const of::Tensor x =
-      cnn ? of::randn({kBatch, 1, 28, 28}) : of::randn({kTSeq, kTBatch, kTModel});
+  const of::Tensor x = cnn ? of::randn({kBatch, 1, 28, 28}) : of::randn({kTSeq, kTBatch, kTModel});
   const of::Tensor y = of::randint(0, 10, {cnn ? int64_t(kBatch) : kTBatch}, of::kInt64);
   auto step = [&](const of::Tensor& in, const of::Tensor& tgt) {
     opt.zero_grad();
@@ -90,8 +88,8 @@ double ours_step_time(bool amp, bool traced) {
   };
   auto tstep = of::jit::trace(step);
   return ob::median_time(
-      [&] { ob::keep((traced ? tstep(x, y) : step(x, y)).template item<float>()); },
-                         kWarmup, kSteps, 1.0, kSteps);
+      [&] { ob::keep((traced ? tstep(x, y) : step(x, y)).template item<float>()); }, kWarmup,
+      kSteps, 1.0, kSteps);
 }
 
 #ifdef OF_BENCH_WITH_LIBTORCH
@@ -150,18 +148,17 @@ int main(int argc, char** argv) {
   std::vector<Case> cs = {
       {"float32, eager", [] { return ours_step_time<Net>(false, false); }, {}},
       {"bfloat16 autocast, eager", [] { return ours_step_time<Net>(true, false); }, {}},
-      {"float32, traced (peer: libtorch eager)", [] { return ours_step_time<Net>(false, true); },
+      {"float32, traced (peer: libtorch eager)",
+       [] { return ours_step_time<Net>(false, true); },
        {}},
       {"bfloat16 autocast, traced (peer: libtorch eager)",
        [] { return ours_step_time<Net>(true, true); },
        {}},
       // the transformer: ours only (bfloat16 against our float32)
       {"transformer float32, eager", [] { return ours_step_time<Enc>(false, false); }, {}},
-      {"transformer bfloat16 autocast, eager", [] { return ours_step_time<Enc>(true, false); },
-       {}},
+      {"transformer bfloat16 autocast, eager", [] { return ours_step_time<Enc>(true, false); }, {}},
       {"transformer float32, traced", [] { return ours_step_time<Enc>(false, true); }, {}},
-      {"transformer bfloat16 autocast, traced", [] { return ours_step_time<Enc>(true, true); },
-       {}},
+      {"transformer bfloat16 autocast, traced", [] { return ours_step_time<Enc>(true, true); }, {}},
   };
 #ifdef OF_BENCH_WITH_LIBTORCH
   for (size_t k = 0; k < 4; ++k) {

@@ -6,8 +6,8 @@
 // must read (every weight matrix, the tied head, the LayerNorms, and the KV cache up to the
 // position) at the STREAM-triad rate measured in the same run, at the same thread count.
 // Prints machine-readable lines:
-//   result impl=ours_traced|ours_eager|ours_traced_bf16|ours_traced_int8 threads=T prompt=P tokens=N
-//   ms_per_token=<median>
+//   result impl=ours_traced|ours_eager|ours_traced_bf16|ours_traced_int8 threads=T prompt=P
+//   tokens=N ms_per_token=<median>
 //          tokens_per_s=<1000 / ms>
 //   limit threads=T triad_gbs=<GB/s> bytes_per_token=<MB> bound_tokens_per_s=<...>
 //

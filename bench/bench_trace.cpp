@@ -302,17 +302,19 @@ void bench_bert_train(ob::Table& t) {
     fused(x, mask_add);
     plain(x, mask_add);
   }
-  auto times = ob::interleaved_median_times({[&] { ob::keep(step(x, mask_add)); },
-                                             [&] { ob::keep(plain(x, mask_add)); },
-                                             [&] { ob::keep(fused(x, mask_add)); }},
-                                            2, 15, 8.0, 200);
+  auto times = ob::interleaved_median_times(
+      {[&] { ob::keep(step(x, mask_add)); }, [&] { ob::keep(plain(x, mask_add)); },
+       [&] { ob::keep(fused(x, mask_add)); }},
+      2, 15, 8.0, 200);
   const std::string name = "BERT 4x256 h4 b8x128 Adam step";
   t.row({name + ": replay, attention fused vs not", ms(times[2]), ms(times[1]) + " (not fused)",
          x_of(times[1] / times[2]) + " faster", "> 1x", ob::verdict(times[1] > times[2])});
   t.row({"  the fused replay vs eager", ms(times[2]), ms(times[0]) + " (eager)",
-         x_of(times[0] / times[2]) + " faster", ">= 1.2x", ob::verdict(times[0] / times[2] >= 1.2)});
+         x_of(times[0] / times[2]) + " faster", ">= 1.2x",
+         ob::verdict(times[0] / times[2] >= 1.2)});
   const of::jit::TraceStats sf = fused.stats(), sp = plain.stats();
-  t.row({"  planned arena, fused vs not", fmt::format("{:.1f} MiB", double(sf.arena_bytes) / 1048576.0),
+  t.row({"  planned arena, fused vs not",
+         fmt::format("{:.1f} MiB", double(sf.arena_bytes) / 1048576.0),
          fmt::format("{:.1f} MiB (not fused)", double(sp.arena_bytes) / 1048576.0),
          x_of(double(sf.arena_bytes) / double(sp.arena_bytes)), "-", "-"});
   fmt::print("{} (fused): {}", name, sf.str());

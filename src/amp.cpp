@@ -32,6 +32,7 @@
 #include "autocast.h"
 #include "oneflow/jit.h"
 #include "trace/graph.h"
+#include "trace/recording.h"
 
 namespace oneflow {
 

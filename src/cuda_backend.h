@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "dispatch.h"
+#include "op_def.h"
 #include "global/comm.h"
 #include "oneflow/runtime.h"
 

@@ -11,6 +11,7 @@
 #include "cuda/module_abi.h"
 #include "oneflow/context.h"
 #include "cuda_backend.h"
+#include "op_table.h"
 #include "module_loader.h"
 
 namespace oneflow::cuda_backend {

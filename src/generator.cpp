@@ -8,19 +8,14 @@
 #include <immintrin.h>
 #endif
 
-#include "dispatch.h"
-#include "oneflow/ops.h"
+#include "kernel_support.h"  // in_kernel
+#include "trace_observer.h"
 
 namespace oneflow {
 namespace {
 std::mutex g_mu;
 GeneratorState g_state{67280421310721ull, 0};
 }  // namespace
-
-void manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lk(g_mu);
-  g_state = {seed, 0};
-}
 
 GeneratorState random_state() {
   std::lock_guard<std::mutex> lk(g_mu);

@@ -1,7 +1,7 @@
 // src/serialize.cpp: safetensors reader/writer (see include/oneflow/serialize.h and
-// docs/CHECKPOINT_FORMAT.md). Self-contained: a small JSON writer and a strict JSON parser;
-// files are written by write_file_atomically (atomic_file.h) and read through a mapping
-// (mapped_file.h) or pread.
+// docs/CHECKPOINT_FORMAT.md). Its JSON is io/json.h's (NOTE [One JSON parser]);
+// files are written by write_file_atomically (io/atomic_file.h) and read through a mapping
+// (io/mapped_file.h) or pread.
 #include "oneflow/serialize.h"
 
 #include <fcntl.h>
@@ -15,8 +15,10 @@
 #include <limits>
 #include <set>
 
-#include "atomic_file.h"
-#include "mapped_file.h"
+#include "io/atomic_file.h"
+#include "io/dtype_codes.h"
+#include "io/json.h"
+#include "io/mapped_file.h"
 #include "oneflow/ops.h"
 
 namespace oneflow {
@@ -26,395 +28,13 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;  // the reference implementation's limit
 constexpr int kMaxJsonDepth = 64;
 
-struct DtypeCode {
-  ScalarType type;
-  const char* code;
-};
-// One row per op, one line per row (kept as written by clang-format).
-// clang-format off
-constexpr DtypeCode kDtypeCodes[] = {
-    {kFloat32, "F32"}, {kFloat64, "F64"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},
-    {kInt32, "I32"},   {kInt64, "I64"},   {kUInt8, "U8"},    {kBool, "BOOL"},
-};
-// clang-format on
+using io::dtype_from_code;
 
-bool dtype_from_code(std::string_view code, ScalarType* out) {
-  for (const auto& d : kDtypeCodes)
-    if (code == d.code) {
-      *out = d.type;
-      return true;
-    }
-  return false;
-}
-
-// ------------------------------------------------------------------ UTF-8 and JSON strings
-
-// Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). Returns the byte
-// index of the first bad byte, or npos.
-size_t find_bad_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return i;
-    if (i + size_t(len) > n) return i;
-    for (int k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((cc & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += size_t(len);
-  }
-  return std::string_view::npos;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
-
-// A JSON string literal for s (s is valid UTF-8; non-ASCII is written as is).
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", unsigned(c));
-        else out += ch;
-    }
-  }
-  out += '"';
-}
-
-// How names appear in error messages: JSON-quoted, so control characters stay visible.
-std::string quoted(std::string_view s) {
-  std::string out;
-  append_json_string(out, s);
-  return out;
-}
-
-// ------------------------------------------------------------------ JSON values and parser
-
-// Object members are JMembers, not std::pair<std::string, JValue>: pair needs a complete
-// JValue where JValue is still being defined (clang with libstdc++ rejects it).
-struct JMember;
-struct JValue {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  bool b = false;
-  std::string s;         // String: the decoded text; Number: the literal as written
-  bool is_uint = false;  // Number: a non-negative integer literal that fits in uint64
-  uint64_t u = 0;
-  std::vector<JValue> arr;
-  std::vector<JMember> obj;  // in file order; keys are unique
-
-  const char* kind_name() const {
-    static constexpr const char* kNames[] = {"null",     "a boolean", "a number",
-                                             "a string", "an array",  "an object"};
-    return kNames[kind];
-  }
-};
-struct JMember {
-  std::string first;
-  JValue second;
-  JMember(std::string k, JValue v) : first(std::move(k)), second(std::move(v)) {}
-};
-
-class JsonParser {
- public:
-  JsonParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
-
-  JValue parse_document() {
-    skip_ws();
-    JValue v = parse_value(0);
-    skip_ws();
-    if (pos_ != text_.size()) error("unexpected {} after the top-level value", describe());
-    return v;
-  }
-
- private:
-  template <class... Args> [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) {
-    throw Error(fmt::format("[load] {}: malformed header JSON at header byte {}: {}", path_, pos_,
-                            fmt::format(f, std::forward<Args>(args)...)));
-  }
-  std::string describe() const {
-    if (pos_ >= text_.size()) return "end of header";
-    unsigned char c = static_cast<unsigned char>(text_[pos_]);
-    if (c >= 0x20 && c < 0x7F) return fmt::format("'{}'", char(c));
-    return fmt::format("byte 0x{:02x}", unsigned(c));
-  }
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return text_[pos_]; }
-  void skip_ws() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r'))
-      ++pos_;
-  }
-  void expect(char c) {
-    if (at_end() || peek() != c) error("expected '{}', found {}", c, describe());
-    ++pos_;
-  }
-
-  JValue parse_value(int depth) {
-    if (depth > kMaxJsonDepth) error("nesting deeper than {} levels", kMaxJsonDepth);
-    if (at_end()) error("expected a value, found end of header");
-    char c = peek();
-    JValue v;
-    if (c == '{') {
-      v.kind = JValue::Object;
-      ++pos_;
-      skip_ws();
-      if (!at_end() && peek() == '}') {
-        ++pos_;
-        return v;
-      }
-      std::set<std::string> seen;
-      while (true) {
-        skip_ws();
-        if (at_end() || peek() != '"') error("expected a string key, found {}", describe());
-        size_t key_pos = pos_;
-        std::string key = parse_string();
-        if (!seen.insert(key).second) {
-          pos_ = key_pos;
-          error("duplicate key {}", quoted(key));
-        }
-        skip_ws();
-        expect(':');
-        skip_ws();
-        JValue member = parse_value(depth + 1);
-        v.obj.emplace_back(std::move(key), std::move(member));
-        skip_ws();
-        if (!at_end() && peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (!at_end() && peek() == '}') {
-          ++pos_;
-          return v;
-        }
-        error("expected ',' or '}}', found {}", describe());
-      }
-    }
-    if (c == '[') {
-      v.kind = JValue::Array;
-      ++pos_;
-      skip_ws();
-      if (!at_end() && peek() == ']') {
-        ++pos_;
-        return v;
-      }
-      while (true) {
-        skip_ws();
-        v.arr.push_back(parse_value(depth + 1));
-        skip_ws();
-        if (!at_end() && peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (!at_end() && peek() == ']') {
-          ++pos_;
-          return v;
-        }
-        error("expected ',' or ']', found {}", describe());
-      }
-    }
-    if (c == '"') {
-      v.kind = JValue::String;
-      v.s = parse_string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
-    if (literal("true")) {
-      v.kind = JValue::Bool;
-      v.b = true;
-      return v;
-    }
-    if (literal("false")) {
-      v.kind = JValue::Bool;
-      return v;
-    }
-    if (literal("null")) return v;
-    error("expected a value, found {}", describe());
-  }
-
-  bool literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  JValue parse_number() {
-    JValue v;
-    v.kind = JValue::Number;
-    size_t start = pos_;
-    bool neg = false, integral = true, overflow = false;
-    uint64_t u = 0;
-    auto digit = [&] { return !at_end() && peek() >= '0' && peek() <= '9'; };
-    if (peek() == '-') {
-      neg = true;
-      ++pos_;
-    }
-    if (!digit()) error("expected a digit, found {}", describe());
-    if (peek() == '0') {
-      ++pos_;
-      if (digit()) error("numbers may not have leading zeros");
-    } else {
-      while (digit()) {
-        uint64_t d = uint64_t(peek() - '0');
-        if (u > (std::numeric_limits<uint64_t>::max() - d) / 10) overflow = true;
-        else u = u * 10 + d;
-        ++pos_;
-      }
-    }
-    if (!at_end() && peek() == '.') {
-      integral = false;
-      ++pos_;
-      if (!digit()) error("expected a digit after '.', found {}", describe());
-      while (digit()) ++pos_;
-    }
-    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
-      integral = false;
-      ++pos_;
-      if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
-      if (!digit()) error("expected a digit in the exponent, found {}", describe());
-      while (digit()) ++pos_;
-    }
-    v.s = std::string(text_.substr(start, pos_ - start));
-    v.is_uint = integral && !overflow && !(neg && u != 0);
-    v.u = v.is_uint ? u : 0;
-    return v;
-  }
-
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > text_.size()) error("truncated \\u escape");
-    uint32_t cp = 0;
-    for (int k = 0; k < 4; ++k) {
-      char h = text_[pos_++];
-      cp <<= 4;
-      if (h >= '0' && h <= '9') cp |= uint32_t(h - '0');
-      else if (h >= 'a' && h <= 'f') cp |= uint32_t(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') cp |= uint32_t(h - 'A' + 10);
-      else {
-        --pos_;
-        error("bad hex digit in \\u escape: {}", describe());
-      }
-    }
-    return cp;
-  }
-
-  // At an opening quote; the header is already known to be valid UTF-8.
-  std::string parse_string() {
-    ++pos_;
-    std::string out;
-    while (true) {
-      if (at_end()) error("unterminated string");
-      unsigned char c = static_cast<unsigned char>(peek());
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c < 0x20) error("unescaped control character 0x{:02x} in a string", unsigned(c));
-      if (c != '\\') {
-        out += char(c);
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (at_end()) error("unterminated escape");
-      char e = peek();
-      ++pos_;
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = parse_hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) error("unpaired low surrogate \\u{:04x}", cp);
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (!literal("\\u")) error("high surrogate \\u{:04x} not followed by a low one", cp);
-            uint32_t lo = parse_hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF)
-              error("high surrogate \\u{:04x} not followed by a low one", cp);
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --pos_;
-          error("bad escape '\\{}'", e);
-      }
-    }
-  }
-
-  std::string_view text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
+// JSON: io/json.h (NOTE [One JSON parser]).
+using io::append_json_string;
+using io::find_bad_utf8;
+using io::JsonValue;
+std::string quoted(std::string_view s) { return io::json_quoted(s); }
 
 // ------------------------------------------------------------------ file helpers
 
@@ -466,8 +86,7 @@ std::string shape_text(const DimVector& s) {
 }  // namespace
 
 std::string_view safetensors_dtype(ScalarType t) {
-  for (const auto& d : kDtypeCodes)
-    if (d.type == t) return d.code;
+  if (const char* code = io::safetensors_code(t)) return code;
   fail("[save] dtype {} has no safetensors code", dtype_name(t));
 }
 
@@ -637,19 +256,21 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
     fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
   if (size_t bad = find_bad_utf8(header); bad != std::string_view::npos)
     fail("[load] {}: header is not valid UTF-8 (header byte {})", path, bad);
-  JValue root = JsonParser(header, path).parse_document();
-  if (root.kind != JValue::Object) fail("[load] {}: header is not a JSON object", path);
+  JsonValue root =
+      io::parse_json(header, {fmt::format("[load] {}: malformed header JSON at header byte", path),
+                              "end of header", kMaxJsonDepth});
+  if (root.kind != JsonValue::Object) fail("[load] {}: header is not a JSON object", path);
 
   // 2. Entries.
   std::map<std::string, std::string> meta;
   std::vector<Entry> entries;
   for (auto& [key, v] : root.obj) {
     if (key == "__metadata__") {
-      if (v.kind != JValue::Object)
+      if (v.kind != JsonValue::Object)
         fail("[load] {}: \"__metadata__\" must be an object of strings, found {}", path,
              v.kind_name());
       for (auto& [mk, mv] : v.obj) {
-        if (mv.kind != JValue::String)
+        if (mv.kind != JsonValue::String)
           fail("[load] {}: \"__metadata__\" value for key {} must be a string, found {}", path,
                quoted(mk), mv.kind_name());
         meta[mk] = mv.s;
@@ -657,9 +278,9 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
       continue;
     }
     std::string qn = quoted(key);
-    if (v.kind != JValue::Object)
+    if (v.kind != JsonValue::Object)
       fail("[load] {}: tensor {}: expected an object, found {}", path, qn, v.kind_name());
-    const JValue *dt = nullptr, *shape = nullptr, *offs = nullptr;
+    const JsonValue *dt = nullptr, *shape = nullptr, *offs = nullptr;
     for (auto& [fk, fv] : v.obj) {
       if (fk == "dtype") dt = &fv;
       else if (fk == "shape") shape = &fv;
@@ -674,33 +295,33 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
     Entry e;
     e.name = key;
     e.header_index = entries.size();
-    if (dt->kind != JValue::String)
+    if (dt->kind != JsonValue::String)
       fail("[load] {}: tensor {}: dtype must be a string, found {}", path, qn, dt->kind_name());
     if (!dtype_from_code(dt->s, &e.dtype))
       fail(
           "[load] {}: tensor {}: unknown or unsupported dtype {} (supported: F32 F64 F16 BF16 I32 "
           "I64 U8 BOOL)",
           path, qn, quoted(dt->s));
-    if (shape->kind != JValue::Array)
+    if (shape->kind != JsonValue::Array)
       fail("[load] {}: tensor {}: shape must be an array, found {}", path, qn, shape->kind_name());
     // numel * itemsize, with overflow checks
     unsigned __int128 bytes = itemsize(e.dtype);
     bool too_big = false;
-    for (const JValue& d : shape->arr) {
-      if (d.kind != JValue::Number || !d.is_uint ||
+    for (const JsonValue& d : shape->arr) {
+      if (d.kind != JsonValue::Number || !d.is_uint ||
           d.u > uint64_t(std::numeric_limits<int64_t>::max()))
         fail("[load] {}: tensor {}: shape entries must be non-negative integers, found {}", path,
-             qn, d.kind == JValue::Number ? d.s : std::string(d.kind_name()));
+             qn, d.kind == JsonValue::Number ? d.s : std::string(d.kind_name()));
       e.shape.push_back(int64_t(d.u));
       bytes *= d.u;
       if (bytes > std::numeric_limits<uint64_t>::max()) too_big = true, bytes = 0;
     }
-    if (offs->kind != JValue::Array || offs->arr.size() != 2)
+    if (offs->kind != JsonValue::Array || offs->arr.size() != 2)
       fail("[load] {}: tensor {}: data_offsets must be an array [begin, end]", path, qn);
-    for (const JValue& o : offs->arr)
-      if (o.kind != JValue::Number || !o.is_uint)
+    for (const JsonValue& o : offs->arr)
+      if (o.kind != JsonValue::Number || !o.is_uint)
         fail("[load] {}: tensor {}: data_offsets must be non-negative integers, found {}", path, qn,
-             o.kind == JValue::Number ? o.s : std::string(o.kind_name()));
+             o.kind == JsonValue::Number ? o.s : std::string(o.kind_name()));
     e.begin = offs->arr[0].u;
     e.end = offs->arr[1].u;
     if (e.begin > e.end)

@@ -4,6 +4,7 @@
 #include "allocator.h"
 #include "autograd/node.h"
 #include "dispatch.h"
+#include "shapes.h"
 #include "global/global.h"
 
 namespace oneflow {
@@ -142,5 +143,23 @@ Tensor& Tensor::detach_() {
 }
 
 std::string Tensor::toString() const { return fmt::format("{}", *this); }
+
+void TensorImpl::refresh_contiguous() {
+  numel = 1;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(numel, s, &numel))
+      fail("[tensor] sizes {} have more elements than can be addressed", shape_str(sizes));
+  is_contiguous = true;
+  if (numel <= 1) return;
+  int64_t expected = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) {
+      is_contiguous = false;
+      return;
+    }
+    expected *= sizes[d];
+  }
+}
 
 }  // namespace oneflow

@@ -8,7 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "oneflow/ops.h"
+#include "oneflow/error.h"
+#include "oneflow/guards.h"
 
 namespace oneflow {
 namespace {

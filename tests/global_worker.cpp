@@ -1573,7 +1573,8 @@ int main(int argc, char** argv) {
         } else if (m == "meta_local_shape") {
           y = of::ones({4, odd ? 6 : 8}).to_global(pl, of::sbp::split(0));
         } else if (m == "meta_dtype") {
-          y = of::ones({4, 8}, odd ? of::kFloat64 : of::kFloat32).to_global(pl, of::sbp::broadcast());
+          y = of::ones({4, 8}, odd ? of::kFloat64 : of::kFloat32)
+                  .to_global(pl, of::sbp::broadcast());
         } else if (m == "meta_logical_shape") {
           y = of::ones({odd ? 6 : 8, 8}, pl, of::sbp::broadcast()).to_global(pl, of::sbp::split(0));
         } else if (m == "meta_ranks") {

@@ -26,7 +26,8 @@ int main() {
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "\n" << std::setw(8) << std::fixed << std::setprecision(2)
+  std::cout << "\n"
+            << std::setw(8) << std::fixed << std::setprecision(2)
             << std::accumulate(losses.begin(), losses.end(), 0.0f) / float(losses.size())
             << " mean loss, " << std::string(ms >= 0 ? "ok" : "?") << std::endl;
   return 0;

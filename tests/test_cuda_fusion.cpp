@@ -18,6 +18,8 @@
 #include "cuda_backend.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
 
 namespace of = oneflow;
 using namespace cuda_test;

@@ -40,9 +40,14 @@ const std::map<std::string, std::function<of::Tensor(const V&)>>& cases() {
       {"atan2", [](const V& x) { return of::atan2(x[0], x[1]); }},
       {"norm2_zero", [](const V& x) { return of::norm(x[0], 2); }},
       {"norm1_zero", [](const V& x) { return of::norm(x[0], 1); }},
-      {"norm2_rows", [](const V& x) { return of::norm(x[0].reshape({2, 2}), 2, {1}); }},
+      {"norm2_rows",
+       [](const V& x) {
+         return of::norm(x[0].reshape({2, 2}), 2, {1});
+       }},
       {"normalize_zero",
-       [](const V& x) { return F::normalize(x[0].reshape({2, 3}), F::NormalizeFuncOptions().dim(1)); }},
+       [](const V& x) {
+         return F::normalize(x[0].reshape({2, 3}), F::NormalizeFuncOptions().dim(1));
+       }},
       {"clamp", [](const V& x) { return of::clamp(x[0], of::Scalar(0.0), of::Scalar(1.0)); }},
       {"clamp_min", [](const V& x) { return of::clamp_min(x[0], 0.0); }},
       {"relu", [](const V& x) { return of::relu(x[0]); }},
@@ -178,8 +183,7 @@ namespace {
 // BCE written as the composite it was before NOTE [BCE gradient] (for the test below, through
 // OF_TEST_COMPOSITE_BCE=1: it trains into NaN where the op's gradient does not).
 of::Tensor composite_bce(const of::Tensor& x, const of::Tensor& t) {
-  return (-(t * x.log().clamp_min(-100.0) + (1.0 - t) * (1.0 - x).log().clamp_min(-100.0)))
-      .mean();
+  return (-(t * x.log().clamp_min(-100.0) + (1.0 - t) * (1.0 - x).log().clamp_min(-100.0))).mean();
 }
 }  // namespace
 
@@ -202,9 +206,10 @@ TEST_CASE("edge gradients: the pytorch-cpp GAN tutorial, ported, trains without 
   };
   of::manual_seed(1);
   const int64_t latent = 64, hidden = 256, image = 784, batch = 100;
-  nn::Sequential D(nn::Linear(image, hidden), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
-                   nn::Linear(hidden, hidden), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
-                   nn::Linear(hidden, 1), nn::Sigmoid());
+  nn::Sequential D(
+      nn::Linear(image, hidden), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
+      nn::Linear(hidden, hidden), nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)),
+      nn::Linear(hidden, 1), nn::Sigmoid());
   nn::Sequential G(nn::Linear(latent, hidden), nn::ReLU(), nn::Linear(hidden, hidden), nn::ReLU(),
                    nn::Linear(hidden, image), nn::Tanh());
   of::optim::Adam d_opt(D->parameters(), of::optim::AdamOptions(2e-4));
@@ -235,7 +240,8 @@ TEST_CASE("edge gradients: the pytorch-cpp GAN tutorial, ported, trains without 
       break;
     }
   }
-  MESSAGE("GAN: ", steps, " steps", first_nan >= 0 ? " (NaN at step " + std::to_string(first_nan) + ")" : "");
+  MESSAGE("GAN: ", steps, " steps",
+          first_nan >= 0 ? " (NaN at step " + std::to_string(first_nan) + ")" : "");
   CHECK(first_nan < 0);
   for (const of::Tensor& p : D->parameters())
     CHECK(!(of::isnan(p) | of::isinf(p)).any().item<bool>());

@@ -225,7 +225,8 @@ TEST_CASE("global: ranks that ask to_global for different conversions all raise"
         CHECK(out.find(fmt::format("rank {} caught: [to_global] the ranks disagree", r)) !=
               std::string::npos);
       for (const std::string& s : needles) CHECK(out.find(s) != std::string::npos);
-      if (n == 4 && mode == "meta_sbp") CHECK(out.find("ranks 0, 2, 3 (S(0))") != std::string::npos);
+      if (n == 4 && mode == "meta_sbp")
+        CHECK(out.find("ranks 0, 2, 3 (S(0))") != std::string::npos);
     }
   }
   // ranks that disagree on who takes part cannot compare: the collective watchdog ends the

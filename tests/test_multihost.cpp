@@ -286,8 +286,8 @@ TEST_CASE(
     INFO(two);
     CHECK(rc_two == 0);
     CHECK(two.find("over 4 rank(s)") != std::string::npos);
-    const int rc_one =
-        run(one_host_mpirun(example, fmt::format("200 '' {} --final {}.1h", mode, base), 120), &one);
+    const int rc_one = run(
+        one_host_mpirun(example, fmt::format("200 '' {} --final {}.1h", mode, base), 120), &one);
     INFO(one);
     CHECK(rc_one == 0);
     check_same_bits(base + ".2h", base + ".1h");

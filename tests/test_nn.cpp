@@ -460,8 +460,13 @@ V emb_norm_inputs(uint64_t seed) {
   of::manual_seed(seed);
   auto table = [](int64_t n) { return of::rand({n, 4}, of::kFloat64) * 2.0 - 1.0; };
   auto ids = [](std::vector<int64_t> v, of::IntArrayRef shape) { return of::tensor(v, shape); };
-  return {table(5), ids({4, 0, 4, 2, 1, 3}, {2, 3}), table(6), ids({5, 0, 2}, {3}),
-          table(2), ids({0, 1, 1, 0, 0, 1}, {2, 3}), of::rand({4}, of::kFloat64) + 0.5,
+  return {table(5),
+          ids({4, 0, 4, 2, 1, 3}, {2, 3}),
+          table(6),
+          ids({5, 0, 2}, {3}),
+          table(2),
+          ids({0, 1, 1, 0, 0, 1}, {2, 3}),
+          of::rand({4}, of::kFloat64) + 0.5,
           of::rand({4}, of::kFloat64) - 0.5};
 }
 Ref emb_sum_ref(const R& r) {
@@ -919,11 +924,11 @@ TEST_CASE("nn: fused_attention rows with every key masked are NaN, partly masked
     const of::Tensor k = of::rand({1, S, E}, of::kFloat64) - 0.5;
     const of::Tensor v = of::rand({1, S, Ev}, of::kFloat64) - 0.5;
     std::vector<double> mv(size_t(L * S), 0.0);
-    for (int64_t j = 0; j < S; ++j) mv[size_t(1 * S + j)] = -INFINITY;          // row 1: all
-    for (int64_t j = 0; j < S; j += 3) mv[size_t(2 * S + j)] = -INFINITY;       // row 2: some
+    for (int64_t j = 0; j < S; ++j) mv[size_t(1 * S + j)] = -INFINITY;     // row 1: all
+    for (int64_t j = 0; j < S; j += 3) mv[size_t(2 * S + j)] = -INFINITY;  // row 2: some
     const of::Tensor mask = of::tensor(mv, of::IntArrayRef({1, L, S}), of::kFloat64);
     of::Tensor qn = q.clone();
-    qn.index_put_({0, 3, 2}, of::scalar_tensor(NAN, of::kFloat64));             // row 3: NaN
+    qn.index_put_({0, 3, 2}, of::scalar_tensor(NAN, of::kFloat64));  // row 3: NaN
     const of::Tensor o =
         of::dispatch(of::find_op("fused_attention"),
                      {qn.to(dt), k.to(dt).transpose(-1, -2), v.to(dt), mask.to(dt)},

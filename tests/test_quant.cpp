@@ -14,6 +14,8 @@
 #include "harness.h"
 #include "oneflow/quantize.h"
 #include "trace/graph.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The trace's inference rewrites (src/trace/rewrites.cpp): graphs that must and must not match,
+// The trace's inference rewrites (src/trace/rewrite_*.cpp): graphs that must and must not match,
 // what Graph::rewrites and stats() report, and the rewritten replay against the unfused replay
 // of the same function (the documented tolerance) and a float64 eager reference.
 #include <doctest/doctest.h>
@@ -9,6 +9,9 @@
 #include "harness.h"
 #include "serialize_util.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
 
 namespace {
 
@@ -238,67 +241,71 @@ TEST_CASE("trace rewrite: attention refuses what it must not fuse, saying why") 
 // records for it become fused_attention_forward and fused_attention_backward.
 TEST_CASE("trace rewrite: attention fuses a training step's chain and its backward") {
   for (const double drop : {0.0, 0.25})
-  for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
-    CAPTURE(dt);
-    CAPTURE(drop);
-    SelfAttn attn(16, 4, dt);
-    for (of::Tensor* w : {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv})
-      w->set_requires_grad(true);
-    of::manual_seed(3);
-    const of::Tensor mask = padding_mask(2, 6, dt);
-    const std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv,
-                                             &attn.bq, &attn.bk, &attn.bv};
-    // the loss weighs each output element differently (a plain sum's gradient would be uniform)
-    const of::Tensor wout = of::randn({2, 6, 16}, dt);
-    auto fn = [&](const of::Tensor& x, const of::Tensor& m) {
-      of::Tensor o = attn(x, m, drop);
-      (o * wout).sum().backward();
-      return o.detach();
-    };
-    auto fused = of::jit::trace(fn);
-    auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
-    auto grads = [&] { return take_grads(params); };
-    for (int call = 0; call < 3; ++call) {
-      const of::Tensor x = of::randn({2, 6, 16}, dt);
-      // (each side draws the same dropout elements: the generator set alike before each)
-      of::manual_seed(uint64_t(100 + call));
-      const of::Tensor a = fused(x, mask);
-      const std::vector<of::Tensor> ga = grads();
-      of::manual_seed(uint64_t(100 + call));
-      const of::Tensor p = plain(x, mask);
-      const std::vector<of::Tensor> gp = grads();
-      // float64 eager reference
-      SelfAttn r64 = attn.to(of::kFloat64);
-      std::vector<of::Tensor*> p64 = {&r64.wq, &r64.wk, &r64.wv, &r64.bq, &r64.bk, &r64.bv};
-      for (of::Tensor* w : p64) *w = w->detach().set_requires_grad(true);
-      of::manual_seed(uint64_t(100 + call));
-      const of::Tensor r = r64(x.to(of::kFloat64), mask.to(of::kFloat64), drop);
-      (r * wout.to(of::kFloat64)).sum().backward();
-      const double tol = dt == of::kFloat32 ? 2e-6 : 1e-13;
-      CHECK(max_diff(a, p) <= tol);
-      CHECK(max_diff(a, r) <= (dt == of::kFloat32 ? 2e-5 : 1e-12));
-      for (size_t i = 0; i < params.size(); ++i) {
-        CAPTURE(i);
-        const double scale = gp[i].abs().max().item<double>();
-        CHECK(max_diff(ga[i], gp[i]) <= (dt == of::kFloat32 ? 2e-6 : 1e-13) * std::max(scale, 1.0));
-        CHECK(max_diff(ga[i], p64[i]->grad()) <=
-              (dt == of::kFloat32 ? 2e-5 : 1e-12) * std::max(scale, 1.0));
+    for (of::ScalarType dt : {of::kFloat32, of::kFloat64}) {
+      CAPTURE(dt);
+      CAPTURE(drop);
+      SelfAttn attn(16, 4, dt);
+      for (of::Tensor* w : {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv})
+        w->set_requires_grad(true);
+      of::manual_seed(3);
+      const of::Tensor mask = padding_mask(2, 6, dt);
+      const std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv,
+                                               &attn.bq, &attn.bk, &attn.bv};
+      // the loss weighs each output element differently (a plain sum's gradient would be uniform)
+      const of::Tensor wout = of::randn({2, 6, 16}, dt);
+      auto fn = [&](const of::Tensor& x, const of::Tensor& m) {
+        of::Tensor o = attn(x, m, drop);
+        (o * wout).sum().backward();
+        return o.detach();
+      };
+      auto fused = of::jit::trace(fn);
+      auto plain = of::jit::trace(fn, of::jit::TraceOptions().attention(false));
+      auto grads = [&] { return take_grads(params); };
+      for (int call = 0; call < 3; ++call) {
+        const of::Tensor x = of::randn({2, 6, 16}, dt);
+        // (each side draws the same dropout elements: the generator set alike before each)
+        of::manual_seed(uint64_t(100 + call));
+        const of::Tensor a = fused(x, mask);
+        const std::vector<of::Tensor> ga = grads();
+        of::manual_seed(uint64_t(100 + call));
+        const of::Tensor p = plain(x, mask);
+        const std::vector<of::Tensor> gp = grads();
+        // float64 eager reference
+        SelfAttn r64 = attn.to(of::kFloat64);
+        std::vector<of::Tensor*> p64 = {&r64.wq, &r64.wk, &r64.wv, &r64.bq, &r64.bk, &r64.bv};
+        for (of::Tensor* w : p64) *w = w->detach().set_requires_grad(true);
+        of::manual_seed(uint64_t(100 + call));
+        const of::Tensor r = r64(x.to(of::kFloat64), mask.to(of::kFloat64), drop);
+        (r * wout.to(of::kFloat64)).sum().backward();
+        const double tol = dt == of::kFloat32 ? 2e-6 : 1e-13;
+        CHECK(max_diff(a, p) <= tol);
+        CHECK(max_diff(a, r) <= (dt == of::kFloat32 ? 2e-5 : 1e-12));
+        for (size_t i = 0; i < params.size(); ++i) {
+          CAPTURE(i);
+          const double scale = gp[i].abs().max().item<double>();
+          CHECK(max_diff(ga[i], gp[i]) <=
+                (dt == of::kFloat32 ? 2e-6 : 1e-13) * std::max(scale, 1.0));
+          CHECK(max_diff(ga[i], p64[i]->grad()) <=
+                (dt == of::kFloat32 ? 2e-5 : 1e-12) * std::max(scale, 1.0));
+        }
       }
+      CHECK(has_line(fused.stats().rewrites,
+                     drop > 0
+                         ? "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6), "
+                           "dropout 0.25) and its backward at node"
+                         : "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6)) "
+                           "and its backward at node"));
+      const std::string gf = fused.graph();
+      CHECK(gf.find("fused_attention_backward") != std::string::npos);
+      CHECK(gf.find("softmax") == std::string::npos);
+      CHECK(gf.find("bmm") == std::string::npos);
+      CHECK(plain.graph().find("fused_attention") == std::string::npos);
     }
-    CHECK(has_line(fused.stats().rewrites,
-                   drop > 0 ? "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6), "
-                              "dropout 0.25) and its backward at node"
-                            : "-> fused_attention_forward (scale 0.5, additive mask (2, 1, 1, 6)) "
-                              "and its backward at node"));
-    const std::string gf = fused.graph();
-    CHECK(gf.find("fused_attention_backward") != std::string::npos);
-    CHECK(gf.find("softmax") == std::string::npos);
-    CHECK(gf.find("bmm") == std::string::npos);
-    CHECK(plain.graph().find("fused_attention") == std::string::npos);
-  }
 }
 
-TEST_CASE("trace rewrite: a training step with fused attention and dropout saves, loads and replays bitwise") {
+TEST_CASE(
+    "trace rewrite: a training step with fused attention and dropout saves, loads and replays "
+    "bitwise") {
   const ser::TmpDir tmp;
   SelfAttn attn(16, 4, of::kFloat32);
   std::vector<of::Tensor*> params = {&attn.wq, &attn.wk, &attn.wv, &attn.bq, &attn.bk, &attn.bv};
@@ -332,7 +339,8 @@ TEST_CASE("trace rewrite: a training step with fused attention and dropout saves
     const of::Tensor a = step(xs[size_t(i)], mask), b = loaded(xs[size_t(i)], mask);
     CHECK(th::same_bits(a, b));
   }
-  for (size_t i = 0; i < params.size(); ++i) CHECK(th::same_bits(loaded.state(nm[i]), params[i]->detach()));
+  for (size_t i = 0; i < params.size(); ++i)
+    CHECK(th::same_bits(loaded.state(nm[i]), params[i]->detach()));
 }
 
 // Every combination the training rewrite meets: 3-D operands or 4-D head views, a scale by mul,
@@ -414,7 +422,8 @@ TEST_CASE("trace rewrite: attention in training graphs in every form against the
   MESSAGE("training attention forms: " << fused_count << " of " << cases << " fused");
 }
 
-TEST_CASE("trace rewrite: attention in a training graph refuses what it must not fuse, saying why") {
+TEST_CASE(
+    "trace rewrite: attention in a training graph refuses what it must not fuse, saying why") {
   of::manual_seed(9);
   const of::Tensor k = of::randn({2, 5, 8}), v = of::randn({2, 5, 3});
   of::Tensor q = of::randn({2, 4, 8}).set_requires_grad(true);
@@ -427,8 +436,9 @@ TEST_CASE("trace rewrite: attention in a training graph refuses what it must not
   });
   (void)masked(q);
   (void)masked(q);
-  CHECK(has_line(masked.stats().rewrites, "refused: training graph: the scores' gradient is read "
-                                          "elsewhere (a mask that needs a gradient?)"));
+  CHECK(has_line(masked.stats().rewrites,
+                 "refused: training graph: the scores' gradient is read "
+                 "elsewhere (a mask that needs a gradient?)"));
   CHECK(masked.graph().find("fused_attention") == std::string::npos);
   // the probabilities returned as well
   auto weights = of::jit::trace([&](const of::Tensor& a) {
@@ -459,8 +469,9 @@ TEST_CASE("trace rewrite: attention in a training graph refuses what it must not
   };
   const of::trace::Graph gd = of::trace::fuse_attention(recorded(dropped, {q.detach(), k, v}));
   CHECK(count_op(gd, "fused_attention") + count_op(gd, "fused_attention_forward") == 0);
-  CHECK(has_line(gd.rewrites, "refused: a dropout between the softmax and the matmul outside a "
-                              "training graph"));
+  CHECK(has_line(gd.rewrites,
+                 "refused: a dropout between the softmax and the matmul outside a "
+                 "training graph"));
   // without a scale or a mask, 3-D operands: fused
   auto bare = of::jit::trace([&](const of::Tensor& a) {
     of::Tensor o = of::matmul(of::matmul(a, k.transpose(1, 2)).softmax(-1), v);
@@ -526,19 +537,17 @@ TEST_CASE("trace rewrite: the training attention ops and embedding_layer_norm ch
                         {"[embedding_layer_norm]", "table 1", "(3, 5)"}));
   CHECK(th::throws_with(call(emb, {t0, i0.to(of::kFloat32), t1, i1, {}, {}, w, b}, ln),
                         {"[embedding_layer_norm]", "ids 0", "int64"}));
-  CHECK(th::throws_with(call(emb, {t0, i0, t1, of::tensor(std::vector<int64_t>{0, 1}, {2}), {},
-                                   {}, w, b},
-                             ln),
-                        {"[embedding_layer_norm]", "ids 1", "does not broadcast"}));
-  CHECK(th::throws_with(call(emb, {t0, i0, t1, of::full({2, 1}, 3, of::TensorOptions(of::kInt64)),
-                                   {}, {}, w, b},
-                             ln),
-                        {"[embedding_layer_norm]", "index 3", "table 1", "(3 rows)"}));
+  CHECK(th::throws_with(
+      call(emb, {t0, i0, t1, of::tensor(std::vector<int64_t>{0, 1}, {2}), {}, {}, w, b}, ln),
+      {"[embedding_layer_norm]", "ids 1", "does not broadcast"}));
+  CHECK(th::throws_with(
+      call(emb, {t0, i0, t1, of::full({2, 1}, 3, of::TensorOptions(of::kInt64)), {}, {}, w, b}, ln),
+      {"[embedding_layer_norm]", "index 3", "table 1", "(3 rows)"}));
   CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, t1, {}, w, b}, ln),
                         {"[embedding_layer_norm]", "ids 2"}));
-  CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, {}, {}, w, b},
-                             of::Attrs{int64_t(1), 1e-5, true, true}),
-                        {"[embedding_layer_norm]", "last dim"}));
+  CHECK(th::throws_with(
+      call(emb, {t0, i0, t1, i1, {}, {}, w, b}, of::Attrs{int64_t(1), 1e-5, true, true}),
+      {"[embedding_layer_norm]", "last dim"}));
   CHECK(th::throws_with(call(emb, {t0, i0, t1, i1, {}, {}, of::ones({3}), b}, ln),
                         {"[embedding_layer_norm]", "weight"}));
 }

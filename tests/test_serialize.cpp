@@ -20,7 +20,7 @@
 #include <set>
 #include <thread>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "harness.h"
 #include "serialize_util.h"
 

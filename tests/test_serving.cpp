@@ -19,6 +19,10 @@
 #include "forge_util.h"
 #include "harness.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/graph_io.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
 #include "../examples/bert.h"
 
 namespace F = of::nn::functional;

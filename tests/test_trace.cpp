@@ -14,6 +14,10 @@
 #include "oneflow/runtime.h"
 #include "cpu/gemm_bf16.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/graph_io.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
 
 namespace F = of::nn::functional;
 

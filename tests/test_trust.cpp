@@ -136,7 +136,8 @@ TEST_CASE("trust: a node that reads a later node's output, or bytes no node wrot
     std::tie(ni, k, v) = later_value(f.graph);
     REQUIRE(ni >= 0);
     f.graph.nodes[size_t(ni)].inputs[size_t(k)] = v;
-    expect_refused(dir, "order_later_output", f, {"[jit.load]", "node " + std::to_string(ni), "makes after it"});
+    expect_refused(dir, "order_later_output", f,
+                   {"[jit.load]", "node " + std::to_string(ni), "makes after it"});
   }
   // a node reads an intermediate that no node writes (it would read what the last request left
   // in the arena)
@@ -208,13 +209,13 @@ TEST_CASE("trust: a state table that lies about its tensors is refused, naming t
     return f;
   };
   // fewer rows, inside the buffer
-  expect_refused(dir, "state_fewer_rows",
-                 forged([&](auto& s) { s[w].sizes = {1, 6}; }),
+  expect_refused(dir, "state_fewer_rows", forged([&](auto& s) {
+                   s[w].sizes = {1, 6};
+                 }),
                  {"[jit.load]", "state tensor '2.weight' is float32 (1, 6)",
                   "the graph's tensor on its buffer", "float32 (3, 6)"});
   // transposed sizes with row-major strides
-  expect_refused(dir, "state_transposed",
-                 forged([&](auto& s) {
+  expect_refused(dir, "state_transposed", forged([&](auto& s) {
                    s[w].sizes = {6, 3};
                    s[w].strides = {3, 1};
                  }),
@@ -224,33 +225,32 @@ TEST_CASE("trust: a state table that lies about its tensors is refused, naming t
                  forged([&](auto& s) { s[at["optimizer.2.weight.exp_avg"]].buffer = s[w].buffer; }),
                  {"[jit.load]", "name one buffer"});
   // a float32 entry over the float64 learning rate
-  expect_refused(dir, "state_lr_dtype",
-                 forged([&](auto& s) { s[at["lr"]].dtype = of::kFloat32; }),
+  expect_refused(dir, "state_lr_dtype", forged([&](auto& s) { s[at["lr"]].dtype = of::kFloat32; }),
                  {"state tensor 'lr' is float32 ()", "float64 ()"});
   // a bool entry over a float weight's bytes
-  expect_refused(dir, "state_bool_over_float",
-                 forged([&](auto& s) { s[w].dtype = of::kBool; }), {"'2.weight' is bool"});
+  expect_refused(dir, "state_bool_over_float", forged([&](auto& s) { s[w].dtype = of::kBool; }),
+                 {"'2.weight' is bool"});
   // negative strides (eager views refuse them)
-  expect_refused(dir, "state_negative_strides",
-                 forged([&](auto& s) {
+  expect_refused(dir, "state_negative_strides", forged([&](auto& s) {
                    s[w].strides = {-6, 1};
                    s[w].offset = 12;
                  }),
                  {"'2.weight' is float32 (3, 6) strides (-6, 1) offset 12"});
   // strides whose extent overflows int64
-  expect_refused(dir, "state_stride_overflow",
-                 forged([&](auto& s) { s[w].strides = {int64_t(1) << 62, 1}; }),
+  expect_refused(dir, "state_stride_overflow", forged([&](auto& s) {
+                   s[w].strides = {int64_t(1) << 62, 1};
+                 }),
                  {"[jit.load]", "'2.weight'", "strides (4611686018427387904, 1)"});
   // tables without the optimizer state, or without the learning rate
-  expect_refused(dir, "state_missing_moment",
-                 forged([&](auto& s) { s.erase(s.begin() + long(at["optimizer.2.weight.exp_avg"])); }),
+  expect_refused(dir, "state_missing_moment", forged([&](auto& s) {
+                   s.erase(s.begin() + long(at["optimizer.2.weight.exp_avg"]));
+                 }),
                  {"[jit.load]", "names no tensor for buffer", "float32 (3, 6)"});
   expect_refused(dir, "state_missing_lr",
                  forged([&](auto& s) { s.erase(s.begin() + long(at["lr"])); }),
                  {"names no tensor for buffer", "float64 ()"});
   // an entry named like the generator state
-  expect_refused(dir, "state_named_generator",
-                 forged([&](auto& s) { s[w].name = "generator"; }),
+  expect_refused(dir, "state_named_generator", forged([&](auto& s) { s[w].name = "generator"; }),
                  {"[jit.load]", "named 'generator', the name of the step's generator state"});
 }
 
@@ -360,7 +360,8 @@ TEST_CASE("README: replays equal eager bitwise with exact(); the default rewrite
   CHECK(exact.stats().replays >= 1);
   CHECK(exact.stats().rewrites.empty());
   bool fused = false;
-  for (const std::string& r : fast.stats().rewrites) fused |= r.find("refused") == std::string::npos;
+  for (const std::string& r : fast.stats().rewrites)
+    fused |= r.find("refused") == std::string::npos;
   CHECK(fused);  // (the default does rewrite this model: exact() is what makes the bits equal)
   // OF_TRACE_PASSES cannot turn a reordering pass back on under exact()
   {

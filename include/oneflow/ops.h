@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "oneflow/guards.h"
 #include "oneflow/tensor.h"
 
 namespace oneflow {
@@ -61,27 +62,6 @@ template <class T> Tensor tensor(std::initializer_list<T> values, TensorOptions 
 
 // Seeds the global counter-based generator (results do not depend on the thread count).
 void manual_seed(uint64_t seed);
-// Threads used by CPU kernels for large tensors: one process-wide pool of this size. Calls
-// made while another thread's kernel uses the pool run their own kernels on their own thread.
-void set_num_threads(int n);
-// The threads a kernel called from this thread may use (the pool's size, or a
-// ThreadLimitGuard's cap).
-int get_num_threads();
-
-// Caps the threads kernels called from this thread use (GEMMs included) to `n` while it lives,
-// e.g. ThreadLimitGuard guard(1) in a server handler that wants one core per request. Nested
-// guards take the smaller cap.
-class ThreadLimitGuard {
- public:
-  explicit ThreadLimitGuard(int n);
-  ~ThreadLimitGuard();
-  ThreadLimitGuard(const ThreadLimitGuard&) = delete;
-  ThreadLimitGuard& operator=(const ThreadLimitGuard&) = delete;
-
- private:
-  int previous_;
-};
-
 // ---------------------------------------------------------------- views and copies
 Tensor view(const Tensor& t, IntArrayRef size);
 Tensor reshape(const Tensor& t, IntArrayRef size);
@@ -294,28 +274,6 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 // Row lookup: weight [num, dim], indices any shape of int64/int32 -> [..., dim]. Weight first.
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1,
                  bool scale_grad_by_freq = false, bool sparse = false);
-
-// ---------------------------------------------------------------- guards
-// Disables recording of autograd nodes in this scope.
-struct NoGradGuard {
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  bool prev_;
-};
-// Re-enables recording inside a NoGradGuard scope.
-struct EnableGradGuard {
-  EnableGradGuard();
-  ~EnableGradGuard();
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  bool prev_;
-};
-// libtorch's InferenceMode: here the same as NoGradGuard.
-struct InferenceMode : NoGradGuard {
-  explicit InferenceMode(bool enabled = true) { (void)enabled; }
-};
-bool is_grad_enabled();
-void set_grad_enabled(bool enabled);
 
 namespace autograd {
 // Gradients of `outputs` w.r.t. `inputs`. With create_graph the result is itself differentiable.

@@ -124,7 +124,8 @@ struct AttnRows {
     if (mask_kind != 0) {
       const int64_t ms = mask.cs;
       if (mask_kind == 1) {
-        const bool* m = reinterpret_cast<const bool*>(mask.base) + mask.off[size_t(b)] + i * mask.rs;
+        const bool* m =
+            reinterpret_cast<const bool*>(mask.base) + mask.off[size_t(b)] + i * mask.rs;
         for (int64_t j = 0; j < g.S; ++j)
           if (!m[j * ms]) s[j] = T(-INFINITY);
       } else {
@@ -549,8 +550,7 @@ void attn_backward(const AttnGeom& g, const Attrs& attrs, const std::vector<int6
             attn_gemm(!aq.trans, false, g.E, g.S, R, T(1), aq.p, aq.ld, ds.data(), ld, T(1), dk,
                       g.S);
           else
-            attn_gemm(true, aq.trans, g.S, g.E, R, T(1), ds.data(), ld, aq.p, aq.ld, T(1), dk,
-                      g.E);
+            attn_gemm(true, aq.trans, g.S, g.E, R, T(1), ds.data(), ld, aq.p, aq.ld, T(1), dk, g.E);
         }
       }
     }
@@ -615,18 +615,17 @@ void attention_backward(const KernelArgs& k, bool k_is_kt, const char* op) {
   const bool dout_flat = dout.dim() == 3;
   dispatch_f(q.dtype(), op, [&](auto z) {
     using T = decltype(z);
-    attn_backward<T>(g, k.attrs, batches,
-                     batch_mats<T>(dout, dout_flat ? IntArrayRef(flat) : lead, false),
-                     batch_mats<T>(q, lead, false), batch_mats<T>(kk, lead, !k_is_kt),
-                     batch_mats<T>(v, lead, false), mm, batch_mats<T>(o, flat, false),
-                     lse_mats<T>(lse), mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]), k_is_kt,
-                     mptr<T>(k.outputs[2]));
+    attn_backward<T>(
+        g, k.attrs, batches, batch_mats<T>(dout, dout_flat ? IntArrayRef(flat) : lead, false),
+        batch_mats<T>(q, lead, false), batch_mats<T>(kk, lead, !k_is_kt),
+        batch_mats<T>(v, lead, false), mm, batch_mats<T>(o, flat, false), lse_mats<T>(lse),
+        mptr<T>(k.outputs[0]), mptr<T>(k.outputs[1]), k_is_kt, mptr<T>(k.outputs[2]));
   });
 }
 
 }  // namespace
 
-// NOTE [Fused attention]: the trace's attention pass (trace/rewrites.cpp) replaces
+// NOTE [Fused attention]: the trace's attention pass (trace/rewrite_attention.cpp) replaces
 // matmul(q, kt) * scale + mask -> softmax(-1) -> matmul(., v) of an inference graph by one
 // fused_attention node reading q, kt and v where the head split left them (strided views of
 // the projections' outputs: no copies) and the additive mask broadcast in place. Per task, a

@@ -1,7 +1,7 @@
 // cpu/attention.h (internal): the CPU kernels of scaled_dot_product_attention and its backward,
 // registered in ops/nn_attention.cpp (inputs, attributes and outputs as that file describes).
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -253,7 +253,9 @@ std::shared_ptr<const LargePageVector<P>> packed_constant_b(const Tensor& b, Con
                                                             Pack&& pack) {
   return std::static_pointer_cast<const LargePageVector<P>>(cached_form(
       b, kind,
-      [&] { return std::shared_ptr<const void>(std::make_shared<const LargePageVector<P>>(pack())); },
+      [&] {
+        return std::shared_ptr<const void>(std::make_shared<const LargePageVector<P>>(pack()));
+      },
       [](const void* p) { return static_cast<const LargePageVector<P>*>(p)->size() * sizeof(P); }));
 }
 
@@ -279,7 +281,8 @@ void gemm_f32_call(const Tensor& a, const Tensor& b, const Tensor& c, float alph
   const auto* ad = reinterpret_cast<const float*>(oa.data);
   const auto* bd = reinterpret_cast<const float*>(ob.data);
   std::shared_ptr<const LargePageVector<float>> packed;
-  if (constant_operand_storage() == b.impl()->storage.get() && !gemm_f32_gemv(m, oa.trans, ob.trans))
+  if (constant_operand_storage() == b.impl()->storage.get() &&
+      !gemm_f32_gemv(m, oa.trans, ob.trans))
     packed = packed_constant_b<float>(b, ConstantForm::kF32Strips,
                                       [&] { return pack_b_f32(k, n, bd, ob.trans, ob.ld); });
   gemm_f32(m, n, k, ad, oa.trans, oa.ld, bd, ob.trans, ob.ld, alpha, beta,
@@ -302,8 +305,8 @@ bool gemm_epilogue(const Tensor& a, const Tensor& b, const Tensor& c, const Tens
   if (c.dtype() != kFloat32 || a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dim() != 2 ||
       !c.is_contiguous() || !gemm_f32_supported() || a.size(-1) == 0 || c.numel() == 0 ||
       same_storage(c, a) || same_storage(c, b) || (bias.defined() && same_storage(c, bias)) ||
-      (residual.defined() && (residual.dtype() != kFloat32 || !residual.is_contiguous() ||
-                              same_storage(c, residual))))
+      (residual.defined() &&
+       (residual.dtype() != kFloat32 || !residual.is_contiguous() || same_storage(c, residual))))
     return false;
   const Tensor bc = bias.defined() ? kernel_contiguous(bias) : Tensor();
   GemmEpilogueF32 ep;

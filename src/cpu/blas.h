@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

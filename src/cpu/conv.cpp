@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cpu/blas.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/conv_common.h"
 #include "ops/conv_geom.h"
 #include "thread_pool.h"

@@ -1,7 +1,7 @@
 // conv.h (internal): the CPU kernels of the convolution family (cpu/conv.cpp); the ops' meta,
 // VJPs and registration are in ops/nn_conv.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

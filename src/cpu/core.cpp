@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "cpu/loops.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/core_attrs.h"
 #include "thread_pool.h"
 

@@ -1,7 +1,7 @@
 // core.h (internal): the CPU kernels of the core ops (cpu/core.cpp); the ops' meta, VJPs and
 // registration are in ops/core_ops.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

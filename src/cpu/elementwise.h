@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "cpu/loops.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/elem_kind.h"
 #include "ops/functors.h"
 

@@ -235,7 +235,8 @@ uint32_t* scratch(std::vector<uint32_t>& v, size_t n) {
 
 }  // namespace
 
-LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb) {
+LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb,
+                                      int64_t ldb) {
   const int64_t kp = (k + 1) / 2, strips = (n + kNr - 1) / kNr;
   LargePageVector<uint32_t> packed(size_t(strips * kp * kNr));
   parallel_for(0, strips, 1, [&](int64_t s0, int64_t s1) {

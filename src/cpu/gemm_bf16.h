@@ -15,9 +15,9 @@ bool gemm_bf16_supported();
 // Turns the kernel off (tests and benchmarks compare it with the widened sgemm); returns the
 // previous setting.
 bool set_gemm_bf16_enabled(bool on);
-// Whether it runs GEMMs of 16 rows or more whose k is a multiple of 32 on AMX-BF16 here (the CPU has it, Linux lets
-// this process use the tiles, and it is not turned off); set_gemm_bf16_amx(false) keeps them on
-// AVX512-BF16 (tests); returns the previous setting.
+// Whether it runs GEMMs of 16 rows or more whose k is a multiple of 32 on AMX-BF16 here (the CPU
+// has it, Linux lets this process use the tiles, and it is not turned off);
+// set_gemm_bf16_amx(false) keeps them on AVX512-BF16 (tests); returns the previous setting.
 bool gemm_bf16_amx();
 bool set_gemm_bf16_amx(bool on);
 
@@ -35,7 +35,8 @@ bool gemm_bf16_gemv(int64_t m, bool ta, bool tb);
 
 // B [k, n] packed once for gemm_bf16 (the strips it packs per call otherwise): a constant
 // operand's (NOTE [Prepacked weights]).
-LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb, int64_t ldb);
+LargePageVector<uint32_t> pack_b_bf16(int64_t k, int64_t n, const uint16_t* b, bool tb,
+                                      int64_t ldb);
 
 // Constant operands packed so far and held (cpu/blas.cpp's cache; tests).
 size_t packed_constant_operands();

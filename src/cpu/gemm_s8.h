@@ -24,10 +24,10 @@ const char* s8_path_name(S8Path p);
 
 // A weight [n, k] quantized per output channel and packed for linear_s8.
 struct QuantizedWeight {
-  int64_t n = 0, k = 0, kq = 0;  // kq: k rounded up to a multiple of 64 (zeros past k)
-  LargePageVector<int8_t> packed;   // strips of 32 columns, [kq / 4][32][4]
-  std::vector<float> scale;      // per output channel
-  std::vector<int32_t> col_sum;  // per output channel: sum of its int8 values
+  int64_t n = 0, k = 0, kq = 0;    // kq: k rounded up to a multiple of 64 (zeros past k)
+  LargePageVector<int8_t> packed;  // strips of 32 columns, [kq / 4][32][4]
+  std::vector<float> scale;        // per output channel
+  std::vector<int32_t> col_sum;    // per output channel: sum of its int8 values
 };
 QuantizedWeight quantize_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
 

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <array>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/index_common.h"
 #include "thread_pool.h"
 

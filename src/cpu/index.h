@@ -1,7 +1,7 @@
 // index.h (internal): the CPU kernels of the indexing ops (cpu/index.cpp); the ops' meta, VJPs
 // and registration are in ops/index.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

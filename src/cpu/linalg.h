@@ -1,7 +1,7 @@
 // linalg.h (internal): the CPU kernels of mm, bmm, addmm and baddbmm (cpu/linalg.cpp, on
 // cpu::gemm); their meta, VJPs and registration are in ops/linalg.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "strided_dims.h"
 #include "thread_pool.h"
 

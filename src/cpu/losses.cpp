@@ -88,7 +88,7 @@ void cross_entropy(const KernelArgs& k) {
       }
     });
     const double sc = eps / double(C);
-    if (reduction == Reduction::None) {
+    if (reduction == kReduceNone) {
       for (int64_t r = 0; r < g.rows; ++r)
         ploss[r] = T((1 - eps) * nll[size_t(r)] + sc * smooth[size_t(r)]);
       mptr<T>(k.outputs[2])[0] = T(0);
@@ -102,7 +102,7 @@ void cross_entropy(const KernelArgs& k) {
     }
     mptr<T>(k.outputs[2])[0] = T(sw);
     double loss;
-    if (reduction == Reduction::Sum) {
+    if (reduction == kReduceSum) {
       loss = (1 - eps) * sn + sc * ss;
     } else {
       loss = (1 - eps) * (sn / sw);
@@ -151,9 +151,9 @@ void cross_entropy_backward(const KernelArgs& k) {
           continue;
         }
         double gn, gs;  // scales of the nll and smoothing terms for this row
-        if (reduction == Reduction::None) {
+        if (reduction == kReduceNone) {
           gn = gs = double(pg[r]);
-        } else if (reduction == Reduction::Sum) {
+        } else if (reduction == kReduceSum) {
           gn = gs = double(pg[0]);
         } else {
           gn = double(pg[0]) / tw;

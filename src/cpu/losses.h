@@ -1,7 +1,7 @@
 // cpu/losses.h (internal): the CPU kernels of cross_entropy and its backward, registered in
 // ops/nn_losses.cpp (inputs, attributes and outputs as that file describes them).
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

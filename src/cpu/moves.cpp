@@ -8,7 +8,7 @@
 #include <array>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/index_common.h"
 #include "thread_pool.h"
 

@@ -1,7 +1,7 @@
 // moves.h (internal): the CPU kernels of the shape moves (cpu/moves.cpp); the ops' meta, VJPs
 // and registration are in ops/moves.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

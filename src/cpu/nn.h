@@ -2,7 +2,7 @@
 // cpu/nn.cpp says how the fused nn kernels compute.
 #pragma once
 #include "cpu/gemm_s8.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -16,7 +16,7 @@
 #include <limits>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/nn_extra_common.h"
 #include "thread_pool.h"
 

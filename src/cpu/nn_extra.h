@@ -2,7 +2,7 @@
 // (ops/nn_extra.cpp). NOTE [im2col and col2im] and NOTE [CTC] in cpu/nn_extra.cpp say how they
 // compute.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

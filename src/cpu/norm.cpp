@@ -55,10 +55,11 @@ void norm_row(const T* __restrict p, T* __restrict q, int64_t r, const NormGeom&
   }
 }
 
-// Add: the add_layer_norm / add_rms_norm kernels (NOTE [Add and norm] in trace/rewrites.cpp):
-// inputs x, residual, weight[, bias]; outputs y, sum, [mean,] rstd. Each row is x + residual,
-// summed as the add op does, into the sum output when it is wanted (write_sum) or a row
-// buffer, then normalized by the same code as the plain norm: bitwise the add, then the norm.
+// Add: the add_layer_norm / add_rms_norm kernels (NOTE [Add and norm] in
+// trace/rewrite_add_norm.cpp): inputs x, residual, weight[, bias]; outputs y, sum, [mean,] rstd.
+// Each row is x + residual, summed as the add op does, into the sum output when it is wanted
+// (write_sum) or a row buffer, then normalized by the same code as the plain norm: bitwise the add,
+// then the norm.
 template <int Mode, bool Add = false> void norm_cpu(const KernelArgs& k) {
   constexpr int in0 = Add ? 1 : 0, out0 = Add ? 1 : 0;
   const Tensor x = kernel_contiguous(k.inputs[0]);
@@ -260,10 +261,11 @@ void embedding_layer_norm(const KernelArgs& k) {
       using I = decltype(zi);
       const I* ip = static_cast<const I*>(ids.impl()->storage->data) + ids.impl()->offset;
       int64_t* out = idx[size_t(t)].data();
-      index_detail::for_each_run<1>(rows, st, INT64_MAX, [&](const auto& off, int64_t len,
-                                                             const auto& in) {
-        for (int64_t j = 0; j < len; ++j) *out++ = int64_t(ip[off[0] + j * in[0]]);
-      });
+      index_detail::for_each_run<1>(rows, st, INT64_MAX,
+                                    [&](const auto& off, int64_t len, const auto& in) {
+                                      for (int64_t j = 0; j < len; ++j)
+                                        *out++ = int64_t(ip[off[0] + j * in[0]]);
+                                    });
     });
   }
   const Tensor w = kernel_contiguous(k.inputs[6]), b = kernel_contiguous(k.inputs[7]);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cpu/loops.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/pool_common.h"
 #include "thread_pool.h"
 

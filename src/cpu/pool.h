@@ -3,7 +3,7 @@
 // (separable resampling) with their *_backward ops (its adjoint). NOTE [Separable resampling]
 // and NOTE [Window maxima] in cpu/pool.cpp say how they compute.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "generator.h"
 #include "ops/random_common.h"
 #include "thread_pool.h"

@@ -1,7 +1,7 @@
 // random.h (internal): the CPU kernels of the random ops (cpu/random.cpp); the ops' meta,
 // registration and public functions are in ops/random.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "thread_pool.h"
 
 namespace oneflow::cpu {

@@ -2,7 +2,7 @@
 // scans and of softmax (src/cpu/reduce_extra.cpp, NOTE [Reduce extra kernels]), registered by
 // src/ops/reduce_extra.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

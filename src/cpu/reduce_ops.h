@@ -1,7 +1,7 @@
 // reduce_ops.h (internal): the CPU kernels of sum, mean, all and any (src/cpu/reduce_ops.cpp),
 // registered by src/ops/reduce.cpp. They run on the reduction engine, cpu/reduce.h.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -1,7 +1,7 @@
 // cpu/rnn.h (internal): the CPU kernels of the fused LSTM ops registered in ops/nn_rnn.cpp
 // (inputs, attributes and outputs as that file describes them).
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "cpu/loops.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/shape_attrs.h"
 #include "thread_pool.h"
 

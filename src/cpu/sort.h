@@ -1,7 +1,7 @@
 // sort.h (internal): the CPU kernels of sort and topk (src/cpu/sort.cpp), registered by
 // src/ops/sort.cpp.
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cpu {
 

@@ -12,7 +12,7 @@
 #include "cuda/elementwise.h"
 #include "cuda/launch.cuh"
 #include "ops/functors.h"
-#include "trace/fusion_device.h"
+#include "cuda/fusion_device.h"
 
 namespace oneflow::cuda_module {
 namespace {

@@ -1,5 +1,5 @@
 // fusion.cpp: NVRTC compilation, caching and launch of the fused elementwise kernels that
-// trace/fusion_codegen.cpp generates. NOTE [Fused CUDA kernels]:
+// trace/fusion_codegen.cpp generates (they share fused_kernel_abi.h). NOTE [Fused CUDA kernels]:
 //  - Bitwise the unfused kernels: the source holds the same functors (NOTE [NVRTC prelude]) and
 //    NVRTC is the front end and optimizer of nvcc, so it must be the toolkit the module was built
 //    with (major.minor; a different libnvrtc is refused and the groups run unfused), with nvcc's
@@ -26,7 +26,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/module.h"
-#include "trace/fusion_codegen.h"
+#include "fused_kernel_abi.h"
 
 namespace oneflow::cuda_module {
 
@@ -122,16 +122,16 @@ Cache& cache() {
 void load_here(const FusedKernel& k) {
   cudaFuncAttributes attrs{};
   OF_CUDA_CHECK(cudaFuncGetAttributes(&attrs, reinterpret_cast<const void*>(k.kernel)));
-  OF_CHECK(attrs.maxThreadsPerBlock >= trace::kFusedThreads,
+  OF_CHECK(attrs.maxThreadsPerBlock >= fused_abi::kFusedThreads,
            "[jit.fuse] fused group {} runs at most {} threads per block, the launch needs {}",
-           k.name, attrs.maxThreadsPerBlock, trace::kFusedThreads);
+           k.name, attrs.maxThreadsPerBlock, fused_abi::kFusedThreads);
 }
 
 }  // namespace
 
 const FusedKernel* compile_fused(const std::string& source, const std::string& name, int sm_arch) {
   const auto [arch, sass] = target_of(sm_arch);
-  const std::pair<uint64_t, int> key{trace::fnv1a64(source), sass ? arch : -arch};
+  const std::pair<uint64_t, int> key{fused_abi::fnv1a64(source), sass ? arch : -arch};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   for (auto [it, end] = c.entries.equal_range(key); it != end; ++it)
@@ -166,7 +166,7 @@ void launch_fused(const FusedKernel* kernel, const void* params, size_t param_by
   OF_CHECK(kernel && params && param_bytes % 8 == 0,
            "[jit.fuse] internal error: a fused launch without a kernel or parameters");
   if (numel <= 0) return;
-  const int64_t t = trace::kFusedThreads;
+  const int64_t t = fused_abi::kFusedThreads;
   const unsigned blocks =
       unsigned(std::max<int64_t>(1, std::min<int64_t>((numel + t - 1) / t, 1 << 16)));
   void* args[] = {const_cast<void*>(params)};

@@ -1,7 +1,7 @@
 // host_checks.h (internal, host code of the CUDA module): the checks and raw pointers the
 // cuDNN and pooling host code share (cudnn.cpp, pool.cpp).
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow::cuda_module {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "global/comm.h"
 #include "oneflow/runtime.h"
 

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "cuda/strided_copy.h"
-#include "trace/fusion_device.h"
+#include "cuda/fusion_device.h"
 #include "oneflow/dtype.h"
 
 namespace oneflow::cuda_module {

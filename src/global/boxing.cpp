@@ -615,7 +615,7 @@ void move_pieces_cpu(const KernelArgs& k) {
 }
 const OpDef& move_pieces_op() {
   static const OpDef op{.name = "move_pieces",
-                        .traits = kCollective | kEffect | kNonDifferentiable,
+                        .traits = kCollective | kEffect,
                         .attr_names = MovePiecesAttrs::names(),
                         .attr_types = MovePiecesAttrs::types(),
                         .infer_meta = move_pieces_meta,
@@ -778,12 +778,10 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
       // global meta])
       global::check_sbp("to_global", placement, sbp, dim());
       (void)global::holds_piece(placement, "to_global");
-      const std::vector<global::MetaField> fields{{"source placement", m.placement.str()},
-                                                  {"source SBP", sbp_str(m.sbp)},
-                                                  {"logical shape", shape_str(sizes())},
-                                                  {"dtype", std::string(dtype_name(dtype()))},
-                                                  {"placement", placement.str()},
-                                                  {"SBP", sbp_str(sbp)}};
+      const std::vector<global::MetaField> fields{
+          {"source placement", m.placement.str()}, {"source SBP", sbp_str(m.sbp)},
+          {"logical shape", shape_str(sizes())},   {"dtype", std::string(dtype_name(dtype()))},
+          {"placement", placement.str()},          {"SBP", sbp_str(sbp)}};
       global::check_same_meta(fields, global::ranks_of(m.placement));
       if (m.placement != placement) global::check_same_meta(fields, global::ranks_of(placement));
     }
@@ -814,11 +812,12 @@ Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
       local += (d ? ", " : "") + (split ? std::string("*") : std::to_string(size(d)));
     }
     local += dim() == 1 ? ",)" : ")";
-    global::check_same_meta(std::vector<global::MetaField>{{"placement", placement.str()},
-                             {"SBP", sbp_str(sbp)},
-                             {"local shape (split dims as *)", local},
-                             {"dtype", std::string(dtype_name(dtype()))}},
-                            global::ranks_of(placement));
+    global::check_same_meta(
+        std::vector<global::MetaField>{{"placement", placement.str()},
+                                       {"SBP", sbp_str(sbp)},
+                                       {"local shape (split dims as *)", local},
+                                       {"dtype", std::string(dtype_name(dtype()))}},
+        global::ranks_of(placement));
   }
   DimVector L = global::logical_sizes(*this, placement, sbp);
   return global::local_to_global(contiguous(), placement, sbp, L);

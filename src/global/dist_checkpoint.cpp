@@ -19,9 +19,11 @@
 #include <thread>
 #include <utility>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "generator.h"
 #include "global/dist_checkpoint_testing.h"
+#include "io/dtype_codes.h"
+#include "io/json.h"
 #include "global/global.h"
 #include "oneflow/serialize.h"
 #include "oneflow/zero.h"
@@ -73,174 +75,42 @@ std::string join_path(const std::string& dir, const std::string& name) {
 }
 
 // ---------------------------------------------------------------- JSON (the index)
+// io/json.h's parser and writer (NOTE [One JSON parser]).
+using io::append_json_string;
+using io::json_ints;
+using Json = io::JsonValue;
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", unsigned(c));
-    } else {
-      out += ch;
-    }
-  }
-  out += '"';
+Json parse_index(std::string_view text, const std::string& where) {
+  if (const size_t bad = io::find_bad_utf8(text); bad != std::string_view::npos)
+    fail("[{}] {}: the index is malformed at byte {}: not valid UTF-8", kLoadOp, where, bad);
+  return io::parse_json(
+      text,
+      {fmt::format("[{}] {}: the index is malformed at byte", kLoadOp, where), "the end", 16});
 }
-
-std::string json_ints(IntArrayRef v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-struct Json {
-  enum Kind { Null, Bool, Int, String, Array, Object } kind = Null;
-  bool b = false;
-  int64_t i = 0;
-  std::string s;
-  std::vector<Json> items;        // Array; Object: the values
-  std::vector<std::string> keys;  // Object
-  const Json* find(std::string_view key) const {
-    for (size_t k = 0; k < keys.size(); ++k)
-      if (keys[k] == key) return &items[k];
-    return nullptr;
-  }
-};
-
-// The index is our own output; this reads exactly what index_json writes (integers, strings,
-// arrays, objects) and refuses anything else with the byte offset.
-class JsonReader {
- public:
-  JsonReader(std::string_view text, std::string path) : text_(text), path_(std::move(path)) {}
-  Json document() {
-    Json v = value(0);
-    ws();
-    if (pos_ != text_.size()) error("unexpected text after the index");
-    return v;
-  }
-
- private:
-  [[noreturn]] void error(std::string_view what) {
-    fail("[{}] {}: the index is malformed at byte {}: {}", kLoadOp, path_, pos_, what);
-  }
-  void ws() {
-    while (pos_ < text_.size() && std::strchr(" \t\r\n", text_[pos_]) && text_[pos_]) ++pos_;
-  }
-  bool eat(char c) {
-    ws();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  Json value(int depth) {
-    if (depth > 16) error("nested too deeply");
-    ws();
-    if (pos_ >= text_.size()) error("expected a value, found the end");
-    Json v;
-    const char c = text_[pos_];
-    if (c == '{' || c == '[') {
-      ++pos_;
-      const bool object = c == '{';
-      v.kind = object ? Json::Object : Json::Array;
-      if (eat(object ? '}' : ']')) return v;
-      do {
-        if (object) {
-          ws();
-          if (pos_ >= text_.size() || text_[pos_] != '"') error("expected a key");
-          v.keys.push_back(read_string());
-          if (!eat(':')) error("expected ':'");
-        }
-        v.items.push_back(value(depth + 1));
-      } while (eat(','));
-      if (!eat(object ? '}' : ']')) error(object ? "expected ',' or '}'" : "expected ',' or ']'");
-      return v;
-    }
-    if (c == '"') {
-      v.kind = Json::String;
-      v.s = read_string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = Json::Int;
-      const bool neg = c == '-';
-      if (neg) ++pos_;
-      if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') error("expected a digit");
-      uint64_t u = 0;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-        u = u * 10 + uint64_t(text_[pos_++] - '0');
-        if (u > uint64_t(INT64_MAX)) error("integer out of range");
-      }
-      v.i = neg ? -int64_t(u) : int64_t(u);
-      return v;
-    }
-    for (std::string_view word : {"true", "false", "null"})
-      if (text_.substr(pos_, word.size()) == word) {
-        pos_ += word.size();
-        v.kind = word == "null" ? Json::Null : Json::Bool;
-        v.b = word == "true";
-        return v;
-      }
-    error("expected a value");
-  }
-  std::string read_string() {
-    ++pos_;  // the opening quote
-    std::string out;
-    while (true) {
-      if (pos_ >= text_.size()) error("unterminated string");
-      const char c = text_[pos_++];
-      if (c == '"') return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= text_.size()) error("unterminated escape");
-      const char e = text_[pos_++];
-      if (e == 'u') {
-        if (pos_ + 4 > text_.size()) error("short \\u escape");
-        const unsigned code = unsigned(std::stoul(std::string(text_.substr(pos_, 4)), nullptr, 16));
-        if (code >= 0x20) error("\\u escapes are written only for control characters");
-        out += char(code);
-        pos_ += 4;
-      } else if (e == '"' || e == '\\' || e == '/') {
-        out += e;
-      } else {
-        error("unknown escape");
-      }
-    }
-  }
-  std::string_view text_;
-  std::string path_;
-  size_t pos_ = 0;
-};
 
 // A field of an index object, of the kind the format says, or an error naming it.
 const Json& field(const Json& o, std::string_view key, Json::Kind kind, const std::string& where) {
-  const Json* v = o.kind == Json::Object ? o.find(key) : nullptr;
+  const Json* v = o.find(key);
   if (!v || v->kind != kind)
     fail("[{}] {}: the index lacks the field '{}' (or it has the wrong type)", kLoadOp, where, key);
   return *v;
 }
+int64_t int_field(const Json& o, std::string_view key, const std::string& where) {
+  const std::optional<int64_t> i = field(o, key, Json::Number, where).int64();
+  if (!i) fail("[{}] {}: the index field '{}' is not an integer", kLoadOp, where, key);
+  return *i;
+}
 DimVector int_list(const Json& o, std::string_view key, const std::string& where) {
   DimVector out;
-  for (const Json& x : field(o, key, Json::Array, where).items) {
-    if (x.kind != Json::Int) fail("[{}] {}: '{}' must list integers", kLoadOp, where, key);
-    out.push_back(x.i);
+  for (const Json& x : field(o, key, Json::Array, where).arr) {
+    const std::optional<int64_t> i = x.int64();
+    if (!i) fail("[{}] {}: '{}' must list integers", kLoadOp, where, key);
+    out.push_back(*i);
   }
   return out;
 }
 
 // ---------------------------------------------------------------- what a checkpoint holds
-
-std::optional<ScalarType> dtype_from_code(std::string_view code) {
-  for (ScalarType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kBool})
-    if (safetensors_dtype(t) == code) return t;
-  return std::nullopt;
-}
 
 // A saved piece: a box [start, end) of the logical tensor, or (flat) the row-major elements
 // [start[0], end[0]).
@@ -703,21 +573,28 @@ std::string index_json(const State& s, const std::vector<Json>& ranks) {
   std::string files;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const Json& j = ranks[r];
+    const std::string where = "rank " + std::to_string(r);
     std::string f = "{\"name\":";
     append_json_string(f, rank_file_name(int(r), s.generation));
-    f += fmt::format(",\"bytes\":{},\"crc32\":{}}}", j.find("bytes")->i, j.find("crc32")->i);
+    f += fmt::format(",\"bytes\":{},\"crc32\":{}}}", int_field(j, "bytes", where),
+                     int_field(j, "crc32", where));
     files += (r ? ",\n    " : "") + f;
-    for (const Json& p : j.find("pieces")->items) {
-      const std::string entry = p.find("entry")->s;
+    for (const Json& p : field(j, "pieces", Json::Array, where).arr) {
+      const std::string entry = field(p, "entry", Json::String, where).s;
       auto it = at.find(entry);
       OF_CHECK(it != at.end(), "[{}] rank {} saved a piece of '{}', which rank 0 does not know",
                kSaveOp, r, entry);
-      std::string text = fmt::format("{{\"file\":{},\"crc32\":{}", r, p.find("crc32")->i);
-      if (const Json* flat = p.find("flat"))
-        text += fmt::format(",\"flat\":[{},{}]}}", flat->items[0].i, flat->items[1].i);
-      else
-        text += fmt::format(",\"start\":{},\"end\":{}}}", json_ints(int_list(p, "start", "")),
-                            json_ints(int_list(p, "end", "")));
+      std::string text = fmt::format("{{\"file\":{},\"crc32\":{}", r, int_field(p, "crc32", where));
+      if (p.find("flat")) {
+        const DimVector flat = int_list(p, "flat", where);
+        OF_CHECK(flat.size() == 2, "[{}] {}: a flat piece lists {} bounds", kSaveOp, where,
+                 flat.size());
+        text += fmt::format(",\"flat\":[{},{}]}}", flat[0], flat[1]);
+      } else {
+        else text +=
+            fmt::format(",\"start\":{},\"end\":{}}}", json_ints(int_list(p, "start", where)),
+                        json_ints(int_list(p, "end", where)));
+      }
       pieces[it->second].push_back(std::move(text));
     }
   }
@@ -762,7 +639,7 @@ void complete(State& s) {
     try {
       std::vector<Json> ranks;
       for (size_t r = 0; r < all.size(); ++r) {
-        ranks.push_back(JsonReader(all[r], "rank " + std::to_string(r)).document());
+        ranks.push_back(parse_index(all[r], "rank " + std::to_string(r)));
         const std::string& err = ranks.back().find("error")->s;
         if (!err.empty()) fail("{} (rank {}; the previous checkpoint stays current)", err, r);
       }
@@ -797,9 +674,9 @@ int64_t latest_generation(const std::string& dir) {
   for (const std::string& name : list_dir(dir)) g = std::max(g, generation_of(name));
   try {
     const std::string path = join_path(dir, kIndexName);
-    const Json idx = JsonReader(read_text(path, nullptr), path).document();
-    if (const Json* gen = idx.find("generation"); gen && gen->kind == Json::Int)
-      g = std::max(g, gen->i);
+    const Json idx = parse_index(read_text(path, nullptr), path);
+    if (const Json* gen = idx.find("generation"); gen && gen->int64())
+      g = std::max(g, *gen->int64());
   } catch (const std::exception&) {  // no index, or one a crash left unreadable: files decide
   }
   return g;
@@ -948,18 +825,18 @@ Index read_index(const std::string& dir) {
            kLoadOp, dir, kIndexName);
     fail("[{}] {}: {}", kLoadOp, path, e.what());
   }
-  const Json j = JsonReader(text, path).document();
+  const Json j = parse_index(text, path);
   Index idx;
   idx.dir = dir;
   if (field(j, "format", Json::String, path).s != kFormat)
     fail("[{}] {}: the format is '{}', expected '{}'", kLoadOp, path, j.find("format")->s, kFormat);
-  idx.generation = field(j, "generation", Json::Int, path).i;
-  idx.world_size = field(j, "world_size", Json::Int, path).i;
-  for (const Json& f : field(j, "files", Json::Array, path).items) {
+  idx.generation = int_field(j, "generation", path);
+  idx.world_size = int_field(j, "world_size", path);
+  for (const Json& f : field(j, "files", Json::Array, path).arr) {
     Index::File file;
     file.name = field(f, "name", Json::String, path).s;
-    file.bytes = uint64_t(field(f, "bytes", Json::Int, path).i);
-    file.crc = uint32_t(field(f, "crc32", Json::Int, path).i);
+    file.bytes = uint64_t(int_field(f, "bytes", path));
+    file.crc = uint32_t(int_field(f, "crc32", path));
     if (file.name.find('/') != std::string::npos)
       fail("[{}] {}: the file name '{}' is not a name in the directory", kLoadOp, path, file.name);
     idx.files.push_back(std::move(file));
@@ -972,13 +849,12 @@ Index read_index(const std::string& dir) {
     idx.optimizer_kind = field(*o, "kind", Json::String, path).s;
     for (int64_t g : int_list(*o, "groups", path)) idx.groups.push_back(g);
   }
-  for (const Json& e : field(j, "entries", Json::Array, path).items) {
+  for (const Json& e : field(j, "entries", Json::Array, path).arr) {
     EntryDesc d;
     d.name = field(e, "name", Json::String, path).s;
     const std::string code = field(e, "dtype", Json::String, path).s;
-    auto dt = dtype_from_code(code);
-    if (!dt) fail("[{}] {}: '{}' has the unknown dtype '{}'", kLoadOp, path, d.name, code);
-    d.dtype = *dt;
+    if (!io::dtype_from_code(code, &d.dtype))
+      fail("[{}] {}: '{}' has the unknown dtype '{}'", kLoadOp, path, d.name, code);
     d.shape = int_list(e, "shape", path);
     d.placement = field(e, "placement", Json::String, path).s;
     d.sbp = field(e, "sbp", Json::String, path).s;
@@ -989,11 +865,11 @@ Index read_index(const std::string& dir) {
              json_ints(d.shape));
     }
     int64_t covered = 0;
-    for (const Json& pj : field(e, "pieces", Json::Array, path).items) {
+    for (const Json& pj : field(e, "pieces", Json::Array, path).arr) {
       PieceDesc p;
       p.entry = d.name;
-      p.file = field(pj, "file", Json::Int, path).i;
-      p.crc = uint32_t(field(pj, "crc32", Json::Int, path).i);
+      p.file = int_field(pj, "file", path);
+      p.crc = uint32_t(int_field(pj, "crc32", path));
       if (p.file < 0 || p.file >= idx.world_size)
         fail("[{}] {}: a piece of '{}' names file {} of {}", kLoadOp, path, d.name, p.file,
              idx.world_size);

@@ -309,8 +309,7 @@ Tensor softplus(const Tensor& input, const SoftplusFuncOptions& o) {
 Tensor logsigmoid(const Tensor& input) {
   // min(x, 0) - log1p(exp(-|x|)); minimum's tie at x = 0 gives libtorch's slope 1/2 there (NOTE
   // [Edge gradients], tests/test_edge_grads.cpp), where clamp_max's gave 1
-  return oneflow::minimum(input, Scalar(0)) -
-         oneflow::log1p(oneflow::exp(-oneflow::abs(input)));
+  return oneflow::minimum(input, Scalar(0)) - oneflow::log1p(oneflow::exp(-oneflow::abs(input)));
 }
 
 Tensor mish(const Tensor& input) { return input * oneflow::tanh(softplus(input)); }

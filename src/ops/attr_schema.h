@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 
 namespace oneflow {
 

@@ -10,16 +10,6 @@
 
 namespace oneflow {
 
-Tensor prepare_operand(const Tensor& t, ScalarType dtype, Device device) {
-  Tensor r = cast_if_needed(t, dtype);
-  if (r.device() != device && r.impl()->is_wrapped_number) r = wrap_scalar(r.item(), dtype, device);
-  return r;
-}
-
-Tensor scalar_operand(const Scalar& s) {
-  return wrap_scalar(s, s.is_floating_point() ? kFloat64 : s.default_dtype(), Device(kCPU));
-}
-
 namespace {
 
 TensorList add_vjp(const VjpCtx& c, const TensorList& g) {
@@ -271,7 +261,7 @@ void register_binary_ops() {
     d.name = r.name;
     d.functor = r.functor;
     d.elem_kind = r.kind;
-    d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
+    d.traits = kElementwise | kInplaceOk;
     d.infer_meta = bool_result(r.kind) ? elementwise_bool_meta : elementwise_meta;
     d.cpu = r.cpu;
     d.vjp = r.vjp;

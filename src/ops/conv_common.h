@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/attr_schema.h"
 #include "ops/checks.h"
 

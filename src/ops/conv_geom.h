@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/conv_common.h"
 
 namespace oneflow::conv_detail {

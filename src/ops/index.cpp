@@ -363,12 +363,12 @@ void register_index_ops() {
                .save_inputs = in(1),
                .nondiff_inputs = in(1)});
   register_op({.name = "nonzero",
-               .traits = kSyncsHost | kNonDifferentiable,
+               .traits = kSyncsHost,
                .attr_names = {},
                .infer_meta = nonzero_meta,
                .cpu = cpu::nonzero});
   register_op({.name = "one_hot",
-               .traits = kNonDifferentiable | kChecksIndices,
+               .traits = kChecksIndices,
                .attr_names = OneHotAttrs::names(),
                .attr_types = OneHotAttrs::types(),
                .infer_meta = one_hot_meta,

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cpu/loops.h"
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/checks.h"
 #include "ops/index_attrs.h"
 

@@ -17,6 +17,7 @@
 #include "oneflow/ops_nn.h"
 #include "oneflow/quantize.h"
 #include "ops/nn_common.h"
+#include "ops/nn_op_helpers.h"
 
 namespace oneflow {
 void register_norm_ops();

@@ -12,6 +12,7 @@
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
 #include "ops/nn_common.h"
+#include "ops/nn_op_helpers.h"
 
 namespace oneflow {
 using namespace nn_detail;
@@ -272,15 +273,15 @@ void fused_bwd_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   check_saved(in[0], q, dshape, op, "grad_output");
   check_saved(in[5], q, DimVector{g.B, g.L, g.Ev}, op, "output");
   check_saved(in[6], q, DimVector{g.B, g.L}, op, "logsumexp");
-  for (const DimVector& d : {DimVector{g.B, g.L, g.E}, DimVector{g.B, g.E, g.S},
-                             DimVector{g.B, g.S, g.Ev}})
+  for (const DimVector& d :
+       {DimVector{g.B, g.L, g.E}, DimVector{g.B, g.E, g.S}, DimVector{g.B, g.S, g.Ev}})
     out.push_back({d, {}, 0, q.dtype(), q.device()});
 }
 TensorList fused_fwd_vjp(const VjpCtx& c, const TensorList& g) {
   const Tensor mask = SdpaAttrs::get<"mask_kind">(c.attrs()) != 0 ? c.input(3) : Tensor();
-  TensorList r = dispatch(OF_OP("fused_attention_backward"),
-                          {g[0], c.input(0), c.input(1), c.input(2), mask, c.output(0), c.output(1)},
-                          c.attrs());
+  TensorList r = dispatch(
+      OF_OP("fused_attention_backward"),
+      {g[0], c.input(0), c.input(1), c.input(2), mask, c.output(0), c.output(1)}, c.attrs());
   Tensor grads[3];
   for (int i = 0; i < 3; ++i)
     if (c.needs_input_grad(size_t(i))) grads[i] = r[size_t(i)].view(c.input(size_t(i)).sizes());

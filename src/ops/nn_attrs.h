@@ -19,6 +19,10 @@ using GroupNormAttrs = AttrSchema<Attr<"num_groups", int64_t>, Attr<"eps", doubl
                                   Attr<"has_weight", bool>, Attr<"has_bias", bool>>;
 using BatchNormAttrs =
     AttrSchema<Attr<"training", bool>, Attr<"eps", double>, Attr<"has_weight", bool>>;
+// A loss's reduction attribute: of::Reduction's values (ops/nn_op_helpers.h checks them), named
+// here for kernels, which see no public op header.
+enum LossReduction : int64_t { kReduceNone = 0, kReduceMean = 1, kReduceSum = 2 };
+
 // cross_entropy and its backward: reduction is a Reduction value
 using CrossEntropyAttrs = AttrSchema<Attr<"reduction", int64_t>, Attr<"ignore_index", int64_t>,
                                      Attr<"label_smoothing", double>, Attr<"has_weight", bool>>;

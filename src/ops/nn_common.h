@@ -1,17 +1,15 @@
 // nn_common.h: what the nn op files (ops/nn.cpp: dropout and linear; nn_norm.cpp;
 // nn_attention.cpp; nn_losses.cpp) and their CPU kernels (src/cpu/nn.cpp, norm.cpp, attention.cpp,
 // losses.cpp) share: argument checks, the geometries both an op's infer_meta and its kernel
-// compute (row norms, attention, cross entropy), raw data pointers, row statistics in double,
-// the losses' reduction and the fused backward ops' VJP. NOTE [nn kernels] in cpu/nn.cpp says
-// how those kernels compute.
+// compute (row norms, attention, cross entropy), raw data pointers and row statistics in double
+// (the op files' own helpers, written with public ops: ops/nn_op_helpers.h). NOTE [nn kernels]
+// in cpu/nn.cpp says how those kernels compute.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "autograd/node.h"
-#include "dispatch.h"
-#include "oneflow/ops_nn.h"
+#include "kernel_support.h"
 #include "ops/nn_attrs.h"
 #include "ops/checks.h"
 #include "thread_pool.h"
@@ -42,7 +40,7 @@ inline void check_param(const Tensor& p, const Tensor& x, IntArrayRef shape, con
     fail("[{}] expected {} on {}, got {}", op, what, x.device().str(), p.device().str());
 }
 inline void check_reduction(int64_t r, const char* op) {
-  if (r < Reduction::None || r > Reduction::Sum)
+  if (r < kReduceNone || r > kReduceSum)
     fail("[{}] invalid reduction {} (expected Reduction::None (0), Mean (1) or Sum (2))", op, r);
 }
 inline void check_same_shape(const Tensor& input, const Tensor& target, const char* op,
@@ -214,26 +212,6 @@ inline CeGeom ce_geom(IntArrayRef s) {
   CeGeom g{s[0], s[1], prod_range(s, 2, s.size()), 0};
   g.rows = g.N * g.inner;
   return g;
-}
-
-// ---------------------------------------------------------------- losses: helpers
-
-inline Tensor reduce_loss(const Tensor& l, int64_t reduction) {
-  if (reduction == Reduction::Mean) return l.mean();
-  if (reduction == Reduction::Sum) return l.sum();
-  return l;
-}
-
-// The fused backward ops are recorded under create_graph like any op, but their own VJP is
-// not implemented: differentiating through one again is an error when that backward runs
-// (as PyTorch's "derivative ... is not implemented"), never a silently missing term.
-inline TensorList fused_backward_vjp(const VjpCtx& c, const TensorList&) {
-  std::string fwd = c.op().name;
-  fwd.resize(fwd.size() - std::string("_backward").size());
-  fail(
-      "[{}] double backward through the fused {} op is not implemented (a gradient taken "
-      "with create_graph=true was differentiated again)",
-      c.op().name, fwd);
 }
 
 }  // namespace oneflow::nn_detail

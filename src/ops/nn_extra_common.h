@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/checks.h"
 #include "ops/nn_attrs.h"
 

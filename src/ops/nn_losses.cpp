@@ -8,6 +8,7 @@
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
 #include "ops/nn_common.h"
+#include "ops/nn_op_helpers.h"
 
 namespace oneflow {
 using namespace nn_detail;

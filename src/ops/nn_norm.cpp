@@ -12,6 +12,7 @@
 #include "oneflow/ops_nn.h"
 #include "ops/index_common.h"
 #include "ops/nn_common.h"
+#include "ops/nn_op_helpers.h"
 
 namespace oneflow {
 using namespace nn_detail;
@@ -70,7 +71,7 @@ template <int Mode> TensorList norm_vjp(const VjpCtx& c, const TensorList& g) {
   return res;
 }
 
-// add_layer_norm / add_rms_norm (NOTE [Add and norm] in src/trace/rewrites.cpp, which makes
+// add_layer_norm / add_rms_norm (NOTE [Add and norm] in src/trace/rewrite_add_norm.cpp, which makes
 // them): inputs x, residual (x's shape, dtype and device), weight[, bias]; attrs as the norm's
 // and write_sum; outputs y, sum (x's shape when write_sum, else empty), [mean,] rstd.
 template <int Mode> void add_norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
@@ -95,7 +96,8 @@ void emb_norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const Tensor& t0 = in[0];
   check_defined(op, t0, "table 0");
   check_float(op, t0, "table 0");
-  if (t0.dim() != 2) fail("[{}] table 0 must be 2-D [rows, dim], got {}", op, shape_str(t0.sizes()));
+  if (t0.dim() != 2)
+    fail("[{}] table 0 must be 2-D [rows, dim], got {}", op, shape_str(t0.sizes()));
   const int n = in[4].defined() || in[5].defined() ? 3 : 2;
   DimVector rows;
   for (int k = 0; k < n; ++k) {
@@ -128,8 +130,8 @@ void emb_norm_meta(const TensorList& in, const Attrs& a, MetaList& out) {
     if (ids.is_cpu() && !ids.is_global() && ids.numel() > 0)  // global: checked on the pieces
       index_detail::for_each_index(ids, [&](int64_t v) {
         if (v < 0 || v >= num)
-          fail("[{}] index {} of {} is out of range for table {} of shape {} ({} rows)", op, v,
-               in_, k, shape_str(t.sizes()), num);
+          fail("[{}] index {} of {} is out of range for table {} of shape {} ({} rows)", op, v, in_,
+               k, shape_str(t.sizes()), num);
       });
   }
   DimVector shape = rows;
@@ -238,7 +240,7 @@ void register_norm_ops() {
                .cpu = cpu::add_rms_norm,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "layer_norm_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .attr_names = NormAttrs::names(),
                .attr_types = NormAttrs::types(),
                .infer_meta = norm_bwd_meta<kLayer>,
@@ -258,7 +260,7 @@ void register_norm_ops() {
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "group_norm_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .attr_names = GroupNormAttrs::names(),
                .attr_types = GroupNormAttrs::types(),
                .infer_meta = norm_bwd_meta<kGroup>,
@@ -278,7 +280,7 @@ void register_norm_ops() {
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "rms_norm_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .attr_names = NormAttrs::names(),
                .attr_types = NormAttrs::types(),
                .infer_meta = norm_bwd_meta<kRms>,
@@ -299,7 +301,7 @@ void register_norm_ops() {
                .contiguous_inputs = in(0) | in(1) | in(2),
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "batch_norm_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .attr_names = BatchNormAttrs::names(),
                .attr_types = BatchNormAttrs::types(),
                .infer_meta = bn_bwd_meta,

@@ -237,7 +237,7 @@ void register_rnn_ops() {
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "lstm_cell_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .infer_meta = cell_bwd_meta,
                .cpu = cpu::lstm_cell_backward,
                .vjp = cell_bwd_vjp,
@@ -255,7 +255,7 @@ void register_rnn_ops() {
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "lstm_layer_backward",
-               .traits = kNonDifferentiable | kWidens16Bit,
+               .traits = kWidens16Bit,
                .attr_names = nn_detail::LstmLayerAttrs::names(),
                .attr_types = nn_detail::LstmLayerAttrs::types(),
                .infer_meta = layer_bwd_meta,

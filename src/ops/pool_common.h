@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/checks.h"
 #include "ops/conv_common.h"
 

@@ -173,4 +173,6 @@ Tensor& Tensor::normal_(double mean, double std) {
   return copy_(r);
 }
 
+void manual_seed(uint64_t seed) { set_random_state({seed, 0}); }
+
 }  // namespace oneflow

@@ -117,13 +117,13 @@ void register_reduce_ops() {
                .cpu = cpu::mean,
                .vjp = mean_vjp});
   register_op({.name = "all",
-               .traits = kReduction | kNonDifferentiable,
+               .traits = kReduction,
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = all_meta,
                .cpu = cpu::all});
   register_op({.name = "any",
-               .traits = kReduction | kNonDifferentiable,
+               .traits = kReduction,
                .attr_names = ReduceAttrs::names(),
                .attr_types = ReduceAttrs::types(),
                .infer_meta = any_meta,

@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/attr_schema.h"
 
 namespace oneflow {

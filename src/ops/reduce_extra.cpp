@@ -306,14 +306,14 @@ void register_reduce_ops_extra() {
                .save_outputs = out(1),
                .contiguous_inputs = kEveryInput});
   register_op({.name = "argmax",
-               .traits = kReduction | kNonDifferentiable,
+               .traits = kReduction,
                .attr_names = ArgExtremeAttrs::names(),
                .attr_types = ArgExtremeAttrs::types(),
                .infer_meta = argmax_meta<true>,
                .cpu = cpu::argmax,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "argmin",
-               .traits = kReduction | kNonDifferentiable,
+               .traits = kReduction,
                .attr_names = ArgExtremeAttrs::names(),
                .attr_types = ArgExtremeAttrs::types(),
                .infer_meta = argmax_meta<false>,

@@ -1,7 +1,7 @@
 // rnn_common.h (internal): what the fused LSTM layer op (ops/nn_rnn.cpp) and its CPU kernels
 // (src/cpu/rnn.cpp) share: the layer's geometry (NOTE [Fused LSTM layer]).
 #pragma once
-#include "dispatch.h"
+#include "kernel_support.h"
 #include "ops/nn_attrs.h"
 
 namespace oneflow::nn_detail {

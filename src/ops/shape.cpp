@@ -585,20 +585,6 @@ Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   return oneflow::diagonal(*this, offset, d1, d2);
 }
 
-DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b) {
-  size_t n = std::max(a.size(), b.size());
-  DimVector r(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1)
-      fail("[broadcast] shapes {} and {} are not broadcastable: size {} vs {} at dimension {}",
-           shape_str(a), shape_str(b), x, y, i);
-    r[i] = x == 1 ? y : x;
-  }
-  return r;
-}
-
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& ts) {
   DimVector shape;
   for (auto& t : ts) shape = broadcast_shapes(shape, t.sizes());

@@ -10,26 +10,6 @@
 
 namespace oneflow {
 
-void elementwise_meta(const TensorList& in, const Attrs&, MetaList& out) {
-  DimVector shape = in[0].sizes().dims();
-  for (size_t i = 1; i < in.size(); ++i) {
-    // Kernels read every operand as the first one's type: the public functions promote to a
-    // common dtype before dispatch, so a mix here is a caller's error (found by fuzz_ops).
-    OF_CHECK(in[i].dtype() == in[0].dtype(),
-             "[elementwise] operand {} is {} but operand 0 is {} (promote to one dtype first)", i,
-             dtype_name(in[i].dtype()), dtype_name(in[0].dtype()));
-    OF_CHECK(in[i].device() == in[0].device(),
-             "[elementwise] operand {} is on {} but operand 0 is on {}", i, in[i].device().str(),
-             in[0].device().str());
-    if (!(in[i].sizes() == IntArrayRef(shape))) shape = broadcast_shapes(shape, in[i].sizes());
-  }
-  out.push_back({std::move(shape), {}, 0, in.back().dtype(), in[0].device()});
-}
-void elementwise_bool_meta(const TensorList& in, const Attrs& a, MetaList& out) {
-  elementwise_meta(in, a, out);
-  out[0].dtype = kBool;
-}
-
 namespace {
 
 constexpr double kLn2 = 0.69314718055994530942;
@@ -191,7 +171,7 @@ void register_unary_ops() {
     d.name = r.name;
     d.functor = r.functor;
     d.elem_kind = r.kind;
-    d.traits = kElementwise | kInplaceOk | (r.vjp ? 0u : kNonDifferentiable);
+    d.traits = kElementwise | kInplaceOk;
     d.infer_meta = r.kind == ElemKind::kCompare || r.kind == ElemKind::kLogical
                        ? elementwise_bool_meta
                        : elementwise_meta;

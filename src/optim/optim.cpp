@@ -12,6 +12,7 @@
 #include "oneflow/zero.h"
 #include "global/global.h"
 #include "trace/graph.h"
+#include "trace/recording.h"
 
 namespace oneflow::optim {
 

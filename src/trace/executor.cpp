@@ -33,6 +33,8 @@
 #include "global/global.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/passes.h"
 #include "trace/plan.h"
 
 namespace oneflow::trace {

@@ -257,15 +257,6 @@ constexpr size_t kMaxParamBytes = 4096;  // the kernel parameter limit of every 
 
 }  // namespace
 
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string_view fused_kernel_prelude() { return kFusionRtcHeaders; }
 
 std::string fused_unsupported(const Graph& g, const Node& n) { return check_node(g, n); }

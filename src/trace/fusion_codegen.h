@@ -7,7 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fused_kernel_abi.h"
 #include "trace/graph.h"
+#include "trace/passes.h"
 
 namespace oneflow::trace {
 
@@ -49,9 +51,7 @@ std::vector<uint64_t> fused_kernel_params(const FusedKernelSource& k,
 // The headers embedded into every source (NOTE [NVRTC prelude]).
 std::string_view fused_kernel_prelude();
 
-uint64_t fnv1a64(std::string_view s);
-
-// The block size the launcher uses and the kernel is bounded for.
-inline constexpr int kFusedThreads = 256;
+using fused_abi::fnv1a64;
+using fused_abi::kFusedThreads;
 
 }  // namespace oneflow::trace

@@ -5,6 +5,7 @@
 #include <list>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <algorithm>
 
@@ -13,6 +14,11 @@
 #include "oneflow/nn/module.h"
 #include "oneflow/optim.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/graph_io.h"
+#include "trace/passes.h"
+#include "trace/recording.h"
+#include "trace/pass_table.h"
 #include "trace/symbolic.h"
 
 namespace oneflow::trace {
@@ -282,69 +288,6 @@ std::string explain(const Signature& before, const Signature& now) {
   return "nothing visible changed";
 }
 
-struct PassSwitches {
-  bool dce, cse, fold, remat, schedule, fuse, inplace, memplan, attention, add_norm, epilogue,
-      quantize;
-};
-
-// NOTE [Pass switches]: one row per switchable pass: its name (OF_TRACE_PASSES, the error's
-// list), its switch in the recipe and in TraceOptions, and whether it sums floats in another
-// order than the recorded ops (TraceOptions::exact() turns those off: a replay then equals the
-// eager call bitwise on the CPU). A new pass that reorders float arithmetic says so here.
-struct PassRow {
-  const char* name;
-  bool PassSwitches::*slot;
-  bool TraceOptions::*option;
-  bool reorders_float;
-};
-constexpr PassRow kPassRows[] = {
-    {"dce", &PassSwitches::dce, &TraceOptions::dce_, false},
-    {"cse", &PassSwitches::cse, &TraceOptions::cse_, false},
-    {"fold", &PassSwitches::fold, &TraceOptions::fold_, false},
-    {"remat", &PassSwitches::remat, &TraceOptions::remat_, false},
-    {"schedule", &PassSwitches::schedule, &TraceOptions::schedule_, false},
-    {"fuse", &PassSwitches::fuse, &TraceOptions::fuse_, false},
-    {"inplace", &PassSwitches::inplace, &TraceOptions::inplace_, false},
-    {"memplan", &PassSwitches::memplan, &TraceOptions::memplan_, false},
-    {"attention", &PassSwitches::attention, &TraceOptions::attention_, true},
-    {"add_norm", &PassSwitches::add_norm, &TraceOptions::add_norm_, true},
-    {"epilogue", &PassSwitches::epilogue, &TraceOptions::epilogue_, true},
-    // (changes values by design, not their order: exact() leaves it as set)
-    {"quantize", &PassSwitches::quantize, &TraceOptions::quantize_int8_, false},
-};
-
-PassSwitches switches(const TraceOptions& o) {
-  PassSwitches s{};
-  for (const PassRow& row : kPassRows) s.*row.slot = o.*row.option;
-  if (const char* env = std::getenv("OF_TRACE_PASSES")) {
-    std::string all = env;
-    size_t pos = 0;
-    while (pos <= all.size()) {
-      size_t comma = all.find(',', pos);
-      std::string item =
-          all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      pos = comma == std::string::npos ? all.size() + 1 : comma + 1;
-      if (item.empty()) continue;
-      const bool on = item[0] != '-';
-      if (item[0] == '-' || item[0] == '+') item = item.substr(1);
-      const PassRow* found = nullptr;
-      for (const PassRow& row : kPassRows)
-        if (item == row.name) found = &row;
-      if (!found) {
-        std::string names;
-        for (const PassRow& row : kPassRows) names += (names.empty() ? "" : ", ") + std::string(row.name);
-        fail("[jit.trace] OF_TRACE_PASSES names an unknown pass '{}' ({})", item, names);
-      }
-      s.*found->slot = on;
-    }
-  }
-  // the program's promise of exact replays wins over the environment
-  if (o.exact_)
-    for (const PassRow& row : kPassRows)
-      if (row.reorders_float) s.*row.slot = false;
-  return s;
-}
-
 bool tracing_disabled() {
   const char* env = std::getenv("OF_TRACE");
   return env && std::string(env) == "0";
@@ -436,54 +379,21 @@ void debug_memplan(const trace::Graph& g) {
                  at[k].second.c_str());
 }
 
-// NOTE [The pass recipe]: the passes in order, each behind its switch, written once: compile()
-// runs them timed (stats().passes) with the CUDA fallback around `fuse`, trace::optimize() runs
-// them plainly (a loaded symbolic graph instantiated at a new shape).
-struct PassStep {
-  const char* name;
-  bool (*on)(const PassSwitches&);
-  trace::Graph (*run)(const trace::Graph&);
-  trace::Graph (*run_cuda)(const trace::Graph&);  // a graph of CUDA tensors
-};
-constexpr PassStep kRecipe[] = {
-    {"dce", [](const PassSwitches& s) { return s.dce; }, trace::dce, trace::dce},
-    {"cse", [](const PassSwitches& s) { return s.cse; }, trace::cse, trace::cse},
-    {"fold", [](const PassSwitches& s) { return s.fold; }, trace::fold, trace::fold},
-    {"dce", [](const PassSwitches& s) { return s.dce && (s.cse || s.fold); }, trace::dce,
-     trace::dce},
-    // the inference rewrites match CPU values only (a CUDA graph passes through unchanged)
-    {"attention", [](const PassSwitches& s) { return s.attention; }, trace::fuse_attention,
-     trace::fuse_attention},
-    {"add_norm", [](const PassSwitches& s) { return s.add_norm; }, trace::fuse_add_norm,
-     trace::fuse_add_norm},
-    {"quantize", [](const PassSwitches& s) { return s.quantize; }, trace::quantize_int8,
-     trace::quantize_int8},
-    {"epilogue", [](const PassSwitches& s) { return s.epilogue; }, trace::fuse_epilogue,
-     trace::fuse_epilogue},
-    {"dce",
-     [](const PassSwitches& s) { return s.dce && (s.attention || s.add_norm || s.epilogue || s.quantize); },
-     trace::dce, trace::dce},
-    {"remat", [](const PassSwitches& s) { return s.remat; }, trace::remat, trace::remat},
-    {"schedule", [](const PassSwitches& s) { return s.schedule; }, trace::schedule,
-     trace::schedule},
-    {"fuse", [](const PassSwitches& s) { return s.fuse; }, trace::fuse, trace::fuse_cuda},
-    {"inplace", [](const PassSwitches& s) { return s.inplace; }, trace::inplace, trace::inplace},
-    {"memplan", [](const PassSwitches& s) { return s.memplan; }, trace::memplan, trace::memplan},
-};
-constexpr size_t kFuseStep = 11;
-static_assert(std::string_view(kRecipe[kFuseStep].name) == "fuse");
-
-void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& sw) {
+void compile(Engine& e, Entry& entry, trace::Recording& r, const trace::PassSwitches& sw) {
   auto t0 = std::chrono::steady_clock::now();
   trace::Graph g = std::move(r.graph);
   TraceStats& st = entry.stats;
   st.nodes_recorded = g.nodes.size();
   bool on_cuda = false;
   for (const trace::Value& v : g.values) on_cuda = on_cuda || v.device.is_cuda();
-  auto run = [&](size_t from, size_t to) {  // kRecipe[from, to), timed
-    for (size_t k = from; k < to; ++k) {
-      const PassStep& p = kRecipe[k];
-      if (!p.on(sw)) continue;
+  // NOTE [The pass recipe] (trace/pass_table.h), timed; split around `fuse` for the CUDA fallback
+  const std::vector<const trace::PassRow*> recipe = trace::pass_recipe(sw);
+  size_t fuse_at = recipe.size();
+  for (size_t k = 0; k < recipe.size(); ++k)
+    if (std::string_view(recipe[k]->name) == "fuse") fuse_at = k;
+  auto run = [&](size_t from, size_t to) {  // recipe[from, to), timed
+    for (size_t k = from; k < to && k < recipe.size(); ++k) {
+      const trace::PassRow& p = *recipe[k];
       auto p0 = std::chrono::steady_clock::now();
       const size_t before = g.nodes.size();
       g = (on_cuda ? p.run_cuda : p.run)(g);
@@ -493,7 +403,7 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
                .count()});
     }
   };
-  run(0, kFuseStep);
+  run(0, fuse_at);
   // NOTE [CUDA Graph replay]: a graph of CUDA tensors fuses into generated kernels (NOTE
   // [Generated fused kernels]), compiled with NVRTC when the plan is lowered. When one cannot be
   // (no NVRTC, another toolkit's NVRTC, a compile error) the graph is compiled again without
@@ -501,11 +411,11 @@ void compile(Engine& e, Entry& entry, trace::Recording& r, const PassSwitches& s
   const trace::Graph unfused = g;
   const size_t passes_before_fuse = st.passes.size();
   auto finish = [&] {
-    run(kFuseStep + 1, std::size(kRecipe));
+    run(fuse_at + 1, recipe.size());
     if (std::getenv("OF_TRACE_DEBUG_MEMPLAN")) debug_memplan(g);
     entry.plan = trace::lower(g, e.options.arena_outputs_);
   };
-  run(kFuseStep, kFuseStep + 1);
+  run(fuse_at, fuse_at + 1);
   try {
     finish();
   } catch (const Error& err) {
@@ -675,7 +585,7 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
         e.lru.push_front(Entry{sig, nullptr, nullptr, {}, {}, 0, false});
         while (e.lru.size() > e.options.cache_size_) e.lru.pop_back();
         Entry& entry = e.lru.front();
-        compile(e, entry, r, switches(e.options));
+        compile(e, entry, r, trace::pass_switches(e.options));
         ++e.instantiations;
         ++e.replays;
         ++entry.stats.replays;
@@ -690,7 +600,8 @@ std::vector<Tensor> run(Engine& e, const std::vector<Tensor>& inputs,
       fail("[jit.trace] strict mode: the call does not match the recorded signature: {}", why);
   }
   if (!why.empty()) say(e, "recording again: " + why);
-  const PassSwitches sw = switches(e.options);     // a bad OF_TRACE_PASSES raises before recording
+  // a bad OF_TRACE_PASSES raises before recording
+  const trace::PassSwitches sw = trace::pass_switches(e.options);
   trace::Recording r = trace::record(fn, inputs);  // throws: nothing is cached
   ++e.recordings;
   if (it == e.lru.end()) {
@@ -842,15 +753,3 @@ NamedTensors state_names(const nn::Module& module, const optim::Optimizer& optim
 }
 
 }  // namespace oneflow::jit
-
-namespace oneflow::trace {
-
-Graph optimize(const Graph& g0, bool exact) {  // NOTE [The pass recipe]; a loaded graph runs on the CPU
-  const jit::detail::PassSwitches sw = jit::detail::switches(jit::TraceOptions().exact(exact));
-  Graph g = g0;
-  for (const jit::detail::PassStep& p : jit::detail::kRecipe)
-    if (p.on(sw)) g = p.run(g);
-  return g;
-}
-
-}  // namespace oneflow::trace

@@ -11,6 +11,8 @@
 #include "ops/shape_attrs.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/passes.h"
 
 namespace oneflow::trace {
 

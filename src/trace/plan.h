@@ -12,6 +12,7 @@
 #include "generator.h"
 #include "trace/fusion_codegen.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
 
 namespace oneflow::trace {
 

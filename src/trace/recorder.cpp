@@ -15,6 +15,8 @@
 #include "oneflow/runtime.h"
 #include "global/global.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/recording.h"
 
 namespace oneflow::trace {
 

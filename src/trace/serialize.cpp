@@ -19,11 +19,15 @@
 
 #include "allocator.h"
 #include "generator.h"
-#include "atomic_file.h"
-#include "mapped_file.h"
+#include "io/atomic_file.h"
+#include "io/mapped_file.h"
 #include "op_signatures.h"
 #include "trace/file_format.h"
 #include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/graph_io.h"
+#include "trace/passes.h"
+#include "trace/pass_table.h"
 #include "trace/symbolic.h"
 
 namespace oneflow::trace {
@@ -308,9 +312,10 @@ void check_order(const Graph& g, const Reader& r) {
       const Value& val = g.values[size_t(v)];
       const bool own = std::find(n.outputs.begin(), n.outputs.end(), v) != n.outputs.end();
       if (own && !(n.writes_existing && v == n.outputs[0]))
-        node_bad(fmt::format("input {} is its own output (value {}), and the op does not write in "
-                             "place",
-                             k, v));
+        node_bad(
+            fmt::format("input {} is its own output (value {}), and the op does not write in "
+                        "place",
+                        k, v));
       if (val.producer > int(ni))
         node_bad(fmt::format("input {} is value {} ({}), which node {} ({}) makes after it", k, v,
                              geom(v), val.producer, g.nodes[size_t(val.producer)].op->name));
@@ -326,16 +331,18 @@ void check_order(const Graph& g, const Reader& r) {
       const Value& val = g.values[size_t(o)];
       if (k == 0 && n.writes_existing) {
         if (!written[size_t(val.buffer)])
-          node_bad(fmt::format("it writes in place into value {} ({}) on buffer {}, which no "
-                               "earlier node writes",
-                               o, geom(o), val.buffer));
+          node_bad(
+              fmt::format("it writes in place into value {} ({}) on buffer {}, which no "
+                          "earlier node writes",
+                          o, geom(o), val.buffer));
         continue;
       }
       if (val.is_view || n.op->has(kView) || scratch(o) || written[size_t(val.buffer)]) continue;
       if (!covers_buffer(val, g.buffers[size_t(val.buffer)].nbytes))
-        node_bad(fmt::format("output {} (value {}, {}) is the first write of buffer {} ({} bytes) "
-                             "and does not fill it",
-                             k, o, geom(o), val.buffer, g.buffers[size_t(val.buffer)].nbytes));
+        node_bad(
+            fmt::format("output {} (value {}, {}) is the first write of buffer {} ({} bytes) "
+                        "and does not fill it",
+                        k, o, geom(o), val.buffer, g.buffers[size_t(val.buffer)].nbytes));
       written[size_t(val.buffer)] = 1;
     }
   }
@@ -957,7 +964,8 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
     }
     if (v.offset < 0) r.bad("a negative offset");
     for (int64_t st : v.strides)  // (eager views refuse them too)
-      if (st < 0) r.bad(fmt::format("value {} has a negative stride ({})", i, shape_str(v.strides)));
+      if (st < 0)
+        r.bad(fmt::format("value {} has a negative stride ({})", i, shape_str(v.strides)));
     const Buffer& b = g.buffers[size_t(v.buffer)];
     if (!empty && b.kind != BufKind::Input &&
         (lo < 0 || hi >= int64_t(b.nbytes / itemsize(v.dtype))))
@@ -1119,7 +1127,8 @@ void read_state(Reader& r, GraphFile& file) {
     if (e.name.empty() || e.name.size() > 4096) r.bad("a state tensor with a bad name");
     if (e.name == "generator")
       r.bad("a state tensor is named 'generator', the name of the step's generator state");
-    if (!names.insert(e.name).second) r.bad(fmt::format("two state tensors are named '{}'", e.name));
+    if (!names.insert(e.name).second)
+      r.bad(fmt::format("two state tensors are named '{}'", e.name));
     e.buffer = r.pod<int32_t>();
     if (e.buffer < 0 || size_t(e.buffer) >= g.buffers.size() ||
         g.buffers[size_t(e.buffer)].kind != BufKind::External)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "trace/graph.h"
+#include "trace/recording.h"
 
 namespace oneflow::trace {
 
@@ -82,8 +83,5 @@ SymbolicGraph fit_symbolic(const std::vector<SymDim>& symbols,
 
 // Writes the structures of one symbolic signature (format version 2, NOTE [Graph file blobs]).
 void save_symbolic(const std::vector<SymbolicGraph>& structures, const std::string& path);
-// The default pass recipe on a recorded CPU graph (what of::jit::trace runs), memplan included;
-// `exact`: without the passes that reorder float arithmetic (TraceOptions::exact()).
-Graph optimize(const Graph& g, bool exact = false);
 
 }  // namespace oneflow::trace

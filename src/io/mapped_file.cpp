@@ -1,5 +1,5 @@
-// mapped_file.cpp: NOTE [Mapped checkpoints] (mapped_file.h).
-#include "mapped_file.h"
+// mapped_file.cpp: NOTE [Mapped checkpoints] (io/mapped_file.h).
+#include "io/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,8 +1,9 @@
 // fusion_device.h (internal, device code only): the per-element pieces of the CUDA kernels that
 // are not functors of ops/functors.h — the dtype conversion of "copy"/"copy_" and the scalar-attr
 // ops pow_scalar and clamp — for the generated fused kernels (trace/fusion_codegen.cpp embeds
-// this file as text, NOTE [NVRTC prelude]). The unfused kernels use these very definitions
-// (strided_copy.cu: `convert`; elementwise.cu: PowScalarFn, ClampFn), so both compute the same.
+// this file as text, under the name trace/fusion_device.h the generated source includes; NOTE
+// [NVRTC prelude]). The unfused kernels use these very definitions (strided_copy.cu: `convert`;
+// elementwise.cu: PowScalarFn, ClampFn), so both compute the same.
 // `keep` is NOTE [Fused rounding] (fusion_codegen.cpp).
 #pragma once
 #include <type_traits>

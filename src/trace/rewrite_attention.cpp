@@ -1,8 +1,8 @@
-// The inference rewrites of a traced graph (TraceOptions::attention, add_norm, epilogue): each
-// replaces a chain of recorded ops by one op whose kernel does the chain's work in one pass,
-// on CPU graphs whose intermediates nothing else reads. Each is a pure Graph -> Graph pass that
-// leaves the nodes it replaced dead (dce removes them) and reports in Graph::rewrites what it
-// did and, for a candidate it refused, why.
+// rewrite_attention.cpp: the attention rewrite (TraceOptions::attention), inference and training
+// forms. The inference rewrites replace a chain of recorded ops by one op whose kernel does the
+// chain's work in one pass, on CPU graphs whose intermediates nothing else reads; each is a pure
+// Graph -> Graph pass that leaves the nodes it replaced dead (dce removes them: NOTE [Pass
+// table]) and reports in Graph::rewrites what it did and, for a candidate it refused, why.
 #include <algorithm>
 #include <cmath>
 
@@ -10,107 +10,19 @@
 #include "ops/elementwise_attrs.h"
 #include "ops/nn_attrs.h"
 #include "ops/reduce_common.h"
-#include "trace/graph.h"
+#include "trace/executor.h"
+#include "trace/rewrite_match.h"
 
 namespace oneflow::trace {
 using core_detail::CopyAttrs;
 using nn_detail::AddNormAttrs;
-using nn_detail::NormAttrs;
 using nn_detail::FusedAttnAttrs;
 using nn_detail::LinearActAttrs;
+using nn_detail::NormAttrs;
 using reduce_detail::SoftmaxAttrs;
+using namespace rewrite;
 
 namespace {
-
-bool is_view(const Node& n) { return n.op->has(kView); }
-
-// A view node that only regroups the leading dims of a contiguous tensor (the last two dims,
-// the offset and the element order unchanged): how matmul folds batch dims for bmm.
-bool is_lead_reshape(const Graph& g, const Node& n) {
-  if (!is_view(n) || n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0) return false;
-  const Value& in = g.values[size_t(n.inputs[0])];
-  const Value& out = g.values[size_t(n.outputs[0])];
-  const size_t a = in.sizes.size(), b = out.sizes.size();
-  return a >= 2 && b >= 2 && in.contiguous() && out.contiguous() && in.offset == out.offset &&
-         in.numel() == out.numel() && in.sizes[a - 1] == out.sizes[b - 1] &&
-         in.sizes[a - 2] == out.sizes[b - 2];
-}
-
-// What a bmm operand holds, back through lead reshapes and same-dtype copies (a copy's input
-// may have any strides): vals[0] is the operand, vals[i + 1] the value nodes[i] made vals[i]
-// from. The fused node reads one of them in place of the copies.
-struct OperandChain {
-  std::vector<int> vals, nodes;
-};
-OperandChain operand_chain(const Graph& g, int v) {
-  OperandChain c{{v}, {}};
-  for (;;) {
-    const Value& val = g.values[size_t(v)];
-    if (val.producer < 0) return c;
-    const Node& n = g.nodes[size_t(val.producer)];
-    if (n.writes_existing || n.outputs.size() != 1) return c;
-    const bool copy = n.op == &OF_OP("copy") && n.inputs.size() == 1 && n.inputs[0] >= 0 &&
-                      CopyAttrs::get<"dtype">(n.attrs) == g.values[size_t(n.inputs[0])].dtype &&
-                      g.values[size_t(n.inputs[0])].sizes == val.sizes;
-    if (!copy && !is_lead_reshape(g, n)) return c;
-    c.nodes.push_back(val.producer);
-    v = n.inputs[0];
-    c.vals.push_back(v);
-  }
-}
-
-DimVector lead_of(const Value& v) { return DimVector(v.sizes.begin(), v.sizes.end() - 2); }
-int64_t prod_of(const DimVector& d) {
-  int64_t p = 1;
-  for (int64_t x : d) p *= x;
-  return p;
-}
-
-// The single node reading v (-1: none, several, or v is returned).
-int single_use(const Graph& g, const Uses& u, int v) {
-  if (is_graph_output(g, v) || u.of_value[size_t(v)].size() != 1) return -1;
-  const Buffer& b = g.buffers[size_t(g.values[size_t(v)].buffer)];
-  if (b.kind != BufKind::Intermediate || b.escapes) return -1;
-  return u.of_value[size_t(v)][0];
-}
-
-// Whether any node in (from, to) writes buffer b.
-bool written_between(const Uses& u, int b, int from, int to) {
-  for (int w : u.writers[size_t(b)])
-    if (w > from && w < to) return true;
-  return false;
-}
-
-// Whether `val` is x with its last two dims swapped: a view of x's storage with that geometry,
-// or a same-dtype copy of one.
-bool is_transposed_of(const Graph& g, int val, int x) {
-  if (val < 0) return false;
-  const Value* w = &g.values[size_t(val)];
-  if (w->producer >= 0) {
-    const Node& c = g.nodes[size_t(w->producer)];
-    if (c.op == &OF_OP("copy") && !c.writes_existing && c.inputs.size() == 1 && c.inputs[0] >= 0 &&
-        g.values[size_t(c.inputs[0])].dtype == w->dtype)
-      w = &g.values[size_t(c.inputs[0])];
-  }
-  const Value& xv = g.values[size_t(x)];
-  const size_t n = xv.sizes.size();
-  if (n < 2 || w->sizes.size() != n || w->buffer != xv.buffer || w->offset != xv.offset ||
-      w->producer < 0 || !is_view(g.nodes[size_t(w->producer)]))
-    return false;
-  DimVector ts = xv.sizes, tt = xv.strides;
-  std::swap(ts[n - 1], ts[n - 2]);
-  std::swap(tt[n - 1], tt[n - 2]);
-  return w->sizes == ts && w->strides == tt;
-}
-// The nodes that made a transposed operand (is_transposed_of): its copy and its view.
-void transposed_nodes(const Graph& g, int val, std::vector<int>& nodes) {
-  for (int k = 0; k < 2 && val >= 0 && g.values[size_t(val)].producer >= 0; ++k) {
-    const int p = g.values[size_t(val)].producer;
-    nodes.push_back(p);
-    if (is_view(g.nodes[size_t(p)])) break;
-    val = g.nodes[size_t(p)].inputs[0];
-  }
-}
 
 // NOTE [Fused attention, training]: the backward that autograd records for the chain
 //   P = softmax(S), S = scale * (Q3 KT3) (+ mask), O = P3 V3 (P3, Q3, KT3, V3 the bmm operands)
@@ -130,8 +42,8 @@ struct TrainBackward {
   int dout = -1, dq = -1, dkt = -1, dv = -1;  // (-1: not needed)
   std::vector<int> nodes;  // what the fused backward replaces (the only other readers of P, P3)
 };
-TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q3, int kt3,
-                             int v3, int scale_node, double scale_c, int scores3, int drop) {
+TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q3, int kt3, int v3,
+                             int scale_node, double scale_c, int scores3, int drop) {
   TrainBackward tb;
   const OpDef *bmm = &OF_OP("bmm"), *mul = &OF_OP("mul"), *sub = &OF_OP("sub"),
               *sum = &OF_OP("sum");
@@ -147,9 +59,8 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
   // (it reads P as autograd saved it: P, or P3 when that is P's geometry, as 3-D matmul views it)
   const Value& pv = g.values[size_t(P)];
   const Value& p3v = g.values[size_t(P3)];
-  const int Ps = p3v.sizes == pv.sizes && p3v.strides == pv.strides && p3v.offset == pv.offset
-                     ? P3
-                     : P;
+  const int Ps =
+      p3v.sizes == pv.sizes && p3v.strides == pv.strides && p3v.offset == pv.offset ? P3 : P;
   auto is_p = [&](int val) { return val == P || val == Ps; };
   int m1 = -1, s1 = -1, sb = -1, m2 = -1, dP = -1;
   std::vector<int> preaders = u.of_value[size_t(P)];
@@ -250,8 +161,9 @@ TrainBackward match_backward(const Graph& g, const Uses& u, int P, int P3, int q
       tb.dkt = out_of(r);
       transposed_nodes(g, n.inputs[0], tb.nodes);
     } else {
-      return fail("the scores' gradient is read by something other than bmm(dS, K) and "
-                  "bmm(Q^T, dS)");
+      return fail(
+          "the scores' gradient is read by something other than bmm(dS, K) and "
+          "bmm(Q^T, dS)");
     }
     bmms.push_back(r);
   }
@@ -439,8 +351,9 @@ Graph fuse_attention(const Graph& g0) {
     if (why.empty() && drop >= 0) {
       drop_p = nn_detail::DropoutAttrs::get<"p">(g.nodes[size_t(drop)].attrs);
       if (!training)
-        why = "a dropout between the softmax and the matmul outside a training graph (the "
-              "inference kernel has none)";
+        why =
+            "a dropout between the softmax and the matmul outside a training graph (the "
+            "inference kernel has none)";
       else if (g.nodes[size_t(drop)].rng < 0 || !(drop_p > 0 && drop_p < 1))
         why = fmt::format("the dropout (p {}) draws no numbers the trace refreshes", drop_p);
     }
@@ -520,7 +433,8 @@ Graph fuse_attention(const Graph& g0) {
       for (int t : through) first = std::min(first, t);
       const int last = training ? tb.pos : out_node;
       for (int val : {q, kt, v, mask})
-        if (val >= 0 && why.empty() && written_between(u, g.values[size_t(val)].buffer, first, last))
+        if (val >= 0 && why.empty() &&
+            written_between(u, g.values[size_t(val)].buffer, first, last))
           why = training ? "an operand is written between the copies and the attention's backward"
                          : "an operand is written between the copies and the attention";
     }
@@ -673,400 +587,6 @@ Graph fuse_attention(const Graph& g0) {
         merged >= 0 ? fmt::format(", {} heads merged in the output", heads) : std::string()));
   }
   return compact(std::move(g), dead);
-}
-
-// ---------------------------------------------------------------- add and norm
-// NOTE [Add and norm]: a residual add read by a LayerNorm (or RMSNorm) over its rows
-//   s = add(x, residual); y, mean, rstd = layer_norm(s, weight, bias)
-// becomes add_layer_norm(x, residual, weight, bias) -> y, s, mean, rstd: each row is summed
-// and normalized while it sits in cache, and s is written only when something else reads it
-// (write_sum; else the op's sum output is empty). The kernel sums and normalizes with the
-// add's and the norm's own arithmetic, so the result is bitwise the unfused one. Conditions:
-// x and residual of s's shape (no broadcast), contiguous, float32/float64 on the CPU; nothing
-// reads s between the add and the norm, and nothing writes x or residual in between; nothing
-// reads the norm's mean and rstd (inference: a training graph keeps them for backward, and
-// there remat recomputes the plain norm instead of keeping its output).
-namespace {
-// NOTE [Embeddings and norm] (the kernel: src/cpu/norm.cpp): an add_layer_norm whose summands are
-// embedding lookups, or one lookup and the add of two, as BERT's embeddings are summed:
-//   e_k = embedding(table_k, ids_k); s = add(e0, e1); y = add_layer_norm(s, e2) (or (e0, e1))
-// becomes embedding_layer_norm(table0, ids0, table1, ids1[, table2, ids2], weight, bias), each
-// row gathered, summed in the recorded order ((e0 + e1) + e2) and normalized in one pass:
-// bitwise the unfused replay. Conditions: every lookup and the inner add read once, by the
-// chain; the sum not written (write_sum false); the norm over the last dim; float32/float64 on
-// the CPU; nothing writes a table or an index between its lookup and the norm.
-Graph fuse_embedding_norm(const Graph& g0) {
-  Graph g = g0;
-  const Uses u = uses_of(g);
-  std::vector<bool> dead(g.nodes.size(), false);
-  const OpDef *aln = &OF_OP("add_layer_norm"), *emb = &OF_OP("embedding"), *add = &OF_OP("add");
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = g.nodes[ni];
-    if (n.op != aln || n.writes_existing || AddNormAttrs::get<"write_sum">(n.attrs)) continue;
-    // a lookup read only by `reader`: its node (-1: none)
-    auto lookup = [&](int val, int reader) {
-      const int p = g.values[size_t(val)].producer;
-      return p >= 0 && g.nodes[size_t(p)].op == emb && !g.nodes[size_t(p)].writes_existing &&
-                     single_use(g, u, val) == reader
-                 ? p
-                 : -1;
-    };
-    std::vector<int> looks;
-    int inner = -1;
-    for (int side = 0; side < 2 && looks.empty(); ++side) {
-      const int a = n.inputs[size_t(side)], b = n.inputs[size_t(1 - side)];
-      const int lb = lookup(b, int(ni));
-      if (lb < 0) continue;
-      if (const int la = lookup(a, int(ni)); la >= 0) {
-        looks = {la, lb};
-        break;
-      }
-      const int p = g.values[size_t(a)].producer;
-      if (p < 0 || g.nodes[size_t(p)].op != add || g.nodes[size_t(p)].writes_existing ||
-          single_use(g, u, a) != int(ni))
-        continue;
-      const int l0 = lookup(g.nodes[size_t(p)].inputs[0], p),
-                l1 = lookup(g.nodes[size_t(p)].inputs[1], p);
-      if (l0 >= 0 && l1 >= 0) {
-        looks = {l0, l1, lb};
-        inner = p;
-      }
-    }
-    if (looks.empty()) continue;
-    auto refuse = [&](const std::string& why) {
-      g.rewrites.push_back(
-          fmt::format("add_norm: embeddings into add_layer_norm at node {} refused: {}", ni, why));
-    };
-    const Value& yv = g.values[size_t(n.outputs[0])];
-    std::string why;
-    if (!yv.device.is_cpu() || (yv.dtype != kFloat32 && yv.dtype != kFloat64))
-      why = fmt::format("{} on {} (the fused kernel is float32/float64 on the CPU)",
-                        dtype_name(yv.dtype), yv.device.str());
-    else if (AddNormAttrs::get<"axis">(n.attrs) != int64_t(yv.sizes.size()) - 1)
-      why = "the norm is not over the last dim";
-    for (int l : looks) {
-      const Node& e = g.nodes[size_t(l)];
-      if (!why.empty()) break;
-      if (g.values[size_t(e.inputs[0])].dtype != yv.dtype)
-        why = "a table's dtype is not the norm's";
-      for (int val : {e.inputs[0], e.inputs[1]})
-        if (why.empty() && written_between(u, g.values[size_t(val)].buffer, l, int(ni)))
-          why = "a table or its indices are written between the lookup and the norm";
-    }
-    if (!why.empty()) {
-      refuse(why);
-      continue;
-    }
-    Node f;
-    f.op = &OF_OP("embedding_layer_norm");
-    f.attrs = NormAttrs::make(AddNormAttrs::get<"axis">(n.attrs), AddNormAttrs::get<"eps">(n.attrs),
-                              AddNormAttrs::get<"has_weight">(n.attrs),
-                              AddNormAttrs::get<"has_bias">(n.attrs));
-    for (int l : looks) {
-      f.inputs.push_back(g.nodes[size_t(l)].inputs[0]);
-      f.inputs.push_back(g.nodes[size_t(l)].inputs[1]);
-      dead[size_t(l)] = true;
-    }
-    for (size_t k = 2 * looks.size(); k < 6; ++k) f.inputs.push_back(-1);
-    f.inputs.push_back(n.inputs[2]);
-    f.inputs.push_back(n.inputs.size() > 3 ? n.inputs[3] : -1);
-    f.outputs = {n.outputs[0], n.outputs[2], n.outputs[3]};
-    g.values[size_t(n.outputs[1])].producer = -1;  // the empty sum
-    if (inner >= 0) dead[size_t(inner)] = true;
-    g.rewrites.push_back(fmt::format(
-        "add_norm: {} embedding lookups{} + add_layer_norm at node {} -> embedding_layer_norm ({})",
-        looks.size(), inner >= 0 ? " + add" : "", ni, shape_str(yv.sizes)));
-    g.nodes[ni] = std::move(f);
-  }
-  return compact(std::move(g), dead);
-}
-}  // namespace
-
-Graph fuse_add_norm(const Graph& g0) {
-  Graph g = g0;
-  const Uses u = uses_of(g);
-  std::vector<bool> dead(g.nodes.size(), false);
-  const OpDef* add = &OF_OP("add");
-  const OpDef* layer = &OF_OP("layer_norm");
-  const OpDef* rms = &OF_OP("rms_norm");
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const Node& n = g.nodes[ni];
-    if ((n.op != layer && n.op != rms) || n.writes_existing || n.inputs[0] < 0) continue;
-    const int s = n.inputs[0];
-    const Value sv = g.values[size_t(s)];  // a copy: values grow below
-    const int ai = sv.producer;
-    if (ai < 0 || g.nodes[size_t(ai)].op != add || dead[size_t(ai)]) continue;
-    const Node& a = g.nodes[size_t(ai)];  // (nodes do not grow: replaced in place)
-    const bool is_layer = n.op == layer;
-    auto refuse = [&](const std::string& why) {
-      g.rewrites.push_back(fmt::format("add_norm: {} at node {} refused: {}", n.op->name, ni, why));
-    };
-    bool stats_read = false;
-    for (size_t k = 1; k < n.outputs.size(); ++k)
-      stats_read = stats_read || !u.of_value[size_t(n.outputs[k])].empty() ||
-                   is_graph_output(g, n.outputs[k]);
-    std::string why;
-    if (stats_read)
-      why =
-          "the norm's statistics are read (a training graph keeps them for backward, and "
-          "remat recomputes the plain norm)";
-    else if (a.writes_existing) why = "the add writes in place";
-    else if (!sv.device.is_cpu() || (sv.dtype != kFloat32 && sv.dtype != kFloat64))
-      why = fmt::format("{} on {} (the fused kernel is float32/float64 on the CPU)",
-                        dtype_name(sv.dtype), sv.device.str());
-    for (int k = 0; k < 2 && why.empty(); ++k) {
-      const Value& iv = g.values[size_t(a.inputs[size_t(k)])];
-      if (iv.sizes != sv.sizes || !iv.contiguous() || iv.dtype != sv.dtype)
-        why = fmt::format("the add's operands {} and {} are not both contiguous {} {}",
-                          shape_str(g.values[size_t(a.inputs[0])].sizes),
-                          shape_str(g.values[size_t(a.inputs[1])].sizes), dtype_name(sv.dtype),
-                          shape_str(sv.sizes));
-      else if (written_between(u, iv.buffer, ai, int(ni)))
-        why = "an operand of the add is written before the norm";
-    }
-    bool write_sum = is_graph_output(g, s);
-    for (int r : u.of_value[size_t(s)]) {
-      if (r == int(ni)) continue;
-      write_sum = true;
-      if (r < int(ni) && why.empty()) why = fmt::format("node {} reads the sum before the norm", r);
-    }
-    const Buffer& sb = g.buffers[size_t(sv.buffer)];
-    if (why.empty() &&
-        (sb.kind != BufKind::Intermediate || u.writers[size_t(sv.buffer)].size() != 1))
-      why = "the sum's buffer is written by other nodes";
-    if (!why.empty()) {
-      refuse(why);
-      continue;
-    }
-    Node f;
-    f.op = is_layer ? &OF_OP("add_layer_norm") : &OF_OP("add_rms_norm");
-    Attrs at = n.attrs;
-    at.values.push_back(write_sum);
-    f.attrs = std::move(at);
-    f.inputs = {a.inputs[0], a.inputs[1]};
-    for (size_t k = 1; k < n.inputs.size(); ++k) f.inputs.push_back(n.inputs[k]);
-    int sum_out = s;
-    if (!write_sum) {  // an empty sum output of its own
-      Buffer nb;
-      nb.kind = BufKind::Intermediate;
-      nb.device = sv.device;
-      g.buffers.push_back(std::move(nb));
-      Value e;
-      e.buffer = int(g.buffers.size()) - 1;
-      e.sizes = DimVector{0};
-      e.strides = DimVector{1};
-      e.dtype = sv.dtype;
-      e.device = sv.device;
-      e.producer = int(ni);
-      sum_out = g.add_value(std::move(e));
-    } else {
-      g.values[size_t(s)].producer = int(ni);
-    }
-    f.outputs = {n.outputs[0], sum_out};
-    for (size_t k = 1; k < n.outputs.size(); ++k) f.outputs.push_back(n.outputs[k]);
-    dead[size_t(ai)] = true;
-    g.rewrites.push_back(fmt::format("add_norm: add at node {} + {} at node {} -> {} ({}{})", ai,
-                                     n.op->name, ni, f.op->name, shape_str(sv.sizes),
-                                     write_sum ? ", the sum also written" : ""));
-    g.nodes[ni] = std::move(f);
-  }
-  return fuse_embedding_norm(compact(std::move(g), dead));
-}
-
-// ---------------------------------------------------------------- GEMM epilogues
-// NOTE [GEMM epilogue rewrite] (the kernel side: NOTE [GEMM epilogues] in cpu/blas.h): a
-// linear whose output only a chain of elementwise steps reads, directly or through a reshape of
-// the contiguous output (how linear folds a batch of rows),
-//   y = linear(x, w, b); [y' = view(y)]; [z = act(y')]; [z = mul(z, c)]; [z = add(z, r)]
-// (act: relu, gelu in both forms, silu, tanh; c a constant scalar of the output's dtype; r a
-// tensor of the output's shape, computed before the linear and not written up to the add),
-// becomes linear_act(x, w, b[, r]) {act, scale c} writing the final z into y; the readers of z
-// read y' instead. The steps run on each output tile right after the GEMM's sums (float32 on
-// AVX-512; else after the GEMM), the activation with the op's own function, the multiply and
-// the add as separate roundings: bitwise the unfused replay. Conditions: y (and y') and each
-// step's output read only by the next step, none returned but the last's readers, the CPU, a
-// float dtype; at least one step. The values that lived in the last step's output buffer (views
-// of it) move to the linear's buffer.
-
-// Whether a graph output lives in buffer b (a view of a value there is returned), or b is not an
-// arena intermediate.
-bool buffer_returned(const Graph& g, int b) {
-  for (int v : g.outputs)
-    if (g.values[size_t(v)].buffer == b) return true;
-  return g.buffers[size_t(b)].kind != BufKind::Intermediate || g.buffers[size_t(b)].escapes;
-}
-
-Graph fuse_epilogue(const Graph& g0) {
-  Graph g = g0;
-  const Uses u = uses_of(g);
-  std::vector<bool> dead(g.nodes.size(), false);
-  std::vector<int> remap(g.values.size(), -1), moved_buffer(g.buffers.size(), -1);
-  const OpDef* linear = &OF_OP("linear");
-  const OpDef* gelu = &OF_OP("gelu");
-  const OpDef* mul = &OF_OP("mul");
-  const OpDef* add = &OF_OP("add");
-  const std::pair<const OpDef*, const char*> acts[] = {
-      {&OF_OP("relu"), "relu"}, {&OF_OP("silu"), "silu"}, {&OF_OP("tanh"), "tanh"}, {gelu, ""}};
-  for (size_t li = 0; li < g.nodes.size(); ++li) {
-    const Node& l = g.nodes[li];
-    if (l.op != linear || l.writes_existing) continue;
-    const int y = l.outputs[0];
-    int x = y, c = single_use(g, u, y);
-    if (c >= 0 && is_view(g.nodes[size_t(c)])) {
-      const Node& v = g.nodes[size_t(c)];
-      const Value& in = g.values[size_t(y)];
-      const Value& o = g.values[size_t(v.outputs[0])];
-      if (v.inputs.size() != 1 || !in.contiguous() || !o.contiguous() || in.numel() != o.numel() ||
-          in.offset != o.offset)
-        continue;
-      x = v.outputs[0];
-      c = single_use(g, u, x);
-    }
-    if (c < 0) continue;
-    const Value& yv = g.values[size_t(y)];
-    const Value& xv = g.values[size_t(x)];
-    // the chain: each step's node, its output; t the value the next step must read
-    std::vector<int> steps;
-    std::string act, why;
-    double scale = 1.0;
-    int residual = -1, t = x;
-    auto step_ok = [&](const Node& n) {  // an elementwise step over t keeping its geometry
-      const Value& o = g.values[size_t(n.outputs[0])];
-      if (n.writes_existing) why = fmt::format("the {} writes in place", n.op->name);
-      else if (o.sizes != xv.sizes || o.dtype != yv.dtype || !o.contiguous())
-        why = fmt::format("the {} changes the geometry or the dtype", n.op->name);
-      else if (u.writers[size_t(o.buffer)].size() != 1)
-        why = fmt::format("the {}'s output buffer is written by other nodes", n.op->name);
-      else if (o.offset != xv.offset)
-        why = fmt::format("the {}'s output starts elsewhere in its buffer", n.op->name);
-      return why.empty();
-    };
-    // [act]
-    if (c >= 0) {
-      const Node& a = g.nodes[size_t(c)];
-      for (const auto& [op, name] : acts)
-        if (a.op == op && a.inputs[0] == t)
-          act = op == gelu
-                    ? (elem_attrs::GeluAttrs::get<"approximate">(a.attrs) == "tanh" ? "gelu_tanh"
-                                                                                    : "gelu")
-                    : name;
-      if (!act.empty()) {
-        if (!step_ok(a)) act.clear();
-        else {
-          steps.push_back(c);
-          t = a.outputs[0];
-          c = single_use(g, u, t);
-        }
-      }
-    }
-    // [mul by a constant scalar of the output's dtype]
-    if (why.empty() && c >= 0 && g.nodes[size_t(c)].op == mul) {
-      const Node& m = g.nodes[size_t(c)];
-      const int other = m.inputs[0] == t ? m.inputs[1] : m.inputs[1] == t ? m.inputs[0] : -1;
-      double cval = 0;
-      if (other >= 0 && other != t && constant_scalar(g, other, cval) &&
-          g.values[size_t(other)].dtype == yv.dtype && std::isfinite(cval) && step_ok(m)) {
-        scale = cval;
-        steps.push_back(c);
-        t = m.outputs[0];
-        c = single_use(g, u, t);
-      }
-    }
-    // [add a residual]
-    if (why.empty() && c >= 0 && g.nodes[size_t(c)].op == add) {
-      const Node& a = g.nodes[size_t(c)];
-      const int r = a.inputs[0] == t ? a.inputs[1] : a.inputs[1] == t ? a.inputs[0] : -1;
-      if (r >= 0 && r != t) {
-        const Value& rv = g.values[size_t(r)];
-        if (rv.sizes != xv.sizes || rv.dtype != yv.dtype || rv.device != yv.device)
-          why = "the add's other operand is not a residual of the output's shape and dtype";
-        else if (rv.producer >= int(li)) why = "the residual is computed after the linear";
-        else if (written_between(u, rv.buffer, int(li) - 1, c + 1) || rv.buffer == yv.buffer)
-          why = "the residual's buffer is written between the linear and the add";
-        else if (step_ok(a)) {
-          residual = r;
-          steps.push_back(c);
-          t = a.outputs[0];
-        }
-      }
-    }
-    if (steps.empty() && why.empty()) continue;
-    if (why.empty()) {
-      if (!yv.device.is_cpu() || !is_floating_point(yv.dtype))
-        why = fmt::format("{} on {}", dtype_name(yv.dtype), yv.device.str());
-      else if (is_graph_output(g, t) || buffer_returned(g, g.values[size_t(t)].buffer))
-        why = "the last step's output is returned";
-      else if (u.writers[size_t(yv.buffer)].size() != 1)
-        why = "the linear's output buffer is written by other nodes";
-    }
-    if (!why.empty()) {
-      g.rewrites.push_back(fmt::format("epilogue: linear at node {} refused: {}", li, why));
-      continue;
-    }
-    std::string what;
-    for (int sidx : steps)
-      what += fmt::format("{}{} at node {}", what.empty() ? "" : " + ",
-                          g.nodes[size_t(sidx)].op->name, sidx);
-    g.rewrites.push_back(
-        fmt::format("epilogue: linear at node {} + {} -> linear_act ({}{}{}, output {})", li, what,
-                    act.empty() ? "no activation" : act,
-                    scale != 1.0 ? fmt::format(", scale {:.6g}", scale) : std::string(),
-                    residual >= 0 ? ", residual" : "", shape_str(yv.sizes)));
-    Node f = l;
-    f.op = &OF_OP("linear_act");
-    f.attrs = LinearActAttrs::make(act.empty() ? "none" : act, scale);
-    if (residual >= 0) {
-      // linear's input list is (x, w, b): b may be absent (-1), the residual goes fourth
-      while (f.inputs.size() < 3) f.inputs.push_back(-1);
-      f.inputs.push_back(residual);
-    }
-    g.nodes[li] = std::move(f);
-    for (int sidx : steps) dead[size_t(sidx)] = true;
-    remap[size_t(t)] = x;
-    moved_buffer[size_t(g.values[size_t(t)].buffer)] = yv.buffer;
-  }
-  for (Node& n : g.nodes)
-    for (int& v : n.inputs)
-      if (v >= 0 && remap[size_t(v)] >= 0) v = remap[size_t(v)];
-  // The values that lived in a dropped step's output buffer (views of its output that later
-  // nodes read) now live in the linear's, at the same offsets (both contiguous from the same
-  // offset): the memory plan must see those reads as reads of the linear's buffer.
-  for (Value& v : g.values)
-    if (moved_buffer[size_t(v.buffer)] >= 0) v.buffer = moved_buffer[size_t(v.buffer)];
-  return compact(std::move(g), dead);
-}
-
-// ---------------------------------------------------------------- int8 weights
-// TraceOptions::quantize_int8: a float32 `linear` on the CPU whose weight is a tensor the graph
-// only reads (a parameter or a constant) becomes linear_dynamic_int8 (NOTE [Dynamic int8
-// linear]): its replay quantizes the weight once (NOTE [Prepacked weights]) and each call's
-// activations per row. A weight the graph computes or writes is refused (it is not constant).
-Graph quantize_int8(const Graph& g0) {
-  Graph g = g0;
-  const Uses u = uses_of(g);
-  const OpDef* linear = &OF_OP("linear");
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& n = g.nodes[i];
-    if (n.op != linear || n.writes_existing) continue;
-    const Value& w = g.values[size_t(n.inputs[1])];
-    const Buffer& b = g.buffers[size_t(w.buffer)];
-    std::string why;
-    if (!w.device.is_cpu() || w.dtype != kFloat32 ||
-        g.values[size_t(n.inputs[0])].dtype != kFloat32)
-      why = fmt::format("{} on {} (int8 weights replace float32 ones on the CPU)",
-                        dtype_name(w.dtype), w.device.str());
-    else if (b.kind != BufKind::External && b.kind != BufKind::Constant)
-      why = "the weight is computed in the graph, not a parameter or a constant";
-    else if (!u.writers[size_t(w.buffer)].empty()) why = "the graph writes the weight";
-    if (!why.empty()) {
-      g.rewrites.push_back(fmt::format("quantize: linear at node {} refused: {}", i, why));
-      continue;
-    }
-    n.op = &OF_OP("linear_dynamic_int8");
-    g.rewrites.push_back(fmt::format(
-        "quantize: linear at node {} -> linear_dynamic_int8 (weight {})", i, shape_str(w.sizes)));
-  }
-  return g;
 }
 
 }  // namespace oneflow::trace

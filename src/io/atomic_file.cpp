@@ -1,5 +1,5 @@
-// atomic_file.cpp: NOTE [Atomic file replacement] (atomic_file.h).
-#include "atomic_file.h"
+// atomic_file.cpp: NOTE [Atomic file replacement] (io/atomic_file.h).
+#include "io/atomic_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
