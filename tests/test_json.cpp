@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "doctest.h"
+#include <doctest/doctest.h>
 #include "harness.h"
 #include "io/json.h"
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "doctest.h"
+#include <doctest/doctest.h>
 #include "harness.h"
 
 namespace fs = std::filesystem;

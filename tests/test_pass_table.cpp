@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "doctest.h"
+#include <doctest/doctest.h>
 #include "harness.h"
 #include "oneflow/oneflow.h"
 #include "trace/pass_table.h"
@@ -62,8 +62,9 @@ TEST_CASE("pass table: the recipe, dce after each family that leaves dead nodes"
                           &msg));
   }
   // every row with a TraceOptions switch follows it
-  for (size_t k = 0; k < of::trace::kNumPasses; ++k) {
-    const of::trace::PassRow& row = of::trace::kPasses[k];
+  const auto rows = of::trace::pass_rows();
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const of::trace::PassRow& row = rows[k];
     CAPTURE(row.name);
     REQUIRE(row.option != nullptr);
     TO o;

@@ -591,9 +591,8 @@ std::string index_json(const State& s, const std::vector<Json>& ranks) {
                  flat.size());
         text += fmt::format(",\"flat\":[{},{}]}}", flat[0], flat[1]);
       } else {
-        else text +=
-            fmt::format(",\"start\":{},\"end\":{}}}", json_ints(int_list(p, "start", where)),
-                        json_ints(int_list(p, "end", where)));
+        text += fmt::format(",\"start\":{},\"end\":{}}}", json_ints(int_list(p, "start", where)),
+                            json_ints(int_list(p, "end", where)));
       }
       pieces[it->second].push_back(std::move(text));
     }

@@ -33,6 +33,14 @@ struct GraphFile {
 
 // Reads and checks a file completely (an of::Error names the file and what is wrong).
 GraphFile read_file(const std::string& path);
+// Writes a training step's file: the graph, its state table and its generator state (NOTE
+// [Saved training steps]).
+void write_training_file(const std::string& path, const Graph& g,
+                         const std::vector<StateEntry>& state, bool has_rng, GeneratorState rng);
+// The checks read_file runs on each graph it reads (node order, op signatures, geometry:
+// NOTE [Loaded node order], NOTE [Loaded op signatures]), for a graph the runtime derives from
+// a file's (a symbolic structure instantiated at new sizes); errors name `path`.
+void check_loaded_graph(const Graph& g, const std::string& path);
 // Tests: writes `file` in the current format as it is, without any check.
 void write_file_for_testing(const GraphFile& file, const std::string& path);
 

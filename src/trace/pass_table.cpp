@@ -2,6 +2,7 @@
 #include "trace/pass_table.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -13,9 +14,8 @@ namespace {
 using TO = jit::TraceOptions;
 constexpr uint8_t kSimplify = 1;  // cse, fold: merge and fold nodes
 constexpr uint8_t kRewrite = 2;   // the inference rewrites (they match CPU values only)
-}  // namespace
 
-const std::array<PassRow, kNumPasses> kPasses = {{
+const PassRow kPasses[] = {
     {"dce", dce, dce, &TO::dce_, false, false, 0},
     {"cse", cse, cse, &TO::cse_, false, true, kSimplify},
     {"fold", fold, fold, &TO::fold_, false, true, kSimplify},
@@ -29,10 +29,15 @@ const std::array<PassRow, kNumPasses> kPasses = {{
     {"fuse", fuse, fuse_cuda, &TO::fuse_, false, false, 0},
     {"inplace", inplace, inplace, &TO::inplace_, false, false, 0},
     {"memplan", memplan, memplan, &TO::memplan_, false, false, 0},
-}};
+};
+constexpr size_t kNumPasses = std::size(kPasses);
+static_assert(kNumPasses <= kMaxPasses);
+}  // namespace
+
+std::span<const PassRow> pass_rows() { return kPasses; }
 
 PassSwitches pass_switches(const jit::TraceOptions& o) {
-  PassSwitches s{};
+  PassSwitches s{};  // rows past the table stay off
   for (size_t k = 0; k < kNumPasses; ++k) s[k] = kPasses[k].option ? o.*kPasses[k].option : true;
   if (const char* env = std::getenv("OF_TRACE_PASSES")) {
     const std::string all = env;

@@ -2,11 +2,14 @@
 // recipe runs them. Everything about a pass that is not its code derives from its row: its name
 // (OF_TRACE_PASSES and the error listing the names), its TraceOptions switch, whether
 // TraceOptions::exact() turns it off, and where dead-code elimination runs again. Adding a pass
-// is its row here (pass_table.cpp), its file and its test.
+// is its row (pass_table.cpp), its file (declared in trace/passes.h, listed in src/meson.build)
+// and its test; a TraceOptions setter only where programs should switch it (OF_TRACE_PASSES
+// switches every row).
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "oneflow/jit.h"
@@ -31,13 +34,14 @@ struct PassRow {
   uint8_t family;
 };
 
-inline constexpr size_t kNumPasses = 12;
-extern const std::array<PassRow, kNumPasses> kPasses;
+// The rows, in recipe order (pass_table.cpp).
+std::span<const PassRow> pass_rows();
+inline constexpr size_t kMaxPasses = 32;
 
 // Whether each row of kPasses runs: the options' switches, then OF_TRACE_PASSES ("-fuse,+cse":
 // an unknown name raises, listing the names), then exact() (the program's promise of exact
 // replays wins over the environment).
-using PassSwitches = std::array<bool, kNumPasses>;
+using PassSwitches = std::array<bool, kMaxPasses>;  // by row; rows past the table: unused
 PassSwitches pass_switches(const jit::TraceOptions& options);
 
 // The passes to run, in order, for `s`: the rows that are on, with `dce` (when on) again after

@@ -27,7 +27,7 @@ Graph fuse_cuda(const Graph& g);
 Graph inplace(const Graph& g);
 Graph memplan(const Graph& g);
 
-// ---- helpers the passes share (passes.cpp)
+// ---- helpers the passes share (pass_util.cpp)
 // Removes the nodes marked dead; values keep their ids.
 Graph compact(Graph g, const std::vector<bool>& dead);
 // Whether v is returned or bound as a .grad.

@@ -116,6 +116,12 @@ class Plan {
 // executor.cpp: one step (its kernel, or its fused group) and one fused group
 void run_step(Plan& p, Step& s, bool debug_allocs, bool profile);
 void run_group(Plan& p, GroupPlan& gp);
+// Lowering's pieces for fused groups (fused_groups.cpp): the values some step touches (they get
+// a prebuilt tensor), whether a group value lives only in a group's scratch, and group gid's
+// plan.
+std::vector<bool> values_used(const Graph& g);
+bool in_group_scratch(const Graph& g, int v);
+void build_group(Plan& p, int gid);
 
 // graph_replay.cpp (NOTE [CUDA Graph replay])
 // Whether this replay of a CUDA plan launches (or first captures) its graph.

@@ -1,10 +1,13 @@
 // rewrite_match.cpp: the matching helpers of the inference rewrites (rewrite_match.h).
 #include "trace/rewrite_match.h"
 
+#include "ops/core_attrs.h"
+
 #include <algorithm>
 #include <utility>
 
 namespace oneflow::trace::rewrite {
+using core_detail::CopyAttrs;
 
 // A view node that only regroups the leading dims of a contiguous tensor (the last two dims,
 // the offset and the element order unchanged): how matmul folds batch dims for bmm.
@@ -21,9 +24,6 @@ bool is_lead_reshape(const Graph& g, const Node& n) {
 // What a bmm operand holds, back through lead reshapes and same-dtype copies (a copy's input
 // may have any strides): vals[0] is the operand, vals[i + 1] the value nodes[i] made vals[i]
 // from. The fused node reads one of them in place of the copies.
-struct OperandChain {
-  std::vector<int> vals, nodes;
-};
 OperandChain operand_chain(const Graph& g, int v) {
   OperandChain c{{v}, {}};
   for (;;) {

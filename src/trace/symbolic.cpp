@@ -1,6 +1,7 @@
 // Symbolic shapes: binding, probing, fitting and instantiating (NOTE [Symbolic shapes] in
 // trace/symbolic.h).
 #include "trace/symbolic.h"
+#include "trace/executor.h"
 
 #include <cmath>
 #include <cstring>
