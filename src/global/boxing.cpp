@@ -1,5 +1,5 @@
 // boxing.cpp: converting a global tensor between SBPs (collectives on local pieces), the
-// differentiable boxing / to_global / to_local ops, and the global factories.
+// differentiable boxing / to_global / to_local ops (the global factories: factories.cpp).
 // NOTE [Boxing]: one mesh axis at a time, on that axis' communicator. A change on one axis
 // whose later axes are all broadcast is done directly (P->B all-reduce, P->S reduce-scatter,
 // S->B all-gather, S(i)->S(j) all-to-all, B->S slice, B->P / S->P local); any other change
@@ -10,6 +10,7 @@
 
 #include "autograd/node.h"
 #include "global/global.h"
+#include "global/meta_check.h"
 #include "ops/attr_schema.h"
 
 namespace oneflow {
@@ -499,9 +500,6 @@ Tensor boxing(const Tensor& t, const NdSbp& to) {
 // only sends (source only), only receives (target only) or neither (both), so the messages
 // cannot deadlock. The gradient moves back the same way, onto the source placement under the
 // source SBP with partial sums made broadcast.
-namespace {
-constexpr int kMoveTag = 0x6f66;
-
 // The box `b` of a whole value (a view).
 Tensor box_slice(const Tensor& full, const Box& b) {
   Tensor v = full;
@@ -516,6 +514,9 @@ bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord) {
     if (sbp[a].is_partial_sum() && coord[a] != 0) return false;
   return true;
 }
+
+namespace {
+constexpr int kMoveTag = 0x6f66;
 
 Tensor move_pieces(const Tensor& local, IntArrayRef L, const Placement& src, const NdSbp& from,
                    bool in_src, const Placement& dst, const NdSbp& to, bool in_dst,
@@ -673,94 +674,6 @@ Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
 
 // ---------------------------------------------------------------- Tensor methods
 
-namespace global {
-namespace {
-
-// NOTE [Checked global meta]: SPMD code asks every rank of a placement for the same conversion;
-// a rank that asks for another SBP (or shape, dtype, placement) would run collectives that
-// still match the others' in count and size and give a wrong tensor with no error. So to_global
-// first compares what each rank asked for, as OneFlow's to_global(check_meta) does: each rank
-// contributes one record per field — a 64-bit FNV-1a hash of the field's text and the text's
-// first bytes — in one all-gather over the placement's ranks, and when a hash differs every
-// rank raises the same error naming the field and what each rank asked for, before any data
-// moves. A move between placements compares within the source placement, then within the
-// target's (the ranks of one placement run the same code; a pipeline's stages need not call
-// their moves in one order across the stages). A local tensor's own sizes are
-// compared except along split dims (its pieces may differ there). distributed::
-// set_check_global_meta(false) or OF_CHECK_GLOBAL_META=0 skips it; inside a traced function it
-// runs while recording, and a replay does not repeat it. Ranks that disagree on which ranks take
-// part cannot meet to compare (each waits for the ranks it names): that is not caught here.
-struct MetaField {
-  MetaField(const char* w, std::string t) : what(w), text(std::move(t)) {}
-  const char* what;
-  std::string text;
-};
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-void check_same_meta(const std::vector<MetaField>& fields, std::vector<int> ranks) {
-  if (!distributed::check_global_meta() || in_kernel()) return;
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  const int me = this_rank();
-  if (ranks.size() < 2 || !std::binary_search(ranks.begin(), ranks.end(), me)) return;
-  constexpr size_t kText = 88, kField = 8 + kText;
-  const size_t rec = fields.size() * kField;
-  std::vector<char> mine(rec, 0), all(rec * ranks.size(), 0);
-  for (size_t f = 0; f < fields.size(); ++f) {
-    const uint64_t h = fnv1a(fields[f].text);
-    std::memcpy(mine.data() + f * kField, &h, 8);
-    std::memcpy(mine.data() + f * kField + 8, fields[f].text.data(),
-                std::min(fields[f].text.size(), kText - 1));
-  }
-  Communicator& c = ranks_data_comm(ranks, Device(kCPU));
-  c.allgatherv(mine.data(), all.data(), std::vector<int64_t>(ranks.size(), int64_t(rec)));
-  note_meta_check();
-  std::string diff;
-  for (size_t f = 0; f < fields.size(); ++f) {
-    auto hash_of = [&](size_t r) {
-      uint64_t h;
-      std::memcpy(&h, all.data() + r * rec + f * kField, 8);
-      return h;
-    };
-    bool same = true;
-    for (size_t r = 1; r < ranks.size(); ++r) same = same && hash_of(r) == hash_of(0);
-    if (same) continue;
-    // ranks grouped by what they asked for, in rank order
-    std::vector<bool> told(ranks.size(), false);
-    std::string part;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      if (told[r]) continue;
-      std::vector<int> who;
-      for (size_t q = r; q < ranks.size(); ++q)
-        if (!told[q] && hash_of(q) == hash_of(r)) {
-          told[q] = true;
-          who.push_back(ranks[q]);
-        }
-      std::string names;
-      for (size_t k = 0; k < who.size(); ++k) names += (k ? ", " : "") + std::to_string(who[k]);
-      const char* text = all.data() + r * rec + f * kField + 8;
-      part += fmt::format("{}{} {} {}", part.empty() ? "" : "; ", who.size() > 1 ? "ranks" : "rank",
-                          names, std::string(text, strnlen(text, kText)));
-    }
-    diff += fmt::format("{}{}: {}", diff.empty() ? "" : "; ", fields[f].what, part);
-  }
-  if (!diff.empty())
-    fail(
-        "[to_global] the ranks disagree on the conversion they ask for: {} (every rank taking "
-        "part must call to_global with the same placement, SBP, logical shape and dtype)",
-        diff);
-}
-
-std::vector<int> ranks_of(const Placement& p) { return p.ranks(); }
-
-}  // namespace
-}  // namespace global
-
 Tensor Tensor::to_global(const Placement& placement, const NdSbp& sbp) const {
   check_impl();
   if (g_tracer && !in_kernel() && !is_global())
@@ -845,83 +758,7 @@ NdSbp Tensor::sbp() const {
   return impl()->global->sbp;
 }
 
-// ---------------------------------------------------------------- factories
-
-namespace {
-
-// The logical tensor drawn (or filled) in full on every rank, each keeping its piece.
-Tensor from_full(const Tensor& full, const Placement& pl, const NdSbp& sbp) {
-  // a rank outside the placement drew the same numbers (its generator stays in step) and keeps
-  // a handle
-  const std::vector<int64_t> coord = global::coord_in(pl, "factory");
-  if (coord.empty()) return global::make_handle(full.sizes(), full.dtype(), full.device(), pl, sbp);
-  const global::Box b = global::piece_box(full.sizes(), sbp, pl, coord);
-  Tensor piece = global::partial_keeper(sbp, coord) ? global::box_slice(full, b).contiguous()
-                                                    : zeros(b.size, full.options());
-  if (piece.is_same(full)) piece = full.clone();
-  return global::make_global(piece, full.sizes(), pl, sbp);
-}
-
-Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, const NdSbp& sbp,
-                      const TensorOptions& o,
-                      const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
-  global::check_sbp(op, pl, sbp, int64_t(size.size()));
-  checked_numel(size, op);
-  NoGradGuard ng;
-  TensorOptions lo = o.requires_grad(false);
-  Tensor t = from_full(make(size, lo), pl, sbp);
-  if (o.requires_grad()) t.set_requires_grad(true);
-  return t;
-}
-
-}  // namespace
-
-Tensor randn(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("randn", size, pl, sbp, o,
-                        [](IntArrayRef s, TensorOptions lo) { return randn(s, lo); });
-}
-Tensor rand(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("rand", size, pl, sbp, o,
-                        [](IntArrayRef s, TensorOptions lo) { return rand(s, lo); });
-}
-Tensor zeros(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("zeros", size, pl, sbp, o,
-                        [](IntArrayRef s, TensorOptions lo) { return zeros(s, lo); });
-}
-Tensor ones(IntArrayRef size, const Placement& pl, const NdSbp& sbp, TensorOptions o) {
-  return global_factory("ones", size, pl, sbp, o,
-                        [](IntArrayRef s, TensorOptions lo) { return ones(s, lo); });
-}
-Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp& sbp,
-            TensorOptions o) {
-  return global_factory("full", size, pl, sbp, o,
-                        [&](IntArrayRef s, TensorOptions lo) { return full(s, v, lo); });
-}
-
 namespace global {
-NdSbp partial_to_broadcast(NdSbp s) {
-  for (Sbp& x : s)
-    if (x.is_partial_sum()) x = Sbp::broadcast();
-  return s;
-}
-
-Tensor logical_value(const Tensor& t) {
-  NoGradGuard ng;
-  const GlobalMeta& m = meta(t);
-  if (!holds_piece(m.placement, "global"))
-    fail(
-        "[global] rank {} holds no piece of this {} tensor on {}: read its value on a rank of "
-        "the placement, or move it here first (to_global)",
-        this_rank(), shape_str(t.sizes()), m.placement.str());
-  return t.detach()
-      .to_global(m.placement, NdSbp(size_t(m.placement.ndim()), Sbp::broadcast()))
-      .to_local();
-}
-
-Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
-  return zeros(sizes, m.placement, partial_to_broadcast(m.sbp), TensorOptions().dtype(dtype));
-}
-
 Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sbp,
                        IntArrayRef logical) {
   return local_to_global(piece, pl, sbp, logical);
@@ -954,33 +791,6 @@ Tensor piece_of(const Tensor& t) {
   return out;
 }
 
-Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
-  if (!like.is_global()) return zeros(sizes, like.options());
-  const GlobalMeta& m = meta(like);
-  NdSbp s = partial_to_broadcast(m.sbp);
-  for (Sbp& x : s)
-    if (x.is_split() && x.dim() >= int64_t(sizes.size())) x = Sbp::broadcast();
-  return zeros(sizes, m.placement, s, like.options());
-}
-
-Tensor constant_like(const Tensor& value, const Tensor& like) {
-  if (!like.is_global() || value.is_global()) return value;
-  const GlobalMeta& m = meta(like);
-  return make_global(value.clone(MemoryFormat::Contiguous), value.sizes(), m.placement,
-                     NdSbp(m.sbp.size(), Sbp::broadcast()));
-}
-
-Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like) {
-  if (!like.is_global()) return zeros(sizes, like.options());
-  const GlobalMeta& m = meta(like);
-  return zeros(sizes, m.placement, NdSbp(m.sbp.size(), Sbp::broadcast()), like.options());
-}
-
-Tensor like_global(const Tensor& t, const TensorOptions& o,
-                   const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
-  const GlobalMeta& m = meta(t);
-  return global_factory("like", t.sizes(), m.placement, partial_to_broadcast(m.sbp), o, make);
-}
 }  // namespace global
 
 }  // namespace oneflow

@@ -128,6 +128,15 @@ Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like);
 // when `like` is local. Composite ops and VJPs use it for the constants they make.
 Tensor constant_like(const Tensor& value, const Tensor& like);
 // *_like of a global tensor: its placement and SBP (partial sums made broadcast).
+// The box `b` of a whole value (a view), and whether the rank at `coord` holds the value under
+// `sbp`'s partial sums (the first rank of each P axis does; the others hold zeros).
+Tensor box_slice(const Tensor& full, const Box& b);
+bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord);
+// The logical tensor of `size` made by `make` in full on every rank, each rank keeping its
+// piece of `sbp` on `pl` (the global factories; `op` names them in errors).
+Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, const NdSbp& sbp,
+                      const TensorOptions& o,
+                      const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
 Tensor like_global(const Tensor& t, const TensorOptions& o,
                    const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
 
