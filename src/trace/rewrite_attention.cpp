@@ -6,20 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/core_attrs.h"
-#include "ops/elementwise_attrs.h"
-#include "ops/nn_attrs.h"
-#include "ops/reduce_common.h"
 #include "trace/executor.h"
 #include "trace/rewrite_match.h"
 
 namespace oneflow::trace {
-using core_detail::CopyAttrs;
-using nn_detail::AddNormAttrs;
-using nn_detail::FusedAttnAttrs;
-using nn_detail::LinearActAttrs;
-using nn_detail::NormAttrs;
-using reduce_detail::SoftmaxAttrs;
 using namespace rewrite;
 
 namespace {

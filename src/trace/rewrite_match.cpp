@@ -1,13 +1,10 @@
 // rewrite_match.cpp: the matching helpers of the inference rewrites (rewrite_match.h).
 #include "trace/rewrite_match.h"
 
-#include "ops/core_attrs.h"
-
 #include <algorithm>
 #include <utility>
 
 namespace oneflow::trace::rewrite {
-using core_detail::CopyAttrs;
 
 // A view node that only regroups the leading dims of a contiguous tensor (the last two dims,
 // the offset and the element order unchanged): how matmul folds batch dims for bmm.

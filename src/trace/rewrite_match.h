@@ -4,10 +4,22 @@
 #pragma once
 #include <vector>
 
+#include "ops/core_attrs.h"
+#include "ops/elementwise_attrs.h"
+#include "ops/nn_attrs.h"
+#include "ops/reduce_common.h"
 #include "trace/graph.h"
 #include "trace/passes.h"
 
 namespace oneflow::trace::rewrite {
+
+// The attribute schemas the rewrites read and write.
+using core_detail::CopyAttrs;
+using nn_detail::AddNormAttrs;
+using nn_detail::FusedAttnAttrs;
+using nn_detail::LinearActAttrs;
+using nn_detail::NormAttrs;
+using reduce_detail::SoftmaxAttrs;
 
 inline bool is_view(const Node& n) { return n.op->has(kView); }
 

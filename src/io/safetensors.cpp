@@ -1,4 +1,4 @@
-// src/serialize.cpp: safetensors reader/writer (see include/oneflow/serialize.h and
+// src/io/safetensors.cpp: the safetensors reader/writer (see include/oneflow/serialize.h and
 // docs/CHECKPOINT_FORMAT.md). Its JSON is io/json.h's (NOTE [One JSON parser]);
 // files are written by write_file_atomically (io/atomic_file.h) and read through a mapping
 // (io/mapped_file.h) or pread.
