@@ -458,9 +458,9 @@ TEST_CASE("kernels dispatch no op: the kernels that once did, on the inputs that
 TEST_CASE("kernels dispatch no op: the kernel files use no public op (a scan)") {
   // CPU kernels are checked at run time (above, and over the whole suite by tests/main.cpp); the
   // CUDA host code cannot run here. Both kernel folders are scanned: no public-op header, and
-  // none of the Tensor methods that dispatch (kernel_contiguous, kernel_view, ... of dispatch.h
-  // instead). The CPU kernels live in src/cpu/ only: an op file holds meta, VJP, rules,
-  // registration and public functions.
+  // none of the Tensor methods that dispatch (kernel_contiguous, kernel_view, ... of
+  // kernel_support.h instead). The CPU kernels live in src/cpu/ only: an op file holds meta, VJP,
+  // rules, registration and public functions.
   const std::regex header(R"re(#include\s+"oneflow/(ops|ops_nn|ops_conv|functional|nn)\.h")re");
   const std::regex method(
       R"re(\.(t|view|copy_|zero_|fill_|to|sum|mean|narrow|contiguous|clone|reshape|permute|transpose|select|expand|abs|pow|exp|item|to_vector|sqrt|reciprocal|mm|bmm)\()re");

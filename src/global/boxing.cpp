@@ -19,7 +19,7 @@ namespace {
 
 // NOTE [No kernel dispatches]: the conversions below run inside the boxing_axis and
 // move_pieces kernels (or eagerly, under no-grad and no recording): their local copies,
-// views and fills are the kernel helpers of dispatch.h, not ops.
+// views and fills are the kernel helpers of kernel_support.h, not ops.
 Tensor zeros_piece(IntArrayRef sizes, const TensorOptions& o) {
   Tensor t = make_empty(sizes, o.dtype(), o.device());
   kernel_fill(t, 0);

@@ -1,4 +1,4 @@
-// global/dispatch.cpp: ops on global tensors (NOTE [SBP rules] in dispatch.h).
+// global/dispatch.cpp: ops on global tensors (NOTE [SBP rules] in op_def.h).
 // The op's meta is inferred on the logical shapes; a signature is chosen per mesh axis; inputs
 // in another SBP are boxed (differentiable boxing ops, so autograd sees them); the op runs on
 // the local pieces through the ordinary dispatch (no autograd there); the outputs are wrapped

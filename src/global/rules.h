@@ -1,4 +1,4 @@
-// rules.h (internal): SBP rules that op definitions point at (NOTE [SBP rules] in dispatch.h).
+// rules.h (internal): SBP rules that op definitions point at (NOTE [SBP rules] in op_def.h).
 // Each op family's file sets `.sbp_rule` beside its VJP; the rules themselves are written in
 // src/global/rules.cpp since several families share them.
 #pragma once

@@ -9,7 +9,7 @@
 namespace oneflow {
 
 // Row i of a table-driven op family (rows with a `name`), reached by name like every op
-// (NOTE [Reaching an op] in dispatch.h) and looked up once per row.
+// (NOTE [Reaching an op] in op_table.h) and looked up once per row.
 template <auto& Rows> const OpDef& row_op(size_t i) {
   static const auto ops = [] {
     std::array<const OpDef*, std::size(Rows)> a{};
