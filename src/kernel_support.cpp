@@ -10,14 +10,11 @@
 
 namespace oneflow {
 
+OF_TLS int kernel_detail::t_kernel_depth = 0;  // ops dispatched while > 0 are not traced
+
 namespace {
-OF_TLS int t_kernel_depth = 0;  // >0 while a kernel runs: ops it dispatches are not traced
 thread_local const StorageImpl* t_constant_operand = nullptr;
 }  // namespace
-
-bool in_kernel() { return t_kernel_depth > 0; }
-KernelScope::KernelScope() { ++t_kernel_depth; }
-KernelScope::~KernelScope() { --t_kernel_depth; }
 
 const StorageImpl* constant_operand_storage() { return t_constant_operand; }
 ConstantOperandScope::ConstantOperandScope(const StorageImpl* s) : prev_(t_constant_operand) {

@@ -33,14 +33,18 @@ class ConstantOperandScope {
 
 // What dispatch wraps around a kernel call (executors that call kernels directly use it too):
 // no autograd recording, and ops the kernel dispatches count as internal.
+// (inline: dispatch asks on every op; >0 while a kernel runs)
+namespace kernel_detail {
+extern OF_TLS int t_kernel_depth;
+}  // namespace kernel_detail
 struct KernelScope {
   NoGradGuard no_grad;
-  KernelScope();
-  ~KernelScope();
+  KernelScope() { ++kernel_detail::t_kernel_depth; }
+  ~KernelScope() { --kernel_detail::t_kernel_depth; }
   KernelScope(const KernelScope&) = delete;
 };
 // True while a kernel runs on this thread (ops it dispatches are internal, never recorded).
-bool in_kernel();
+inline bool in_kernel() { return kernel_detail::t_kernel_depth > 0; }
 
 // Allocates an uninitialized contiguous tensor (no autograd, no dispatch).
 Tensor make_empty(IntArrayRef sizes, ScalarType dtype, Device device);

@@ -50,8 +50,6 @@ using io::json_ints;
 using Json = io::JsonValue;
 
 inline Json parse_index(std::string_view text, const std::string& where) {
-  if (const size_t bad = io::find_bad_utf8(text); bad != std::string_view::npos)
-    fail("[{}] {}: the index is malformed at byte {}: not valid UTF-8", kLoadOp, where, bad);
   return io::parse_json(
       text,
       {fmt::format("[{}] {}: the index is malformed at byte", kLoadOp, where), "the end", 16});

@@ -406,6 +406,8 @@ class JsonParser {
 }  // namespace
 
 JsonValue parse_json(std::string_view text, const JsonErrors& errors) {
+  if (const size_t bad = find_bad_utf8(text); bad != std::string_view::npos)
+    throw Error(fmt::format("{} {}: not valid UTF-8", errors.prefix, bad));
   return JsonParser(text, errors).parse_document();
 }
 

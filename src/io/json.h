@@ -1,6 +1,6 @@
 // io/json.h (internal): NOTE [One JSON parser]: the library's one JSON reader and the string
-// writer its files share — safetensors headers (serialize.cpp), the sharded checkpoint's index
-// (global/dist_checkpoint.cpp) and any other JSON a file of the library holds. The parser is
+// writer its files share — safetensors headers (io/safetensors.cpp), the sharded checkpoint's index
+// (global/dist_checkpoint_common.h) and any other JSON a file of the library holds. The parser is
 // strict RFC 8259 over text that must be valid UTF-8: no trailing commas, comments, leading
 // zeros, unpaired surrogates, unescaped control characters or duplicate keys; nesting is
 // bounded. Errors are of::Error with the caller's prefix (naming the op and the file), the byte
@@ -56,8 +56,8 @@ struct JsonErrors {
   int max_depth = 64;
 };
 
-// Parses one JSON document (whitespace around it allowed, nothing else). The text must be
-// valid UTF-8 (find_bad_utf8); strings are returned decoded.
+// Parses one JSON document (whitespace around it allowed, nothing else); text that is not valid
+// UTF-8 (find_bad_utf8) is refused first, at its first bad byte. Strings are returned decoded.
 JsonValue parse_json(std::string_view text, const JsonErrors& errors);
 
 // Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF): the byte index of

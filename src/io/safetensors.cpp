@@ -254,8 +254,6 @@ std::vector<std::pair<std::string, Tensor>> load_tensors(
   }
   if (header[0] != '{')
     fail("[load] {}: header does not start with '{{' (not a safetensors file?)", path);
-  if (size_t bad = find_bad_utf8(header); bad != std::string_view::npos)
-    fail("[load] {}: header is not valid UTF-8 (header byte {})", path, bad);
   JsonValue root =
       io::parse_json(header, {fmt::format("[load] {}: malformed header JSON at header byte", path),
                               "end of header", kMaxJsonDepth});
