@@ -120,4 +120,27 @@ Tensor kernel_transpose(const Tensor& t) {
   return kernel_permute(t, perm);
 }
 
+namespace {
+const std::vector<const EpilogueAct*>& epilogue_forms() {
+  static const std::vector<const EpilogueAct*> v = [] {
+    std::vector<const EpilogueAct*> r;
+    for (const OpDef* op : all_ops())
+      for (const EpilogueAct& e : op->epilogue_acts) r.push_back(&e);
+    return r;
+  }();
+  return v;
+}
+}  // namespace
+
+const EpilogueAct* find_epilogue_act(std::string_view name) {
+  for (const EpilogueAct* e : epilogue_forms())
+    if (name == e->name) return e;
+  return nullptr;
+}
+std::string epilogue_act_names() {
+  std::string s;
+  for (const EpilogueAct* e : epilogue_forms()) s += std::string(s.empty() ? "" : ", ") + e->name;
+  return s;
+}
+
 }  // namespace oneflow

@@ -70,4 +70,10 @@ Tensor kernel_narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length
 void kernel_copy_into(const Tensor& dst, const Tensor& src);
 void kernel_fill(const Tensor& t, const Scalar& v);
 
+// The epilogue activation form named `name` (linear_act's `act`; NOTE [Epilogue activations]
+// in op_def.h) among the table's ops' forms; null when no op has it. epilogue_act_names: all of
+// them, comma-separated (for error messages).
+const EpilogueAct* find_epilogue_act(std::string_view name);
+std::string epilogue_act_names();
+
 }  // namespace oneflow

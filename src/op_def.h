@@ -109,9 +109,20 @@ enum class FusedForm : uint8_t {
 // in every case the kept input's dtype, sizes and strides must equal the output's.
 struct FoldIdentity {
   enum Kind : uint8_t { kOtherInputIs, kScalarAttrIs, kSameLayout };
-  Kind kind;
-  int8_t keep;
+  Kind kind = kOtherInputIs;
+  int8_t keep = -1;  // -1: no identity (an unused slot of a row table's fixed array)
   double value = 0;
+};
+
+// NOTE [Epilogue activations]: an elementwise activation that a fused linear epilogue can apply
+// (trace/rewrite_epilogue.cpp makes linear_act nodes; their `act` attribute names the form).
+// An op has one form per value of the attribute that selects it: gelu's are "gelu"
+// (approximate 'none') and "gelu_tanh" ('tanh'); relu, silu and tanh have one each. A form
+// carries the CPU loops that compute it exactly as the op's own kernel does.
+struct EpilogueAct {
+  const char* name = nullptr;                       // linear_act's `act` value
+  void (*rows_f32)(float* p, int64_t n) = nullptr;  // in place over a float32 row segment
+  void (*tensor)(const Tensor& t) = nullptr;        // in place over a float tensor, any dtype
 };
 
 struct KernelArgs {
@@ -138,7 +149,8 @@ using DecomposeFn = TensorList (*)(const TensorList& inputs, const Attrs& attrs)
 // layer picks one per mesh axis (an exact match of the inputs' SBPs first, else the least
 // bytes moved), boxes the inputs and runs the op on the local pieces. `localize` rewrites
 // attrs that name sizes (view, expand) for the local pieces. Ops without a rule get a default
-// from their traits (elementwise, reductions); anything else runs on broadcast inputs.
+// from their traits (elementwise, reductions); an op with neither raises on global inputs, and
+// one that is right on gathered whole values says so with sbp_rules::kWholeValues.
 struct SbpSig {
   SmallVector<Sbp, 4> in;
   SmallVector<Sbp, 2> out;
@@ -200,6 +212,14 @@ struct OpDef {
   int weight_input = -1;
   std::vector<FoldIdentity> fold_identities;
   FusedForm fused_form = FusedForm::kFunctor;
+  // NOTE [Epilogue activations]: the op's forms (empty: no epilogue activation), and which
+  // form a node of the op is, from its attributes (null: the first).
+  std::vector<EpilogueAct> epilogue_acts;
+  size_t (*epilogue_form)(const Attrs& attrs) = nullptr;
+  // Graph files before format 3 kept this op's attributes in another order (NOTE [Attribute
+  // order of old graph files] in trace/graph_reader.cpp): for each current position, the
+  // position it had then; empty: unchanged.
+  std::vector<int> attr_order_before_v3;
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
 

@@ -1,6 +1,7 @@
 // op_table.cpp: the op table, built once on first use from the families op_table.h lists.
 #include "op_table.h"
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <unordered_map>
@@ -63,6 +64,28 @@ const OpDef* register_op(OpDef def) {
     const uint8_t base = t & uint8_t(~kOptionalAttr);  // an optional field: its value's
     OF_CHECK(base > 0 && base < std::variant_size_v<AttrValue>,
              "[register_op] op '{}' has an attribute of no type", def.name);
+  }
+  for (const EpilogueAct& e : def.epilogue_acts) {
+    OF_CHECK(e.name && *e.name && e.rows_f32 && e.tensor,
+             "[register_op] op '{}' has an epilogue form without a name or its CPU loops",
+             def.name);
+    for (const OpDef& o : t->ops)
+      for (const EpilogueAct& f : o.epilogue_acts)
+        OF_CHECK(std::string_view(f.name) != e.name,
+                 "[register_op] ops '{}' and '{}' both name the epilogue form '{}'", o.name,
+                 def.name, e.name);
+  }
+  OF_CHECK(!def.epilogue_form || def.epilogue_acts.size() > 1,
+           "[register_op] op '{}' picks among epilogue forms it does not have", def.name);
+  if (!def.attr_order_before_v3.empty()) {
+    std::vector<int> sorted = def.attr_order_before_v3;
+    std::sort(sorted.begin(), sorted.end());
+    bool perm = sorted.size() == def.attr_names.size();
+    for (size_t k = 0; perm && k < sorted.size(); ++k) perm = sorted[k] == int(k);
+    OF_CHECK(perm,
+             "[register_op] op '{}': its attribute order before format 3 is not a "
+             "permutation of its {} attributes",
+             def.name, def.attr_names.size());
   }
   t->ops.push_back(std::move(def));
   const OpDef* p = &t->ops.back();

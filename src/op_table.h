@@ -2,6 +2,7 @@
 // name (OF_OP). The families' registration functions are listed here and called, in this
 // order, by op_table.cpp the first time the table is used.
 #pragma once
+#include <string>
 #include <string_view>
 #include <vector>
 

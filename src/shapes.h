@@ -31,4 +31,13 @@ std::string shape_str(IntArrayRef sizes);  // "(2, 3)"
 // [broadcast] error naming both when they do not.
 DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b);
 
+// Whether s broadcasts to exactly `target`.
+inline bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
+  if (s.size() > target.size()) return false;
+  const size_t off = target.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != 1 && s[i] != target[off + i]) return false;
+  return true;
+}
+
 }  // namespace oneflow

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,8 @@
 #include <oneflow/oneflow.h>
 
 #include "global/global.h"
+#include "global/rules.h"
+#include "op_table.h"
 #include "harness.h"
 
 namespace of = oneflow;
@@ -148,6 +151,92 @@ int run_ranks(int n, std::string* out, const std::string& env = "", int deadline
 }
 
 }  // namespace
+
+TEST_CASE("global: the factories that follow a tensor follow its placement and SBP") {
+  const of::Placement pl("cpu", {0});
+  of::manual_seed(5);
+  const of::Tensor x = of::randn({4, 6}, of::kFloat64);
+  const of::Tensor s1 = x.to_global(pl, of::sbp::split(1));
+  const of::Tensor p = x.to_global(pl, of::sbp::partial_sum());
+  // new_zeros / new_full: the tensor's placement and SBP, partial sums as broadcast, splits of
+  // dims the new shape lacks as broadcast; dtype and device the tensor's unless given
+  const of::Tensor z = s1.new_zeros({3, 5});
+  CHECK(z.is_global());
+  CHECK(z.placement() == pl);
+  CHECK(z.sbp() == NdSbp{of::sbp::split(1)});
+  CHECK(z.dtype() == of::kFloat64);
+  CHECK(z.to_local().sum().item<double>() == 0.0);
+  CHECK(s1.new_zeros({7}).sbp() == NdSbp{of::sbp::broadcast()});
+  CHECK(p.new_full({2, 2}, 3.0).sbp() == NdSbp{of::sbp::broadcast()});
+  CHECK(p.new_full({2, 2}, 3.0).to_local().sum().item<double>() == 12.0);
+  CHECK(s1.new_ones({2}, of::kInt64).dtype() == of::kInt64);
+  CHECK(!x.new_zeros({2}).is_global());
+  CHECK(of::zeros_like(p).sbp() == NdSbp{of::sbp::broadcast()});
+  CHECK(of::randn_like(s1).sbp() == s1.sbp());
+  // broadcast_like: a local constant every rank computes alike, as a broadcast global tensor on
+  // the other's placement (no communication); itself beside a local tensor
+  const of::Tensor idx = of::arange(4, of::kInt64);
+  const uint64_t before = of::distributed::collectives_issued();
+  const of::Tensor c = of::broadcast_like(idx, s1);
+  CHECK(of::distributed::collectives_issued() == before);
+  CHECK(c.is_global());
+  CHECK(c.sbp() == NdSbp{of::sbp::broadcast()});
+  CHECK(c.to_local().to_vector<int64_t>() == idx.to_vector<int64_t>());
+  CHECK(of::broadcast_like(idx, x).is_same(idx));
+  CHECK(of::broadcast_like(c, s1).is_same(c));
+  CHECK(th::throws_with([&] { of::broadcast_like(of::Tensor(), s1); },
+                        {"[broadcast_like]", "value is undefined"}));
+  // VJPs that scatter into a fresh buffer use them: a split index_select's gradient
+  const of::Tensor w = x.clone().requires_grad_();
+  of::index_select(w.to_global(pl, of::sbp::split(1)), 0, c.to_global(pl, of::sbp::split(0)))
+      .sum()
+      .backward();
+  CHECK(of::allclose(w.grad(), of::ones({4, 6}, of::kFloat64)));
+}
+
+TEST_CASE("global: an op with no SBP rule refuses global inputs; the rest say how they run") {
+  const of::Placement pl("cpu", {0});
+  const of::Tensor g = of::ones({2, 3}).to_global(pl, of::sbp::split(0));
+  // to_device has no rule and no trait default: it names the op and the inputs
+  std::string msg;
+  CHECK(th::throws_with(
+      [&] {
+        of::Attrs a;
+        a.values = {int64_t(0), int64_t(0), false};  // (device_type, device_index, non_blocking)
+        of::dispatch(of::find_op("to_device"), {g}, a);
+      },
+      {"[to_device] has no SBP rule", "cannot run on global tensors", "input 0 (2, 3) (S(0))",
+       "to_local()"},
+      &msg));
+  // every op with tensor inputs has a rule, a default from its traits (elementwise,
+  // reductions), or says so: the ops that refuse are these
+  std::vector<std::string> refusing;
+  for (const of::OpDef* op : of::all_ops()) {
+    if (op->has(of::kFactory) || op->sbp_rule) continue;
+    if (op->has(of::kElementwise) && !op->has(of::kRandom)) continue;
+    if (op->has(of::kReduction)) continue;
+    refusing.push_back(op->name);
+  }
+  std::sort(refusing.begin(), refusing.end());
+  CHECK(refusing == std::vector<std::string>{"to_device"});
+  // the rules that read a `dim` or `dims` attribute by name (rules.h): every op using one has it
+  auto has_attr = [](const of::OpDef& op, const char* name) {
+    return std::find(op.attr_names.begin(), op.attr_names.end(), name) != op.attr_names.end();
+  };
+  size_t along = 0;
+  for (const of::OpDef* op : of::all_ops()) {
+    INFO(op->name);
+    if (op->sbp_rule == &of::sbp_rules::kAlongOneDim ||
+        op->sbp_rule == &of::sbp_rules::kLinearAlongOneDim) {
+      CHECK(has_attr(*op, "dim"));
+      ++along;
+    }
+    if (op->sbp_rule == &of::sbp_rules::kLinearAlongDims ||
+        op->sbp_rule == &of::sbp_rules::kLinearAlongDimsOrFlat)
+      CHECK(has_attr(*op, "dims"));
+  }
+  CHECK(along >= 8);  // softmax, log_softmax (+ backward), sort, topk, cumsum, cumprod, cat, slice
+}
 
 TEST_CASE("global: the multi-rank suite under mpirun -np 1, 2 and 4") {
 #if ONEFLOW_HAVE_MPI

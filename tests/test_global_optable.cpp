@@ -3,7 +3,9 @@
 // along the same output dim, every floating input partial — on a 1-D mesh of the world and, on
 // 4 ranks, a 2 x 2 mesh (pairs of those SBPs, one per axis). The result and every input's
 // gradient, gathered to broadcast, must equal the row run on local tensors in this process
-// (float64; partial sums and split reductions add in another order, hence 1e-9).
+// (float64; partial sums and split reductions add in another order, hence 1e-9). A row whose op
+// has no SBP rule (and no default from its traits) must instead raise that op's error under every
+// combination (NOTE [SBP rules]).
 //
 // The case runs in this process (a world of one: the 1-D mesh [1] and the 2-D mesh [1, 1]),
 // then runs itself under `mpirun -np 2` and `-np 4` with a deadline (NOTE [Op table on global
@@ -22,6 +24,7 @@
 #include <oneflow/oneflow.h>
 
 #include "harness.h"
+#include "op_table.h"
 
 namespace {
 
@@ -115,8 +118,20 @@ std::string compare_tensors(const of::Tensor& got, const of::Tensor& want, doubl
   return th::compare(got, th::to_ref(want), rtol, atol);
 }
 
+// Whether the row runs an op that refuses global inputs: no SBP rule and no default from its
+// traits (NOTE [SBP rules]; test_global.cpp lists them). Such a row must raise that error.
+bool refuses_global(const th::OpRow& row) {
+  for (const std::string& name : row.ops) {
+    const of::OpDef& op = of::find_op(name);
+    if (op.sbp_rule || op.has(of::kFactory) || op.has(of::kReduction)) continue;
+    if (op.has(of::kElementwise) && !op.has(of::kRandom)) continue;
+    return true;
+  }
+  return false;
+}
+
 struct Tally {
-  size_t rows = 0, runs = 0, failures = 0, no_inputs = 0;
+  size_t rows = 0, runs = 0, failures = 0, no_inputs = 0, refused = 0;
 };
 
 // Runs every row under every combination on `pl`; returns what ran. Failures are CHECKed with
@@ -144,8 +159,31 @@ Tally run_table(const of::Placement& pl) {
     if (backward) want.backward(gout);
     ++tally.rows;
     const double rtol = std::max(row.rtol64, 1e-9), atol = std::max(row.atol64, 1e-9);
+    const bool refuses = refuses_global(row);
     for (const Combo& c : combos_for(row, in64, pl.ndim())) {
       std::string err;
+      if (refuses) {
+        // every rank raises the op's clear error, before any collective
+        try {
+          std::vector<of::Tensor> gin;
+          for (size_t i = 0; i < in64.size(); ++i)
+            gin.push_back(in64[i]
+                              .to_global(pl, NdSbp(size_t(pl.ndim()), Sbp::broadcast()))
+                              .to_global(pl, c[i]));
+          (void)row.fn(gin);
+          err = "ran, but its op has no SBP rule: it should raise";
+        } catch (const std::exception& e) {
+          if (std::string(e.what()).find("has no SBP rule") == std::string::npos)
+            err = std::string("threw another error: ") + e.what();
+        }
+        ++tally.runs;
+        ++tally.refused;
+        if (!err.empty()) ++tally.failures;
+        INFO(fmt::format("rank {}, {}: row {} with inputs {}", of::distributed::rank(), pl.str(),
+                         row.name, combo_str(c)));
+        CHECK_MESSAGE(err.empty(), err);
+        continue;
+      }
       try {
         std::vector<of::Tensor> gin;
         for (size_t i = 0; i < in64.size(); ++i) {
@@ -192,11 +230,13 @@ void run_meshes(const of::Placement& one_d, const of::Placement& two_d) {
     if (of::distributed::rank() == 0)
       std::printf(
           "global op table on %s: %zu rows, %zu runs (input SBP combinations), %zu failed "
-          "(%zu rows without inputs)\n",
-          pl.str().c_str(), t.rows, t.runs, t.failures, t.no_inputs);
+          "(%zu rows without inputs; %zu runs refused by an op without an SBP rule, as they "
+          "should)\n",
+          pl.str().c_str(), t.rows, t.runs, t.failures, t.no_inputs, t.refused);
     CHECK(t.rows + t.no_inputs == th::rows().size());
     CHECK(t.no_inputs < 10);
     CHECK(t.runs > 3 * t.rows);
+    CHECK(t.refused > 0);  // to_device/cpu: the refusal is checked on every mesh
   }
 }
 

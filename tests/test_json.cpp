@@ -1,12 +1,13 @@
 // NOTE [One JSON parser] (src/io/json.h): the library's one JSON reader, checked directly
 // (safetensors headers and the sharded index reach it through their files: test_serialize.cpp,
-// test_dist_checkpoint.cpp).
+// test_dist_checkpoint.cpp); and the binary formats' bounds-checked reader (io/byte_reader.h).
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include <doctest/doctest.h>
 #include "harness.h"
+#include "io/byte_reader.h"
 #include "io/json.h"
 
 namespace {
@@ -81,4 +82,45 @@ TEST_CASE("json: malformed text raises with the caller's prefix, the offset and 
   CHECK(of::io::find_bad_utf8("ok \xc3\xa9") == std::string::npos);
   CHECK(of::io::find_bad_utf8("ok \xc0\xaf") == 3);  // overlong
   CHECK(of::io::json_quoted("a\"\x01") == "\"a\\\"\\u0001\"");
+}
+
+// io::ByteReader (src/io/byte_reader.h): the bounds-checked reader of the binary formats.
+TEST_CASE("io: the byte reader checks every read against what is left, counts before sizing") {
+  std::string buf;
+  auto put = [&](const auto& v) { buf.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(uint32_t(7));
+  put(uint64_t(3));
+  buf += "abc";
+  put(int64_t(-5));
+  of::io::ByteReader r(buf.data(), buf.size(), "test.bin");
+  CHECK(r.pod<uint32_t>() == 7);
+  CHECK(r.str() == "abc");
+  CHECK(r.position() == 15);
+  CHECK(r.pod<int64_t>() == -5);
+  CHECK(r.done());
+  // a read past the end raises, naming the bytes, and moves nothing
+  CHECK(th::throws_with([&] { r.pod<uint8_t>(); }, {"[test.bin]", "ends early"}));
+  CHECK(r.done());
+  // a length that runs past the end (a hostile 2^63) is refused before any allocation
+  std::string h;
+  const uint64_t huge = uint64_t(1) << 63;
+  h.append(reinterpret_cast<const char*>(&huge), 8);
+  h += "xy";
+  of::io::ByteReader s(h.data(), h.size(), "hostile.bin");
+  CHECK(th::throws_with([&] { s.str(); }, {"[hostile.bin]", "ends early"}));
+  of::io::ByteReader t(h.data(), h.size(), "hostile.bin");
+  uint64_t n = 0;
+  CHECK(th::throws_with([&] { t.bytes(n); }, {"ends early"}));
+  // count_of: a count of items that the bytes left could not hold, overflow-safe
+  of::io::ByteReader u(h.data(), h.size(), "hostile.bin");
+  u.skip(8);
+  CHECK(u.count_of(2, 1, "the list") == 2);
+  CHECK(u.count_of(0, 8, "the list") == 0);
+  CHECK(th::throws_with([&] { u.count_of(3, 1, "the list"); },
+                        {"[hostile.bin] the list counts more items"}));
+  CHECK(th::throws_with([&] { u.count_of(huge, 16, "the list"); }, {"counts more items"}));
+  CHECK(u.raw(2) == "xy");
+  CHECK(th::throws_with([&] { u.seek(11); }, {"an offset past the end"}));
+  u.seek(0);
+  CHECK(u.pod<uint64_t>() == huge);
 }

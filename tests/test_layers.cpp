@@ -36,7 +36,9 @@ TEST_CASE("layers: this tree passes the layer check") {
   CHECK(rc == 0);
 }
 
-TEST_CASE("layers: a kernel that reaches the public ops, or the runtime the op table, is refused") {
+TEST_CASE(
+    "layers: a kernel that reaches the public ops, the runtime the op table, or an op file the "
+    "global layer, is refused") {
   const fs::path root = fs::temp_directory_path() / ("of_layers_" + std::to_string(::getpid()));
   fs::remove_all(root);
   write(root / "include/oneflow/tensor.h", "#pragma once\n");
@@ -70,6 +72,18 @@ TEST_CASE("layers: a kernel that reaches the public ops, or the runtime the op t
     write(root / "src/cpu/bad.h", "#pragma once\n#include \"trace/graph.h\"\n");
     CHECK(run_checker(root.string(), &out) == 1);
     CHECK(out.find("kernel file src/cpu/bad.h reaches src/trace/graph.h") != std::string::npos);
+  }
+  SUBCASE("an op file reaching the global layer beyond its SBP rules") {
+    write(root / "src/global/rules.h", "#pragma once\n");
+    write(root / "src/global/global.h", "#pragma once\n");
+    write(root / "src/ops/good.cpp", "#include \"global/rules.h\"\n");
+    CHECK(run_checker(root.string(), &out) == 0);
+    write(root / "src/ops/nn_helpers.h", "#pragma once\n#include \"global/global.h\"\n");
+    write(root / "src/ops/bad.cpp", "#include \"ops/nn_helpers.h\"\n");
+    CHECK(run_checker(root.string(), &out) == 1);
+    INFO(out);
+    CHECK(out.find("op file src/ops/bad.cpp reaches src/global/global.h: src/ops/bad.cpp -> "
+                   "src/ops/nn_helpers.h -> src/global/global.h") != std::string::npos);
   }
   SUBCASE("the generator reaching the op table") {
     write(root / "src/generator.cpp", "#include \"op_table.h\"\n");

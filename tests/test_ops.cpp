@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "dispatch.h"
+#include "kernel_support.h"
 #include "harness.h"
 #include "trace/graph.h"
 #include "trace/executor.h"
@@ -338,12 +339,69 @@ TEST_CASE("op table: every row functor has one kind, and a CUDA kernel entry") {
 
 // The source tree keeps no list or comparison of op names outside the table: code selects ops
 // by their fields and traits (OF_OP("name") reaches one op; a kernel registration names one).
+// What counts as one: a comparison of a name-like expression (name, n, op, op_name, ->name,
+// .name) with an op's name; a braced list of string literals that are all op names; and,
+// outside the op files of src/ops (whose row tables are the table), an array initializer
+// (`x[] = {...}`) naming an op in a string literal (a table keyed by op names).
+namespace {
+std::vector<std::string> op_name_findings(const std::string& text, const std::string& file,
+                                          bool op_file, const std::set<std::string>& names) {
+  static const std::regex compare(
+      R"re((\bname|\bn|\bop_name|name\(\)|\bop|->name|\.name)\s*[!=]=\s*"(\w+)"|"(\w+)"\s*[!=]=\s*(name|n|op_name|op)\b)re");
+  static const std::regex list(R"re(\{\s*"\w+"(\s*,\s*"\w+")+\s*\})re");
+  static const std::regex literal(R"re("(\w+)")re");
+  static const std::regex array(R"re(\[\]\s*=\s*\{)re");
+  std::vector<std::string> found;
+  auto where = [&](size_t pos) {
+    return file + ":" +
+           std::to_string(std::count(text.begin(), text.begin() + long(pos), '\n') + 1);
+  };
+  const std::sregex_iterator end;
+  for (std::sregex_iterator it(text.begin(), text.end(), compare); it != end; ++it) {
+    const std::string n = (*it)[2].matched ? (*it)[2].str() : (*it)[3].str();
+    if (names.count(n)) found.push_back(where(size_t(it->position())) + " " + it->str());
+  }
+  for (std::sregex_iterator it(text.begin(), text.end(), list); it != end; ++it) {
+    const std::string m = it->str();
+    bool all_ops = true;
+    for (std::sregex_iterator l(m.begin(), m.end(), literal); l != end && all_ops; ++l)
+      all_ops = names.count((*l)[1].str()) != 0;
+    if (all_ops) found.push_back(where(size_t(it->position())) + " " + m.substr(0, 60));
+  }
+  if (!op_file) {
+    for (std::sregex_iterator it(text.begin(), text.end(), array); it != end; ++it) {
+      const size_t from = size_t(it->position() + it->length());
+      const size_t to = std::min(text.find("};", from), text.size());
+      const std::string body = text.substr(from, to - from);
+      for (std::sregex_iterator l(body.begin(), body.end(), literal); l != end; ++l)
+        if (names.count((*l)[1].str())) {
+          found.push_back(where(size_t(it->position())) + " a table naming " + l->str());
+          break;
+        }
+    }
+  }
+  return found;
+}
+}  // namespace
+
 TEST_CASE("op table: no op-name list or op-name comparison outside the op table") {
   std::set<std::string> names;
   for (const of::OpDef* op : of::all_ops()) names.insert(op->name);
-  const std::regex compare(R"re((\bname|\bn|\bop_name|name\(\))\s*[!=]=\s*"(\w+)")re");
-  const std::regex list(R"re(\{\s*"\w+"(\s*,\s*"\w+")+\s*\})re");
-  const std::regex literal(R"re("(\w+)")re");
+  // the scan finds each kind it looks for (the three lists that once came back, as written)
+  const std::string planted =
+      "constexpr Act kActs[] = {\n  {\"relu\", act_rows<fn::Relu>},\n};\n"
+      "const std::pair<const OpDef*, const char*> acts[] = {{&OF_OP(\"silu\"), \"silu\"}};\n"
+      "if (op == \"conv_transpose2d\") return &order;\n"
+      "if (n.op->name != \"mm\") return;\n"
+      "const char* ops[] = {\"add\", \"mul\"};\n";
+  CHECK(op_name_findings(planted, "planted", false, names).size() == 6);  // the last twice
+  // ... in an op file, its row tables are the table; a comparison still counts
+  CHECK(op_name_findings(planted, "planted", true, names).size() == 3);
+  // not a comparison of a name: an attribute's value that happens to be an op's name
+  CHECK(op_name_findings("if (GeluAttrs::get<\"approximate\">(a) == \"tanh\") x = 1;\n"
+                         "if (*mode == \"floor\") return 2;\n",
+                         "planted", false, names)
+            .empty());
   std::vector<std::string> found;
   size_t files = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(ONEFLOW_SOURCE_ROOT "/src")) {
@@ -351,29 +409,61 @@ TEST_CASE("op table: no op-name list or op-name comparison outside the op table"
     if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh"))
       continue;
     ++files;
-    std::ifstream f(e.path());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
-    auto where = [&](size_t pos) {
-      return e.path().filename().string() + ":" +
-             std::to_string(std::count(text.begin(), text.begin() + long(pos), '\n') + 1);
-    };
-    for (std::sregex_iterator it(text.begin(), text.end(), compare), end; it != end; ++it)
-      if (names.count((*it)[2].str()))
-        found.push_back(where(size_t(it->position())) + " " + it->str());
-    for (std::sregex_iterator it(text.begin(), text.end(), list), end; it != end; ++it) {
-      const std::string m = it->str();
-      bool all_ops = true;
-      for (std::sregex_iterator l(m.begin(), m.end(), literal); l != end && all_ops; ++l)
-        all_ops = names.count((*l)[1].str()) != 0;
-      if (all_ops) found.push_back(where(size_t(it->position())) + " " + m.substr(0, 60));
-    }
+    const std::string rel = std::filesystem::relative(e.path(), ONEFLOW_SOURCE_ROOT).string();
+    const bool op_file = rel.rfind("src/ops/", 0) == 0;
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const std::string& f : op_name_findings(text.str(), rel, op_file, names))
+      found.push_back(f);
   }
   CHECK(files > 100);  // the scan saw the tree
   std::string list_str;
   for (const auto& f : found) list_str += "\n  " + f;
   CHECK_MESSAGE(found.empty(), "op names listed or compared outside the op table:", list_str);
+}
+
+// NOTE [Epilogue activations]: the activations a fused linear epilogue applies are fields of
+// their ops, each form with the CPU loops of the op's own kernel.
+TEST_CASE("op table: the epilogue activations are their ops' fields") {
+  std::vector<std::string> forms;
+  for (const of::OpDef* op : of::all_ops())
+    for (const of::EpilogueAct& e : op->epilogue_acts) {
+      forms.push_back(e.name);
+      CHECK(op->has(of::kElementwise));
+      CHECK(of::find_epilogue_act(e.name) == &e);
+    }
+  std::sort(forms.begin(), forms.end());
+  CHECK(forms == std::vector<std::string>{"gelu", "gelu_tanh", "relu", "silu", "tanh"});
+  CHECK(of::find_epilogue_act("sigmoid") == nullptr);
+  const of::OpDef& gelu = of::find_op("gelu");
+  REQUIRE(bool(gelu.epilogue_form));
+  of::Attrs tanh_form;
+  tanh_form.values = {std::string("tanh")};
+  CHECK(std::string(gelu.epilogue_acts[gelu.epilogue_form(tanh_form)].name) == "gelu_tanh");
+  // each form computes what its op's kernel does, bit for bit (float32 rows and a float64 tensor)
+  of::manual_seed(8);
+  const of::Tensor x = of::randn({257}) * 3.0;
+  for (const char* name : {"relu", "silu", "tanh"}) {
+    INFO(name);
+    const of::EpilogueAct* e = of::find_epilogue_act(name);
+    REQUIRE(e != nullptr);
+    of::Tensor r = x.clone();
+    e->rows_f32(r.data_ptr<float>(), r.numel());
+    const of::Tensor want = of::dispatch(of::find_op(name), {x}, {})[0];
+    CHECK(th::same_bits(r, want));
+    of::Tensor t = x.to(of::kFloat64);
+    e->tensor(t);
+    CHECK(th::same_bits(t, of::dispatch(of::find_op(name), {x.to(of::kFloat64)}, {})[0]));
+  }
+  CHECK(th::throws_with(
+      [&] {
+        of::Attrs a;
+        a.values = {std::string("softsign")};
+        of::dispatch(of::find_op("linear_act"), {of::ones({2, 2}), of::ones({2, 2}), of::Tensor()},
+                     a);
+      },
+      {"[linear_act] unknown activation 'softsign'", "gelu, gelu_tanh"}));
 }
 
 TEST_CASE("op wrappers: an undefined argument is named, in one wording (ops/checks.h)") {

@@ -64,6 +64,13 @@ Tensor ones(IntArrayRef size, const Placement& placement, const NdSbp& sbp,
             TensorOptions options = {});
 Tensor full(IntArrayRef size, const Scalar& value, const Placement& placement, const NdSbp& sbp,
             TensorOptions options = {});
+// `value`, a local tensor every rank computes alike (an index list, a fill value, zeros), as a
+// broadcast global tensor on `like`'s placement, with no communication; `value` itself when
+// `like` is local or `value` is global. Composite ops and VJPs make their constants with it, so
+// the same code serves local and global operands. (Tensor::new_zeros and the *_like factories
+// follow a global tensor's placement and SBP the same way.)
+Tensor broadcast_like(const Tensor& value, const Tensor& like);
+
 inline Tensor randn(IntArrayRef size, const Placement& p, Sbp s, TensorOptions o = {}) {
   return randn(size, p, NdSbp{s}, o);
 }

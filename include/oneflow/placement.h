@@ -41,6 +41,13 @@ class Sbp {
 // One Sbp per mesh axis of the placement.
 using NdSbp = SmallVector<Sbp, 2>;
 std::string sbp_str(const NdSbp& s);  // "(S(0), B)"
+// The SBP with every partial sum made broadcast: what a partial-sum tensor is once its addends
+// are summed, and what the *_like factories of one give.
+inline NdSbp partial_to_broadcast(NdSbp s) {
+  for (Sbp& x : s)
+    if (x.is_partial_sum()) x = Sbp::broadcast();
+  return s;
+}
 
 namespace sbp {
 constexpr Sbp split(int64_t dim) { return Sbp::split(dim); }

@@ -11,54 +11,6 @@
 
 namespace oneflow::cpu {
 
-namespace {
-// an activation's epilogue form: the loop cpu_kernel runs over a contiguous float32 tensor.
-// Built for this CPU's AVX-512 (-march=native), it runs 16 lanes at a time (GCC's default for
-// these cores is 8): the same operations per element as the op's own loop, so the same bits
-// (NOTE [GEMM epilogues]); GELU's epilogue cost 1.5 ns a value on 8 lanes.
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#define OF_ACT_ROWS_TARGET __attribute__((target("prefer-vector-width=512")))
-#else
-#define OF_ACT_ROWS_TARGET
-#endif
-template <class F> OF_ACT_ROWS_TARGET void act_rows(float* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) p[i] = F{}(p[i]);
-}
-template <class F> void act_tensor(const Tensor& t) {
-  dispatch_float(t.dtype(), "activation", [&](auto z) {
-    using T = decltype(z);
-    cpu_kernel<T, T>(t, {&t}, F{});
-  });
-}
-struct Act {
-  const char* act;
-  ActF32 f32;
-  void (*tensor)(const Tensor&);
-};
-constexpr Act kActs[] = {
-    {"relu", act_rows<fn::Relu>, act_tensor<fn::Relu>},
-    {"gelu", act_rows<fn::GeluErf>, act_tensor<fn::GeluErf>},
-    {"gelu_tanh", act_rows<fn::GeluTanh>, act_tensor<fn::GeluTanh>},
-    {"silu", act_rows<fn::Silu>, act_tensor<fn::Silu>},
-    {"tanh", act_rows<fn::Tanh>, act_tensor<fn::Tanh>},
-};
-const Act* find_act(std::string_view act) {
-  for (const Act& e : kActs)
-    if (act == e.act) return &e;
-  return nullptr;
-}
-}  // namespace
-
-ActF32 act_f32(std::string_view act) {
-  const Act* e = find_act(act);
-  return e ? e->f32 : nullptr;
-}
-void apply_act(std::string_view act, const Tensor& t) {
-  const Act* e = find_act(act);
-  OF_CHECK(e != nullptr, "[linear_act] unknown activation '{}'", act);
-  e->tensor(t);
-}
-
 void gelu(const KernelArgs& k) {
   if (elem_attrs::GeluAttrs::get<"approximate">(k.attrs) == "tanh")
     unary_kernel_float<fn::GeluTanh>(k);

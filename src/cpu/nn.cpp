@@ -74,14 +74,17 @@ void dropout(const KernelArgs& k) {
 namespace {
 // linear, then `act` (empty: none), then * scale (unless 1), then + residual (k.inputs[3] when
 // there is one): each step rounded as its unfused op rounds.
-void linear_then(const KernelArgs& k, std::string_view act, double scale = 1.0) {
+void linear_then(const KernelArgs& k, std::string_view act_name, double scale = 1.0) {
+  // the activation's form (NOTE [Epilogue activations]; linear_act's infer_meta checked it)
+  const EpilogueAct* act = act_name.empty() ? nullptr : find_epilogue_act(act_name);
+  OF_CHECK(act_name.empty() || act, "[linear_act] unknown activation '{}'", act_name);
   const Tensor& x = k.inputs[0];
   const Tensor& w = k.inputs[1];
   const Tensor& out = k.outputs[0];
   const bool has_bias = k.inputs[2].defined();
   const Tensor residual = k.inputs.size() > 3 ? k.inputs[3] : Tensor();
-  if (cpu::gemm_epilogue(x, kernel_transpose(w), out, k.inputs[2],
-                         act.empty() ? nullptr : act_f32(act), float(scale), residual))
+  if (cpu::gemm_epilogue(x, kernel_transpose(w), out, k.inputs[2], act ? act->rows_f32 : nullptr,
+                         float(scale), residual))
     return;
   if (has_bias && out.numel() > 0) {
     const Tensor b = kernel_contiguous(k.inputs[2]);
@@ -91,7 +94,7 @@ void linear_then(const KernelArgs& k, std::string_view act, double scale = 1.0) 
     for (int64_t r = 0; r < R; ++r) std::memcpy(dst + size_t(r) * bytes, b.data_ptr(), bytes);
   }
   cpu::gemm(x, kernel_transpose(w), out, Scalar(1), has_bias ? Scalar(1) : Scalar(0), "linear");
-  if (!act.empty()) apply_act(act, out);
+  if (act) act->tensor(out);
   if (scale == 1.0 && !residual.defined()) return;
   dispatch_float(out.dtype(), "linear_act", [&](auto z) {
     using T = decltype(z);

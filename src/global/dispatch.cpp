@@ -41,11 +41,17 @@ void signatures_of(const SbpRuleCtx& c, std::vector<SbpSig>& sigs) {
     // its attributes lead with the reduced dims (or one dim) and keepdim, which this rule reads
     sbp_rules::reduction_signatures(c, sigs, false);
   } else {
-    // no rule: the op runs on whole (broadcast) values on every rank
-    SbpSig s;
-    s.in.assign(c.inputs.size(), Sbp::broadcast());
-    s.out.assign(c.metas.size(), Sbp::broadcast());
-    sigs.push_back(std::move(s));
+    // no rule and no trait default: running on gathered whole values would be a silent guess
+    // (wrong for views and writes), so the op refuses; its row names kWholeValues where it is right
+    std::string got;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      if (c.inputs[i].defined() && c.inputs[i].is_global())
+        got += fmt::format("{}input {} {} {}", got.empty() ? "" : ", ", i,
+                           shape_str(c.inputs[i].sizes()), sbp_str(c.inputs[i].sbp()));
+    fail(
+        "[{}] has no SBP rule, so it cannot run on global tensors (got {}): convert its inputs "
+        "with to_local(), or give the op a rule (NOTE [SBP rules])",
+        op.name, got);
   }
   for (const SbpSig& s : sigs)
     if (s.in.size() != c.inputs.size() || s.out.size() != c.metas.size())

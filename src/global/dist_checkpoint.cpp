@@ -131,7 +131,7 @@ void add_global(SaveList& out, const std::string& name, Tensor t, const char* wh
         kSaveOp, what, name);
   const Placement pl = t.placement();
   const NdSbp saved_sbp = t.sbp();
-  NdSbp sbp = global::partial_to_broadcast(saved_sbp);
+  NdSbp sbp = partial_to_broadcast(saved_sbp);
   if (sbp != saved_sbp) {  // partial sums are saved reduced (collective over the placement)
     NoGradGuard ng;
     t = t.to_global(pl, sbp);

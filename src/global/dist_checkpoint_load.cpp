@@ -156,7 +156,7 @@ Tensor want_piece(std::vector<Want>& wants, const EntryDesc& e, const Tensor& li
     return out;
   }
   const Placement pl = like.placement();
-  const NdSbp sbp = partial_as_broadcast ? global::partial_to_broadcast(like.sbp()) : like.sbp();
+  const NdSbp sbp = partial_as_broadcast ? partial_to_broadcast(like.sbp()) : like.sbp();
   const std::vector<int64_t> coord = global::coord_in(pl, kLoadOp);
   if (coord.empty()) return Tensor();
   const global::Box box = global::piece_box(like.sizes(), sbp, pl, coord);
@@ -517,7 +517,7 @@ std::map<std::string, Tensor> load_checkpoint(const std::string& dir, nn::Module
       continue;
     }
     const Tensor& p = params[size_t(item.param)];
-    const NdSbp sbp = global::partial_to_broadcast(p.sbp());
+    const NdSbp sbp = partial_to_broadcast(p.sbp());
     dict.insert(item.key,
                 item.piece.defined()
                     ? global::make_global(item.piece.to(p.device()), p.sizes(), p.placement(), sbp)

@@ -1,6 +1,8 @@
-// factories.cpp: the global factories (randn, rand, zeros, ones, full on a placement and SBP, the
-// *_like of a global tensor): the logical tensor drawn in full on every rank, each keeping its
-// piece, so the numbers do not depend on the placement.
+// factories.cpp: the global factories (randn, rand, zeros, ones, full on a placement and SBP)
+// draw the logical tensor in full on every rank, each keeping its piece, so the numbers do not
+// depend on the placement. The factories that follow a tensor (*_like, Tensor::new_*,
+// broadcast_like) live here too: of a local tensor they make a local one, of a global tensor a
+// global one on its placement and SBP, so op files and VJPs call them on either.
 #include <functional>
 
 #include "global/global.h"
@@ -60,12 +62,6 @@ Tensor full(IntArrayRef size, const Scalar& v, const Placement& pl, const NdSbp&
 
 namespace global {
 
-NdSbp partial_to_broadcast(NdSbp s) {
-  for (Sbp& x : s)
-    if (x.is_partial_sum()) x = Sbp::broadcast();
-  return s;
-}
-
 Tensor logical_value(const Tensor& t) {
   NoGradGuard ng;
   const GlobalMeta& m = meta(t);
@@ -83,33 +79,92 @@ Tensor zeros_for(IntArrayRef sizes, ScalarType dtype, const GlobalMeta& m) {
   return zeros(sizes, m.placement, partial_to_broadcast(m.sbp), TensorOptions().dtype(dtype));
 }
 
-Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like) {
-  if (!like.is_global()) return zeros(sizes, like.options());
-  const GlobalMeta& m = meta(like);
+}  // namespace global
+
+// ---------------------------------------------------------------- factories that follow a tensor
+
+namespace {
+using Make = std::function<Tensor(IntArrayRef, TensorOptions)>;
+
+// `make` of `size` following `t`: local when t is; else a global tensor on t's placement under
+// t's SBP, partial sums as broadcast and splits of dims `size` lacks as broadcast.
+Tensor follow(const char* op, const Tensor& t, IntArrayRef size, const TensorOptions& o,
+              const Make& make) {
+  if (!t.is_global()) return make(size, o);
+  const GlobalMeta& m = global::meta(t);
   NdSbp s = partial_to_broadcast(m.sbp);
   for (Sbp& x : s)
-    if (x.is_split() && x.dim() >= int64_t(sizes.size())) x = Sbp::broadcast();
-  return zeros(sizes, m.placement, s, like.options());
+    if (x.is_split() && x.dim() >= int64_t(size.size())) x = Sbp::broadcast();
+  return global::global_factory(op, size, m.placement, s, o, make);
 }
 
-Tensor constant_like(const Tensor& value, const Tensor& like) {
+TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o) {
+  TensorOptions r = t.options();
+  if (o) {
+    if (o->has_dtype()) r = r.dtype(o->dtype());
+    if (o->has_device()) r = r.device(o->device());
+    r = r.requires_grad(o->requires_grad());
+  }
+  return r;
+}
+// This tensor's dtype and device where `o` names none (libtorch's new_* factories).
+TensorOptions inherit(const Tensor& t, TensorOptions o) {
+  if (!o.has_dtype()) o = o.dtype(t.dtype());
+  if (!o.has_device()) o = o.device(t.device());
+  return o;
+}
+}  // namespace
+
+#define OF_LIKE(name, expr) \
+  follow(name, t, t.sizes(), like(t, o), [&](IntArrayRef s, TensorOptions lo) { return expr; })
+Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return OF_LIKE("empty_like", empty(s, lo));
+}
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return OF_LIKE("zeros_like", zeros(s, lo));
+}
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return OF_LIKE("ones_like", ones(s, lo));
+}
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> o) {
+  return OF_LIKE("full_like", full(s, v, lo));
+}
+Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return OF_LIKE("rand_like", rand(s, lo));
+}
+Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return OF_LIKE("randn_like", randn(s, lo));
+}
+#undef OF_LIKE
+
+Tensor Tensor::new_empty(IntArrayRef size, TensorOptions o) const {
+  return follow("new_empty", *this, size, inherit(*this, o),
+                [](IntArrayRef s, TensorOptions lo) { return empty(s, lo); });
+}
+Tensor Tensor::new_zeros(IntArrayRef size, TensorOptions o) const {
+  return follow("new_zeros", *this, size, inherit(*this, o),
+                [](IntArrayRef s, TensorOptions lo) { return zeros(s, lo); });
+}
+Tensor Tensor::new_ones(IntArrayRef size, TensorOptions o) const {
+  return follow("new_ones", *this, size, inherit(*this, o),
+                [](IntArrayRef s, TensorOptions lo) { return ones(s, lo); });
+}
+Tensor Tensor::new_full(IntArrayRef size, const Scalar& v, TensorOptions o) const {
+  return follow("new_full", *this, size, inherit(*this, o),
+                [&](IntArrayRef s, TensorOptions lo) { return full(s, v, lo); });
+}
+
+Tensor broadcast_like(const Tensor& value, const Tensor& like) {
+  if (!value.defined()) fail("[broadcast_like] value is undefined");
+  if (!like.defined()) fail("[broadcast_like] like is undefined");
   if (!like.is_global() || value.is_global()) return value;
-  const GlobalMeta& m = meta(like);
-  return make_global(value.clone(MemoryFormat::Contiguous), value.sizes(), m.placement,
-                     NdSbp(m.sbp.size(), Sbp::broadcast()));
+  const GlobalMeta& m = global::meta(like);
+  const NdSbp sbp(m.sbp.size(), Sbp::broadcast());
+  // a rank outside the placement keeps a handle, as the global factories give it
+  if (global::coord_in(m.placement, "broadcast_like").empty())
+    return global::make_handle(value.sizes(), value.dtype(), value.device(), m.placement, sbp);
+  return global::make_global(value.clone(MemoryFormat::Contiguous), value.sizes(), m.placement,
+                             sbp);
 }
-
-Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like) {
-  if (!like.is_global()) return zeros(sizes, like.options());
-  const GlobalMeta& m = meta(like);
-  return zeros(sizes, m.placement, NdSbp(m.sbp.size(), Sbp::broadcast()), like.options());
-}
-
-Tensor like_global(const Tensor& t, const TensorOptions& o,
-                   const std::function<Tensor(IntArrayRef, TensorOptions)>& make) {
-  const GlobalMeta& m = meta(t);
-  return global_factory("like", t.sizes(), m.placement, partial_to_broadcast(m.sbp), o, make);
-}
-}  // namespace global
 
 }  // namespace oneflow

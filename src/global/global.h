@@ -100,9 +100,6 @@ TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tens
 // The boxing op: a global tensor under another SBP (differentiable; the VJP boxes back).
 Tensor boxing(const Tensor& t, const NdSbp& to);
 
-// The SBP with every partial sum made broadcast (what *_like, zeros for missing gradients and
-// a local input's gradient take).
-NdSbp partial_to_broadcast(NdSbp s);
 // The whole logical value of a global tensor on this rank (collective: every rank calls it).
 Tensor logical_value(const Tensor& t);
 // Zeros of a global tensor's shape (an output no gradient reached), partial sums as broadcast.
@@ -117,17 +114,6 @@ Tensor piece_to_global(const Tensor& piece, const Placement& pl, const NdSbp& sb
 // the gradient under that same SBP (to_local's is the dual: a local result's gradient is an
 // addend, which would count a broadcast axis' copies once each).
 Tensor piece_of(const Tensor& t);
-// Zeros of `sizes` with like's dtype and device; when `like` is global, a global tensor on its
-// placement under its SBP (partial sums as broadcast, splits of dims `sizes` lacks as
-// broadcast). VJPs that scatter into a fresh buffer start from it.
-Tensor zeros_shaped_like(IntArrayRef sizes, const Tensor& like);
-// The same, broadcast on every mesh axis (a buffer that scattered pieces add up in).
-Tensor broadcast_zeros_like(IntArrayRef sizes, const Tensor& like);
-// `value` (a local tensor every rank computes alike: an index list, an arange, a fill value)
-// as a broadcast global tensor on `like`'s placement, with no communication; `value` itself
-// when `like` is local. Composite ops and VJPs use it for the constants they make.
-Tensor constant_like(const Tensor& value, const Tensor& like);
-// *_like of a global tensor: its placement and SBP (partial sums made broadcast).
 // The box `b` of a whole value (a view), and whether the rank at `coord` holds the value under
 // `sbp`'s partial sums (the first rank of each P axis does; the others hold zeros).
 Tensor box_slice(const Tensor& full, const Box& b);
@@ -137,8 +123,6 @@ bool partial_keeper(const NdSbp& sbp, const std::vector<int64_t>& coord);
 Tensor global_factory(const char* op, IntArrayRef size, const Placement& pl, const NdSbp& sbp,
                       const TensorOptions& o,
                       const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
-Tensor like_global(const Tensor& t, const TensorOptions& o,
-                   const std::function<Tensor(IntArrayRef, TensorOptions)>& make);
 
 // NOTE [Bucketed gradient all-reduce] (reducer.cpp): open for the length of one backward pass
 // (run_backward opens one when the world has several ranks, bucketing is on and no graph is

@@ -30,6 +30,14 @@ SbpSig uniform(const SbpRuleCtx& c, Sbp x) {
   return s;
 }
 
+// The op's attribute `name` (its schema's position), for rules shared by ops of several schemas.
+const AttrValue& named_attr(const SbpRuleCtx& c, std::string_view name) {
+  for (size_t k = 0; k < c.op.attr_names.size(); ++k)
+    if (c.op.attr_names[k] == name) return c.attrs.at(k);
+  fail("[{}] internal error: its SBP rule reads an attribute '{}' it does not have", c.op.name,
+       name);
+}
+
 }  // namespace
 
 // Elementwise with broadcasting: output dim d may be split when every input either has the
@@ -212,16 +220,16 @@ void view(const SbpRuleCtx& c, Sigs& out) {
 void view_localize(const SbpRuleCtx&, const std::vector<DimVector>& local, Attrs& a) {
   a = shape_detail::SizeAttrs::make(local[0]);
 }
-// slice (dim, start, end, step) and select (dim, index) of a dim the split does not cut: the
-// split stays (renumbered past a selected dim); both are linear, so partial sums stay partial.
-template <bool Drops> void slice_select(const SbpRuleCtx& c, Sigs& out) {
+// select (dim, index) of a dim the split does not cut: the split stays, renumbered past the
+// selected dim; linear, so partial sums stay partial.
+void drop_one_dim(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   out.push_back(uniform(c, P));
   const int64_t nd = c.inputs[0].dim();
   if (nd == 0) return;
   const int64_t dim = wrap_dim(shape_detail::DimAttrs::get<"dim">(c.attrs), nd, c.op.name.c_str());
   for (int64_t d = 0; d < nd; ++d)
-    if (d != dim) out.push_back(sig({S(d)}, {S(Drops && d > dim ? d - 1 : d)}));
+    if (d != dim) out.push_back(sig({S(d)}, {S(d > dim ? d - 1 : d)}));
 }
 // expand(size): a split of a dim the expansion keeps (the input's size is the output's) stays,
 // numbered as the output's dim; partial sums stay partial (each addend expands alike).
@@ -242,16 +250,6 @@ void permute(const SbpRuleCtx& c, Sigs& out) {
   for (size_t k = 0; k < dims.size(); ++k)
     out.push_back(sig({S(wrap_dim(dims[k], nd, "permute"))}, {S(int64_t(k))}));
 }
-void softmax(const SbpRuleCtx& c, Sigs& out) {
-  out.push_back(uniform(c, B));
-  const int64_t nd = c.inputs[0].dim();
-  if (nd == 0) return;
-  const int64_t dim =
-      wrap_dim(reduce_detail::SoftmaxAttrs::get<"dim">(c.attrs), nd, c.op.name.c_str());
-  for (int64_t d = 0; d < nd; ++d)
-    if (d != dim) out.push_back(uniform(c, S(d)));
-}
-
 void per_sample(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(uniform(c, B));
   if (c.inputs[0].dim() == 0) return;
@@ -422,18 +420,6 @@ void cross_entropy_backward(const SbpRuleCtx& c, Sigs& out) {
   out.push_back(sig({g, S(0), S(0), B, S(0), B}, {S(0)}));
 }
 
-// cat along `dim` (attr 0): every input split on another dim stays split there; partial sums
-// concatenate into a partial sum.
-void cat(const SbpRuleCtx& c, Sigs& out) {
-  out.push_back(uniform(c, B));
-  out.push_back(uniform(c, P));
-  const int64_t nd = c.inputs[0].dim();
-  if (nd == 0) return;
-  const int64_t dim = wrap_dim(shape_detail::DimAttrs::get<"dim">(c.attrs), nd, "cat");
-  for (int64_t d = 0; d < nd; ++d)
-    if (d != dim) out.push_back(uniform(c, S(d)));
-}
-
 // Ops of one input that work along some of its dims (`along`): a split of any other dim stays
 // split (as output dim d + shift, for ops that add leading dims); `partial`: linear ops keep
 // partial sums. Every output (sort's and topk's indices too) takes the same SBP.
@@ -453,24 +439,23 @@ std::vector<bool> dims_marked(int64_t nd, std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) m[size_t(wrap_dim(d, nd, "sbp"))] = true;
   return m;
 }
-// cumsum / cumprod (attr 0 = dim): scans along dim; cumsum is linear.
-template <bool Linear> void scan(const SbpRuleCtx& c, Sigs& out) {
+// Ops along their `dim` attr (softmax and its backward, sort, topk, scans, slice, cat): a split
+// of any other dim stays; `Linear` ones keep partial sums.
+template <bool Linear> void along_one_dim(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {reduce_detail::ScanAttrs::get<"dim">(c.attrs)}), Linear);
-}
-// sort (SortAttrs) and topk (TopkAttrs): values and indices along their dim.
-template <class Schema> void sort_like(const SbpRuleCtx& c, Sigs& out) {
-  const int64_t nd = c.inputs[0].dim();
-  if (nd == 0) return out.push_back(uniform(c, B));
-  split_others(c, out, dims_marked(nd, {Schema::template get<"dim">(c.attrs)}), false);
+  const int64_t dim = std::get<int64_t>(named_attr(c, "dim"));
+  if (nd == 0) {
+    out.push_back(uniform(c, B));
+    if (Linear) out.push_back(uniform(c, P));
+    return;
+  }
+  split_others(c, out, dims_marked(nd, {dim}), Linear);
 }
 // flip (attr 0 = dims) and roll (attrs shifts, dims; no dims: the flattened tensor): linear,
 // along their dims.
 template <bool Roll> void flip_roll(const SbpRuleCtx& c, Sigs& out) {
   const int64_t nd = c.inputs[0].dim();
-  const DimVector& dims = Roll ? index_detail::RollAttrs::get<"dims">(c.attrs)
-                               : shape_detail::DimsAttrs::get<"dims">(c.attrs);
+  const DimVector& dims = std::get<DimVector>(named_attr(c, "dims"));
   std::vector<bool> along(size_t(nd), dims.empty() && Roll);
   for (int64_t d : dims) along[size_t(wrap_dim(d, nd, c.op.name.c_str()))] = true;
   split_others(c, out, along, true);
@@ -566,54 +551,125 @@ void attention(const SbpRuleCtx& c, Sigs& out) {
 
 }  // namespace
 
-const SbpRule kAttention{attention};
-const SbpRule kCumsum{scan<true>};
-const SbpRule kCumprod{scan<false>};
-const SbpRule kCtc{ctc};
+// NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
+// splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
+// or the batch) are attended piece by piece: every rank runs attention on its heads, with no
+// communication, and the result has the same SBP. A mask goes with them: split where it has
+// the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
+// so; a local one must broadcast over every split dim). With dropout each piece draws as
+// the batches it holds would in one process (NOTE [Attention draw map]): the generator
+// reserves the logical count on every rank, and each rank keeps its elements of that draw.
+Tensor attention_by_batch_pieces(const Tensor& query, const Tensor& key, const Tensor& value,
+                                 const Tensor& attn_mask, double dropout_p,
+                                 const AttentionPieceFn& local) {
+  const char* op = "scaled_dot_product_attention";
+  if (query.is_global() && key.is_global() && value.is_global() && query.dim() == key.dim() &&
+      query.dim() == value.dim()) {
+    const int64_t L = query.size(-2), S = key.size(-2), Ev = value.size(-1);
+    const NdSbp sbp = query.sbp();
+    // (a rank outside the placement takes the op below, which gives it handles)
+    bool pieces = key.sbp() == sbp && value.sbp() == sbp && key.placement() == query.placement() &&
+                  value.placement() == query.placement() &&
+                  global::holds_piece(query.placement(), op);
+    bool any_split = false;
+    for (const Sbp& s : sbp) {
+      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
+      any_split |= s.is_split();
+    }
+    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
+      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
+    // with dropout the draws are numbered over q's batch dims: a mask must not widen them
+    DimVector qshape(query.sizes().begin(), query.sizes().end() - 2);
+    qshape.push_back(L);
+    qshape.push_back(S);
+    if (dropout_p > 0 && attn_mask.defined() && !broadcasts_to(attn_mask.sizes(), qshape))
+      pieces = false;
+    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
+    Tensor mask_piece;
+    if (pieces && any_split && attn_mask.defined()) {
+      NdSbp msbp(sbp.size(), Sbp::broadcast());
+      const int64_t shift = query.dim() - attn_mask.dim();
+      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
+        if (!sbp[a].is_split()) continue;
+        const int64_t k = sbp[a].dim() - shift;
+        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
+          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
+          else msbp[a] = Sbp::split(k);
+        } else if (k >= 0 && attn_mask.size(k) != 1) {
+          pieces = false;  // does not broadcast: the op's checks raise below
+        }
+      }
+      if (pieces && attn_mask.is_global()) {
+        if (attn_mask.placement() != query.placement()) pieces = false;
+        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
+      } else if (pieces) {
+        mask_piece = attn_mask;
+      }
+    }
+    if (pieces && any_split) {
+      DimVector draw_map;
+      if (dropout_p > 0) {
+        const global::Box box = global::piece_box(query.sizes(), sbp, query.placement(),
+                                                  global::my_coord(query.placement(), op));
+        for (int64_t d = 0; d < query.dim() - 2; ++d)
+          for (int64_t x : {query.size(d), box.start[size_t(d)], box.size[size_t(d)]})
+            draw_map.push_back(x);
+      }
+      Tensor o = local(global::piece_of(query), global::piece_of(key), global::piece_of(value),
+                       mask_piece, draw_map);
+      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
+      oshape.push_back(L);
+      oshape.push_back(Ev);
+      return global::piece_to_global(o, query.placement(), sbp, oshape);
+    }
+  }
+  return Tensor();
+}
+
+const SbpRule kWholeValues{[](const SbpRuleCtx& c, Sigs& out) { out.push_back(uniform(c, B)); }};
+const SbpRule kLinearElementwise{linear_all};
+const SbpRule kBilinearElementwise{mul};
+const SbpRule kLinearInFirstElementwise{div};
+const SbpRule kMatmul{mm};
+const SbpRule kBatchedMatmul{bmm};
+const SbpRule kMatmulPlusSelf{addmm<false>};
+const SbpRule kBatchedMatmulPlusSelf{addmm<true>};
+const SbpRule kMatmulTransposedWeight{linear};
+const SbpRule kSumOverDims{sum};
+const SbpRule kReshape{view, view_localize};
+const SbpRule kPermuteDims{permute};
+const SbpRule kBroadcastTo{expand, view_localize};
+const SbpRule kDropOneDim{drop_one_dim};
+const SbpRule kDiagonalOfTwoDims{diagonal};
+const SbpRule kAlongOneDim{along_one_dim<false>};
+const SbpRule kLinearAlongOneDim{along_one_dim<true>};
+const SbpRule kLinearAlongDims{flip_roll<false>};
+const SbpRule kLinearAlongDimsOrFlat{flip_roll<true>};
+const SbpRule kLinearAlongLastTwoDims{triangle};
+const SbpRule kAlongPaddedDims{pad};
+const SbpRule kRepeatedDims{repeat};
+const SbpRule kNewLastDim{one_hot};
+const SbpRule kPickAlongDim{index_select};
+const SbpRule kAddAlongDim{index_add};
+const SbpRule kLinedUpAlongDim{along_dim};
+const SbpRule kLookupRows{embedding};
+const SbpRule kSamplesSplit{per_sample};
+const SbpRule kSamplesSplitToPartial{per_sample_weight_grad};
+const SbpRule kSamplesOrChannelsSplit{per_sample_channel};
+const SbpRule kSamplesOrChannelsSplitResized{per_sample_channel, last_attr_localize};
+const SbpRule kSamplesSplitRank4{per_image<4>};
+const SbpRule kSamplesSplitRank3{per_image<3>};
+const SbpRule kSamplesSplitWithoutDropout{attention};
 const SbpRule kRowwise{rowwise};
-const SbpRule kAddmm{addmm<false>};
-const SbpRule kBaddbmm{addmm<true>};
-const SbpRule kDiagonal{diagonal};
-const SbpRule kSort{sort_like<index_detail::SortAttrs>};
-const SbpRule kTopk{sort_like<index_detail::TopkAttrs>};
-const SbpRule kFlip{flip_roll<false>};
-const SbpRule kRoll{flip_roll<true>};
-const SbpRule kTriangle{triangle};
-const SbpRule kPad{pad};
-const SbpRule kOneHot{one_hot};
-const SbpRule kRepeat{repeat};
-const SbpRule kIm2col{per_image<4>};
-const SbpRule kCol2im{per_image<3>};
-const SbpRule kNorm{norm};
-const SbpRule kNormBackward{norm_backward};
-const SbpRule kGroupNorm{group_norm};
-const SbpRule kGroupNormBackward{group_norm_backward};
-const SbpRule kBatchNorm{batch_norm};
-const SbpRule kBatchNormBackward{batch_norm_backward};
-const SbpRule kCrossEntropy{cross_entropy};
-const SbpRule kCrossEntropyBackward{cross_entropy_backward};
-const SbpRule kCat{cat};
-const SbpRule kPerSample{per_sample};
-const SbpRule kPerSampleWeightGrad{per_sample_weight_grad};
-const SbpRule kPool{per_sample_channel};
-const SbpRule kResampleBackward{per_sample_channel, last_attr_localize};
-const SbpRule kAlongDim{along_dim};
-const SbpRule kIndexAdd{index_add};
-const SbpRule kIndexSelect{index_select};
-const SbpRule kEmbedding{embedding};
-const SbpRule kLinearAll{linear_all};
-const SbpRule kMul{mul};
-const SbpRule kDiv{div};
-const SbpRule kMm{mm};
-const SbpRule kBmm{bmm};
-const SbpRule kLinear{linear};
-const SbpRule kSum{sum};
-const SbpRule kView{view, view_localize};
-const SbpRule kPermute{permute};
-const SbpRule kSlice{slice_select<false>};
-const SbpRule kSelect{slice_select<true>};
-const SbpRule kExpand{expand, view_localize};
-const SbpRule kSoftmax{softmax};
+const SbpRule kSequenceBatches{ctc};
+const SbpRule kRowStatistics{norm};
+const SbpRule kRowStatisticsBackward{norm_backward};
+const SbpRule kGroupStatistics{group_norm};
+const SbpRule kGroupStatisticsBackward{group_norm_backward};
+const SbpRule kChannelStatistics{batch_norm};
+const SbpRule kChannelStatisticsBackward{batch_norm_backward};
+const SbpRule kRowLosses{cross_entropy};
+const SbpRule kRowLossesBackward{cross_entropy_backward};
 
 }  // namespace sbp_rules
 }  // namespace oneflow

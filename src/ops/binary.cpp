@@ -126,21 +126,21 @@ struct BinaryRow {
   // partial sum times (or over) a broadcast value is still one.
   const SbpRule* sbp = nullptr;
   AutocastPolicy autocast = AutocastPolicy::kNone;
-  std::vector<FoldIdentity> identities = {};  // x+0, 0+x, x-0, x*1, 1*x, x/1
+  FoldIdentity identities[2] = {};  // x+0, 0+x, x-0, x*1, 1*x, x/1 (unused slots: keep -1)
 };
 
 constexpr auto kOther = FoldIdentity::kOtherInputIs;
 // One row per op, one line per row (kept as written by clang-format).
 // clang-format off
-const BinaryRow kRows[] = {
+constexpr BinaryRow kRows[] = {
     {"add", OF_ROW_FN(Add), add_vjp, 0, 0,
-     &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}, {kOther, 1, 0}}},
+     &sbp_rules::kLinearElementwise, AutocastPolicy::kNone, {{kOther, 0, 0}, {kOther, 1, 0}}},
     {"sub", OF_ROW_FN(Sub), sub_vjp, 0, 0,
-     &sbp_rules::kLinearAll, AutocastPolicy::kNone, {{kOther, 0, 0}}},
+     &sbp_rules::kLinearElementwise, AutocastPolicy::kNone, {{kOther, 0, 0}}},
     {"mul", OF_ROW_FN(Mul), mul_vjp, in(0) | in(1), 0,
-     &sbp_rules::kMul, AutocastPolicy::kNone, {{kOther, 0, 1}, {kOther, 1, 1}}},
+     &sbp_rules::kBilinearElementwise, AutocastPolicy::kNone, {{kOther, 0, 1}, {kOther, 1, 1}}},
     {"div", OF_ROW_FN(Div), div_vjp, in(0) | in(1), 0,
-     &sbp_rules::kDiv, AutocastPolicy::kNone, {{kOther, 0, 1}}},
+     &sbp_rules::kLinearInFirstElementwise, AutocastPolicy::kNone, {{kOther, 0, 1}}},
     {"div_trunc", OF_ROW_FN(DivTrunc), div_round_vjp, 0, 0},
     {"div_floor", OF_ROW_FN(DivFloor), div_round_vjp, 0, 0},
     {"maximum", OF_ROW_FN(Maximum), maximum_vjp, in(0) | in(1), 0},
@@ -160,29 +160,12 @@ const BinaryRow kRows[] = {
     {"logical_xor", OF_ROW_FN(LogicalXor), nullptr, 0, 0},
 };
 // clang-format on
-enum RowId {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kDivTrunc,
-  kDivFloor,
-  kMaximum,
-  kMinimum,
-  kFmod,
-  kRemainder,
-  kAtan2,
-  kPow,
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  kLogicalAnd,
-  kLogicalOr,
-  kLogicalXor
-};
+// The row named `name`, found at compile time: a name no row has does not compile.
+consteval int row_id(std::string_view name) {
+  for (size_t i = 0; i < std::size(kRows); ++i)
+    if (std::string_view(kRows[i].name) == name) return int(i);
+  throw "no binary row of this name";
+}
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {
@@ -209,10 +192,10 @@ Tensor run_binary(int id, const Tensor& a, const Tensor& b) {
   const TensorImpl *ai = a.impl(), *bi = b.impl();
   if (ai->dtype == bi->dtype && ai->device == bi->device && !ai->is_wrapped_number &&
       !bi->is_wrapped_number && compute_dtype(r, ai->dtype) == ai->dtype &&
-      !(id == kSub && ai->dtype == kBool))
+      !(id == row_id("sub") && ai->dtype == kBool))
     return dispatch1(row_op(size_t(id)), {a, b});  // the common case: nothing to convert or move
   ScalarType common = a.dtype() == b.dtype() ? a.dtype() : result_type(a, b);
-  if (id == kSub && common == kBool)
+  if (id == row_id("sub") && common == kBool)
     fail(
         "[sub] subtraction, the `-` operator, with two bool tensors is not supported; use "
         "logical_xor() instead (shapes {} and {})",
@@ -246,9 +229,9 @@ Tensor& run_binary_(int id, Tensor& self, const Tensor& b) {
 }
 
 int div_id(std::optional<std::string_view> mode) {
-  if (!mode) return kDiv;
-  if (*mode == "trunc") return kDivTrunc;
-  if (*mode == "floor") return kDivFloor;
+  if (!mode) return row_id("div");
+  if (*mode == "trunc") return row_id("div_trunc");
+  if (*mode == "floor") return row_id("div_floor");
   fail("[div] expected rounding_mode to be one of None, 'trunc' or 'floor' but found '{}'", *mode);
 }
 
@@ -269,7 +252,8 @@ void register_binary_ops() {
     d.save_outputs = r.save_out;
     d.sbp_rule = r.sbp;
     d.autocast = r.autocast;
-    d.fold_identities = r.identities;
+    for (const FoldIdentity& f : r.identities)
+      if (f.keep >= 0) d.fold_identities.push_back(f);
     register_op(std::move(d));
   }
   register_op({.name = "pow_scalar",
@@ -311,21 +295,21 @@ void register_binary_ops() {
   Tensor Tensor::name(const Scalar& o) const { return run_binary(id, *this, scalar_operand(o)); } \
   Tensor& Tensor::name##_(const Tensor& o) { return run_binary_(id, *this, o); }                  \
   Tensor& Tensor::name##_(const Scalar& o) { return run_binary_(id, *this, scalar_operand(o)); }
-OF_BINARY_DEF(mul, kMul)
-OF_BINARY_DEF(maximum, kMaximum)
-OF_BINARY_DEF(minimum, kMinimum)
-OF_BINARY_DEF(fmod, kFmod)
-OF_BINARY_DEF(remainder, kRemainder)
-OF_BINARY_DEF(atan2, kAtan2)
-OF_BINARY_DEF(eq, kEq)
-OF_BINARY_DEF(ne, kNe)
-OF_BINARY_DEF(lt, kLt)
-OF_BINARY_DEF(le, kLe)
-OF_BINARY_DEF(gt, kGt)
-OF_BINARY_DEF(ge, kGe)
-OF_BINARY_DEF(logical_and, kLogicalAnd)
-OF_BINARY_DEF(logical_or, kLogicalOr)
-OF_BINARY_DEF(logical_xor, kLogicalXor)
+OF_BINARY_DEF(mul, row_id("mul"))
+OF_BINARY_DEF(maximum, row_id("maximum"))
+OF_BINARY_DEF(minimum, row_id("minimum"))
+OF_BINARY_DEF(fmod, row_id("fmod"))
+OF_BINARY_DEF(remainder, row_id("remainder"))
+OF_BINARY_DEF(atan2, row_id("atan2"))
+OF_BINARY_DEF(eq, row_id("eq"))
+OF_BINARY_DEF(ne, row_id("ne"))
+OF_BINARY_DEF(lt, row_id("lt"))
+OF_BINARY_DEF(le, row_id("le"))
+OF_BINARY_DEF(gt, row_id("gt"))
+OF_BINARY_DEF(ge, row_id("ge"))
+OF_BINARY_DEF(logical_and, row_id("logical_and"))
+OF_BINARY_DEF(logical_or, row_id("logical_or"))
+OF_BINARY_DEF(logical_xor, row_id("logical_xor"))
 #undef OF_BINARY_DEF
 
 namespace {
@@ -334,22 +318,22 @@ Tensor scaled(const Tensor& b, const Scalar& alpha) { return is_one(alpha) ? b :
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  return run_binary(kAdd, a, scaled(b, alpha));
+  return run_binary(row_id("add"), a, scaled(b, alpha));
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return run_binary(kAdd, a,
+  return run_binary(row_id("add"), a,
                     scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  return run_binary(kSub, a, scaled(b, alpha));
+  return run_binary(row_id("sub"), a, scaled(b, alpha));
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return run_binary(kSub, a,
+  return run_binary(row_id("sub"), a,
                     scalar_operand(is_one(alpha) ? b : Scalar(b.to_double() * alpha.to_double())));
 }
 Tensor rsub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return sub(b, a, alpha); }
 Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return run_binary(kSub, scalar_operand(b), scaled(a, alpha));
+  return run_binary(row_id("sub"), scalar_operand(b), scaled(a, alpha));
 }
 Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> mode) {
   return run_binary(div_id(mode), a, b);
@@ -361,13 +345,15 @@ Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alp
   Tensor y = scaled(b, alpha);
   ScalarType ct = result_type(a, y);
   Device dev = operand_device(a, y);
-  dispatch(row_op(kAdd), {prepare_operand(a, ct, dev), prepare_operand(y, ct, dev)}, {}, &out);
+  dispatch(row_op(row_id("add")), {prepare_operand(a, ct, dev), prepare_operand(y, ct, dev)}, {},
+           &out);
   return out;
 }
 Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
   ScalarType ct = result_type(a, b);
   Device dev = operand_device(a, b);
-  dispatch(row_op(kMul), {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {}, &out);
+  dispatch(row_op(row_id("mul")), {prepare_operand(a, ct, dev), prepare_operand(b, ct, dev)}, {},
+           &out);
   return out;
 }
 
@@ -378,10 +364,10 @@ Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const {
   return oneflow::add(*this, o, alpha);
 }
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
-  return run_binary_(kAdd, *this, scaled(o, alpha));
+  return run_binary_(row_id("add"), *this, scaled(o, alpha));
 }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
-  return run_binary_(kAdd, *this,
+  return run_binary_(row_id("add"), *this,
                      scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
 }
 Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const {
@@ -391,10 +377,10 @@ Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const {
   return oneflow::sub(*this, o, alpha);
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
-  return run_binary_(kSub, *this, scaled(o, alpha));
+  return run_binary_(row_id("sub"), *this, scaled(o, alpha));
 }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
-  return run_binary_(kSub, *this,
+  return run_binary_(row_id("sub"), *this,
                      scalar_operand(is_one(alpha) ? o : Scalar(o.to_double() * alpha.to_double())));
 }
 Tensor Tensor::div(const Tensor& o, std::optional<std::string_view> m) const {
@@ -410,7 +396,9 @@ Tensor& Tensor::div_(const Scalar& o, std::optional<std::string_view> m) {
   return run_binary_(div_id(m), *this, scalar_operand(o));
 }
 
-Tensor pow(const Tensor& base, const Tensor& exponent) { return run_binary(kPow, base, exponent); }
+Tensor pow(const Tensor& base, const Tensor& exponent) {
+  return run_binary(row_id("pow"), base, exponent);
+}
 Tensor pow(const Tensor& base, const Scalar& e) {
   OF_CHECK(base.defined(), "[pow] got an undefined tensor");
   ScalarType dt = result_type(base, scalar_operand(e));
@@ -421,7 +409,7 @@ Tensor pow(const Tensor& base, const Scalar& e) {
                    elem_attrs::PowScalarAttrs::make(e.to_double()));
 }
 Tensor pow(const Scalar& base, const Tensor& exponent) {
-  return run_binary(kPow, scalar_operand(base), exponent);
+  return run_binary(row_id("pow"), scalar_operand(base), exponent);
 }
 Tensor Tensor::pow(const Tensor& e) const { return oneflow::pow(*this, e); }
 Tensor Tensor::pow(const Scalar& e) const { return oneflow::pow(*this, e); }
@@ -569,33 +557,33 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 // ---------------------------------------------------------------- operators
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return run_binary(kAdd, a, b); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return run_binary(row_id("add"), a, b); }
 Tensor operator+(const Tensor& a, const Scalar& b) {
-  return run_binary(kAdd, a, scalar_operand(b));
+  return run_binary(row_id("add"), a, scalar_operand(b));
 }
 Tensor operator+(const Scalar& a, const Tensor& b) {
-  return run_binary(kAdd, b, scalar_operand(a));
+  return run_binary(row_id("add"), b, scalar_operand(a));
 }
-Tensor operator-(const Tensor& a, const Tensor& b) { return run_binary(kSub, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return run_binary(row_id("sub"), a, b); }
 Tensor operator-(const Tensor& a, const Scalar& b) {
-  return run_binary(kSub, a, scalar_operand(b));
+  return run_binary(row_id("sub"), a, scalar_operand(b));
 }
 Tensor operator-(const Scalar& a, const Tensor& b) {
-  return run_binary(kSub, scalar_operand(a), b);
+  return run_binary(row_id("sub"), scalar_operand(a), b);
 }
-Tensor operator*(const Tensor& a, const Tensor& b) { return run_binary(kMul, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return run_binary(row_id("mul"), a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) {
-  return run_binary(kMul, a, scalar_operand(b));
+  return run_binary(row_id("mul"), a, scalar_operand(b));
 }
 Tensor operator*(const Scalar& a, const Tensor& b) {
-  return run_binary(kMul, b, scalar_operand(a));
+  return run_binary(row_id("mul"), b, scalar_operand(a));
 }
-Tensor operator/(const Tensor& a, const Tensor& b) { return run_binary(kDiv, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return run_binary(row_id("div"), a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) {
-  return run_binary(kDiv, a, scalar_operand(b));
+  return run_binary(row_id("div"), a, scalar_operand(b));
 }
 Tensor operator/(const Scalar& a, const Tensor& b) {
-  return run_binary(kDiv, scalar_operand(a), b);
+  return run_binary(row_id("div"), scalar_operand(a), b);
 }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }

@@ -9,7 +9,6 @@
 #include "cpu/core.h"
 #include "cuda_backend.h"
 #include "dispatch.h"
-#include "global/global.h"
 #include "ops/core_attrs.h"
 
 namespace oneflow {
@@ -495,34 +494,6 @@ Tensor eye(int64_t n, int64_t m, TensorOptions o) {
   return finish_factory(on_device<EyeAttrs>(OF_OP("eye"), std::move(a), o.device()), o);
 }
 
-namespace {
-TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o) {
-  TensorOptions r = t.options();
-  if (o) {
-    if (o->has_dtype()) r = r.dtype(o->dtype());
-    if (o->has_device()) r = r.device(o->device());
-    r = r.requires_grad(o->requires_grad());
-  }
-  return r;
-}
-}  // namespace
-
-// *_like of a global tensor is global (global::like_global); of a local one, local.
-#define OF_LIKE(expr)                                                                  \
-  if (t.is_global())                                                                   \
-    return global::like_global(t, like(t, o),                                          \
-                               [&](IntArrayRef s, TensorOptions lo) { return expr; }); \
-  return [&](IntArrayRef s, TensorOptions lo) { return expr; }(t.sizes(), like(t, o))
-Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(empty(s, lo)); }
-Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(zeros(s, lo)); }
-Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(ones(s, lo)); }
-Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> o) {
-  OF_LIKE(full(s, v, lo));
-}
-Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(rand(s, lo)); }
-Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { OF_LIKE(randn(s, lo)); }
-#undef OF_LIKE
-
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptions o) {
   OF_CHECK(data != nullptr || checked_numel(sizes, "from_blob") == 0,
            "[from_blob] data pointer is null");
@@ -585,28 +556,6 @@ template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, IntArrayRef, Tens
 }  // namespace oneflow
 
 namespace oneflow {
-
-namespace {
-// This tensor's dtype and device where `o` names none (libtorch's new_* factories).
-TensorOptions inherit(const Tensor& t, TensorOptions o) {
-  if (!o.has_dtype()) o = o.dtype(t.dtype());
-  if (!o.has_device()) o = o.device(t.device());
-  return o;
-}
-}  // namespace
-
-Tensor Tensor::new_empty(IntArrayRef size, TensorOptions o) const {
-  return empty(size, inherit(*this, o));
-}
-Tensor Tensor::new_zeros(IntArrayRef size, TensorOptions o) const {
-  return zeros(size, inherit(*this, o));
-}
-Tensor Tensor::new_ones(IntArrayRef size, TensorOptions o) const {
-  return ones(size, inherit(*this, o));
-}
-Tensor Tensor::new_full(IntArrayRef size, const Scalar& v, TensorOptions o) const {
-  return full(size, v, inherit(*this, o));
-}
 
 Tensor tensor(const Scalar& value, TensorOptions o) {
   if (!o.has_dtype()) o = o.dtype(value.default_dtype());

@@ -10,7 +10,7 @@
 
 #include "autograd/node.h"
 #include "cpu/index.h"
-#include "global/global.h"
+#include "oneflow/global.h"
 #include "global/rules.h"
 #include "dispatch.h"
 #include "ops/checks.h"
@@ -55,7 +55,7 @@ Tensor pad_to(const Tensor& t, IntArrayRef sizes) {
 
 TensorList gather_vjp(const VjpCtx& c, const TensorList& g) {
   const int64_t d = DimAttrs::get<"dim">(c.attrs());
-  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
+  Tensor z = g[0].new_zeros(c.input_sizes(0));
   return {scatter_add(z, d, c.input(1), g[0]), Tensor()};
 }
 
@@ -121,7 +121,7 @@ void index_select_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({sz, {}, 0, x.dtype(), x.device()});
 }
 TensorList index_select_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = global::broadcast_zeros_like(c.input_sizes(0), g[0]);
+  Tensor z = broadcast_like(zeros(c.input_sizes(0), g[0].options()), g[0]);
   return {index_add(z, DimAttrs::get<"dim">(c.attrs()), c.input(1), g[0]), Tensor()};
 }
 
@@ -284,11 +284,11 @@ TensorList embedding_vjp(const VjpCtx& c, const TensorList& g) {
   Tensor gf = g[0].reshape({-1, wsz[1]});
   if (pad_idx >= 0) gf = masked_fill(gf, (idx == pad_idx).unsqueeze(1), 0.0);
   if (by_freq) {
-    Tensor counts =
-        global::broadcast_zeros_like({wsz[0]}, gf).index_add(0, idx, ones_like(idx, gf.options()));
+    Tensor counts = broadcast_like(zeros({wsz[0]}, gf.options()), gf)
+                        .index_add(0, idx, ones_like(idx, gf.options()));
     gf = gf / counts.index_select(0, idx).unsqueeze(1);
   }
-  return {global::broadcast_zeros_like(wsz, g[0]).index_add(0, idx, gf), Tensor()};
+  return {broadcast_like(zeros(wsz, g[0].options()), g[0]).index_add(0, idx, gf), Tensor()};
 }
 
 }  // namespace
@@ -303,7 +303,7 @@ void register_index_ops() {
                .vjp = gather_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kAlongDim});
+               .sbp_rule = &sbp_rules::kLinedUpAlongDim});
   register_op({.name = "scatter",
                .traits = kChecksIndices,
                .attr_names = DimAttrs::names(),
@@ -313,7 +313,7 @@ void register_index_ops() {
                .vjp = scatter_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kAlongDim});
+               .sbp_rule = &sbp_rules::kLinedUpAlongDim});
   register_op({.name = "scatter_add",
                .traits = kInplaceOk | kChecksIndices,
                .attr_names = DimAttrs::names(),
@@ -323,7 +323,7 @@ void register_index_ops() {
                .vjp = scatter_add_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kAlongDim,
+               .sbp_rule = &sbp_rules::kLinedUpAlongDim,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "index_select",
                .traits = kChecksIndices,
@@ -334,7 +334,7 @@ void register_index_ops() {
                .vjp = index_select_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kIndexSelect});
+               .sbp_rule = &sbp_rules::kPickAlongDim});
   register_op({.name = "index_add",
                .traits = kChecksIndices,
                .attr_names = IndexAddAttrs::names(),
@@ -344,7 +344,7 @@ void register_index_ops() {
                .vjp = index_add_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kIndexAdd,
+               .sbp_rule = &sbp_rules::kAddAlongDim,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "masked_select",
                .traits = kSyncsHost,
@@ -353,7 +353,8 @@ void register_index_ops() {
                .cpu = cpu::masked_select,
                .vjp = masked_select_vjp,
                .save_inputs = in(1),
-               .nondiff_inputs = in(1)});
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kWholeValues});
   register_op({.name = "masked_select_backward",
                .attr_names = SizeAttrs::names(),
                .attr_types = SizeAttrs::types(),
@@ -361,19 +362,21 @@ void register_index_ops() {
                .cpu = cpu::masked_select_backward,
                .vjp = msb_vjp,
                .save_inputs = in(1),
-               .nondiff_inputs = in(1)});
+               .nondiff_inputs = in(1),
+               .sbp_rule = &sbp_rules::kWholeValues});
   register_op({.name = "nonzero",
                .traits = kSyncsHost,
                .attr_names = {},
                .infer_meta = nonzero_meta,
-               .cpu = cpu::nonzero});
+               .cpu = cpu::nonzero,
+               .sbp_rule = &sbp_rules::kWholeValues});
   register_op({.name = "one_hot",
                .traits = kChecksIndices,
                .attr_names = OneHotAttrs::names(),
                .attr_types = OneHotAttrs::types(),
                .infer_meta = one_hot_meta,
                .cpu = cpu::one_hot,
-               .sbp_rule = &sbp_rules::kOneHot});
+               .sbp_rule = &sbp_rules::kNewLastDim});
   register_op({.name = "embedding",
                .traits = kChecksIndices,
                .attr_names = EmbeddingAttrs::names(),
@@ -383,7 +386,7 @@ void register_index_ops() {
                .vjp = embedding_vjp,
                .save_inputs = in(1),
                .nondiff_inputs = in(1),
-               .sbp_rule = &sbp_rules::kEmbedding,
+               .sbp_rule = &sbp_rules::kLookupRows,
                .contiguous_inputs = kEveryInput});
   register_move_ops();
   register_sort_ops();
@@ -408,7 +411,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   Tensor v = wrap_scalar(value, x.dtype(), x.device());
   if (x.is_global()) {
     // the value as a broadcast global scalar, expanded to the index's shape
-    Tensor src = global::constant_like(v, x).expand(index.sizes());
+    Tensor src = broadcast_like(v, x).expand(index.sizes());
     return dispatch1(OF_OP("scatter"), {x, index, src}, DimAttrs::make(dim));
   }
   DimVector st(size_t(index.dim()), 0);

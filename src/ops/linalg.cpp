@@ -510,7 +510,7 @@ void register_linalg_ops() {
                .cpu = cpu::mm,
                .vjp = mm_vjp,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kMm,
+               .sbp_rule = &sbp_rules::kMatmul,
                .autocast = AutocastPolicy::kLower,
                .weight_input = 1});
   register_op({.name = "bmm",
@@ -520,7 +520,7 @@ void register_linalg_ops() {
                .cpu = cpu::bmm,
                .vjp = bmm_vjp,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kBmm,
+               .sbp_rule = &sbp_rules::kBatchedMatmul,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "addmm",
@@ -532,7 +532,7 @@ void register_linalg_ops() {
                .decompose = addmm_decompose<false>,
                .vjp = addmm_vjp<false>,
                .save_inputs = in(1) | in(2),
-               .sbp_rule = &sbp_rules::kAddmm,
+               .sbp_rule = &sbp_rules::kMatmulPlusSelf,
                .autocast = AutocastPolicy::kLower,
                .weight_input = 2});
   register_op({.name = "baddbmm",
@@ -544,7 +544,7 @@ void register_linalg_ops() {
                .decompose = addmm_decompose<true>,
                .vjp = addmm_vjp<true>,
                .save_inputs = in(1) | in(2),
-               .sbp_rule = &sbp_rules::kBaddbmm,
+               .sbp_rule = &sbp_rules::kBatchedMatmulPlusSelf,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
 }

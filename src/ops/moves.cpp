@@ -8,7 +8,7 @@
 
 #include "autograd/node.h"
 #include "cpu/moves.h"
-#include "global/global.h"
+#include "oneflow/global.h"
 #include "global/rules.h"
 #include "dispatch.h"
 #include "ops/checks.h"
@@ -229,7 +229,7 @@ void register_move_ops() {
                .infer_meta = cat_meta,
                .cpu = cpu::cat,
                .vjp = cat_vjp,
-               .sbp_rule = &sbp_rules::kCat,
+               .sbp_rule = &sbp_rules::kLinearAlongOneDim,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "pad",
                .attr_names = PadAttrs::names(),
@@ -237,48 +237,49 @@ void register_move_ops() {
                .infer_meta = pad_meta,
                .cpu = cpu::pad,
                .vjp = pad_vjp,
-               .sbp_rule = &sbp_rules::kPad});
+               .sbp_rule = &sbp_rules::kAlongPaddedDims});
   register_op({.name = "pad_backward",
                .attr_names = PadBackwardAttrs::names(),
                .attr_types = PadBackwardAttrs::types(),
                .infer_meta = pad_backward_meta,
                .cpu = cpu::pad_backward,
-               .vjp = pad_backward_vjp});
+               .vjp = pad_backward_vjp,
+               .sbp_rule = &sbp_rules::kWholeValues});
   register_op({.name = "tril",
                .attr_names = TriAttrs::names(),
                .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<true>,
                .cpu = cpu::tril,
                .vjp = tril_vjp,
-               .sbp_rule = &sbp_rules::kTriangle});
+               .sbp_rule = &sbp_rules::kLinearAlongLastTwoDims});
   register_op({.name = "triu",
                .attr_names = TriAttrs::names(),
                .attr_types = TriAttrs::types(),
                .infer_meta = tri_meta<false>,
                .cpu = cpu::triu,
                .vjp = triu_vjp,
-               .sbp_rule = &sbp_rules::kTriangle});
+               .sbp_rule = &sbp_rules::kLinearAlongLastTwoDims});
   register_op({.name = "flip",
                .attr_names = DimsAttrs::names(),
                .attr_types = DimsAttrs::types(),
                .infer_meta = flip_meta,
                .cpu = cpu::flip,
                .vjp = flip_vjp,
-               .sbp_rule = &sbp_rules::kFlip});
+               .sbp_rule = &sbp_rules::kLinearAlongDims});
   register_op({.name = "roll",
                .attr_names = RollAttrs::names(),
                .attr_types = RollAttrs::types(),
                .infer_meta = roll_meta,
                .cpu = cpu::roll,
                .vjp = roll_vjp,
-               .sbp_rule = &sbp_rules::kRoll});
+               .sbp_rule = &sbp_rules::kLinearAlongDimsOrFlat});
   register_op({.name = "repeat",
                .attr_names = RepeatAttrs::names(),
                .attr_types = RepeatAttrs::types(),
                .infer_meta = repeat_meta,
                .cpu = cpu::repeat,
                .vjp = repeat_vjp,
-               .sbp_rule = &sbp_rules::kRepeat});
+               .sbp_rule = &sbp_rules::kRepeatedDims});
 }
 
 // ---------------------------------------------------------------- public functions
@@ -431,7 +432,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < repeats; ++r) idx.push_back(i);
   Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
-  return index_select(src, d, global::constant_like(it, x));
+  return index_select(src, d, broadcast_like(it, x));
 }
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
   check_defined("repeat_interleave", x);
@@ -455,7 +456,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
     for (int64_t r = 0; r < reps[i]; ++r) idx.push_back(i);
   }
   Tensor it = tensor(idx, {int64_t(idx.size())}, TensorOptions(kInt64).device(x.device()));
-  return index_select(src, d, global::constant_like(it, x));
+  return index_select(src, d, broadcast_like(it, x));
 }
 
 // ---------------------------------------------------------------- Tensor methods

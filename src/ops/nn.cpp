@@ -67,8 +67,8 @@ void linear_meta(const TensorList& in, const Attrs&, MetaList& out) {
 // in cpu/blas.h; inference graphs: no VJP). act "none": no activation.
 void linear_act_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   const std::string& act = LinearActAttrs::get<"act">(a);
-  if (act != "none" && !cpu::act_f32(act))
-    fail("[linear_act] unknown activation '{}' (relu, gelu, gelu_tanh, silu, tanh, or none)", act);
+  if (act != "none" && !find_epilogue_act(act))
+    fail("[linear_act] unknown activation '{}' ({}, or none)", act, epilogue_act_names());
   if (LinearActAttrs::has<"scale">(a) && !std::isfinite(LinearActAttrs::get<"scale">(a)))
     fail("[linear_act] the scale must be finite, got {}", LinearActAttrs::get<"scale">(a));
   linear_meta(in, a, out);
@@ -114,6 +114,7 @@ void register_nn_ops() {
                .cpu = cpu::dropout,
                .vjp = dropout_vjp,
                .save_outputs = out(1),
+               .sbp_rule = &sbp_rules::kWholeValues,
                .rng_seed_attr = int(DropoutAttrs::index<"seed">()),
                .contiguous_inputs = kEveryInput});
   // linear takes float16/bfloat16 operands itself (no kWidens16Bit): cpu::gemm accumulates
@@ -126,7 +127,7 @@ void register_nn_ops() {
                .cpu = cpu::linear,
                .vjp = linear_vjp,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kLinear,
+               .sbp_rule = &sbp_rules::kMatmulTransposedWeight,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower,
                .weight_input = 1});
@@ -135,11 +136,13 @@ void register_nn_ops() {
                .attr_types = LinearActAttrs::types(),
                .infer_meta = linear_act_meta,
                .cpu = cpu::linear_act,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput,
                .weight_input = 1});
   register_op({.name = "linear_dynamic_int8",
                .infer_meta = linear_int8_meta,
                .cpu = cpu::linear_dynamic_int8,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput,
                .weight_input = 1});
   register_norm_ops();

@@ -8,7 +8,6 @@
 #include "autocast.h"
 #include "cpu/attention.h"
 #include "generator.h"
-#include "global/global.h"
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
 #include "ops/nn_common.h"
@@ -295,7 +294,8 @@ void register_attention_ops() {
                .attr_names = FusedAttnAttrs::names(),
                .attr_types = FusedAttnAttrs::types(),
                .infer_meta = fused_attn_meta,
-               .cpu = cpu::fused_attention});  // CPU graphs only: no CUDA kernel
+               .cpu = cpu::fused_attention,
+               .sbp_rule = &sbp_rules::kWholeValues});  // CPU graphs only: no CUDA kernel
   register_op({.name = "fused_attention_forward",
                .traits = kRandom,
                .attr_names = SdpaAttrs::names(),
@@ -306,6 +306,7 @@ void register_attention_ops() {
                .save_inputs = in(0) | in(1) | in(2) | in(3),
                .save_outputs = out(0) | out(1),
                .nondiff_inputs = in(3),
+               .sbp_rule = &sbp_rules::kWholeValues,
                .rng_seed_attr = int(SdpaAttrs::index<"seed">())});
   register_op({.name = "fused_attention_backward",
                .attr_names = SdpaAttrs::names(),
@@ -313,6 +314,7 @@ void register_attention_ops() {
                .infer_meta = fused_bwd_meta,
                .cpu = cpu::fused_attention_backward,
                .vjp = fused_backward_vjp,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .rng_seed_attr = int(SdpaAttrs::index<"seed">())});
   register_op({.name = "scaled_dot_product_attention",
                .traits = kRandom | kWidens16Bit,
@@ -325,7 +327,7 @@ void register_attention_ops() {
                .save_inputs = in(0) | in(1) | in(2) | in(3),
                .save_outputs = out(0) | out(1),
                .nondiff_inputs = in(3),
-               .sbp_rule = &sbp_rules::kAttention,
+               .sbp_rule = &sbp_rules::kSamplesSplitWithoutDropout,
                .rng_seed_attr = int(SdpaAttrs::index<"seed">()),
                .contiguous_inputs = in(0) | in(1) | in(2),
                .autocast = AutocastPolicy::kLower});  // the mask: any strides
@@ -337,7 +339,7 @@ void register_attention_ops() {
                .cpu = cpu::scaled_dot_product_attention_backward,
                .decompose = sdpa_bwd_decompose,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kAttention,
+               .sbp_rule = &sbp_rules::kSamplesSplitWithoutDropout,
                .rng_seed_attr = int(SdpaAttrs::index<"seed">()),
                .contiguous_inputs = in(0) | in(1) | in(2) | in(3) | in(5) | in(6)});
 }
@@ -430,7 +432,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
         "[{}] expected query, key and value of at least 2 dims ([..., L, E]), got shapes {}, {} "
         "and {}",
         op, shape_str(query.sizes()), shape_str(key.sizes()), shape_str(value.sizes()));
-  const int64_t L = query.size(-2), E = query.size(-1), S = key.size(-2), Ev = value.size(-1);
+  const int64_t E = query.size(-1), S = key.size(-2);
   if (key.size(-1) != E || value.size(-2) != S)
     fail(
         "[{}] query {}, key {} and value {} do not fit: need key [..., S, {}] and value "
@@ -440,76 +442,18 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     fail("[{}] dropout_p must be in [0, 1), got {}", op, dropout_p);
   if (is_causal && attn_mask.defined())
     fail("[{}] pass either attn_mask or is_causal = true, not both", op);
-  // NOTE [Attention split by heads]: global q, k, v of the same batch dims under one SBP that
-  // splits only batch dims (the heads of [B, H, L, E], Megatron's tensor parallel attention,
-  // or the batch) are attended piece by piece: every rank runs attention on its heads, with no
-  // communication, and the result has the same SBP. A mask goes with them: split where it has
-  // the split dim at full size, broadcast where it broadcasts over it (a global mask is boxed
-  // so; a local one must broadcast over every split dim). With dropout each piece draws as
-  // the batches it holds would in one process (NOTE [Attention draw map]): the generator
-  // reserves the logical count on every rank, and each rank keeps its elements of that draw.
-  if (query.is_global() && key.is_global() && value.is_global() && query.dim() == key.dim() &&
-      query.dim() == value.dim()) {
-    const NdSbp sbp = query.sbp();
-    // (a rank outside the placement takes the op below, which gives it handles)
-    bool pieces = key.sbp() == sbp && value.sbp() == sbp && key.placement() == query.placement() &&
-                  value.placement() == query.placement() &&
-                  global::holds_piece(query.placement(), op);
-    bool any_split = false;
-    for (const Sbp& s : sbp) {
-      if (s.is_partial_sum() || (s.is_split() && s.dim() >= query.dim() - 2)) pieces = false;
-      any_split |= s.is_split();
-    }
-    for (int64_t d = 0; pieces && d < query.dim() - 2; ++d)
-      pieces = query.size(d) == key.size(d) && query.size(d) == value.size(d);
-    // with dropout the draws are numbered over q's batch dims: a mask must not widen them
-    DimVector qshape(query.sizes().begin(), query.sizes().end() - 2);
-    qshape.push_back(L);
-    qshape.push_back(S);
-    if (dropout_p > 0 && attn_mask.defined() && !broadcasts_to(attn_mask.sizes(), qshape))
-      pieces = false;
-    // the mask's SBP that lines its pieces up with the operands' (or none: not piece by piece)
-    Tensor mask_piece;
-    if (pieces && any_split && attn_mask.defined()) {
-      NdSbp msbp(sbp.size(), Sbp::broadcast());
-      const int64_t shift = query.dim() - attn_mask.dim();
-      for (size_t a = 0; a < sbp.size() && pieces; ++a) {
-        if (!sbp[a].is_split()) continue;
-        const int64_t k = sbp[a].dim() - shift;
-        if (k >= 0 && attn_mask.size(k) == query.size(sbp[a].dim())) {
-          if (!attn_mask.is_global()) pieces = false;  // a local mask with the split dim
-          else msbp[a] = Sbp::split(k);
-        } else if (k >= 0 && attn_mask.size(k) != 1) {
-          pieces = false;  // does not broadcast: the op's checks raise below
-        }
-      }
-      if (pieces && attn_mask.is_global()) {
-        if (attn_mask.placement() != query.placement()) pieces = false;
-        else mask_piece = global::piece_of(attn_mask.to_global(attn_mask.placement(), msbp));
-      } else if (pieces) {
-        mask_piece = attn_mask;
-      }
-    }
-    if (pieces && any_split) {
-      DimVector draw_map;
-      if (dropout_p > 0) {
-        const global::Box box = global::piece_box(query.sizes(), sbp, query.placement(),
-                                                  global::my_coord(query.placement(), op));
-        for (int64_t d = 0; d < query.dim() - 2; ++d)
-          for (int64_t x : {query.size(d), box.start[size_t(d)], box.size[size_t(d)]})
-            draw_map.push_back(x);
-      }
-      Tensor o = attend_flat(global::piece_of(query), global::piece_of(key),
-                             global::piece_of(value), mask_piece, dropout_p, is_causal,
-                             scale.value_or(1.0 / std::sqrt(double(E))), draw_map);
-      DimVector oshape(query.sizes().begin(), query.sizes().end() - 2);
-      oshape.push_back(L);
-      oshape.push_back(Ev);
-      return global::piece_to_global(o, query.placement(), sbp, oshape);
-    }
-  }
-  return attend_flat(query, key, value, attn_mask, dropout_p, is_causal,
-                     scale.value_or(1.0 / std::sqrt(double(E))), {});
+  const double sc = scale.value_or(1.0 / std::sqrt(double(E)));
+  // global q, k, v split by heads (or batch) alike: attention on each rank's pieces
+  // (NOTE [Attention split by heads], global/rules.cpp)
+  if (Tensor o = sbp_rules::attention_by_batch_pieces(
+          query, key, value, attn_mask, dropout_p,
+          [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m,
+              const DimVector& draw_map) {
+            return attend_flat(q, k, v, m, dropout_p, is_causal, sc, draw_map);
+          });
+      o.defined())
+    return o;
+  return attend_flat(query, key, value, attn_mask, dropout_p, is_causal, sc, {});
 }
 
 }  // namespace oneflow

@@ -50,14 +50,6 @@ inline void check_same_shape(const Tensor& input, const Tensor& target, const ch
     fail("[{}] target shape {} does not match input shape {}{}", op, shape_str(target.sizes()),
          shape_str(input.sizes()), note);
 }
-// Whether s broadcasts to exactly `target`.
-inline bool broadcasts_to(IntArrayRef s, IntArrayRef target) {
-  if (s.size() > target.size()) return false;
-  const size_t off = target.size() - s.size();
-  for (size_t i = 0; i < s.size(); ++i)
-    if (s[i] != 1 && s[i] != target[off + i]) return false;
-  return true;
-}
 
 // Every class index of a contiguous int64 target is ignore_index or in [0, C).
 inline void check_target_range(const Tensor& target, int64_t C, int64_t ignore_index,

@@ -366,6 +366,12 @@ Tensor conv_padding_mode(const char* op, int64_t sp, const Tensor& input, const 
 }  // namespace
 
 void register_conv_ops() {
+  // Graph files before format 3 (NOTE [Graph file versions] in trace/graph_reader.cpp) kept
+  // conv_transpose2d/3d's attributes as (stride, padding, output_padding, groups, dilation) and
+  // conv2d/3d_backward_weight's as (weight_size, stride, padding, dilation, groups): for each
+  // position of today's schema, the position it had then.
+  const std::vector<int> kTransposeOrderBeforeV3{0, 1, 4, 3, 2},
+      kWeightGradOrderBeforeV3{1, 2, 3, 4, 0};
   register_op({.name = "conv2d",
                .traits = kWidens16Bit,
                .attr_names = ConvAttrs::names(),
@@ -374,7 +380,7 @@ void register_conv_ops() {
                .cpu = cpu::conv2d,
                .vjp = conv_vjp<2>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSample,
+               .sbp_rule = &sbp_rules::kSamplesSplit,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv3d",
@@ -385,7 +391,7 @@ void register_conv_ops() {
                .cpu = cpu::conv3d,
                .vjp = conv_vjp<3>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSample,
+               .sbp_rule = &sbp_rules::kSamplesSplit,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kLower});
   register_op({.name = "conv_transpose2d",
@@ -396,9 +402,10 @@ void register_conv_ops() {
                .cpu = cpu::conv_transpose2d,
                .vjp = conv_transpose_vjp<2>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSample,
+               .sbp_rule = &sbp_rules::kSamplesSplit,
                .contiguous_inputs = kEveryInput,
-               .autocast = AutocastPolicy::kLower});
+               .autocast = AutocastPolicy::kLower,
+               .attr_order_before_v3 = kTransposeOrderBeforeV3});
   register_op({.name = "conv_transpose3d",
                .traits = kWidens16Bit,
                .attr_names = ConvTransposeAttrs::names(),
@@ -407,9 +414,10 @@ void register_conv_ops() {
                .cpu = cpu::conv_transpose3d,
                .vjp = conv_transpose_vjp<3>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSample,
+               .sbp_rule = &sbp_rules::kSamplesSplit,
                .contiguous_inputs = kEveryInput,
-               .autocast = AutocastPolicy::kLower});
+               .autocast = AutocastPolicy::kLower,
+               .attr_order_before_v3 = kTransposeOrderBeforeV3});
   register_op({.name = "conv2d_backward_weight",
                .traits = kWidens16Bit,
                .attr_names = ConvWeightGradAttrs::names(),
@@ -418,8 +426,9 @@ void register_conv_ops() {
                .cpu = cpu::conv2d_backward_weight,
                .vjp = conv_backward_weight_vjp<2>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSampleWeightGrad,
-               .contiguous_inputs = kEveryInput});
+               .sbp_rule = &sbp_rules::kSamplesSplitToPartial,
+               .contiguous_inputs = kEveryInput,
+               .attr_order_before_v3 = kWeightGradOrderBeforeV3});
   register_op({.name = "conv3d_backward_weight",
                .traits = kWidens16Bit,
                .attr_names = ConvWeightGradAttrs::names(),
@@ -428,8 +437,9 @@ void register_conv_ops() {
                .cpu = cpu::conv3d_backward_weight,
                .vjp = conv_backward_weight_vjp<3>,
                .save_inputs = in(0) | in(1),
-               .sbp_rule = &sbp_rules::kPerSampleWeightGrad,
-               .contiguous_inputs = kEveryInput});
+               .sbp_rule = &sbp_rules::kSamplesSplitToPartial,
+               .contiguous_inputs = kEveryInput,
+               .attr_order_before_v3 = kWeightGradOrderBeforeV3});
   register_pool_ops();
 }
 

@@ -93,7 +93,7 @@ void register_nn_extra_ops() {
                .infer_meta = im2col_meta,
                .cpu = cpu::im2col,
                .vjp = im2col_vjp,
-               .sbp_rule = &sbp_rules::kIm2col,
+               .sbp_rule = &sbp_rules::kSamplesSplitRank4,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "col2im",
                .traits = kWidens16Bit,
@@ -102,7 +102,7 @@ void register_nn_extra_ops() {
                .infer_meta = col2im_meta,
                .cpu = cpu::col2im,
                .vjp = col2im_vjp,
-               .sbp_rule = &sbp_rules::kCol2im,
+               .sbp_rule = &sbp_rules::kSamplesSplitRank3,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "ctc_loss",
                .traits = kWidens16Bit,
@@ -114,7 +114,7 @@ void register_nn_extra_ops() {
                .save_inputs = in(0) | in(1) | in(2) | in(3),
                .save_outputs = out(1),
                .nondiff_inputs = in(1) | in(2) | in(3),
-               .sbp_rule = &sbp_rules::kCtc,
+               .sbp_rule = &sbp_rules::kSequenceBatches,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "ctc_loss_backward",
@@ -124,7 +124,7 @@ void register_nn_extra_ops() {
                .infer_meta = ctc_bwd_meta,
                .cpu = cpu::ctc_loss_backward,
                .vjp = ctc_bwd_vjp,
-               .sbp_rule = &sbp_rules::kCtc,
+               .sbp_rule = &sbp_rules::kSequenceBatches,
                .contiguous_inputs = kEveryInput});
 }
 

@@ -129,6 +129,7 @@ void register_loss_ops() {
                .vjp = bce_vjp,
                .save_inputs = in(0) | in(1) | in(2),
                .nondiff_inputs = in(2),
+               .sbp_rule = &sbp_rules::kWholeValues,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cross_entropy",
                .traits = kWidens16Bit | kChecksIndices,
@@ -140,7 +141,7 @@ void register_loss_ops() {
                .save_inputs = in(0) | in(1) | in(2),
                .save_outputs = out(1) | out(2),
                .nondiff_inputs = in(1) | in(2),
-               .sbp_rule = &sbp_rules::kCrossEntropy,
+               .sbp_rule = &sbp_rules::kRowLosses,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cross_entropy_backward",
@@ -150,7 +151,7 @@ void register_loss_ops() {
                .infer_meta = ce_bwd_meta,
                .cpu = cpu::cross_entropy_backward,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kCrossEntropyBackward});
+               .sbp_rule = &sbp_rules::kRowLossesBackward});
 }
 
 // ================================================================ public functions

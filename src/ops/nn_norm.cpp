@@ -7,7 +7,6 @@
 
 #include "autocast.h"
 #include "cpu/norm.h"
-#include "global/global.h"
 #include "global/rules.h"
 #include "oneflow/ops_nn.h"
 #include "ops/index_common.h"
@@ -218,7 +217,7 @@ void register_norm_ops() {
                .vjp = norm_vjp<kLayer>,
                .save_inputs = in(0) | in(1),
                .save_outputs = out(1) | out(2),
-               .sbp_rule = &sbp_rules::kNorm,
+               .sbp_rule = &sbp_rules::kRowStatistics,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "embedding_layer_norm",
@@ -226,18 +225,21 @@ void register_norm_ops() {
                .attr_names = NormAttrs::names(),
                .attr_types = NormAttrs::types(),
                .infer_meta = emb_norm_meta,
-               .cpu = cpu::embedding_layer_norm});  // CPU graphs only: no CUDA kernel
+               .cpu = cpu::embedding_layer_norm,
+               .sbp_rule = &sbp_rules::kWholeValues});  // CPU graphs only: no CUDA kernel
   register_op({.name = "add_layer_norm",
                .attr_names = AddNormAttrs::names(),
                .attr_types = AddNormAttrs::types(),
                .infer_meta = add_norm_meta<kLayer>,
                .cpu = cpu::add_layer_norm,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "add_rms_norm",
                .attr_names = AddNormAttrs::names(),
                .attr_types = AddNormAttrs::types(),
                .infer_meta = add_norm_meta<kRms>,
                .cpu = cpu::add_rms_norm,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "layer_norm_backward",
                .traits = kWidens16Bit,
@@ -246,7 +248,7 @@ void register_norm_ops() {
                .infer_meta = norm_bwd_meta<kLayer>,
                .cpu = cpu::layer_norm_backward,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kNormBackward});
+               .sbp_rule = &sbp_rules::kRowStatisticsBackward});
   register_op({.name = "group_norm",
                .traits = kCheapRecompute | kWidens16Bit,
                .attr_names = GroupNormAttrs::names(),
@@ -256,7 +258,7 @@ void register_norm_ops() {
                .vjp = norm_vjp<kGroup>,
                .save_inputs = in(0) | in(1),
                .save_outputs = out(1) | out(2),
-               .sbp_rule = &sbp_rules::kGroupNorm,
+               .sbp_rule = &sbp_rules::kGroupStatistics,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "group_norm_backward",
@@ -266,7 +268,7 @@ void register_norm_ops() {
                .infer_meta = norm_bwd_meta<kGroup>,
                .cpu = cpu::group_norm_backward,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kGroupNormBackward});
+               .sbp_rule = &sbp_rules::kGroupStatisticsBackward});
   register_op({.name = "rms_norm",
                .traits = kCheapRecompute | kWidens16Bit,
                .attr_names = NormAttrs::names(),
@@ -276,7 +278,7 @@ void register_norm_ops() {
                .vjp = norm_vjp<kRms>,
                .save_inputs = in(0) | in(1),
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kNorm,
+               .sbp_rule = &sbp_rules::kRowStatistics,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "rms_norm_backward",
@@ -286,7 +288,7 @@ void register_norm_ops() {
                .infer_meta = norm_bwd_meta<kRms>,
                .cpu = cpu::rms_norm_backward,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kNormBackward});
+               .sbp_rule = &sbp_rules::kRowStatisticsBackward});
   register_op({.name = "batch_norm",
                .traits = kWidens16Bit,
                .attr_names = BatchNormAttrs::names(),
@@ -297,7 +299,7 @@ void register_norm_ops() {
                .save_inputs = in(0) | in(1),
                .save_outputs = out(1) | out(2),
                .nondiff_inputs = in(3) | in(4),
-               .sbp_rule = &sbp_rules::kBatchNorm,
+               .sbp_rule = &sbp_rules::kChannelStatistics,
                .contiguous_inputs = in(0) | in(1) | in(2),
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "batch_norm_backward",
@@ -307,7 +309,7 @@ void register_norm_ops() {
                .infer_meta = bn_bwd_meta,
                .cpu = cpu::batch_norm_backward,
                .vjp = fused_backward_vjp,
-               .sbp_rule = &sbp_rules::kBatchNormBackward});
+               .sbp_rule = &sbp_rules::kChannelStatisticsBackward});
 }
 
 // ================================================================ public functions
@@ -340,7 +342,7 @@ Tensor synchronized_batch_norm(const Tensor& x, const Tensor& weight, const Tens
   // the per-channel statistics made whole (partial sums all-reduced) where they are partial,
   // so that the elementwise steps keep the samples split
   auto whole = [](const Tensor& t) {
-    return t.to_global(t.placement(), global::partial_to_broadcast(t.sbp()));
+    return t.to_global(t.placement(), partial_to_broadcast(t.sbp()));
   };
   Tensor mean = whole(x.sum(dims, true) / cnt);
   Tensor xc = x - mean;

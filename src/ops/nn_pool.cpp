@@ -6,7 +6,6 @@
 #include <tuple>
 
 #include "autograd/node.h"
-#include "global/global.h"
 #include "global/rules.h"
 #include "cpu/pool.h"
 #include "dispatch.h"
@@ -34,8 +33,8 @@ TensorList max_indices_vjp(const VjpCtx& c, const TensorList& gr) {
   const int64_t N = s[0], C = s[1];
   int64_t S = 1;
   for (size_t i = 2; i < s.size(); ++i) S *= s[i];
-  Tensor gx = global::zeros_shaped_like({N, C, S}, gr[0])
-                  .scatter_add(2, c.output(1).reshape({N, C, -1}), gr[0].reshape({N, C, -1}));
+  Tensor gx = gr[0].new_zeros({N, C, S}).scatter_add(2, c.output(1).reshape({N, C, -1}),
+                                                     gr[0].reshape({N, C, -1}));
   return {gx.view(s)};
 }
 
@@ -141,7 +140,7 @@ void register_pool_ops() {
                .cpu = cpu::max_pool3d_with_indices,
                .vjp = max_indices_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_max_pool2d",
                .traits = kWidens16Bit,
@@ -151,7 +150,7 @@ void register_pool_ops() {
                .cpu = cpu::adaptive_max_pool2d,
                .vjp = max_indices_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_max_pool3d",
                .traits = kWidens16Bit,
@@ -161,7 +160,7 @@ void register_pool_ops() {
                .cpu = cpu::adaptive_max_pool3d,
                .vjp = max_indices_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "max_pool2d_with_indices",
                .traits = kWidens16Bit,
@@ -171,7 +170,7 @@ void register_pool_ops() {
                .cpu = cpu::max_pool2d_with_indices,
                .vjp = max_indices_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool2d",
                .traits = kWidens16Bit,
@@ -180,7 +179,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kAvg>,
                .cpu = cpu::avg_pool2d,
                .vjp = resample_vjp<Mode::kAvg>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool2d_backward",
                .traits = kWidens16Bit,
@@ -189,7 +188,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kAvg>,
                .cpu = cpu::avg_pool2d_backward,
                .vjp = resample_backward_vjp<Mode::kAvg>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool2d",
                .traits = kWidens16Bit,
@@ -198,7 +197,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kAdaptive>,
                .cpu = cpu::adaptive_avg_pool2d,
                .vjp = resample_vjp<Mode::kAdaptive>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool2d_backward",
                .traits = kWidens16Bit,
@@ -207,7 +206,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kAdaptive>,
                .cpu = cpu::adaptive_avg_pool2d_backward,
                .vjp = resample_backward_vjp<Mode::kAdaptive>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool3d",
                .traits = kWidens16Bit,
@@ -216,7 +215,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kAvg3d>,
                .cpu = cpu::avg_pool3d,
                .vjp = resample_vjp<Mode::kAvg3d>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "avg_pool3d_backward",
                .traits = kWidens16Bit,
@@ -225,7 +224,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kAvg3d>,
                .cpu = cpu::avg_pool3d_backward,
                .vjp = resample_backward_vjp<Mode::kAvg3d>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool3d",
                .traits = kWidens16Bit,
@@ -234,7 +233,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kAdaptive3d>,
                .cpu = cpu::adaptive_avg_pool3d,
                .vjp = resample_vjp<Mode::kAdaptive3d>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "adaptive_avg_pool3d_backward",
                .traits = kWidens16Bit,
@@ -243,7 +242,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kAdaptive3d>,
                .cpu = cpu::adaptive_avg_pool3d_backward,
                .vjp = resample_backward_vjp<Mode::kAdaptive3d>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_nearest2d",
                .traits = kWidens16Bit,
@@ -252,7 +251,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kNearest>,
                .cpu = cpu::upsample_nearest2d,
                .vjp = resample_vjp<Mode::kNearest>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_nearest2d_backward",
                .traits = kWidens16Bit,
@@ -261,7 +260,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kNearest>,
                .cpu = cpu::upsample_nearest2d_backward,
                .vjp = resample_backward_vjp<Mode::kNearest>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_bilinear2d",
                .traits = kWidens16Bit,
@@ -270,7 +269,7 @@ void register_pool_ops() {
                .infer_meta = resample_meta<Mode::kBilinear>,
                .cpu = cpu::upsample_bilinear2d,
                .vjp = resample_vjp<Mode::kBilinear>,
-               .sbp_rule = &sbp_rules::kPool,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplit,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "upsample_bilinear2d_backward",
                .traits = kWidens16Bit,
@@ -279,7 +278,7 @@ void register_pool_ops() {
                .infer_meta = resample_backward_meta<Mode::kBilinear>,
                .cpu = cpu::upsample_bilinear2d_backward,
                .vjp = resample_backward_vjp<Mode::kBilinear>,
-               .sbp_rule = &sbp_rules::kResampleBackward,
+               .sbp_rule = &sbp_rules::kSamplesOrChannelsSplitResized,
                .contiguous_inputs = kEveryInput});
 }
 

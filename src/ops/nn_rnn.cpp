@@ -252,6 +252,7 @@ void register_rnn_ops() {
                .vjp = layer_vjp,
                .save_inputs = in(1) | in(2) | in(3),
                .save_outputs = out(0) | out(1) | out(2),
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kPromote});
   register_op({.name = "lstm_layer_backward",
@@ -261,6 +262,7 @@ void register_rnn_ops() {
                .infer_meta = layer_bwd_meta,
                .cpu = cpu::lstm_layer_backward,
                .vjp = layer_bwd_vjp,
+               .sbp_rule = &sbp_rules::kWholeValues,
                .contiguous_inputs = kEveryInput});
 }
 

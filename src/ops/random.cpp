@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "global/rules.h"
 #include "cpu/random.h"
 #include "dispatch.h"
 #include "generator.h"
@@ -99,6 +100,7 @@ void register_random_ops() {
                .infer_meta = multinomial_meta,
                .cpu = cpu::multinomial,
                .nondiff_inputs = in(0),
+               .sbp_rule = &sbp_rules::kWholeValues,
                .rng_seed_attr = int(MultinomialAttrs::index<"seed">())});
 }
 

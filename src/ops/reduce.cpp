@@ -107,7 +107,7 @@ void register_reduce_ops() {
                .infer_meta = sum_meta,
                .cpu = cpu::sum,
                .vjp = sum_vjp,
-               .sbp_rule = &sbp_rules::kSum,
+               .sbp_rule = &sbp_rules::kSumOverDims,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "mean",
                .traits = kReduction,

@@ -6,7 +6,7 @@
 
 #include "autograd/node.h"
 #include "cpu/reduce_extra.h"
-#include "global/global.h"
+#include "oneflow/global.h"
 #include "global/rules.h"
 #include "ops/checks.h"
 #include "ops/reduce_common.h"
@@ -173,10 +173,9 @@ TensorList max_dim_vjp(const VjpCtx& c, const TensorList& g) {
   }
   DimVector ar_shape(size_t(nd - d), 1);
   ar_shape[0] = in[d];
-  // the arange on the indices' device (a global one's: its local piece's)
-  const Device dev = idx.is_global() ? global::meta(idx).local.device() : idx.device();
-  Tensor ar = global::constant_like(
-      arange(in[d], TensorOptions(kInt64).device(dev)).reshape(ar_shape), idx);
+  // the arange on the indices' device (a global one's is its pieces')
+  Tensor ar = broadcast_like(
+      arange(in[d], TensorOptions(kInt64).device(idx.device())).reshape(ar_shape), idx);
   return {where(ar == idx, gv, Scalar(0.0))};
 }
 template <bool Sqrt> TensorList var_vjp(const VjpCtx& c, const TensorList& g) {
@@ -365,7 +364,7 @@ void register_reduce_ops_extra() {
                .infer_meta = scan_meta<false>,
                .cpu = cpu::cumsum,
                .vjp = cumsum_vjp,
-               .sbp_rule = &sbp_rules::kCumsum,
+               .sbp_rule = &sbp_rules::kLinearAlongOneDim,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "cumprod",
@@ -376,7 +375,7 @@ void register_reduce_ops_extra() {
                .vjp = cumprod_vjp,
                .save_inputs = in(0),
                .save_outputs = out(0),
-               .sbp_rule = &sbp_rules::kCumprod,
+               .sbp_rule = &sbp_rules::kAlongOneDim,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "softmax",
@@ -387,7 +386,7 @@ void register_reduce_ops_extra() {
                .cpu = cpu::softmax,
                .vjp = softmax_vjp,
                .save_outputs = out(0),
-               .sbp_rule = &sbp_rules::kSoftmax,
+               .sbp_rule = &sbp_rules::kAlongOneDim,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
   register_op({.name = "log_softmax",
@@ -398,7 +397,7 @@ void register_reduce_ops_extra() {
                .cpu = cpu::log_softmax,
                .vjp = log_softmax_vjp,
                .save_outputs = out(0),
-               .sbp_rule = &sbp_rules::kSoftmax,
+               .sbp_rule = &sbp_rules::kAlongOneDim,
                .contiguous_inputs = kEveryInput,
                .autocast = AutocastPolicy::kFloat32});
 }

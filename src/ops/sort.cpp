@@ -3,7 +3,6 @@
 #include "autograd/node.h"
 #include "cpu/sort.h"
 #include "dispatch.h"
-#include "global/global.h"
 #include "global/rules.h"
 #include "ops/checks.h"
 #include "ops/index_common.h"
@@ -21,7 +20,7 @@ void sort_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({x.sizes().dims(), {}, 0, kInt64, x.device()});
 }
 TensorList sort_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
+  Tensor z = g[0].new_zeros(c.input_sizes(0));
   return {z.scatter(SortAttrs::get<"dim">(c.attrs()), c.output(1), g[0])};
 }
 
@@ -38,7 +37,7 @@ void topk_meta(const TensorList& in, const Attrs& a, MetaList& out) {
   out.push_back({sz, {}, 0, kInt64, x.device()});
 }
 TensorList topk_vjp(const VjpCtx& c, const TensorList& g) {
-  Tensor z = global::zeros_shaped_like(c.input_sizes(0), g[0]);
+  Tensor z = g[0].new_zeros(c.input_sizes(0));
   if (z.dim() == 0) return {g[0].numel() ? g[0].reshape({}) : z};
   return {z.scatter(TopkAttrs::get<"dim">(c.attrs()), c.output(1), g[0])};
 }
@@ -53,7 +52,7 @@ void register_sort_ops() {
                .cpu = cpu::sort,
                .vjp = sort_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kSort,
+               .sbp_rule = &sbp_rules::kAlongOneDim,
                .contiguous_inputs = kEveryInput});
   register_op({.name = "topk",
                .attr_names = TopkAttrs::names(),
@@ -62,7 +61,7 @@ void register_sort_ops() {
                .cpu = cpu::topk,
                .vjp = topk_vjp,
                .save_outputs = out(1),
-               .sbp_rule = &sbp_rules::kTopk,
+               .sbp_rule = &sbp_rules::kAlongOneDim,
                .contiguous_inputs = kEveryInput});
 }
 

@@ -88,52 +88,58 @@ struct UnaryRow {
   ElemKind kind;
   KernelFn cpu;
   VjpFn vjp;
-  bool save_in, save_out;
+  uint32_t save_in, save_out;  // masks: in(0), out(0)
   AutocastPolicy autocast = AutocastPolicy::kNone;
   bool rejects_bool = false;  // a kAll op PyTorch refuses for bool tensors
   const SbpRule* sbp = nullptr;
+  // NOTE [Epilogue activations]: the op's one form (its name: the row's), or none
+  EpilogueAct epilogue = {};
 };
+
+// An epilogue form of a row: its loops, the name filled in from the row's at registration.
+#define OF_EPILOGUE(F) cpu::epilogue_act_of<fn::F>(nullptr)
 
 // One row per op, one line per row (kept as written by clang-format).
 // clang-format off
-const UnaryRow kRows[] = {
-    {"neg", OF_ROW_FN(Neg), neg_vjp, false, false, AutocastPolicy::kNone, true, &sbp_rules::kLinearAll},
-    {"abs", OF_ROW_FN(Abs), abs_vjp, true, false, AutocastPolicy::kNone, true},
-    {"sign", OF_ROW_FN(Sign), zero_vjp, false, false, AutocastPolicy::kNone, true},
-    {"exp", OF_ROW_FN(Exp), exp_vjp, false, true, AutocastPolicy::kFloat32},
-    {"exp2", OF_ROW_FN(Exp2), exp2_vjp, false, true},
-    {"log", OF_ROW_FN(Log), log_vjp, true, false, AutocastPolicy::kFloat32},
-    {"log2", OF_ROW_FN(Log2), log2_vjp, true, false, AutocastPolicy::kFloat32},
-    {"log1p", OF_ROW_FN(Log1p), log1p_vjp, true, false, AutocastPolicy::kFloat32},
-    {"expm1", OF_ROW_FN(Expm1), expm1_vjp, false, true, AutocastPolicy::kFloat32},
-    {"sqrt", OF_ROW_FN(Sqrt), sqrt_vjp, false, true},
-    {"rsqrt", OF_ROW_FN(Rsqrt), rsqrt_vjp, false, true, AutocastPolicy::kFloat32},
-    {"reciprocal", OF_ROW_FN(Reciprocal), reciprocal_vjp, false, true, AutocastPolicy::kFloat32},
-    {"square", OF_ROW_FN(Square), square_vjp, true, false, AutocastPolicy::kNone, true},
-    {"sin", OF_ROW_FN(Sin), sin_vjp, true, false},
-    {"cos", OF_ROW_FN(Cos), cos_vjp, true, false},
-    {"tan", OF_ROW_FN(Tan), tan_vjp, false, true, AutocastPolicy::kFloat32},
-    {"tanh", OF_ROW_FN(Tanh), tanh_vjp, false, true},
-    {"sigmoid", OF_ROW_FN(Sigmoid), sigmoid_vjp, false, true},
-    {"relu", OF_ROW_FN(Relu), relu_vjp, false, true, AutocastPolicy::kNone, true},
-    {"silu", OF_ROW_FN(Silu), silu_vjp, true, false},
-    {"erf", OF_ROW_FN(Erf), erf_vjp, true, false},
-    {"floor", OF_ROW_FN(Floor), zero_vjp, false, false},
-    {"ceil", OF_ROW_FN(Ceil), zero_vjp, false, false},
-    {"round", OF_ROW_FN(Round), zero_vjp, false, false},
-    {"trunc", OF_ROW_FN(Trunc), zero_vjp, false, false},
-    {"isnan", OF_ROW_FN(IsNan), nullptr, false, false},
-    {"isinf", OF_ROW_FN(IsInf), nullptr, false, false},
-    {"logical_not", OF_ROW_FN(LogicalNot), nullptr, false, false},
+constexpr UnaryRow kRows[] = {
+    {"neg", OF_ROW_FN(Neg), neg_vjp, 0, 0, AutocastPolicy::kNone, true, &sbp_rules::kLinearElementwise},
+    {"abs", OF_ROW_FN(Abs), abs_vjp, in(0), 0, AutocastPolicy::kNone, true},
+    {"sign", OF_ROW_FN(Sign), zero_vjp, 0, 0, AutocastPolicy::kNone, true},
+    {"exp", OF_ROW_FN(Exp), exp_vjp, 0, out(0), AutocastPolicy::kFloat32},
+    {"exp2", OF_ROW_FN(Exp2), exp2_vjp, 0, out(0)},
+    {"log", OF_ROW_FN(Log), log_vjp, in(0), 0, AutocastPolicy::kFloat32},
+    {"log2", OF_ROW_FN(Log2), log2_vjp, in(0), 0, AutocastPolicy::kFloat32},
+    {"log1p", OF_ROW_FN(Log1p), log1p_vjp, in(0), 0, AutocastPolicy::kFloat32},
+    {"expm1", OF_ROW_FN(Expm1), expm1_vjp, 0, out(0), AutocastPolicy::kFloat32},
+    {"sqrt", OF_ROW_FN(Sqrt), sqrt_vjp, 0, out(0)},
+    {"rsqrt", OF_ROW_FN(Rsqrt), rsqrt_vjp, 0, out(0), AutocastPolicy::kFloat32},
+    {"reciprocal", OF_ROW_FN(Reciprocal), reciprocal_vjp, 0, out(0), AutocastPolicy::kFloat32},
+    {"square", OF_ROW_FN(Square), square_vjp, in(0), 0, AutocastPolicy::kNone, true},
+    {"sin", OF_ROW_FN(Sin), sin_vjp, in(0), 0},
+    {"cos", OF_ROW_FN(Cos), cos_vjp, in(0), 0},
+    {"tan", OF_ROW_FN(Tan), tan_vjp, 0, out(0), AutocastPolicy::kFloat32},
+    {"tanh", OF_ROW_FN(Tanh), tanh_vjp, 0, out(0), AutocastPolicy::kNone, false, nullptr, OF_EPILOGUE(Tanh)},
+    {"sigmoid", OF_ROW_FN(Sigmoid), sigmoid_vjp, 0, out(0)},
+    {"relu", OF_ROW_FN(Relu), relu_vjp, 0, out(0), AutocastPolicy::kNone, true, nullptr, OF_EPILOGUE(Relu)},
+    {"silu", OF_ROW_FN(Silu), silu_vjp, in(0), 0, AutocastPolicy::kNone, false, nullptr, OF_EPILOGUE(Silu)},
+    {"erf", OF_ROW_FN(Erf), erf_vjp, in(0), 0},
+    {"floor", OF_ROW_FN(Floor), zero_vjp, 0, 0},
+    {"ceil", OF_ROW_FN(Ceil), zero_vjp, 0, 0},
+    {"round", OF_ROW_FN(Round), zero_vjp, 0, 0},
+    {"trunc", OF_ROW_FN(Trunc), zero_vjp, 0, 0},
+    {"isnan", OF_ROW_FN(IsNan), nullptr, 0, 0},
+    {"isinf", OF_ROW_FN(IsInf), nullptr, 0, 0},
+    {"logical_not", OF_ROW_FN(LogicalNot), nullptr, 0, 0},
 };
 // clang-format on
 
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
-int row_index(const char* name) {
+// The row named `name`, found at compile time: a name no row has does not compile.
+consteval int row_id(std::string_view name) {
   for (size_t i = 0; i < std::size(kRows); ++i)
     if (std::string_view(kRows[i].name) == name) return int(i);
-  return -1;
+  throw "no unary row of this name";
 }
 
 // Input dtype handling: float ops promote integers to float32; integer-capable ops reject bool
@@ -177,10 +183,14 @@ void register_unary_ops() {
                        : elementwise_meta;
     d.cpu = r.cpu;
     d.vjp = r.vjp;
-    d.save_inputs = r.save_in ? 1u : 0u;
-    d.save_outputs = r.save_out ? 1u : 0u;
+    d.save_inputs = r.save_in;
+    d.save_outputs = r.save_out;
     d.sbp_rule = r.sbp;  // neg: -P is P
     d.autocast = r.autocast;
+    if (r.epilogue.rows_f32) {
+      d.epilogue_acts = {r.epilogue};
+      d.epilogue_acts[0].name = r.name;
+    }
     register_op(std::move(d));
   }
   register_op({.name = "gelu",
@@ -191,16 +201,22 @@ void register_unary_ops() {
                .cpu = cpu::gelu,
                .vjp = gelu_vjp,
                .save_inputs = in(0),
-               .fused_form = FusedForm::kGelu});
+               .fused_form = FusedForm::kGelu,
+               // approximate 'none' and 'tanh' (NOTE [Epilogue activations])
+               .epilogue_acts = {cpu::epilogue_act_of<fn::GeluErf>("gelu"),
+                                 cpu::epilogue_act_of<fn::GeluTanh>("gelu_tanh")},
+               .epilogue_form = [](const Attrs& a) -> size_t {
+                 return elem_attrs::GeluAttrs::get<"approximate">(a) == "tanh" ? 1 : 0;
+               }});
 }
 
 #define OF_UNARY_DEF(name)                                     \
   Tensor name(const Tensor& x) {                               \
-    static const int idx = row_index(#name);                   \
+    constexpr int idx = row_id(#name);                         \
     return run_unary(idx, x);                                  \
   }                                                            \
   Tensor& name##_(Tensor& x) {                                 \
-    static const int idx = row_index(#name);                   \
+    constexpr int idx = row_id(#name);                         \
     return run_unary_(idx, x);                                 \
   }                                                            \
   Tensor Tensor::name() const { return oneflow::name(*this); } \
@@ -235,15 +251,15 @@ OF_UNARY_DEF(trunc)
 #undef OF_UNARY_DEF
 
 Tensor isnan(const Tensor& x) {
-  static const int idx = row_index("isnan");
+  constexpr int idx = row_id("isnan");
   return run_unary(idx, x);
 }
 Tensor isinf(const Tensor& x) {
-  static const int idx = row_index("isinf");
+  constexpr int idx = row_id("isinf");
   return run_unary(idx, x);
 }
 Tensor logical_not(const Tensor& x) {
-  static const int idx = row_index("logical_not");
+  constexpr int idx = row_id("logical_not");
   return run_unary(idx, x);
 }
 Tensor Tensor::isnan() const { return oneflow::isnan(*this); }

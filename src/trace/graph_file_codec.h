@@ -1,12 +1,14 @@
 // graph_file_codec.h (internal): the byte-level pieces graph files are written and read with
 // (docs/TRACING.md, "File format"): the header's magic, version and size, a writer of plain
-// values, and a bounds-checked reader whose every read fails cleanly on a short or hostile file.
+// values, and a bounds-checked reader (io::ByteReader's) whose every read fails cleanly on a
+// short or hostile file.
 // trace/serialize.cpp writes files; trace/graph_reader.cpp reads and checks them.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "io/byte_reader.h"
 #include "oneflow/tensor.h"
 #include "trace/graph_checks.h"
 
@@ -40,23 +42,11 @@ class Writer {
   }
 };
 
-class Reader {
+// The graph files' reader: io::ByteReader (every read bounds-checked) raising the graph file's
+// errors, with the format's dims.
+class Reader : public io::ByteReader {
  public:
-  Reader(const char* p, size_t n, std::string path) : p_(p), n_(n), path_(std::move(path)) {}
-  template <class T> T pod() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, p_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = pod<uint64_t>();
-    need(n);
-    std::string s(p_ + pos_, size_t(n));
-    pos_ += size_t(n);
-    return s;
-  }
+  Reader(const char* p, size_t n, std::string path) : ByteReader(p, n, path), path_(path) {}
   DimVector dims() {
     const uint32_t n = pod<uint32_t>();
     if (n > 64) bad("a tensor with more than 64 dimensions");
@@ -64,30 +54,10 @@ class Reader {
     for (uint32_t i = 0; i < n; ++i) d.push_back(pod<int64_t>());
     return d;
   }
-  const char* bytes(uint64_t& n) {
-    n = pod<uint64_t>();
-    need(n);
-    const char* r = p_ + pos_;
-    pos_ += size_t(n);
-    return r;
-  }
-  bool done() const { return pos_ == n_; }
-  size_t remaining() const { return n_ - pos_; }
-  size_t position() const { return pos_; }
-  const char* here() const { return p_ + pos_; }
-  void skip(uint64_t k) {
-    need(k);
-    pos_ += size_t(k);
-  }
-  [[noreturn]] void bad(const std::string& what) const { FileErrors{path_}.bad(what); }
+  [[noreturn]] void bad(const std::string& what) const override { FileErrors{path_}.bad(what); }
   FileErrors errors() const { return {path_}; }
-  void need(uint64_t k) const {
-    if (k > n_ - pos_) bad("it ends early (truncated)");
-  }
 
  private:
-  const char* p_;
-  size_t n_, pos_ = 0;
   std::string path_;
 };
 

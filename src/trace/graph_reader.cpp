@@ -37,21 +37,21 @@ using namespace codec;
 
 namespace {
 
-// NOTE [Graph file versions]: a node's attributes are stored in its op's attribute order, so
+// NOTE [Graph file versions] (also NOTE [Attribute order of old graph files], op_def.h's
+// OpDef::attr_order_before_v3): a node's attributes are stored in its op's attribute order, so
 // a change of an op's order bumps the format version, and the loader moves an older file's
 // attributes into the current order before anything reads them (the node's checks, the
 // symbolic expressions that name an attribute by position). Format 3 gave the convolution
 // family one order (NOTE [Attribute schemas], conv_detail::ConvAttrs): conv_transpose2d/3d
 // were (stride, padding, output_padding, groups, dilation) and conv2d/3d_backward_weight
-// (weight_size, stride, padding, dilation, groups). old_attr_order gives, for each current
-// position, the position the attribute had in an older file (null: unchanged); a node with
-// another count of attributes is left as it is for the checks to refuse.
-const std::vector<int>* old_attr_order(const std::string& op, uint32_t version, size_t n) {
-  static const std::vector<int> conv_t{0, 1, 4, 3, 2}, conv_bw{1, 2, 3, 4, 0};
-  if (version >= 3 || n != 5) return nullptr;
-  if (op == "conv_transpose2d" || op == "conv_transpose3d") return &conv_t;
-  if (op == "conv2d_backward_weight" || op == "conv3d_backward_weight") return &conv_bw;
-  return nullptr;
+// (weight_size, stride, padding, dilation, groups); those ops' rows say so in
+// attr_order_before_v3. old_attr_order gives, for each current position, the position the
+// attribute had in an older file (null: unchanged); a node with another count of attributes is
+// left as it is for the checks to refuse.
+const std::vector<int>* old_attr_order(const OpDef& op, uint32_t version, size_t n) {
+  if (version >= 3 || op.attr_order_before_v3.empty() || n != op.attr_order_before_v3.size())
+    return nullptr;
+  return &op.attr_order_before_v3;
 }
 
 AttrValue read_attr(Reader& r) {
@@ -197,7 +197,7 @@ Graph read_graph(Reader& r, const std::vector<Storage>* table, uint32_t version)
     const uint32_t na = r.pod<uint32_t>();
     if (na > 64) r.bad("too many attributes");
     for (uint32_t k = 0; k < na; ++k) n.attrs.values.push_back(read_attr(r));
-    if (const std::vector<int>* order = old_attr_order(name, version, na)) {
+    if (const std::vector<int>* order = old_attr_order(*n.op, version, na)) {
       Attrs moved;
       for (int k : *order) moved.values.push_back(n.attrs.values[size_t(k)]);
       n.attrs = std::move(moved);
@@ -404,7 +404,7 @@ SymbolicGraph read_structure(Reader& r, const std::vector<SymDim>& syms,
       r.bad("an expression names a missing node");
     const Node& node = sg.tmpl.nodes[size_t(e.node)];
     const Attrs& a = node.attrs;
-    if (const std::vector<int>* order = old_attr_order(node.op->name, version, a.size()))
+    if (const std::vector<int>* order = old_attr_order(*node.op, version, a.size()))
       e.attr = int(std::find(order->begin(), order->end(), e.attr) - order->begin());
     if (e.attr < 0 || size_t(e.attr) >= a.size()) r.bad("an expression names a missing attribute");
     const AttrValue& v = a.values[size_t(e.attr)];

@@ -41,11 +41,8 @@ Graph fuse_epilogue(const Graph& g0) {
   std::vector<bool> dead(g.nodes.size(), false);
   std::vector<int> remap(g.values.size(), -1), moved_buffer(g.buffers.size(), -1);
   const OpDef* linear = &OF_OP("linear");
-  const OpDef* gelu = &OF_OP("gelu");
   const OpDef* mul = &OF_OP("mul");
   const OpDef* add = &OF_OP("add");
-  const std::pair<const OpDef*, const char*> acts[] = {
-      {&OF_OP("relu"), "relu"}, {&OF_OP("silu"), "silu"}, {&OF_OP("tanh"), "tanh"}, {gelu, ""}};
   for (size_t li = 0; li < g.nodes.size(); ++li) {
     const Node& l = g.nodes[li];
     if (l.op != linear || l.writes_existing) continue;
@@ -83,12 +80,9 @@ Graph fuse_epilogue(const Graph& g0) {
     // [act]
     if (c >= 0) {
       const Node& a = g.nodes[size_t(c)];
-      for (const auto& [op, name] : acts)
-        if (a.op == op && a.inputs[0] == t)
-          act = op == gelu
-                    ? (elem_attrs::GeluAttrs::get<"approximate">(a.attrs) == "tanh" ? "gelu_tanh"
-                                                                                    : "gelu")
-                    : name;
+      // an epilogue activation (NOTE [Epilogue activations]): the form of this node
+      if (!a.op->epilogue_acts.empty() && a.inputs[0] == t)
+        act = a.op->epilogue_acts[a.op->epilogue_form ? a.op->epilogue_form(a.attrs) : 0].name;
       if (!act.empty()) {
         if (!step_ok(a)) act.clear();
         else {
