@@ -41,7 +41,7 @@ void register_linalg_ops();
 void register_shape_ops();
 void register_index_ops();
 void register_random_ops();
-void register_global_ops();  // installs the global dispatch hook
+void register_global_ops();  // the boxing ops; installs the global dispatch hook
 void register_conv_ops();
 void register_nn_ops();
 void register_nn_extra_ops();

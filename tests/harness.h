@@ -80,6 +80,11 @@ struct OpRow {
   std::function<std::vector<of::Tensor>(uint64_t seed)> make;
   // Inputs that are not differentiable (indices, masks) are never perturbed.
   std::vector<int> nondiff;
+  // The row makes global tensors of its local inputs itself (the global layer's own ops, NOTE
+  // [Boxing ops]): the forward, gradient and coverage checks run it; the trace, global op table
+  // and fuzz-signature passes skip it (a trace refuses making a local tensor global, the op
+  // fuzzer cannot give a collective matched ranks; test_global.cpp traces the boxing ops).
+  bool global_layer = false;
 };
 
 // A row with the given float32 tolerances.

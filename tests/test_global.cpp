@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -152,6 +154,114 @@ int run_ranks(int n, std::string* out, const std::string& env = "", int deadline
 
 }  // namespace
 
+// ---------------------------------------------------------------- NOTE [Boxing ops]: rows
+
+namespace {
+using V = std::vector<of::Tensor>;
+const of::Placement& one_rank() {
+  static const of::Placement p("cpu", {0});
+  return p;
+}
+// Attention on float64 references: q [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev].
+th::Ref attention_ref(const std::vector<th::Ref>& in) {
+  const th::Ref &q = in[0], &k = in[1], &v = in[2];
+  const int64_t BH = q.shape[0] * q.shape[1], L = q.shape[2], E = q.shape[3], S = k.shape[2],
+                Ev = v.shape[3];
+  th::Ref o({q.shape[0], q.shape[1], L, Ev});
+  const double sc = 1.0 / std::sqrt(double(E));
+  for (int64_t b = 0; b < BH; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> w(static_cast<size_t>(S));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        double d = 0;
+        for (int64_t e = 0; e < E; ++e)
+          d += q.v[size_t((b * L + i) * E + e)] * k.v[size_t((b * S + j) * E + e)];
+        w[size_t(j)] = d * sc;
+        mx = std::max(mx, w[size_t(j)]);
+      }
+      for (double& x : w) sum += (x = std::exp(x - mx));
+      for (int64_t e = 0; e < Ev; ++e) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) acc += w[size_t(j)] * v.v[size_t((b * S + j) * Ev + e)];
+        o.v[size_t((b * L + i) * Ev + e)] = acc / sum;
+      }
+    }
+  return o;
+}
+th::OpRow global_row(std::string name, std::vector<std::string> ops, std::vector<th::Shape> shapes,
+                     std::function<of::Tensor(const V&)> fn,
+                     std::function<th::Ref(const std::vector<th::Ref>&)> ref) {
+  th::OpRow r = th::make_row(std::move(name), std::move(ops), std::move(shapes), std::move(fn),
+                             std::move(ref));
+  r.global_layer = true;
+  return r;
+}
+auto identity_ref = [](const std::vector<th::Ref>& in) { return in[0]; };
+}  // namespace
+
+// The global layer's ops on a world of one: values and gradients pass through unchanged.
+TH_ROWS({
+    global_row(
+        "global/to_global, to_local", {"to_global", "to_local"}, {{3, 4}},
+        [](const V& in) { return in[0].to_global(one_rank(), of::sbp::split(1)).to_local(); },
+        identity_ref),
+    global_row(
+        "global/boxing S(0) -> B -> P", {"boxing"}, {{4, 3}},
+        [](const V& in) {
+          return in[0]
+              .to_global(one_rank(), of::sbp::split(0))
+              .to_global(one_rank(), of::sbp::broadcast())
+              .to_global(one_rank(), of::sbp::partial_sum())
+              .to_local();
+        },
+        identity_ref),
+    // [0] and the 1 x 1 mesh [[0]] are two placements: the value moves between them
+    global_row(
+        "global/move_placement", {"move_placement"}, {{2, 5}},
+        [](const V& in) {
+          static const of::Placement mesh("cpu", std::vector<std::vector<int>>{{0}});
+          return in[0]
+              .to_global(one_rank(), of::sbp::split(0))
+              .to_global(mesh, NdSbp{of::sbp::split(1), of::sbp::broadcast()})
+              .to_local();
+        },
+        identity_ref),
+    // attention split by heads: each rank's pieces (piece_of), the output wrapped back
+    global_row(
+        "global/piece_of (attention split by heads)", {"piece_of"},
+        {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 3}},
+        [](const V& in) {
+          auto g = [](const of::Tensor& t) { return t.to_global(one_rank(), of::sbp::split(1)); };
+          return of::scaled_dot_product_attention(g(in[0]), g(in[1]), g(in[2])).to_local();
+        },
+        attention_ref),
+    // a traced step's boxing is a boxing_axis node, a move between placements a move_pieces node
+    [] {
+      th::OpRow r = global_row(
+          "global/traced boxing_axis and move_pieces", {"boxing_axis", "move_pieces"}, {{4, 6}},
+          [](const V& in) {
+            static const of::Placement mesh("cpu", std::vector<std::vector<int>>{{0}});
+            auto step = of::jit::trace([](const of::Tensor& t) {
+              return t.to_global(one_rank(), of::sbp::broadcast())
+                  .to_global(mesh, NdSbp{of::sbp::split(0), of::sbp::split(1)});
+            });
+            const of::Tensor x = in[0].to_global(one_rank(), of::sbp::split(1));
+            of::Tensor y = step(x);
+            y = step(x);  // the replay
+            if (step.stats().replays != 1) throw of::Error("the step did not replay");
+            const std::string g = step.graph();
+            if (g.find("boxing_axis") == std::string::npos ||
+                g.find("move_pieces") == std::string::npos)
+              throw of::Error("the traced graph lacks boxing_axis or move_pieces:\n" + g);
+            return y.to_local();
+          },
+          identity_ref);
+      r.grad = false;  // the trace is of a step without backward
+      return r;
+    }(),
+});
+
 TEST_CASE("global: the factories that follow a tensor follow its placement and SBP") {
   const of::Placement pl("cpu", {0});
   of::manual_seed(5);
@@ -218,7 +328,11 @@ TEST_CASE("global: an op with no SBP rule refuses global inputs; the rest say ho
     refusing.push_back(op->name);
   }
   std::sort(refusing.begin(), refusing.end());
-  CHECK(refusing == std::vector<std::string>{"to_device"});
+  // (to_device, and the global layer's own ops, which take pieces or are recorded, not dispatched
+  // on global tensors: NOTE [Boxing ops])
+  CHECK(refusing == std::vector<std::string>{"boxing", "boxing_axis", "move_pieces",
+                                             "move_placement", "piece_of", "to_device", "to_global",
+                                             "to_local"});
   // the rules that read a `dim` or `dims` attribute by name (rules.h): every op using one has it
   auto has_attr = [](const of::OpDef& op, const char* name) {
     return std::find(op.attr_names.begin(), op.attr_names.end(), name) != op.attr_names.end();

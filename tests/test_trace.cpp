@@ -93,6 +93,7 @@ TEST_CASE("trace: empty intermediates (a rank's empty piece, an empty slice) rep
 TEST_CASE("trace: every op-table row replays bitwise equal to eager, forward and backward") {
   int checked = 0, backward = 0, refused = 0;
   for (const th::OpRow& row : th::rows()) {
+    if (row.global_layer) continue;
     for (int nc = 0; nc < 2; ++nc) {
       if (nc && !row.noncontig) continue;
       std::vector<of::Tensor> in = make_row_inputs(row, 11);

@@ -229,16 +229,7 @@ void box_axis_cpu(const KernelArgs& k) {
              sbp_of_code(A::get<"from">(k.attrs)), sbp_of_code(A::get<"to">(k.attrs)));
   kernel_copy_into(k.outputs[0], y);
 }
-const OpDef& box_axis_op() {
-  static const OpDef op{.name = "boxing_axis",
-                        .traits = kCollective,
-                        .attr_names = BoxAxisAttrs::names(),
-                        .attr_types = BoxAxisAttrs::types(),
-                        .infer_meta = box_axis_meta,
-                        .cpu = box_axis_cpu,
-                        .cuda = box_axis_cpu};  // device-agnostic: the comm follows the piece
-  return op;
-}
+const OpDef& box_axis_op() { return OF_OP("boxing_axis"); }
 // One mesh axis of a conversion: recorded as boxing_axis while tracing, else run directly.
 Tensor box_axis(const Placement& pl, size_t a, const Tensor& x, IntArrayRef shape, Sbp from,
                 Sbp to) {
@@ -358,35 +349,9 @@ TensorList to_local_vjp(const VjpCtx& ctx, const TensorList& g) {
                           GlobalAttrs::get<"logical">(a))};
 }
 
-const OpDef& boxing_op() {
-  static const OpDef op{
-      .name = "boxing",
-      .traits = kCollective,
-      .attr_names = BoxingAttrs::names(),
-      .attr_types = BoxingAttrs::types(),
-      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
-      .vjp = boxing_vjp};
-  return op;
-}
-const OpDef& to_global_op() {
-  static const OpDef op{
-      .name = "to_global",
-      .traits = kCollective,
-      .attr_names = GlobalAttrs::names(),
-      .attr_types = GlobalAttrs::types(),
-      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
-      .vjp = to_global_vjp};
-  return op;
-}
-const OpDef& to_local_op() {
-  static const OpDef op{
-      .name = "to_local",
-      .attr_names = GlobalAttrs::names(),
-      .attr_types = GlobalAttrs::types(),
-      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
-      .vjp = to_local_vjp};
-  return op;
-}
+const OpDef& boxing_op() { return OF_OP("boxing"); }
+const OpDef& to_global_op() { return OF_OP("to_global"); }
+const OpDef& to_local_op() { return OF_OP("to_local"); }
 
 void maybe_record(const OpDef& op, const Tensor& in, const Attrs& a, Tensor& out) {
   if (!grad_mode_enabled() || !in.requires_grad() || !is_floating_point(out.dtype())) return;
@@ -614,16 +579,7 @@ void move_pieces_cpu(const KernelArgs& k) {
       TensorOptions(ScalarType(A::get<"dtype">(a))).device(Device(A::get<"piece_device">(a))));
   if (in_dst) kernel_copy_into(k.outputs[0], p);
 }
-const OpDef& move_pieces_op() {
-  static const OpDef op{.name = "move_pieces",
-                        .traits = kCollective | kEffect,
-                        .attr_names = MovePiecesAttrs::names(),
-                        .attr_types = MovePiecesAttrs::types(),
-                        .infer_meta = move_pieces_meta,
-                        .cpu = move_pieces_cpu,
-                        .cuda = move_pieces_cpu};
-  return op;
-}
+const OpDef& move_pieces_op() { return OF_OP("move_pieces"); }
 // This rank's piece of the moved value (empty where the rank is not in the target).
 Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, const NdSbp& from,
                    bool in_src, const Placement& dst, const NdSbp& to, bool in_dst,
@@ -640,16 +596,7 @@ Tensor moved_piece(const Tensor& local, IntArrayRef L, const Placement& src, con
   return dispatch1(move_pieces_op(), std::move(ins), std::move(a));
 }
 
-const OpDef& move_op() {
-  static const OpDef op{
-      .name = "move_placement",
-      .traits = kCollective,
-      .attr_names = GlobalAttrs::names(),
-      .attr_types = GlobalAttrs::types(),
-      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
-      .vjp = move_vjp};
-  return op;
-}
+const OpDef& move_op() { return OF_OP("move_placement"); }
 }  // namespace
 
 Tensor move_placement(const Tensor& t, const Placement& dst, const NdSbp& to) {
@@ -770,15 +717,7 @@ TensorList piece_of_vjp(const VjpCtx& ctx, const TensorList& g) {
   return {local_to_global(g[0], placement_from(a), sbp_from_codes(GlobalAttrs::get<"sbp">(a)),
                           GlobalAttrs::get<"logical">(a))};
 }
-const OpDef& piece_of_op() {
-  static const OpDef op{
-      .name = "piece_of",
-      .attr_names = GlobalAttrs::names(),
-      .attr_types = GlobalAttrs::types(),
-      .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
-      .vjp = piece_of_vjp};
-  return op;
-}
+const OpDef& piece_of_op() { return OF_OP("piece_of"); }
 }  // namespace
 
 Tensor piece_of(const Tensor& t) {
@@ -789,6 +728,61 @@ Tensor piece_of(const Tensor& t) {
   Tensor out = m.local.detach();
   maybe_record(piece_of_op(), t, global_attrs(m.placement, m.sbp, t.sizes()), out);
   return out;
+}
+
+// NOTE [Boxing ops]: the ops of the global layer, in the op table like every op (its checks, the
+// README's list, the rows of tests/test_global.cpp): boxing, to_global, to_local, move_placement
+// and piece_of are recorded for autograd by the calls above (they are not dispatched: their
+// infer_meta says so); boxing_axis and move_pieces are the collectives a traced step records
+// and replays (NOTE [Traced boxing]).
+void register_boxing_ops() {
+  register_op({.name = "boxing_axis",
+               .traits = kCollective,
+               .attr_names = BoxAxisAttrs::names(),
+               .attr_types = BoxAxisAttrs::types(),
+               .infer_meta = box_axis_meta,
+               .cpu = box_axis_cpu,
+               .cuda = box_axis_cpu});  // device-agnostic: the comm follows the piece
+  register_op(
+      {.name = "boxing",
+       .traits = kCollective,
+       .attr_names = BoxingAttrs::names(),
+       .attr_types = BoxingAttrs::types(),
+       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("boxing"); },
+       .vjp = boxing_vjp});
+  register_op(
+      {.name = "to_global",
+       .traits = kCollective,
+       .attr_names = GlobalAttrs::names(),
+       .attr_types = GlobalAttrs::types(),
+       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+       .vjp = to_global_vjp});
+  register_op(
+      {.name = "to_local",
+       .attr_names = GlobalAttrs::names(),
+       .attr_types = GlobalAttrs::types(),
+       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_local"); },
+       .vjp = to_local_vjp});
+  register_op({.name = "move_pieces",
+               .traits = kCollective | kEffect,
+               .attr_names = MovePiecesAttrs::names(),
+               .attr_types = MovePiecesAttrs::types(),
+               .infer_meta = move_pieces_meta,
+               .cpu = move_pieces_cpu,
+               .cuda = move_pieces_cpu});
+  register_op(
+      {.name = "move_placement",
+       .traits = kCollective,
+       .attr_names = GlobalAttrs::names(),
+       .attr_types = GlobalAttrs::types(),
+       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("to_global"); },
+       .vjp = move_vjp});
+  register_op(
+      {.name = "piece_of",
+       .attr_names = GlobalAttrs::names(),
+       .attr_types = GlobalAttrs::types(),
+       .infer_meta = [](const TensorList&, const Attrs&, MetaList&) { direct_call("piece_of"); },
+       .vjp = piece_of_vjp});
 }
 
 }  // namespace global

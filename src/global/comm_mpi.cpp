@@ -255,7 +255,10 @@ struct Watchdog {
         .count();
   }
 };
-Watchdog g_watchdog;
+// Never destroyed: its thread is detached and runs until the process ends, so the static
+// destructors at exit must not free the peers' table or the heard-from times under it (they
+// did: a rank that finished cleanly could die of SIGSEGV in the heartbeat while exiting).
+Watchdog& g_watchdog = *new Watchdog;
 
 // Marks one collective call for the watchdog.
 struct Timed {

@@ -440,6 +440,9 @@ SignatureCacheStats signature_cache_stats() {
 }
 }  // namespace global
 
-void register_global_ops() { g_global_dispatch_hook = global::global_dispatch; }
+void register_global_ops() {
+  global::register_boxing_ops();
+  g_global_dispatch_hook = global::global_dispatch;
+}
 
 }  // namespace oneflow

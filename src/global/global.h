@@ -95,6 +95,8 @@ void check_sbp(const char* op, const Placement& pl, const NdSbp& sbp, int64_t nd
 Tensor box_local(const Tensor& local, IntArrayRef logical, const Placement& pl, const NdSbp& from,
                  const NdSbp& to);
 
+// Registers the global layer's own ops (NOTE [Boxing ops]); register_global_ops calls it.
+void register_boxing_ops();
 // The hook dispatch() calls for ops with global inputs (installed by the op table).
 TensorList global_dispatch(const OpDef& op, TensorList inputs, Attrs attrs, Tensor* out);
 // The boxing op: a global tensor under another SBP (differentiable; the VJP boxes back).
