@@ -160,12 +160,8 @@ constexpr BinaryRow kRows[] = {
     {"logical_xor", OF_ROW_FN(LogicalXor), nullptr, 0, 0},
 };
 // clang-format on
-// The row named `name`, found at compile time: a name no row has does not compile.
-consteval int row_id(std::string_view name) {
-  for (size_t i = 0; i < std::size(kRows); ++i)
-    if (std::string_view(kRows[i].name) == name) return int(i);
-  throw "no binary row of this name";
-}
+// The row named `name`, found at compile time (a name no row has does not compile).
+consteval int row_id(std::string_view name) { return find_row<kRows>(name); }
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
 ScalarType compute_dtype(const BinaryRow& r, ScalarType common) {

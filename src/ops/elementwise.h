@@ -2,6 +2,7 @@
 // cpu/elementwise.h).
 #pragma once
 #include <array>
+#include <string_view>
 #include "dispatch.h"
 #include "ops/functors.h"
 #include "promotion.h"
@@ -17,6 +18,13 @@ template <auto& Rows> const OpDef& row_op(size_t i) {
     return a;
   }();
   return *ops[i];
+}
+
+// The row of `Rows` named `name`, found at compile time: a name no row has does not compile.
+template <auto& Rows> consteval int find_row(std::string_view name) {
+  for (size_t i = 0; i < std::size(Rows); ++i)
+    if (std::string_view(Rows[i].name) == name) return int(i);
+  throw "no row of this name";
 }
 
 }  // namespace oneflow

@@ -135,12 +135,8 @@ constexpr UnaryRow kRows[] = {
 
 const OpDef& row_op(size_t i) { return oneflow::row_op<kRows>(i); }
 
-// The row named `name`, found at compile time: a name no row has does not compile.
-consteval int row_id(std::string_view name) {
-  for (size_t i = 0; i < std::size(kRows); ++i)
-    if (std::string_view(kRows[i].name) == name) return int(i);
-  throw "no unary row of this name";
-}
+// The row named `name`, found at compile time (a name no row has does not compile).
+consteval int row_id(std::string_view name) { return find_row<kRows>(name); }
 
 // Input dtype handling: float ops promote integers to float32; integer-capable ops reject bool
 // where PyTorch does.
