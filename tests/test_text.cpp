@@ -18,6 +18,7 @@
 #include <oneflow/text.h>
 
 #include "harness.h"
+#include "io/json.h"
 #include "text/unicode.h"
 
 namespace fs = std::filesystem;
@@ -58,6 +59,16 @@ std::string bert_json(const std::string& added = "", const std::string& normaliz
                "max_input_chars_per_word": 12, "vocab": {{{}}}}}}})",
                      add, norm, pp, v);
 }
+
+// Added tokens with every flag: lstrip and rstrip, single_word, a prefix of another token
+// ([MAS of [MASK]), and a normalized one.
+const char* const kFlaggedAdded = R"([
+    {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 17, "special": true, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false},
+    {"id": 18, "special": false, "content": "xy", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 19, "special": false, "content": "[MAS", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
+    {"id": 20, "special": false, "content": "Wor", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true}])";
 
 using Offs = std::vector<std::pair<int64_t, int64_t>>;
 
@@ -139,14 +150,7 @@ TEST_CASE("text: a BERT tokenizer on hand-checked inputs (ids, offsets, type ids
 }
 
 TEST_CASE("text: added tokens: lstrip, rstrip, single_word, normalized, longest first") {
-  const std::string added = R"([
-    {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 17, "special": true, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false},
-    {"id": 18, "special": false, "content": "xy", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 19, "special": false, "content": "[MAS", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 20, "special": false, "content": "Wor", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true}])";
-  const tx::Tokenizer t = tx::Tokenizer::from_string(bert_json(added));
+  const tx::Tokenizer t = tx::Tokenizer::from_string(bert_json(kFlaggedAdded));
   CHECK(t.vocab_size() == 21);
   CHECK(t.vocab_size(false) == 18);
   // [MASK] (longest first over [MAS), with the spaces around it absorbed
@@ -305,57 +309,16 @@ std::vector<std::string> edge_lines() {
       "control\x01\x02\x1f\x7f chars"};
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
-
-// JSON string literal decoding for the oracle's decodes (\" \\ \/ \b \f \n \r \t \uXXXX with
-// surrogate pairs); `p` at the opening quote, left after the closing one.
-std::string json_unquote(const std::string& s, size_t& p) {
+// One JSON string literal of the oracle's line, from `p` (at its opening quote) to its closing
+// quote, decoded by the library's JSON parser; `p` is left after it.
+std::string json_string_at(const std::string& s, size_t& p) {
   REQUIRE(s[p] == '"');
-  ++p;
-  std::string out;
-  auto hex4 = [&](size_t at) { return uint32_t(std::stoul(s.substr(at, 4), nullptr, 16)); };
-  while (s[p] != '"') {
-    char c = s[p++];
-    if (c != '\\') {
-      out += c;
-      continue;
-    }
-    c = s[p++];
-    if (c != 'u') {
-      out += c == 'n'   ? '\n'
-             : c == 't' ? '\t'
-             : c == 'r' ? '\r'
-             : c == 'b' ? '\b'
-             : c == 'f' ? '\f'
-                        : c;
-      continue;
-    }
-    uint32_t cp = hex4(p);
-    p += 4;
-    if (cp >= 0xD800 && cp < 0xDC00 && s.compare(p, 2, "\\u") == 0) {
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(p + 2) - 0xDC00);
-      p += 6;
-    }
-    append_utf8(out, cp);
-  }
-  ++p;
-  return out;
+  size_t q = p + 1;
+  while (s[q] != '"') q += s[q] == '\\' ? 2 : 1;
+  const oneflow::io::JsonValue v =
+      oneflow::io::parse_json(std::string_view(s).substr(p, q + 1 - p), {"[test] oracle line"});
+  p = q + 1;
+  return v.s;
 }
 
 struct HfResult {
@@ -407,9 +370,9 @@ HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
     for (int bars = 0; bars < 5; ++p)
       if (want[p] == '|') ++bars;
     const std::string want_enc = want.substr(0, p - 1);
-    const std::string dec = json_unquote(want, p);
+    const std::string dec = json_string_at(want, p);
     ++p;  // the bar between the decodes
-    const std::string dec_skip = json_unquote(want, p);
+    const std::string dec_skip = json_string_at(want, p);
     r.tokens += e.size();
     std::string diff;
     if (got != want_enc)
@@ -489,15 +452,8 @@ TEST_CASE("text: the hand-checked tokenizers equal Hugging Face on their inputs"
     return;
   }
   TempDir dir;
-  const std::string added = R"([
-    {"id": 2, "special": true, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 3, "special": true, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 17, "special": true, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false},
-    {"id": 18, "special": false, "content": "xy", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 19, "special": false, "content": "[MAS", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false},
-    {"id": 20, "special": false, "content": "Wor", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true}])";
   const std::vector<std::string> jsons = {
-      bert_json(), bert_json(added),
+      bert_json(), bert_json(kFlaggedAdded),
       bert_json(
           "",
           R"({"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "lowercase": false, "strip_accents": false})",

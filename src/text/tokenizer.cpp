@@ -234,7 +234,7 @@ struct WordPiece {
     std::vector<size_t> at;
     for (char32_t c : w.chars) {
       at.push_back(s.size());
-      uni::append_utf8(s, c);
+      io::append_utf8(s, uint32_t(c));
     }
     at.push_back(s.size());
     const size_t n = w.chars.size();

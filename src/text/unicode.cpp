@@ -11,6 +11,8 @@
 
 #include <utf8proc.h>
 
+#include "io/json.h"
+
 #include <algorithm>
 #include <iterator>
 
@@ -86,28 +88,10 @@ std::u32string decode_lossy(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(char(c));
-  } else if (c < 0x800) {
-    out.push_back(char(0xC0 | (c >> 6)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(char(0xE0 | (c >> 12)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(char(0xF0 | (c >> 18)));
-    out.push_back(char(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  }
-}
-
 std::string to_utf8(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : s) append_utf8(out, c);
+  for (char32_t c : s) io::append_utf8(out, uint32_t(c));
   return out;
 }
 

@@ -12,7 +12,7 @@ namespace oneflow::text::uni {
 // UTF-8 to code points as Rust's String::from_utf8_lossy and Python's errors="replace" decode:
 // each maximal invalid subsequence becomes one U+FFFD.
 std::u32string decode_lossy(std::string_view s);
-void append_utf8(std::string& out, char32_t c);
+// Code points to UTF-8 (io::append_utf8 per character).
 std::string to_utf8(std::u32string_view s);
 
 // Rust's char::is_whitespace (the Unicode White_Space property).
