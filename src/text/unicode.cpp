@@ -180,16 +180,40 @@ void append_stripped(char32_t c, std::u32string& out) {
   raw::append_stripped(c, out);
 }
 
-void append_nfd(char32_t c, std::u32string& out) {
-  utf8proc_int32_t buf[8];
+namespace {
+void append_decomposed(char32_t c, std::u32string& out, utf8proc_option_t options) {
+  utf8proc_int32_t buf[32];  // the longest decomposition is 18 characters (U+FDFA)
   int last = 0;
   const utf8proc_ssize_t n =
-      utf8proc_decompose_char(utf8proc_int32_t(c), buf, 8, UTF8PROC_DECOMPOSE, &last);
-  if (n <= 0 || n > 8) {
+      c > 0x10FFFF ? 0 : utf8proc_decompose_char(utf8proc_int32_t(c), buf, 32, options, &last);
+  if (n <= 0 || n > 32) {
     out.push_back(c);
     return;
   }
   for (utf8proc_ssize_t k = 0; k < n; ++k) out.push_back(char32_t(buf[k]));
+}
+}  // namespace
+
+void append_nfd(char32_t c, std::u32string& out) { append_decomposed(c, out, UTF8PROC_DECOMPOSE); }
+void append_nfkd(char32_t c, std::u32string& out) {
+  append_decomposed(c, out, utf8proc_option_t(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+}
+
+char32_t compose(char32_t a, char32_t b) {
+  if (a > 0x10FFFF || b > 0x10FFFF || b < 0x300) return 0;  // nothing composes with ASCII/Latin-1
+  utf8proc_int32_t buf[2] = {utf8proc_int32_t(a), utf8proc_int32_t(b)};
+  const utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
+  return n == 1 ? char32_t(buf[0]) : 0;
+}
+
+bool is_mark(char32_t c) {
+  const utf8proc_category_t k = category(c);
+  return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
+}
+bool is_numeric(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  const utf8proc_category_t k = category(c);
+  return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
 }
 
 int combining_class(char32_t c) {

@@ -33,6 +33,14 @@ void append_stripped(char32_t c, std::u32string& out);
 void append_nfd(char32_t c, std::u32string& out);
 // The canonical combining class (0 for starters).
 int combining_class(char32_t c);
+// Appends the compatibility decomposition of c alone (NFKD of one character, before reordering).
+void append_nfkd(char32_t c, std::u32string& out);
+// The primary composite of the pair (canonical composition, Hangul included), or 0.
+char32_t compose(char32_t a, char32_t b);
+// General category M* (Rust's unicode-normalization is_combining_mark, HF's StripAccents).
+bool is_mark(char32_t c);
+// General category N* (Rust's char::is_numeric, HF's Digits).
+bool is_numeric(char32_t c);
 
 // utf8proc's own answers, before HF's exceptions (unicode_tables.h); test_text.cpp compares
 // both with HF and writes the tables from the differences (OF_TEXT_WRITE_TABLES).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The oracle of tests/test_text.cpp: Hugging Face `tokenizers` on the same inputs.
 
-usage: hf_tokenize.py TOKENIZER_JSON LINES OUT [--pairs]
+usage: hf_tokenize.py TOKENIZER_JSON LINES OUT [--pairs] [--no-special]
        hf_tokenize.py --find NAME OUTDIR  (writes a packaged model's tokenizer.json there, as
                                           OUTDIR/NAME.tokenizer.json)
 
@@ -9,7 +9,8 @@ Reads LINES (UTF-8, one input per line, split on "\\n" only; invalid bytes read 
 errors="replace" does), encodes each with the file's truncation and padding off (as HF's
 no_truncation() / no_padding()), and writes one line per input to OUT:
 ids|type_ids|attention_mask|special_tokens_mask|start:end,...|decode|decode(skip_special)
-with the two decodes JSON-quoted. --pairs: each line is first<TAB>second.
+with the two decodes JSON-quoted. --pairs: each line is first<TAB>second. --no-special: encode
+with add_special_tokens=False.
 """
 import json
 import os
@@ -48,7 +49,7 @@ def main():
         inputs = [tuple(l.split("\t", 1)) if "\t" in l else (l, "") for l in lines]
     else:
         inputs = lines
-    encs = tok.encode_batch(inputs)
+    encs = tok.encode_batch(inputs, add_special_tokens="--no-special" not in sys.argv)
     with open(sys.argv[3], "w", encoding="utf-8") as out:
         for e in encs:
             fields = [
