@@ -5,17 +5,20 @@
 //   of::text::Encoding e = tok.encode("Hello, world!");   // e.ids: 101 7592 1010 2088 999 102
 //   std::string s = tok.decode(e.ids, /*skip_special_tokens=*/true);   // "hello, world!"
 //
-// Built so far: the WordPiece pipeline of the BERT family (BertNormalizer, BertPreTokenizer,
-// WordPiece, TemplateProcessing and BertProcessing, the WordPiece decoder) and added tokens with
-// every flag. A file naming any other component is refused with an error naming it.
+// Every model (WordPiece, BPE, Unigram), normalizer, pre-tokenizer, post-processor and decoder of
+// HF's format is built (docs/TEXT.md lists them); a file naming anything else is refused with an
+// error naming it.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "oneflow/tensor.h"
 
 namespace oneflow::text {
 
@@ -29,7 +32,45 @@ struct Encoding {
   std::vector<int64_t> ids, type_ids, attention_mask, special_tokens_mask;
   std::vector<std::string> tokens;
   std::vector<std::pair<int64_t, int64_t>> offsets;
+  // With truncation: the windows cut off (each `stride` tokens overlapping the one before), each
+  // post-processed and padded as the kept part is (HF's Encoding.overflowing).
+  std::vector<Encoding> overflowing;
   size_t size() const { return ids.size(); }
+};
+
+enum class Side { kRight, kLeft };
+
+// HF's TruncationParams: at most max_length tokens, special tokens included.
+struct Truncation {
+  int64_t max_length = 512;
+  // longest first: shorten the longer of a pair first; only first / only second: that one alone
+  enum Strategy { kLongestFirst, kOnlyFirst, kOnlySecond } strategy = kLongestFirst;
+  int64_t stride = 0;             // tokens each overflowing window repeats from the one before
+  Side direction = Side::kRight;  // which end is cut
+};
+
+// HF's PaddingParams: every row padded to the batch's longest (length unset) or to `length`, then
+// up to a multiple of pad_to_multiple_of (0: none).
+struct Padding {
+  std::optional<int64_t> length;
+  Side direction = Side::kRight;
+  int64_t pad_to_multiple_of = 0;
+  std::optional<int64_t> pad_id;  // unset: the file's padding's, else refused
+  int64_t pad_type_id = 0;
+  std::string pad_token;  // empty: the pad id's token
+};
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  std::optional<Truncation> truncation;
+  std::optional<Padding> padding;
+  int threads = 1;  // encode_batch: the inputs split over this many threads
+};
+
+// A batch ready for a model: int64 [batch, seq] tensors, and each row's Encoding.
+struct Batch {
+  Tensor input_ids, attention_mask, token_type_ids;
+  std::vector<Encoding> encodings;
 };
 
 class Tokenizer {
@@ -50,6 +91,25 @@ class Tokenizer {
                   bool add_special_tokens = true) const {
     return encode(first, std::string_view(second), add_special_tokens);
   }
+  // One input with truncation and padding as `options` say (HF's encode with the tokenizer's
+  // truncation and padding set so).
+  Encoding encode(std::string_view text, const EncodeOptions& options) const;
+  Encoding encode(std::string_view first, std::string_view second,
+                  const EncodeOptions& options) const;
+  // Many inputs (or pairs), padded together: HF's encode_batch. Refused when the rows cannot make
+  // a rectangle (a fixed padding length shorter than a row), naming the row.
+  Batch encode_batch(const std::vector<std::string>& texts,
+                     const EncodeOptions& options = {}) const;
+  Batch encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
+                     const EncodeOptions& options = {}) const;
+  // (a braced list of strings is a list of texts, not one pair)
+  Batch encode_batch(std::initializer_list<std::string> texts,
+                     const EncodeOptions& options = {}) const {
+    return encode_batch(std::vector<std::string>(texts), options);
+  }
+  // The file's own "truncation" and "padding" settings (unset where the file has null).
+  EncodeOptions file_options() const;
+
   // The text of `ids` (unknown ids are skipped, as HF skips them).
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
 
@@ -63,6 +123,24 @@ class Tokenizer {
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
+};
+
+// Text for a growing list of ids, as generation makes them (HF's DecodeStream): step(id) gives the
+// text the new id completes, or nothing while the text so far ends inside a character (a
+// byte-level or byte-fallback token of part of one waits for the rest), so the pieces joined are
+// the decoded whole. The tokenizer must outlive the stream.
+class DecodeStream {
+ public:
+  explicit DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens = false)
+      : tok_(&tokenizer), skip_(skip_special_tokens) {}
+  std::string step(int64_t id);
+
+ private:
+  const Tokenizer* tok_;
+  bool skip_;
+  std::vector<int64_t> ids_;
+  std::string prefix_;
+  size_t prefix_index_ = 0;
 };
 
 }  // namespace oneflow::text

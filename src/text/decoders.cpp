@@ -17,25 +17,21 @@ struct SpecialEntry {
   std::vector<std::string> tokens;
 };
 
+// The special tokens `s` appended (their own encoding merged in, so that the overflowing windows
+// get them too, as HF's merge does).
 void push_special(Encoding& e, const SpecialEntry& s, int64_t type) {
+  Encoding x;
   for (size_t k = 0; k < s.ids.size(); ++k) {
-    e.ids.push_back(s.ids[k]);
-    e.tokens.push_back(s.tokens[k]);
-    e.type_ids.push_back(type);
-    e.attention_mask.push_back(1);
-    e.special_tokens_mask.push_back(1);
-    e.offsets.push_back({0, 0});
+    x.ids.push_back(s.ids[k]);
+    x.tokens.push_back(s.tokens[k]);
+    x.type_ids.push_back(type);
+    x.attention_mask.push_back(1);
+    x.special_tokens_mask.push_back(1);
+    x.offsets.push_back({0, 0});
   }
+  merge_into(e, x);
 }
-void append(Encoding& e, const Encoding& x) {
-  auto cat = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
-  cat(e.ids, x.ids);
-  cat(e.tokens, x.tokens);
-  cat(e.type_ids, x.type_ids);
-  cat(e.attention_mask, x.attention_mask);
-  cat(e.special_tokens_mask, x.special_tokens_mask);
-  cat(e.offsets, x.offsets);
-}
+void append(Encoding& e, const Encoding& x) { merge_into(e, x); }
 void set_type(Encoding& e, int64_t t) { std::fill(e.type_ids.begin(), e.type_ids.end(), t); }
 
 SpecialEntry read_pair(const Where& w, const JsonValue& v, const char* key) {
@@ -76,6 +72,12 @@ struct Template final : PostProcessor {
     for (const auto& [name, e] : specials_)
       for (size_t k = 0; k < e.ids.size(); ++k) out.push_back({e.tokens[k], e.ids[k]});
   }
+  size_t added_tokens(bool is_pair) const override {
+    size_t n = 0;
+    for (const TemplatePiece& p : is_pair ? pair : single)
+      if (p.special) n += specials_.at(p.token).ids.size();
+    return n;
+  }
 };
 
 struct Bert final : PostProcessor {
@@ -98,11 +100,13 @@ struct Bert final : PostProcessor {
     out.push_back({cls.tokens[0], cls.ids[0]});
     out.push_back({sep.tokens[0], sep.ids[0]});
   }
+  size_t added_tokens(bool pair) const override { return pair ? 3 : 2; }
 };
 
 // HF's byte-level process_offsets: a token's leading and trailing spaces (as 'Ġ' or whitespace)
 // are not part of its offsets, except the one space add_prefix_space put before the first word.
 void trim_offsets(Encoding& e, bool add_prefix_space) {
+  for (Encoding& o : e.overflowing) trim_offsets(o, add_prefix_space);
   const char32_t space = byte_char(' ');
   for (size_t i = 0; i < e.size(); ++i) {
     const std::u32string t = uni::decode_lossy(e.tokens[i]);
@@ -127,6 +131,7 @@ struct Roberta final : PostProcessor {
     for (Encoding& e : encs) {
       if (trim) trim_offsets(e, add_prefix_space);
       set_type(e, 0);  // (HF: "Roberta is weird, and every encoding is type_id=0")
+      for (Encoding& o : e.overflowing) set_type(o, 0);
     }
     if (!add_special) return;
     Encoding out;
@@ -144,6 +149,7 @@ struct Roberta final : PostProcessor {
     out.push_back({cls.tokens[0], cls.ids[0]});
     out.push_back({sep.tokens[0], sep.ids[0]});
   }
+  size_t added_tokens(bool pair) const override { return pair ? 4 : 2; }
 };
 
 struct ByteLevelPost final : PostProcessor {
@@ -153,6 +159,7 @@ struct ByteLevelPost final : PostProcessor {
       for (Encoding& e : encs) trim_offsets(e, add_prefix_space);
   }
   void specials(std::vector<std::pair<std::string, int64_t>>&) const override {}
+  size_t added_tokens(bool) const override { return 0; }
 };
 
 struct SequencePost final : PostProcessor {
@@ -162,6 +169,11 @@ struct SequencePost final : PostProcessor {
   }
   void specials(std::vector<std::pair<std::string, int64_t>>& out) const override {
     for (const auto& p : parts) p->specials(out);
+  }
+  size_t added_tokens(bool pair) const override {
+    size_t n = 0;
+    for (const auto& p : parts) n += p->added_tokens(pair);
+    return n;
   }
 };
 

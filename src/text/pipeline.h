@@ -169,6 +169,8 @@ struct PostProcessor {
   virtual void process(std::vector<Encoding>& encodings, bool add_special) const = 0;
   // the (token, id) pairs it adds, each checked against the vocabulary
   virtual void specials(std::vector<std::pair<std::string, int64_t>>& out) const = 0;
+  // how many tokens it adds to one sequence or a pair (what truncation leaves room for)
+  virtual size_t added_tokens(bool pair) const = 0;
 };
 std::unique_ptr<PostProcessor> load_post_processor(const Where& w, const JsonValue& v);
 
@@ -177,6 +179,21 @@ struct Decoder {
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
 };
 std::unique_ptr<Decoder> load_decoder(const Where& w, const JsonValue& v);
+
+// ---------------------------------------------------------------- encodings (batch.cpp)
+
+// HF's Encoding::merge_with: `pair` appended, the overflowing windows of both crossed.
+void merge_into(Encoding& self, const Encoding& pair);
+// HF's Encoding::truncate: the first window kept, the others (stride tokens overlapping) as
+// overflowing.
+void truncate(Encoding& e, size_t max_len, size_t stride, Side direction);
+// HF's truncate_encodings for one sequence or a pair, to max_length tokens in all.
+void truncate_pair(Encoding& a, Encoding* b, const Truncation& t, size_t max_length);
+// HF's Encoding::pad (the overflowing windows too).
+void pad(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
+         const std::string& pad_token, Side direction);
+// The rows as int64 [rows, seq] tensors (refused unless they are all one length).
+Batch to_batch(std::vector<Encoding> encs, const std::optional<Padding>& padding);
 
 // GPT-2's byte-to-character map of the byte-level components (bytes 33-126, 161-172 and 174-255
 // as themselves, the others as U+0100 on), and its inverse (-1 for a character no byte maps to).

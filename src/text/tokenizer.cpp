@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "text/pipeline.h"
 #include "text/unicode.h"
@@ -112,6 +113,7 @@ struct Tokenizer::Impl {
   std::vector<const AddedToken*> raw_added, normalized_added;
   std::unordered_map<int64_t, const AddedToken*> added_by_id;
   Vocab added_by_content;
+  EncodeOptions file_options;  // the file's truncation and padding
 
   // The tokens of one input, before the post-processor.
   std::vector<Tok> tokenize(std::string_view text) const {
@@ -152,24 +154,64 @@ struct Tokenizer::Impl {
     return toks;
   }
 
-  Encoding process(const std::vector<Tok>& a, const std::vector<Tok>* b, bool add_special) const {
+  // The post-processed encoding of one input or pair, truncated and padded as `o` says.
+  Encoding process(const std::vector<Tok>& a, const std::vector<Tok>* b,
+                   const EncodeOptions& o) const {
     std::vector<Encoding> encs;
     encs.push_back(to_encoding(a, 0));
     if (b) encs.push_back(to_encoding(*b, 1));
-    if (post) post->process(encs, add_special);
-    if (encs.size() == 1) return std::move(encs[0]);
-    Encoding e = std::move(encs[0]);
-    for (size_t k = 1; k < encs.size(); ++k) {
-      const Encoding& x = encs[k];
-      auto cat = [](auto& p, const auto& q) { p.insert(p.end(), q.begin(), q.end()); };
-      cat(e.ids, x.ids);
-      cat(e.tokens, x.tokens);
-      cat(e.type_ids, x.type_ids);
-      cat(e.attention_mask, x.attention_mask);
-      cat(e.special_tokens_mask, x.special_tokens_mask);
-      cat(e.offsets, x.offsets);
+    if (o.truncation) {
+      const Truncation& t = *o.truncation;
+      const size_t added = o.add_special_tokens && post ? post->added_tokens(b != nullptr) : 0;
+      if (t.max_length < 0 || t.stride < 0)
+        fail("[tokenizer] truncation: max_length {} and stride {} must be non-negative",
+             t.max_length, t.stride);
+      if (size_t(t.max_length) < added)
+        fail(
+            "[tokenizer] truncation: max_length {} leaves no room: the post-processor adds {} "
+            "special tokens",
+            t.max_length, added);
+      if (size_t(t.max_length) - added < size_t(t.stride))
+        fail(
+            "[tokenizer] truncation: the stride {} is over the effective max length {} (= "
+            "max_length {} - {} added special tokens)",
+            t.stride, size_t(t.max_length) - added, t.max_length, added);
+      truncate_pair(encs[0], b ? &encs[1] : nullptr, t, size_t(t.max_length) - added);
     }
+    if (post) post->process(encs, o.add_special_tokens);
+    Encoding e = std::move(encs[0]);
+    for (size_t k = 1; k < encs.size(); ++k) merge_into(e, encs[k]);
     return e;
+  }
+
+  // Pads the rows as `p` says (HF's pad_encodings).
+  void pad_rows(std::vector<Encoding>& rows, const Padding& p) const {
+    if (rows.empty()) return;
+    std::optional<int64_t> id = p.pad_id;
+    std::string token = p.pad_token;
+    if (!id && file_options.padding) {
+      id = file_options.padding->pad_id;
+      if (token.empty()) token = file_options.padding->pad_token;
+    }
+    if (!id)
+      fail(
+          "[tokenizer] {}: padding needs a pad id and the file's \"padding\" gives none: set "
+          "Padding::pad_id",
+          file);
+    if (token.empty()) {
+      if (auto it = added_by_id.find(*id); it != added_by_id.end()) token = it->second->shown;
+      else if (*id >= 0 && *id < int64_t(model->by_id.size())) token = model->by_id[size_t(*id)];
+    }
+    if (p.length && *p.length < 0) fail("[tokenizer] padding: length {} is negative", *p.length);
+    if (p.pad_to_multiple_of < 0)
+      fail("[tokenizer] padding: pad_to_multiple_of {} is negative", p.pad_to_multiple_of);
+    size_t length = 0;
+    if (p.length) length = size_t(*p.length);
+    else
+      for (const Encoding& e : rows) length = std::max(length, e.size());
+    const size_t m = size_t(p.pad_to_multiple_of);
+    if (m > 0 && length % m) length += m - length % m;
+    for (Encoding& e : rows) pad(e, length, *id, p.pad_type_id, token, p.direction);
   }
 
   int64_t id_of(std::string_view token) const {
@@ -226,6 +268,47 @@ void load_added(Tokenizer::Impl& t, const Where& w, const JsonValue* v) {
   }
 }
 
+Side read_side(const Where& w, const JsonValue& v) {
+  const std::string d = get_string(w, v, "direction", std::string("Right"));
+  if (d == "Right") return Side::kRight;
+  if (d == "Left") return Side::kLeft;
+  w.at("direction").bad("expected Right or Left, got '" + d + "'");
+}
+
+void load_file_options(Tokenizer::Impl& t, const Where& root_w, const JsonValue& root) {
+  if (const JsonValue& v = member(root, "truncation"); v.kind != JsonValue::Null) {
+    const Where w = root_w.at("truncation");
+    need_object(w, v);
+    Truncation tr;
+    tr.max_length = get_int(w, v, "max_length", 512);
+    tr.stride = get_int(w, v, "stride", 0);
+    tr.direction = read_side(w, v);
+    const std::string s = get_string(w, v, "strategy", std::string("LongestFirst"));
+    if (s == "LongestFirst") tr.strategy = Truncation::kLongestFirst;
+    else if (s == "OnlyFirst") tr.strategy = Truncation::kOnlyFirst;
+    else if (s == "OnlySecond") tr.strategy = Truncation::kOnlySecond;
+    else w.at("strategy").bad("expected LongestFirst, OnlyFirst or OnlySecond, got '" + s + "'");
+    t.file_options.truncation = tr;
+  }
+  if (const JsonValue& v = member(root, "padding"); v.kind != JsonValue::Null) {
+    const Where w = root_w.at("padding");
+    need_object(w, v);
+    Padding p;
+    const JsonValue& st = member(v, "strategy");
+    if (st.kind == JsonValue::Object && st.find("Fixed"))
+      p.length = get_int(w.at("strategy"), st, "Fixed");
+    else if (!(st.kind == JsonValue::String && st.s == "BatchLongest") &&
+             st.kind != JsonValue::Null)
+      w.at("strategy").bad("expected \"BatchLongest\" or {\"Fixed\": n}");
+    p.direction = read_side(w, v);
+    p.pad_to_multiple_of = get_int(w, v, "pad_to_multiple_of", 0);
+    p.pad_id = get_int(w, v, "pad_id", 0);
+    p.pad_type_id = get_int(w, v, "pad_type_id", 0);
+    p.pad_token = get_string(w, v, "pad_token", std::string("[PAD]"));
+    t.file_options.padding = p;
+  }
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_string(std::string_view json, std::string name) {
@@ -243,6 +326,7 @@ Tokenizer Tokenizer::from_string(std::string_view json, std::string name) {
   load_added(*t, w.at("added_tokens"), root.find("added_tokens"));
   t->post = load_post_processor(w.at("post_processor"), member(root, "post_processor"));
   t->decoder = load_decoder(w.at("decoder"), member(root, "decoder"));
+  load_file_options(*t, w, root);
   // every token the post-processor adds is one the vocabulary has, under that id
   std::vector<std::pair<std::string, int64_t>> specials;
   if (t->post) t->post->specials(specials);
@@ -269,14 +353,80 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 }
 
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  return impl_->process(impl_->tokenize(text), nullptr, add_special_tokens);
+  EncodeOptions o;
+  o.add_special_tokens = add_special_tokens;
+  return encode(text, o);
 }
 
 Encoding Tokenizer::encode(std::string_view first, std::string_view second,
                            bool add_special_tokens) const {
-  const std::vector<Tok> b = impl_->tokenize(second);
-  return impl_->process(impl_->tokenize(first), &b, add_special_tokens);
+  EncodeOptions o;
+  o.add_special_tokens = add_special_tokens;
+  return encode(first, second, o);
 }
+
+Encoding Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<Encoding> one;
+  one.push_back(impl_->process(impl_->tokenize(text), nullptr, options));
+  if (options.padding) impl_->pad_rows(one, *options.padding);
+  return std::move(one[0]);
+}
+
+Encoding Tokenizer::encode(std::string_view first, std::string_view second,
+                           const EncodeOptions& options) const {
+  const std::vector<Tok> b = impl_->tokenize(second);
+  std::vector<Encoding> one;
+  one.push_back(impl_->process(impl_->tokenize(first), &b, options));
+  if (options.padding) impl_->pad_rows(one, *options.padding);
+  return std::move(one[0]);
+}
+
+namespace {
+
+// f(i) for i in [0, n) over `threads` threads, each a contiguous share; the first error wins.
+template <class F> void parallel_rows(size_t n, int threads, F f) {
+  const size_t t = std::clamp<size_t>(size_t(std::max(threads, 1)), 1, std::max<size_t>(n, 1));
+  if (t == 1) {
+    for (size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(t);
+  for (size_t k = 0; k < t; ++k)
+    pool.emplace_back([&, k] {
+      try {
+        for (size_t i = n * k / t; i < n * (k + 1) / t; ++i) f(i);
+      } catch (...) { errors[k] = std::current_exception(); }
+    });
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+Batch Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                              const EncodeOptions& options) const {
+  std::vector<Encoding> rows(texts.size());
+  parallel_rows(texts.size(), options.threads, [&](size_t i) {
+    rows[i] = impl_->process(impl_->tokenize(texts[i]), nullptr, options);
+  });
+  if (options.padding) impl_->pad_rows(rows, *options.padding);
+  return to_batch(std::move(rows), options.padding);
+}
+
+Batch Tokenizer::encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
+                              const EncodeOptions& options) const {
+  std::vector<Encoding> rows(pairs.size());
+  parallel_rows(pairs.size(), options.threads, [&](size_t i) {
+    const std::vector<Tok> b = impl_->tokenize(pairs[i].second);
+    rows[i] = impl_->process(impl_->tokenize(pairs[i].first), &b, options);
+  });
+  if (options.padding) impl_->pad_rows(rows, *options.padding);
+  return to_batch(std::move(rows), options.padding);
+}
+
+EncodeOptions Tokenizer::file_options() const { return impl_->file_options; }
 
 std::optional<int64_t> Tokenizer::token_to_id(std::string_view token) const {
   const int64_t id = impl_->id_of(token);
@@ -321,6 +471,27 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special
   impl_->decoder->decode_chain(toks);
   for (const std::string& t : toks) out += t;
   return out;
+}
+
+std::string DecodeStream::step(int64_t id) {
+  ids_.push_back(id);
+  const std::string text = tok_->decode(ids_, skip_);
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  const bool incomplete =
+      text.size() >= kReplacement.size() &&
+      text.compare(text.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0;
+  if (text.size() <= prefix_.size() || incomplete) return {};
+  if (text.compare(0, prefix_.size(), prefix_) != 0)
+    fail(
+        "[tokenizer] DecodeStream: the text of the ids so far no longer starts with what was "
+        "already emitted ({:?} then {:?})",
+        prefix_, text);
+  std::string fresh = text.substr(prefix_.size());
+  const size_t new_prefix_index = ids_.size() - prefix_index_;
+  ids_.erase(ids_.begin(), ids_.begin() + long(prefix_index_));
+  prefix_ = tok_->decode(ids_, skip_);
+  prefix_index_ = new_prefix_index;
+  return fresh;
 }
 
 }  // namespace oneflow::text

@@ -5,12 +5,22 @@ usage: hf_tokenize.py TOKENIZER_JSON LINES OUT [--pairs] [--no-special]
        hf_tokenize.py --find NAME OUTDIR  (writes a packaged model's tokenizer.json there, as
                                           OUTDIR/NAME.tokenizer.json)
 
+       hf_tokenize.py --batch TOKENIZER_JSON LINES OUT CONFIG_JSON [--pairs]
+       hf_tokenize.py --stream TOKENIZER_JSON LINES OUT
+
 Reads LINES (UTF-8, one input per line, split on "\\n" only; invalid bytes read as U+FFFD, as
 errors="replace" does), encodes each with the file's truncation and padding off (as HF's
 no_truncation() / no_padding()), and writes one line per input to OUT:
 ids|type_ids|attention_mask|special_tokens_mask|start:end,...|decode|decode(skip_special)
 with the two decodes JSON-quoted. --pairs: each line is first<TAB>second. --no-special: encode
 with add_special_tokens=False.
+
+--batch: CONFIG_JSON is {"chunk": rows per batch, "truncation": enable_truncation's arguments or
+null, "padding": enable_padding's or null}; each batch's rows are written as one JSON line each
+(ids, type_ids, attention_mask, special_tokens_mask, offsets, overflowing: the same, nested), or,
+where HF refuses the batch, one line "ERROR <message>" for each of its rows.
+--stream: each line's ids fed to a DecodeStream one at a time; one JSON list per line of what each
+step returned (null for nothing).
 """
 import json
 import os
@@ -32,9 +42,64 @@ def find(name, outdir):
         f.write(data)
 
 
+def read_lines(path):
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def enc_json(e):
+    return {"ids": e.ids, "type_ids": e.type_ids, "attention_mask": e.attention_mask,
+            "special_tokens_mask": e.special_tokens_mask,
+            "offsets": [list(o) for o in e.offsets],
+            "overflowing": [enc_json(o) for o in e.overflowing]}
+
+
+def batch(argv):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(argv[0])
+    lines = read_lines(argv[1])
+    cfg = json.loads(argv[3])
+    tok.no_truncation()
+    tok.no_padding()
+    if cfg["truncation"]:
+        tok.enable_truncation(**cfg["truncation"])
+    if cfg["padding"]:
+        tok.enable_padding(**cfg["padding"])
+    pairs = "--pairs" in argv
+    inputs = [tuple(l.split("\t", 1)) if "\t" in l else (l, "") for l in lines] if pairs else lines
+    with open(argv[2], "w", encoding="utf-8") as out:
+        n = cfg["chunk"]
+        for k in range(0, len(inputs), n):
+            chunk = inputs[k:k + n]
+            try:
+                rows = [json.dumps(enc_json(e), separators=(",", ":")) for e in tok.encode_batch(chunk)]
+            except BaseException as ex:  # HF refuses the whole batch (a Rust panic included)
+                rows = ["ERROR " + str(ex).replace("\n", " ")] * len(chunk)
+            for r in rows:
+                out.write(r + "\n")
+
+
+def stream(argv):
+    from tokenizers import Tokenizer
+    from tokenizers.decoders import DecodeStream
+    tok = Tokenizer.from_file(argv[0])
+    with open(argv[2], "w", encoding="utf-8") as out:
+        for l in read_lines(argv[1]):
+            ds = DecodeStream(skip_special_tokens=False)
+            steps = [ds.step(tok, int(i)) for i in l.split()]
+            out.write(json.dumps(steps, ensure_ascii=False) + "\n")
+
+
 def main():
     if sys.argv[1] == "--find":
         return find(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "--batch":
+        return batch(sys.argv[2:])
+    if sys.argv[1] == "--stream":
+        return stream(sys.argv[2:])
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(sys.argv[1])
     tok.no_truncation()
