@@ -1,26 +1,36 @@
 // bert_embed: sentence embeddings from a Hugging Face BERT checkpoint, served by one traced
 // graph with symbolic batch and sequence length.
 //
-//   build/examples/bert_embed CHECKPOINT_DIR TOKENS.txt [TOKENS.txt ...]
+//   build/examples/bert_embed CHECKPOINT_DIR SENTENCES.txt [SENTENCES.txt ...]
+//   build/examples/bert_embed --ids CHECKPOINT_DIR TOKENS.txt [TOKENS.txt ...]
 //
-// CHECKPOINT_DIR holds config.json and model.safetensors as the Hugging Face tools write them
-// (BertModel names, with or without the "bert." prefix of the task models; F32, F16 or BF16
-// entries). Each line of a token file is one sentence as space-separated token ids (a
-// tokenizer's output, [CLS] ... [SEP]). For each file the sentences run as one padded batch;
-// each sentence's mean-pooled embedding is printed as "emb FILE LINE v0 v1 ...".
+// CHECKPOINT_DIR holds config.json, model.safetensors and tokenizer.json as the Hugging Face
+// tools write them (BertModel names, with or without the "bert." prefix of the task models; F32,
+// F16 or BF16 entries). Each line of a sentence file is one sentence of text, tokenized with the
+// checkpoint's tokenizer.json (of::text::Tokenizer; cut to the model's positions); with --ids,
+// each line is space-separated token ids instead ([CLS] ... [SEP], no tokenizer needed). For each
+// file the sentences run as one padded batch; each sentence's mean-pooled embedding is printed as
+// "emb FILE LINE v0 v1 ..." (sentence-transformers' embedding, before its normalization).
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "bert.h"
+#include "oneflow/text.h"
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT_DIR TOKENS.txt [TOKENS.txt ...]\n", argv[0]);
+  const bool ids_mode = argc > 1 && std::string(argv[1]) == "--ids";
+  const int first = ids_mode ? 2 : 1;
+  if (argc < first + 2) {
+    std::fprintf(stderr,
+                 "usage: %s CHECKPOINT_DIR SENTENCES.txt [SENTENCES.txt ...]\n"
+                 "       %s --ids CHECKPOINT_DIR TOKENS.txt [TOKENS.txt ...]\n",
+                 argv[0], argv[0]);
     return 2;
   }
   try {
-    const std::string dir = argv[1];
+    const std::string dir = argv[first];
     const bert::Config cfg = bert::read_config(dir + "/config.json");
     bert::Bert model(cfg);
     bert::load_weights(model, dir + "/model.safetensors");
@@ -36,12 +46,21 @@ int main(int argc, char** argv) {
             .dynamic(1, {{0, batch}, {1, seq}}));
     std::printf("bert: %lld layers, hidden %lld, %lld heads\n", (long long)cfg.num_hidden_layers,
                 (long long)cfg.hidden_size, (long long)cfg.num_attention_heads);
-    for (int f = 2; f < argc; ++f) {
-      std::ifstream in(argv[f]);
+    std::optional<of::text::Tokenizer> tok;
+    if (!ids_mode) tok = of::text::Tokenizer::from_file(dir + "/tokenizer.json");
+    for (int f = first + 1; f < argc; ++f) {
+      std::ifstream in(argv[f], std::ios::binary);
       if (!in) throw of::Error(std::string("[bert_embed] cannot open ") + argv[f]);
       std::vector<std::vector<int64_t>> sentences;
       std::string line;
       while (std::getline(in, line)) {
+        if (tok) {
+          if (line.empty()) continue;
+          of::text::EncodeOptions o;
+          o.truncation = of::text::Truncation{cfg.max_position_embeddings};
+          sentences.push_back(tok->encode(line, o).ids);
+          continue;
+        }
         std::istringstream ls(line);
         std::vector<int64_t> ids;
         for (int64_t id; ls >> id;) ids.push_back(id);

@@ -106,8 +106,7 @@ int main(int argc, char** argv) {
   }
   if (path.empty()) return usage("no tokenizer.json given");
   if (skip && !decode) return usage("--skip-special goes with --decode");
-  if (decode && (offsets || pairs || !special))
-    return usage("--decode takes only --skip-special");
+  if (decode && (offsets || pairs || !special)) return usage("--decode takes only --skip-special");
   try {
     const tx::Tokenizer tok = tx::Tokenizer::from_file(path);
     const std::vector<std::string> lines = read_lines();
@@ -141,9 +140,7 @@ int main(int argc, char** argv) {
       pool.emplace_back([&, w] {
         try {
           for (size_t i = lines.size() * w / t; i < lines.size() * (w + 1) / t; ++i) one(i);
-        } catch (const std::exception& ex) {
-          errors[w] = ex.what();
-        }
+        } catch (const std::exception& ex) { errors[w] = ex.what(); }
       });
     for (std::thread& th : pool) th.join();
     for (const std::string& e : errors)

