@@ -2,6 +2,7 @@
 // fortunes text from Debian's `fortunes` package; prints the loss falling and a sample.
 // Usage: char_gpt [steps] [fortune_dir]
 #include <oneflow/oneflow.h>
+#include <oneflow/text.h>
 
 #include <chrono>
 #include <cmath>
@@ -121,22 +122,50 @@ int main(int argc, char** argv) {
   auto eager_step = decode_step(eager_cache);
   auto traced_step =
       of::jit::trace(decode_step(traced_cache), of::jit::TraceOptions().arena_outputs(true));
-  const std::vector<int64_t> prompt = ds->vocab().encode("The ").to_vector<int64_t>();
+  // the vocabulary as a tokenizer (of::text): each character a token, bytes that are not
+  // printable ASCII as SentencePiece's <0xXX> tokens, decoded by byte fallback, so the sample
+  // streams out as UTF-8 text, a character at a time (NOTE [Tokenizers])
+  std::string vocab_json;
+  for (int64_t i = 0; i < vocab; ++i) {
+    const unsigned char c = static_cast<unsigned char>(ds->vocab().char_at(i));
+    char buf[16];
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') std::snprintf(buf, sizeof buf, "%c", c);
+    else if (c == '"' || c == '\\') std::snprintf(buf, sizeof buf, "\\%c", c);
+    else std::snprintf(buf, sizeof buf, "<0x%02X>", c);
+    vocab_json += (i ? ", \"" : "\"") + std::string(buf) + "\": " + std::to_string(i);
+  }
+  const of::text::Tokenizer tok = of::text::Tokenizer::from_string(
+      R"({"model": {"type": "BPE", "byte_fallback": true, "merges": [], "vocab": {)" + vocab_json +
+          R"(}}, "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]}})",
+      "char_gpt vocabulary");
+  const std::vector<int64_t> prompt = tok.encode("The ").ids;
   gen::GenerateOptions options;
   options.max_new_tokens = block - int64_t(prompt.size());  // the cache holds `block` positions
   options.temperature = 0.8;
   options.top_k = 20;
   options.seed = 7;
-  auto timed = [&](auto& fn, std::vector<int64_t>& out) {
+  auto timed = [&](auto& fn, std::vector<int64_t>& out, const std::function<bool(int64_t)>& on) {
     const auto s0 = std::chrono::steady_clock::now();
-    out = gen::generate(fn, prompt, options);
+    out = gen::generate(fn, prompt, options, on);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
   };
   std::vector<int64_t> eager_out, traced_out;
-  const double te = timed(eager_step, eager_out), tr = timed(traced_step, traced_out);
-  std::string sample = "The ";
-  for (int64_t t : traced_out) sample.push_back(ds->vocab().char_at(t));
-  std::printf("sample (traced decode step, temperature 0.8, top-k 20):\n%s\n", sample.c_str());
+  const double te = timed(eager_step, eager_out, {});
+  // the traced run streams its text as it is drawn
+  std::printf("sample (traced decode step, temperature 0.8, top-k 20):\nThe ");
+  std::string streamed;
+  const double tr =
+      timed(traced_step, traced_out, of::text::stream_text(tok, [&](const std::string& piece) {
+              streamed += piece;
+              std::fputs(piece.c_str(), stdout);
+              std::fflush(stdout);
+              return true;
+            }));
+  std::printf("\n");
+  if (streamed != tok.decode(traced_out)) {
+    std::printf("the streamed text differs from the decoded tokens\n");
+    return 1;
+  }
   const double n = double(prompt.size() + traced_out.size());
   std::printf(
       "decode: eager %.0f tokens/s, traced %.0f tokens/s (%.1fx); %zu recording, %zu "

@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <oneflow/generate.h>
+#include <oneflow/ops.h>
 #include <oneflow/text.h>
 
 #include "harness.h"
@@ -585,10 +587,12 @@ TEST_CASE(
     std::ofstream f(dir.path / "corpus.txt", std::ios::binary);
     for (size_t i = 0; i < 30000; ++i) f << all[i] << '\n';
   }
+  const std::string charsmap = (dir.path / "nmt_nfkc.charsmap").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/nmt_nfkc.charsmap.gz > " + charsmap) == 0);
   REQUIRE(run(venv_python().string() + " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_variants.py " +
                   (dir.path / "corpus.txt").string() + " " +
                   (dir.path / "all-minilm-l6-v2.tokenizer.json").string() + " " + smol + " " +
-                  (dir.path / "v").string(),
+                  (dir.path / "v").string() + " " + charsmap,
               &out) == 0);
   std::vector<std::string> names;
   {
@@ -596,7 +600,7 @@ TEST_CASE(
     for (std::string l; std::getline(in, l);)
       if (!l.empty() && l.find(' ') == std::string::npos) names.push_back(l);
   }
-  CHECK(names.size() >= 19);
+  CHECK(names.size() >= 21);
   std::vector<std::string> lines;
   for (size_t i = 0; i < all.size(); i += 27) lines.push_back(all[i]);
   for (const std::string& l : edge_lines()) lines.push_back(l);
@@ -1041,6 +1045,53 @@ TEST_CASE("text: examples/bert_embed on sentences equals sentence-transformers' 
   MESSAGE(msg);
   CHECK(worst < 2e-6);
   CHECK(worst_cos > 0.99999);
+}
+
+// Generation streams text: of::generation::generate with a scripted decode step (its logits pick
+// the planned ids, emoji and CJK split over byte-level tokens among them) and stream_text as its
+// on_token: the pieces join to the decoded text, none ends inside a character, and on_text's
+// false stops the generation.
+TEST_CASE("text: generation streams complete UTF-8 text through stream_text") {
+  TempDir dir;
+  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
+          0);
+  const tx::Tokenizer t = tx::Tokenizer::from_file(smol);
+  const std::string text = "Hi \xf0\x9f\xa5\xb0 \xe6\x97\xa5\xe6\x9c\xac caf\xc3\xa9!";
+  const std::vector<int64_t> plan = t.encode(text).ids;
+  REQUIRE(plan.size() > 6);
+  size_t at = 0;
+  auto step = [&](const oneflow::Tensor&, const oneflow::Tensor&) {
+    std::vector<float> logits(size_t(t.vocab_size()), 0.f);
+    logits[size_t(plan[std::min(at, plan.size() - 1)])] = 1.f;
+    ++at;
+    return oneflow::tensor(logits);
+  };
+  namespace gen = oneflow::generation;
+  gen::GenerateOptions o;
+  o.temperature = 0;
+  o.max_new_tokens = int64_t(plan.size());
+  std::vector<std::string> pieces;
+  const std::vector<int64_t> prompt = {plan[0]};
+  // (the prompt's step gives the logits of plan[0], each new token's step those of the next)
+  auto on_text = [&](const std::string& p) {
+    CHECK(p.find("\xEF\xBF\xBD") == std::string::npos);
+    pieces.push_back(p);
+    return true;
+  };
+  const std::vector<int64_t> got = gen::generate(step, prompt, o, tx::stream_text(t, on_text));
+  CHECK(got == plan);
+  std::string joined;
+  for (const std::string& p : pieces) joined += p;
+  CHECK(joined == text);
+  CHECK(pieces.size() < plan.size());  // the byte tokens of a character wait for each other
+  // on_text's false stops it
+  at = 0;
+  size_t calls = 0;
+  const std::vector<int64_t> cut = gen::generate(
+      step, prompt, o, tx::stream_text(t, [&](const std::string&) { return ++calls < 2; }));
+  CHECK(calls == 2);
+  CHECK(cut.size() < plan.size());
 }
 
 // The hand-checked tokenizers above (their added-token flags, BertProcessing, the normalizer's

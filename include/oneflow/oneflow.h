@@ -49,6 +49,7 @@
 #include "oneflow/autograd.h"
 #include "oneflow/jit.h"
 #include "oneflow/generate.h"
+#include "oneflow/text.h"
 #include "oneflow/global.h"
 #include "oneflow/nn/graph.h"
 #include "oneflow/nn/extra.h"

@@ -10,6 +10,7 @@
 // error naming it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -142,5 +143,12 @@ class DecodeStream {
   std::string prefix_;
   size_t prefix_index_ = 0;
 };
+
+// An on_token callback for of::generation::generate that streams text: each new id through a
+// DecodeStream, and the text it completes (nothing while a character is incomplete) to
+// `on_text`, whose false stops the generation. The tokenizer must outlive the callback.
+std::function<bool(int64_t)> stream_text(const Tokenizer& tokenizer,
+                                         std::function<bool(const std::string&)> on_text,
+                                         bool skip_special_tokens = true);
 
 }  // namespace oneflow::text

@@ -494,4 +494,14 @@ std::string DecodeStream::step(int64_t id) {
   return fresh;
 }
 
+std::function<bool(int64_t)> stream_text(const Tokenizer& tokenizer,
+                                         std::function<bool(const std::string&)> on_text,
+                                         bool skip_special_tokens) {
+  auto ds = std::make_shared<DecodeStream>(tokenizer, skip_special_tokens);
+  return [ds, on_text = std::move(on_text)](int64_t id) {
+    const std::string piece = ds->step(id);
+    return piece.empty() || on_text(piece);
+  };
+}
+
 }  // namespace oneflow::text

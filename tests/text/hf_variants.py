@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokenizers for tests/test_text.cpp to check against HF, made with HF `tokenizers` itself.
 
-usage: hf_variants.py CORPUS MINILM_JSON SMOLLM2_JSON OUTDIR
+usage: hf_variants.py CORPUS MINILM_JSON SMOLLM2_JSON OUTDIR [CHARSMAP]
 
 Trains, on CORPUS (UTF-8 lines of real text), the kinds no small real tokenizer ships offline:
   llama2-bpe      SentencePiece-style BPE with byte fallback, as Llama-2 / Mistral lay it out
@@ -15,7 +15,9 @@ Trains, on CORPUS (UTF-8 lines of real text), the kinds no small real tokenizer 
 and rewrites the two real tokenizers with every other listed component in turn (pre-tokenizers
 with each Split behaviour, normalizers, RobertaProcessing, ByteLevel post-processor, Sequence
 post-processor, the Llama-3 layout, BPE/CTC decoders). Each file is loaded back by HF before it
-is kept. Writes OUTDIR/NAME.json for each and prints the names, one per line.
+is kept. With CHARSMAP (a SentencePiece precompiled character map, tests/data/nmt_nfkc.charsmap.gz
+unzipped), also the Precompiled normalizer as T5's layout has it, and under WordPiece. Writes
+OUTDIR/NAME.json for each and prints the names, one per line.
 """
 import copy
 import json
@@ -178,6 +180,21 @@ def variants(minilm, smol):
     return made
 
 
+def precompiled(made, charsmap, minilm):
+    import base64
+    with open(charsmap, "rb") as f:
+        b64 = base64.b64encode(f.read()).decode()
+    j = copy.deepcopy(made["t5-unigram"])
+    j["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Precompiled", "precompiled_charsmap": b64},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    made["t5-precompiled"] = j
+    j = copy.deepcopy(minilm)
+    j["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Precompiled", "precompiled_charsmap": b64}, {"type": "Lowercase"}]}
+    made["norm-precompiled"] = j
+
+
 def main():
     corpus, minilm_path, smol_path, out = sys.argv[1:5]
     os.makedirs(out, exist_ok=True)
@@ -187,6 +204,8 @@ def main():
         smol = json.load(f)
     made = train(corpus, out)
     made.update(variants(minilm, smol))
+    if len(sys.argv) > 5:
+        precompiled(made, sys.argv[5], minilm)
     for name, j in made.items():
         path = os.path.join(out, name + ".json")
         with open(path, "w", encoding="utf-8") as f:
