@@ -108,6 +108,12 @@ class Tokenizer {
                      const EncodeOptions& options = {}) const {
     return encode_batch(std::vector<std::string>(texts), options);
   }
+  // The same rows without the tensors, as HF's encode_batch returns them: each input's Encoding
+  // (padded together where options say; without padding the rows keep their own lengths).
+  std::vector<Encoding> encode_all(const std::vector<std::string>& texts,
+                                   const EncodeOptions& options = {}) const;
+  std::vector<Encoding> encode_all(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                   const EncodeOptions& options = {}) const;
   // The file's own "truncation" and "padding" settings (unset where the file has null).
   EncodeOptions file_options() const;
 

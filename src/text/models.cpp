@@ -6,6 +6,7 @@
 // byte) carries that character's whole span, as HF's offsets do.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <queue>
@@ -108,9 +109,46 @@ struct WordPiece final : Model {
 
 // ---------------------------------------------------------------- BPE
 
+// (left id, right id) -> (rank, merged id): open addressing over a power-of-two table, the
+// look-up BPE makes for every adjacent pair.
+class MergeTable {
+ public:
+  struct Entry {
+    uint64_t key = kEmpty;
+    int32_t rank = 0, merged = 0;
+  };
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    slots_.assign(cap, Entry{});
+    mask_ = cap - 1;
+  }
+  // a later merge of the same pair replaces the earlier (HF's map insert)
+  void put(uint64_t key, int32_t rank, int32_t merged) {
+    Entry& e = slot(key);
+    if (e.key == kEmpty) ++size_;
+    e = {key, rank, merged};
+  }
+  const Entry* find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    const Entry& e = const_cast<MergeTable*>(this)->slot(key);
+    return e.key == kEmpty ? nullptr : &e;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  Entry& slot(uint64_t key) {
+    size_t i = size_t((key * 0x9E3779B97F4A7C15ull) >> 17) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+    return slots_[i];
+  }
+  std::vector<Entry> slots_;
+  size_t mask_ = 0, size_ = 0;
+};
+
 struct Bpe final : Model {
   // (left id, right id) -> (rank, merged id)
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
+  MergeTable merges;
   std::optional<std::string> unk_token;
   int64_t unk_id = -1;
   std::optional<std::string> prefix, suffix;
@@ -126,12 +164,53 @@ struct Bpe final : Model {
     bool alive = true;
   };
 
+  // The merged symbols of a word depend on its text alone: each thread keeps the words it
+  // tokenized last (HF's BPE keeps a cache too), keyed by this model's serial number so that a
+  // later model at the same address never reads them.
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> n{1};
+    return n++;
+  }
+  const uint64_t serial = next_serial();
+  struct Cached {
+    int64_t id;
+    uint32_t cb, ce;  // the characters of the word it covers
+  };
+  struct WordCache {
+    uint64_t owner = 0;
+    std::unordered_map<std::string, std::vector<Cached>, SvHash, std::equal_to<>> words;
+  };
+  static constexpr size_t kCacheWords = 1 << 16, kCacheWordBytes = 64;
+
   void tokenize(const Piece& w, std::vector<Tok>& out) const override {
     if (w.empty()) return;
     const Utf8Word u(w);
+    auto emit = [&](const std::vector<Cached>& syms) {
+      for (const Cached& c : syms)
+        out.push_back({c.id, by_id[size_t(c.id)], span_of(w, c.cb, c.ce)});
+    };
+    if (u.s.size() > kCacheWordBytes) {
+      std::vector<Cached> syms;
+      merge_word(w, u, syms);
+      return emit(syms);
+    }
+    thread_local WordCache cache;
+    if (cache.owner != serial) {
+      cache.words.clear();
+      cache.owner = serial;
+    }
+    if (auto it = cache.words.find(std::string_view(u.s)); it != cache.words.end())
+      return emit(it->second);
+    if (cache.words.size() >= kCacheWords) cache.words.clear();
+    std::vector<Cached>& syms = cache.words[u.s];
+    merge_word(w, u, syms);
+    emit(syms);
+  }
+
+  void merge_word(const Piece& w, const Utf8Word& u, std::vector<Cached>& result) const {
     if (ignore_merges)
       if (auto it = vocab.find(std::string_view(u.s)); it != vocab.end()) {
-        out.push_back({it->second, by_id[size_t(it->second)], span_of(w, 0, w.size())});
+        result.push_back({it->second, 0, uint32_t(w.size())});
         return;
       }
     std::vector<Sym> syms;
@@ -174,7 +253,7 @@ struct Bpe final : Model {
     if (!syms.empty()) syms.back().next = long(syms.size());
     merge_all(syms);
     for (const Sym& x : syms)
-      if (x.alive) out.push_back({x.id, by_id[size_t(x.id)], span_of(w, x.cb, x.ce)});
+      if (x.alive) result.push_back({x.id, uint32_t(x.cb), uint32_t(x.ce)});
   }
 
   void merge_all(std::vector<Sym>& syms) const {
@@ -190,8 +269,8 @@ struct Bpe final : Model {
     auto consider = [&](long pos) {
       const long nx = syms[size_t(pos)].next;
       if (nx >= long(syms.size())) return;
-      const auto it = merges.find(key(syms[size_t(pos)].id, syms[size_t(nx)].id));
-      if (it != merges.end()) q.push({it->second.first, pos, it->second.second});
+      if (const MergeTable::Entry* e = merges.find(key(syms[size_t(pos)].id, syms[size_t(nx)].id)))
+        q.push({e->rank, pos, e->merged});
     };
     for (long k = 0; k + 1 < long(syms.size()); ++k) consider(k);
     while (!q.empty()) {
@@ -200,8 +279,8 @@ struct Bpe final : Model {
       Sym& cur = syms[size_t(top.pos)];
       if (!cur.alive || cur.next >= long(syms.size())) continue;
       Sym& right = syms[size_t(cur.next)];
-      const auto it = merges.find(key(cur.id, right.id));
-      if (it == merges.end() || it->second.second != top.new_id) continue;  // a stale entry
+      const MergeTable::Entry* e = merges.find(key(cur.id, right.id));
+      if (!e || e->merged != top.new_id) continue;  // a stale entry
       cur.id = top.new_id;
       cur.ce = right.ce;
       right.alive = false;
@@ -419,7 +498,7 @@ std::unique_ptr<Model> load_bpe(const Where& w, const JsonValue& v) {
     if (b.compare(0, plen, m->prefix ? *m->prefix : std::string()) != 0)
       wk.bad("the right part '" + b + "' does not start with the continuing_subword_prefix");
     const int64_t ia = id(wk, a), ib = id(wk, b), merged = id(wk, a + b.substr(plen));
-    m->merges[Bpe::key(ia, ib)] = {int32_t(k), int32_t(merged)};
+    m->merges.put(Bpe::key(ia, ib), int32_t(k), int32_t(merged));
   }
   return m;
 }

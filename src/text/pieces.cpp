@@ -169,11 +169,12 @@ std::vector<Pattern::Run> Pattern::find(std::u32string_view s) const {
          at = s.find(lit, at + lit.size()))
       add(at, at + lit.size());
   } else {
-    // UTF-8 for Oniguruma, with the character index of every byte offset
-    std::string u;
-    std::vector<size_t> char_at;
-    u.reserve(s.size());
-    char_at.reserve(s.size() + 1);
+    // UTF-8 for Oniguruma, with the character index of every byte offset (per-thread buffers:
+    // find() is called for every word)
+    thread_local std::string u;
+    thread_local std::vector<size_t> char_at;
+    u.clear();
+    char_at.clear();
     for (size_t i = 0; i < s.size(); ++i) {
       io::append_utf8(u, uint32_t(s[i]));
       char_at.resize(u.size(), i);
@@ -181,11 +182,12 @@ std::vector<Pattern::Run> Pattern::find(std::u32string_view s) const {
     char_at.push_back(s.size());
     const auto* str = reinterpret_cast<const OnigUChar*>(u.data());
     const OnigUChar* end = str + u.size();
-    OnigRegion* region = onig_region_new();
-    struct Free {
-      OnigRegion* r;
-      ~Free() { onig_region_free(r, 1); }
-    } free_region{region};
+    struct Region {
+      OnigRegion* r = onig_region_new();
+      ~Region() { onig_region_free(r, 1); }
+    };
+    thread_local Region held;
+    OnigRegion* region = held.r;
     // the onig crate's find_iter: no empty match right after the previous match
     size_t last_end = 0;
     std::optional<size_t> last_match_end;

@@ -1,6 +1,8 @@
 // pre_tokenizers.cpp: the pre-tokenizers of `tokenizer.json` (HF's pre_tokenizers module): each
 // refines the list of words, splitting them as HF's PreTokenizedString::split does (empty words
 // dropped), the byte-level one also mapping each word's UTF-8 bytes to GPT-2's characters.
+#include <algorithm>
+
 #include "text/pipeline.h"
 #include "text/unicode.h"
 
@@ -54,10 +56,16 @@ struct ByteLevelPre final : PreTokenizer {
       else if (!p.empty()) parts.push_back(std::move(p));
     }
     // each character's UTF-8 bytes as GPT-2's characters, each with the character's span
+    // (in place for ASCII, which maps one byte to one character)
     words.clear();
     words.reserve(parts.size());
     std::string u;
-    for (const Piece& p : parts) {
+    for (Piece& p : parts) {
+      if (std::all_of(p.chars.begin(), p.chars.end(), [](char32_t c) { return c < 0x80; })) {
+        for (char32_t& c : p.chars) c = byte_char(uint8_t(c));
+        words.push_back(std::move(p));
+        continue;
+      }
       Piece b;
       b.origin = p.origin;
       b.chars.reserve(p.size());

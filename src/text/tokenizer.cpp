@@ -9,6 +9,7 @@
 #include "oneflow/text.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -39,23 +40,50 @@ bool is_word_char(char32_t c) {
   return !uni::is_whitespace(c) && !uni::is_punctuation(c);
 }
 
+// Added tokens indexed by their first character, each list longest first: a position whose
+// character starts no token costs one look-up (ASCII: an array), and one that does tries only the
+// tokens starting with it.
+struct AddedSet {
+  std::array<std::vector<const AddedToken*>, 128> ascii;
+  std::unordered_map<char32_t, std::vector<const AddedToken*>> other;
+  bool empty = true;
+  void add(const AddedToken* t) {
+    if (t->chars.empty()) return;
+    const char32_t c = t->chars[0];
+    auto& list = c < 128 ? ascii[c] : other[c];
+    list.push_back(t);
+    std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
+      return x->chars.size() > y->chars.size();
+    });
+    empty = false;
+  }
+  const std::vector<const AddedToken*>* starting(char32_t c) const {
+    if (c < 128) return ascii[c].empty() ? nullptr : &ascii[c];
+    const auto it = other.find(c);
+    return it == other.end() ? nullptr : &it->second;
+  }
+};
+
 // The non-overlapping leftmost-longest matches of `tokens` in `text` (HF's added-vocabulary
 // split), each with its span in `text` after lstrip/rstrip: [start, end) and the token.
 struct Match {
   size_t start, end;
   const AddedToken* token;
 };
-std::vector<Match> find_added(const std::u32string& text,
-                              const std::vector<const AddedToken*>& tokens) {
+std::vector<Match> find_added(const std::u32string& text, const AddedSet& tokens) {
   std::vector<Match> out;
+  if (tokens.empty) return out;
   size_t i = 0, prev_end = 0;
   while (i < text.size()) {
     const AddedToken* best = nullptr;
-    for (const AddedToken* t : tokens) {
-      const size_t n = t->chars.size();
-      if (n == 0 || i + n > text.size() || (best && n <= best->chars.size())) continue;
-      if (text.compare(i, n, t->chars) == 0) best = t;
-    }
+    if (const auto* list = tokens.starting(text[i]))
+      for (const AddedToken* t : *list) {  // longest first: the first that matches
+        const size_t n = t->chars.size();
+        if (i + n <= text.size() && text.compare(i, n, t->chars) == 0) {
+          best = t;
+          break;
+        }
+      }
     if (!best) {
       ++i;
       continue;
@@ -110,7 +138,7 @@ struct Tokenizer::Impl {
   std::unique_ptr<PostProcessor> post;
   std::unique_ptr<Decoder> decoder;
   std::vector<AddedToken> added;
-  std::vector<const AddedToken*> raw_added, normalized_added;
+  AddedSet raw_added, normalized_added;
   std::unordered_map<int64_t, const AddedToken*> added_by_id;
   Vocab added_by_content;
   EncodeOptions file_options;  // the file's truncation and padding
@@ -262,7 +290,7 @@ void load_added(Tokenizer::Impl& t, const Where& w, const JsonValue* v) {
     a.shown = uni::to_utf8(a.chars);
   }
   for (const AddedToken& a : t.added) {
-    (a.normalized ? t.normalized_added : t.raw_added).push_back(&a);
+    (a.normalized ? t.normalized_added : t.raw_added).add(&a);
     t.added_by_id.emplace(a.id, &a);
     t.added_by_content.emplace(a.content, a.id);
   }
@@ -405,25 +433,36 @@ template <class F> void parallel_rows(size_t n, int threads, F f) {
 
 }  // namespace
 
-Batch Tokenizer::encode_batch(const std::vector<std::string>& texts,
-                              const EncodeOptions& options) const {
+std::vector<Encoding> Tokenizer::encode_all(const std::vector<std::string>& texts,
+                                            const EncodeOptions& options) const {
   std::vector<Encoding> rows(texts.size());
   parallel_rows(texts.size(), options.threads, [&](size_t i) {
     rows[i] = impl_->process(impl_->tokenize(texts[i]), nullptr, options);
   });
   if (options.padding) impl_->pad_rows(rows, *options.padding);
-  return to_batch(std::move(rows), options.padding);
+  return rows;
 }
 
-Batch Tokenizer::encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
-                              const EncodeOptions& options) const {
+std::vector<Encoding> Tokenizer::encode_all(
+    const std::vector<std::pair<std::string, std::string>>& pairs,
+    const EncodeOptions& options) const {
   std::vector<Encoding> rows(pairs.size());
   parallel_rows(pairs.size(), options.threads, [&](size_t i) {
     const std::vector<Tok> b = impl_->tokenize(pairs[i].second);
     rows[i] = impl_->process(impl_->tokenize(pairs[i].first), &b, options);
   });
   if (options.padding) impl_->pad_rows(rows, *options.padding);
-  return to_batch(std::move(rows), options.padding);
+  return rows;
+}
+
+Batch Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                              const EncodeOptions& options) const {
+  return to_batch(encode_all(texts, options), options.padding);
+}
+
+Batch Tokenizer::encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
+                              const EncodeOptions& options) const {
+  return to_batch(encode_all(pairs, options), options.padding);
 }
 
 EncodeOptions Tokenizer::file_options() const { return impl_->file_options; }
