@@ -22,8 +22,9 @@ namespace tx = oneflow::text;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::printf("bench_tokenize: needs TOKENIZER_JSON CORPUS (bench/tokenize.sh runs it beside HF "
-                "tokenizers): skipped\n");
+    std::printf(
+        "bench_tokenize: needs TOKENIZER_JSON CORPUS (bench/tokenize.sh runs it beside HF "
+        "tokenizers): skipped\n");
     return 0;
   }
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;

@@ -201,10 +201,11 @@ struct Bpe final : Model {
     }
     if (auto it = cache.words.find(std::string_view(u.s)); it != cache.words.end())
       return emit(it->second);
-    if (cache.words.size() >= kCacheWords) cache.words.clear();
-    std::vector<Cached>& syms = cache.words[u.s];
+    std::vector<Cached> syms;  // filled before it enters the cache, so a throw leaves no entry
     merge_word(w, u, syms);
     emit(syms);
+    if (cache.words.size() >= kCacheWords) cache.words.clear();
+    cache.words.emplace(u.s, std::move(syms));
   }
 
   void merge_word(const Piece& w, const Utf8Word& u, std::vector<Cached>& result) const {
