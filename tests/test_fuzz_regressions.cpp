@@ -27,6 +27,14 @@ TEST_CASE("fuzz regressions: sizes whose bytes wrap around 2^64 are refused") {
   CHECK(th::throws_with([&] { (void)of::zeros({big, big}, of::kInt32); }, {"[empty]"}));
 }
 
+TEST_CASE("fuzz regressions: a tensor made from an empty vector copies nothing") {
+  // fuzz_tokenizer (tests/fuzz/regressions/tokenizer_empty_batch): encode_batch of rows that
+  // encode to nothing built its [n, 0] tensors through a memcpy from an empty vector's null data()
+  const of::Tensor t = of::tensor<int64_t>(std::vector<int64_t>{}, {3, 0});
+  CHECK(t.sizes().vec() == std::vector<int64_t>{3, 0});
+  CHECK(of::tensor<float>(std::vector<float>{}).numel() == 0);
+}
+
 TEST_CASE("fuzz regressions: an IDX header whose shape times item size wraps is refused") {
   // int32 items, shape (2^31, 2^31): 2^62 * 4 bytes = 2^64, which wrapped to "0 data bytes"
   const std::string path = "fuzz_regression_wrap.idx";

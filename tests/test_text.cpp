@@ -219,6 +219,33 @@ TEST_CASE("text: encode_batch makes int64 tensors, and refuses what makes no rec
   CHECK(cut.encodings[0].ids == std::vector<int64_t>{2, 4, 3});
   REQUIRE(cut.encodings[0].overflowing.size() == 1);
   CHECK(cut.encodings[0].overflowing[0].ids == std::vector<int64_t>{2, 6, 3});
+  // rows that encode to nothing, and no rows: [n, 0] and [0, 0] tensors
+  tx::EncodeOptions bare;
+  bare.add_special_tokens = false;
+  const tx::Batch empty_rows = t.encode_batch({"", " "}, bare);
+  CHECK(empty_rows.input_ids.sizes().vec() == std::vector<int64_t>{2, 0});
+  CHECK(empty_rows.attention_mask.sizes().vec() == std::vector<int64_t>{2, 0});
+  CHECK(t.encode_batch(std::vector<std::string>{}, o).input_ids.sizes().vec() ==
+        std::vector<int64_t>{0, 0});
+  // NOTE [Tokenizer row bound]: a pair's crossed windows, and padding, past a row's bound
+  std::string many;
+  for (int k = 0; k < 3000; ++k) many += "hello ";
+  tx::EncodeOptions cross;
+  cross.truncation = tx::Truncation{5, tx::Truncation::kLongestFirst, 0, tx::Side::kRight};
+  CHECK(t.encode(many, cross).overflowing.size() == 999);  // windows of 3 words
+  CHECK(th::throws_with(
+      [&] { t.encode(many, many, cross); },
+      {"[tokenizer] truncation: the overflowing windows of this pair",
+       "(2999 and 2999 windows, nested)", "more than 1048576", "only_first / only_second"}));
+  cross.truncation->strategy = tx::Truncation::kOnlySecond;
+  CHECK(t.encode("hello", many, cross).overflowing.size() == 2999);
+  tx::EncodeOptions wide;
+  wide.padding = tx::Padding{};
+  wide.padding->pad_id = 0;
+  wide.padding->length = int64_t(1) << 21;
+  CHECK(th::throws_with([&] { t.encode("hello", wide); },
+                        {"[tokenizer] padding: 2097152 tokens for each of a row's 1 encodings",
+                         "more than the 1048576 a row may hold"}));
   o.truncation->max_length = 1;
   CHECK(th::throws_with([&] { t.encode_batch({"hello"}, o); },
                         {"max_length 1 leaves no room: the post-processor adds 2 special tokens"}));
@@ -377,7 +404,8 @@ std::vector<std::string> edge_lines() {
       "  <|endoftext|>  two spaces around",
       "many     spaces\t\t\ttabs   ",
       "DON'T YOU'LL I'M 'S 'T 'RE ''ll",
-      "x\xe2\x80\x83em\xe3\x80\x80ideographic\xc2\xa0nbsp space",
+      "x\xe2\x80\x83"
+      "em\xe3\x80\x80ideographic\xc2\xa0nbsp space",
       "caf\xc3\xa9 cafe\xcc\x81 \xef\xac\x81 \xe2\x84\xab \xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8",
       "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "
       "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9 "

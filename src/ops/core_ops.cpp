@@ -537,7 +537,7 @@ template <class T> Tensor tensor(const std::vector<T>& values, IntArrayRef shape
   Tensor t = make_empty(sizes, src, Device(kCPU));
   if constexpr (std::is_same_v<T, bool>) {
     for (size_t i = 0; i < values.size(); ++i) static_cast<bool*>(t.data_ptr())[i] = values[i];
-  } else {
+  } else if (!values.empty()) {  // (an empty vector's data() may be null: no memcpy of it)
     std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(T));
   }
   if (o.has_dtype() && o.dtype() != src) t = t.to(o.dtype());

@@ -32,27 +32,78 @@ Encoding slice(const Encoding& e, size_t b, size_t f) {
   return s;
 }
 
-}  // namespace
+// NOTE [Tokenizer row bound]: HF's merge crosses the overflowing windows of a pair's two sides
+// and nests them (each window of the first merged with the whole second, windows included), so a
+// pair truncated to a short max_length with a stride near it holds a number of tokens cubic in its
+// length; a stride of max_length - 1 over a single long input holds windows x max_length; a
+// padding length pads every window. HF builds all of it (a few KB of text can ask for gigabytes).
+// Here each of the three first counts what it would make, one cell per token and per encoding,
+// and refuses past kMaxRowCells (1,048,576: ~100 MB of Encoding) with an of::Error, allocating
+// nothing; real windows (a long document at max_length 512 with stride 128) stay far below.
 
-void merge_into(Encoding& self, const Encoding& pair) {
+// The cells of `e` and its windows.
+size_t cells(const Encoding& e) {
+  size_t n = e.size() + 1;
+  for (const Encoding& o : e.overflowing) n += cells(o);
+  return n;
+}
+size_t encodings(const Encoding& e) {
+  size_t n = 1;
+  for (const Encoding& o : e.overflowing) n += encodings(o);
+  return n;
+}
+
+// The cells of `e` padded to `length` (length at most kMaxRowCells: no overflow).
+size_t padded_cells(const Encoding& e, size_t length) {
+  size_t n = std::max(e.size(), length) + 1;
+  for (const Encoding& o : e.overflowing) n += padded_cells(o, length);
+  return n;
+}
+
+// The cells merge(s, p) would hold, or a number over `cap` as soon as the count passes it.
+size_t merged_cells(const Encoding& s, const Encoding& p, size_t cap) {
+  size_t n = s.size() + p.size() + 1;
+  for (const Encoding& so : s.overflowing) {
+    if ((n += merged_cells(so, p, cap)) > cap) return n;
+    for (const Encoding& po : p.overflowing)
+      if ((n += merged_cells(so, po, cap)) > cap) return n;
+  }
+  for (const Encoding& po : p.overflowing)
+    if ((n += merged_cells(s, po, cap)) > cap) return n;
+  return n;
+}
+
+void merge_unchecked(Encoding& self, const Encoding& pair) {
   std::vector<Encoding> over;
   for (const Encoding& so : self.overflowing) {
     Encoding n = so;
-    merge_into(n, pair);
+    merge_unchecked(n, pair);
     over.push_back(std::move(n));
     for (const Encoding& po : pair.overflowing) {
       Encoding m = so;
-      merge_into(m, po);
+      merge_unchecked(m, po);
       over.push_back(std::move(m));
     }
   }
   for (const Encoding& po : pair.overflowing) {
     Encoding n = self;  // (its own windows too: HF nests them so)
-    merge_into(n, po);
+    merge_unchecked(n, po);
     over.push_back(std::move(n));
   }
   cat(self, pair);
   self.overflowing = std::move(over);
+}
+
+}  // namespace
+
+void merge_into(Encoding& self, const Encoding& pair) {
+  if (merged_cells(self, pair, kMaxRowCells) > kMaxRowCells)
+    fail(
+        "[tokenizer] truncation: the overflowing windows of this pair, crossed as HF crosses them "
+        "({} and {} windows, nested), would hold more than {} tokens and encodings: truncate one "
+        "side only (only_first / only_second), or take a smaller stride or a longer max_length",
+        encodings(self) - 1, encodings(pair) - 1, kMaxRowCells);
+  merge_unchecked(self, pair);
 }
 
 void truncate(Encoding& e, size_t max_len, size_t stride, Side direction) {
@@ -83,6 +134,13 @@ void truncate(Encoding& e, size_t max_len, size_t stride, Side direction) {
       if (start == 0) break;
     }
   }
+  size_t total = 0;
+  for (const auto& [b, f] : parts) total += f - b + 1;
+  if (total > kMaxRowCells)
+    fail(
+        "[tokenizer] truncation: {} tokens cut to {} with stride {} make {} windows holding {} "
+        "tokens in all, more than the {} a row may hold: take a smaller stride",
+        n, max_len, stride, parts.size(), total - parts.size(), kMaxRowCells);
   Encoding kept = slice(e, parts[0].first, parts[0].second);
   for (size_t k = 1; k < parts.size(); ++k)
     kept.overflowing.push_back(slice(e, parts[k].first, parts[k].second));
@@ -125,9 +183,11 @@ void truncate_pair(Encoding& a, Encoding* b, const Truncation& t, size_t max_len
   truncate(*target, target->size() - to_remove, stride, t.direction);
 }
 
-void pad(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
-         const std::string& pad_token, Side direction) {
-  for (Encoding& o : e.overflowing) pad(o, length, pad_id, pad_type_id, pad_token, direction);
+namespace {
+void pad_unchecked(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
+                   const std::string& pad_token, Side direction) {
+  for (Encoding& o : e.overflowing)
+    pad_unchecked(o, length, pad_id, pad_type_id, pad_token, direction);
   if (e.size() >= length) return;
   const size_t k = length - e.size();
   auto put = [&](auto& v, const auto& x) {
@@ -140,6 +200,18 @@ void pad(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
   put(e.attention_mask, int64_t(0));
   put(e.special_tokens_mask, int64_t(1));
   put(e.offsets, Span{0, 0});
+}
+}  // namespace
+
+void pad(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
+         const std::string& pad_token, Side direction) {
+  const size_t n = encodings(e);
+  if (length > kMaxRowCells || padded_cells(e, length) > kMaxRowCells)
+    fail(
+        "[tokenizer] padding: {} tokens for each of a row's {} encodings (with its overflowing "
+        "windows) is more than the {} a row may hold",
+        length, n, kMaxRowCells);
+  pad_unchecked(e, length, pad_id, pad_type_id, pad_token, direction);
 }
 
 Batch to_batch(std::vector<Encoding> encs, const std::optional<Padding>& padding) {

@@ -182,6 +182,10 @@ std::unique_ptr<Decoder> load_decoder(const Where& w, const JsonValue& v);
 
 // ---------------------------------------------------------------- encodings (batch.cpp)
 
+// The most a row may hold, its overflowing windows (nested, as HF nests them) included, counting
+// one per token and one per encoding: truncation, merging and padding are refused, before they
+// allocate, where they would pass it (NOTE [Tokenizer row bound] in batch.cpp).
+constexpr size_t kMaxRowCells = size_t(1) << 20;
 // HF's Encoding::merge_with: `pair` appended, the overflowing windows of both crossed.
 void merge_into(Encoding& self, const Encoding& pair);
 // HF's Encoding::truncate: the first window kept, the others (stride tokens overlapping) as
