@@ -299,7 +299,8 @@ TEST_CASE("text: a malformed or unsupported tokenizer.json names the component a
   CHECK(
       refused(with("{\"type\": \"BertPreTokenizer\"}",
                    "{\"type\": \"Split\", \"pattern\": {\"String\": \"x\"}, \"behavior\": \"X\"}"),
-              {"pre_tokenizer.behavior: unknown behavior 'X'"}));
+              {"[tokenizer] t.json: pre_tokenizer.behavior: unknown behavior 'X'",
+               "(in pre_tokenizer, a Split)"}));
   CHECK(refused(
       with("{\"type\": \"BertPreTokenizer\"}",
            "{\"type\": \"Split\", \"pattern\": {\"Glob\": \"x\"}, \"behavior\": \"Removed\"}"),
@@ -562,6 +563,20 @@ TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on r
   const tx::Encoding hello = t.encode("Hello, world!");
   CHECK(hello.ids == std::vector<int64_t>{101, 7592, 1010, 2088, 999, 102});
   CHECK(t.decode(hello.ids, true) == "hello, world!");
+  // the README's batch (ids as HF's encode_batch gives them with padding to the longest)
+  tx::EncodeOptions o;
+  o.padding = tx::Padding{};
+  o.truncation = tx::Truncation{128};
+  o.threads = 2;
+  const tx::Batch b = t.encode_batch({"Hello, world!", "Tokenizers in C++ too."}, o);
+  CHECK(b.input_ids.sizes().vec() == std::vector<int64_t>{2, 11});
+  const auto* ids = b.input_ids.data_ptr<int64_t>();
+  CHECK(std::vector<int64_t>(ids, ids + 22) ==
+        std::vector<int64_t>{101, 7592,  1010,  2088, 999,  102,  0,    0,    0,    0,    0,
+                             101, 19204, 17629, 2015, 1999, 1039, 1009, 1009, 2205, 1012, 102});
+  // the file's own settings: Fixed 128 (the README says so)
+  CHECK(t.encode_batch({"Hello, world!"}, t.file_options()).input_ids.sizes().vec() ==
+        std::vector<int64_t>{1, 128});
   check_corpus("all-MiniLM-L6-v2", t, json, dir.path);
 }
 
@@ -580,6 +595,15 @@ TEST_CASE("text: SmolLM2's byte-level BPE tokenizer equals Hugging Face on real 
   CHECK(e.ids == std::vector<int64_t>{1, 4093, 198, 19556, 28, 905, 17, 2});
   CHECK(t.decode(e.ids) == "<|im_start|>user\nHello, world!<|im_end|>");
   CHECK(t.decode(e.ids, true) == "user\nHello, world!");
+  // the README's stream: a byte-level token of part of a character gives nothing until the rest
+  tx::DecodeStream stream(t);
+  std::vector<std::string> pieces;
+  const std::vector<int64_t> smile = t.encode("naïve 𓀀!", false).ids;
+  for (const int64_t id : smile) pieces.push_back(stream.step(id));
+  std::string joined;
+  for (const std::string& p : pieces) joined += p;
+  CHECK(joined == "naïve 𓀀!");
+  CHECK(std::count(pieces.begin(), pieces.end(), std::string()) == 3);  // (HF: None, None, None)
   if (!have_venv()) return;
   check_corpus("SmolLM2-135M", t, json, dir.path);
 }

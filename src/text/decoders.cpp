@@ -448,9 +448,10 @@ std::vector<std::unique_ptr<T>> load_list(const Where& w, const JsonValue& v, co
 
 }  // namespace
 
-std::unique_ptr<PostProcessor> load_post_processor(const Where& w, const JsonValue& v) {
+std::unique_ptr<PostProcessor> load_post_processor(const Where& where, const JsonValue& v) {
   if (v.kind == JsonValue::Null) return nullptr;
-  const std::string type = type_of(w, v);
+  const std::string type = type_of(where, v);
+  const Where w = where.typed(type);
   if (type == "TemplateProcessing") return load_template(w, v);
   if (type == "BertProcessing") {
     auto p = std::make_unique<Bert>();
@@ -482,9 +483,10 @@ std::unique_ptr<PostProcessor> load_post_processor(const Where& w, const JsonVal
       {"TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel", "Sequence"});
 }
 
-std::unique_ptr<Decoder> load_decoder(const Where& w, const JsonValue& v) {
+std::unique_ptr<Decoder> load_decoder(const Where& where, const JsonValue& v) {
   if (v.kind == JsonValue::Null) return nullptr;
-  const std::string type = type_of(w, v);
+  const std::string type = type_of(where, v);
+  const Where w = where.typed(type);
   if (type == "WordPiece") {
     auto d = std::make_unique<WordPieceDec>();
     d->prefix = get_string(w, v, "prefix", std::string("##"));
@@ -535,7 +537,7 @@ std::unique_ptr<Decoder> load_decoder(const Where& w, const JsonValue& v) {
     d->parts = load_list<Decoder>(w, v, "decoders", load_decoder);
     return d;
   }
-  unsupported(w, type,
+  unsupported(where, type,
               {"WordPiece", "ByteLevel", "Metaspace", "ByteFallback", "Fuse", "Strip", "Replace",
                "BPEDecoder", "CTC", "Sequence"});
 }

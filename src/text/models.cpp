@@ -562,13 +562,14 @@ void read_vocab(const Where& w, const JsonValue& v, Model& m) {
   }
 }
 
-std::unique_ptr<Model> load_model(const Where& w, const JsonValue& v) {
-  const std::string type = type_of(w, v);
+std::unique_ptr<Model> load_model(const Where& where, const JsonValue& v) {
+  const std::string type = type_of(where, v);
+  const Where w = where.typed(type);
   std::unique_ptr<Model> m;
   if (type == "WordPiece") m = load_wordpiece(w, v);
   else if (type == "BPE") m = load_bpe(w, v);
   else if (type == "Unigram") m = load_unigram(w, v);
-  else unsupported(w, type, {"WordPiece", "BPE", "Unigram"});
+  else unsupported(where, type, {"WordPiece", "BPE", "Unigram"});
   m->file = w.file;
   return m;
 }

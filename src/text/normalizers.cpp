@@ -292,9 +292,10 @@ struct Sequence final : Normalizer {
 
 std::unique_ptr<Normalizer> load_precompiled(const Where& w, const JsonValue& v);
 
-std::unique_ptr<Normalizer> load_normalizer(const Where& w, const JsonValue& v) {
+std::unique_ptr<Normalizer> load_normalizer(const Where& where, const JsonValue& v) {
   if (v.kind == JsonValue::Null) return nullptr;
-  const std::string type = type_of(w, v);
+  const std::string type = type_of(where, v);
+  const Where w = where.typed(type);
   if (type == "BertNormalizer") {
     // every field present, as HF requires (strip_accents may be null: it follows lowercase)
     for (const char* key : {"clean_text", "handle_chinese_chars", "strip_accents", "lowercase"})
@@ -336,7 +337,7 @@ std::unique_ptr<Normalizer> load_normalizer(const Where& w, const JsonValue& v) 
     }
     return s;
   }
-  unsupported(w, type,
+  unsupported(where, type,
               {"BertNormalizer", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Strip",
                "Replace", "Prepend", "Precompiled", "Sequence"});
 }

@@ -67,13 +67,19 @@ using Vocab = std::unordered_map<std::string, int64_t, SvHash, std::equal_to<>>;
 struct Where {
   const std::string& file;
   std::string path;
+  // the component the path is inside and its type ("pre_tokenizer", "Split"), once known
+  std::string component, type;
   [[noreturn]] void bad(const std::string& what) const {
-    fail("[tokenizer] {}: {}: {}", file, path, what);
+    if (type.empty()) fail("[tokenizer] {}: {}: {}", file, path, what);
+    fail("[tokenizer] {}: {}: {} (in {}, a {})", file, path, what, component, type);
   }
   Where at(std::string_view key) const {
-    return {file, path.empty() ? std::string(key) : path + "." + std::string(key)};
+    return {file, path.empty() ? std::string(key) : path + "." + std::string(key), component, type};
   }
+  // (an element of a list is a component of its own)
   Where index(size_t k) const { return {file, path + "[" + std::to_string(k) + "]"}; }
+  // this path as the component of that type
+  Where typed(const std::string& t) const { return {file, path, path, t}; }
 };
 
 // The JSON field readers: a missing or null field takes its default (or is refused as missing

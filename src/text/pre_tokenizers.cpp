@@ -149,9 +149,10 @@ struct SequencePre final : PreTokenizer {
 
 }  // namespace
 
-std::unique_ptr<PreTokenizer> load_pre_tokenizer(const Where& w, const JsonValue& v) {
+std::unique_ptr<PreTokenizer> load_pre_tokenizer(const Where& where, const JsonValue& v) {
   if (v.kind == JsonValue::Null) return nullptr;
-  const std::string type = type_of(w, v);
+  const std::string type = type_of(where, v);
+  const Where w = where.typed(type);
   if (type == "BertPreTokenizer") return std::make_unique<BertPre>();
   if (type == "ByteLevel") {
     auto p = std::make_unique<ByteLevelPre>(Pattern::regex(w, kGpt2Pattern));
@@ -215,7 +216,7 @@ std::unique_ptr<PreTokenizer> load_pre_tokenizer(const Where& w, const JsonValue
     }
     return s;
   }
-  unsupported(w, type,
+  unsupported(where, type,
               {"BertPreTokenizer", "ByteLevel", "Metaspace", "Split", "Whitespace",
                "WhitespaceSplit", "Punctuation", "Digits", "CharDelimiterSplit", "Sequence"});
 }
