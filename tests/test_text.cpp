@@ -22,6 +22,7 @@
 #include <oneflow/text.h>
 
 #include "harness.h"
+#include "subprocess_util.h"
 #include "io/json.h"
 #include "text/unicode.h"
 
@@ -335,18 +336,8 @@ TEST_CASE("text: a malformed or unsupported tokenizer.json names the component a
 
 namespace {
 
-fs::path venv_python() { return fs::path(ONEFLOW_SOURCE_ROOT) / ".venv-test" / "bin" / "python"; }
-
-int run(const std::string& cmd, std::string* out = nullptr) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::string s;
-  char buf[4096];
-  while (size_t k = fread(buf, 1, sizeof buf, p)) s.append(buf, k);
-  const int st = pclose(p);
-  if (out) *out = s;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
+using th::run;
+using th::venv_python;
 
 // Real text, one input per line: every fortunes file, and manual pages in several languages
 // (their troff source, which is text with markup: Latin, Cyrillic, CJK and Hangul lines).
@@ -499,10 +490,8 @@ HfResult compare_with_hf(const tx::Tokenizer& t, const std::string& json,
   return r;
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("of_text_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : th::TempDir {
+  TempDir() : th::TempDir("of_text_") {}
 };
 
 // `t` (read from `json`) against HF on the real-text corpus and the edge cases: every line with
