@@ -148,7 +148,7 @@ TEST_CASE("gguf: every value and tensor type round-trips through the writer and 
       CHECK(i->dims == t.dims);
       CHECK(i->nbytes == t.bytes.size());
       CHECK(i->offset % alignment == 0);
-      CHECK(std::memcmp(f.data(*i), t.bytes.data(), t.bytes.size()) == 0);
+      if (!t.bytes.empty()) CHECK(std::memcmp(f.data(*i), t.bytes.data(), t.bytes.size()) == 0);
       const oneflow::Tensor d = f.dequantize(t.name);
       CHECK(d.sizes().vec() == i->shape());
       std::vector<float> want(static_cast<size_t>(i->numel));

@@ -672,7 +672,7 @@ void dequantize_row(Type t, const uint8_t* blocks, float* out, int64_t n) {
            ti.name);
   switch (t) {
     case Type::F32:
-      std::memcpy(out, blocks, size_t(n) * 4);
+      if (n) std::memcpy(out, blocks, size_t(n) * 4);
       return;
     case Type::F16:
       for (int64_t k = 0; k < n; ++k) out[k] = f16(blocks + 2 * k);
@@ -722,7 +722,9 @@ std::vector<uint8_t> quantize_row(Type t, const float* x, int64_t n) {
 
 namespace {
 
-void put_raw(std::string& o, const void* p, size_t n) { o.append(static_cast<const char*>(p), n); }
+void put_raw(std::string& o, const void* p, size_t n) {
+  if (n) o.append(static_cast<const char*>(p), n);  // (an empty vector's data() may be null)
+}
 template <class T> void put(std::string& o, T v) { put_raw(o, &v, sizeof v); }
 void put_str(std::string& o, const std::string& s) {
   put<uint64_t>(o, s.size());
@@ -820,10 +822,9 @@ std::string to_bytes(const std::vector<std::pair<std::string, Value>>& metadata,
     OF_CHECK(t.dims.size() <= size_t(kMaxDims), "[gguf] save: tensor '{}' has {} dimensions",
              t.name, t.dims.size());
     int64_t numel = 1;
-    for (int64_t d : t.dims) {
-      OF_CHECK(d >= 0, "[gguf] save: tensor '{}' has a negative dimension", t.name);
-      numel *= d;
-    }
+    for (int64_t d : t.dims)
+      OF_CHECK(d >= 0 && !__builtin_mul_overflow(numel, d, &numel),
+               "[gguf] save: tensor '{}' has a negative dimension or too many elements", t.name);
     OF_CHECK((t.dims.empty() ? 1 : t.dims[0]) % ti.block == 0 &&
                  uint64_t(numel / ti.block * ti.bytes) == t.bytes.size(),
              "[gguf] save: tensor '{}' ({}, {} elements) needs {} bytes of whole blocks, has {}",
