@@ -1,11 +1,14 @@
 // subprocess_util.h: what the tests that ask a Python oracle share — the test venv's python, a
-// shell command's exit status and output, a temporary directory removed at scope exit.
+// shell command's exit status and output, a file's bytes, a temporary directory removed at scope
+// exit.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace th {
@@ -25,6 +28,14 @@ inline int run(const std::string& cmd, std::string* out = nullptr) {
   const int st = pclose(p);
   if (out) *out = s;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// A whole file's bytes (empty when it cannot be read).
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 struct TempDir {

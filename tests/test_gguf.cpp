@@ -64,11 +64,8 @@ std::vector<float> randn(int64_t n, uint32_t seed) {
 }
 
 std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  REQUIRE_MESSAGE(f.good(), p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  REQUIRE_MESSAGE(fs::is_regular_file(p), p.string());
+  return th::read_file(p);
 }
 
 std::string hex(const std::string& s) {

@@ -77,12 +77,7 @@ const char* const kFlaggedAdded = R"([
 
 using Offs = std::vector<std::pair<int64_t, int64_t>>;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using th::read_file;
 
 }  // namespace
 
@@ -351,7 +346,7 @@ std::vector<std::string> real_lines() {
   const fs::path fortunes = "/usr/share/games/fortunes";
   if (fs::is_directory(fortunes))
     for (const auto& e : fs::directory_iterator(fortunes))
-      if (e.is_regular_file() && !e.path().has_extension()) add_text(read_text(e.path()));
+      if (e.is_regular_file() && !e.path().has_extension()) add_text(read_file(e.path()));
   for (const char* lang : {"de", "fr", "ru", "ja", "ko", "zh_CN", "pl", "es"}) {
     const fs::path dir = fs::path("/usr/share/man") / lang / "man1";
     if (!fs::is_directory(dir)) continue;
@@ -895,7 +890,7 @@ TEST_CASE(
            {"", "no tokenizer.json given"},
            {"/nonexistent.json", "cannot open"},
            {file("empty.json", ""), "the file is empty"},
-           {file("cut.json", read_text(good).substr(0, 5000)), "malformed JSON"},
+           {file("cut.json", read_file(good).substr(0, 5000)), "malformed JSON"},
            {file("bad.json", R"({"model": {"type": "WordLevel", "vocab": {}}})"),
             "'WordLevel' is not supported"},
            {good + " --frobnicate", "unknown option --frobnicate"},
@@ -935,7 +930,7 @@ TEST_CASE(
                     json + " " + in + " " + (dir.path / "hf.txt").string() + flags,
                 &log) == 0);
     std::vector<std::vector<std::string>> rows;
-    std::istringstream f(read_text(dir.path / "hf.txt"));
+    std::istringstream f(read_file(dir.path / "hf.txt"));
     for (std::string l; std::getline(f, l);) {
       std::vector<std::string> fields;
       size_t p = 0;

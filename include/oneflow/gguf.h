@@ -65,7 +65,7 @@ const char* value_type_name(ValueType t);
 // included).
 struct Value {
   ValueType type = ValueType::UInt8;
-  // a scalar: integers in `i` (UInt64 values past INT64_MAX in `u`), floats in `f`, Bool in `i`
+  // a scalar: integers and Bool in `i`, UInt64 in `u`, floats in `f`
   int64_t i = 0;
   uint64_t u = 0;
   double f = 0;

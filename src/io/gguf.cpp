@@ -128,7 +128,6 @@ class Reader : public io::ByteReader {
         break;
       case ValueType::UInt64:
         v.u = pod<uint64_t>();
-        v.i = int64_t(std::min<uint64_t>(v.u, uint64_t(std::numeric_limits<int64_t>::max())));
         break;
       case ValueType::Float32:
         v.f = pod<float>();
@@ -214,7 +213,6 @@ Value Value::of_uint64(uint64_t v) {
   Value x;
   x.type = ValueType::UInt64;
   x.u = v;
-  x.i = int64_t(std::min<uint64_t>(v, uint64_t(std::numeric_limits<int64_t>::max())));
   return x;
 }
 Value Value::of_float(ValueType t, double v) {
@@ -249,9 +247,9 @@ Value Value::of_array(ValueType elem, std::vector<Value> items) {
 }
 std::optional<int64_t> Value::as_int() const {
   if (!is_integer(type)) return std::nullopt;
-  if (type == ValueType::UInt64 && u > uint64_t(std::numeric_limits<int64_t>::max()))
-    return std::nullopt;
-  return i;
+  if (type != ValueType::UInt64) return i;
+  if (u > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return int64_t(u);
 }
 std::optional<double> Value::as_float() const {
   if (type == ValueType::Float32 || type == ValueType::Float64) return f;

@@ -205,12 +205,11 @@ void pad_unchecked(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_
 
 void pad(Encoding& e, size_t length, int64_t pad_id, int64_t pad_type_id,
          const std::string& pad_token, Side direction) {
-  const size_t n = encodings(e);
   if (length > kMaxRowCells || padded_cells(e, length) > kMaxRowCells)
     fail(
         "[tokenizer] padding: {} tokens for each of a row's {} encodings (with its overflowing "
         "windows) is more than the {} a row may hold",
-        length, n, kMaxRowCells);
+        length, encodings(e), kMaxRowCells);
   pad_unchecked(e, length, pad_id, pad_type_id, pad_token, direction);
 }
 
